@@ -1,0 +1,150 @@
+"""Result: the answer of one solve, with its per-op table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..units import fmt_bytes, fmt_time
+from .table import Table
+
+__all__ = ["Result", "POWER_MODEL"]
+
+POWER_MODEL = ("energy = TDP × latency: the device is assumed to draw its thermal design power "
+               "for the whole run (an upper bound when it is under-utilised)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Result:
+    """Latency, throughput and why, for one model × hardware × scenario. SI units throughout."""
+
+    model: str  #: model name
+    hardware: str  #: hardware name
+    hardware_key: str
+    batch: int
+    precision: str
+    preset: str
+    phase: str
+    seq_len: int | None = None  #: T (tokens per sample in forward/prefill)
+    context: int | None = None  #: S (decode: tokens in the KV cache)
+    latency: float  #: s, the estimate (equals latency_bound under preset="bound")
+    latency_bound: float  #: s, pure roofline: Σ max(flops/peak, bytes/bandwidth)
+    t_compute: float  #: s, Σ compute time of every op (at the preset's efficiencies)
+    t_memory: float  #: s, Σ memory time of every op
+    t_overhead: float  #: s, launch/dispatch time not hidden behind kernels
+    throughput: float  #: samples/s (a sample is one image/sequence; in decode, one token)
+    tokens_per_s: float | None = None  #: tokens/s for sequence models
+    bottleneck: str  #: "compute", "memory" or "overhead" (largest share of the latency)
+    flops: float  #: FLOPs per batch (2 per multiply-add)
+    bytes: float  #: bytes moved to/from main memory per batch
+    arithmetic_intensity: float  #: flops / bytes
+    ridge_point: float  #: peak FLOP/s / bandwidth of the compute dtype, FLOP/B
+    ridge_point_effective: float  #: the same at the preset's best efficiencies
+    peak_flops_per_s: float  #: dense peak of the compute dtype
+    bandwidth_bytes_per_s: float  #: main-memory bandwidth
+    mfu: float  #: flops / (latency × peak)
+    mbu: float  #: bytes / (latency × bandwidth)
+    memory_footprint: float  #: bytes: weights + live activations + KV cache + workspace
+    memory_breakdown: dict[str, float] = field(default_factory=dict)
+    memory_capacity: float = math.nan  #: bytes of main memory
+    feasible: bool = True
+    reason: str = ""  #: why it is infeasible (or notes)
+    energy: float = math.nan  #: J per batch (see POWER_MODEL)
+    power_model: str = POWER_MODEL
+    _op_table: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def ops(self) -> Table:
+        """Per-operator table: name, kind, FLOPs, bytes, AI, bound, times, share of latency."""
+        if self._op_table is None:
+            return Table({"name": []}, title="no per-op table")
+        return Table(self._op_table["columns"], self._op_table["units"],
+                     title=f"{self.model} on {self.hardware}, batch {self.batch}, {self.precision}")
+
+    @property
+    def latency_per_sample(self) -> float:
+        return self.latency / self.batch
+
+    @property
+    def energy_per_sample(self) -> float:
+        return self.energy / self.batch
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        for k, v in d.items():
+            if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+                d[k] = None
+        return d
+
+    def plot(self, path: str | None = None, **kw: Any) -> Any:
+        """Roofline chart of this result (needs ``pip install 'roofline[plot]'``)."""
+        from ..viz.roofline import plot_result
+
+        return plot_result(self, path=path, **kw)
+
+    def __str__(self) -> str:
+        if not self.feasible and math.isnan(self.latency):
+            return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "
+                    f"preset {self.preset}): cannot run — {self.reason}")
+        unit = "tokens/s" if self.phase == "decode" else "samples/s"
+        lines = [
+            f"{self.model} on {self.hardware} — batch {self.batch}, {self.precision}, "
+            f"{self.phase}" + (f", T={self.seq_len}" if self.seq_len and self.phase != "decode"
+                               else "") + (f", context={self.context}" if self.context else "")
+            + f", preset {self.preset}",
+            f"  bottleneck      {self.bottleneck}-bound",
+            f"  latency         {fmt_time(self.latency)} (roofline bound {fmt_time(self.latency_bound)})",
+            f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
+            f"overhead {fmt_time(self.t_overhead)}",
+            f"  throughput      {self.throughput:,.1f} {unit}"
+            + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
+               "decode" else ""),
+            f"  work            {self.flops / 1e9:,.4g} GFLOP (2 FLOPs per multiply-add), "
+            f"{fmt_bytes(self.bytes)} moved",
+            f"  intensity       {self.arithmetic_intensity:,.4g} FLOP/B vs ridge "
+            f"{self.ridge_point:,.4g} (effective {self.ridge_point_effective:,.4g})",
+            f"  utilisation     MFU {self.mfu:.2%}, MBU {self.mbu:.2%}",
+            f"  memory          {fmt_bytes(self.memory_footprint)} of "
+            f"{fmt_bytes(self.memory_capacity)}: " + ", ".join(
+                f"{k} {fmt_bytes(v)}" for k, v in self.memory_breakdown.items() if v)
+            + (" — fits" if self.feasible else f" — DOES NOT FIT: {self.reason}"),
+        ]
+        if not math.isnan(self.energy):
+            lines.append(f"  energy          {self.energy * 1e3:,.4g} mJ per batch "
+                         f"({self.energy_per_sample * 1e3:,.4g} mJ per sample, TDP × latency)")
+        return "\n".join(lines)
+
+
+def op_table_columns(graph: Any, arrays: dict[str, np.ndarray], latency: float) -> dict[str, Any]:
+    """Per-op columns for one (hardware, batch) slice of the pricing arrays."""
+    from ..graphs.graph import Q
+
+    q = arrays["op_q"][:, 0, :]
+    t = arrays["op_time"][0, 0]
+    byts = q[Q["weight_bytes_read"]] + q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]] + \
+        q[Q["kv_bytes_read"]] + q[Q["kv_bytes_written"]] + q[Q["weight_bytes_written"]]
+    flops = q[Q["flops"]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ai = np.where(byts > 0, flops / byts, np.inf)
+    has = (flops + byts) > 0
+    cb = arrays["op_compute_bound"][0, 0]
+    cols = {
+        "name": list(graph.names), "kind": list(graph.kinds), "class": list(graph.classes),
+        "flops": flops, "bytes": byts,
+        "weight_bytes": q[Q["weight_bytes_read"]] + q[Q["weight_bytes_written"]],
+        "act_bytes": q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]],
+        "kv_bytes": q[Q["kv_bytes_read"]] + q[Q["kv_bytes_written"]],
+        "intensity": ai,
+        "bound": np.where(has, np.where(cb, "compute", "memory"), "-").astype(object),
+        "t_compute": arrays["op_t_compute"][0, 0], "t_memory": arrays["op_t_memory"][0, 0],
+        "t_bound": arrays["op_t_bound"][0, 0], "overhead": arrays["op_overhead"][0, 0],
+        "time": t, "share": t / latency if latency > 0 else t * 0,
+    }
+    units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
+             "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
+             "t_bound": "s", "overhead": "s", "time": "s"}
+    return {"columns": cols, "units": units}

@@ -1,0 +1,153 @@
+"""``solve``: price one model × hardware × scenario and explain it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError, UnsupportedDtypeError
+from ..graphs.graph import Graph
+from ..graphs.model import Model, model as resolve_model
+from ..specs.dtypes import Precision, precision as make_precision
+from ..specs.hardware import Hardware, hardware as resolve_hardware
+from .core import price
+from .presets import check_preset, efficiency_for
+from .result import Result, op_table_columns
+
+__all__ = ["solve", "check_batch"]
+
+
+def check_batch(batch: Any, field: str = "batch") -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int | np.integer):
+        if isinstance(batch, float) and batch.is_integer() and batch >= 1:
+            return int(batch)
+        raise SpecError(f"{field} must be a positive integer, got {batch!r}")
+    if batch < 1:
+        raise SpecError(f"{field} must be >= 1, got {batch!r}")
+    return int(batch)
+
+
+def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
+                reason: str) -> Result:
+    nan = math.nan
+    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch,
+                  precision=p.label, preset=preset, phase=phase, latency=nan, latency_bound=nan,
+                  t_compute=nan, t_memory=nan, t_overhead=nan, throughput=0.0, bottleneck="none",
+                  flops=nan, bytes=nan, arithmetic_intensity=nan, ridge_point=nan,
+                  ridge_point_effective=nan, peak_flops_per_s=nan,
+                  bandwidth_bytes_per_s=hw.memory_bytes_per_s, mfu=nan, mbu=nan,
+                  memory_footprint=nan, memory_capacity=hw.memory_capacity_bytes,
+                  feasible=False, reason=reason)
+
+
+def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
+          preset: str = "default", phase: str | None = None, seq_len: int | None = None,
+          context: int | None = None, fused_attention: bool = True,
+          kv_precision: str | None = None, weight_precision: str | None = None,
+          group_size: int | None = None) -> Result:
+    """Predict latency, throughput and the binding resource of one forward pass (or decode step).
+
+    ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
+    ``preset``: "default" (efficiencies and overheads), "bound" (pure roofline) or "mlsysim".
+    Sequence models take ``phase`` ("forward", "prefill", "decode"), ``seq_len`` (T) and
+    ``context`` (S, decode). A configuration that cannot run (dtype missing, does not fit) is a
+    Result with ``feasible=False`` and the ``reason``.
+    """
+    m = resolve_model(model)
+    hw = resolve_hardware(hardware)
+    batch = check_batch(batch)
+    preset = check_preset(preset)
+    p = make_precision(precision, kv=kv_precision, weights=weight_precision,
+                       group_size=group_size)
+    phase = phase or m.default_phase
+    if phase == "decode" and context is None and m.default_seq_len is not None:
+        context = m.default_seq_len
+    if not hw.has(p.compute):
+        return _infeasible(m, hw, batch, p, preset, phase,
+                           f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+    g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
+                fused_attention=fused_attention)
+    if preset == "mlsysim":
+        return _solve_mlsysim(m, hw, g, batch, p, phase)
+    eff = efficiency_for(hw, preset)
+    arr = price(g, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
+    tot = {k: float(v[0, 0]) for k, v in arr.items() if not k.startswith("op_")}
+    latency = tot["latency"]
+    parts = {"compute": tot["t_compute_bound_ops"], "memory": tot["t_memory_bound_ops"],
+             "overhead": tot["t_overhead"]}
+    bottleneck = max(parts, key=lambda k: parts[k])
+    return _result(m, hw, g, batch, p, preset, phase, latency=latency,
+                   latency_bound=tot["latency_bound"], t_compute=tot["t_compute"],
+                   t_memory=tot["t_memory"], t_overhead=tot["t_overhead"],
+                   bottleneck=bottleneck, flops=tot["flops"], byts=tot["bytes"],
+                   ridge_eff=hw.peak(p.compute) * eff.gemm_max /
+                   (hw.memory_bytes_per_s * eff.memory_max),
+                   workspace=eff.workspace, ops=op_table_columns(g, arr, latency),
+                   seq_len=seq_len, context=context)
+
+
+def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: str, phase: str,
+            *, latency: float, latency_bound: float, t_compute: float, t_memory: float,
+            t_overhead: float, bottleneck: str, flops: float, byts: float, ridge_eff: float,
+            workspace: float, ops: dict[str, Any] | None, seq_len: int | None,
+            context: int | None, peak: float | None = None, bandwidth: float | None = None,
+            breakdown: dict[str, float] | None = None) -> Result:
+    peak = hw.peak(p.compute) if peak is None else peak
+    bw = hw.memory_bytes_per_s if bandwidth is None else bandwidth
+    if breakdown is None:
+        breakdown = {
+            "weights": g.weight_footprint_bytes,
+            "activations": g.live_activation_bytes(batch),
+            "kv_cache": g.state_bytes_per_sample * batch,
+            "workspace": workspace,
+        }
+    footprint = sum(breakdown.values())
+    cap = hw.memory_capacity_bytes
+    feasible = footprint <= cap
+    reason = "" if feasible else (
+        f"needs {footprint / 1e9:,.2f} GB ({', '.join(f'{k} {v / 1e9:,.2f}' for k, v in breakdown.items() if v)}) "
+        f"but {hw.name} has {cap / 1e9:,.2f} GB")
+    seq = g.meta.get("seq_len")
+    tokens_per_s = None
+    if seq is not None:
+        tokens_per_s = batch * g.tokens_per_sample / latency
+    return Result(
+        model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch, precision=p.label,
+        preset=preset, phase=phase, seq_len=seq, context=g.meta.get("kv_len") if phase ==
+        "decode" else (context or None),
+        latency=latency, latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
+        t_overhead=t_overhead, throughput=batch / latency, tokens_per_s=tokens_per_s,
+        bottleneck=bottleneck, flops=flops, bytes=byts,
+        arithmetic_intensity=flops / byts if byts else math.inf,
+        ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
+        bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
+        memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
+        feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+    )
+
+
+def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,
+                   phase: str) -> Result:
+    from .mlsysim import solve_mlsysim
+
+    try:
+        r = solve_mlsysim(m, hw, batch, p)
+    except UnsupportedDtypeError as e:
+        return _infeasible(m, hw, batch, p, "mlsysim", phase, str(e))
+    ops = {"columns": {
+        "name": [f"{m.name} (whole model)"], "kind": ["aggregate"], "class": ["aggregate"],
+        "flops": np.array([r["flops"]]), "bytes": np.array([r["bytes"]]),
+        "intensity": np.array([r["flops"] / r["bytes"]]),
+        "bound": np.array([r["bottleneck"]], dtype=object),
+        "t_compute": np.array([r["t_compute"]]), "t_memory": np.array([r["t_memory"]]),
+        "overhead": np.array([r["t_overhead"]]), "time": np.array([r["latency"]]),
+        "share": np.array([1.0])}, "units": {"flops": "FLOP", "bytes": "B", "time": "s"}}
+    return _result(m, hw, g, batch, p, "mlsysim", phase, latency=r["latency"],
+                   latency_bound=r["latency_bound"], t_compute=r["t_compute"],
+                   t_memory=r["t_memory"], t_overhead=r["t_overhead"],
+                   bottleneck=r["bottleneck"], flops=r["flops"], byts=r["bytes"],
+                   ridge_eff=r["peak"] * r["efficiency"] / r["bandwidth"], workspace=0.0,
+                   ops=ops, seq_len=None, context=None, peak=r["peak"], bandwidth=r["bandwidth"],
+                   breakdown={"weights": r["weights"], "activations": r["activations"]})

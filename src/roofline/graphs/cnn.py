@@ -1,0 +1,239 @@
+"""Convolutional networks built layer by layer from their published definitions.
+
+Each builder walks the architecture exactly as the reference implementation does (torchvision
+layer names), tracking the per-sample shape ``(C, H, W)`` and emitting one op per kernel an
+eager framework launches (conv, batch norm, activation, add, pool, linear). Batch norm is kept
+as its own op (unfolded), as in eager PyTorch inference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ops import conv_out
+from ..specs.dtypes import Precision
+from .graph import Graph, GraphBuilder
+
+__all__ = ["resnet", "vgg16", "mobilenet_v2", "efficientnet_b0", "Net"]
+
+
+@dataclass
+class Net:
+    """A shape tracker over a GraphBuilder: each method emits ops and updates (C, H, W)."""
+
+    b: GraphBuilder
+    c: int
+    h: int
+    w: int
+
+    @property
+    def elems(self) -> int:
+        return self.c * self.h * self.w
+
+    def conv(self, name: str, c_out: int, k: int, s: int = 1, p: int | None = None,
+             groups: int = 1, bias: bool = False, dilation: int = 1) -> None:
+        p = (k - 1) // 2 * dilation if p is None else p
+        params = c_out * (self.c // groups) * k * k + (c_out if bias else 0)
+        self.b.add("conv2d", name, params=params, c_in=self.c, h=self.h, w=self.w, c_out=c_out,
+                   kernel=k, stride=s, padding=p, dilation=dilation, groups=groups, bias=bias)
+        self.c = c_out
+        self.h = conv_out(self.h, k, s, p, dilation)
+        self.w = conv_out(self.w, k, s, p, dilation)
+
+    def bn(self, name: str) -> None:
+        self.b.add("norm", name, params=2 * self.c, elements=self.elems, features=self.c,
+                   variant="batchnorm")
+
+    def act(self, name: str, op: str = "relu") -> None:
+        self.b.add("elementwise", name, elements=self.elems, op=op)
+
+    def add(self, name: str) -> None:
+        self.b.add("elementwise", name, elements=self.elems, op="add")
+
+    def mul(self, name: str, n_inputs: int = 2) -> None:
+        self.b.add("elementwise", name, elements=self.elems, op="mul", n_inputs=n_inputs)
+
+    def maxpool(self, name: str, k: int, s: int, p: int) -> None:
+        self.b.add("pool2d", name, channels=self.c, h=self.h, w=self.w, kernel=k, stride=s,
+                   padding=p, mode="max")
+        self.h = conv_out(self.h, k, s, p, 1)
+        self.w = conv_out(self.w, k, s, p, 1)
+
+    def gap(self, name: str) -> None:
+        self.b.add("global_pool", name, channels=self.c, spatial=self.h * self.w)
+        self.h = self.w = 1
+
+    def linear(self, name: str, d_out: int, bias: bool = True) -> None:
+        d_in = self.elems
+        self.b.add("linear", name, params=d_in * d_out + (d_out if bias else 0), tokens=1,
+                   d_in=d_in, d_out=d_out, bias=bias)
+        self.c, self.h, self.w = d_out, 1, 1
+
+    def conv_bn_act(self, name: str, c_out: int, k: int, s: int = 1, groups: int = 1,
+                    act: str | None = "relu", conv_name: str = "0", bn_name: str = "1") -> None:
+        self.conv(f"{name}.{conv_name}", c_out, k, s, groups=groups)
+        self.bn(f"{name}.{bn_name}")
+        if act:
+            self.act(f"{name}.{int(bn_name) + 1}", act)
+
+
+def _net(name: str, precision: Precision, image: int, phase: str = "forward") -> Net:
+    b = GraphBuilder(name, phase, precision)
+    b.meta["image_size"] = image
+    return Net(b, 3, image, image)
+
+
+# -- ResNet (He et al. 2016; torchvision resnet.py layout) ------------------------------------------
+
+_RESNET = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
+           50: ("bottleneck", (3, 4, 6, 3)), 101: ("bottleneck", (3, 4, 23, 3)),
+           152: ("bottleneck", (3, 8, 36, 3))}
+
+
+def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
+    """ResNet-18/34/50/101/152 v1.5 (stride in the 3×3 conv, as torchvision)."""
+    block, counts = _RESNET[depth]
+    n = _net(f"resnet{depth}", precision, image)
+    n.conv("conv1", 64, 7, 2, 3)
+    n.bn("bn1")
+    n.act("relu")
+    n.maxpool("maxpool", 3, 2, 1)
+    expansion = 4 if block == "bottleneck" else 1
+    for li, (width, count) in enumerate(zip((64, 128, 256, 512), counts), start=1):
+        for bi in range(count):
+            p = f"layer{li}.{bi}"
+            stride = 2 if (bi == 0 and li > 1) else 1
+            c_in, h, w = n.c, n.h, n.w
+            out = width * expansion
+            if block == "bottleneck":
+                n.conv(f"{p}.conv1", width, 1)
+                n.bn(f"{p}.bn1")
+                n.act(f"{p}.relu1")
+                n.conv(f"{p}.conv2", width, 3, stride)
+                n.bn(f"{p}.bn2")
+                n.act(f"{p}.relu2")
+                n.conv(f"{p}.conv3", out, 1)
+                n.bn(f"{p}.bn3")
+            else:
+                n.conv(f"{p}.conv1", width, 3, stride)
+                n.bn(f"{p}.bn1")
+                n.act(f"{p}.relu1")
+                n.conv(f"{p}.conv2", width, 3)
+                n.bn(f"{p}.bn2")
+            if stride != 1 or c_in != out:
+                main = (n.c, n.h, n.w)
+                n.c, n.h, n.w = c_in, h, w
+                n.conv(f"{p}.downsample.0", out, 1, stride, 0)
+                n.bn(f"{p}.downsample.1")
+                n.c, n.h, n.w = main
+            n.add(f"{p}.add")
+            n.act(f"{p}.relu3")
+    n.gap("avgpool")
+    n.linear("fc", classes)
+    return n.b.build()
+
+
+# -- VGG-16 (Simonyan & Zisserman 2015, configuration D; torchvision vgg16) -------------------------
+
+def vgg16(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
+    """VGG-16 without batch norm: 13 3×3 convs + 3 FC layers (138.4 M parameters)."""
+    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+           512, 512, 512, "M"]
+    n = _net("vgg16", precision, image)
+    i = 0
+    for v in cfg:
+        if v == "M":
+            n.maxpool(f"features.{i}", 2, 2, 0)
+            i += 1
+        else:
+            n.conv(f"features.{i}", int(v), 3, 1, 1, bias=True)
+            n.act(f"features.{i + 1}")
+            i += 2
+    # torchvision's AdaptiveAvgPool2d((7, 7)) is the identity at 224²
+    n.linear("classifier.0", 4096)
+    n.act("classifier.1")
+    n.linear("classifier.3", 4096)
+    n.act("classifier.4")
+    n.linear("classifier.6", classes)
+    return n.b.build()
+
+
+# -- MobileNetV2 (Sandler et al. 2018; torchvision mobilenet_v2) -------------------------------------
+
+def mobilenet_v2(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
+    """MobileNetV2 1.0: inverted residuals with depthwise 3×3 convs and ReLU6 (3.50 M params)."""
+    setting = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+               (6, 160, 3, 2), (6, 320, 1, 1)]
+    n = _net("mobilenet_v2", precision, image)
+    n.conv_bn_act("features.0", 32, 3, 2, act="relu6")
+    idx = 1
+    for t, c, reps, s in setting:
+        for r in range(reps):
+            p = f"features.{idx}.conv"
+            stride = s if r == 0 else 1
+            c_in = n.c
+            hidden = c_in * t
+            j = 0
+            if t != 1:
+                n.conv_bn_act(f"{p}.{j}", hidden, 1, act="relu6")
+                j += 1
+            n.conv_bn_act(f"{p}.{j}", hidden, 3, stride, groups=hidden, act="relu6")
+            n.conv(f"{p}.{j + 1}", c, 1)
+            n.bn(f"{p}.{j + 2}")
+            if stride == 1 and c_in == c:
+                n.add(f"features.{idx}.add")
+            idx += 1
+    n.conv_bn_act(f"features.{idx}", 1280, 1, act="relu6")
+    n.gap("avgpool")
+    n.linear("classifier.1", classes)
+    return n.b.build()
+
+
+# -- EfficientNet-B0 (Tan & Le 2019; torchvision efficientnet_b0) ------------------------------------
+
+def efficientnet_b0(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
+    """EfficientNet-B0: MBConv blocks with squeeze-and-excitation and SiLU (5.29 M params)."""
+    # (expand ratio, kernel, stride, in, out, layers)
+    setting = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2),
+               (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4),
+               (6, 3, 1, 192, 320, 1)]
+    n = _net("efficientnet_b0", precision, image)
+    n.conv_bn_act("features.0", 32, 3, 2, act="silu")
+    for si, (t, k, s, _c_in, c_out, layers) in enumerate(setting, start=1):
+        for li in range(layers):
+            p = f"features.{si}.{li}.block"
+            stride = s if li == 0 else 1
+            c_in = n.c
+            hidden = c_in * t
+            j = 0
+            if t != 1:
+                n.conv_bn_act(f"{p}.{j}", hidden, 1, act="silu")
+                j += 1
+            n.conv_bn_act(f"{p}.{j}", hidden, k, stride, groups=hidden, act="silu")
+            j += 1
+            # squeeze-and-excitation: pool -> 1×1 conv (reduce to in/4) -> SiLU -> 1×1 -> sigmoid
+            sq = max(1, c_in // 4)
+            hw = (n.c, n.h, n.w)
+            n.gap(f"{p}.{j}.avgpool")
+            n.conv(f"{p}.{j}.fc1", sq, 1, bias=True)
+            n.act(f"{p}.{j}.activation", "silu")
+            n.conv(f"{p}.{j}.fc2", hidden, 1, bias=True)
+            n.act(f"{p}.{j}.scale_activation", "sigmoid")
+            n.c, n.h, n.w = hw
+            # x · s with s broadcast over H×W: reads x and the [C] scale, writes x
+            n.b.add("elementwise", f"{p}.{j}.scale", elements=n.elems, op="mul", n_inputs=1)
+            j += 1
+            n.conv(f"{p}.{j}.0", c_out, 1)
+            n.bn(f"{p}.{j}.1")
+            if stride == 1 and c_in == c_out:
+                n.add(f"features.{si}.{li}.add")
+    n.conv_bn_act("features.8", 1280, 1, act="silu")
+    n.gap("avgpool")
+    n.linear("classifier.1", classes)
+    return n.b.build()
+
+
+def image_tokens(image: int, patch: int) -> int:
+    return (image // patch) ** 2
+
+

@@ -1,0 +1,179 @@
+"""The operator graph: a struct of numpy arrays, so pricing it is a few vector operations.
+
+Every cost is affine in the batch: ``q(B) = c0 + c1·B`` per op and per quantity (weights
+are read once whatever the batch; activations, KV cache and FLOPs scale with it). The builder
+gets both coefficients by evaluating each formula at B = 1 and B = 2, so formulas stay plain
+closed forms. A graph whose costs are not affine in the batch (MoE expert coverage) is built
+for one batch and says so in ``fixed_batch``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from ..ops import QUANTITIES, OpCost, formula
+from ..specs.dtypes import Precision
+
+__all__ = ["Graph", "GraphBuilder", "Q"]
+
+#: row index of each OpCost quantity in the graph's coefficient arrays
+Q = {q: i for i, q in enumerate(QUANTITIES)}
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Graph:
+    """An ordered list of operators with affine-in-batch costs."""
+
+    name: str  #: model name
+    phase: str  #: "forward", "prefill", "decode", "train", ...
+    precision: Precision
+    names: tuple[str, ...]  #: op names, e.g. "layer1.0.conv1"
+    kinds: tuple[str, ...]  #: registry kind, e.g. "conv2d"
+    classes: tuple[str, ...]  #: op class, e.g. "conv"
+    c0: np.ndarray  #: [Q, n] batch-independent part of each quantity
+    c1: np.ndarray  #: [Q, n] per-sample part
+    gemm: np.ndarray  #: [3, n] implicit-GEMM dims: M per sample, N, K (0 if not a GEMM)
+    params: np.ndarray  #: [n] parameters owned by each op
+    weight_footprint_bytes: float  #: bytes of stored weights (params × weight bytes)
+    state_bytes_per_sample: float = 0.0  #: persistent per-sample state (KV cache), bytes
+    fixed_batch: int | None = None  #: set when costs were built for one batch only
+    tokens_per_sample: int = 1  #: tokens a sample produces/consumes (throughput in tokens/s)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        for arr, nm in ((self.c0, "c0"), (self.c1, "c1")):
+            if arr.shape != (len(QUANTITIES), n):
+                raise ValueError(f"Graph.{nm} has shape {arr.shape}, expected {(len(QUANTITIES), n)}")
+        is_compute = np.array([c in ("matmul", "conv", "attention") for c in self.classes], bool)
+        object.__setattr__(self, "meta", {**self.meta, "_is_compute": is_compute})
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def is_compute(self) -> np.ndarray:
+        """[n] bool: matmul-class ops (priced on the tensor-core peak)."""
+        return self.meta["_is_compute"]
+
+    @property
+    def params_total(self) -> int:
+        return int(self.params.sum())
+
+    def quantities(self, batch: float) -> np.ndarray:
+        """[Q, n] costs at ``batch``."""
+        if self.fixed_batch is not None and batch != self.fixed_batch:
+            raise SpecError(f"graph {self.name!r} was built for batch={self.fixed_batch}; "
+                            f"rebuild it for batch={batch}")
+        return self.c0 + self.c1 * batch
+
+    def cost(self, batch: float = 1) -> OpCost:
+        """Totals over all ops at ``batch``."""
+        tot = self.quantities(batch).sum(axis=1)
+        return OpCost(**{q: float(tot[i]) for i, q in enumerate(QUANTITIES)})
+
+    def op_cost(self, i: int, batch: float = 1) -> OpCost:
+        v = self.c0[:, i] + self.c1[:, i] * batch
+        return OpCost(**{q: float(v[j]) for j, q in enumerate(QUANTITIES)})
+
+    def live_activation_bytes(self, batch: float) -> float:
+        """Peak live activations ≈ the largest per-op input + output.
+
+        Inference frees each tensor after its last use; tensors held across a block (residual
+        inputs) are not added, so this is a lower bound on the allocator's peak.
+        """
+        q = self.quantities(batch)
+        per_op = q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]]
+        return float(per_op.max()) if len(per_op) else 0.0
+
+
+class GraphBuilder:
+    """Collects ops for one model, phase and precision; ``build()`` freezes them into a Graph."""
+
+    def __init__(self, name: str, phase: str, precision: Precision) -> None:
+        self.name, self.phase, self.precision = name, phase, precision
+        self._names: list[str] = []
+        self._kinds: list[str] = []
+        self._classes: list[str] = []
+        self._c0: list[tuple[float, ...]] = []
+        self._c1: list[tuple[float, ...]] = []
+        self._gemm: list[tuple[float, float, float]] = []
+        self._params: list[float] = []
+        self.state_bytes_per_sample = 0.0
+        self.meta: dict[str, Any] = {}
+
+    _SIG: dict[str, frozenset[str]] = {}
+
+    def _fill(self, kind: str, shape: dict[str, Any]) -> dict[str, Any]:
+        f = formula(kind)
+        accepted = self._SIG.get(kind)
+        if accepted is None:
+            accepted = frozenset(inspect.signature(f.fn).parameters)
+            self._SIG[kind] = accepted
+        p = self.precision
+        for arg, val in (("act_bytes", p.act_bytes), ("weight_bytes", p.weight_bytes),
+                         ("kv_bytes", p.kv_bytes)):
+            if arg in accepted and arg not in shape:
+                shape[arg] = val
+        return shape
+
+    def add(self, kind: str, name: str, *, params: float = 0,
+            gemm: tuple[float, float, float] | None = None, **shape: Any) -> OpCost:
+        """Add one op; ``shape`` goes to the formula (without ``batch``). Returns its cost at B=1."""
+        if "batch" in shape:
+            raise ValueError("GraphBuilder.add: pass per-sample shapes; batch is added here")
+        shape = self._fill(kind, dict(shape))
+        f = formula(kind)
+        one = f.fn(batch=1, **shape).as_tuple()
+        two = f.fn(batch=2, **shape).as_tuple()
+        c1 = tuple(b - a for a, b in zip(one, two))
+        c0 = tuple(a - d for a, d in zip(one, c1))
+        self._names.append(name)
+        self._kinds.append(kind)
+        self._classes.append(f.op_class)
+        self._c0.append(c0)
+        self._c1.append(c1)
+        self._gemm.append(gemm if gemm is not None else _auto_gemm(kind, shape))
+        self._params.append(float(params))
+        return OpCost(**dict(zip(QUANTITIES, one)))
+
+    def build(self, *, tokens_per_sample: int = 1, fixed_batch: int | None = None) -> Graph:
+        n = len(self._names)
+        c0 = np.array(self._c0, dtype=np.float64).T.reshape(len(QUANTITIES), n)
+        c1 = np.array(self._c1, dtype=np.float64).T.reshape(len(QUANTITIES), n)
+        gemm = np.array(self._gemm, dtype=np.float64).T.reshape(3, n)
+        params = np.array(self._params, dtype=np.float64)
+        return Graph(
+            name=self.name, phase=self.phase, precision=self.precision,
+            names=tuple(self._names), kinds=tuple(self._kinds), classes=tuple(self._classes),
+            c0=c0, c1=c1, gemm=gemm, params=params,
+            weight_footprint_bytes=float(params.sum()) * self.precision.weight_bytes,
+            state_bytes_per_sample=self.state_bytes_per_sample, fixed_batch=fixed_batch,
+            tokens_per_sample=tokens_per_sample, meta=dict(self.meta),
+        )
+
+
+def _auto_gemm(kind: str, s: dict[str, Any]) -> tuple[float, float, float]:
+    """Implicit-GEMM (M per sample, N, K) of matmul-class ops, for the efficiency model."""
+    if kind == "linear":
+        return (s["tokens"], s["d_out"], s["d_in"])
+    if kind == "matmul":
+        return (s.get("groups", 1) * s["m"], s["n"], s["k"])
+    if kind == "conv2d":
+        from ..ops import conv_out
+
+        k = s["kernel"]
+        kh, kw = (k, k) if isinstance(k, int) else k
+        st, pad, dil, g = s.get("stride", 1), s.get("padding", 0), s.get("dilation", 1), \
+            s.get("groups", 1)
+        ho = conv_out(s["h"], kh, st, pad, dil)
+        wo = conv_out(s["w"], kw, st, pad, dil)
+        return (ho * wo * g, s["c_out"] // g, (s["c_in"] // g) * kh * kw)
+    if kind == "attention":
+        return (s["n_heads"] * s["q_len"], s["kv_len"], s["head_dim"])
+    return (0.0, 0.0, 0.0)

@@ -1,0 +1,347 @@
+"""Transformer graphs (encoders, decoders, ViT) from one set of per-op formulas.
+
+A phase only sets the two lengths the formulas take: T query tokens and S key/value tokens.
+
+| phase      | T        | S               | KV cache                  | logits      |
+|------------|----------|-----------------|---------------------------|-------------|
+| forward    | seq_len  | seq_len         | none                      | every token |
+| prefill    | seq_len  | prefix+seq_len  | written (T new tokens)    | last token  |
+| decode     | 1        | context         | read (S), written (1)     | one token   |
+
+Decode is the same attention formula with T = 1 and S = context; causal attention is counted
+causally (``ops.causal_pairs``). Dimension letters follow scaling-book: B batch, T, S, D model
+width, F MLP width, N query heads, K KV heads, H head dim, V vocabulary, E experts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+from ..specs.dtypes import Precision
+from .graph import Graph, GraphBuilder
+
+__all__ = ["TransformerConfig", "from_hf_config", "transformer_graph", "PHASES"]
+
+PHASES = ("forward", "prefill", "decode")
+
+_ACT = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+        "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
+        "swish": "silu", "quick_gelu": "quick_gelu", "tanh": "tanh"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransformerConfig:
+    """The shape of a transformer, normalised from a HuggingFace config."""
+
+    name: str
+    arch: str  #: "decoder" (causal LM), "encoder" (BERT-like), "vision" (ViT)
+    d_model: int  #: D
+    n_layers: int  #: L
+    n_heads: int  #: N
+    n_kv_heads: int  #: K (= N for MHA, 1 for MQA)
+    head_dim: int  #: H
+    d_ff: int  #: F, MLP hidden width (per expert for MoE)
+    vocab: int  #: V (0 for ViT)
+    max_positions: int
+    norm: str = "rmsnorm"  #: "rmsnorm" | "layernorm"
+    gated_mlp: bool = True  #: SwiGLU/GeGLU (three matrices) vs plain two-matrix MLP
+    act: str = "silu"  #: elementwise activation name (ops.ELEMENTWISE_FLOPS)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    fused_qkv: bool = False  #: one [D, (N+2K)H] matmul (GPT-2 c_attn) instead of three
+    positions: str = "rope"  #: "rope" | "learned" | "none"
+    tied_embeddings: bool = False
+    post_norm: bool = False  #: BERT's post-LN (norm after the residual add)
+    type_vocab: int = 0  #: BERT token-type embeddings
+    n_experts: int = 0  #: E, routed experts (0: dense MLP)
+    top_k: int = 0  #: experts per token
+    sliding_window: int | None = None
+    embed_scale: bool = False  #: Gemma multiplies embeddings by √D
+    pooler: bool = False  #: BERT pooler (dense + tanh on the [CLS] token)
+    classes: int = 0  #: classifier head width (ViT ImageNet head)
+    image_size: int = 0
+    patch_size: int = 0
+    channels: int = 3
+
+    def __post_init__(self) -> None:
+        for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise SpecError(f"{self.name}: {f} must be a positive integer, got {v!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise SpecError(f"{self.name}: num_key_value_heads={self.n_kv_heads} must divide "
+                            f"num_attention_heads={self.n_heads}")
+        if self.arch not in ("decoder", "encoder", "vision"):
+            raise SpecError(f"{self.name}: arch={self.arch!r}; allowed: decoder, encoder, vision")
+        if self.arch == "vision" and self.image_size % max(self.patch_size, 1):
+            raise SpecError(f"{self.name}: patch_size={self.patch_size} must divide "
+                            f"image_size={self.image_size}")
+
+    @property
+    def causal(self) -> bool:
+        return self.arch == "decoder"
+
+    @property
+    def image_tokens(self) -> int:
+        """ViT sequence: patches + [CLS]."""
+        return (self.image_size // self.patch_size) ** 2 + 1 if self.arch == "vision" else 0
+
+    def kv_bytes_per_token(self, kv_bytes: float) -> float:
+        """KV cache per token over all layers: 2 (K and V) · L · K · H elements."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * kv_bytes
+
+
+def _req(cfg: dict[str, Any], *names: str, where: str) -> Any:
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    raise SpecError(f"{where}: config is missing required field {names[0]!r}"
+                    + (f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""))
+
+
+def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfig:
+    """Normalise a HuggingFace ``config.json`` dict (read as plain JSON; no transformers import)."""
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{name}: a config must be a JSON object")
+    mt = str(cfg.get("model_type", "")).lower()
+    w = name
+    if mt in ("gpt2",) or "n_embd" in cfg:
+        D = int(_req(cfg, "n_embd", "hidden_size", where=w))
+        N = int(_req(cfg, "n_head", "num_attention_heads", where=w))
+        return TransformerConfig(
+            name=name, arch="decoder", d_model=D, n_layers=int(_req(cfg, "n_layer", where=w)),
+            n_heads=N, n_kv_heads=N, head_dim=D // N, d_ff=int(cfg.get("n_inner") or 4 * D),
+            vocab=int(_req(cfg, "vocab_size", where=w)),
+            max_positions=int(cfg.get("n_positions", cfg.get("n_ctx", 1024))), norm="layernorm",
+            gated_mlp=False, act=_ACT.get(cfg.get("activation_function", "gelu_new"), "gelu_tanh"),
+            qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True, positions="learned",
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        )
+    D = int(_req(cfg, "hidden_size", where=w))
+    N = int(_req(cfg, "num_attention_heads", where=w))
+    L = int(_req(cfg, "num_hidden_layers", where=w))
+    F = int(_req(cfg, "intermediate_size", where=w))
+    if mt == "bert" or mt == "roberta":
+        return TransformerConfig(
+            name=name, arch="encoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=N,
+            head_dim=D // N, d_ff=F, vocab=int(_req(cfg, "vocab_size", where=w)),
+            max_positions=int(cfg.get("max_position_embeddings", 512)), norm="layernorm",
+            gated_mlp=False, act=_ACT.get(cfg.get("hidden_act", "gelu"), "gelu_erf"),
+            qkv_bias=True, o_bias=True, mlp_bias=True, positions="learned", post_norm=True,
+            type_vocab=int(cfg.get("type_vocab_size", 2)), pooler=True, tied_embeddings=True,
+        )
+    if mt == "vit":
+        return TransformerConfig(
+            name=name, arch="vision", d_model=D, n_layers=L, n_heads=N, n_kv_heads=N,
+            head_dim=D // N, d_ff=F, vocab=0, max_positions=0, norm="layernorm", gated_mlp=False,
+            act=_ACT.get(cfg.get("hidden_act", "gelu"), "gelu_erf"), qkv_bias=bool(
+                cfg.get("qkv_bias", True)), o_bias=True, mlp_bias=True, positions="learned",
+            image_size=int(_req(cfg, "image_size", where=w)),
+            patch_size=int(_req(cfg, "patch_size", where=w)),
+            channels=int(cfg.get("num_channels", 3)), classes=int(cfg.get("num_labels", 1000)),
+        )
+    # Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, ...
+    K = int(cfg.get("num_key_value_heads") or N)
+    H = int(cfg.get("head_dim") or D // N)
+    if not cfg.get("head_dim") and D % N:
+        raise SpecError(f"{name}: hidden_size={D} is not divisible by num_attention_heads={N} "
+                        "and no head_dim is given")
+    act_name = cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"
+    E = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    sw = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    return TransformerConfig(
+        name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
+        d_ff=F, vocab=int(_req(cfg, "vocab_size", where=w)),
+        max_positions=int(cfg.get("max_position_embeddings", 4096)), norm="rmsnorm",
+        gated_mlp=True, act=_ACT.get(act_name, "silu"),
+        qkv_bias=bool(cfg.get("attention_bias", mt.startswith("qwen2"))),
+        o_bias=False, mlp_bias=bool(cfg.get("mlp_bias", False)), positions="rope",
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        n_experts=E, top_k=int(cfg.get("num_experts_per_tok") or 0) if E else 0,
+        sliding_window=int(sw) if sw else None, embed_scale=mt.startswith("gemma"),
+    )
+
+
+def _expected_experts(E: int, k: int, tokens: float) -> float:
+    """Expected distinct experts hit by ``tokens`` tokens each routed to k of E experts,
+    assuming uniform independent routing: E·(1 − (1 − k/E)^tokens)."""
+    return E * (1.0 - (1.0 - k / E) ** tokens)
+
+
+def transformer_graph(
+    cfg: TransformerConfig, precision: Precision, *, phase: str = "forward", seq_len: int = 1,
+    context: int = 0, fused_attention: bool = True, batch: int | None = None,
+    logits: str | None = None,
+) -> Graph:
+    """Build the op graph of one pass.
+
+    ``seq_len`` is T for forward/prefill; ``context`` is S for decode (tokens in the cache,
+    the new one included) or the cached prefix for prefill. ``fused_attention=False`` emits the
+    unfused QKᵀ → softmax → ·V sequence with scores in memory. ``batch`` is needed only for MoE
+    (the number of distinct experts read depends on it). ``logits``: "all" or "last".
+    """
+    if phase not in PHASES:
+        raise SpecError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
+    if cfg.arch != "decoder" and phase != "forward":
+        raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', got {phase!r}")
+    D, L, N, K, H, F, V = (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                           cfg.d_ff, cfg.vocab)
+    if cfg.arch == "vision":
+        T = S = cfg.image_tokens
+    elif phase == "decode":
+        if context < 1:
+            raise SpecError(f"decode needs context >= 1 (tokens in the KV cache), got {context!r}")
+        T, S = 1, context
+    else:
+        if not isinstance(seq_len, int) or seq_len < 1:
+            raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
+        T = seq_len
+        S = seq_len + (context if phase == "prefill" else 0)
+    if cfg.max_positions and S > cfg.max_positions:
+        raise SpecError(f"{cfg.name}: sequence of {S} tokens exceeds max_position_embeddings="
+                        f"{cfg.max_positions}")
+    if logits is None:
+        logits = "all" if phase == "forward" else "last"
+    cached = phase in ("prefill", "decode")
+    b = GraphBuilder(cfg.name, phase, precision)
+    b.meta.update(seq_len=T, kv_len=S, phase=phase)
+
+    # -- embeddings
+    if cfg.arch == "vision":
+        P, C = cfg.patch_size, cfg.channels
+        b.add("conv2d", "embeddings.patch_embeddings", params=D * C * P * P + D, c_in=C,
+              h=cfg.image_size, w=cfg.image_size, c_out=D, kernel=P, stride=P, bias=True)
+        b.add("copy", "embeddings.cls_concat", params=D, elements=T * D)
+    else:
+        b.add("embedding", "embed_tokens", params=V * D, tokens=T, dim=D)
+        if cfg.embed_scale:
+            b.add("elementwise", "embed_scale", elements=T * D, op="scale")
+    if cfg.positions == "learned":
+        n_pos = T if cfg.arch == "vision" else cfg.max_positions
+        # the T position rows are read once per call and broadcast-added over the batch
+        b.add("elementwise", "embed_positions", params=n_pos * D, elements=T * D, op="add",
+              n_inputs=1, param_bytes=T * D * precision.weight_bytes)
+    if cfg.type_vocab:
+        b.add("elementwise", "embed_token_types", params=cfg.type_vocab * D, elements=T * D,
+              op="add", n_inputs=1, param_bytes=T * D * precision.weight_bytes)
+    if cfg.arch == "encoder":
+        b.add("norm", "embeddings.norm", params=2 * D, elements=T * D, features=D,
+              variant="layernorm")
+
+    n_norm_par = 2 * D if cfg.norm == "layernorm" else D
+    n_tokens = (batch or 1) * T
+    for i in range(L):
+        p = f"layers.{i}"
+        window = cfg.sliding_window
+
+        def norm(name: str) -> None:
+            b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
+                  variant=cfg.norm)
+
+        if not cfg.post_norm:
+            norm("input_norm")
+        if cfg.fused_qkv:
+            b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
+                  ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+                  d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
+        else:
+            for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
+                b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
+                      (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D, d_out=heads * H,
+                      bias=cfg.qkv_bias)
+        if cfg.positions == "rope":
+            b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
+        if cached:
+            b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
+                  head_dim=H)
+        if fused_attention:
+            b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
+                  q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached, window=window)
+        else:
+            kv_src = "kv" if cached else "act"
+            b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
+                  b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+            b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
+            b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
+            b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
+                  b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+        b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
+              tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
+        b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("attn_norm")
+        else:
+            norm("post_attn_norm")
+
+        def mlp(prefix: str, width: int) -> None:
+            mb = cfg.mlp_bias
+            if cfg.gated_mlp:
+                for nm in ("gate_proj", "up_proj"):
+                    b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),  # noqa: B023
+                          tokens=T, d_in=D, d_out=width, bias=mb)  # noqa: B023
+                b.add("elementwise", f"{prefix}.act_mul", elements=T * width,  # noqa: B023
+                      op="swiglu" if cfg.act == "silu" else "geglu")
+            else:
+                b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),  # noqa: B023
+                      tokens=T, d_in=D, d_out=width, bias=mb)  # noqa: B023
+                b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)  # noqa: B023
+            b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),  # noqa: B023
+                  tokens=T, d_in=width, d_out=D, bias=mb)  # noqa: B023
+
+        if cfg.n_experts:
+            _moe_layer(b, cfg, p, T, n_tokens, batch)
+        else:
+            mlp(f"{p}.mlp", F)
+        b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("mlp_norm")
+
+    # -- heads
+    if not cfg.post_norm:
+        b.add("norm", "final_norm", params=n_norm_par, elements=T * D, features=D,
+              variant=cfg.norm)
+    if cfg.arch == "decoder":
+        rows = T if logits == "all" else 1
+        b.add("linear", "lm_head", params=0 if cfg.tied_embeddings else D * V, tokens=rows,
+              d_in=D, d_out=V)
+    elif cfg.arch == "encoder" and cfg.pooler:
+        b.add("linear", "pooler.dense", params=D * D + D, tokens=1, d_in=D, d_out=D, bias=True)
+        b.add("elementwise", "pooler.act", elements=D, op="tanh")
+    elif cfg.arch == "vision" and cfg.classes:
+        b.add("linear", "classifier", params=D * cfg.classes + cfg.classes, tokens=1, d_in=D,
+              d_out=cfg.classes, bias=True)
+    if cached:
+        b.state_bytes_per_sample = S * cfg.kv_bytes_per_token(precision.kv_bytes)
+    tokens = 1 if phase == "decode" else T
+    return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
+
+
+def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens: int,
+               batch: int | None) -> None:
+    """Mixture of experts: router, then each token through top-k of E expert MLPs.
+
+    FLOPs: k expert MLPs per token. Weight bytes: the expected number of distinct experts the
+    batch's B·T tokens touch (uniform routing), each read once. Built for one batch.
+    """
+    if batch is None:
+        raise SpecError(f"{cfg.name}: a mixture-of-experts graph needs the batch to count the "
+                        "experts it reads")
+    D, F, E, k = cfg.d_model, cfg.d_ff, cfg.n_experts, cfg.top_k
+    b.add("linear", f"{p}.moe.router", params=D * E, tokens=T, d_in=D, d_out=E)
+    b.add("softmax", f"{p}.moe.router_softmax", elements=T * E)
+    touched = _expected_experts(E, k, n_tokens)
+    n_mats = 3 if cfg.gated_mlp else 2
+    wb = b.precision.weight_bytes
+    mats = (("gate_proj", D, F), ("up_proj", D, F), ("down_proj", F, D))[3 - n_mats:]
+    for nm, d_in, d_out in mats:
+        # T·k rows per sample through [d_in, d_out]; the touched experts' weights read once.
+        # Each expert's GEMM sees about B·T·k/touched rows: that is the M the efficiency sees.
+        b.add("matmul", f"{p}.moe.experts.{nm}", params=E * d_in * d_out, m=T * k, k=d_in,
+              n=d_out, b_source="weight", b_bytes=wb * touched,
+              gemm=(T * k / max(touched, 1.0), d_out, d_in))
+    b.add("elementwise", f"{p}.moe.act_mul", elements=T * k * F,
+          op="swiglu" if cfg.act == "silu" else "geglu")
+    b.add("elementwise", f"{p}.moe.combine", elements=T * k * D, op="mul", n_inputs=1)

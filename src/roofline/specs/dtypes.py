@@ -1,0 +1,113 @@
+"""Data types and precision recipes.
+
+A dtype name keys both a storage size (bytes per element) and a hardware peak
+(``Hardware.peak_flops_per_s[dtype]``). ``tf32`` is a compute mode: its storage is fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import SpecError, closest
+
+__all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision"]
+
+#: bytes per stored element
+DTYPE_BYTES: dict[str, float] = {
+    "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
+    "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
+}
+DTYPES = tuple(DTYPE_BYTES)
+
+_ALIASES = {
+    "float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32",
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "e4m3": "fp8", "e5m2": "fp8",
+    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "nvfp4": "fp4", "mxfp4": "fp4",
+}
+
+
+def _dtype(value: str, field: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{field} must be a dtype name string, got {value!r}")
+    name = _ALIASES.get(value.lower(), value.lower())
+    if name not in DTYPE_BYTES:
+        raise SpecError(
+            f"{field}={value!r} is not a known dtype.{closest(value, DTYPES)} "
+            f"Allowed: {', '.join(DTYPES)}"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Precision:
+    """Which dtype each tensor class is stored in and which peak the math runs at."""
+
+    compute: str  #: dtype whose hardware peak prices matmul-class ops
+    weights: str  #: dtype of stored weights
+    activations: str  #: dtype of activations moved between ops
+    kv: str  #: dtype of the KV cache (LLMs)
+    #: extra bytes per weight for quantisation scales (e.g. int4 with a 2-byte scale per 128
+    #: weights: 2/128 = 0.0156 B per weight); 0 for unquantised weights
+    weight_overhead_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in ("compute", "weights", "activations", "kv"):
+            object.__setattr__(self, f, _dtype(getattr(self, f), f"precision.{f}"))
+        if self.weight_overhead_bytes < 0:
+            raise SpecError("precision.weight_overhead_bytes must be >= 0")
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per stored weight, scales included."""
+        return DTYPE_BYTES[self.weights] + self.weight_overhead_bytes
+
+    @property
+    def act_bytes(self) -> float:
+        return DTYPE_BYTES[self.activations]
+
+    @property
+    def kv_bytes(self) -> float:
+        return DTYPE_BYTES[self.kv]
+
+    @property
+    def label(self) -> str:
+        parts = {self.compute, self.weights, self.activations, self.kv}
+        if len(parts) == 1:
+            return self.compute
+        return f"{self.compute}(w={self.weights},a={self.activations},kv={self.kv})"
+
+
+def precision(
+    spec: str | Precision = "fp16",
+    *,
+    weights: str | None = None,
+    kv: str | None = None,
+    activations: str | None = None,
+    group_size: int | None = None,
+) -> Precision:
+    """Build a Precision from a name (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"int8"``...).
+
+    ``"tf32"`` computes at the tf32 peak with fp32 storage. Integer and 4-bit names apply to
+    weights and compute; activations and the KV cache then stay in fp16 unless given
+    (``weights="int4"`` alone is weight-only quantisation: compute and activations fp16).
+    ``group_size`` adds one fp16 scale per group of quantised weights.
+    """
+    if isinstance(spec, Precision):
+        p = spec
+    else:
+        name = _dtype(spec, "precision")
+        store = "fp32" if name == "tf32" else name
+        act = store if store in ("fp64", "fp32", "bf16", "fp16", "fp8") else "fp16"
+        p = Precision(compute=name, weights=store, activations=act, kv=act)
+    changes: dict[str, object] = {}
+    if weights is not None:
+        changes["weights"] = _dtype(weights, "weights")
+    if kv is not None:
+        changes["kv"] = _dtype(kv, "kv_precision")
+    if activations is not None:
+        changes["activations"] = _dtype(activations, "activations")
+    if group_size is not None:
+        if not isinstance(group_size, int) or group_size < 1:
+            raise SpecError(f"group_size must be a positive integer, got {group_size!r}")
+        changes["weight_overhead_bytes"] = 2.0 / group_size
+    return replace(p, **changes) if changes else p  # type: ignore[arg-type]

@@ -1,0 +1,300 @@
+"""Hardware specifications: dense peaks per dtype, memory levels, links, power.
+
+A ``Hardware`` is a frozen value; the zoo lives in ``data/hardware/**.toml`` (see
+docs/hardware-data.md for the format) and every number carries a ``Provenance``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import SpecError, UnsupportedDtypeError, unknown
+from .dtypes import DTYPES
+from .sourced import Provenance, read_quantity
+
+__all__ = [
+    "MemoryLevel", "Link", "Hardware", "hardware", "list_hardware", "load_hardware_file",
+    "parse_hardware", "KINDS",
+]
+
+KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryLevel:
+    """One level of the memory hierarchy."""
+
+    name: str  #: e.g. "HBM3", "L2", "VMEM"
+    capacity_bytes: float  #: bytes (binary-sized where the datasheet's "GB" is GiB)
+    bytes_per_s: float = math.nan  #: peak bandwidth, decimal bytes/s; NaN where unpublished
+
+    def __post_init__(self) -> None:
+        if not self.capacity_bytes > 0:
+            raise SpecError(f"memory level {self.name!r}: capacity_bytes must be > 0")
+        if not (math.isnan(self.bytes_per_s) or self.bytes_per_s > 0):
+            raise SpecError(f"memory level {self.name!r}: bytes_per_s must be > 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """A data link, bandwidth per direction."""
+
+    name: str  #: e.g. "NVLink 4", "PCIe Gen5 x16"
+    bytes_per_s: float  #: per direction, decimal bytes/s
+    latency_s: float = math.nan  #: one-way latency where published
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hardware:
+    """A device: what it can compute per second, and how fast it moves bytes."""
+
+    key: str  #: zoo key, e.g. "a100-sxm4-80gb"
+    name: str  #: human name
+    vendor: str = ""
+    kind: str = "gpu"  #: one of KINDS
+    year: int | None = None
+    aliases: tuple[str, ...] = ()
+    #: dense peak FLOP/s (OP/s for integer dtypes) per dtype; sparse figures never used
+    peak_flops_per_s: Mapping[str, float] = field(default_factory=dict)
+    #: memory hierarchy, main memory first, then inward (L2, SRAM...)
+    memory: tuple[MemoryLevel, ...] = ()
+    host_link: Link | None = None  #: to the host CPU, per direction
+    scale_up_link: Link | None = None  #: chip-to-chip in a node/pod, per direction per device
+    tdp_w: float = math.nan  #: thermal design power, W
+    #: field path ("peak.fp16", "memory.0.bandwidth", "tdp") -> where the number came from
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+    origin: str = ""  #: the file it was loaded from, or "" for one built in code
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise SpecError(f"hardware {self.key!r}: kind={self.kind!r}; allowed: {', '.join(KINDS)}")
+        if not self.peak_flops_per_s:
+            raise SpecError(f"hardware {self.key!r}: needs at least one peak (peak.<dtype>)")
+        for d, v in self.peak_flops_per_s.items():
+            if d not in DTYPES:
+                raise SpecError(f"hardware {self.key!r}: peak.{d} is not a dtype; allowed: "
+                                f"{', '.join(DTYPES)}")
+            if not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
+                raise SpecError(f"hardware {self.key!r}: peak.{d}={v!r} must be a positive number")
+        if not self.memory:
+            raise SpecError(f"hardware {self.key!r}: needs a main memory level ([[memory]])")
+        if math.isnan(self.memory[0].bytes_per_s):
+            raise SpecError(f"hardware {self.key!r}: the main memory level needs a bandwidth")
+        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+        object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    # -- the numbers most code wants ---------------------------------------------------------
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes this part has a peak for, in the canonical order."""
+        return tuple(d for d in DTYPES if d in self.peak_flops_per_s)
+
+    def has(self, dtype: str) -> bool:
+        return dtype in self.peak_flops_per_s
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; an error naming the dtypes the part has if absent."""
+        try:
+            return self.peak_flops_per_s[dtype]
+        except KeyError:
+            raise UnsupportedDtypeError(
+                f"{self.name} has no {dtype} peak; it has {', '.join(self.dtypes)}"
+            ) from None
+
+    @property
+    def main_memory(self) -> MemoryLevel:
+        return self.memory[0]
+
+    @property
+    def memory_bytes_per_s(self) -> float:
+        """Main-memory (HBM/DRAM) bandwidth, bytes/s."""
+        return self.memory[0].bytes_per_s
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.memory[0].capacity_bytes
+
+    def ridge_point(self, dtype: str) -> float:
+        """Peak FLOP/s over main-memory bandwidth: the FLOP/byte where the roofs meet."""
+        return self.peak(dtype) / self.memory_bytes_per_s
+
+    def with_peak(self, dtype: str, flops_per_s: float, source: str) -> Hardware:
+        """A copy with one peak replaced (and its provenance)."""
+        peaks = dict(self.peak_flops_per_s)
+        peaks[dtype] = flops_per_s
+        prov = dict(self.provenance)
+        prov[f"peak.{dtype}"] = Provenance(source=source)
+        return replace(self, peak_flops_per_s=peaks, provenance=prov)
+
+    def __repr__(self) -> str:
+        return f"Hardware({self.key!r})"
+
+    def __str__(self) -> str:
+        peaks = ", ".join(f"{d} {v / 1e12:.4g} T" for d, v in self.peak_flops_per_s.items())
+        m = self.main_memory
+        return (f"{self.name} [{self.kind}]: {peaks} FLOP/s (dense); {m.name} "
+                f"{m.capacity_bytes / 2**30:.4g} GiB @ {m.bytes_per_s / 1e9:.4g} GB/s")
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+_TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
+             "memory", "links", "power", "notes", "measurement", "efficiency"}
+
+
+def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
+    """Build a Hardware from a parsed TOML document; every number must carry a source."""
+    unknown_keys = set(doc) - _TOP_KEYS
+    if unknown_keys:
+        raise SpecError(f"{origin}: unknown top-level keys {sorted(unknown_keys)}; allowed: "
+                        f"{', '.join(sorted(_TOP_KEYS))}")
+    if doc.get("schema", 1) != 1:
+        raise SpecError(f"{origin}: schema={doc.get('schema')!r}; this roofline reads schema 1")
+    for req in ("key", "name"):
+        if not isinstance(doc.get(req), str) or not doc[req]:
+            raise SpecError(f"{origin}: '{req}' is required and must be a non-empty string")
+    key = doc["key"]
+    if not _KEY_RE.match(key):
+        raise SpecError(f"{origin}: key={key!r} must be lowercase letters, digits, '.' and '-'")
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
+    prov: dict[str, Provenance] = {}
+
+    def q(raw: Any, fld: str, dim: str) -> float:
+        value, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin)
+        prov[fld] = p
+        return value
+
+    peaks_raw = doc.get("peak")
+    if not isinstance(peaks_raw, dict) or not peaks_raw:
+        raise SpecError(f"{origin}: [peak] is required with at least one dtype "
+                        f"({', '.join(DTYPES)})")
+    peaks: dict[str, float] = {}
+    for dtype, raw in peaks_raw.items():
+        if dtype not in DTYPES:
+            raise SpecError(f"{origin}: peak.{dtype} is not a dtype; allowed: {', '.join(DTYPES)}")
+        peaks[dtype] = q(raw, f"peak.{dtype}", "compute")
+
+    mem_raw = doc.get("memory")
+    if not isinstance(mem_raw, list) or not mem_raw:
+        raise SpecError(f"{origin}: at least one [[memory]] level (main memory first) is required")
+    levels = []
+    for i, lvl in enumerate(mem_raw):
+        if not isinstance(lvl, dict) or not isinstance(lvl.get("name"), str):
+            raise SpecError(f"{origin}: memory.{i} needs a 'name'")
+        extra = set(lvl) - {"name", "capacity", "bandwidth", "note"}
+        if extra:
+            raise SpecError(f"{origin}: memory.{i} has unknown keys {sorted(extra)}; allowed: "
+                            "name, capacity, bandwidth, note")
+        if "capacity" not in lvl:
+            raise SpecError(f"{origin}: memory.{i} ({lvl['name']}) needs a 'capacity'")
+        cap = q(lvl["capacity"], f"memory.{i}.capacity", "bytes")
+        bw = q(lvl["bandwidth"], f"memory.{i}.bandwidth", "bandwidth") if "bandwidth" in lvl \
+            else math.nan
+        if i == 0 and math.isnan(bw):
+            raise SpecError(f"{origin}: memory.0 ({lvl['name']}) is main memory and needs a "
+                            "'bandwidth'")
+        levels.append(MemoryLevel(name=lvl["name"], capacity_bytes=cap, bytes_per_s=bw))
+
+    links: dict[str, Link] = {}
+    for lk, raw in (doc.get("links") or {}).items():
+        if lk not in ("host", "scale_up", "scale_out"):
+            raise SpecError(f"{origin}: links.{lk}; allowed: host, scale_up, scale_out")
+        if not isinstance(raw, dict) or "bandwidth" not in raw:
+            raise SpecError(f"{origin}: links.{lk} needs a 'bandwidth' (per direction)")
+        bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
+        lat = q(raw["latency"], f"links.{lk}.latency", "time") if "latency" in raw else math.nan
+        links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
+
+    tdp = math.nan
+    power = doc.get("power") or {}
+    if "tdp" in power:
+        tdp = q(power["tdp"], "power.tdp", "power")
+
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(f"{origin}: aliases must be a list of strings")
+    year = doc.get("year")
+    return Hardware(
+        key=key, name=doc["name"], vendor=str(doc.get("vendor", "")),
+        kind=str(doc.get("kind", "gpu")), year=int(year) if year is not None else None,
+        aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
+        host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
+        provenance=prov, origin=origin,
+    )
+
+
+def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:
+    """Load a user's hardware TOML (same format as the zoo)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read hardware file {str(p)!r}: {e.strerror}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"hardware file {str(p)!r} is not valid TOML: {e}") from None
+    return parse_hardware(doc, origin=str(p))
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+@lru_cache(maxsize=1)
+def _zoo() -> tuple[dict[str, Hardware], dict[str, str]]:
+    """Load every zoo file once: key -> Hardware, normalised alias -> key."""
+    by_key: dict[str, Hardware] = {}
+    alias: dict[str, str] = {}
+    root = resources.files("roofline") / "data" / "hardware"
+    paths = sorted(Path(str(root)).rglob("*.toml"))
+    for path in paths:
+        hw = load_hardware_file(path)
+        rel = path.relative_to(Path(str(root)))
+        if hw.key != path.stem:
+            raise SpecError(f"hardware zoo file {rel}: key {hw.key!r} must equal the file name")
+        if hw.key in by_key:
+            raise SpecError(f"hardware zoo: duplicate key {hw.key!r} ({rel})")
+        by_key[hw.key] = hw
+    for hw in by_key.values():
+        for a in (hw.key, hw.name, *hw.aliases):
+            n = _norm(a)
+            if alias.get(n, hw.key) != hw.key:
+                raise SpecError(f"hardware zoo: alias {a!r} names both {alias[n]!r} and {hw.key!r}")
+            alias[n] = hw.key
+    return by_key, alias
+
+
+def list_hardware() -> list[str]:
+    """Zoo keys, sorted."""
+    return sorted(_zoo()[0])
+
+
+def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
+    """A Hardware from a zoo name or alias (case-insensitive), a TOML path, or a Hardware."""
+    if isinstance(spec, Hardware):
+        return spec
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
+        return load_hardware_file(spec)
+    if not isinstance(spec, str):
+        raise SpecError(f"hardware must be a zoo name, a .toml path or a Hardware, got "
+                        f"{type(spec).__name__}")
+    by_key, alias = _zoo()
+    key = alias.get(_norm(spec))
+    if key is None:
+        names = list(by_key) + [a for h in by_key.values() for a in h.aliases]
+        raise unknown("hardware", spec, names)
+    return by_key[key]

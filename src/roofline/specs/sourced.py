@@ -1,0 +1,82 @@
+"""Reading numbers with provenance out of TOML data files.
+
+A number in ``data/`` is an inline table ``{ value = 312, unit = "TFLOP/s", source = "ds" }``
+with optional ``derivation`` and ``note``. ``source`` is a key of the file's ``[sources]``
+table or free text. The loader refuses a number without a source or unit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SourceError, SpecError
+from ..units import UNIT_DIMENSION, UNIT_SCALE
+
+__all__ = ["Provenance", "read_quantity"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Where one number came from."""
+
+    source: str  #: document, table/page (resolved from the file's [sources])
+    derivation: str = ""  #: arithmetic that produced it from the source, or "assumed: ..."
+    note: str = ""  #: e.g. the sparse figure that was not used
+    unit: str = ""  #: unit the number was written in
+    value: float = math.nan  #: the number as written (in ``unit``)
+
+    @property
+    def measured(self) -> bool:
+        return self.source.lower().startswith("measured")
+
+    def __str__(self) -> str:
+        s = self.source
+        if self.derivation:
+            s += f"; derivation: {self.derivation}"
+        if self.note:
+            s += f"; note: {self.note}"
+        return s
+
+
+def read_quantity(
+    raw: Any, *, field: str, dimension: str, sources: dict[str, str], origin: str
+) -> tuple[float, Provenance]:
+    """Parse one sourced number; return (value in SI units, provenance)."""
+    where = f"{origin}: {field}"
+    if not isinstance(raw, dict):
+        raise SourceError(
+            f"{where} must be a table like {{ value = 1.0, unit = \"GB/s\", source = \"...\" }}, "
+            f"got {raw!r} (every number needs a unit and a source)"
+        )
+    unknown_keys = set(raw) - {"value", "unit", "source", "derivation", "note"}
+    if unknown_keys:
+        raise SpecError(f"{where} has unknown keys {sorted(unknown_keys)}; allowed: value, unit, "
+                        "source, derivation, note")
+    if "value" not in raw:
+        raise SpecError(f"{where} has no 'value'")
+    value = raw["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(f"{where}.value must be a finite number, got {value!r}")
+    if value < 0:
+        raise SpecError(f"{where}.value must be >= 0, got {value!r}")
+    src = raw.get("source")
+    if not isinstance(src, str) or not src.strip():
+        raise SourceError(f"{where} has no 'source': every number in a data file must cite one")
+    unit = raw.get("unit")
+    if unit not in UNIT_SCALE:
+        raise SpecError(f"{where}.unit={unit!r} is not a known unit. Allowed: "
+                        + ", ".join(u for u, d in UNIT_DIMENSION.items() if d == dimension))
+    if UNIT_DIMENSION[unit] != dimension:
+        raise SpecError(f"{where}.unit={unit!r} measures {UNIT_DIMENSION[unit]}, expected a "
+                        f"{dimension} unit: "
+                        + ", ".join(u for u, d in UNIT_DIMENSION.items() if d == dimension))
+    prov = Provenance(
+        source=sources.get(src, src),
+        derivation=str(raw.get("derivation", "")),
+        note=str(raw.get("note", "")),
+        unit=unit,
+        value=float(value),
+    )
+    return float(value) * UNIT_SCALE[unit], prov
