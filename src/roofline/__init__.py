@@ -26,7 +26,26 @@ __version__ = "0.1.0"
 __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware", "precision",
            "plot_roofline", "Result", "Sweep", "Model", "Hardware", "Precision",
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
-           "MissingExtraError", "__version__"]
+           "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
+           "best_parallelism", "cluster", "list_clusters", "measure", "validate"]
+
+
+# Capabilities that live in higher layers load on first use (keeps `import roofline` fast).
+_LAZY = {
+    "serve": "roofline.scenarios.serving", "serving_capacity": "roofline.scenarios.serving",
+    "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
+    "cluster": "roofline.specs.cluster", "list_clusters": "roofline.specs.cluster",
+    "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'roofline' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(mod), name)
 
 
 def plot_roofline(*args: Any, **kwargs: Any) -> Any:
