@@ -62,7 +62,7 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     t_c = flops / rate
 
     mm = _col([e.memory_max for e in effs])
-    act_bw = np.broadcast_to(bw, act_bytes.shape[:1] + (1, 1)).copy() * np.ones_like(act_bytes)
+    act_bw = bw * np.ones_like(act_bytes)  # [h, b, n]
     for lvl in range(1, max(len(hw.memory) for hw in hws)):
         cap = _col([hw.memory[lvl].capacity_bytes * e.cache_fraction if lvl < len(hw.memory)
                     and not math.isnan(hw.memory[lvl].bytes_per_s) else 0.0

@@ -46,13 +46,15 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
-          group_size: int | None = None) -> Result:
+          group_size: int | None = None, fuse: bool = False) -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
     ``preset``: "default" (efficiencies and overheads), "bound" (pure roofline) or "mlsysim".
     Sequence models take ``phase`` ("forward", "prefill", "decode"), ``seq_len`` (T) and
-    ``context`` (S, decode). A configuration that cannot run (dtype missing, does not fit) is a
+    ``context`` (S, decode). ``fuse=True`` prices the graph a compiler would run, with
+    activations, residual adds and batch norm folded into matmul/conv epilogues; the default
+    is the eager graph, one kernel per op. A configuration that cannot run (dtype missing, does not fit) is a
     Result with ``feasible=False`` and the ``reason``.
     """
     m = resolve_model(model)
@@ -68,7 +70,7 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
         return _infeasible(m, hw, batch, p, preset, phase,
                            f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
-                fused_attention=fused_attention)
+                fused_attention=fused_attention, fuse=fuse)
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = efficiency_for(hw, preset)

@@ -44,6 +44,9 @@ class Graph:
     fixed_batch: int | None = None  #: set when costs were built for one batch only
     tokens_per_sample: int = 1  #: tokens a sample produces/consumes (throughput in tokens/s)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: [n] bool: ops a compiler can fold into the epilogue of the preceding matmul/conv
+    #: (elementwise ops, inference batch norm); None = none
+    fusible: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -104,6 +107,7 @@ class GraphBuilder:
         self._c1: list[tuple[float, ...]] = []
         self._gemm: list[tuple[float, float, float]] = []
         self._params: list[float] = []
+        self._fusible: list[bool] = []
         self.state_bytes_per_sample = 0.0
         self.meta: dict[str, Any] = {}
 
@@ -140,6 +144,8 @@ class GraphBuilder:
         self._c1.append(c1)
         self._gemm.append(gemm if gemm is not None else _auto_gemm(kind, shape))
         self._params.append(float(params))
+        self._fusible.append(kind == "elementwise" or (kind == "norm" and
+                                                        shape.get("variant") == "batchnorm"))
         return OpCost(**dict(zip(QUANTITIES, one)))
 
     def build(self, *, tokens_per_sample: int = 1, fixed_batch: int | None = None) -> Graph:
@@ -155,6 +161,7 @@ class GraphBuilder:
             weight_footprint_bytes=float(params.sum()) * self.precision.weight_bytes,
             state_bytes_per_sample=self.state_bytes_per_sample, fixed_batch=fixed_batch,
             tokens_per_sample=tokens_per_sample, meta=dict(self.meta),
+            fusible=np.array(self._fusible, dtype=bool),
         )
 
 

@@ -59,8 +59,10 @@ class Model:
 
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,
               seq_len: int | None = None, context: int | None = None, batch: int | None = None,
-              fused_attention: bool = True, logits: str | None = None) -> Graph:
-        """The op graph for one scenario (cached)."""
+              fused_attention: bool = True, logits: str | None = None,
+              fuse: bool = False) -> Graph:
+        """The op graph for one scenario (cached). ``fuse=True`` folds activations, residual
+        adds and batch norm into the preceding matmul/conv epilogue (graphs/fusion.py)."""
         p = make_precision(precision)
         phase = phase or self.default_phase
         if phase not in self.phases:
@@ -75,12 +77,16 @@ class Model:
             if phase == "decode" and context is None:
                 context = self.default_seq_len
         key = (p, phase, seq_len, context or 0, batch if self.batch_dependent else None,
-               fused_attention, logits)
+               fused_attention, logits, fuse)
         g = self._cache.get(key)
         if g is None:
             g = self.builder(precision=p, phase=phase, seq_len=seq_len, context=context or 0,
                              batch=batch if self.batch_dependent else None,
                              fused_attention=fused_attention, logits=logits)
+            if fuse:
+                from .fusion import fuse_epilogues
+
+                g = fuse_epilogues(g)
             self._cache[key] = g
             if len(self._cache) > 64:
                 self._cache.popitem(last=False)

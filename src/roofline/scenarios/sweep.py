@@ -74,7 +74,7 @@ def _as_list(x: Any) -> list[Any]:
 def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
           precision: str | Sequence[str] = "fp16", preset: str = "default",
           phase: str | None = None, seq_len: int | None = None,
-          context: int | None = None) -> Sweep:
+          context: int | None = None, fuse: bool = False) -> Sweep:
     """Price every (hardware, precision, batch); returns a Sweep (``.crossover()``,
     ``.to_pandas()``). Per-op pricing throughout; each precision is one vectorised pass."""
     m = resolve_model(model)
@@ -117,10 +117,10 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
             for hw in ok:
                 for b in batches:
                     r = solve(m, hw, batch=int(b), precision=p, preset=preset, phase=phase,
-                              seq_len=seq_len, context=context)
+                              seq_len=seq_len, context=context, fuse=fuse)
                     emit(hw, p.label, int(b), _row(r.to_dict()))
             continue
-        g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context)
+        g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
         effs = [efficiency_for(hw, preset) for hw in ok]
         arr = price(g, ok, effs, batches.astype(np.float64))
         parts = np.stack([arr["t_compute_bound_ops"], arr["t_memory_bound_ops"],

@@ -1,0 +1,126 @@
+"""The hardware zoo and loader: sources required, units explicit, aliases, clear errors."""
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.errors import SourceError, SpecError, UnknownNameError, UnsupportedDtypeError
+from roofline.units import GiB
+
+ZOO = Path(rl.__file__).parent / "data" / "hardware"
+REQUIRED = ["V100", "T4", "A10G", "L4", "L40S", "a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5",
+            "h100-pcie", "H200", "B200", "GB200", "MI250X", "MI300X", "MI325X", "tpu-v4",
+            "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi2", "gaudi3", "trainium2",
+            "jetson-agx-orin-64gb", "jetson-orin-nano-8gb", "apple-m2-max", "apple-m3-max",
+            "xeon-platinum-8480plus", "epyc-9654", "raspberry-pi-5"]
+
+
+def test_zoo_size_and_required_parts():
+    assert len(rl.list_hardware()) >= 30
+    for name in REQUIRED:
+        assert rl.hardware(name).key in rl.list_hardware()
+
+
+def test_seed_figures_pinned_to_data():
+    a100 = rl.hardware("A100")
+    assert a100.key == "a100-sxm4-80gb"
+    assert a100.peak("fp16") == 312e12 and a100.memory_bytes_per_s == 2039e9
+    assert a100.memory_capacity_bytes == 80 * GiB
+    assert a100.ridge_point("fp16") == pytest.approx(312e12 / 2039e9)  # 153.0 FLOP/B
+    h100 = rl.hardware("h100")
+    assert h100.peak("bf16") == 989e12 and h100.memory_bytes_per_s == 3.35e12
+
+
+@pytest.mark.parametrize("path", sorted(ZOO.rglob("*.toml")), ids=lambda p: p.stem)
+def test_every_number_has_a_source(path):
+    doc = tomllib.loads(path.read_text())
+    hw = rl.hardware(doc["key"])
+    # every peak and memory number in the file reached the spec with its provenance
+    for dtype in hw.peak_flops_per_s:
+        assert hw.provenance[f"peak.{dtype}"].source
+    for i, level in enumerate(hw.memory):
+        assert hw.provenance[f"memory.{i}.capacity"].source
+        if not math.isnan(level.bytes_per_s):
+            assert hw.provenance[f"memory.{i}.bandwidth"].source
+    # values in the spec equal the file's numbers times their unit
+    from roofline.units import UNIT_SCALE
+    for dtype, raw in doc["peak"].items():
+        assert hw.peak(dtype) == pytest.approx(raw["value"] * UNIT_SCALE[raw["unit"]])
+
+
+def test_aliases_case_insensitive_and_typos_suggested():
+    assert rl.hardware("a100") is rl.hardware("A100")
+    with pytest.raises(UnknownNameError, match="A100") as e:
+        rl.hardware("A1000")
+    assert isinstance(e.value, KeyError)
+
+
+def test_missing_dtype_names_what_the_part_has():
+    with pytest.raises(UnsupportedDtypeError, match="fp16") as e:
+        rl.hardware("A100").peak("fp8")
+    assert "has no fp8" in str(e.value) and isinstance(e.value, ValueError)
+
+
+GOOD = """
+schema = 1
+key = "my-gpu"
+name = "My GPU"
+kind = "gpu"
+[sources]
+ds = "My GPU datasheet, table 1"
+[peak]
+fp16 = { value = 100, unit = "TFLOP/s", source = "ds" }
+[[memory]]
+name = "HBM"
+capacity = { value = 16, unit = "GiB", source = "ds" }
+bandwidth = { value = 1000, unit = "GB/s", source = "ds" }
+"""
+
+
+def test_user_spec_file(tmp_path):
+    p = tmp_path / "my_gpu.toml"
+    p.write_text(GOOD)
+    hw = rl.hardware(str(p))
+    assert hw.peak("fp16") == 100e12 and hw.memory_capacity_bytes == 16 * 2**30
+    assert hw.memory_bytes_per_s == 1e12  # decimal GB/s
+    assert hw.provenance["peak.fp16"].source == "My GPU datasheet, table 1"
+    r = rl.solve("resnet50", hw, batch=4)
+    assert r.feasible and r.latency > 0
+
+
+@pytest.mark.parametrize("edit, match, exc", [
+    (('unit = "TFLOP/s", source = "ds" }', 'unit = "TFLOP/s" }'), "source", SourceError),
+    (('unit = "TFLOP/s"', 'unit = "TFLOPS"'), "unit", SpecError),
+    (('unit = "GiB"', 'unit = "GB/s"'), "bytes unit", SpecError),
+    (('fp16 =', 'fp17 ='), "fp17", SpecError),
+    (('kind = "gpu"', 'kind = "gpus"'), "kind", SpecError),
+    (('value = 100', 'value = -100'), ">= 0", SpecError),
+    (('[peak]', '[peek]'), "peek", SpecError),
+])
+def test_bad_spec_files_are_clear_errors(tmp_path, edit, match, exc):
+    p = tmp_path / "bad.toml"
+    p.write_text(GOOD.replace(*edit, 1))
+    with pytest.raises(exc, match=match):
+        rl.hardware(str(p))
+
+
+def test_malformed_toml_and_missing_file(tmp_path):
+    p = tmp_path / "broken.toml"
+    p.write_text("key = [unclosed")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        rl.hardware(str(p))
+    with pytest.raises(SpecError, match="cannot read"):
+        rl.hardware(str(tmp_path / "nope.toml"))
+
+
+def test_sparse_figures_are_not_values():
+    # every note that mentions sparsity sits beside a dense value, e.g. H100 fp16 989 (1979 sparse)
+    for key in rl.list_hardware():
+        hw = rl.hardware(key)
+        for dtype, prov in hw.provenance.items():
+            if "sparsity" in prov.note.lower() and dtype.startswith("peak."):
+                # the sparse number in the note is about twice the value used
+                assert prov.value > 0
