@@ -1,0 +1,189 @@
+"""``roofline solve MODEL HARDWARE``: one prediction, printed or as JSON.
+
+Also holds the argument helpers the other scenario commands share (``sweep``, ``plot``):
+the batch parser (``1..256`` = powers of two), the scenario options and JSON cleaning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = [
+    "OP_COLUMNS",
+    "add_scenario_args",
+    "dump_json",
+    "jsonable",
+    "op_rows",
+    "parse_batches",
+    "register",
+    "run",
+    "scenario_kwargs",
+]
+
+#: per-op columns shown by ``--ops`` (and returned by ``--json --ops``)
+OP_COLUMNS = ("name", "kind", "flops", "bytes", "intensity", "bound", "t_compute", "t_memory",
+              "overhead", "time", "share")
+
+
+def parse_batches(text: str | Sequence[str]) -> list[int]:
+    """Batch sizes from the command line.
+
+    ``"8"`` -> [8]; ``"1,2,4"`` -> [1, 2, 4]; ``"1..256"`` -> the powers of two from 1 to 256
+    (``"3..48"`` -> 3, 6, 12, 24, 48: doubling from the first). Parts combine: ``"1..8,12"``.
+    """
+    parts = [text] if isinstance(text, str) else list(text)
+    out: list[int] = []
+    for chunk in parts:
+        for piece in str(chunk).split(","):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if ".." in piece:
+                lo_s, hi_s = piece.split("..", 1)
+                lo, hi = _int(lo_s, piece), _int(hi_s, piece)
+                if hi < lo:
+                    raise SpecError(f"--batch range {piece!r} runs backwards; write LOW..HIGH, "
+                                    "e.g. 1..256")
+                b = lo
+                while b <= hi:
+                    out.append(b)
+                    b *= 2
+            else:
+                out.append(_int(piece, piece))
+    if not out:
+        raise SpecError(f"--batch {text!r} names no batch size; e.g. 8, 1,2,4 or 1..256")
+    return list(dict.fromkeys(out))
+
+
+def _int(s: str, whole: str) -> int:
+    try:
+        v = int(s.strip())
+    except ValueError:
+        raise SpecError(f"--batch {whole!r}: {s.strip()!r} is not an integer; batch sizes are "
+                        "positive integers, e.g. 8, 1,2,4 or 1..256") from None
+    if v < 1:
+        raise SpecError(f"--batch {whole!r}: batch must be >= 1, got {v}")
+    return v
+
+
+def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = False) -> None:
+    """Options shared by solve, sweep and plot."""
+    from ..engine.presets import PRESETS
+
+    if many_precisions:
+        p.add_argument("--precision", "-p", nargs="+", default=["fp16"], metavar="P",
+                       help="compute dtype(s), e.g. fp16 bf16 fp8 (default fp16)")
+    else:
+        p.add_argument("--precision", "-p", default="fp16", metavar="P",
+                       help="compute dtype, e.g. fp16, bf16, fp8, int8 (default fp16)")
+    p.add_argument("--preset", default="default", choices=PRESETS,
+                   help="default: fitted efficiencies and launch overheads; bound: the pure "
+                        "roofline; mlsysim: mlsysim 0.1.1's whole-model conventions")
+    p.add_argument("--phase", choices=("forward", "prefill", "decode"), default=None,
+                   help="sequence models: forward/prefill over T tokens or one decode step")
+    p.add_argument("--seq-len", type=int, default=None, metavar="T",
+                   help="tokens per sample (forward/prefill)")
+    p.add_argument("--context", type=int, default=None, metavar="S",
+                   help="decode: tokens already in the KV cache")
+
+
+def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    for name in ("seq_len", "context"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise SpecError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    return {"preset": args.preset, "phase": args.phase, "seq_len": args.seq_len,
+            "context": args.context}
+
+
+def jsonable(v: Any) -> Any:
+    """Plain JSON data: numpy scalars unwrapped, NaN/inf -> None (strict JSON has neither)."""
+    if isinstance(v, Mapping):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | np.ndarray):
+        return [jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(jsonable(data), indent=2, allow_nan=False)
+
+
+def op_rows(result: Any, k: int | None) -> list[dict[str, Any]]:
+    """The top-``k`` ops by estimated time (all when ``k`` is None), as dicts."""
+    t = result.ops
+    cols = [c for c in OP_COLUMNS if c in t.columns]
+    if not len(t):
+        return []
+    # by time; ties (ops held at the per-op dispatch floor) broken by their kernel time
+    kernel = np.maximum(np.asarray(t["t_compute"], dtype=float),
+                        np.asarray(t["t_memory"], dtype=float))
+    order = np.lexsort((-kernel, -np.asarray(t["time"], dtype=float)))
+    if k is not None:
+        order = order[:k]
+    return [{c: _item(t[c][i]) for c in cols} for i in order]
+
+
+def _item(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "solve", help="predict latency, throughput and the bottleneck of one configuration",
+        description="Predict one model x hardware x scenario. FLOPs count 2 per multiply-add "
+                    "(except preset mlsysim, whose zoo counts 1).")
+    p.add_argument("model", help="zoo name (see `roofline zoo models`) or a config.json/.toml "
+                                 "path")
+    p.add_argument("hardware", help="zoo name or alias (see `roofline zoo hardware`) or a .toml "
+                                    "path")
+    p.add_argument("--batch", "-b", type=int, default=1, help="batch size (default 1)")
+    add_scenario_args(p)
+    p.add_argument("--ops", nargs="?", type=int, const=10, default=None, metavar="K",
+                   help="also show the K most expensive operators (default K=10)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..engine.solve import solve
+
+    if args.ops is not None and args.ops < 1:
+        raise SpecError(f"--ops must be >= 1, got {args.ops}")
+    r = solve(args.model, args.hardware, batch=args.batch, precision=args.precision,
+              **scenario_kwargs(args))
+    if args.json:
+        data: dict[str, Any] = r.to_dict()
+        if args.ops is not None:
+            data["ops"] = op_rows(r, args.ops)
+        print(dump_json(data))
+        return 0
+    print(r)
+    if args.ops is not None and len(r.ops):
+        from ..engine.table import Table
+
+        rows = op_rows(r, args.ops)
+        t = r.ops
+        cols = [c for c in OP_COLUMNS if c in t.columns]
+        scale = {c: 1e6 for c in ("t_compute", "t_memory", "overhead", "time")}
+        scale["share"] = 100.0
+        units = {**t.units, **{c: "µs" for c in scale}, "share": "%"}
+        top = Table({c: [row[c] * scale[c] if c in scale else row[c] for row in rows]
+                     for c in cols}, units,
+                    title=f"top {len(rows)} of {len(t)} operators by time "
+                          "(FLOPs: 2 per multiply-add)")
+        print()
+        print(top.to_string(max_rows=max(40, len(rows))))
+    return 0

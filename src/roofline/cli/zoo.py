@@ -1,0 +1,95 @@
+"""``roofline zoo [hardware|models]``: what the built-in zoos hold."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..units import GB, GiB
+
+__all__ = ["hardware_rows", "model_rows", "register", "run"]
+
+
+def hardware_rows() -> list[dict[str, Any]]:
+    """One row per zoo device: key, name, kind, dtypes, main memory (GiB, GB/s), TDP (W)."""
+    from ..specs.hardware import hardware, list_hardware
+
+    rows = []
+    for key in list_hardware():
+        hw = hardware(key)
+        mem = hw.main_memory
+        rows.append({
+            "key": hw.key, "name": hw.name, "kind": hw.kind, "dtypes": list(hw.dtypes),
+            "memory": mem.name, "memory_gib": mem.capacity_bytes / GiB,
+            "memory_gb_per_s": mem.bytes_per_s / GB, "tdp_w": hw.tdp_w,
+            "aliases": list(hw.aliases),
+        })
+    return rows
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """One row per zoo model: key, name, family, parameter count."""
+    from ..graphs.model import list_models, model
+
+    rows = []
+    for key in list_models():
+        m = model(key)
+        rows.append({"key": m.key, "name": m.name, "family": m.family, "params": m.params,
+                     "phases": list(m.phases), "aliases": list(m.aliases)})
+    return rows
+
+
+def _hw_table(rows: list[dict[str, Any]]) -> str:
+    head = ("key", "name", "kind", "dtypes", "memory GiB", "GB/s", "TDP W")
+    body = [(r["key"], r["name"], r["kind"], ",".join(r["dtypes"]), f"{r['memory_gib']:.4g}",
+             f"{r['memory_gb_per_s']:,.0f}",
+             "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}") for r in rows]
+    return _grid(head, body, right=(4, 5, 6))
+
+
+def _model_table(rows: list[dict[str, Any]]) -> str:
+    head = ("key", "name", "family", "params")
+    body = [(r["key"], r["name"], r["family"], _params(r["params"])) for r in rows]
+    return _grid(head, body, right=(3,))
+
+
+def _params(n: float) -> str:
+    return f"{n / 1e9:,.2f} B" if n >= 1e9 else f"{n / 1e6:,.1f} M"
+
+
+def _grid(head: tuple[str, ...], body: list[tuple[str, ...]], right: tuple[int, ...]) -> str:
+    widths = [max(len(h), *(len(r[j]) for r in body)) for j, h in enumerate(head)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if j in right else c.ljust(w)
+                         for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(head), line(tuple("-" * w for w in widths)), *map(line, body)])
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("zoo", help="list the built-in hardware and models",
+                       description="List the hardware zoo (dense peaks per dtype, main memory, "
+                                   "TDP) and the model zoo (parameter counts).")
+    p.add_argument("what", nargs="?", choices=("hardware", "models"), default=None,
+                   help="only this zoo (default: both)")
+    p.add_argument("--json", action="store_true", help="print the zoo as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .solve import dump_json
+
+    want = (args.what,) if args.what else ("hardware", "models")
+    data = {w: hardware_rows() if w == "hardware" else model_rows() for w in want}
+    if args.json:
+        print(dump_json(data if len(want) > 1 else data[want[0]]))
+        return 0
+    parts = []
+    if "hardware" in data:
+        parts.append(f"hardware ({len(data['hardware'])}): dense peaks; memory = main memory "
+                     "(GiB = 2^30 B, GB/s decimal)\n" + _hw_table(data["hardware"]))
+    if "models" in data:
+        parts.append(f"models ({len(data['models'])})\n" + _model_table(data["models"]))
+    print("\n\n".join(parts))
+    return 0
