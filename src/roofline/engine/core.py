@@ -6,6 +6,7 @@ three, so one call prices a whole sweep.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -13,9 +14,9 @@ import numpy as np
 
 from ..graphs.graph import Q, Graph
 from ..specs.hardware import Hardware
-from .presets import Efficiency
+from .presets import Efficiency, class_vector_fractions, fresh_output_seconds
 
-__all__ = ["price"]
+__all__ = ["price", "Plan", "plan_for"]
 
 _F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in (
     "flops", "weight_bytes_read", "act_bytes_read", "act_bytes_written", "kv_bytes_read",
@@ -58,6 +59,9 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     gemm_eff = gmax / (1.0 + ga / M + gb / N + gc / K)
     bound_mode = np.array([e.is_bound for e in effs]).reshape(-1, 1, 1)
     vec_rate = np.where(bound_mode, peak, vpeak * _col([e.vector_max for e in effs]))
+    cvm = class_vector_fractions(graph.classes, list(effs))  # measured specs: rate per class
+    if cvm is not None:
+        vec_rate = np.where(bound_mode, peak, vpeak * cvm)
     rate = np.where(is_c, peak * gemm_eff, vec_rate)
     t_c = flops / rate
 
@@ -73,6 +77,9 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
         act_bw = np.where(fits, lbw, act_bw)
     t_m = main_bytes / (bw * mm) + act_bytes / (act_bw * mm)
     t_kernel = np.maximum(t_c, t_m)
+    fault = fresh_output_seconds(q[_AW][None], list(effs))  # measured CPU specs: page faults
+    if fault is not None:
+        t_kernel = t_kernel + fault
 
     gap = _col([e.kernel_gap for e in effs])
     disp = _col([e.dispatch for e in effs])
@@ -104,3 +111,220 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
             op_q=q,
         )
     return out
+
+
+class Plan:
+    """Per-(graph, hardware, efficiency) constants for fast single solves.
+
+    Everything that does not depend on the batch is folded into per-op coefficients once;
+    ``evaluate(B)`` is then about twenty vector operations over the ops. It computes exactly
+    what ``price`` computes (a test checks they agree).
+    """
+
+    __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
+                 "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
+                 "a_sums", "use_a2", "_env")
+
+    def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
+        c0, c1 = graph.c0, graph.c1
+        self.hw, self.eff = hw, eff
+        # rows: flops, main-memory bytes (weights, KV), activation bytes
+        self.C0 = np.stack([c0[_F], c0[_WR] + c0[_KR] + c0[_KW] + c0[_WW], c0[_AR] + c0[_AW]])
+        self.C1 = np.stack([c1[_F], c1[_WR] + c1[_KR] + c1[_KW] + c1[_WW], c1[_AR] + c1[_AW]])
+        dtype = graph.precision.compute
+        self.peak = hw.peak_flops_per_s.get(dtype, math.nan)
+        self.bw = hw.memory_bytes_per_s
+        is_c = graph.is_compute
+        vpeak = hw.peak_flops_per_s.get("fp32", self.peak)
+        rate_vec = self.peak if eff.is_bound else vpeak * eff.vector_max
+        cvm = class_vector_fractions(graph.classes, [eff])  # measured specs: rate per class
+        if cvm is not None and not eff.is_bound:
+            rate_vec = vpeak * cvm[0, 0]
+        # written activation bytes (c0, c1), for page faults of fresh outputs (measured CPUs)
+        self.aw = (c0[_AW], c1[_AW]) if eff.page_fault > 0 else None
+        N = np.maximum(graph.gemm[1], 1.0)
+        K = np.maximum(graph.gemm[2], 1.0)
+        m1 = graph.gemm[0]
+        gpk = self.peak * eff.gemm_max
+        # seconds per FLOP: compute ops (1 + a/M + b/N + c/K)/(peak·gemm_max) with M = m1·B
+        # clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate
+        self.inv_c0 = np.where(is_c, (1.0 + eff.gemm_b / N + eff.gemm_c / K) / gpk, 1 / rate_vec)
+        with np.errstate(divide="ignore"):
+            a_m1 = np.where(m1 > 0, eff.gemm_a / np.where(m1 > 0, m1, 1.0), 0.0)
+        self.inv_c1 = np.where(is_c, a_m1 / gpk, 0.0)
+        self.inv_cap = np.where(is_c, eff.gemm_a / gpk, 0.0)
+        self.mm = eff.memory_max
+        self.inv_bw_mm = 1.0 / (self.bw * eff.memory_max)
+        self.levels = [(lvl.capacity_bytes * eff.cache_fraction, lvl.bytes_per_s)
+                       for lvl in hw.memory[1:]
+                       if not math.isnan(lvl.bytes_per_s) and eff.cache_fraction > 0
+                       and lvl.bytes_per_s > self.bw]
+        self.levels.sort(key=lambda cl: cl[1])  # slowest first: a faster level that fits wins
+        self.has = (self.C0 + self.C1).sum(0) > 0
+        self.all_have = bool(self.has.all())
+        # Fast path: with no on-chip level in play and M = m1·B >= 1 for every matmul-class op
+        # at every B >= 1, each of these rows is affine in (1, B, 1/B):
+        #   flops, bytes, flops/peak, bytes/bw, t_memory, t_compute
+        # (t_compute = flops·(inv_c0 + inv_c1/B)), so a solve needs few vector operations.
+        self.fast = (not self.levels and self.aw is None and bool(np.all((m1 >= 1) | ~is_c))
+                     and self.all_have)
+        f0, f1 = self.C0[0], self.C1[0]
+        b0, b1 = self.C0[1] + self.C0[2], self.C1[1] + self.C1[2]
+        # rows 0-3 are summed in closed form; rows 2-6 are needed per op
+        self.A0 = np.stack([f0, b0, f0 / self.peak, b0 / self.bw, b0 * self.inv_bw_mm,
+                            f0 * self.inv_c0 + f1 * self.inv_c1, self.C0[2]])
+        self.A1 = np.stack([f1, b1, f1 / self.peak, b1 / self.bw, b1 * self.inv_bw_mm,
+                            f1 * self.inv_c0, self.C1[2]])
+        self.A2 = np.zeros_like(self.A0)
+        self.A2[5] = f0 * self.inv_c1
+        self.use_a2 = bool(self.A2.any())
+        self.a_sums = tuple(tuple(a.sum(1).tolist()) for a in (self.A0, self.A1, self.A2))
+        self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+
+    #: rows of the work matrix ``evaluate`` returns
+    ROWS = ("time", "t_bound", "t_compute", "t_memory", "overhead", "flops", "bytes",
+            "t_compute_bound", "act_bytes", "t_kernel")
+
+    def evaluate(self, batch: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per-op arrays at ``batch`` as one [10, n] matrix (rows: ``ROWS``) and the
+        compute-bound mask. Written with ``out=`` to keep a solve to a few microseconds."""
+        B = float(batch)
+        X = self.C0 + self.C1 * B
+        flops, main_b, act_b = X
+        W = np.empty((10, X.shape[1]))
+        W[5] = flops
+        W[8] = act_b
+        tb = np.add(main_b, act_b, out=W[6])
+        np.maximum(flops / self.peak, tb / self.bw, out=W[1])
+        inv = np.minimum(self.inv_c1 / B, self.inv_cap)
+        inv += self.inv_c0
+        tc = np.multiply(flops, inv, out=W[2])
+        if self.levels:
+            act_bw = np.full_like(act_b, self.bw)
+            for cap, lbw in self.levels:
+                act_bw = np.where(act_b <= cap, lbw, act_bw)
+            tm = np.add(main_b * self.inv_bw_mm, act_b / (act_bw * self.mm), out=W[3])
+        else:
+            tm = np.multiply(tb, self.inv_bw_mm, out=W[3])
+        tk = np.maximum(tc, tm, out=W[9])
+        if self.aw is not None:
+            fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
+            if fault is not None:
+                tk += fault[0] if fault.ndim > 1 else fault
+        e = self.eff
+        t_op = W[0]
+        if e.synchronous:
+            np.add(tk, e.dispatch, out=t_op)
+        else:
+            np.add(tk, e.kernel_gap, out=t_op)
+            np.maximum(t_op, e.dispatch, out=t_op)
+        if not self.all_have:
+            t_op *= self.has
+            tk *= self.has
+        np.subtract(t_op, tk, out=W[4])
+        cb = tc >= tm
+        np.multiply(tk, cb, out=W[7])
+        return W, cb
+
+    def fast_totals(self, batch: float) -> list[float]:
+        """The same totals as ``totals(evaluate(B))`` through the affine rows (fast path)."""
+        B = float(batch)
+        X = self.A0 + self.A1 * B
+        if self.use_a2:
+            X += self.A2 / B
+        W = np.empty((4, X.shape[1]))
+        np.maximum(X[2], X[3], out=W[0])  # roofline bound per op
+        tk = np.maximum(X[5], X[4], out=W[2])
+        e = self.eff
+        t_op = W[1]
+        if e.synchronous:
+            np.add(tk, e.dispatch, out=t_op)
+        else:
+            np.add(tk, e.kernel_gap, out=t_op)
+            np.maximum(t_op, e.dispatch, out=t_op)
+        np.multiply(tk, X[5] >= X[4], out=W[3])
+        bound, time, kern, cbt = W.sum(1).tolist()
+        s0, s1, s2 = self.a_sums
+        flops = s0[0] + s1[0] * B + s2[0] / B
+        byts = s0[1] + s1[1] * B + s2[1] / B
+        t_m = s0[4] + s1[4] * B + s2[4] / B
+        t_c = s0[5] + s1[5] * B + s2[5] / B
+        live = float(X[6].max())
+        return [time, bound, t_c, t_m, time - kern, flops, byts, cbt, live]
+
+    def _envelope(self) -> tuple[list[float], list[tuple[float, ...]]]:
+        """Piecewise-linear closed form of the per-op sums as functions of B.
+
+        On the fast path every per-op time is a max of lines in B (t_compute = p0 + p1·B,
+        t_memory = q0 + q1·B, the bound's two roofs, the launch floor), so each sum over ops
+        is piecewise linear with breakpoints where two of an op's lines cross. Between
+        consecutive breakpoints the active line of every op is fixed: the sums there are one
+        intercept and one slope each. A solve is then a bisection plus a few float ops.
+        """
+        e = self.eff
+        p0, p1 = self.A0[5], self.A1[5]
+        q0, q1 = self.A0[4], self.A1[4]
+        c0_, c1_ = self.A0[2], self.A1[2]
+        m0, m1 = self.A0[3], self.A1[3]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cands = [(q0 - p0) / (p1 - q1), (m0 - c0_) / (c1_ - m1)]
+            if not e.synchronous:
+                gap, disp = e.kernel_gap, e.dispatch
+                cands += [(disp - gap - p0) / p1, (disp - gap - q0) / q1]
+        bp = np.concatenate(cands)
+        bp = np.unique(bp[np.isfinite(bp) & (bp > 1.0)])
+        edges = np.concatenate([[1.0], bp])
+        samples = np.concatenate([(edges[:-1] + edges[1:]) / 2, [edges[-1] * 2 + 1]])
+        Bs = samples[:, None]
+        tc, tm = p0 + p1 * Bs, q0 + q1 * Bs
+        cb = tc >= tm
+        k_i = np.where(cb, p0, q0)  # t_kernel line per interval and op
+        k_s = np.where(cb, p1, q1)
+        bc = (c0_ + c1_ * Bs) >= (m0 + m1 * Bs)
+        b_i, b_s = np.where(bc, c0_, m0), np.where(bc, c1_, m1)
+        if e.synchronous:
+            t_i, t_s = k_i + e.dispatch, k_s
+        else:
+            floor = (k_i + k_s * Bs + e.kernel_gap) < e.dispatch
+            t_i = np.where(floor, e.dispatch, k_i + e.kernel_gap)
+            t_s = np.where(floor, 0.0, k_s)
+        cbt_i, cbt_s = np.where(cb, p0, 0.0), np.where(cb, p1, 0.0)
+        rows = np.stack([b_i, b_s, t_i, t_s, k_i, k_s, cbt_i, cbt_s]).sum(2).T  # [K, 8]
+        return edges.tolist(), [tuple(r) for r in rows.tolist()]
+
+    def envelope_totals(self, batch: float) -> list[float] | None:
+        """``fast_totals`` from the closed form; None when B sits on a breakpoint (ties)."""
+        if self._env is None:
+            self._env = self._envelope()
+        edges, rows = self._env
+        B = float(batch)
+        k = bisect.bisect_right(edges, B) - 1
+        if k < 0 or (k > 0 and B == edges[k]):
+            return None
+        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s = rows[k]
+        time = t_i + t_s * B
+        kern = k_i + k_s * B
+        s0, s1, _ = self.a_sums
+        live = float((self.C0[2] + self.C1[2] * B).max())
+        return [time, b_i + b_s * B, s0[5] + s1[5] * B, s0[4] + s1[4] * B, time - kern,
+                s0[0] + s1[0] * B, s0[1] + s1[1] * B, c_i + c_s * B, live]
+
+    @staticmethod
+    def totals(W: np.ndarray) -> list[float]:
+        """time, bound, compute, memory, overhead, flops, bytes, time in compute-bound ops,
+        peak live activation bytes."""
+        out: list[float] = W[:8].sum(1).tolist()
+        out.append(float(W[8].max()) if W.shape[1] else 0.0)
+        return out
+
+
+def plan_for(graph: Graph, hw: Hardware, eff: Efficiency) -> Plan:
+    """The cached Plan of (graph, hw, eff); the cache lives on the graph."""
+    cache = graph.meta.setdefault("_plans", {})
+    key = (id(hw), eff.label, id(eff))
+    hit = cache.get(key)
+    if hit is not None and hit.hw is hw and hit.eff is eff:
+        return hit  # type: ignore[no-any-return]
+    p = Plan(graph, hw, eff)
+    cache[key] = p
+    return p

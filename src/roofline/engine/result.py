@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -54,14 +54,19 @@ class Result:
     reason: str = ""  #: why it is infeasible (or notes)
     energy: float = math.nan  #: J per batch (see POWER_MODEL)
     power_model: str = POWER_MODEL
-    _op_table: dict[str, Any] | None = field(default=None, repr=False)
+    #: the per-op columns, or an OpTableSource that builds them on first access
+    _op_table: Any = field(default=None, repr=False)
 
     @property
     def ops(self) -> Table:
         """Per-operator table: name, kind, FLOPs, bytes, AI, bound, times, share of latency."""
         if self._op_table is None:
             return Table({"name": []}, title="no per-op table")
-        return Table(self._op_table["columns"], self._op_table["units"],
+        src = self._op_table
+        if isinstance(src, OpTableSource):
+            src = src.build()
+            object.__setattr__(self, "_op_table", src)
+        return Table(src["columns"], src["units"],
                      title=f"{self.model} on {self.hardware}, batch {self.batch}, {self.precision}")
 
     @property
@@ -74,7 +79,8 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
-        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        d["memory_breakdown"] = dict(self.memory_breakdown)
         for k, v in d.items():
             if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
                 d[k] = None
@@ -119,32 +125,46 @@ class Result:
         return "\n".join(lines)
 
 
-def op_table_columns(graph: Any, arrays: dict[str, np.ndarray], latency: float) -> dict[str, Any]:
-    """Per-op columns for one (hardware, batch) slice of the pricing arrays."""
-    from ..graphs.graph import Q
+class OpTableSource:
+    """Builds the per-op columns lazily (a solve that nobody inspects per op stays fast)."""
 
-    q = arrays["op_q"][:, 0, :]
-    t = arrays["op_time"][0, 0]
-    byts = q[Q["weight_bytes_read"]] + q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]] + \
-        q[Q["kv_bytes_read"]] + q[Q["kv_bytes_written"]] + q[Q["weight_bytes_written"]]
-    flops = q[Q["flops"]]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ai = np.where(byts > 0, flops / byts, np.inf)
-    has = (flops + byts) > 0
-    cb = arrays["op_compute_bound"][0, 0]
-    cols = {
-        "name": list(graph.names), "kind": list(graph.kinds), "class": list(graph.classes),
-        "flops": flops, "bytes": byts,
-        "weight_bytes": q[Q["weight_bytes_read"]] + q[Q["weight_bytes_written"]],
-        "act_bytes": q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]],
-        "kv_bytes": q[Q["kv_bytes_read"]] + q[Q["kv_bytes_written"]],
-        "intensity": ai,
-        "bound": np.where(has, np.where(cb, "compute", "memory"), "-").astype(object),
-        "t_compute": arrays["op_t_compute"][0, 0], "t_memory": arrays["op_t_memory"][0, 0],
-        "t_bound": arrays["op_t_bound"][0, 0], "overhead": arrays["op_overhead"][0, 0],
-        "time": t, "share": t / latency if latency > 0 else t * 0,
-    }
-    units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
-             "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
-             "t_bound": "s", "overhead": "s", "time": "s"}
-    return {"columns": cols, "units": units}
+    __slots__ = ("graph", "W", "cb", "batch", "latency", "plan")
+
+    def __init__(self, graph: Any, W: np.ndarray | None, cb: np.ndarray | None, batch: int,
+                 latency: float, plan: Any = None) -> None:
+        self.graph, self.W, self.cb, self.batch, self.latency = graph, W, cb, batch, latency
+        self.plan = plan
+
+    def build(self) -> dict[str, Any]:
+        from ..graphs.graph import Q
+        from .core import Plan
+
+        g = self.graph
+        if self.W is None:
+            self.W, self.cb = self.plan.evaluate(self.batch)
+        ev = dict(zip(Plan.ROWS, self.W))
+        ev["compute_bound"] = self.cb
+        q = g.c0 + g.c1 * self.batch
+        byts = ev["bytes"]
+        flops = ev["flops"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ai = np.where(byts > 0, flops / byts, np.inf)
+        has = (flops + byts) > 0
+        t = ev["time"]
+        cols = {
+            "name": list(g.names), "kind": list(g.kinds), "class": list(g.classes),
+            "flops": flops, "bytes": byts,
+            "weight_bytes": q[Q["weight_bytes_read"]] + q[Q["weight_bytes_written"]],
+            "act_bytes": q[Q["act_bytes_read"]] + q[Q["act_bytes_written"]],
+            "kv_bytes": q[Q["kv_bytes_read"]] + q[Q["kv_bytes_written"]],
+            "intensity": ai,
+            "bound": np.where(has, np.where(ev["compute_bound"], "compute", "memory"),
+                              "-").astype(object),
+            "t_compute": ev["t_compute"], "t_memory": ev["t_memory"], "t_bound": ev["t_bound"],
+            "overhead": ev["overhead"], "time": t,
+            "share": t / self.latency if self.latency > 0 else t * 0,
+        }
+        units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
+                 "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
+                 "t_bound": "s", "overhead": "s", "time": "s"}
+        return {"columns": cols, "units": units}

@@ -12,9 +12,9 @@ from ..graphs.graph import Graph
 from ..graphs.model import Model, model as resolve_model
 from ..specs.dtypes import Precision, precision as make_precision
 from ..specs.hardware import Hardware, hardware as resolve_hardware
-from .core import price
+from .core import plan_for
 from .presets import check_preset, efficiency_for
-from .result import Result, op_table_columns
+from .result import OpTableSource, Result
 
 __all__ = ["solve", "check_batch"]
 
@@ -74,34 +74,39 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = efficiency_for(hw, preset)
-    arr = price(g, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
-    tot = {k: float(v[0, 0]) for k, v in arr.items() if not k.startswith("op_")}
-    latency = tot["latency"]
-    parts = {"compute": tot["t_compute_bound_ops"], "memory": tot["t_memory_bound_ops"],
-             "overhead": tot["t_overhead"]}
-    bottleneck = max(parts, key=lambda k: parts[k])
+    plan = plan_for(g, hw, eff)
+    if plan.fast:
+        tot = (plan.envelope_totals(batch) if not plan.use_a2 else None) or \
+            plan.fast_totals(batch)
+        (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb, live) = tot
+        ops: Any = OpTableSource(g, None, None, batch, latency, plan)
+    else:
+        W, cb = plan.evaluate(batch)
+        (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb,
+         live) = plan.totals(W)
+        ops = OpTableSource(g, W, cb, batch, latency, plan)
+    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    bottleneck = max(parts, key=parts.__getitem__)
     return _result(m, hw, g, batch, p, preset, phase, latency=latency,
-                   latency_bound=tot["latency_bound"], t_compute=tot["t_compute"],
-                   t_memory=tot["t_memory"], t_overhead=tot["t_overhead"],
-                   bottleneck=bottleneck, flops=tot["flops"], byts=tot["bytes"],
-                   ridge_eff=hw.peak(p.compute) * eff.gemm_max /
-                   (hw.memory_bytes_per_s * eff.memory_max),
-                   workspace=eff.workspace, ops=op_table_columns(g, arr, latency),
-                   seq_len=seq_len, context=context)
+                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
+                   t_overhead=overhead, bottleneck=bottleneck, flops=flops, byts=byts,
+                   ridge_eff=plan.peak * eff.gemm_max / (plan.bw * eff.memory_max),
+                   workspace=eff.workspace, ops=ops,
+                   seq_len=seq_len, context=context, live=live)
 
 
 def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: str, phase: str,
             *, latency: float, latency_bound: float, t_compute: float, t_memory: float,
             t_overhead: float, bottleneck: str, flops: float, byts: float, ridge_eff: float,
-            workspace: float, ops: dict[str, Any] | None, seq_len: int | None,
+            workspace: float, ops: Any, seq_len: int | None,
             context: int | None, peak: float | None = None, bandwidth: float | None = None,
-            breakdown: dict[str, float] | None = None) -> Result:
+            breakdown: dict[str, float] | None = None, live: float | None = None) -> Result:
     peak = hw.peak(p.compute) if peak is None else peak
     bw = hw.memory_bytes_per_s if bandwidth is None else bandwidth
     if breakdown is None:
         breakdown = {
             "weights": g.weight_footprint_bytes,
-            "activations": g.live_activation_bytes(batch),
+            "activations": g.live_activation_bytes(batch) if live is None else live,
             "kv_cache": g.state_bytes_per_sample * batch,
             "workspace": workspace,
         }

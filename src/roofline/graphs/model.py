@@ -244,6 +244,8 @@ def model(spec: Any, **kwargs: Any) -> Model:
     """A Model from a zoo name/alias, a config.json/.toml/.onnx path, or a torch module."""
     if isinstance(spec, Model):
         return spec
+    if isinstance(spec, str) and spec in _LOADED_BY_NAME and not kwargs:
+        return _LOADED_BY_NAME[spec]
     mod = type(spec).__module__
     if not isinstance(spec, str | os.PathLike) and mod.startswith("torch"):
         from .torch_import import from_torch  # type: ignore[import-not-found]
@@ -279,4 +281,9 @@ def model(spec: Any, **kwargs: Any) -> Model:
     key = alias.get(_norm(spec))
     if key is None:
         raise unknown("model", spec, list(files) + [a for a in alias])
-    return _zoo_model(key)
+    m = _zoo_model(key)
+    _LOADED_BY_NAME[spec] = m
+    return m
+
+
+_LOADED_BY_NAME: dict[str, Model] = {}  # exact zoo strings already resolved

@@ -77,6 +77,9 @@ class Precision:
         return f"{self.compute}(w={self.weights},a={self.activations},kv={self.kv})"
 
 
+_SIMPLE: dict[str, Precision] = {}  # "fp16" -> Precision, filled on first use
+
+
 def precision(
     spec: str | Precision = "fp16",
     *,
@@ -94,11 +97,16 @@ def precision(
     """
     if isinstance(spec, Precision):
         p = spec
+    elif spec in _SIMPLE and weights is None and kv is None and activations is None \
+            and group_size is None:
+        return _SIMPLE[spec]
     else:
         name = _dtype(spec, "precision")
         store = "fp32" if name == "tf32" else name
         act = store if store in ("fp64", "fp32", "bf16", "fp16", "fp8") else "fp16"
         p = Precision(compute=name, weights=store, activations=act, kv=act)
+        if weights is None and kv is None and activations is None and group_size is None:
+            _SIMPLE[spec] = p
     changes: dict[str, object] = {}
     if weights is not None:
         changes["weights"] = _dtype(weights, "weights")
