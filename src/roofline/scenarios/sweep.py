@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.core import price
+from ..engine.core import plan_for
 from ..engine.presets import check_preset, efficiency_for
 from ..engine.solve import check_batch, solve
 from ..engine.table import Table
@@ -86,69 +86,86 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         raise SpecError("sweep needs at least one batch")
     preset = check_preset(preset)
     precs = [make_precision(p) for p in _as_list(precision)]
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "model", "hardware", "precision", "batch", "latency", "latency_bound", "throughput",
-        "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity", "ridge_point",
-        "mfu", "memory_footprint", "feasible", "reason")}
+    blocks: list[dict[str, np.ndarray]] = []
 
-    def emit(hw: Hardware, plabel: str, b: int, vals: dict[str, Any]) -> None:
-        cols["model"].append(m.name)
-        cols["hardware"].append(hw.name)
-        cols["precision"].append(plabel)
-        cols["batch"].append(int(b))
-        for k, v in vals.items():
-            cols[k].append(v)
+    def block(hw_names: list[str], plabel: str, nb: int, **cols: Any) -> None:
+        n = len(hw_names) * nb
+        out = {"model": np.full(n, m.name, dtype=object),
+               "hardware": np.repeat(np.array(hw_names, dtype=object), nb),
+               "precision": np.full(n, plabel, dtype=object),
+               "batch": np.tile(batches, len(hw_names))}
+        for k, v in cols.items():
+            out[k] = np.broadcast_to(np.asarray(v), (len(hw_names), nb)).reshape(n) \
+                if np.ndim(v) == 2 else np.full(n, v, dtype=object if isinstance(v, str)
+                                                else None)
+        blocks.append(out)
 
+    nb = len(batches)
     for p in precs:
         ok = [hw for hw in hws if hw.has(p.compute)]
         for hw in hws:
             if not hw.has(p.compute):
-                for b in batches:
-                    emit(hw, p.label, int(b), dict(
-                        latency=math.nan, latency_bound=math.nan, throughput=0.0,
-                        tokens_per_s=math.nan, bottleneck="none", flops=math.nan,
-                        bytes=math.nan, arithmetic_intensity=math.nan, ridge_point=math.nan,
-                        mfu=math.nan, memory_footprint=math.nan, feasible=False,
-                        reason=f"{hw.name} has no {p.compute} peak"))
+                nan = math.nan
+                block([hw.name], p.label, nb, latency=nan, latency_bound=nan, throughput=0.0,
+                      tokens_per_s=nan, bottleneck="none", flops=nan, bytes=nan,
+                      arithmetic_intensity=nan, ridge_point=nan, mfu=nan,
+                      memory_footprint=nan, feasible=False,
+                      reason=f"{hw.name} has no {p.compute} peak")
         if not ok:
             continue
         if preset == "mlsysim" or m.batch_dependent:
             # aggregate preset and MoE graphs: per-config solves (each is microseconds)
             for hw in ok:
-                for b in batches:
-                    r = solve(m, hw, batch=int(b), precision=p, preset=preset, phase=phase,
-                              seq_len=seq_len, context=context, fuse=fuse)
-                    emit(hw, p.label, int(b), _row(r.to_dict()))
+                rows = [_row(solve(m, hw, batch=int(b), precision=p, preset=preset,
+                                   phase=phase, seq_len=seq_len, context=context,
+                                   fuse=fuse).to_dict()) for b in batches]
+                block([hw.name], p.label, nb, **{k: np.array([[r[k] for r in rows]],
+                                                               dtype=object if k in (
+                                                                   "bottleneck", "reason")
+                                                               else None)
+                                                  for k in rows[0]})
             continue
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
         effs = [efficiency_for(hw, preset) for hw in ok]
-        arr = price(g, ok, effs, batches.astype(np.float64))
+        # one plan per hardware: its closed-form totals take every batch at once
+        T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
+        arr = {k: T[:, i, :] for i, k in enumerate((
+            "latency", "latency_bound", "t_compute", "t_memory", "t_overhead", "flops",
+            "bytes", "t_compute_bound_ops", "live"))}
+        arr["t_memory_bound_ops"] = arr["latency"] - arr["t_overhead"] - \
+            arr["t_compute_bound_ops"]
         parts = np.stack([arr["t_compute_bound_ops"], arr["t_memory_bound_ops"],
                           arr["t_overhead"]])
         names = np.array(["compute", "memory", "overhead"], dtype=object)
         bott = names[parts.argmax(0)]
-        live = np.array([g.live_activation_bytes(float(b)) for b in batches])
-        for hi, hw in enumerate(ok):
-            ws = effs[hi].workspace
-            foot = g.weight_footprint_bytes + live + g.state_bytes_per_sample * batches + ws
-            for bi, b in enumerate(batches):
-                lat = float(arr["latency"][hi, bi])
-                fl, by = float(arr["flops"][hi, bi]), float(arr["bytes"][hi, bi])
-                fits = bool(foot[bi] <= hw.memory_capacity_bytes)
-                emit(hw, p.label, int(b), dict(
-                    latency=lat, latency_bound=float(arr["latency_bound"][hi, bi]),
-                    throughput=b / lat, tokens_per_s=b * g.tokens_per_sample / lat
-                    if g.meta.get("seq_len") else math.nan,
-                    bottleneck=bott[hi, bi], flops=fl, bytes=by,
-                    arithmetic_intensity=fl / by, ridge_point=hw.ridge_point(p.compute),
-                    mfu=fl / (lat * hw.peak(p.compute)), memory_footprint=float(foot[bi]),
-                    feasible=fits, reason="" if fits else
-                    f"needs {foot[bi] / 1e9:.2f} GB of {hw.memory_capacity_bytes / 1e9:.2f} GB"))
-    table = Table({k: np.array(v, dtype=object) if k in (
-        "model", "hardware", "precision", "bottleneck", "reason") else np.array(v)
-        for k, v in cols.items()}, units={"latency": "s", "latency_bound": "s",
-                                          "throughput": "1/s", "flops": "FLOP", "bytes": "B",
-                                          "memory_footprint": "B"})
+        bf = batches.astype(np.float64)[None, :]
+        ws = np.array([e.workspace for e in effs])[:, None]
+        foot = g.weight_footprint_bytes + arr["live"] + g.state_bytes_per_sample * bf + ws
+        cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
+        peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
+        lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
+        fits = foot <= cap
+        reason = np.full(fits.shape, "", dtype=object)
+        for hi, bi in zip(*np.nonzero(~fits)):
+            reason[hi, bi] = f"needs {foot[hi, bi] / 1e9:.2f} GB of {cap[hi, 0] / 1e9:.2f} GB"
+        tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
+        block([hw.name for hw in ok], p.label, nb, latency=lat,
+              latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
+              bottleneck=bott, flops=fl, bytes=by, arithmetic_intensity=fl / by,
+              ridge_point=np.broadcast_to(peak / np.array(
+                  [hw.memory_bytes_per_s for hw in ok])[:, None], lat.shape),
+              mfu=fl / (lat * peak), memory_footprint=foot, feasible=fits, reason=reason)
+    keys = ("model", "hardware", "precision", "batch", "latency", "latency_bound", "throughput",
+            "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity",
+            "ridge_point", "mfu", "memory_footprint", "feasible", "reason")
+    cols = {k: np.concatenate([b[k] for b in blocks]) for k in keys}
+    for k in ("latency", "latency_bound", "throughput", "tokens_per_s", "flops", "bytes",
+              "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint"):
+        cols[k] = cols[k].astype(np.float64)
+    cols["feasible"] = cols["feasible"].astype(bool)
+    cols["batch"] = cols["batch"].astype(np.int64)
+    table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
+                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
     return Sweep(table, m.name)
 
 
