@@ -22,7 +22,7 @@ from ..errors import SpecError
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder
 
-__all__ = ["TransformerConfig", "from_hf_config", "transformer_graph", "PHASES"]
+__all__ = ["PHASES", "TransformerConfig", "from_hf_config", "transformer_graph"]
 
 PHASES = ("forward", "prefill", "decode")
 
@@ -65,6 +65,22 @@ class TransformerConfig:
     image_size: int = 0
     patch_size: int = 0
     channels: int = 3
+    #: Gemma 2: sliding window on every ``window_every``-th layer only (layers i % n == 0);
+    #: 1 = every layer (Mistral). The other layers attend globally.
+    window_every: int = 1
+    sandwich_norm: bool = False  #: Gemma 2: extra RMSNorms after attention and after the MLP
+    final_logit_softcap: bool = False  #: Gemma 2: tanh soft-capping of the logits
+    # -- mixture of experts, DeepSeek style
+    moe_d_ff: int = 0  #: routed-expert MLP width (0: d_ff)
+    n_shared_experts: int = 0  #: always-on experts of width moe_d_ff each (DeepSeek, Qwen-MoE)
+    first_dense_layers: int = 0  #: first k layers use a dense MLP of width d_ff (first_k_dense_replace)
+    router_bias: bool = False  #: per-expert score-correction bias (DeepSeek-V3 noaux_tc)
+    # -- multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on
+    q_lora_rank: int = 0  #: query down-projection rank (0: a plain [D, N·(nope+rope)] q_proj)
+    kv_lora_rank: int = 0  #: compressed KV latent width (cached per token with the RoPE key)
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
@@ -85,12 +101,29 @@ class TransformerConfig:
         return self.arch == "decoder"
 
     @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek): a latent of kv_lora_rank + rope dims is cached."""
+        return self.kv_lora_rank > 0
+
+    def layer_window(self, i: int) -> int | None:
+        """Sliding window of layer ``i`` (None: global attention)."""
+        if self.sliding_window is None or i % self.window_every:
+            return None
+        return self.sliding_window
+
+    def layer_is_moe(self, i: int) -> bool:
+        return self.n_experts > 0 and i >= self.first_dense_layers
+
+    @property
     def image_tokens(self) -> int:
         """ViT sequence: patches + [CLS]."""
         return (self.image_size // self.patch_size) ** 2 + 1 if self.arch == "vision" else 0
 
     def kv_bytes_per_token(self, kv_bytes: float) -> float:
-        """KV cache per token over all layers: 2 (K and V) · L · K · H elements."""
+        """KV cache per token over all layers: 2 (K and V) · L · K · H elements; with MLA, the
+        latent L · (kv_lora_rank + qk_rope_head_dim) elements (K and V share it)."""
+        if self.mla:
+            return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * kv_bytes
 
 
@@ -143,15 +176,26 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
             patch_size=int(_req(cfg, "patch_size", where=w)),
             channels=int(cfg.get("num_channels", 3)), classes=int(cfg.get("num_labels", 1000)),
         )
-    # Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, ...
+    # Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3, ...
     K = int(cfg.get("num_key_value_heads") or N)
     H = int(cfg.get("head_dim") or D // N)
     if not cfg.get("head_dim") and D % N:
         raise SpecError(f"{name}: hidden_size={D} is not divisible by num_attention_heads={N} "
                         "and no head_dim is given")
-    act_name = cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"
-    E = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    gemma = mt.startswith("gemma")
+    # Gemma's config names the activation hidden_activation (hidden_act is a legacy field)
+    act_name = ((cfg.get("hidden_activation") if gemma else None) or cfg.get("hidden_act")
+                or cfg.get("hidden_activation") or "silu")
+    E = int(cfg.get("num_local_experts") or cfg.get("num_experts")
+            or cfg.get("n_routed_experts") or 0)
     sw = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    mla = bool(cfg.get("kv_lora_rank"))
+    if mla:
+        for f in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _req(cfg, f, where=w)
+    # Gemma/Gemma 2 tie the LM head to the embedding unless the file says otherwise
+    # (GemmaConfig/Gemma2Config default tie_word_embeddings=True); others default to untied.
+    tied = bool(cfg.get("tie_word_embeddings", gemma))
     return TransformerConfig(
         name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
         d_ff=F, vocab=int(_req(cfg, "vocab_size", where=w)),
@@ -159,10 +203,76 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         gated_mlp=True, act=_ACT.get(act_name, "silu"),
         qkv_bias=bool(cfg.get("attention_bias", mt.startswith("qwen2"))),
         o_bias=False, mlp_bias=bool(cfg.get("mlp_bias", False)), positions="rope",
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tied_embeddings=tied,
         n_experts=E, top_k=int(cfg.get("num_experts_per_tok") or 0) if E else 0,
-        sliding_window=int(sw) if sw else None, embed_scale=mt.startswith("gemma"),
+        sliding_window=int(sw) if sw else None, embed_scale=gemma,
+        window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
+        final_logit_softcap=bool(cfg.get("final_logit_softcapping")),
+        moe_d_ff=int(cfg.get("moe_intermediate_size") or 0) if E else 0,
+        n_shared_experts=int(cfg.get("n_shared_experts") or 0) if E else 0,
+        first_dense_layers=int(cfg.get("first_k_dense_replace") or 0) if E else 0,
+        router_bias=E > 0 and cfg.get("topk_method") == "noaux_tc",
+        q_lora_rank=int(cfg.get("q_lora_rank") or 0) if mla else 0,
+        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
+        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0) if mla else 0,
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
+        v_head_dim=int(cfg.get("v_head_dim") or 0) if mla else 0,
     )
+
+
+def _mla_attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, *,
+                   phase: str, prefix: int) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3), projections through o_proj.
+
+    Letters: N heads, R = kv_lora_rank (latent), P = qk_rope_head_dim, Hn = qk_nope_head_dim,
+    Hv = v_head_dim, Q = q_lora_rank. Per token the cache holds the latent plus the RoPE key:
+    R + P values per layer, which serve as both keys and values.
+
+    - forward/prefill ("naive" form, as serving engines run prefill): the latent of all S
+      tokens is up-projected by kv_b_proj [R, N·(Hn+Hv)] to per-head keys and values, then
+      ordinary attention with N = K heads, qk dim Hn+P, v dim Hv.
+    - decode ("absorbed" form, DeepSeek-V2 paper §2.1.3, as FlashMLA runs it): W_UK is folded
+      into the query (q_nope·W_UK per head: [T, Hn] · [Hn, R]) and W_UV applied after
+      attention ([T, R] · [R, Hv] per head); the attention itself is multi-query over the
+      cached latent, qk dim R+P, v dim R. The latent is read once for K and V:
+      ``kv_bytes`` is scaled by (R+P)/((R+P)+R) so the formula's K-plus-V read counts it once.
+    """
+    D, N = cfg.d_model, cfg.n_heads
+    R, P, Hn, Hv, Qr = (cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.qk_nope_head_dim,
+                        cfg.v_head_dim, cfg.q_lora_rank)
+    Hq = Hn + P
+    if Qr:
+        b.add("linear", f"{p}.attn.q_a_proj", params=D * Qr, tokens=T, d_in=D, d_out=Qr)
+        b.add("norm", f"{p}.attn.q_a_layernorm", params=Qr, elements=T * Qr, features=Qr,
+              variant="rmsnorm")
+        b.add("linear", f"{p}.attn.q_b_proj", params=Qr * N * Hq, tokens=T, d_in=Qr,
+              d_out=N * Hq)
+    else:
+        b.add("linear", f"{p}.attn.q_proj", params=D * N * Hq, tokens=T, d_in=D, d_out=N * Hq)
+    b.add("linear", f"{p}.attn.kv_a_proj_with_mqa", params=D * (R + P), tokens=T, d_in=D,
+          d_out=R + P)
+    b.add("norm", f"{p}.attn.kv_a_layernorm", params=R, elements=T * R, features=R,
+          variant="rmsnorm")
+    b.add("elementwise", f"{p}.attn.rope", elements=T * (N + 1) * P, op="rope")
+    cached = phase in ("prefill", "decode")
+    if cached:  # the latent and the RoPE key: (R + P) values = 2 · (R + P)/2
+        b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=1,
+              head_dim=(R + P) // 2 if (R + P) % 2 == 0 else R + P)
+    if phase == "decode":
+        b.add("matmul", f"{p}.attn.q_absorb_w_uk", params=N * Hn * R, groups=N, m=T, k=Hn,
+              n=R, b_source="weight")
+        kvb = b.precision.kv_bytes * (R + P) / (2 * R + P)
+        b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=1, head_dim=R + P,
+              v_head_dim=R, q_len=T, kv_len=S, causal=True, kv_from_cache=True, kv_bytes=kvb)
+        b.add("matmul", f"{p}.attn.v_up_w_uv", params=N * R * Hv, groups=N, m=T, k=R, n=Hv,
+              b_source="weight")
+    else:
+        # up-project the latent of every key position (prefix latents come from the cache)
+        b.add("linear", f"{p}.attn.kv_b_proj", params=R * N * (Hn + Hv), tokens=T + prefix,
+              d_in=R, d_out=N * (Hn + Hv))
+        b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=N, head_dim=Hq,
+              v_head_dim=Hv, q_len=T, kv_len=S, causal=True, kv_from_cache=False)
+    b.add("linear", f"{p}.attn.o_proj", params=N * Hv * D, tokens=T, d_in=N * Hv, d_out=D)
 
 
 def _expected_experts(E: int, k: int, tokens: float) -> float:
@@ -235,7 +345,7 @@ def transformer_graph(
     n_tokens = (batch or 1) * T
     for i in range(L):
         p = f"layers.{i}"
-        window = cfg.sliding_window
+        window = cfg.layer_window(i)
 
         def norm(name: str) -> None:
             b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
@@ -243,33 +353,39 @@ def transformer_graph(
 
         if not cfg.post_norm:
             norm("input_norm")
-        if cfg.fused_qkv:
-            b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
-                  ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
-                  d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
+        if cfg.mla:
+            _mla_attention(b, cfg, p, T, S, phase=phase, prefix=S - T)
         else:
-            for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
-                b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
-                      (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D, d_out=heads * H,
-                      bias=cfg.qkv_bias)
-        if cfg.positions == "rope":
-            b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
-        if cached:
-            b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
-                  head_dim=H)
-        if fused_attention:
-            b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
-                  q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached, window=window)
-        else:
-            kv_src = "kv" if cached else "act"
-            b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
-                  b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-            b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
-            b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
-            b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
-                  b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-        b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
-              tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
+            if cfg.fused_qkv:
+                b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
+                      ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+                      d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
+            else:
+                for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
+                    b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
+                          (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+                          d_out=heads * H, bias=cfg.qkv_bias)
+            if cfg.positions == "rope":
+                b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
+            if cached:
+                b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
+                      head_dim=H)
+            if fused_attention:
+                b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
+                      q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached,
+                      window=window)
+            else:
+                kv_src = "kv" if cached else "act"
+                b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
+                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+                b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
+                b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
+                b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
+                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+            b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
+                  tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
+        if cfg.sandwich_norm:
+            norm("attn_out_norm")
         b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
         if cfg.post_norm:
             norm("attn_norm")
@@ -280,21 +396,25 @@ def transformer_graph(
             mb = cfg.mlp_bias
             if cfg.gated_mlp:
                 for nm in ("gate_proj", "up_proj"):
-                    b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),  # noqa: B023
-                          tokens=T, d_in=D, d_out=width, bias=mb)  # noqa: B023
-                b.add("elementwise", f"{prefix}.act_mul", elements=T * width,  # noqa: B023
+                    b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
+                          tokens=T, d_in=D, d_out=width, bias=mb)
+                b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
                       op="swiglu" if cfg.act == "silu" else "geglu")
             else:
-                b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),  # noqa: B023
-                      tokens=T, d_in=D, d_out=width, bias=mb)  # noqa: B023
-                b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)  # noqa: B023
-            b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),  # noqa: B023
-                  tokens=T, d_in=width, d_out=D, bias=mb)  # noqa: B023
+                b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
+                      tokens=T, d_in=D, d_out=width, bias=mb)
+                b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
+            b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
+                  tokens=T, d_in=width, d_out=D, bias=mb)
 
-        if cfg.n_experts:
+        if cfg.layer_is_moe(i):
             _moe_layer(b, cfg, p, T, n_tokens, batch)
+            if cfg.n_shared_experts:
+                mlp(f"{p}.moe.shared_experts", cfg.n_shared_experts * (cfg.moe_d_ff or F))
         else:
             mlp(f"{p}.mlp", F)
+        if cfg.sandwich_norm:
+            norm("mlp_out_norm")
         b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
         if cfg.post_norm:
             norm("mlp_norm")
@@ -307,6 +427,8 @@ def transformer_graph(
         rows = T if logits == "all" else 1
         b.add("linear", "lm_head", params=0 if cfg.tied_embeddings else D * V, tokens=rows,
               d_in=D, d_out=V)
+        if cfg.final_logit_softcap:  # logits = c·tanh(logits / c): scale, tanh, scale
+            b.add("elementwise", "logit_softcap", elements=rows * V, op="tanh")
     elif cfg.arch == "encoder" and cfg.pooler:
         b.add("linear", "pooler.dense", params=D * D + D, tokens=1, d_in=D, d_out=D, bias=True)
         b.add("elementwise", "pooler.act", elements=D, op="tanh")
@@ -329,8 +451,9 @@ def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens
     if batch is None:
         raise SpecError(f"{cfg.name}: a mixture-of-experts graph needs the batch to count the "
                         "experts it reads")
-    D, F, E, k = cfg.d_model, cfg.d_ff, cfg.n_experts, cfg.top_k
-    b.add("linear", f"{p}.moe.router", params=D * E, tokens=T, d_in=D, d_out=E)
+    D, F, E, k = cfg.d_model, cfg.moe_d_ff or cfg.d_ff, cfg.n_experts, cfg.top_k
+    b.add("linear", f"{p}.moe.router", params=D * E + (E if cfg.router_bias else 0), tokens=T,
+          d_in=D, d_out=E)
     b.add("softmax", f"{p}.moe.router_softmax", elements=T * E)
     touched = _expected_experts(E, k, n_tokens)
     n_mats = 3 if cfg.gated_mlp else 2

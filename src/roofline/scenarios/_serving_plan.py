@@ -1,0 +1,483 @@
+"""Serving internals: per-device graphs (TP/PP sharding), compressed graphs, and the closed-form
+sum of decode-step times over a generation.
+
+Why it is fast: a transformer's layers repeat, so ``compress`` keeps one op per distinct
+(kind, costs, GEMM dims, window) with a multiplicity — ~20 ops instead of ~500. Decode-step
+costs are affine in the context S for every op (attention FLOPs and KV bytes grow linearly;
+everything else is constant), so the per-op compute and memory times at S = 1 and S = 2 give
+the times at any S, and the sum over S = S0+1 … S0+n of ``max(compute, memory) (+ launch)``
+is a sum of a maximum of affine functions: exact in closed form (``sum_max_affine``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import tomllib
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from ..engine.core import price
+from ..engine.presets import Efficiency, efficiency_for
+from ..errors import SpecError, unknown
+from ..graphs.graph import Graph, Q
+from ..graphs.transformer import TransformerConfig, transformer_graph
+from ..specs.dtypes import Precision
+from ..specs.hardware import Hardware
+from ..specs.sourced import Provenance, read_quantity
+
+__all__ = [
+    "ENGINES",
+    "Plan",
+    "ServingFactors",
+    "compress",
+    "plan_for",
+    "serving_factors",
+    "shard_config",
+    "sum_max_affine",
+]
+
+ENGINES = ("trtllm", "vllm", "eager")
+
+
+# -- fitted factors ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingFactors:
+    """One serving-engine profile from data/presets/serving.toml (SI units)."""
+
+    name: str
+    fuse: bool = False  #: price the epilogue-fused graph
+    dispatch: float | None = None  #: s per op of host dispatch (None: keep the preset's)
+    kernel_gap: float | None = None  #: s between kernels (None: keep the preset's)
+    step_overhead: float = 0.0  #: s of host time per decode step
+    request_overhead: float = 0.0  #: s per prefill call
+    gemm_max_fp8: float | None = None  #: achievable fraction of the fp8 peak
+    allreduce_efficiency: float = 1.0  #: busbw / link bandwidth
+    allreduce_latency: float = 0.0  #: s per ring step
+    provenance: dict[str, Provenance] | None = None
+
+    def efficiency(self, base: Efficiency, compute_dtype: str) -> Efficiency:
+        """The default preset's factors with this engine's launch model (and fp8 fraction)."""
+        ch: dict[str, Any] = {}
+        if self.dispatch is not None:
+            ch["dispatch"] = self.dispatch
+        if self.kernel_gap is not None:
+            ch["kernel_gap"] = self.kernel_gap
+        if self.gemm_max_fp8 is not None and compute_dtype in ("fp8", "fp4", "int4"):
+            ch["gemm_max"] = min(self.gemm_max_fp8, base.gemm_max)
+        return replace(base, **ch) if ch else base
+
+
+NEUTRAL = ServingFactors(name="none")
+
+_DIM = {"fuse": "ratio", "dispatch": "time", "kernel_gap": "time", "step_overhead": "time",
+        "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
+        "allreduce_latency": "time"}
+
+
+@lru_cache(maxsize=1)
+def _factor_table() -> dict[str, ServingFactors]:
+    path = resources.files("roofline") / "data" / "presets" / "serving.toml"
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    src = doc.get("sources", {})
+    out = {}
+    for name, tbl in doc.get("engine", {}).items():
+        vals: dict[str, Any] = {}
+        prov: dict[str, Provenance] = {}
+        for k, raw in tbl.items():
+            if k == "description":
+                continue
+            if k not in _DIM:
+                raise SpecError(f"data/presets/serving.toml [engine.{name}]: unknown factor "
+                                f"{k!r}; allowed: {', '.join(_DIM)}")
+            v, pv = read_quantity(raw, field=k, dimension=_DIM[k], sources=src,
+                                  origin=f"data/presets/serving.toml [engine.{name}]")
+            vals[k] = bool(v) if k == "fuse" else v
+            prov[k] = pv
+        out[name] = ServingFactors(name=name, provenance=prov, **vals)
+    return out
+
+
+def serving_factors(engine: str | ServingFactors) -> ServingFactors:
+    if isinstance(engine, ServingFactors):
+        return engine
+    tbl = _factor_table()
+    if engine not in tbl:
+        raise unknown("engine", str(engine), list(tbl))
+    return tbl[engine]
+
+
+# -- tensor / pipeline sharding ----------------------------------------------------------------
+
+def shard_config(cfg: TransformerConfig, tp: int = 1, pp: int = 1) -> TransformerConfig:
+    """The per-device transformer of a TP × PP split (Megatron-style tensor parallelism).
+
+    TP splits query heads N/tp, KV heads K/tp, MLP (and expert) width F/tp and the vocabulary
+    (LM head, embedding) ⌈V/tp⌉. When tp > K, each KV head is replicated on tp/K devices (as
+    vLLM and TensorRT-LLM do): every device keeps one KV head, so the KV cache per device is
+    1·H per layer and token, not K·H/tp. MLA's latent is replicated on every TP rank. PP puts
+    ⌈L/pp⌉ layers on each device; the stage priced is the one that also holds the embedding and
+    LM head (the heaviest).
+    """
+    for nm, v in (("tp", tp), ("pp", pp)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SpecError(f"{nm} must be a positive integer, got {v!r}")
+    if tp == 1 and pp == 1:
+        return cfg
+    N, K = cfg.n_heads, cfg.n_kv_heads
+    if N % tp:
+        raise SpecError(f"tp={tp} must divide num_attention_heads={N} of {cfg.name}")
+    if cfg.mla or K % tp == 0:
+        k_loc = K // tp
+    elif tp % K == 0:
+        k_loc = 1  # each KV head replicated on tp/K devices
+    else:
+        raise SpecError(f"tp={tp} and num_key_value_heads={K} of {cfg.name}: tp must divide K "
+                        f"(split KV heads) or be a multiple of it (replicate them); allowed tp: "
+                        f"{', '.join(str(t) for t in range(1, N + 1) if N % t == 0 and (K % t == 0 or t % K == 0))}")
+    for nm, width in (("intermediate_size", cfg.d_ff), ("moe_intermediate_size", cfg.moe_d_ff)):
+        if width and width % tp:
+            raise SpecError(f"tp={tp} must divide {nm}={width} of {cfg.name}")
+    if pp > cfg.n_layers:
+        raise SpecError(f"pp={pp} exceeds the {cfg.n_layers} layers of {cfg.name}")
+    return replace(cfg, n_heads=N // tp, n_kv_heads=k_loc, d_ff=cfg.d_ff // tp,
+                   moe_d_ff=cfg.moe_d_ff // tp, vocab=-(-cfg.vocab // tp),
+                   n_layers=-(-cfg.n_layers // pp),
+                   first_dense_layers=min(cfg.first_dense_layers, -(-cfg.n_layers // pp)))
+
+
+# -- compression -------------------------------------------------------------------------------
+
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+
+
+def _op_windows(cfg: TransformerConfig, names: tuple[str, ...]) -> np.ndarray:
+    """Sliding window per op (inf: none); attention ops of windowed layers get theirs."""
+    w = np.full(len(names), np.inf)
+    if cfg.sliding_window is None:
+        return w
+    for i, nm in enumerate(names):
+        mt = _LAYER.match(nm)
+        if mt and ".attn." in nm:
+            lw = cfg.layer_window(int(mt.group(1)))
+            if lw is not None:
+                w[i] = lw
+    return w
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Compressed:
+    graph: Graph  #: one op per distinct op
+    counts: np.ndarray  #: [u] multiplicity
+    window: np.ndarray  #: [u] sliding window (inf: none)
+
+
+def compress(g: Graph, window: np.ndarray | None = None) -> Compressed:
+    """Merge identical ops (same kind, class, costs, GEMM dims, window) into one with a count."""
+    n = len(g)
+    win = np.full(n, np.inf) if window is None else window
+    kinds = {k: i for i, k in enumerate(sorted(set(g.kinds)))}
+    code = np.array([kinds[k] for k in g.kinds], dtype=np.float64)
+    key = np.vstack([g.c0, g.c1, g.gemm, code[None], np.where(np.isinf(win), -1, win)[None]])
+    _, first, inv, counts = np.unique(key.T, axis=0, return_index=True, return_inverse=True,
+                                      return_counts=True)
+    order = np.argsort(first)
+    idx = first[order]
+    names = tuple(_LAYER.sub("layers.*.", g.names[i]) for i in idx)
+    cg = Graph(name=g.name, phase=g.phase, precision=g.precision, names=names,
+               kinds=tuple(g.kinds[i] for i in idx), classes=tuple(g.classes[i] for i in idx),
+               c0=g.c0[:, idx], c1=g.c1[:, idx], gemm=g.gemm[:, idx],
+               params=np.bincount(inv.ravel(), weights=g.params, minlength=len(first))[order],
+               weight_footprint_bytes=g.weight_footprint_bytes,
+               state_bytes_per_sample=g.state_bytes_per_sample, fixed_batch=g.fixed_batch,
+               tokens_per_sample=g.tokens_per_sample, meta=dict(g.meta))
+    return Compressed(cg, counts[order].astype(np.float64), win[idx])
+
+
+def concat(graphs: list[Graph]) -> Graph:
+    """Ops of several graphs (same precision) side by side, priced in one engine call."""
+    g0 = graphs[0]
+    return Graph(name=g0.name, phase="serve", precision=g0.precision,
+                 names=sum((g.names for g in graphs), ()), kinds=sum((g.kinds for g in graphs), ()),
+                 classes=sum((g.classes for g in graphs), ()),
+                 c0=np.hstack([g.c0 for g in graphs]), c1=np.hstack([g.c1 for g in graphs]),
+                 gemm=np.hstack([g.gemm for g in graphs]),
+                 params=np.hstack([g.params for g in graphs]), weight_footprint_bytes=0.0)
+
+
+# -- closed-form sums --------------------------------------------------------------------------
+
+def sum_max_affine(a: np.ndarray, b: np.ndarray, lo: np.ndarray | float,
+                   hi: np.ndarray | float) -> np.ndarray:
+    """Σ_{S=lo}^{hi} max_k (a[k] + b[k]·S) over integers S, exactly; ``a``, ``b``: [k, ...].
+
+    The maximum of affine functions is convex and piecewise affine; between consecutive
+    crossing points one line dominates, so each integer run between ⌊crossings⌋ sums to
+    max_k (n·a_k + b_k·ΣS). Empty ranges (hi < lo) give 0.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    k = a.shape[0]
+    lo_ = np.asarray(lo, dtype=np.float64) - 1.0  # segments are (e_j, e_j+1]
+    hi_ = np.asarray(hi, dtype=np.float64)
+    hi_ = np.maximum(hi_, lo_)
+    shape = np.broadcast_shapes(a.shape[1:], np.shape(lo_), np.shape(hi_))
+    cuts = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(k):
+            for j in range(i + 1, k):
+                x = (a[i] - a[j]) / (b[j] - b[i])
+                x = np.where(np.isfinite(x), np.floor(x), lo_)
+                cuts.append(np.broadcast_to(np.clip(x, lo_, hi_), shape))
+    edges = np.sort(np.stack([np.broadcast_to(lo_, shape)] + cuts +
+                             [np.broadcast_to(hi_, shape)]), axis=0)
+    total = np.zeros(shape)
+    for j in range(edges.shape[0] - 1):
+        s, e = edges[j], edges[j + 1]
+        n = e - s
+        ssum = (e * (e + 1) - s * (s + 1)) / 2.0  # Σ_{S=s+1}^{e} S
+        seg = np.max(a * n + b * ssum, axis=0)
+        total = total + np.where(n > 0, seg, 0.0)
+    return total
+
+
+# -- plans: cached per-device graphs -----------------------------------------------------------
+
+_F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in (
+    "flops", "weight_bytes_read", "act_bytes_read", "act_bytes_written", "kv_bytes_read",
+    "kv_bytes_written", "weight_bytes_written"))
+
+
+@dataclass(eq=False)
+class Plan:
+    """Everything about one (model, precision, tp, pp, engine graph options) that does not
+    depend on the batch or the lengths: the per-device config and cached compressed graphs."""
+
+    cfg: TransformerConfig  #: per-device (sharded) config
+    full: TransformerConfig
+    precision: Precision
+    fuse: bool
+    fused_attention: bool
+    tp: int
+    pp: int
+    _cache: OrderedDict[tuple[Any, ...], Any]
+
+    @property
+    def moe(self) -> bool:
+        return self.cfg.n_experts > 0
+
+    def graph(self, phase: str, *, seq_len: int = 1, context: int = 0, batch: int | None = None,
+              logits: str | None = None, compressed: bool = True) -> Any:
+        key = (phase, seq_len, context, batch if self.moe else None, logits, compressed)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        cfg = self.cfg
+        if phase == "decode" and cfg.max_positions and context > cfg.max_positions:
+            cfg = replace(cfg, max_positions=0)  # reference contexts only; caller checks limits
+        g = transformer_graph(cfg, self.precision, phase=phase, seq_len=seq_len,
+                              context=context, fused_attention=self.fused_attention,
+                              batch=batch if self.moe else None, logits=logits)
+        if self.fuse:
+            from ..graphs.fusion import fuse_epilogues
+
+            g = fuse_epilogues(g)
+        out: Any = compress(g, _op_windows(cfg, g.names)) if compressed else g
+        self._cache[key] = out
+        if len(self._cache) > 256:
+            self._cache.popitem(last=False)
+        return out
+
+    def prefill_times(self, hw: Hardware, eff: Efficiency, batch: int, seq_len: int,
+                      context: int = 0, logits: str | None = None) -> PhaseTimes:
+        key = ("P", id(hw), id(eff), batch, seq_len, context, logits)
+        hit = self._cache.get(key)
+        if hit is None:
+            c = self.graph("prefill", seq_len=seq_len, context=context, batch=batch,
+                           logits=logits)
+            hit = price_static(c, hw, eff, batch)
+            self._cache[key] = hit
+        return hit
+
+    def lines(self, hw: Hardware, eff: Efficiency, batch: int, phase: str = "decode",
+              seq_len: int = 1, logits: str | None = None) -> DecodeLines:
+        """Per-step costs as lines in the context S (decode; or prefill/verify of ``seq_len``
+        tokens over a cached prefix S)."""
+        key = ("L", id(hw), id(eff), batch, phase, seq_len, logits)
+        hit = self._cache.get(key)
+        if hit is None:
+            c1 = self.graph(phase, seq_len=seq_len, context=1, batch=batch, logits=logits)
+            c2 = self.graph(phase, seq_len=seq_len, context=2, batch=batch, logits=logits)
+            hit = DecodeLines(c1, c2, hw, eff, batch)
+            self._cache[key] = hit
+        return hit
+
+    def live_activations(self, batch: int, seq_len: int, context: int) -> float:
+        key = ("A", batch, seq_len, context)
+        hit = self._cache.get(key)
+        if hit is None:
+            c = self.graph("prefill", seq_len=seq_len, context=context, batch=batch)
+            hit = float(c.graph.live_activation_bytes(batch))
+            self._cache[key] = hit
+        return hit
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token on one device."""
+        return self.cfg.kv_bytes_per_token(self.precision.kv_bytes)
+
+
+_PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+
+
+def plan_for(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
+             fused_attention: bool) -> Plan:
+    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention)
+    pl = _PLANS.get(key)
+    if pl is None:
+        pl = Plan(cfg=shard_config(cfg, tp, pp), full=cfg, precision=p, fuse=fuse,
+                  fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict())
+        _PLANS[key] = pl
+        if len(_PLANS) > 64:
+            _PLANS.popitem(last=False)
+    return pl
+
+
+# -- pricing -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PhaseTimes:
+    total: float  #: s, with efficiencies and launch overhead
+    kernel: float  #: s, kernels only (efficiencies, no launch)
+    bound: float  #: s, pure roofline Σ max(flops/peak, bytes/bw)
+    flops: float
+    bytes: float
+
+
+def price_static(c: Compressed, hw: Hardware, eff: Efficiency, batch: float) -> PhaseTimes:
+    """One pass of a compressed graph (prefill, verify) at ``batch``."""
+    arr = price(c.graph, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
+    w = c.counts
+    t = arr["op_time"][0, 0]
+    over = arr["op_overhead"][0, 0]
+    return PhaseTimes(float(w @ t), float(w @ (t - over)), float(w @ arr["op_t_bound"][0, 0]),
+                      float(w @ arr["op_q"][_F, 0]),
+                      float(w @ (arr["op_q"][[_WR, _AR, _AW, _KR, _KW, _WW], 0].sum(0))))
+
+
+class DecodeLines:
+    """A decode step at one batch as a function of the context S (from the steps at S=1, 2).
+
+    Ops whose time does not depend on S are summed once into ``const``; for the others the
+    per-op lines (intercept at S = 0, slope per token) of compute time, memory time, bound
+    time, FLOPs and bytes are kept as Python floats (there are 1-3 of them).
+    """
+
+    __slots__ = ("const", "dep", "disp", "gap", "sync")
+
+    def __init__(self, c1: Compressed, c2: Compressed, hw: Hardware, eff: Efficiency,
+                 batch: float) -> None:
+        g = concat([c1.graph, c2.graph])
+        arr = price(g, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
+        u = len(c1.graph)
+        q = arr["op_q"][:, 0, :]
+        byts = q[[_WR, _AR, _AW, _KR, _KW, _WW]].sum(0)
+        rows = {"tc": arr["op_t_compute"][0, 0], "tm": arr["op_t_memory"][0, 0],
+                "tb": arr["op_t_bound"][0, 0], "flops": q[_F], "bytes": byts,
+                "total": arr["op_time"][0, 0],
+                "kernel": arr["op_time"][0, 0] - arr["op_overhead"][0, 0]}
+        slope = {k: v[u:] - v[:u] for k, v in rows.items()}
+        dep = (np.abs(slope["tc"]) + np.abs(slope["tm"]) + np.abs(slope["bytes"])) > 0
+        w = c1.counts
+        rows["bound"] = rows.pop("tb")
+        del rows["tc"], rows["tm"]
+        self.const = {k: float(w[~dep] @ v[:u][~dep]) for k, v in rows.items()}
+        self.dep = []
+        for i in np.flatnonzero(dep):
+            d = {k: (float(v[i] - slope[k][i]), float(slope[k][i]))
+                 for k, v in (("tc", arr["op_t_compute"][0, 0]), ("tm", arr["op_t_memory"][0, 0]),
+                              ("tb", arr["op_t_bound"][0, 0]), ("flops", q[_F]),
+                              ("bytes", byts))}
+            d["count"] = float(w[i])
+            d["window"] = float(c1.window[i])
+            d["has"] = bool((rows["flops"][i] + rows["bytes"][i]) > 0)
+            self.dep.append(d)
+        self.gap, self.disp, self.sync = eff.kernel_gap, eff.dispatch, eff.synchronous
+
+    def step(self, S: float) -> dict[str, float]:
+        """One decode step at context S."""
+        return self.total(S, S)
+
+    def total(self, lo: int, hi: int) -> dict[str, float]:
+        """Σ over S = lo … hi (integers) of the step: exact, in closed form."""
+        n = max(hi - lo + 1, 0)
+        out = {k: v * n for k, v in self.const.items()}
+        for d in self.dep:
+            if not d["has"]:
+                continue
+            c, W = d["count"], d["window"]
+            hi_a = min(hi, W)
+            n_flat = max(hi - max(lo - 1, W), 0.0)
+            Wf = W if math.isfinite(W) else 0.0
+            (a_c, b_c), (a_m, b_m) = d["tc"], d["tm"]
+            if self.sync:
+                lines_t = ((a_c + self.disp, b_c), (a_m + self.disp, b_m))
+            else:
+                lines_t = ((a_c + self.gap, b_c), (a_m + self.gap, b_m), (self.disp, 0.0))
+            for key, lines in (("total", lines_t), ("kernel", ((a_c, b_c), (a_m, b_m))),
+                               ("bound", (d["tb"],)), ("flops", (d["flops"],)),
+                               ("bytes", (d["bytes"],))):
+                v = _sum_max_lines(lines, lo, hi_a)
+                if n_flat:
+                    v += n_flat * max(a + b * Wf for a, b in lines)
+                out[key] += c * v
+        return out
+
+
+def _sum_max_lines(lines: tuple[tuple[float, float], ...], lo: float, hi: float) -> float:
+    """Σ_{S=lo}^{hi} max over (a, b) in ``lines`` of a + b·S, exactly (scalar version of
+    ``sum_max_affine``)."""
+    if hi < lo:
+        return 0.0
+    e0 = lo - 1.0
+    edges = [e0, float(hi)]
+    for i in range(len(lines)):
+        for j in range(i + 1, len(lines)):
+            db = lines[j][1] - lines[i][1]
+            if db:
+                x = math.floor((lines[i][0] - lines[j][0]) / db)
+                if e0 < x < hi:
+                    edges.append(float(x))
+    edges.sort()
+    tot = 0.0
+    for s, e in itertools.pairwise(edges):
+        if e > s:
+            n = e - s
+            ss = (e * (e + 1) - s * (s + 1)) / 2.0
+            tot += max(a * n + b * ss for a, b in lines)
+    return tot
+
+
+_EFF: dict[tuple[Any, ...], Efficiency] = {}
+
+
+def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -> Efficiency:
+    """The preset's factors on ``hw`` with the engine's launch model (cached: ids are stable)."""
+    key = (hw.key, id(hw), preset, factors.name, id(factors), dtype)
+    e = _EFF.get(key)
+    if e is None:
+        base = efficiency_for(hw, preset)
+        e = base if preset == "bound" else factors.efficiency(base, dtype)
+        _EFF[key] = e
+    return e
+
+
+def nan_times() -> PhaseTimes:
+    return PhaseTimes(math.nan, math.nan, math.nan, math.nan, math.nan)
