@@ -1,0 +1,565 @@
+"""Import a PyTorch ``nn.Module`` by tracing it on fake tensors.
+
+How: the module runs once under ``FakeTensorMode`` (tensors with shapes and dtypes but no
+storage), its parameters and buffers swapped for fake ones with ``torch.func.functional_call``,
+so no weight or data is read or written and modules whose parameters live on the meta device
+work. A ``TorchDispatchMode`` sees every aten op after autograd and composite decompositions,
+with its input and output shapes; forward hooks on every submodule keep the module path
+(``layer3.2.conv1``) each op runs in. Each aten op becomes one ``OpRecord`` of a registry kind
+(``ops.formulas``) or an ``UnsupportedOp``; views and metadata ops are free.
+
+Batch: dimension 0 of every tensor input whose first dimension equals the example's batch is
+the batch. The module is traced at that batch b, at 2b and at 3b; costs are fitted as
+``c0 + c1·B`` and the third trace checks the fit (a module whose ops change with the batch is
+re-traced per batch). Sequence length: with ``seq_dim=d``, dimension d of those inputs is the
+sequence; each ``seq_len`` asked is a fresh trace (attention is not affine in it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ImportGraphError, SpecError, require_extra
+from ._import_common import (
+    Bytes,
+    ImportedModel,
+    OpRecord,
+    Trace,
+    UnsupportedOp,
+    dedupe_names,
+    imported_model,
+)
+
+__all__ = ["from_torch"]
+
+#: aten elementwise op -> (ELEMENTWISE_FLOPS key, comment on the FLOPs per element)
+_ELEMENTWISE: dict[str, str] = {
+    "add": "add", "sub": "sub", "rsub": "sub", "mul": "mul", "div": "div",
+    "relu": "relu", "silu": "silu", "sigmoid": "sigmoid", "tanh": "tanh",
+    "hardswish": "hardswish", "hardsigmoid": "hardsigmoid", "exp": "exp", "sqrt": "sqrt",
+    "rsqrt": "sqrt",  # 1 FLOP, as sqrt
+    "neg": "neg", "abs": "abs", "pow": "pow", "where": "where", "masked_fill": "where",
+    "clamp": "clamp", "clamp_min": "mask", "clamp_max": "mask",  # one comparison
+    "reciprocal": "div", "square": "mul",
+    # one transcendental each, counted as exp is (1 FLOP)
+    "log": "exp", "log1p": "exp", "expm1": "exp", "erf": "exp", "sin": "exp", "cos": "exp",
+    "exp2": "exp", "log2": "exp", "softplus": "exp",
+    # one comparison or logical op each
+    "eq": "mask", "ne": "mask", "lt": "mask", "le": "mask", "gt": "mask", "ge": "mask",
+    "logical_and": "mask", "logical_or": "mask", "logical_not": "mask", "bitwise_and": "mask",
+    "bitwise_or": "mask", "bitwise_not": "mask", "maximum": "mask", "minimum": "mask",
+    "tril": "mask", "triu": "mask", "floor": "abs", "ceil": "abs", "round": "abs",
+    "trunc": "abs", "sign": "abs",
+    "native_dropout": "dropout", "_to_copy": "cast",
+}
+#: factories and fills: write their output, read nothing
+_FILL = {"zeros", "ones", "full", "fill", "zero", "arange", "scalar_tensor", "new_zeros",
+         "new_ones", "new_full", "zeros_like", "ones_like", "full_like", "rand", "randn",
+         "rand_like", "randn_like", "normal", "uniform", "bernoulli", "randint", "linspace"}
+#: pure data movement: read the input(s), write the output
+_COPY = {"clone", "cat", "stack", "constant_pad_nd", "index_select", "gather", "index",
+         "repeat", "expand_copy", "roll", "flip", "slice_scatter", "select_scatter",
+         "index_put", "scatter", "copy", "permute_copy", "transpose_copy", "view_copy",
+         "reflection_pad2d", "replication_pad2d", "take", "masked_select"}
+#: free: views and metadata (no bytes move)
+_VIEWS = {"view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "permute", "transpose",
+          "t", "squeeze", "unsqueeze", "select", "slice", "narrow", "as_strided", "detach",
+          "alias", "lift_fresh", "lift_fresh_copy", "split", "split_with_sizes", "unbind",
+          "chunk", "unflatten", "flatten", "view_as", "diagonal", "movedim", "swapaxes",
+          "unfold", "view_as_real", "view_as_complex", "empty", "empty_like", "empty_strided",
+          "new_empty", "new_empty_strided", "resize", "_local_scalar_dense", "sym_size",
+          "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "dropout", "set",
+          "contiguous", "_assert_tensor_metadata", "_assert_async"}
+_REDUCE = {"mean", "sum", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "any",
+           "all", "nansum", "logsumexp"}
+_SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+         "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+         "_scaled_dot_product_attention_math", "_scaled_dot_product_fused_attention_overrideable",
+         "scaled_dot_product_attention"}
+_NORMS = {"native_layer_norm": "layernorm", "layer_norm": "layernorm",
+          "_native_batch_norm_legit_no_training": "batchnorm",
+          "_native_batch_norm_legit": "batchnorm", "native_batch_norm": "batchnorm",
+          "batch_norm": "batchnorm", "_batch_norm_impl_index": "batchnorm",
+          "native_group_norm": "groupnorm", "_fused_rms_norm": "rmsnorm", "rms_norm": "rmsnorm"}
+_SHORT = {name: "attention" for name in _SDPA} | {
+    "_softmax": "softmax", "_log_softmax": "log_softmax", "native_layer_norm": "layer_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm", "native_batch_norm": "batch_norm",
+    "max_pool2d_with_indices": "max_pool2d", "_adaptive_avg_pool2d": "avgpool",
+    "convolution": "conv", "addmm": "linear", "_to_copy": "cast"}
+
+
+def _base(func: Any) -> str:
+    """aten op name without the in-place underscore: ``add_`` -> ``add``."""
+    n: str = func.overloadpacket.__name__
+    return n[:-1] if n.endswith("_") and not n.endswith("__") else n
+
+
+class _Tracer:
+    """Turns aten calls into op records (one trace)."""
+
+    def __init__(self, torch: Any, params: dict[int, tuple[str, int, bool]],
+                 keep: list[Any]) -> None:
+        self.torch = torch
+        self.params = params  #: id(fake tensor) -> (name, numel, is nn.Parameter)
+        self.keep = keep  #: keeps traced tensors alive so ids stay unique
+        self.counted: set[str] = set()
+        self.records: list[tuple[int, str, OpRecord]] = []  #: (call id, short op, record)
+        self.unsupported: list[tuple[int, str, UnsupportedOp]] = []
+        self.views: list[tuple[str, str]] = []
+        self.stack: list[tuple[str, int]] = [("", 0)]
+        self.calls = 0
+
+    # -- helpers
+    def is_t(self, x: Any) -> bool:
+        return isinstance(x, self.torch.Tensor)
+
+    def param(self, x: Any) -> tuple[str, int, bool] | None:
+        return self.params.get(id(x)) if self.is_t(x) else None
+
+    def take_params(self, *xs: Any) -> int:
+        """Parameters among ``xs`` not yet counted (nn.Parameters only, not buffers)."""
+        n = 0
+        for x in xs:
+            p = self.param(x)
+            if p is not None and p[2] and p[0] not in self.counted:
+                self.counted.add(p[0])
+                n += p[1]
+        return n
+
+    @staticmethod
+    def numel(x: Any) -> int:
+        return int(math.prod(x.shape))
+
+    def fixed_bytes(self, out: Any) -> float | None:
+        """Element size of a non-float output (indices, masks), else None (precision's)."""
+        if self.is_t(out) and not (out.dtype.is_floating_point or out.dtype.is_complex):
+            return float(out.element_size())
+        return None
+
+    # -- dispatch
+    def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        ns = func.namespace
+        if ns != "aten":
+            return  # prim.device and friends: metadata
+        name = _base(func)
+        path, call = self.stack[-1]
+        # parameters seen through views stay parameters (w.t() feeding addmm)
+        if (func.is_view or name in _VIEWS or name in ("_to_copy", "clone", "contiguous")) \
+                and args and self.param(args[0]) is not None:
+            outs = out if isinstance(out, list | tuple) else (out,)
+            for o in outs:
+                if self.is_t(o):
+                    self.keep.append(o)
+                    self.params[id(o)] = self.params[id(args[0])]
+        if name in _VIEWS or func.is_view:
+            self.views.append((path, str(func)))
+            return
+        try:
+            sig = [a.name for a in func._schema.arguments]
+            bound = dict(zip(sig, args)) | kwargs
+            rec = self.record(name, bound, args, out)
+        except SpecError as e:  # a formula refused these shapes
+            rec = f"the formula refused these shapes: {e}"
+        except Exception as e:  # noqa: BLE001 - an op form the importer does not read: listed
+            rec = f"the importer could not read this op ({type(e).__name__}: {e})"
+        if isinstance(rec, list):
+            for r in rec:
+                self.records.append((call, _SHORT.get(name, name), r))
+            return
+        ins = tuple(tuple(a.shape) for a in args if self.is_t(a))
+        for a in args:
+            if isinstance(a, list | tuple):
+                ins += tuple(tuple(t.shape) for t in a if self.is_t(t))
+        outs = out if isinstance(out, list | tuple) else (out,)
+        o_shapes = tuple(tuple(o.shape) for o in outs if self.is_t(o))
+        el = sum(math.prod(s) for s in ins + o_shapes)
+        by = sum(self.numel(a) * a.element_size() for a in args if self.is_t(a)) + \
+            sum(self.numel(o) * o.element_size() for o in outs if self.is_t(o))
+        self.unsupported.append((call, name, UnsupportedOp(
+            name=path or "<root>", op=str(func), input_shapes=ins, output_shapes=o_shapes,
+            elements=int(el), bytes=float(by), reason=rec or "no formula for this op")))
+
+    def rec(self, kind: str, source: str, params: int = 0, extra: float = 0.0,
+            fixed: float | None = None, **shape: Any) -> OpRecord:
+        return OpRecord(name=self.stack[-1][0], kind=kind, source=f"aten.{source}", shape=shape,
+                        params=params, extra_act_read=extra, act_fixed_bytes=fixed)
+
+    def record(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
+               out: Any) -> list[OpRecord] | str | None:
+        """The records for one aten op, or a reason it is unsupported (None: no formula)."""
+        T = self.is_t
+        o = out[0] if isinstance(out, list | tuple) else out
+        if name == "convolution":
+            return self.conv(a, o)
+        if name in ("addmm", "mm", "bmm", "baddbmm"):
+            return self.matmul(name, a, args, o)
+        if name in _SDPA:
+            return self.sdpa(name, a)
+        if name in ("_softmax", "softmax", "_log_softmax", "log_softmax",
+                    "_safe_softmax"):
+            return [self.rec("softmax", name, elements=self.numel(a["self"]))]
+        if name in _NORMS:
+            x = a.get("input", a.get("self"))
+            variant = _NORMS[name]
+            if variant in ("layernorm", "rmsnorm"):
+                features = int(math.prod(a["normalized_shape"]))
+            else:
+                features = int(x.shape[1]) if x.dim() > 1 else int(x.shape[0])
+            params = self.take_params(a.get("weight"), a.get("bias"))
+            return [self.rec("norm", name, params=params, elements=self.numel(x),
+                             features=features, variant=variant)]
+        if name == "embedding":
+            w, idx = a["weight"], a["indices"]
+            return [self.rec("embedding", name, params=self.take_params(w),
+                             tokens=max(self.numel(idx), 1), dim=int(w.shape[-1]),
+                             index_bytes=float(idx.element_size()))]
+        if name in ("max_pool2d_with_indices", "max_pool2d", "avg_pool2d"):
+            return self.pool(name, a, o)
+        if name in ("_adaptive_avg_pool2d", "adaptive_avg_pool2d"):
+            x = a["self"]
+            h, w = int(x.shape[-2]), int(x.shape[-1])
+            oh, ow = int(o.shape[-2]), int(o.shape[-1])
+            n = int(math.prod(x.shape[:-2]))
+            if (oh, ow) == (1, 1):
+                return [self.rec("global_pool", name, batch=n, channels=1, spatial=h * w)]
+            if h % oh == 0 and w % ow == 0 and h // oh == w // ow:
+                k = h // oh
+                return [self.rec("pool2d", name, batch=n, channels=1, h=h, w=w, kernel=k,
+                                 stride=k, mode="avg")]
+            return "adaptive pooling with uneven windows has no formula"
+        if name in _REDUCE:
+            x = a.get("self")
+            if not T(x) or not T(o):
+                return None
+            n_in, n_out = self.numel(x), max(self.numel(o), 1)
+            if n_in == 0:
+                return []
+            return [self.rec("global_pool", name, fixed=self.fixed_bytes(x), batch=1,
+                             channels=n_out, spatial=max(n_in // n_out, 1))]
+        if name in _COPY:
+            src = a.get("src", a.get("self"))
+            n = self.numel(o) if name != "copy" or not T(src) else self.numel(src)
+            if n == 0:
+                return []
+            return [self.rec("copy", name, fixed=self.fixed_bytes(o), elements=n)]
+        if name in _FILL:
+            if not T(o) or self.numel(o) == 0:
+                return []
+            return [self.rec("elementwise", name, fixed=self.fixed_bytes(o), elements=self.numel(o),
+                             op="cast", n_inputs=0)]
+        if name in _ELEMENTWISE or name in ("gelu", "hardtanh"):
+            return self.elementwise(name, a, args, o)
+        return None
+
+    def conv(self, a: dict[str, Any], o: Any) -> list[OpRecord] | str:
+        x, w, b = a["input"], a["weight"], a["bias"]
+        if a["transposed"]:
+            return "transposed convolution has no formula"
+        if x.dim() == 3:  # conv1d [N, C, L] as a conv2d with H = 1
+            x_shape = (x.shape[0], x.shape[1], 1, x.shape[2])
+            k = (1, int(w.shape[-1]))
+            s, p, d = (1, a["stride"][0]), (0, a["padding"][0]), (1, a["dilation"][0])
+        elif x.dim() == 4:
+            x_shape = tuple(x.shape)
+            k = (int(w.shape[-2]), int(w.shape[-1]))
+            s, p, d = (tuple(a[f]) for f in ("stride", "padding", "dilation"))
+        else:
+            return f"{x.dim() - 2}-D convolution has no formula (conv2d covers 1-D and 2-D)"
+        if s[0] != s[1] and x.dim() == 4 or d[0] != d[1] and x.dim() == 4:
+            return f"conv2d takes one stride and dilation; got stride {s}, dilation {d}"
+        n, c, h, wd = (int(v) for v in x_shape)
+        pad: int = int(p[0])
+        if p[0] != p[1]:  # fold uneven padding into the input size (same output, same FLOPs)
+            h, wd, pad = h + 2 * int(p[0]), wd + 2 * int(p[1]), 0
+        return [self.rec("conv2d", "convolution", params=self.take_params(w, b), batch=n,
+                         c_in=c, h=h, w=wd, c_out=int(w.shape[0]), kernel=k,
+                         stride=int(s[-1]), padding=pad, dilation=int(d[-1]),
+                         groups=int(a["groups"]), bias=b is not None)]
+
+    def matmul(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
+               o: Any) -> list[OpRecord]:
+        x, w = (a["mat1"], a["mat2"]) if name == "addmm" else (a["self"], a["mat2"]) \
+            if name in ("mm", "bmm") else (a["batch1"], a["batch2"])
+        bias = a.get("self") if name in ("addmm", "baddbmm") else None
+        out: list[OpRecord] = []
+        if name in ("addmm", "mm") and self.param(w) is not None:
+            has_bias = bias is not None and self.numel(bias) == int(w.shape[1])
+            out.append(self.rec("linear", name, params=self.take_params(w, bias if has_bias
+                                                                        else None),
+                                batch=1, tokens=int(x.shape[0]), d_in=int(x.shape[1]),
+                                d_out=int(w.shape[1]), bias=has_bias))
+            if bias is not None and not has_bias:
+                out.append(self.bias_add(name, bias, o))
+            return out
+        if name in ("addmm", "mm") and self.param(x) is not None:  # W @ X
+            out.append(self.rec("linear", name, params=self.take_params(x),
+                                batch=1, tokens=int(w.shape[1]), d_in=int(x.shape[1]),
+                                d_out=int(x.shape[0]), bias=False))
+        else:
+            g = int(x.shape[0]) if x.dim() == 3 else 1
+            src = "weight" if self.param(w) is not None else "act"
+            out.append(self.rec("matmul", name, params=self.take_params(w), batch=1, groups=g,
+                                m=int(x.shape[-2]), k=int(x.shape[-1]), n=int(w.shape[-1]),
+                                b_source=src,
+                                **({"b_bytes": Bytes("weight")} if src == "weight" else {})))
+        if bias is not None:
+            out.append(self.bias_add(name, bias, o))
+        return out
+
+    def bias_add(self, name: str, bias: Any, o: Any) -> OpRecord:
+        full = self.numel(bias) == self.numel(o)
+        params = self.take_params(bias)
+        return self.rec("elementwise", name, params=params, elements=self.numel(o), op="add",
+                        n_inputs=2 if full else 1,
+                        param_bytes=Bytes("weight", 0 if full else self.numel(bias)))
+
+    def sdpa(self, name: str, a: dict[str, Any]) -> list[OpRecord] | str:
+        q, k, v = a["query"], a["key"], a["value"]
+        if q.dim() < 3:
+            return "attention needs [..., heads, tokens, head_dim] operands"
+        N = int(q.shape[-3]) if q.dim() >= 4 else 1
+        K = int(k.shape[-3]) if k.dim() >= 4 else 1
+        B = int(math.prod(q.shape[:-3])) if q.dim() >= 4 else int(q.shape[0])
+        if q.dim() == 3:
+            N = K = 1
+        T, S, H, Hv = int(q.shape[-2]), int(k.shape[-2]), int(q.shape[-1]), int(v.shape[-1])
+        causal = bool(a.get("is_causal", False))
+        mask = a.get("attn_mask", a.get("attn_bias"))
+        if causal and T != S:
+            return (f"is_causal with {T} queries over {S} keys: PyTorch aligns the mask top-left,"
+                    " the attention formula counts the queries as the last T positions")
+        if T > S:
+            return f"attention formula needs q_len <= kv_len; got {T} queries over {S} keys"
+        extra = float(self.numel(mask)) if self.is_t(mask) else 0.0
+        return [self.rec("attention", name, extra=extra, batch=B, n_heads=N, n_kv_heads=K,
+                         head_dim=H, v_head_dim=Hv, q_len=T, kv_len=S, causal=causal)]
+
+    def pool(self, name: str, a: dict[str, Any], o: Any) -> list[OpRecord] | str:
+        x = a["self"]
+        ks = list(a["kernel_size"])
+        st = list(a.get("stride") or ks)
+        pd = list(a.get("padding") or [0])
+        dl = list(a.get("dilation") or [1])
+        ks, st, pd, dl = ([v[0], v[0]] if len(v) == 1 else v for v in (ks, st, pd, dl))
+        if ks[0] != ks[1] or st[0] != st[1] or pd[0] != pd[1] or dl != [1, 1]:
+            return (f"pool2d takes a square kernel, one stride and padding, no dilation; got "
+                    f"kernel {ks}, stride {st}, padding {pd}, dilation {dl}")
+        h, w = int(x.shape[-2]), int(x.shape[-1])
+        from ..ops import conv_out
+
+        if (conv_out(h, ks[0], st[0], pd[0], 1), conv_out(w, ks[0], st[0], pd[0], 1)) != \
+                (int(o.shape[-2]), int(o.shape[-1])):
+            return "ceil_mode output size differs from the pool2d formula's floor"
+        return [self.rec("pool2d", name, batch=int(math.prod(x.shape[:-2])), channels=1, h=h,
+                         w=w, kernel=int(ks[0]), stride=int(st[0]), padding=int(pd[0]),
+                         mode="max" if "max" in name else "avg")]
+
+    def elementwise(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
+                    o: Any) -> list[OpRecord] | str:
+        if name == "gelu":
+            op = "gelu_tanh" if a.get("approximate", "none") == "tanh" else "gelu_erf"
+        elif name == "hardtanh":
+            lo, hi = a.get("min_val", -1.0), a.get("max_val", 1.0)
+            op = "relu6" if (lo, hi) == (0.0, 6.0) else "clamp"
+        else:
+            op = _ELEMENTWISE[name]
+        if not self.is_t(o):
+            return []
+        n_out = self.numel(o)
+        if n_out == 0:
+            return []
+        full, param_el, extra, params = 0, 0, 0.0, 0
+        for x in args:
+            if not self.is_t(x) or x.dim() == 0:
+                continue
+            n = self.numel(x)
+            if self.param(x) is not None:
+                params += self.take_params(x)
+                param_el += n
+            elif n >= n_out:
+                full += 1
+            else:
+                extra += n
+        return [self.rec("elementwise", name, params=params, extra=extra,
+                         fixed=self.fixed_bytes(o), elements=n_out, op=op, n_inputs=full,
+                         param_bytes=Bytes("weight", param_el))]
+
+
+def _mode_class(torch: Any) -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Mode(TorchDispatchMode):  # type: ignore[misc]
+        def __init__(self, tracer: _Tracer) -> None:
+            super().__init__()
+            self.tracer = tracer
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            self.tracer.op(func, tuple(args), kwargs, out)
+            return out
+
+    return _Mode
+
+
+def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: int,
+           batch: int, seq_dim: int | None, seq0: int | None, seq: int | None,
+           keep_views: bool) -> Trace:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils import _pytree as pytree
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+    params: dict[int, tuple[str, int, bool]] = {}
+    keep: list[Any] = []
+    with fake_mode:
+        def fake(t: Any) -> Any:
+            return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                       device="cpu")
+
+        state: dict[str, Any] = {}
+        module_params = 0
+        for n, p in module.named_parameters():
+            state[n] = fake(p)
+            params[id(state[n])] = (n, int(p.numel()), True)
+            module_params += int(p.numel())
+        for n, b in module.named_buffers():
+            state[n] = fake(b)
+            params[id(state[n])] = (n, int(b.numel()), False)
+        keep.extend(state.values())
+
+        def resize(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            shape = list(t.shape)
+            if shape and shape[0] == batch0:
+                shape[0] = batch
+                if seq_dim is not None and seq is not None and len(shape) > seq_dim and \
+                        shape[seq_dim] == seq0:
+                    shape[seq_dim] = seq
+            return torch.empty(shape, dtype=t.dtype, device="cpu")
+
+        f_args = pytree.tree_map(resize, args)
+        f_kwargs = pytree.tree_map(resize, kwargs)
+    tracer = _Tracer(torch, params, keep)
+    mode = _mode_class(torch)(tracer)
+    children = {n for n, m in module.named_modules() if next(m.children(), None) is None}
+    handles = []
+    modules = list(module.named_modules())
+
+    def pre(path: str) -> Callable[..., None]:
+        def hook(mod: Any, inputs: Any) -> None:
+            tracer.calls += 1
+            tracer.stack.append((path, tracer.calls))
+        return hook
+
+    def post(path: str) -> Callable[..., None]:
+        def hook(mod: Any, inputs: Any, output: Any) -> None:
+            if len(tracer.stack) > 1:
+                tracer.stack.pop()
+        return hook
+
+    training = {n: m.training for n, m in modules}
+    try:
+        for n, m in modules:
+            if n:
+                handles.append(m.register_forward_pre_hook(pre(n)))
+                handles.append(m.register_forward_hook(post(n)))
+        module.eval()
+        with fake_mode, mode, torch.no_grad():
+            torch.func.functional_call(module, state, f_args, f_kwargs, strict=False)
+    except Exception as e:
+        path = tracer.stack[-1][0] if len(tracer.stack) > 1 else ""
+        mod = dict(modules).get(path, module)
+        where = f"module {path!r} ({type(mod).__name__})" if path else \
+            f"the top-level module ({type(module).__name__})"
+        raise ImportGraphError(f"the forward pass failed in {where} on the example inputs "
+                               f"(traced at batch {batch}): {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    finally:
+        for h in handles:
+            h.remove()
+        for n, m in modules:
+            m.training = training[n]
+
+    # names: a leaf module's single op takes the module path; otherwise path.op
+    per_call: dict[int, int] = {}
+    for call, _, _ in tracer.records:
+        per_call[call] = per_call.get(call, 0) + 1
+    names = []
+    for call, short, r in tracer.records:
+        leaf = r.name in children
+        if r.name and leaf and per_call[call] == 1:
+            names.append(r.name)
+        else:
+            names.append(f"{r.name}.{short.lstrip('_')}" if r.name else short.lstrip("_"))
+    names = dedupe_names(names)
+    records = [OpRecord(name=nm, kind=r.kind, source=r.source, shape=r.shape, params=r.params,
+                        extra_act_read=r.extra_act_read, act_fixed_bytes=r.act_fixed_bytes)
+               for nm, (_, _, r) in zip(names, tracer.records)]
+    if keep_views:
+        view_recs = [OpRecord(name=(p or "<root>") + ".view", kind="view", source=op, shape={})
+                     for p, op in tracer.views]
+        records = records + view_recs
+        names2 = dedupe_names([r.name for r in records])
+        records = [OpRecord(name=nm, kind=r.kind, source=r.source, shape=r.shape,
+                            params=r.params, extra_act_read=r.extra_act_read,
+                            act_fixed_bytes=r.act_fixed_bytes) for nm, r in zip(names2, records)]
+    unsupported = [u for _, _, u in tracer.unsupported]
+    return Trace(batch=batch, records=records, unsupported=unsupported,
+                 n_views=len(tracer.views), view_names=tracer.views, module_params=module_params)
+
+
+def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
+               = None, seq_dim: int | None = None, name: str | None = None,
+               keep_views: bool = False) -> ImportedModel:
+    """A Model from a PyTorch module, traced on fake tensors (no weights or data are read).
+
+    ``example_inputs``: a tensor or tuple of positional inputs (meta tensors work); their
+    dimension 0 is the batch. ``seq_dim``: the input dimension that is the sequence length
+    (e.g. 1 for token ids ``[B, T]``); the model then takes ``seq_len=`` like a zoo
+    transformer. ``keep_views=True`` keeps views and metadata ops in the graph (kind "view",
+    zero cost) instead of only counting them.
+    """
+    torch = require_extra("torch", "torch", "Importing a PyTorch module")
+    if not isinstance(module, torch.nn.Module):
+        raise ImportGraphError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(module, torch.jit.ScriptModule):
+        raise ImportGraphError("TorchScript modules cannot be traced on fake tensors; pass the "
+                               "original nn.Module")
+    if example_inputs is None:
+        raise ImportGraphError(f"importing {type(module).__name__} needs example_inputs=(...): "
+                               "the tensors forward() takes (their shapes and dtypes; meta "
+                               "tensors are fine)")
+    args: tuple[Any, ...] = example_inputs if isinstance(example_inputs, tuple) else \
+        tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
+    kwargs = dict(example_kwargs or {})
+    from torch.utils import _pytree as pytree
+
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise ImportGraphError("example_inputs holds no tensor: pass the tensors forward() takes")
+    if tensors[0].dim() == 0:
+        raise ImportGraphError("the first example input is a scalar: its dimension 0 must be "
+                               "the batch")
+    batch0 = int(tensors[0].shape[0])
+    if batch0 < 1:
+        raise ImportGraphError("the example batch (dimension 0 of the first input) is 0")
+    seq0: int | None = None
+    if seq_dim is not None:
+        if isinstance(seq_dim, bool) or not isinstance(seq_dim, int) or seq_dim < 1 or \
+                seq_dim >= tensors[0].dim():
+            raise SpecError(f"seq_dim must be a dimension of the first input other than the "
+                            f"batch (1..{tensors[0].dim() - 1}), got {seq_dim!r}")
+        seq0 = int(tensors[0].shape[seq_dim])
+    label = name or type(module).__name__
+
+    def trace(batch: int, seq: int | None) -> Trace:
+        return _trace(module, args, kwargs, batch0, batch, seq_dim, seq0, seq, keep_views)
+
+    return imported_model(key=label, name=label, how="torch", trace=trace, batch0=batch0,
+                          seq_len0=seq0)
+
