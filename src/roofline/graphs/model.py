@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, unknown
-from ..specs.dtypes import Precision, precision as make_precision
+from ..specs.dtypes import Precision
+from ..specs.dtypes import precision as make_precision
 from ..specs.sourced import Provenance
 from .graph import Graph
 from .transformer import TransformerConfig, from_hf_config, transformer_graph
@@ -247,7 +249,9 @@ def model(spec: Any, **kwargs: Any) -> Model:
     if isinstance(spec, str) and spec in _LOADED_BY_NAME and not kwargs:
         return _LOADED_BY_NAME[spec]
     mod = type(spec).__module__
-    if not isinstance(spec, str | os.PathLike) and mod.startswith("torch"):
+    torch = sys.modules.get("torch")  # a user's nn.Module subclass lives in the user's module
+    if not isinstance(spec, str | os.PathLike) and (mod.startswith("torch") or (
+            torch is not None and isinstance(spec, torch.nn.Module))):
         from .torch_import import from_torch  # type: ignore[import-not-found]
 
         return from_torch(spec, **kwargs)  # type: ignore[no-any-return]
