@@ -66,8 +66,9 @@ def main() -> None:
     for preset in ("default", "bound", "mlsysim"):
         for b in (1, 8, 256):
             rl.solve(m, hw, batch=b, preset=preset)  # build the cached graph and plan once
-            solve[f"{preset}/b{b}"] = per_call(lambda: rl.solve(m, hw, batch=b, preset=preset),
-                                               number, repeat)
+            solve[f"{preset}/b{b}"] = per_call(
+                lambda b=b, preset=preset: rl.solve(m, hw, batch=b, preset=preset),
+                number, repeat)
     solve["default/b1/by-name"] = per_call(lambda: rl.solve("resnet50", "A100", batch=1),
                                            number, repeat)
     res["solve_s"] = solve

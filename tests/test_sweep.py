@@ -27,7 +27,6 @@ def test_crossover_bert():
     # the higher ridge point of H100 (295 vs 153 FLOP/B) needs a bigger batch
     assert a100 is not None and h100 is not None and h100 >= a100
     # crossover is the first compute-bound batch
-    t = s.table
     for hw, b0 in cross.items():
         rows = [r for r in s.to_dicts() if r["hardware"] == hw]
         assert all(r["bottleneck"] != "compute" for r in rows if r["batch"] < b0)

@@ -17,17 +17,23 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from ..errors import SpecError, unknown
 from ..specs.hardware import KINDS, Hardware
 from ..specs.sourced import Provenance, read_quantity
 
-__all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset"]
+__all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset",
+           "spec_efficiency", "class_vector_fractions", "fresh_output_seconds"]
 
 PRESETS = ("default", "bound", "mlsysim")
 
 _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ratio",
         "vector_max": "ratio", "memory_max": "ratio", "kernel_gap": "time", "dispatch": "time",
-        "cache_fraction": "ratio", "workspace": "bytes"}
+        "cache_fraction": "ratio", "workspace": "bytes",
+        # optional terms (neutral when absent) used by measured specs (roofline.calibrate)
+        "norm_max": "ratio", "softmax_max": "ratio", "pool_max": "ratio",
+        "page_fault": "time", "fresh_alloc_min": "bytes"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +51,13 @@ class Efficiency:
     cache_fraction: float = 0.0  #: share of an on-chip level usable for activations (0: off)
     workspace: float = 0.0  #: bytes reserved by runtime/framework
     synchronous: bool = False  #: CPU: dispatch adds to kernel time instead of overlapping
+    #: per-class vector-rate fractions of the fp32 peak for norm / softmax / pool ops;
+    #: 0 means "same as vector_max" (the neutral default)
+    norm_max: float = 0.0
+    softmax_max: float = 0.0
+    pool_max: float = 0.0
+    page_fault: float = 0.0  #: s per 4 KiB page of a freshly mapped op output (0: off)
+    fresh_alloc_min: float = 0.0  #: outputs of at least this many bytes are freshly mapped
     provenance: dict[str, Provenance] = field(default_factory=dict)
     label: str = "bound"
 
@@ -53,6 +66,21 @@ class Efficiency:
             v = getattr(self, f)
             if not 0 < v <= 1:
                 raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in (0, 1]")
+        for f in ("norm_max", "softmax_max", "pool_max"):
+            v = getattr(self, f)
+            if not 0 <= v <= 1:
+                raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in [0, 1] "
+                                "(0: same as vector_max)")
+
+    def class_vector_max(self, op_class: str) -> float:
+        """Fraction of the fp32 peak a non-matmul op of ``op_class`` reaches."""
+        v = {"norm": self.norm_max, "softmax": self.softmax_max, "pool": self.pool_max}.get(
+            op_class, 0.0)
+        return v or self.vector_max
+
+    @property
+    def has_class_rates(self) -> bool:
+        return bool(self.norm_max or self.softmax_max or self.pool_max)
 
     @property
     def is_bound(self) -> bool:
@@ -99,15 +127,69 @@ def register_efficiency(hw_key: str, eff: Efficiency) -> None:
     _CUSTOM[hw_key] = eff
 
 
+_FROM_SPEC: dict[tuple[str, str, int], Efficiency] = {}
+
+
+def spec_efficiency(hw: Hardware) -> Efficiency | None:
+    """The fitted ``[efficiency]`` table a (measured) hardware file carries, or None."""
+    tbl = hw.efficiency_table
+    if not tbl:
+        return None
+    ck = (hw.key, hw.origin, id(tbl))
+    eff = _FROM_SPEC.get(ck)
+    if eff is None:
+        eff = load_efficiency_table(dict(tbl), sources={}, origin=f"{hw.origin or hw.key} "
+                                    "[efficiency]", synchronous=(hw.kind == "cpu"),
+                                    label=f"measured/{hw.key}")
+        _FROM_SPEC[ck] = eff
+    return eff
+
+
 def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
-    """The factors ``preset`` applies on ``hw``."""
+    """The factors ``preset`` applies on ``hw``: a registered table, else the spec's own
+    fitted ``[efficiency]`` table, else the per-kind default."""
     if preset == "bound":
         return BOUND
     if preset == "default":
         if hw.key in _CUSTOM:
             return _CUSTOM[hw.key]
+        own = spec_efficiency(hw)
+        if own is not None:
+            return own
         return _default_tables()[hw.kind]
     raise unknown("preset", preset, PRESETS)
+
+
+def class_vector_fractions(classes: tuple[str, ...],
+                           effs: list[Efficiency] | tuple[Efficiency, ...]) -> np.ndarray | None:
+    """[h, 1, n] fraction of the fp32 peak each non-matmul op reaches (per-class rates of
+    measured specs), or None when no efficiency sets a per-class rate (then ``vector_max``
+    applies to every op, as before)."""
+    if not any(e.has_class_rates for e in effs):
+        return None
+    names = sorted(set(classes))
+    idx = np.array([names.index(c) for c in classes], dtype=np.intp)
+    table = np.array([[e.class_vector_max(c) for c in names] for e in effs], dtype=np.float64)
+    return table[:, idx][:, None, :]
+
+
+#: bytes per page faulted in when an op writes a freshly mapped output
+PAGE_BYTES = 4096
+
+
+def fresh_output_seconds(act_bytes_written: np.ndarray,
+                         effs: list[Efficiency] | tuple[Efficiency, ...]) -> np.ndarray | None:
+    """Page-fault time of outputs large enough to be freshly mapped (≥ ``fresh_alloc_min``):
+    ``page_fault · ceil(bytes / 4096)``; broadcasts to [h, ...]. None when no efficiency has
+    a page-fault cost (then nothing is added)."""
+    if not any(e.page_fault > 0 for e in effs):
+        return None
+    pf = np.array([e.page_fault for e in effs], dtype=np.float64)
+    lo = np.array([e.fresh_alloc_min for e in effs], dtype=np.float64)
+    shape = (-1,) + (1,) * (act_bytes_written.ndim - 1)
+    pf, lo = pf.reshape(shape), lo.reshape(shape)
+    pages = np.ceil(act_bytes_written / PAGE_BYTES)
+    return np.where((act_bytes_written >= lo) & (act_bytes_written > 0), pf * pages, 0.0)
 
 
 def check_preset(preset: str) -> str:

@@ -103,7 +103,8 @@ class Result:
                                else "") + (f", context={self.context}" if self.context else "")
             + f", preset {self.preset}",
             f"  bottleneck      {self.bottleneck}-bound",
-            f"  latency         {fmt_time(self.latency)} (roofline bound {fmt_time(self.latency_bound)})",
+            f"  latency         {fmt_time(self.latency)} "
+            f"(roofline bound {fmt_time(self.latency_bound)})",
             f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
             f"overhead {fmt_time(self.t_overhead)}",
             f"  throughput      {self.throughput:,.1f} {unit}"

@@ -9,9 +9,12 @@ import numpy as np
 
 from ..errors import SpecError, UnsupportedDtypeError
 from ..graphs.graph import Graph
-from ..graphs.model import Model, model as resolve_model
-from ..specs.dtypes import Precision, precision as make_precision
-from ..specs.hardware import Hardware, hardware as resolve_hardware
+from ..graphs.model import Model
+from ..graphs.model import model as resolve_model
+from ..specs.dtypes import Precision
+from ..specs.dtypes import precision as make_precision
+from ..specs.hardware import Hardware
+from ..specs.hardware import hardware as resolve_hardware
 from .core import plan_for
 from .presets import check_preset, efficiency_for
 from .result import OpTableSource, Result
@@ -54,7 +57,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     Sequence models take ``phase`` ("forward", "prefill", "decode"), ``seq_len`` (T) and
     ``context`` (S, decode). ``fuse=True`` prices the graph a compiler would run, with
     activations, residual adds and batch norm folded into matmul/conv epilogues; the default
-    is the eager graph, one kernel per op. A configuration that cannot run (dtype missing, does not fit) is a
+    is the eager graph, one kernel per op. A configuration that cannot run (dtype missing,
+    does not fit) is a
     Result with ``feasible=False`` and the ``reason``.
     """
     m = resolve_model(model)
@@ -114,7 +118,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
     cap = hw.memory_capacity_bytes
     feasible = footprint <= cap
     reason = "" if feasible else (
-        f"needs {footprint / 1e9:,.2f} GB ({', '.join(f'{k} {v / 1e9:,.2f}' for k, v in breakdown.items() if v)}) "
+        f"needs {footprint / 1e9:,.2f} GB ("
+        + ", ".join(f"{k} {v / 1e9:,.2f}" for k, v in breakdown.items() if v) + ") "
         f"but {hw.name} has {cap / 1e9:,.2f} GB")
     seq = g.meta.get("seq_len")
     tokens_per_s = None

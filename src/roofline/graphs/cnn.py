@@ -83,7 +83,7 @@ def _net(name: str, precision: Precision, image: int, phase: str = "forward") ->
     return Net(b, 3, image, image)
 
 
-# -- ResNet (He et al. 2016; torchvision resnet.py layout) ------------------------------------------
+# -- ResNet (He et al. 2016; torchvision resnet.py layout) ----------------------------------------
 
 _RESNET = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
            50: ("bottleneck", (3, 4, 6, 3)), 101: ("bottleneck", (3, 4, 23, 3)),
@@ -133,7 +133,7 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
     return n.b.build()
 
 
-# -- VGG-16 (Simonyan & Zisserman 2015, configuration D; torchvision vgg16) -------------------------
+# -- VGG-16 (Simonyan & Zisserman 2015, configuration D; torchvision vgg16) --------------------
 
 def vgg16(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
     """VGG-16 without batch norm: 13 3×3 convs + 3 FC layers (138.4 M parameters)."""
@@ -158,7 +158,7 @@ def vgg16(precision: Precision, *, image: int = 224, classes: int = 1000) -> Gra
     return n.b.build()
 
 
-# -- MobileNetV2 (Sandler et al. 2018; torchvision mobilenet_v2) -------------------------------------
+# -- MobileNetV2 (Sandler et al. 2018; torchvision mobilenet_v2) ------------------------------
 
 def mobilenet_v2(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
     """MobileNetV2 1.0: inverted residuals with depthwise 3×3 convs and ReLU6 (3.50 M params)."""
@@ -189,7 +189,7 @@ def mobilenet_v2(precision: Precision, *, image: int = 224, classes: int = 1000)
     return n.b.build()
 
 
-# -- EfficientNet-B0 (Tan & Le 2019; torchvision efficientnet_b0) ------------------------------------
+# -- EfficientNet-B0 (Tan & Le 2019; torchvision efficientnet_b0) ------------------------------
 
 def efficientnet_b0(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
     """EfficientNet-B0: MBConv blocks with squeeze-and-excitation and SiLU (5.29 M params)."""

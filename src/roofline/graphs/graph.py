@@ -52,7 +52,8 @@ class Graph:
         n = len(self.names)
         for arr, nm in ((self.c0, "c0"), (self.c1, "c1")):
             if arr.shape != (len(QUANTITIES), n):
-                raise ValueError(f"Graph.{nm} has shape {arr.shape}, expected {(len(QUANTITIES), n)}")
+                raise ValueError(f"Graph.{nm} has shape {arr.shape}, "
+                                 f"expected {(len(QUANTITIES), n)}")
         is_compute = np.array([c in ("matmul", "conv", "attention") for c in self.classes], bool)
         object.__setattr__(self, "meta", {**self.meta, "_is_compute": is_compute})
 
@@ -128,7 +129,8 @@ class GraphBuilder:
 
     def add(self, kind: str, name: str, *, params: float = 0,
             gemm: tuple[float, float, float] | None = None, **shape: Any) -> OpCost:
-        """Add one op; ``shape`` goes to the formula (without ``batch``). Returns its cost at B=1."""
+        """Add one op; ``shape`` goes to the formula (without ``batch``). Returns the cost
+        at B = 1."""
         if "batch" in shape:
             raise ValueError("GraphBuilder.add: pass per-sample shapes; batch is added here")
         shape = self._fill(kind, dict(shape))

@@ -68,7 +68,8 @@ class Model:
         p = make_precision(precision)
         phase = phase or self.default_phase
         if phase not in self.phases:
-            raise SpecError(f"{self.name} has no phase {phase!r}; allowed: {', '.join(self.phases)}")
+            raise SpecError(f"{self.name} has no phase {phase!r}; "
+                            f"allowed: {', '.join(self.phases)}")
         if self.default_seq_len is None:
             if seq_len not in (None,) or context not in (None, 0):
                 raise SpecError(f"{self.name} has no sequence dimension: seq_len/context do not "

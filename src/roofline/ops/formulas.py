@@ -219,7 +219,9 @@ def elementwise(*, batch: int, elements: int, op: str = "add", n_inputs: int | N
 
 #: FLOPs per element of each normalisation (see ``norm``)
 NORM_FLOPS = {
-    "layernorm": 8,   # mean: add; var: sub, square, add; normalise: sub, mul rsqrt; affine: mul, add
+    # layernorm: mean (add); variance (sub, square, add); normalise (sub, mul by rsqrt);
+    # affine (mul, add)
+    "layernorm": 8,
     "rmsnorm": 4,     # square, add; mul rsqrt; mul weight
     "batchnorm": 2,   # inference: running stats folded into one scale and shift: mul, add
     "groupnorm": 8,   # as layernorm per group
@@ -241,7 +243,8 @@ def norm(*, batch: int, elements: int, features: int, variant: str = "layernorm"
     n_par = {"layernorm": 2, "rmsnorm": 1, "batchnorm": 4, "groupnorm": 2}[variant]
     E = batch * elements
     return OpCost(flops=NORM_FLOPS[variant] * E, act_bytes_read=E * act_bytes,
-                  act_bytes_written=E * act_bytes, weight_bytes_read=n_par * features * weight_bytes)
+                  act_bytes_written=E * act_bytes,
+                  weight_bytes_read=n_par * features * weight_bytes)
 
 
 @register("softmax", "softmax")

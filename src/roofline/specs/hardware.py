@@ -75,10 +75,14 @@ class Hardware:
     #: field path ("peak.fp16", "memory.0.bandwidth", "tdp") -> where the number came from
     provenance: Mapping[str, Provenance] = field(default_factory=dict)
     origin: str = ""  #: the file it was loaded from, or "" for one built in code
+    #: a measured spec's fitted ``[efficiency]`` table (raw TOML entries, sources resolved);
+    #: the engine's default preset uses it for this hardware (engine.presets.efficiency_for)
+    efficiency_table: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise SpecError(f"hardware {self.key!r}: kind={self.kind!r}; allowed: {', '.join(KINDS)}")
+            raise SpecError(f"hardware {self.key!r}: kind={self.kind!r}; "
+                            f"allowed: {', '.join(KINDS)}")
         if not self.peak_flops_per_s:
             raise SpecError(f"hardware {self.key!r}: needs at least one peak (peak.<dtype>)")
         for d, v in self.peak_flops_per_s.items():
@@ -227,12 +231,22 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
     year = doc.get("year")
+    eff_raw = doc.get("efficiency")
+    eff_tbl: dict[str, Any] | None = None
+    if eff_raw is not None:
+        if not isinstance(eff_raw, dict):
+            raise SpecError(f"{origin}: [efficiency] must be a table of sourced factors")
+        eff_tbl = {}
+        for k, v in eff_raw.items():
+            if isinstance(v, dict) and isinstance(v.get("source"), str):
+                v = {**v, "source": sources.get(v["source"], v["source"])}
+            eff_tbl[k] = v
     return Hardware(
         key=key, name=doc["name"], vendor=str(doc.get("vendor", "")),
         kind=str(doc.get("kind", "gpu")), year=int(year) if year is not None else None,
         aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
-        provenance=prov, origin=origin,
+        provenance=prov, origin=origin, efficiency_table=eff_tbl,
     )
 
 
@@ -287,6 +301,9 @@ def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
     """A Hardware from a zoo name or alias (case-insensitive), a TOML path, or a Hardware."""
     if isinstance(spec, Hardware):
         return spec
+    hit = _BY_NAME.get(spec) if isinstance(spec, str) else None
+    if hit is not None:
+        return hit
     if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
         return load_hardware_file(spec)
     if not isinstance(spec, str):
@@ -297,4 +314,8 @@ def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
     if key is None:
         names = list(by_key) + [a for h in by_key.values() for a in h.aliases]
         raise unknown("hardware", spec, names)
+    _BY_NAME[spec] = by_key[key]
     return by_key[key]
+
+
+_BY_NAME: dict[str, Hardware] = {}  # exact strings already resolved (zoo entries are immutable)
