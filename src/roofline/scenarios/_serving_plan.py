@@ -57,6 +57,7 @@ class ServingFactors:
     dispatch: float | None = None  #: s per op of host dispatch (None: keep the preset's)
     kernel_gap: float | None = None  #: s between kernels (None: keep the preset's)
     step_overhead: float = 0.0  #: s of host time per decode step
+    layer_overhead: float = 0.0  #: s per layer (on a device) per step: per-layer plugin/sync cost
     request_overhead: float = 0.0  #: s per prefill call
     gemm_max_fp8: float | None = None  #: achievable fraction of the fp8 peak
     allreduce_efficiency: float = 1.0  #: busbw / link bandwidth
@@ -78,6 +79,7 @@ class ServingFactors:
 NEUTRAL = ServingFactors(name="none")
 
 _DIM = {"fuse": "ratio", "dispatch": "time", "kernel_gap": "time", "step_overhead": "time",
+        "layer_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_latency": "time"}
 

@@ -300,7 +300,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
             raise SpecError("disaggregated serving needs kv_link_bytes_per_s (no scale-up link "
                             f"on {hw.name})")
         kv_transfer = B * P * kv_tok_dev / bw
-    ttft = pre_parts[2] + pre_comm + factors.request_overhead + kv_transfer
+    req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
+    ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
 
     # -- decode steps S = P+1 … P+n−1 (closed form)
     steps = n - 1
@@ -313,7 +314,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     else:
         dec = {"total": 0.0, "kernel": 0.0, "bound": 0.0, "flops": 0.0, "bytes": 0.0}
     dec_comm = steps * dec_comm_step
-    dec_over = steps * factors.step_overhead
+    step_fixed = factors.step_overhead + factors.layer_overhead * L_dev * pp
+    dec_over = steps * step_fixed
     decode_time = dec["total"] + dec_comm + dec_over
     spec_note = None
     if draft is not None and steps > 0:
@@ -331,7 +333,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # -- continuous batching steady state at concurrency B
     single = pre_parts[2] if B == 1 or pre_parts[2] != pre_parts[2] else \
         plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
-    steady_tpot = (tpot if steps else 0.0) + (B / n) * (single + factors.request_overhead)
+    steady_tpot = (tpot if steps else 0.0) + (B / n) * (single + req_fixed)
     steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
 
     # -- memory (per device)
@@ -365,7 +367,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         "roofline": pre_parts[0] + dec["bound"],
         "efficiency": (pre_parts[1] - pre_parts[0]) + (dec["kernel"] - dec["bound"]),
         "launch": (pre_parts[2] - pre_parts[1]) + (dec["total"] - dec["kernel"]),
-        "step_overhead": dec_over + factors.request_overhead,
+        "step_overhead": dec_over + req_fixed,
         "tp_comm": (pre_comm + dec_comm) if tp > 1 else 0.0,
         "pp_comm": 0.0,
         "kv_transfer": kv_transfer,
@@ -658,7 +660,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         td = np.where(has[None][..., dep][:, :, None], td, 0.0) @ cnt[dep]  # [h, b, s]
         comm = np.array([[_allreduce(b * cfg.d_model * p.act_bytes, tp, h, factors,
                                      2 * plan.cfg.n_layers + 1) for b in Bs] for h in hsel])
-        t = tin[..., None] + td + comm[..., None] + factors.step_overhead
+        t = tin[..., None] + td + comm[..., None] + factors.step_overhead + \
+            factors.layer_overhead * plan.cfg.n_layers
         out_t[ok_hw, j] = t
         kv = plan.kv_bytes_per_token() * Bs[:, None] * Ss[None, :]
         kvb[ok_hw, j] = kv
