@@ -111,6 +111,21 @@ def test_solve_json_is_strict_json_without_nan(capsys):
     assert d["energy"] is None
 
 
+def test_solve_takes_a_config_json_path(capsys, tmp_path):
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+           "intermediate_size": 1376, "num_attention_heads": 8, "num_key_value_heads": 4,
+           "num_hidden_layers": 4, "vocab_size": 32000, "max_position_embeddings": 2048,
+           "tie_word_embeddings": False}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(cfg))
+    rc, out, _ = run(capsys, "solve", str(path), "A100", "--phase", "decode", "--context",
+                     "128", "--json")
+    d = json.loads(out)
+    r = rl.solve(str(path), "A100", phase="decode", context=128)
+    assert rc == 0 and d["phase"] == "decode" and d["context"] == 128
+    assert d["flops"] == pytest.approx(r.flops) and d["latency"] == pytest.approx(r.latency)
+
+
 def test_solve_unknown_model_exits_2_naming_closest(capsys):
     rc, out, err = run(capsys, "solve", "resnet5", "A100")
     assert rc == 2 and out == ""

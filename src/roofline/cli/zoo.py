@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from ..units import GB, GiB
@@ -57,7 +58,8 @@ def _params(n: float) -> str:
     return f"{n / 1e9:,.2f} B" if n >= 1e9 else f"{n / 1e6:,.1f} M"
 
 
-def _grid(head: tuple[str, ...], body: list[tuple[str, ...]], right: tuple[int, ...]) -> str:
+def _grid(head: tuple[str, ...], body: Sequence[tuple[str, ...]],
+          right: tuple[int, ...]) -> str:
     widths = [max(len(h), *(len(r[j]) for r in body)) for j, h in enumerate(head)]
 
     def line(cells: tuple[str, ...]) -> str:

@@ -107,9 +107,9 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
             xs.append(r.arithmetic_intensity)
             ys.append(r.flops / r.latency)
         if show_ops:
-            pts = op_points(r)
-            xs.extend(pts["intensity"].tolist())
-            ys.extend(pts["achieved"].tolist())
+            drawn = op_points(r)
+            xs.extend(drawn["intensity"].tolist())
+            ys.extend(drawn["achieved"].tolist())
     peaks = [v for h in hws for d, v in h.peak_flops_per_s.items()
              if dtypes is None or d in dtypes]
     ridges = [v / h.memory_bytes_per_s for h in hws for d, v in h.peak_flops_per_s.items()
@@ -123,7 +123,8 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
         _ceilings(ax, h, main_dtypes.get(h.key), dtypes, x_lo, x_hi,
                   _HW_COLOURS[i % len(_HW_COLOURS)], label_hw=len(hws) > 1)
 
-    all_pts = [op_points(r) if show_ops else None for r in results]
+    all_pts: list[dict[str, np.ndarray] | None] = [op_points(r) if show_ops else None
+                                                   for r in results]
     top_share = max([float(p["share"].max()) for p in all_pts if p is not None and
                      len(p["share"])] + [1e-300])
     for i, r in enumerate(results):
