@@ -1,0 +1,25 @@
+"""docs/serving.md: the worked example runs and prints what the page shows."""
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+DOC = Path(__file__).parents[1] / "docs" / "serving.md"
+
+
+def test_worked_example_output_matches_page():
+    text = DOC.read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {})
+    got = buf.getvalue().splitlines()
+    keys = ("TTFT", "TPOT", "end to end", "throughput", "KV cache", "req/s", "memory/device")
+    checked = 0
+    for line in shown:
+        if any(k in line for k in keys):
+            assert line in got, line
+            checked += 1
+    assert checked >= len(keys)
