@@ -1,0 +1,90 @@
+"""``roofline train MODEL CLUSTER --nodes N --tp T --pp P ...``: one training split priced, or
+``--search`` for the ranked table of every valid split."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "train", help="distributed training: step time, MFU, memory per device; --search",
+        description="Price one optimizer step of a decoder LM on a cluster with a tensor/"
+                    "pipeline/data/expert-parallel split, or (--search) rank every valid split.")
+    p.add_argument("model", help="zoo name or config path (decoder LM)")
+    p.add_argument("cluster", help="cluster zoo name (roofline zoo has them) or .toml path")
+    p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
+    p.add_argument("--seq-len", type=int, required=True, help="tokens per sequence")
+    p.add_argument("--precision", default="bf16", help="bf16 (default), fp16, fp8, ...")
+    p.add_argument("--search", action="store_true",
+                   help="rank every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, "
+                        "zero) split that fits")
+    p.add_argument("--top", type=int, default=15, help="rows shown by --search (default 15)")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=None, help="default: devices / (tp·pp)")
+    p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
+    p.add_argument("--recompute", default="selective", choices=("none", "selective", "full"))
+    p.add_argument("--zero", type=int, default=1, choices=(0, 1, 2, 3))
+    p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
+    p.add_argument("--unfused-attention", action="store_true",
+                   help="price the unfused QKᵀ/softmax/·V path instead of FlashAttention")
+    p.add_argument("--preset", default="default", choices=("default", "bound"))
+    p.add_argument("--tokens", type=float, default=None,
+                   help="also report time, GPU-hours and energy to train this many tokens")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | np.ndarray):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..scenarios.training import best_parallelism, train
+
+    common = dict(global_batch=args.global_batch, seq_len=args.seq_len,
+                  precision=args.precision, nodes=args.nodes,
+                  fused_attention=not args.unfused_attention, preset=args.preset)
+    if args.search:
+        t = best_parallelism(args.model, args.cluster, top=args.top, **common)  # type: ignore[arg-type]
+        if args.json:
+            print(json.dumps(_jsonable({"title": t.title, "rows": t.to_dicts()}), indent=2))
+        else:
+            print(t)
+        return 0
+    r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
+              dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
+              zero=args.zero, sequence_parallel=not args.no_sp, **common)  # type: ignore[arg-type]
+    extra: dict[str, float] = {}
+    if args.tokens:
+        extra = {"tokens": args.tokens, "time_to_train_s": r.time_to_train(args.tokens),
+                 "gpu_hours": r.gpu_hours(args.tokens),
+                 "energy_to_train_j": r.energy_to_train(args.tokens)}
+    if args.json:
+        print(json.dumps(_jsonable({**r.to_dict(), **extra}), indent=2))
+    else:
+        print(r)
+        if extra:
+            print(f"  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days, "
+                  f"{extra['gpu_hours']:,.0f} device-hours, "
+                  f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh")
+    return 0 if r.feasible else 1

@@ -1,0 +1,262 @@
+"""The training graph of one pipeline stage's worth of work on one device.
+
+Built from the inference graph (``transformer_graph``) of a tensor-parallel *shard* of the
+model: N/t query heads, max(K/t, 1) KV heads, F/t MLP width, V/t vocabulary (Megatron's
+column/row-parallel split, Shoeybi et al. 2019 §3; vocabulary-parallel embedding and logits).
+Each forward op then gets its backward op(s), derived from the same op costs:
+
+| forward op                 | backward                                                       |
+|----------------------------|----------------------------------------------------------------|
+| linear Y = X·W             | dX = dY·Wᵀ (same FLOPs; reads dY and W, writes dX) and          |
+|                            | dW = Xᵀ·dY (same FLOPs; reads X and dY, accumulates fp32 dW)    |
+| matmul C = A·B (attention) | dA = dC·Bᵀ and dB = Aᵀ·dC: 2× FLOPs; reads A, B, dC; writes dA, dB |
+| fused attention (Flash)    | 2.5× forward FLOPs (FlashAttention-2's backward runs 5 matmuls |
+|                            | to the forward's 2, recomputing QKᵀ); reads Q, K, V, O, dO;    |
+|                            | writes dQ, dK, dV                                               |
+| elementwise, norm, softmax | 2× forward FLOPs; reads the saved input(s) and dY, writes dX   |
+| embedding lookup           | scatter-add of dY into the fp32 gradient rows                  |
+
+So matmul backward ≈ 2× forward FLOPs and fwd+bwd ≈ 3× forward (the 6·N·tokens rule).
+Weight gradients are accumulated in fp32 across micro-batches (Megatron's fused
+gradient-accumulation buffers): each dW GEMM reads and writes ``4`` bytes per parameter.
+
+Ops carry a group tag so the scenario can time forward, backward, recompute and the
+embedding/head separately (see ``GROUPS``). With sequence parallelism (Korthikanti et al.
+2022 §4.2.2) the norms and residual adds, which tensor parallelism leaves replicated, run on
+T/t tokens per rank.
+
+Assumptions: no dropout ops in the timing graph (modern LLM pre-training runs without
+dropout; the activation-memory model can still count dropout masks); the dW GEMM's batch·tokens
+dimension is its K, but it is priced with the forward GEMM's efficiency (all three sizes are
+large in training); the loss is one softmax over the local V/t logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import SpecError
+from ..ops import QUANTITIES
+from ..specs.dtypes import Precision
+from .graph import Graph, GraphBuilder, Q
+from .transformer import TransformerConfig, transformer_graph
+
+__all__ = ["TrainingGraph", "training_graph", "GROUPS", "shard_config"]
+
+#: op groups of a training graph
+GROUPS = ("layer_fwd", "layer_fwd_core", "layer_bwd", "layer_bwd_dw", "layer_bwd_dw_col",
+          "head_fwd", "head_bwd", "embed_fwd", "embed_bwd")
+_G = {g: i for i, g in enumerate(GROUPS)}
+
+_F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in QUANTITIES)
+#: bytes per parameter of the fp32 gradient accumulator
+GRAD_ACC_BYTES = 4.0
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class TrainingGraph:
+    """Forward + backward ops of one transformer layer and of the embedding/head, on one
+    tensor-parallel rank, with a group tag per op."""
+
+    graph: Graph  #: all ops (forward, backward), costs affine in the micro-batch
+    group: np.ndarray  #: [n] index into GROUPS
+    layer_params: float  #: parameters of one layer on this rank
+    embed_params: float  #: embedding parameters on this rank (first stage)
+    head_params: float  #: final norm + LM-head parameters on this rank (last stage)
+    tp: int
+    sequence_parallel: bool
+    seq_len: int
+
+
+def shard_config(cfg: TransformerConfig, tp: int, ep: int = 1) -> TransformerConfig:
+    """The per-rank shape of one layer under ``tp``-way tensor parallelism.
+
+    Raises a SpecError when ``tp`` does not divide the heads, the MLP width, or (for GQA)
+    neither divides the other with the KV heads; or when ``ep`` does not divide the experts.
+    """
+    N, K, F = cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
+    if N % tp:
+        raise SpecError(f"tp={tp} must divide the {N} attention heads of {cfg.name}")
+    if K % tp and tp % K:
+        raise SpecError(f"tp={tp} and the {K} KV heads of {cfg.name} must divide one another")
+    if F % tp:
+        raise SpecError(f"tp={tp} must divide the MLP width d_ff={F} of {cfg.name}")
+    if cfg.n_experts and cfg.n_experts % ep:
+        raise SpecError(f"ep={ep} must divide the {cfg.n_experts} experts of {cfg.name}")
+    if not cfg.n_experts and ep != 1:
+        raise SpecError(f"ep={ep}: {cfg.name} has no experts (dense model); use ep=1")
+    return replace(cfg, name=f"{cfg.name}[tp{tp}]", n_layers=1, n_heads=N // tp,
+                   n_kv_heads=max(K // tp, 1), d_ff=F // tp,
+                   vocab=-(-cfg.vocab // tp) if cfg.vocab else 0)
+
+
+def _is_core(name: str) -> bool:
+    return any(s in name for s in (".attn.attention", ".attn.scores", ".attn.scale_mask",
+                                   ".attn.softmax", ".attn.context"))
+
+
+def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int, tp: int = 1,
+                   sequence_parallel: bool = True, fused_attention: bool = True, ep: int = 1,
+                   micro_batch: int | None = None, dropout: bool = False) -> TrainingGraph:
+    """Forward and backward ops of one layer and of the embedding/head on one TP rank.
+
+    Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
+    scale-mask-softmax kernel (the separate mask op of the inference graph is folded into the
+    softmax), ·V; with ``dropout`` an attention-probability dropout op over the N/t·T·S scores
+    follows the softmax (hidden-state dropouts are fused into the residual adds and not priced).
+
+    ``micro_batch`` is needed only for mixture-of-experts models (expert coverage is not
+    affine in the batch); dense graphs are affine in the micro-batch.
+    """
+    if cfg.arch != "decoder":
+        raise SpecError(f"training graphs are built for decoder LMs; {cfg.name} is an {cfg.arch}")
+    local = shard_config(cfg, tp, ep)
+    T = seq_len
+    fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
+                            fused_attention=fused_attention,
+                            batch=micro_batch if cfg.n_experts else None, logits="all")
+    n = len(fwd)
+    c0, c1 = fwd.c0.copy(), fwd.c1.copy()
+    gemm = fwd.gemm.copy()
+    params = fwd.params.copy()
+    sp = sequence_parallel and tp > 1
+    grp = np.empty(n, dtype=np.int64)
+    for i, nm in enumerate(fwd.names):
+        if nm.endswith(".attn.scale_mask"):
+            c0[:, i] = 0.0  # folded into the fused scale-mask-softmax kernel
+            c1[:, i] = 0.0
+        if nm.startswith("layers."):
+            grp[i] = _G["layer_fwd_core"] if _is_core(nm) else _G["layer_fwd"]
+        elif nm.startswith("embed"):
+            grp[i] = _G["embed_fwd"]
+        else:
+            grp[i] = _G["head_fwd"]
+        if sp and (nm.endswith("norm") or nm.endswith("residual")):
+            c0[:, i] /= tp
+            c1[:, i] /= tp
+            if nm.endswith("norm"):
+                c0[_WR, i] *= tp  # the norm's γ/β are read whole by every rank
+        if ".moe.experts." in nm and ep > 1:
+            # each rank holds E/ep experts and, with balanced routing, runs T·k rows on them
+            c0[:, i] /= np.where(np.arange(c0.shape[0]) == _WR, ep, 1)
+            params[i] /= ep
+            gemm[0, i] *= ep
+    # -- the loss: softmax cross-entropy over the local V/t logits (all tokens)
+    lb = GraphBuilder(cfg.name, "train", precision)
+    lb.add("softmax", "loss.cross_entropy", elements=T * local.vocab)
+    if dropout and not fused_attention:
+        lb.add("elementwise", "layers.0.attn.probs_dropout", op="dropout",
+               elements=local.n_heads * T * T)
+    loss = lb.build()
+    names = list(fwd.names) + list(loss.names)
+    kinds = list(fwd.kinds) + list(loss.kinds)
+    classes = list(fwd.classes) + list(loss.classes)
+    c0 = np.concatenate([c0, loss.c0], axis=1)
+    c1 = np.concatenate([c1, loss.c1], axis=1)
+    gemm = np.concatenate([gemm, loss.gemm], axis=1)
+    params = np.concatenate([params, loss.params])
+    grp = np.concatenate([grp, np.array([_G["head_fwd"]] + [_G["layer_fwd_core"]] *
+                                        (len(loss.names) - 1), dtype=np.int64)])
+
+    # -- backward ops
+    bn, bk, bc, b0, b1, bg, bgr, bp = [], [], [], [], [], [], [], []
+    for i in range(len(names)):
+        q0, q1, g = c0[:, i], c1[:, i], gemm[:, i]
+        kind, cls, nm = kinds[i], classes[i], names[i]
+        grp_b = {_G["layer_fwd"]: _G["layer_bwd"], _G["layer_fwd_core"]: _G["layer_bwd"],
+                 _G["head_fwd"]: _G["head_bwd"], _G["embed_fwd"]: _G["embed_bwd"]}[int(grp[i])]
+        has_w = q0[_WR] > 0 and cls == "matmul"
+        if cls == "matmul" and (kind == "linear" or has_w):
+            # dX = dY·Wᵀ
+            dx0, dx1 = np.zeros_like(q0), np.zeros_like(q1)
+            dx0[_F], dx1[_F] = q0[_F], q1[_F]
+            dx0[_WR] = q0[_WR]
+            dx0[_AR], dx1[_AR] = q0[_AW], q1[_AW]
+            dx0[_AW], dx1[_AW] = q0[_AR], q1[_AR]
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad_input", kind, cls, dx0, dx1,
+                    (g[0], g[2], g[1]), grp_b, 0.0)
+            # dW = Xᵀ·dY, accumulated into the fp32 gradient buffer
+            dw0, dw1 = np.zeros_like(q0), np.zeros_like(q1)
+            dw0[_F], dw1[_F] = q0[_F], q1[_F]
+            dw0[_AR] = q0[_AR] + q0[_AW]
+            dw1[_AR] = q1[_AR] + q1[_AW]
+            dw0[_WR] = dw0[_WW] = params[i] * GRAD_ACC_BYTES
+            col = any(k in nm for k in ("qkv_proj", "q_proj", "k_proj", "v_proj", "up_proj",
+                                        "gate_proj"))
+            dw_grp = grp_b if grp_b != _G["layer_bwd"] else \
+                _G["layer_bwd_dw_col"] if col else _G["layer_bwd_dw"]
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad_weight", kind, cls, dw0, dw1,
+                    tuple(g), dw_grp, 0.0)
+        elif cls == "matmul":
+            # activation × activation (unfused attention): dA and dB, twice the FLOPs
+            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
+            d0[_F], d1[_F] = 2 * q0[_F], 2 * q1[_F]
+            d0[_AR], d1[_AR] = q0[_AR] + 2 * q0[_AW], q1[_AR] + 2 * q1[_AW]
+            d0[_AW], d1[_AW] = q0[_AR], q1[_AR]
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
+                    grp_b, 0.0)
+        elif cls == "attention":
+            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
+            d0[_F], d1[_F] = 2.5 * q0[_F], 2.5 * q1[_F]
+            d0[_AR], d1[_AR] = q0[_AR] + 2 * q0[_AW], q1[_AR] + 2 * q1[_AW]
+            d0[_AW], d1[_AW] = q0[_AR], q1[_AR]
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
+                    grp_b, 0.0)
+        elif kind == "embedding":
+            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
+            d1[_AR] = q1[_AW]  # dY rows
+            d1[_WR] = d1[_WW] = q1[_AW] / precision.act_bytes * GRAD_ACC_BYTES  # fp32 grad rows
+            d1[_F] = q1[_AW] / precision.act_bytes  # one add per gradient element
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
+                    grp_b, 0.0)
+        else:
+            # elementwise / norm / softmax: 2× FLOPs, reads saved inputs and dY, writes dX
+            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
+            d0[_F], d1[_F] = 2 * q0[_F], 2 * q1[_F]
+            d0[_AR], d1[_AR] = q0[_AR] + q0[_AW], q1[_AR] + q1[_AW]
+            d0[_AW], d1[_AW] = q0[_AR], q1[_AR]
+            d0[_WR] = q0[_WR]
+            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
+                    grp_b, 0.0)
+    names += bn
+    kinds += bk
+    classes += bc
+    c0 = np.concatenate([c0, np.array(b0).T], axis=1)
+    c1 = np.concatenate([c1, np.array(b1).T], axis=1)
+    gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
+    params = np.concatenate([params, np.array(bp)])
+    grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
+    extra = len(loss.names)
+    is_layer = np.array([nm.startswith("layers.") for nm in fwd.names] + [False] * extra)
+    is_embed = np.array([nm.startswith("embed") for nm in fwd.names] + [False] * extra)
+    fwd_params = np.concatenate([fwd.params, loss.params])
+    # parameters per rank: MoE expert params are divided by ep above only in `params`
+    p_fwd = params[: len(fwd_params)]
+    layer_params = float(p_fwd[is_layer].sum())
+    embed_params = float(p_fwd[is_embed].sum())
+    head_params = float(p_fwd[~is_layer & ~is_embed].sum())
+    g = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
+              kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
+              params=np.concatenate([p_fwd, np.zeros(len(names) - len(p_fwd))]),
+              weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
+              fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
+              meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
+    return TrainingGraph(graph=g, group=grp, layer_params=layer_params,
+                         embed_params=embed_params, head_params=head_params, tp=tp,
+                         sequence_parallel=sp, seq_len=T)
+
+
+def _append(names: list[str], kinds: list[str], classes: list[str], c0: list[np.ndarray],
+            c1: list[np.ndarray], gemms: list[tuple[float, ...]], groups: list[int],
+            params: list[float], name: str, kind: str, cls: str, q0: np.ndarray,
+            q1: np.ndarray, gemm: tuple[float, ...], group: int, p: float) -> None:
+    names.append(name)
+    kinds.append(kind)
+    classes.append(cls)
+    c0.append(q0)
+    c1.append(q1)
+    gemms.append(tuple(float(x) for x in gemm))
+    groups.append(group)
+    params.append(p)

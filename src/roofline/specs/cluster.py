@@ -1,0 +1,222 @@
+"""Clusters: many devices joined by a fast scale-up domain and a slower scale-out network.
+
+A ``Cluster`` is a frozen value loaded from ``data/clusters/*.toml`` (every number with its
+source). ``rl.cluster("dgx-h100", nodes=128)`` gives 1024 H100s: 8 per node on NVLink/NVSwitch,
+one 400 Gb/s InfiniBand NIC per GPU between nodes.
+
+Bandwidths are per device and per direction (what one rank can push while receiving as much):
+``scale_up_bytes_per_s`` on the NVLink/ICI domain of ``scale_up_domain`` devices,
+``scale_out_bytes_per_s`` through the device's share of the node's NICs. Latencies are the
+per-step α of the α-β collective model (ops/collectives.py).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import SpecError, unknown
+from .hardware import Hardware
+from .hardware import hardware as resolve_hardware
+from .sourced import Provenance, read_quantity
+
+__all__ = ["Cluster", "cluster", "list_clusters", "parse_cluster", "load_cluster_file"]
+
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster:
+    """``nodes`` × ``devices_per_node`` identical devices and the links between them."""
+
+    key: str  #: zoo key, e.g. "dgx-h100"
+    name: str  #: human name
+    device: Hardware  #: the accelerator (from the hardware zoo)
+    nodes: int  #: number of nodes (servers, trays, TPU hosts)
+    devices_per_node: int  #: accelerators per node
+    scale_up_domain: int  #: devices joined by the scale-up fabric (8 for DGX, 72 for NVL72, a pod)
+    scale_up_bytes_per_s: float  #: scale-up bandwidth per device, per direction, bytes/s
+    scale_up_latency_s: float  #: α per collective step inside the scale-up domain, s
+    scale_out_bytes_per_s: float  #: scale-out (NIC) bandwidth per device, per direction, bytes/s
+    scale_out_latency_s: float  #: α per collective step across the scale-out network, s
+    node_overhead_w: float = 0.0  #: node power beyond the accelerators (CPUs, NICs, fans), W
+    max_nodes: int | None = None  #: largest published configuration (None: unbounded)
+    aliases: tuple[str, ...] = ()
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+    origin: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("nodes", "devices_per_node", "scale_up_domain"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SpecError(f"cluster {self.key!r}: {f} must be a positive integer, got {v!r}")
+        for f in ("scale_up_bytes_per_s", "scale_out_bytes_per_s"):
+            v = getattr(self, f)
+            if not (v > 0 and math.isfinite(v)):
+                raise SpecError(f"cluster {self.key!r}: {f} must be > 0, got {v!r}")
+        for f in ("scale_up_latency_s", "scale_out_latency_s", "node_overhead_w"):
+            v = getattr(self, f)
+            if not (v >= 0 and math.isfinite(v)):
+                raise SpecError(f"cluster {self.key!r}: {f} must be >= 0, got {v!r}")
+        if self.scale_up_domain < self.devices_per_node or \
+                self.scale_up_domain % self.devices_per_node:
+            raise SpecError(f"cluster {self.key!r}: scale_up_domain={self.scale_up_domain} must "
+                            f"be a multiple of devices_per_node={self.devices_per_node}")
+        if self.max_nodes is not None and self.nodes > self.max_nodes:
+            raise SpecError(f"cluster {self.key!r}: nodes={self.nodes} exceeds the largest "
+                            f"published configuration ({self.max_nodes} nodes)")
+        object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    @property
+    def devices(self) -> int:
+        """Total accelerators."""
+        return self.nodes * self.devices_per_node
+
+    @property
+    def domain(self) -> int:
+        """Devices one scale-up domain really holds in this cluster (capped by its size)."""
+        return min(self.scale_up_domain, self.devices)
+
+    def with_nodes(self, nodes: int) -> Cluster:
+        return replace(self, nodes=nodes)
+
+    def __repr__(self) -> str:
+        return f"Cluster({self.key!r}, nodes={self.nodes})"
+
+    def __str__(self) -> str:
+        return (f"{self.name}: {self.nodes} × {self.devices_per_node} {self.device.name} = "
+                f"{self.devices} devices; scale-up {self.scale_up_bytes_per_s / 1e9:.4g} GB/s per "
+                f"device over {self.scale_up_domain}, scale-out "
+                f"{self.scale_out_bytes_per_s / 1e9:.4g} GB/s per device")
+
+
+_TOP = {"schema", "key", "name", "aliases", "device", "devices_per_node", "scale_up_domain",
+        "max_nodes", "sources", "scale_up", "scale_out", "power", "notes"}
+
+
+def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int = 1) -> Cluster:
+    """Build a Cluster from a parsed TOML document (every number needs a source)."""
+    extra = set(doc) - _TOP
+    if extra:
+        raise SpecError(f"{origin}: unknown top-level keys {sorted(extra)}; allowed: "
+                        f"{', '.join(sorted(_TOP))}")
+    if doc.get("schema", 1) != 1:
+        raise SpecError(f"{origin}: schema={doc.get('schema')!r}; this roofline reads schema 1")
+    for req in ("key", "name", "device"):
+        if not isinstance(doc.get(req), str) or not doc[req]:
+            raise SpecError(f"{origin}: '{req}' is required and must be a non-empty string")
+    if not _KEY_RE.match(doc["key"]):
+        raise SpecError(f"{origin}: key={doc['key']!r} must be lowercase letters, digits, '.', '-'")
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict):
+        raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
+    prov: dict[str, Provenance] = {}
+
+    def q(raw: Any, fld: str, dim: str) -> float:
+        v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin)
+        prov[fld] = p
+        return v
+
+    def count(fld: str) -> int:
+        raw = doc.get(fld)
+        if raw is None:
+            raise SpecError(f"{origin}: '{fld}' is required")
+        v = q(raw, fld, "ratio")
+        if v != int(v) or v < 1:
+            raise SpecError(f"{origin}: {fld} must be a positive integer, got {v!r}")
+        return int(v)
+
+    links: dict[str, tuple[float, float]] = {}
+    for lk in ("scale_up", "scale_out"):
+        raw = doc.get(lk)
+        if not isinstance(raw, dict) or "bandwidth" not in raw or "latency" not in raw:
+            raise SpecError(f"{origin}: [{lk}] needs 'bandwidth' (per device, per direction) and "
+                            "'latency'")
+        links[lk] = (q(raw["bandwidth"], f"{lk}.bandwidth", "bandwidth"),
+                     q(raw["latency"], f"{lk}.latency", "time"))
+    power = doc.get("power") or {}
+    overhead = q(power["node_overhead"], "power.node_overhead", "power") \
+        if "node_overhead" in power else 0.0
+    dpn = count("devices_per_node")
+    dom = count("scale_up_domain") if "scale_up_domain" in doc else dpn
+    max_nodes = count("max_nodes") if "max_nodes" in doc else None
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise SpecError(f"{origin}: aliases must be a list of strings")
+    return Cluster(
+        key=doc["key"], name=doc["name"], device=resolve_hardware(doc["device"]), nodes=nodes,
+        devices_per_node=dpn, scale_up_domain=dom, scale_up_bytes_per_s=links["scale_up"][0],
+        scale_up_latency_s=links["scale_up"][1], scale_out_bytes_per_s=links["scale_out"][0],
+        scale_out_latency_s=links["scale_out"][1], node_overhead_w=overhead, max_nodes=max_nodes,
+        aliases=tuple(aliases), provenance=prov, origin=origin)
+
+
+def load_cluster_file(path: str | os.PathLike[str], *, nodes: int = 1) -> Cluster:
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SpecError(f"cannot read cluster file {str(p)!r}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"cluster file {str(p)!r} is not valid TOML: {e}") from None
+    return parse_cluster(doc, origin=str(p), nodes=nodes)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+@lru_cache(maxsize=1)
+def _zoo() -> tuple[dict[str, Cluster], dict[str, str]]:
+    root = Path(str(resources.files("roofline") / "data" / "clusters"))
+    by_key: dict[str, Cluster] = {}
+    alias: dict[str, str] = {}
+    for path in sorted(root.glob("*.toml")):
+        c = load_cluster_file(path)
+        if c.key != path.stem:
+            raise SpecError(f"cluster zoo file {path.name}: key {c.key!r} must equal the file name")
+        by_key[c.key] = c
+        for a in (c.key, c.name, *c.aliases):
+            n = _norm(a)
+            if alias.get(n, c.key) != c.key:
+                raise SpecError(f"cluster zoo: alias {a!r} names both {alias[n]!r} and {c.key!r}")
+            alias[n] = c.key
+    return by_key, alias
+
+
+def list_clusters() -> list[str]:
+    """Cluster zoo keys, sorted."""
+    return sorted(_zoo()[0])
+
+
+def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) -> Cluster:
+    """A Cluster from a zoo name/alias (case-insensitive), a TOML path, or a Cluster.
+
+    ``nodes`` sets the number of nodes (default 1 for a zoo/file cluster; unchanged for a
+    Cluster passed in).
+    """
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
+        raise SpecError(f"nodes must be a positive integer, got {nodes!r}")
+    if isinstance(spec, Cluster):
+        return spec if nodes is None else spec.with_nodes(nodes)
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
+        return load_cluster_file(spec, nodes=nodes or 1)
+    if not isinstance(spec, str):
+        raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
+                        f"{type(spec).__name__}")
+    by_key, alias = _zoo()
+    key = alias.get(_norm(spec))
+    if key is None:
+        names = list(by_key) + [a for c in by_key.values() for a in c.aliases]
+        raise unknown("cluster", spec, names)
+    base = by_key[key]
+    return base.with_nodes(nodes or 1)
