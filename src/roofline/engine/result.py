@@ -110,8 +110,10 @@ class Result:
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
                "decode" else ""),
-            f"  work            {self.flops / 1e9:,.4g} GFLOP (2 FLOPs per multiply-add), "
-            f"{fmt_bytes(self.bytes)} moved",
+            f"  work            {self.flops / 1e9:,.4g} GFLOP ("
+            + ("mlsysim's zoo figure: MACs for CNNs, 2 × params per token for LLMs"
+               if self.preset == "mlsysim" else "2 FLOPs per multiply-add")
+            + f"), {fmt_bytes(self.bytes)} moved",
             f"  intensity       {self.arithmetic_intensity:,.4g} FLOP/B vs ridge "
             f"{self.ridge_point:,.4g} (effective {self.ridge_point_effective:,.4g})",
             f"  utilisation     MFU {self.mfu:.2%}, MBU {self.mbu:.2%}",

@@ -13,9 +13,11 @@ from ..engine.presets import check_preset, efficiency_for
 from ..engine.solve import check_batch, solve
 from ..engine.table import Table
 from ..errors import SpecError
-from ..graphs.model import Model, model as resolve_model
+from ..graphs.model import Model
+from ..graphs.model import model as resolve_model
 from ..specs.dtypes import precision as make_precision
-from ..specs.hardware import Hardware, hardware as resolve_hardware
+from ..specs.hardware import Hardware
+from ..specs.hardware import hardware as resolve_hardware
 
 __all__ = ["sweep", "Sweep"]
 
@@ -23,9 +25,10 @@ __all__ = ["sweep", "Sweep"]
 class Sweep:
     """The sweep table plus crossover detection."""
 
-    def __init__(self, table: Table, model_name: str) -> None:
+    def __init__(self, table: Table, model_name: str, preset: str = "default") -> None:
         self.table = table
         self.model = model_name
+        self.preset = preset  #: the preset every row was priced with
 
     def __len__(self) -> int:
         return len(self.table)
@@ -62,7 +65,8 @@ class Sweep:
         body = self.table.to_string(cols, max_rows=60)
         cross = ", ".join(f"{k}: {v if v is not None else 'never'}"
                           for k, v in self.crossover().items())
-        return f"{self.model} sweep\n{body}\ncompute-bound from batch — {cross}"
+        return (f"{self.model} sweep (preset {self.preset})\n{body}\n"
+                f"compute-bound from batch — {cross}")
 
 
 def _as_list(x: Any) -> list[Any]:
@@ -166,7 +170,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     cols["batch"] = cols["batch"].astype(np.int64)
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
-    return Sweep(table, m.name)
+    return Sweep(table, m.name, preset)
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:
