@@ -13,8 +13,6 @@ data/presets/serving.toml were fitted once across exactly these cases; the fit r
 
 import math
 
-import pytest
-
 import roofline as rl
 
 THROUGHPUT = [  # model, hw, dtype, batch, tp, input, output, measured out tok/s per GPU
@@ -34,7 +32,8 @@ FIRST_TOKEN = [  # model, hw, dtype, tp, input, measured first-token latency (s)
     ("llama-2-7b", "H100", "fp8", 1, 128, 7e-3), ("llama-2-7b", "H100", "fp8", 1, 2048, 36e-3),
     ("llama-2-70b", "H100", "fp8", 4, 128, 26e-3), ("llama-2-70b", "H100", "fp8", 4, 2048, 109e-3),
     ("llama-2-7b", "A100", "fp16", 1, 128, 16e-3), ("llama-2-7b", "A100", "fp16", 1, 2048, 133e-3),
-    ("llama-2-70b", "A100", "fp16", 4, 128, 47e-3), ("llama-2-70b", "A100", "fp16", 4, 2048, 377e-3),
+    ("llama-2-70b", "A100", "fp16", 4, 128, 47e-3),
+    ("llama-2-70b", "A100", "fp16", 4, 2048, 377e-3),
 ]
 
 
@@ -79,5 +78,5 @@ def test_validation_doc_lists_every_case():
     from pathlib import Path
 
     doc = (Path(__file__).parents[1] / "docs" / "validation" / "serving.md").read_text()
-    for c, ours, meas in predictions():
+    for c, _, _ in predictions():
         assert c in doc, c

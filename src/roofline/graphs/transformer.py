@@ -73,7 +73,8 @@ class TransformerConfig:
     # -- mixture of experts, DeepSeek style
     moe_d_ff: int = 0  #: routed-expert MLP width (0: d_ff)
     n_shared_experts: int = 0  #: always-on experts of width moe_d_ff each (DeepSeek, Qwen-MoE)
-    first_dense_layers: int = 0  #: first k layers use a dense MLP of width d_ff (first_k_dense_replace)
+    #: first k layers use a dense MLP of width d_ff (first_k_dense_replace)
+    first_dense_layers: int = 0
     router_bias: bool = False  #: per-expert score-correction bias (DeepSeek-V3 noaux_tc)
     # -- multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on
     q_lora_rank: int = 0  #: query down-projection rank (0: a plain [D, N·(nope+rope)] q_proj)
@@ -102,7 +103,7 @@ class TransformerConfig:
 
     @property
     def mla(self) -> bool:
-        """Multi-head latent attention (DeepSeek): a latent of kv_lora_rank + rope dims is cached."""
+        """Multi-head latent attention (DeepSeek): kv_lora_rank + rope dims cached per token."""
         return self.kv_lora_rank > 0
 
     def layer_window(self, i: int) -> int | None:
@@ -296,7 +297,8 @@ def transformer_graph(
     if phase not in PHASES:
         raise SpecError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
     if cfg.arch != "decoder" and phase != "forward":
-        raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', got {phase!r}")
+        raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', "
+                        f"got {phase!r}")
     D, L, N, K, H, F, V = (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
                            cfg.d_ff, cfg.vocab)
     if cfg.arch == "vision":

@@ -143,7 +143,7 @@ def shard_config(cfg: TransformerConfig, tp: int = 1, pp: int = 1) -> Transforme
     else:
         raise SpecError(f"tp={tp} and num_key_value_heads={K} of {cfg.name}: tp must divide K "
                         f"(split KV heads) or be a multiple of it (replicate them); allowed tp: "
-                        f"{', '.join(str(t) for t in range(1, N + 1) if N % t == 0 and (K % t == 0 or t % K == 0))}")
+                        f"{', '.join(str(t) for t in _allowed_tp(N, K))}")
     for nm, width in (("intermediate_size", cfg.d_ff), ("moe_intermediate_size", cfg.moe_d_ff)):
         if width and width % tp:
             raise SpecError(f"tp={tp} must divide {nm}={width} of {cfg.name}")
@@ -153,6 +153,10 @@ def shard_config(cfg: TransformerConfig, tp: int = 1, pp: int = 1) -> Transforme
                    moe_d_ff=cfg.moe_d_ff // tp, vocab=-(-cfg.vocab // tp),
                    n_layers=-(-cfg.n_layers // pp),
                    first_dense_layers=min(cfg.first_dense_layers, -(-cfg.n_layers // pp)))
+
+
+def _allowed_tp(N: int, K: int) -> list[int]:
+    return [t for t in range(1, N + 1) if N % t == 0 and (K % t == 0 or t % K == 0)]
 
 
 # -- compression -------------------------------------------------------------------------------

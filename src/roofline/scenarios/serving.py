@@ -198,6 +198,23 @@ def _p2p(nbytes: float, pp: int, hw: Hardware) -> float:
     return (pp - 1) * collectives.send_recv(nbytes, bw, lat)
 
 
+_PREC: dict[tuple[Any, ...], Precision] = {}
+
+
+def _precision(spec: Any, kv: Any, weights: Any, group_size: Any) -> Precision:
+    """make_precision, memoised for string specs (a serve call is ~tens of µs)."""
+    key = (spec, kv, weights, group_size)
+    try:
+        hit = _PREC.get(key)
+    except TypeError:  # unhashable spec: no cache
+        hit = None
+    if hit is None:
+        hit = make_precision(spec, kv=kv, weights=weights, group_size=group_size)
+        if len(_PREC) < 1024:
+            _PREC[key] = hit
+    return hit
+
+
 def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
     nan = math.nan
     return ServeResult(**base, ttft=nan, tpot=nan, e2e_latency=nan, tokens_per_s=0.0,
@@ -236,16 +253,16 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     cfg = m.config
     if cfg is None or cfg.arch != "decoder":
         raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
-    p = make_precision(precision, kv=kv_precision, weights=weight_precision,
-                       group_size=group_size)
+    p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
     if pc >= P:
         raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
     factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
     hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
     base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
-                "batch": B, "prompt_len": P, "output_len": n, "precision": p.label, "preset": preset,
-                "engine": factors.name, "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2)}
+                "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
+                "preset": preset, "engine": factors.name, "tp": tp, "pp": pp,
+                "devices": tp * pp * (1 if hw_d is hw else 2)}
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
