@@ -1,0 +1,682 @@
+"""Import an ONNX file: shapes from ``onnx.shape_inference``, ops through the formula registry.
+
+Nothing in the file is executed: the graph is read with ``onnx.load`` (external weight data is
+never loaded: weights are needed only for their shapes) and shapes come from ONNX's own shape
+inference with data propagation. Each node becomes one ``OpRecord`` or an ``UnsupportedOp``.
+
+Policies (what a graph-optimising runtime such as ONNX Runtime runs, not the literal node list):
+* constant subgraphs (computed only from initializers, constants and tensor shapes: weight
+  transposes, shape arithmetic, causal-mask construction) are folded: free;
+* Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout and SequenceAt are free (metadata);
+  Transpose, Concat, Split, Slice, Expand, Tile, Pad, Gather on activations are copies;
+* MatMul by a weight followed by an Add of a 1-D weight is one linear layer with bias;
+* attention: the opset-23 ``Attention`` op, or MatMul → [scale/mask elementwise] → Softmax →
+  MatMul, is one fused attention op (causal when the mask derives from a ``Trilu``); layout ops
+  (Transpose, Reshape, Split, scalar scaling) that only feed it or only consume its output are
+  absorbed into it, as the fused kernel reads and writes strided tensors.
+
+Batch: a symbolic first dimension of the inputs is the batch; shapes are inferred at batch b,
+2b and 3b and the costs fitted affine, as for PyTorch modules. Another symbolic dimension
+needs a value (``dims={"name": n}``) or is the sequence (``seq_dim="name"``, then the model
+takes ``seq_len=``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImportGraphError, SpecError, require_extra
+from ._import_common import (
+    Bytes,
+    ImportedModel,
+    OpRecord,
+    Trace,
+    UnsupportedOp,
+    dedupe_names,
+    imported_model,
+)
+
+__all__ = ["from_onnx"]
+
+_ELEMENTWISE = {
+    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu", "Sigmoid": "sigmoid",
+    "Tanh": "tanh", "Exp": "exp", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs", "Pow": "pow",
+    "Where": "where", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
+    "Reciprocal": "div", "Erf": "exp", "Log": "exp", "Sin": "exp", "Cos": "exp",
+    "Softplus": "exp", "Equal": "mask", "Less": "mask", "Greater": "mask",
+    "LessOrEqual": "mask", "GreaterOrEqual": "mask", "Not": "mask", "And": "mask",
+    "Or": "mask", "Max": "mask", "Min": "mask", "Trilu": "mask", "Floor": "abs",
+    "Ceil": "abs", "Round": "abs", "Sign": "abs", "Cast": "cast", "CastLike": "cast",
+    "LeakyRelu": "clamp", "Clip": "clamp", "Swish": "silu", "Gelu": "gelu_erf",
+}
+_FREE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "SequenceAt",
+         "Shape", "Size", "Constant"}
+_COPY = {"Transpose", "Concat", "Slice", "Expand", "Tile", "Pad", "Gather", "GatherElements",
+         "GatherND", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth"}
+_SPLIT = {"Split", "SplitToSequence"}
+_LAYOUT = {"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Split",
+           "SplitToSequence", "SequenceAt", "Cast"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin",
+           "ReduceProd", "ReduceL1", "ReduceSumSquare", "GlobalAveragePool", "GlobalMaxPool"}
+_NORMS = {"BatchNormalization": "batchnorm", "LayerNormalization": "layernorm",
+          "GroupNormalization": "groupnorm", "InstanceNormalization": "groupnorm",
+          "RMSNormalization": "rmsnorm", "SimplifiedLayerNormalization": "rmsnorm"}
+_SCORE_CHAIN = {"Add", "Sub", "Mul", "Div", "Where", "Cast"}
+_SMALL_INIT = 4096  #: initializers up to this many elements keep their data for inference
+
+
+class _Graph:
+    """The parsed graph: nodes, producers/consumers, initializers, constant/shape values."""
+
+    def __init__(self, onnx: Any, mp: Any) -> None:
+        g = mp.graph
+        self.onnx, self.mp = onnx, mp
+        self.nodes = list(g.node)
+        self.inits = {t.name: t for t in g.initializer}
+        self.producer: dict[str, int] = {}
+        self.consumers: dict[str, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for o in n.output:
+                self.producer[o] = i
+            for x in n.input:
+                if x:
+                    self.consumers.setdefault(x, []).append(i)
+        self.graph_outputs = {o.name for o in g.output}
+        # static: initializers, constants and values computed from them and from shapes
+        self.static: set[str] = set(self.inits)
+        self.worigin: dict[str, str] = {k: k for k in self.inits}  #: value -> initializer
+        for n in self.nodes:
+            ins = [x for x in n.input if x]
+            if n.op_type == "CastLike":
+                ins = ins[:1]  # the second input only gives the element type
+            if n.op_type in ("Constant", "Shape", "Size") or (
+                    ins and all(x in self.static for x in ins)):
+                self.static.update(n.output)
+                # a value computed from a weight (its transpose, the gathered position rows)
+                # is that weight's: the op reading it reads weight bytes
+                src = next((x for x in ins if x in self.worigin), None)
+                if src is not None and n.op_type not in ("Shape", "Size"):
+                    for o in n.output:
+                        self.worigin[o] = self.worigin[src]
+
+    def scope(self, i: int, short: str) -> str:
+        """The module path PyTorch's dynamo exporter recorded for node i: the path alone inside
+        a built-in ``torch.nn`` leaf module (``layer1.0.conv1``), else ``path.short``
+        (``h.0.add``); the node name for files without that metadata."""
+        import ast
+
+        n = self.nodes[i]
+        props = {p.key: p.value for p in n.metadata_props}
+        try:
+            scopes = ast.literal_eval(props.get("pkg.torch.onnx.name_scopes", "[]"))
+            classes = ast.literal_eval(props.get("pkg.torch.onnx.class_hierarchy", "[]"))
+        except (ValueError, SyntaxError):
+            scopes, classes = [], []
+        mods = [s for s in scopes[:-1] if s]
+        if not mods:
+            return short if scopes else (n.name or f"{n.op_type}_{i}")
+        leaf = len(classes) >= 2 and str(classes[-2]).startswith("torch.nn.modules.")
+        return str(mods[-1]) if leaf else f"{mods[-1]}.{short}"
+
+    def data_consumers(self, value: str) -> list[int]:
+        """Consumers that read the value's data (not Shape/Size, not CastLike's type input)."""
+        out = []
+        for c in self.consumers.get(value, []):
+            n = self.nodes[c]
+            if n.op_type in ("Shape", "Size") or n.op_type == "CastLike" and \
+                    n.input[0] != value:
+                continue
+            out.append(c)
+        return out
+
+    def single_consumer(self, value: str) -> int | None:
+        c = self.consumers.get(value, [])
+        return c[0] if len(c) == 1 and value not in self.graph_outputs else None
+
+    def has_ancestor(self, value: str, op: str, depth: int = 40) -> bool:
+        seen, todo = set(), [value]
+        while todo and depth > 0:
+            v = todo.pop()
+            i = self.producer.get(v)
+            if i is None or i in seen:
+                continue
+            seen.add(i)
+            depth -= 1
+            if self.nodes[i].op_type == op:
+                return True
+            todo.extend(x for x in self.nodes[i].input if x)
+        return False
+
+
+def _attr(node: Any, name: str, default: Any = None) -> Any:
+    import onnx
+
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+class _Fusions:
+    """Fused attention (op or pattern), absorbed layout ops, MatMul + bias Add."""
+
+    def __init__(self, G: _Graph) -> None:
+        self.G = G
+        self.absorbed: set[int] = set()
+        #: node index -> (q, k-or-kᵀ, v, out, causal, mask values, k transposed, member nodes)
+        self.attn: dict[int, dict[str, Any]] = {}
+        self.bias_add: dict[int, int] = {}  #: MatMul index -> its bias Add index
+        nodes = G.nodes
+        for i, n in enumerate(nodes):
+            if n.op_type == "Softmax":
+                self._softmax_pattern(i)
+            elif n.op_type == "Attention" and n.domain in ("", "ai.onnx"):
+                mask = [n.input[3]] if len(n.input) > 3 and n.input[3] else []
+                self.attn[i] = dict(q=n.input[0], k=n.input[1], v=n.input[2], out=n.output[0],
+                                    causal=bool(_attr(n, "is_causal", 0)), masks=mask,
+                                    k_t=False, members=[i], node=n)
+        for i, a in self.attn.items():
+            self._absorb_layout(i, a)
+        for i, n in enumerate(nodes):
+            if n.op_type == "MatMul" and i not in self.absorbed and n.input[1] in G.worigin:
+                c = G.single_consumer(n.output[0])
+                if c is not None and nodes[c].op_type == "Add":
+                    other = [x for x in nodes[c].input if x != n.output[0]]
+                    if len(other) == 1 and other[0] in G.worigin:
+                        self.bias_add[i] = c
+                        self.absorbed.add(c)
+
+    def _softmax_pattern(self, s: int) -> None:
+        G, nodes = self.G, self.G.nodes
+        chain, masks = [s], []
+        v = nodes[s].input[0]
+        while True:
+            p = G.producer.get(v)
+            if p is None or G.single_consumer(v) is None:
+                return
+            n = nodes[p]
+            if n.op_type == "MatMul":
+                break
+            if n.op_type not in _SCORE_CHAIN:
+                return
+            dyn = [x for x in n.input if x and x not in G.static]
+            if n.op_type == "Where":  # Where(cond, scores, fill): scores is the dynamic one
+                dyn = [x for x in n.input[1:] if x and x not in G.static][:1] or dyn
+            if not dyn:
+                return
+            masks += [x for x in n.input if x and x != dyn[0]]
+            chain.append(p)
+            v = dyn[0]
+        m1 = p
+        c = G.single_consumer(nodes[s].output[0])
+        if c is None or nodes[c].op_type != "MatMul" or nodes[c].input[0] != nodes[s].output[0]:
+            return
+        causal = any(G.has_ancestor(x, "Trilu") for x in masks)
+        members = [m1, *chain, c]
+        self.attn[c] = dict(q=nodes[m1].input[0], k=nodes[m1].input[1], v=nodes[c].input[1],
+                            out=nodes[c].output[0], causal=causal,
+                            masks=[x for x in masks if x not in G.static or not causal],
+                            k_t=True, members=members, node=nodes[c])
+        self.absorbed.update(x for x in members if x != c)
+
+    def _absorb_layout(self, i: int, a: dict[str, Any]) -> None:
+        G, nodes = self.G, self.G.nodes
+        mine = set(a["members"])
+        frontier = [a["q"], a["k"], a["v"]]
+        changed = True
+        while changed:
+            changed = False
+            for v in list(frontier):
+                p = G.producer.get(v)
+                if p is None or p in mine or p in self.absorbed:
+                    continue
+                n = nodes[p]
+                scalar_scale = n.op_type in ("Mul", "Div") and any(
+                    x in G.static for x in n.input[1:])
+                if n.op_type not in _LAYOUT and not scalar_scale:
+                    continue
+                if v in G.static:
+                    continue
+                outs_ok = all(all(c in mine for c in G.data_consumers(o))
+                              and o not in G.graph_outputs for o in n.output)
+                if outs_ok:
+                    mine.add(p)
+                    frontier.append(n.input[0])
+                    changed = True
+        v = a["out"]
+        while True:
+            c = G.single_consumer(v)
+            if c is None or nodes[c].op_type not in ("Transpose", "Reshape", "Identity",
+                                                     "Flatten", "Squeeze", "Unsqueeze"):
+                break
+            mine.add(c)
+            v = nodes[c].output[0]
+        mine.discard(i)
+        self.absorbed.update(mine)
+
+
+def _dims(vi: Any) -> tuple[list[int | str], int]:
+    t = vi.type.tensor_type
+    dims: list[int | str] = []
+    for d in t.shape.dim:
+        dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
+    return dims, t.elem_type
+
+
+def _load(path: Path) -> tuple[Any, Any]:
+    onnx = require_extra("onnx", "onnx", "Importing an ONNX file")
+    if not path.exists():
+        raise ImportGraphError(f"ONNX file {str(path)!r} does not exist")
+    try:
+        mp = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - protobuf raises several types
+        raise ImportGraphError(f"{str(path)!r} does not parse as an ONNX model: "
+                               f"{type(e).__name__}: {e}") from None
+    if not mp.graph.node:
+        raise ImportGraphError(f"{str(path)!r} holds no ONNX graph nodes (not an ONNX model?)")
+    return onnx, mp
+
+
+def _skeleton(onnx: Any, mp: Any) -> Any:
+    """The model without large weight data: big initializers become typed graph inputs."""
+    sk = onnx.ModelProto()
+    sk.ir_version = mp.ir_version
+    sk.opset_import.extend(mp.opset_import)
+    sk.functions.extend(mp.functions)
+    g = sk.graph
+    g.name = mp.graph.name
+    g.node.extend(mp.graph.node)
+    g.output.extend(mp.graph.output)
+    g.value_info.extend(mp.graph.value_info)  # the exporter's shapes seed inference
+    init_names = {t.name for t in mp.graph.initializer}
+    g.input.extend(i for i in mp.graph.input if i.name not in init_names)
+    for t in mp.graph.initializer:
+        n = math.prod(t.dims)
+        external = t.data_location == onnx.TensorProto.EXTERNAL
+        if n <= _SMALL_INIT and not external:
+            g.initializer.append(t)
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return sk
+
+
+def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
+              seq_dim: str | None = None, seq_len: int | None = None, name: str | None = None,
+              keep_views: bool = False) -> ImportedModel:
+    """A Model from an ONNX file (shapes by ONNX shape inference; the file is only parsed).
+
+    ``dims``: values for symbolic input dimensions other than the batch. ``seq_dim``: the
+    symbolic dimension that is the sequence length; the model then takes ``seq_len=`` (default
+    ``seq_len`` given here). ``keep_views=True`` keeps free ops in the graph as kind "view".
+    """
+    path = Path(path)
+    onnx, mp = _load(path)
+    fixed = dict(dims or {})
+    G = _Graph(onnx, mp)
+    F = _Fusions(G)
+    inputs = [i for i in mp.graph.input if i.name not in G.inits]
+    if not inputs:
+        raise ImportGraphError(f"{str(path)!r} has no graph inputs besides its weights")
+    first, _ = _dims(inputs[0])
+    if not first:
+        raise ImportGraphError(f"input {inputs[0].name!r} is a scalar: its first dimension "
+                               "must be the batch")
+    batch_sym = first[0] if isinstance(first[0], str) else None
+    batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[0])
+    unresolved = []
+    for i in inputs:
+        d, _ = _dims(i)
+        for ax, v in enumerate(d):
+            if isinstance(v, str) and v != batch_sym and v != seq_dim and v not in fixed:
+                unresolved.append(f"{i.name}[{ax}]={v!r}")
+    if unresolved:
+        raise ImportGraphError(
+            f"{str(path)!r}: unresolvable input shapes: symbolic dimension(s) "
+            f"{', '.join(unresolved)}; pass dims={{'name': value}} (or seq_dim='name' with "
+            "seq_len= for the sequence length)")
+    if seq_dim is not None and (seq_len is None or seq_len < 1):
+        raise SpecError(f"seq_dim={seq_dim!r} needs seq_len= (a positive example length)")
+    seq0 = seq_len if seq_dim is not None else None
+    skeleton = _skeleton(onnx, mp)
+    module_params = sum(math.prod(t.dims) for t in mp.graph.initializer
+                        if math.prod(t.dims) > 1)
+    label = name or path.stem
+
+    def trace(batch: int, seq: int | None) -> Trace:
+        values = dict(fixed)
+        if seq_dim is not None:
+            values[seq_dim] = seq if seq is not None else seq0
+        sk = onnx.ModelProto()
+        sk.CopyFrom(skeleton)
+        for inp in sk.graph.input:
+            if inp.name in G.inits:
+                continue
+            for ax, d in enumerate(inp.type.tensor_type.shape.dim):
+                if ax == 0 and (batch_sym is not None and d.dim_param == batch_sym or
+                                batch_sym is None):
+                    d.dim_value = batch
+                elif d.dim_param in values:
+                    d.dim_value = int(values[d.dim_param])
+        known = {**values, **({batch_sym: batch} if batch_sym else {})}
+        for vi in sk.graph.value_info:
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param"):
+                    if d.dim_param in known:
+                        d.dim_value = int(known[d.dim_param])
+                    else:
+                        d.ClearField("dim_param")  # an expression: left to inference
+        try:
+            inferred = onnx.shape_inference.infer_shapes(sk, strict_mode=True, data_prop=True)
+        except Exception as e:  # noqa: BLE001 - onnx raises InferenceError and others
+            raise ImportGraphError(f"{str(path)!r}: ONNX shape inference failed at batch "
+                                   f"{batch}: {str(e).splitlines()[0]}") from None
+        shapes: dict[str, tuple[list[int | str], int]] = {}
+        values[batch_sym or ""] = batch
+        # the file's own value_info (exporters write it) fills what inference cannot resolve
+        for vi in (*mp.graph.value_info, *inferred.graph.input, *inferred.graph.value_info,
+                   *inferred.graph.output):
+            d, et = _dims(vi)
+            d = [values.get(x, x) if isinstance(x, str) else x for x in d]
+            old = shapes.get(vi.name)
+            if old is None or all(isinstance(x, int) for x in d) or not old[0]:
+                shapes[vi.name] = (d, et or (old[1] if old else 0))
+        for t in mp.graph.initializer:
+            shapes[t.name] = (list(t.dims), t.data_type)
+        return _walk(G, F, shapes, batch, keep_views, module_params)
+
+    return imported_model(key=label, name=label, how="onnx", trace=trace, batch0=batch0,
+                          seq_len0=seq0)
+
+
+def _walk(G: _Graph, F: _Fusions, shapes: dict[str, tuple[list[int | str], int]], batch: int,
+          keep_views: bool, module_params: int) -> Trace:
+    import onnx
+
+    counted: set[str] = set()
+    names: list[str] = []
+    recs: list[OpRecord] = []
+    unsupported: list[UnsupportedOp] = []
+    views: list[tuple[str, str]] = []
+
+    def shape(v: str) -> list[int]:
+        d = shapes.get(v)
+        if d is None or any(not isinstance(x, int) for x in d[0]):
+            raise _Unresolved(v)
+        return [int(x) for x in d[0]]
+
+    def itemsize(v: str) -> float:
+        d = shapes.get(v)
+        if d is None or not d[1]:
+            return 4.0
+        return float(onnx.helper.tensor_dtype_to_np_dtype(d[1]).itemsize)
+
+    def numel(v: str) -> int:
+        return int(math.prod(shape(v)))
+
+    def is_float(v: str) -> bool:
+        d = shapes.get(v)
+        return d is not None and d[1] in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                          onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+
+    def take(*vs: str) -> int:
+        n = 0
+        for v in vs:
+            w = G.worigin.get(v) if v else None
+            if w is not None and w not in counted and w in G.inits:
+                counted.add(w)
+                k = int(math.prod(G.inits[w].dims))
+                n += k if k > 1 else 0
+        return n
+
+    for i, node in enumerate(G.nodes):
+        op = node.op_type
+        label = G.scope(i, "attention" if i in F.attn else op.lower())
+        if i in F.absorbed:
+            views.append((label, f"onnx:{op} (fused)"))
+            continue
+        if all(o in G.static for o in node.output) or op in _FREE:
+            views.append((label, f"onnx:{op}"))
+            continue
+        try:
+            got = _node(G, F, i, node, shape, numel, itemsize, is_float, take)
+        except _Unresolved as e:
+            raise ImportGraphError(f"unresolvable shapes: ONNX shape inference gave no concrete "
+                                   f"shape for {e.args[0]!r}, input of node {node.name!r} "
+                                   f"({op}); pass dims= for the symbolic dimensions") from None
+        except SpecError as e:
+            got = f"the formula refused these shapes: {e}"
+        if isinstance(got, list):
+            for kind, shp, params, extra, fixed in got:
+                names.append(label)
+                recs.append(OpRecord(name=label, kind=kind, source=f"onnx:{op}", shape=shp,
+                                     params=params, extra_act_read=extra, act_fixed_bytes=fixed))
+            continue
+        ins = tuple(tuple(shape(x)) if x in shapes else () for x in node.input if x)
+        outs = tuple(tuple(shape(x)) if x in shapes else () for x in node.output if x)
+        el = sum(math.prod(s) for s in ins + outs)
+        by = sum(math.prod(shape(x)) * itemsize(x) for x in [*node.input, *node.output]
+                 if x and x in shapes)
+        unsupported.append(UnsupportedOp(name=label, op=f"onnx:{op}" + (
+            f" ({node.domain})" if node.domain else ""), input_shapes=ins, output_shapes=outs,
+            elements=int(el), bytes=float(by), reason=got or "no formula for this op"))
+    final = dedupe_names(names)
+    records = [OpRecord(name=n, kind=r.kind, source=r.source, shape=r.shape, params=r.params,
+                        extra_act_read=r.extra_act_read, act_fixed_bytes=r.act_fixed_bytes)
+               for n, r in zip(final, recs)]
+    if keep_views:
+        vnames = dedupe_names([r.name for r in records] + [f"{p}.view" for p, _ in views])
+        records += [OpRecord(name=n, kind="view", source=op, shape={})
+                    for n, (_, op) in zip(vnames[len(records):], views)]
+    return Trace(batch=batch, records=records, unsupported=unsupported, n_views=len(views),
+                 view_names=views, module_params=module_params)
+
+
+class _Unresolved(Exception):
+    pass
+
+
+_Rec = tuple[str, dict[str, Any], int, float, "float | None"]
+
+
+def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, itemsize: Any,
+          is_float: Any, take: Any) -> list[_Rec] | str | None:
+    op = node.op_type
+    ins = list(node.input)
+    out = node.output[0] if node.output else ""
+    if node.domain not in ("", "ai.onnx"):
+        return f"custom-domain op ({node.domain}) has no formula"
+    fixed = None if not out or is_float(out) else itemsize(out)
+    if i in F.attn:
+        return _attention(F.attn[i], shape, numel)
+    if op == "Conv":
+        x, w = shape(ins[0]), shape(ins[1])
+        b = ins[2] if len(ins) > 2 and ins[2] else ""
+        if len(x) not in (3, 4):
+            return f"{len(x) - 2}-D convolution has no formula"
+        k = [int(v) for v in w[2:]]
+        st = list(_attr(node, "strides", [1] * len(k)))
+        dl = list(_attr(node, "dilations", [1] * len(k)))
+        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+        o = shape(out)
+        if len(x) == 3:
+            x, k, st, dl, o = [x[0], x[1], 1, x[2]], [1, k[0]], [1, st[0]], [1, dl[0]], \
+                [o[0], o[1], 1, o[2]]
+            pads = [0, pads[0], 0, pads[1]]
+        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            pads = [0, 0, 0, 0]
+            for ax in range(2):  # total padding implied by the inferred output size
+                need = (o[2 + ax] - 1) * st[ax] + dl[ax] * (k[ax] - 1) + 1 - x[2 + ax]
+                pads[ax], pads[2 + ax] = 0, max(need, 0)
+        if (len(x) == 4 and (st[0] != st[1] or dl[0] != dl[1])):
+            return f"conv2d takes one stride and dilation; got strides {st}, dilations {dl}"
+        h, w_ = x[2], x[3]
+        pad = pads[0]
+        if not (pads[0] == pads[1] == pads[2] == pads[3]):
+            h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
+        return [("conv2d", dict(batch=x[0], c_in=x[1], h=h, w=w_, c_out=w[0],
+                                kernel=(k[0], k[1]), stride=st[-1], padding=pad,
+                                dilation=dl[-1], groups=int(_attr(node, "group", 1)),
+                                bias=bool(b)), take(ins[1], b), 0.0, None)]
+    if op == "Gemm":
+        a, bm = shape(ins[0]), shape(ins[1])
+        ta, tb = _attr(node, "transA", 0), _attr(node, "transB", 0)
+        M, K = (a[1], a[0]) if ta else (a[0], a[1])
+        N = bm[0] if tb else bm[1]
+        c = ins[2] if len(ins) > 2 and ins[2] else ""
+        if ins[1] in G.worigin:
+            full_bias = bool(c) and (c in G.worigin and numel(c) == N)
+            recs: list[_Rec] = [("linear", dict(tokens=M, d_in=K, d_out=N, bias=full_bias),
+                                 take(ins[1], c if full_bias else ""), 0.0, None)]
+            if c and not full_bias:
+                recs.append(_bias(c, M * N, numel, take, G))
+            return recs
+        recs = [("matmul", dict(m=M, k=K, n=N), 0, 0.0, None)]
+        if c:
+            recs.append(_bias(c, M * N, numel, take, G))
+        return recs
+    if op == "MatMul":
+        a, bm = shape(ins[0]), shape(ins[1])
+        if ins[1] in G.worigin and len(bm) == 2:
+            M = int(math.prod(a[:-1]))
+            bias = ""
+            if i in F.bias_add:
+                add = G.nodes[F.bias_add[i]]
+                bias = next(x for x in add.input if x != out)
+            full = bool(bias) and numel(bias) == bm[1]
+            recs = [("linear", dict(tokens=M, d_in=bm[0], d_out=bm[1], bias=full),
+                     take(ins[1], bias if full else ""), 0.0, None)]
+            if bias and not full:
+                recs.append(_bias(bias, M * bm[1], numel, take, G))
+            return recs
+        if len(a) < 2 or len(bm) < 2:
+            return "matrix-vector MatMul has no formula"
+        o = shape(out)
+        groups = int(math.prod(o[:-2]))
+        bg = int(math.prod(bm[:-2]))
+        if groups % max(bg, 1):
+            return "MatMul broadcast the matmul formula does not cover"
+        src = "weight" if ins[1] in G.worigin else "act"
+        shp: dict[str, Any] = dict(groups=groups, m=a[-2], k=a[-1], n=bm[-1], b_groups=bg,
+                                   b_source=src)
+        if src == "weight":
+            shp["b_bytes"] = Bytes("weight")
+        return [("matmul", shp, take(ins[1]), 0.0, None)]
+    if op in ("Softmax", "LogSoftmax"):
+        return [("softmax", dict(elements=numel(ins[0])), 0, 0.0, None)]
+    if op in _NORMS:
+        x = shape(ins[0])
+        variant = _NORMS[op]
+        if variant in ("layernorm", "rmsnorm"):
+            ax = int(_attr(node, "axis", -1))
+            features = int(math.prod(x[ax:]))
+        else:
+            features = x[1] if len(x) > 1 else x[0]
+        params = take(*ins[1:3])
+        return [("norm", dict(elements=int(math.prod(x)), features=features, variant=variant),
+                 params, 0.0, None)]
+    if op == "Gather" and ins[0] in G.worigin and int(_attr(node, "axis", 0)) == 0:
+        d = shape(ins[0])
+        return [("embedding", dict(tokens=max(numel(ins[1]), 1), dim=int(math.prod(d[1:])),
+                                   index_bytes=itemsize(ins[1])), take(ins[0]), 0.0, None)]
+    if op in ("MaxPool", "AveragePool"):
+        x, o = shape(ins[0]), shape(out)
+        k = list(_attr(node, "kernel_shape"))
+        st = list(_attr(node, "strides", k))
+        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
+        if len(x) != 4 or k[0] != k[1] or st[0] != st[1] or \
+                list(_attr(node, "dilations", [1, 1])) != [1, 1]:
+            return "pool2d takes a square 2-D kernel, one stride, no dilation"
+        h, w_, pad = x[2], x[3], pads[0]
+        if len(set(pads)) > 1:
+            h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
+        from ..ops import conv_out
+
+        if (conv_out(h, k[0], st[0], pad, 1), conv_out(w_, k[0], st[0], pad, 1)) != \
+                (o[2], o[3]):
+            return "ceil_mode or auto_pad output size differs from the pool2d formula's floor"
+        return [("pool2d", dict(batch=x[0], channels=x[1], h=h, w=w_, kernel=k[0],
+                                stride=st[0], padding=pad,
+                                mode="max" if op == "MaxPool" else "avg"), 0, 0.0, None)]
+    if op in _REDUCE:
+        n_in, n_out = numel(ins[0]), max(numel(out), 1)
+        return [("global_pool", dict(channels=n_out, spatial=max(n_in // n_out, 1)), 0, 0.0,
+                 None if is_float(ins[0]) else itemsize(ins[0]))]
+    if op in _COPY or op in _SPLIT:
+        n = numel(ins[0]) if op in _SPLIT else numel(out)
+        if n == 0:
+            return []
+        return [("copy", dict(elements=n), 0, 0.0, fixed)]
+    if op in ("ConstantOfShape", "Range", "EyeLike", "RandomNormalLike", "RandomUniformLike"):
+        n = numel(out)
+        return [] if n == 0 else [("elementwise", dict(elements=n, op="cast", n_inputs=0), 0,
+                                   0.0, fixed)]
+    if op in _ELEMENTWISE:
+        name = _ELEMENTWISE[op]
+        if op == "Gelu" and _attr(node, "approximate", b"none") in (b"tanh", "tanh"):
+            name = "gelu_tanh"
+        if op == "Clip":
+            name = "clamp"
+        n_out = numel(out)
+        if n_out == 0:
+            return []
+        full, extra, param_el, params = 0, 0.0, 0, 0
+        for x in ins:
+            if not x:
+                continue
+            n = numel(x)
+            if x in G.worigin:
+                params += take(x)
+                param_el += n
+            elif x in G.static and n <= 1:
+                continue  # a scalar constant
+            elif n >= n_out:
+                full += 1
+            else:
+                extra += n
+        return [("elementwise", dict(elements=n_out, op=name, n_inputs=full,
+                                     param_bytes=Bytes("weight", param_el)), params, extra,
+                 fixed)]
+    return None
+
+
+def _bias(c: str, n_out: int, numel: Any, take: Any, G: _Graph) -> _Rec:
+    n = numel(c)
+    w = c in G.worigin
+    return ("elementwise", dict(elements=n_out, op="add", n_inputs=1 + (n >= n_out and not w),
+                                param_bytes=Bytes("weight", n if w else 0)), take(c),
+            0.0 if w or n >= n_out else float(n), None)
+
+
+def _attention(a: dict[str, Any], shape: Any, numel: Any) -> list[_Rec] | str:
+    q, k, v = shape(a["q"]), shape(a["k"]), shape(a["v"])
+    node = a["node"]
+    if len(q) == 3 and node.op_type == "Attention":  # [B, T, N·H] with head counts
+        N = int(_attr(node, "q_num_heads", 1))
+        K = int(_attr(node, "kv_num_heads", N))
+        B, T, H = q[0], q[1], q[2] // N
+        S, Hv = k[1], v[2] // K
+    else:
+        if len(q) < 3:
+            return "attention needs [..., heads, tokens, head_dim] operands"
+        N = q[-3] if len(q) >= 4 else 1
+        B = int(math.prod(q[:-3])) if len(q) >= 4 else q[0]
+        if len(q) == 3:
+            N = 1
+        kh = k[-3] if len(k) >= 4 else N
+        K = kh if len(k) >= 4 else N
+        T, H = q[-2], q[-1]
+        S = k[-1] if a["k_t"] else k[-2]
+        Hv = v[-1]
+    causal = a["causal"]
+    if causal and T != S:
+        causal = False  # the formula's causal count assumes the queries are the last T
+    if T > S:
+        return f"attention formula needs q_len <= kv_len; got {T} queries over {S} keys"
+    if N % K:
+        return f"{K} key/value heads do not divide {N} query heads"
+    extra = float(sum(numel(m) for m in a["masks"]))
+    return [("attention", dict(batch=B, n_heads=N, n_kv_heads=K, head_dim=H, v_head_dim=Hv,
+                               q_len=T, kv_len=S, causal=causal), 0, extra, None)]
