@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = [
@@ -45,6 +44,8 @@ class ImportGraphError(RooflineError, ValueError):
 
 def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """A ' Did you mean ...?' suffix naming the closest valid choices, or ''."""
+    import difflib
+
     pool = list(choices)
     lowered = {c.lower(): c for c in pool}
     hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)

@@ -19,10 +19,8 @@ an error, never a silent fallback to the fp16 peak.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from ..errors import UnsupportedDtypeError
@@ -59,8 +57,9 @@ class MlsysimModel:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    path = resources.files("roofline") / "data" / "presets" / "mlsysim.toml"
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    from .._data import DATA, read_toml
+
+    doc = read_toml(DATA / "presets" / "mlsysim.toml")
     src = doc.get("sources", {})
     origin = "data/presets/mlsysim.toml"
 

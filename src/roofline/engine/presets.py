@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -106,8 +104,9 @@ def load_efficiency_table(tbl: dict[str, Any], *, sources: dict[str, str], origi
 
 @lru_cache(maxsize=1)
 def _default_tables() -> dict[str, Efficiency]:
-    path = resources.files("roofline") / "data" / "presets" / "default.toml"
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    from .._data import DATA, read_toml
+
+    doc = read_toml(DATA / "presets" / "default.toml")
     sources = doc.get("sources", {})
     out = {}
     for kind in KINDS:

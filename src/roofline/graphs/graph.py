@@ -9,7 +9,6 @@ for one batch and says so in ``fixed_batch``.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +117,8 @@ class GraphBuilder:
         f = formula(kind)
         accepted = self._SIG.get(kind)
         if accepted is None:
+            import inspect
+
             accepted = frozenset(inspect.signature(f.fn).parameters)
             self._SIG[kind] = accepted
         p = self.precision

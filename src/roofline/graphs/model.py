@@ -7,19 +7,17 @@ the optional importers).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
-import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._data import read_toml
 from ..errors import SpecError, unknown
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
@@ -196,11 +194,13 @@ def _norm(s: str) -> str:
 @lru_cache(maxsize=1)
 def _zoo() -> tuple[dict[str, Path], dict[str, str]]:
     """key -> file, normalised alias -> key (files parsed lazily on first use)."""
-    root = Path(str(resources.files("roofline") / "data" / "models"))
+    from .._data import DATA
+
+    root = DATA / "models"
     files: dict[str, Path] = {}
     alias: dict[str, str] = {}
     for path in sorted(root.glob("*.toml")):
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = read_toml(path)
         key = str(doc.get("key", path.stem))
         if key != path.stem:
             raise SpecError(f"model zoo file {path.name}: key {key!r} must equal the file name")
@@ -225,13 +225,15 @@ def _zoo_model(key: str) -> Model:
     m = _LOADED.get(key)
     if m is None:
         path = _zoo()[0][key]
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = read_toml(path)
         m = _model_from_doc(doc, f"data/models/{path.name}", key)
         _LOADED[key] = m
     return m
 
 
 def _load_json_config(path: Path) -> Model:
+    import json
+
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -271,6 +273,8 @@ def model(spec: Any, **kwargs: Any) -> Model:
         if path.is_dir() and (path / "config.json").exists():
             path = path / "config.json"
         if suffix == ".toml":
+            import tomllib
+
             try:
                 doc = tomllib.loads(path.read_text(encoding="utf-8"))
             except OSError as e:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -257,6 +255,8 @@ def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(f"cannot read hardware file {str(p)!r}: {e.strerror}") from None
+    import tomllib
+
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -273,11 +273,13 @@ def _zoo() -> tuple[dict[str, Hardware], dict[str, str]]:
     """Load every zoo file once: key -> Hardware, normalised alias -> key."""
     by_key: dict[str, Hardware] = {}
     alias: dict[str, str] = {}
-    root = resources.files("roofline") / "data" / "hardware"
-    paths = sorted(Path(str(root)).rglob("*.toml"))
+    from .._data import DATA
+
+    root = DATA / "hardware"
+    paths = sorted(root.rglob("*.toml"))
     for path in paths:
         hw = load_hardware_file(path)
-        rel = path.relative_to(Path(str(root)))
+        rel = path.relative_to(root)
         if hw.key != path.stem:
             raise SpecError(f"hardware zoo file {rel}: key {hw.key!r} must equal the file name")
         if hw.key in by_key:
