@@ -1,0 +1,315 @@
+"""rl.solve (default and bound presets) against published GPU inference measurements.
+
+Cases, with their sources, live in src/roofline/data/validation/inference.toml; the report is
+docs/validation/inference.md. Its case table and summary are generated from the data by
+``render()`` below (``python3 tests/test_validation_inference.py`` prints them) and a test checks
+that the doc carries exactly that text.
+
+Error convention: r = predicted time per batch / measured time per batch (for throughput cases
+the measured time is batch / samples-per-second). r < 1: we predict faster than measured. The
+error factor is max(r, 1/r).
+
+Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
+- default preset, cases not marked known_outlier: median error factor <= 1.25 (reported 1.21),
+  geometric-mean error factor <= 1.40 (1.37), every case within a factor 2.30 (the worst, on the
+  power-capped T4, is 2.28: see the doc);
+- known outliers stay inside the band the data file documents for them (here: the host-bound
+  Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
+- the bound preset predicts less time than the default preset in every case, and is further
+  from the measurements than the default preset in the median.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tomllib
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import roofline as rl
+
+DOC = Path(__file__).parents[1] / "docs" / "validation" / "inference.md"
+REQUIRED = ("id", "model", "hardware", "batch", "precision", "runtime", "engine", "metric",
+            "measured", "unit", "source", "where", "date")
+RUNTIMES = {"compiled": True, "eager": False}  # runtime -> fuse
+METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
+
+MEDIAN_MAX = 1.25
+GEOMEAN_MAX = 1.40
+WORST_MAX = 2.30
+OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
+
+
+def load() -> dict[str, Any]:
+    path = resources.files("roofline") / "data" / "validation" / "inference.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _precision(c: dict[str, Any]) -> Any:
+    if "activations" in c:
+        return rl.precision(c["precision"], activations=c["activations"])
+    return c["precision"]
+
+
+def _kwargs(c: dict[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c),
+                          "fuse": RUNTIMES[c["runtime"]],
+                          "fused_attention": c.get("fused_attention", True)}
+    if "seq_len" in c:
+        kw["seq_len"] = c["seq_len"]
+    return kw
+
+
+def measured_seconds(c: dict[str, Any]) -> float:
+    """Measured time per batch in seconds."""
+    if c["metric"] == "throughput":
+        return float(c["batch"]) / c["measured"]
+    return float(c["measured"]) * 1e-3
+
+
+def predicted_seconds(c: dict[str, Any], preset: str) -> float:
+    r = rl.solve(c["model"], c["hardware"], preset=preset, **_kwargs(c))
+    assert r.feasible, f"{c['id']}: {r.reason}"
+    return float(r.latency)
+
+
+def seconds_with(c: dict[str, Any], **changes: float) -> float:
+    """The default preset's time per batch for case ``c`` with some factors replaced, priced
+    through the same engine plan as rl.solve (used for the what-if column and the refit grid)."""
+    from roofline.engine.core import Plan
+    from roofline.engine.presets import efficiency_for
+
+    hw = rl.hardware(c["hardware"])
+    kw = _kwargs(c)
+    g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
+                                   batch=kw["batch"], fused_attention=kw["fused_attention"],
+                                   fuse=kw["fuse"])
+    eff = replace(efficiency_for(hw, "default"), label="default/what-if", **changes)
+    W, _ = Plan(g, hw, eff).evaluate(kw["batch"])
+    return float(Plan.totals(W)[0])
+
+
+def no_dispatch_seconds(c: dict[str, Any]) -> float:
+    """What-if: no per-op host dispatch (a compiled engine launches the whole graph at once)."""
+    return seconds_with(c, dispatch=0.0)
+
+
+def grid_fit(exclude_hardware: tuple[str, ...] = ()) -> list[tuple[float, dict[str, float]]]:
+    """One set of GPU factors for all non-outlier cases: a grid search minimising the sum of
+    squared log errors. Returns (rms log error, factors) sorted best first; the current preset
+    is scored too. Slow (about a minute): run by hand with ``--fit``."""
+    import itertools
+
+    cases = [c for c in load()["case"] if not c.get("known_outlier")
+             and c["hardware"] not in exclude_hardware]
+    meas = [measured_seconds(c) for c in cases]
+    grid = {"gemm_max": (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85),
+            "memory_max": (0.75, 0.8, 0.88, 0.95), "gemm_a": (16.0, 32.0, 64.0, 128.0),
+            "kernel_gap": (1e-6, 2e-6, 4e-6), "dispatch": (2e-6, 5e-6, 10e-6)}
+    out = []
+    for vals in itertools.product(*grid.values()):
+        ch = dict(zip(grid, vals))
+        ch["gemm_b"] = ch["gemm_a"]
+        logs = [math.log(seconds_with(c, **ch) / m) for c, m in zip(cases, meas)]
+        out.append((math.sqrt(statistics.fmean(x * x for x in logs)), ch))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    case: dict[str, Any]
+    measured_s: float
+    default_s: float
+    bound_s: float
+    no_dispatch_s: float | None
+
+    @property
+    def r_default(self) -> float:
+        return self.default_s / self.measured_s
+
+    @property
+    def r_bound(self) -> float:
+        return self.bound_s / self.measured_s
+
+    @property
+    def outlier(self) -> bool:
+        return bool(self.case.get("known_outlier", False))
+
+
+def factor(r: float) -> float:
+    return max(r, 1.0 / r)
+
+
+def rows() -> list[Row]:
+    out = []
+    for c in load()["case"]:
+        nd = no_dispatch_seconds(c) if c["runtime"] == "compiled" else None
+        out.append(Row(case=c, measured_s=measured_seconds(c),
+                       default_s=predicted_seconds(c, "default"),
+                       bound_s=predicted_seconds(c, "bound"), no_dispatch_s=nd))
+    return out
+
+
+def summary(rs: list[Row], attr: str = "r_default") -> dict[str, float]:
+    fs = [factor(getattr(r, attr)) for r in rs]
+    logs = [math.log(getattr(r, attr)) for r in rs]
+    return {"n": len(rs), "median": statistics.median(fs),
+            "geomean": math.exp(statistics.fmean(math.log(f) for f in fs)),
+            "worst": max(fs), "bias": math.exp(statistics.fmean(logs))}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.3f}" if s < 0.01 else f"{s * 1e3:,.2f}" if s < 1 else f"{s * 1e3:,.1f}"
+
+
+def _err(r: float) -> str:
+    return f"{r - 1:+.0%}"
+
+
+def _measured(c: dict[str, Any]) -> str:
+    if c["metric"] == "throughput":
+        return f"{c['measured']:,} /s"
+    return f"{c['measured']} ms"
+
+
+def render(rs: list[Row] | None = None) -> str:
+    """The doc's generated block: case table and summary (markdown)."""
+    rs = rows() if rs is None else rs
+    lines = [
+        "| # | case | model | hardware | batch | seq | precision | engine | source | measured "
+        "| measured ms/batch | ours default ms | error | ours bound ms | error "
+        "| no-dispatch what-if ms | error |",
+        "|---|---|---|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(rs, 1):
+        c = r.case
+        prec = c["precision"] + (f" (act {c['activations']})" if "activations" in c else "")
+        nd = ("—", "—") if r.no_dispatch_s is None else (
+            _ms(r.no_dispatch_s), _err(r.no_dispatch_s / r.measured_s))
+        flag = " (outlier)" if r.outlier else ""
+        lines.append(
+            f"| {i} | {c['id']}{flag} | {c['model']} | {c['hardware']} | {c['batch']} "
+            f"| {c.get('seq_len', '—')} | {prec} | {c['runtime']}: {c['engine']} "
+            f"| {c['source']} | {_measured(c)} | {_ms(r.measured_s)} | {_ms(r.default_s)} "
+            f"| {_err(r.r_default)} | {_ms(r.bound_s)} | {_err(r.r_bound)} | {nd[0]} | {nd[1]} |")
+    inl = [r for r in rs if not r.outlier]
+    sd, sb = summary(inl, "r_default"), summary(inl, "r_bound")
+    sa, sab = summary(rs, "r_default"), summary(rs, "r_bound")
+    worst = max(inl, key=lambda r: factor(r.r_default))
+    comp = [r for r in inl if r.no_dispatch_s is not None]
+    lines += [
+        "",
+        "| summary (error factor = max(r, 1/r), r = ours / measured) | default | bound |",
+        "|---|---:|---:|",
+        f"| cases (not outliers / all) | {sd['n']} / {sa['n']} | {sb['n']} / {sab['n']} |",
+        f"| median error factor, not outliers | {sd['median']:.2f} | {sb['median']:.2f} |",
+        f"| geometric-mean error factor, not outliers | {sd['geomean']:.2f} | "
+        f"{sb['geomean']:.2f} |",
+        f"| worst, not outliers | {sd['worst']:.2f} | {sb['worst']:.2f} |",
+        f"| bias (geometric mean of r), not outliers | {sd['bias']:.2f} | {sb['bias']:.2f} |",
+        f"| median / geometric-mean error factor, all cases | {sa['median']:.2f} / "
+        f"{sa['geomean']:.2f} | {sab['median']:.2f} / {sab['geomean']:.2f} |",
+        "",
+        f"Worst case (not an outlier): {worst.case['id']}, ours {_err(worst.r_default)}.",
+    ]
+    if comp:
+        nd_f = [factor(r.no_dispatch_s / r.measured_s) for r in comp]  # type: ignore[operator]
+        df = [factor(r.r_default) for r in comp]
+        lines.append(
+            f"Compiled cases ({len(comp)}): median error factor {statistics.median(df):.2f} with "
+            f"the default preset, {statistics.median(nd_f):.2f} with dispatch = 0 (what-if).")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.fixture(scope="module")
+def computed() -> list[Row]:
+    return rows()
+
+
+def test_every_case_is_complete_and_sourced() -> None:
+    doc = load()
+    sources = doc["sources"]
+    ids = [c["id"] for c in doc["case"]]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 8
+    for c in doc["case"]:
+        missing = [k for k in REQUIRED if k not in c]
+        assert not missing, f"{c.get('id')}: missing {missing}"
+        assert c["source"] in sources, c["id"]
+        assert c["runtime"] in RUNTIMES, c["id"]
+        assert METRIC_UNITS[c["metric"]] == c["unit"], c["id"]
+        assert c["measured"] > 0 and c["batch"] >= 1
+        if c.get("known_outlier"):
+            assert c.get("reason"), f"{c['id']}: an outlier needs its reason"
+            assert c["id"] in OUTLIER_BANDS
+        rl.hardware(c["hardware"])
+        rl.model(c["model"])
+    # breadth the validation claims: >= 3 GPU types, CNNs and transformers, batch 1 and large
+    assert len({c["hardware"].split("-")[0] for c in doc["case"]}) >= 3
+    assert {"resnet50", "bert-large-uncased"} <= {c["model"] for c in doc["case"]}
+    assert min(c["batch"] for c in doc["case"]) == 1
+    assert max(c["batch"] for c in doc["case"]) >= 128
+
+
+def test_measured_time_conversion() -> None:
+    # throughput: 2048 samples / 39152.4 samples/s = 0.052308 s per batch
+    c = {"metric": "throughput", "batch": 2048, "measured": 39152.4}
+    assert measured_seconds(c) == pytest.approx(0.052308, rel=1e-4)
+    assert measured_seconds({"metric": "latency", "batch": 1, "measured": 3.12}) == \
+        pytest.approx(3.12e-3)
+
+
+def test_default_preset_within_stated_tolerance(computed: list[Row]) -> None:
+    s = summary([r for r in computed if not r.outlier])
+    assert s["median"] <= MEDIAN_MAX, s
+    assert s["geomean"] <= GEOMEAN_MAX, s
+    bad = [(r.case["id"], round(r.r_default, 2)) for r in computed
+           if not r.outlier and factor(r.r_default) > WORST_MAX]
+    assert not bad
+
+
+def test_known_outliers_stay_in_their_documented_band(computed: list[Row]) -> None:
+    for r in computed:
+        if r.outlier:
+            lo, hi = OUTLIER_BANDS[r.case["id"]]
+            assert lo <= r.r_default <= hi, (r.case["id"], r.r_default)
+
+
+def test_bound_is_faster_than_default_and_further_from_reality(computed: list[Row]) -> None:
+    for r in computed:
+        assert r.bound_s < r.default_s, r.case["id"]
+    inl = [r for r in computed if not r.outlier]
+    assert summary(inl, "r_bound")["median"] > summary(inl, "r_default")["median"]
+
+
+def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    block = render(computed)
+    assert block in text, "docs/validation/inference.md is stale: regenerate with " \
+        "`python3 tests/test_validation_inference.py` and paste the block"
+    for c in load()["case"]:
+        assert c["id"] in text
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--fit" in sys.argv:
+        for excl in ((), ("t4",)):
+            cases = [c for c in load()["case"] if not c.get("known_outlier")
+                     and c["hardware"] not in excl]
+            now = [math.log(predicted_seconds(c, "default") / measured_seconds(c))
+                   for c in cases]
+            print(f"excluding {excl or 'nothing'}: {len(cases)} cases, current preset rms log "
+                  f"error {math.sqrt(statistics.fmean(x * x for x in now)):.3f}")
+            for rms, ch in grid_fit(excl)[:3]:
+                print(f"  rms {rms:.3f}  {ch}")
+    else:
+        print(render(), end="")
