@@ -96,7 +96,7 @@ def all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
     # ring on one level, or hierarchical: RS inside + AR(n/inner) across + AG inside
     inside = _ring_ar(n, inner, links.up_bw, links.up_alpha, xp)
     across = _ring_ar(n / inner, outer, links.out_bw, links.out_alpha, xp)
-    return xp.where(p > 1, inside + across, 0.0)
+    return xp.where((p > 1) & (n > 0), inside + across, 0.0)
 
 
 def reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
@@ -118,7 +118,8 @@ def all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
     inner, outer = group_split(p, stride, links.domain, xp)
     bw = xp.where(outer > 1, links.out_bw, links.up_bw)
     alpha = xp.where(outer > 1, links.out_alpha, links.up_alpha)
-    return xp.where(p > 1, (p - 1) * alpha + (p - 1) / xp.maximum(p, 1) * n / bw, 0.0)
+    return xp.where((p > 1) & (n > 0), (p - 1) * alpha + (p - 1) / xp.maximum(p, 1) * n / bw,
+                    0.0)
 
 
 def send_recv(n: Arr, cross_domain: Arr, links: Links, xp: Any = np) -> Arr:

@@ -1,0 +1,99 @@
+"""α-β collectives (ops/collectives.py) against hand calculations and NCCL's conventions, and
+the vectorised training copies (scenarios/_training_comm.py) against them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from roofline.errors import SpecError
+from roofline.ops import collectives as C
+from roofline.scenarios import _training_comm as V
+
+
+def test_ring_all_reduce_hand() -> None:
+    # 1 GB over 8 ranks at 100 GB/s: 2·7/8·1e9/100e9 = 0.0175 s; + 2·7·5 us = 70 us
+    assert C.all_reduce(1e9, 8, 100e9) == pytest.approx(0.0175)
+    assert C.all_reduce(1e9, 8, 100e9, 5e-6) == pytest.approx(0.0175 + 70e-6)
+    assert C.all_reduce(1e9, 8, 100e9, link_efficiency=0.5) == pytest.approx(0.035)
+
+
+def test_trivial_cases() -> None:
+    assert C.all_reduce(1e9, 1, 100e9, 1e-3) == 0.0
+    assert C.all_reduce(0, 8, 100e9, 1e-3) == 0.0
+    assert C.send_recv(0, 1e9) == 0.0
+
+
+def test_tree_and_auto() -> None:
+    # tiny message, p = 64: ring latency 2·63·α, tree 2·6·α
+    a = 1e-6
+    assert C.all_reduce(8, 64, 1e9, a, algorithm="ring") == pytest.approx(126e-6, rel=1e-3)
+    assert C.all_reduce(8, 64, 1e9, a, algorithm="tree") == pytest.approx(12e-6, rel=1e-2)
+    assert C.all_reduce(8, 64, 1e9, a, algorithm="auto") == C.all_reduce(8, 64, 1e9, a,
+                                                                          algorithm="tree")
+    with pytest.raises(SpecError, match="algorithm"):
+        C.all_reduce(8, 64, 1e9, a, algorithm="butterfly")
+
+
+@pytest.mark.parametrize("p", [2, 8, 64])
+def test_nccl_busbw_equals_link_bandwidth(p: int) -> None:
+    """NCCL: busbw = algbw × factor, factor 2(p−1)/p for all-reduce, (p−1)/p for all-gather;
+    with α = 0 a ring's busbw is exactly the link bandwidth."""
+    n, bw = 4e9, 200e9
+    for name, f in (("all_reduce", C.all_reduce), ("all_gather", C.all_gather),
+                    ("reduce_scatter", C.reduce_scatter), ("all_to_all", C.all_to_all)):
+        algbw = n / f(n, p, bw)
+        assert algbw * C.bus_factor(name, p) == pytest.approx(bw)
+    assert C.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+
+
+def test_one_pass_and_p2p() -> None:
+    # all-gather of a 1 GB output over 4 ranks at 50 GB/s: 3/4 · 1e9/50e9 = 15 ms, + 3 α
+    assert C.all_gather(1e9, 4, 50e9, 1e-6) == pytest.approx(0.015 + 3e-6)
+    assert C.reduce_scatter(1e9, 4, 50e9) == pytest.approx(0.015)
+    assert C.send_recv(1e9, 50e9, 1e-6) == pytest.approx(0.02 + 1e-6)
+
+
+def test_hierarchical_hand() -> None:
+    # 1 GB, 8 inside at 300 GB/s, 16 across at 25 GB/s:
+    # RS inside 7/8·1e9/300e9 + AR across 2·15/16·(1e9/8)/25e9 + AG inside 7/8·1e9/300e9
+    want = 2 * 7 / 8 * 1e9 / 300e9 + 2 * 15 / 16 * 1.25e8 / 25e9
+    assert C.hierarchical_all_reduce(1e9, 8, 16, 300e9, 25e9) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("kw", [dict(n=-1.0), dict(p=0), dict(bw=0.0), dict(eff=1.5)])
+def test_bad_arguments(kw: dict[str, float]) -> None:
+    args = dict(n=1e6, p=4, bw=1e9, eff=1.0) | kw
+    with pytest.raises(SpecError):
+        C.all_reduce(args["n"], int(args["p"]), args["bw"], link_efficiency=args["eff"])
+
+
+LINKS = V.Links(domain=8, up_bw=300e9, up_alpha=2e-6, out_bw=25e9, out_alpha=6e-6)
+
+
+def test_vectorised_matches_scalar_reference() -> None:
+    n = 2e9
+    # a group inside one domain: a ring on NVLink
+    assert V.all_reduce(n, 8, 1, LINKS) == pytest.approx(C.all_reduce(n, 8, 300e9, 2e-6))
+    # one rank per domain (stride 8): a ring on the NICs
+    assert V.all_reduce(n, 16, 8, LINKS) == pytest.approx(C.all_reduce(n, 16, 25e9, 6e-6))
+    # 2 per domain (stride 4) × 32 domains: hierarchical, ring steps included
+    want = C.hierarchical_all_reduce(n, 2, 32, 300e9, 25e9, 2e-6, 6e-6)
+    assert V.all_reduce(n, 64, 4, LINKS) == pytest.approx(want)
+    assert V.reduce_scatter(n, 64, 4, LINKS) == pytest.approx(want / 2)
+    assert V.all_to_all(n, 8, 1, LINKS) == pytest.approx(C.all_to_all(n, 8, 300e9, 2e-6))
+    assert V.all_to_all(n, 16, 1, LINKS) == pytest.approx(C.all_to_all(n, 16, 25e9, 6e-6))
+    assert V.send_recv(n, True, LINKS) == pytest.approx(C.send_recv(n, 25e9, 6e-6))
+
+
+def test_vectorised_arrays_equal_scalar_path() -> None:
+    n = np.array([1e6, 1e9, 3e9, 0.0])
+    p = np.array([1.0, 8.0, 64.0, 4.0])
+    s = np.array([1.0, 1.0, 2.0, 8.0])
+    arr = V.all_reduce(n, p, s, LINKS)
+    for i in range(4):
+        one = V.all_reduce(float(n[i]), float(p[i]), float(s[i]), LINKS, V.SCALAR)
+        assert math.isclose(arr[i], one, rel_tol=1e-12, abs_tol=0.0)
+    assert arr[0] == 0.0 and arr[3] == 0.0
