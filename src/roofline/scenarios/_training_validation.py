@@ -180,3 +180,25 @@ def errors(preset: str = "default") -> list[tuple[Case, float, float, dict[str, 
         t, knobs = predict(c, preset)
         out.append((c, t, t / c.step_time_s - 1.0, knobs))
     return out
+
+
+def report_table() -> str:
+    """The markdown table of docs/validation/training.md (generated; a test checks the doc)."""
+    rows = ["| case | split (t·p·d, micro-batch, v, recompute) | published step | ours | error "
+            "| source |", "|---|---|---|---|---|---|"]
+    for c, t, e, k in errors():
+        rc = c.recompute + (" + SP" if c.sequence_parallel else "")
+        d = c.gpus // (c.tp * c.pp)
+        src = "N21 Table 1" if c.source == N21 else ("K22 §6.3" if c.source == K22_DP
+                                                     else "K22 Tables 3, 5")
+        chosen = "" if c.micro_batch else " (searched)"
+        rows.append(f"| {c.name} | {c.tp}·{c.pp}·{d}, b={k['micro_batch']}, "
+                    f"v={k['interleave']}{chosen}, {rc} | {c.step_time_s:.3f} s | {t:.3f} s | "
+                    f"{e:+.1%} | {src} |")
+    err = [abs(e) for _, _, e, _ in errors()]
+    err.sort()
+    n = len(err)
+    med = (err[n // 2] if n % 2 else 0.5 * (err[n // 2 - 1] + err[n // 2]))
+    rows.append("")
+    rows.append(f"**{n} cases: median |error| {med:.1%}, max |error| {max(err):.1%}.**")
+    return "\n".join(rows)
