@@ -14,10 +14,14 @@ from typing import Any
 
 from .engine.result import Result
 from .engine.solve import solve
-from .errors import (MissingExtraError, RooflineError, SpecError, UnknownNameError,
-                     UnsupportedDtypeError)
+from .errors import (
+    MissingExtraError,
+    RooflineError,
+    SpecError,
+    UnknownNameError,
+    UnsupportedDtypeError,
+)
 from .graphs.model import Model, list_models, model
-from .scenarios.sweep import Sweep, sweep
 from .specs.dtypes import Precision, precision
 from .specs.hardware import Hardware, hardware, list_hardware
 
@@ -32,6 +36,7 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
 
 # Capabilities that live in higher layers load on first use (keeps `import roofline` fast).
 _LAZY = {
+    "sweep": "roofline.scenarios.sweep", "Sweep": "roofline.scenarios.sweep",
     "serve": "roofline.scenarios.serving", "serving_capacity": "roofline.scenarios.serving",
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
     "cluster": "roofline.specs.cluster", "list_clusters": "roofline.specs.cluster",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._data import read_toml
 from ..errors import SpecError, unknown
@@ -23,7 +23,9 @@ from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.sourced import Provenance
 from .graph import Graph
-from .transformer import TransformerConfig, from_hf_config, transformer_graph
+
+if TYPE_CHECKING:
+    from .transformer import TransformerConfig
 
 __all__ = ["Model", "model", "list_models", "transformer_model", "Published"]
 
@@ -119,6 +121,8 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
                       aliases: tuple[str, ...] = (), source: str = "",
                       published: Mapping[str, Published] | None = None) -> Model:
     """Wrap a TransformerConfig as a Model."""
+    from .transformer import transformer_graph
+
     def build(*, precision: Precision, phase: str, seq_len: int | None, context: int,
               batch: int | None, fused_attention: bool, logits: str | None) -> Graph:
         return transformer_graph(cfg, precision, phase=phase, seq_len=seq_len or 1,
@@ -182,6 +186,8 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
     if "config" not in doc:
         raise SpecError(f"{origin}: a model file needs [config] (HF config.json fields) or "
                         "'builder'")
+    from .transformer import from_hf_config
+
     cfg = from_hf_config(dict(doc["config"]), name=name)
     return transformer_model(cfg, key=key, name=name, aliases=aliases, source=source,
                              published=pub)
@@ -241,6 +247,8 @@ def _load_json_config(path: Path) -> Model:
     except json.JSONDecodeError as e:
         raise SpecError(f"model config {str(path)!r} is not valid JSON: {e}") from None
     name = path.parent.name if path.name == "config.json" else path.stem
+    from .transformer import from_hf_config
+
     return transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
                              source=str(path))
 
