@@ -210,8 +210,7 @@ class ImportedModel(Model):
         for k in g.kinds:
             kinds[k] = kinds.get(k, 0) + 1
         lines = [(f"{self.name} [imported from {self.how}]: {len(g)} ops, "
-                 f"{g.params_total / 1e6:,.2f} M parameters read by ops "
-                 f"({self.module_params / 1e6:,.2f} M held)"),
+                 f"{g.params_total:,} parameters read by ops ({self.module_params:,} held)"),
                  "  ops by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())),
                  f"  free (views, metadata, folded constants): {self.n_free_ops}",
                  (f"  at batch {self.traced_batch}, fp32: {float(q[Q['flops']].sum()) / 1e9:,.3f}"

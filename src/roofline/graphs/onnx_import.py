@@ -348,7 +348,7 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     def trace(batch: int, seq: int | None) -> Trace:
         values = dict(fixed)
         if seq_dim is not None:
-            values[seq_dim] = seq if seq is not None else seq0
+            values[seq_dim] = int(seq if seq is not None else seq0 or 1)
         sk = onnx.ModelProto()
         sk.CopyFrom(skeleton)
         for inp in sk.graph.input:

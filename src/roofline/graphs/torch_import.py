@@ -201,7 +201,7 @@ class _Tracer:
                     "_safe_softmax"):
             return [self.rec("softmax", name, elements=self.numel(a["self"]))]
         if name in _NORMS:
-            x = a.get("input", a.get("self"))
+            x: Any = a.get("input", a.get("self"))
             variant = _NORMS[name]
             if variant in ("layernorm", "rmsnorm"):
                 features = int(math.prod(a["normalized_shape"]))
@@ -300,10 +300,11 @@ class _Tracer:
         else:
             g = int(x.shape[0]) if x.dim() == 3 else 1
             src = "weight" if self.param(w) is not None else "act"
-            out.append(self.rec("matmul", name, params=self.take_params(w), batch=1, groups=g,
-                                m=int(x.shape[-2]), k=int(x.shape[-1]), n=int(w.shape[-1]),
-                                b_source=src,
-                                **({"b_bytes": Bytes("weight")} if src == "weight" else {})))
+            shape: dict[str, Any] = dict(batch=1, groups=g, m=int(x.shape[-2]),
+                                         k=int(x.shape[-1]), n=int(w.shape[-1]), b_source=src)
+            if src == "weight":
+                shape["b_bytes"] = Bytes("weight")
+            out.append(self.rec("matmul", name, params=self.take_params(w), **shape))
         if bias is not None:
             out.append(self.bias_add(name, bias, o))
         return out
