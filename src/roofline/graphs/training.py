@@ -161,7 +161,14 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                                         (len(loss.names) - 1), dtype=np.int64)])
 
     # -- backward ops
-    bn, bk, bc, b0, b1, bg, bgr, bp = [], [], [], [], [], [], [], []
+    bn: list[str] = []
+    bk: list[str] = []
+    bc: list[str] = []
+    b0: list[np.ndarray] = []
+    b1: list[np.ndarray] = []
+    bg: list[tuple[float, ...]] = []
+    bgr: list[int] = []
+    bp: list[float] = []
     for i in range(len(names)):
         q0, q1, g = c0[:, i], c1[:, i], gemm[:, i]
         kind, cls, nm = kinds[i], classes[i], names[i]
@@ -237,13 +244,13 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     layer_params = float(p_fwd[is_layer].sum())
     embed_params = float(p_fwd[is_embed].sum())
     head_params = float(p_fwd[~is_layer & ~is_embed].sum())
-    g = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
-              kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
-              params=np.concatenate([p_fwd, np.zeros(len(names) - len(p_fwd))]),
-              weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
-              fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
-              meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
-    return TrainingGraph(graph=g, group=grp, layer_params=layer_params,
+    graph = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
+                  kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
+                  params=np.concatenate([p_fwd, np.zeros(len(names) - len(p_fwd))]),
+                  weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
+                  fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
+                  meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
+    return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
                          embed_params=embed_params, head_params=head_params, tp=tp,
                          sequence_parallel=sp, seq_len=T)
 

@@ -32,7 +32,10 @@ GRID = {
 
 def score(factors: dict[str, float], cases: Sequence[Case]) -> tuple[float, list[float]]:
     """Mean |log(pred / published)| and the signed relative errors."""
-    T._OVERRIDE["gpu"] = T.TrainingFactors(**factors)
+    T._OVERRIDE["gpu"] = T.TrainingFactors(
+        gemm_max=factors["gemm_max"], gemm_half_size=factors["gemm_half_size"],
+        scale_up_efficiency=factors["scale_up_efficiency"],
+        scale_out_efficiency=factors["scale_out_efficiency"])
     try:
         errs = [predict(c)[0] / c.step_time_s - 1.0 for c in cases]
     finally:
