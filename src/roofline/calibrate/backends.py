@@ -1,0 +1,330 @@
+"""What runs the micro-benchmarks: numpy, PyTorch (CPU or CUDA), or injected fake timings.
+
+Every backend answers the same few questions with a ``Sample`` (median and spread of seconds
+per call); ``measure`` turns the answers into ceilings and a fitted model and never touches a
+framework itself. That is what lets the GPU logic run in tests on a CPU: a ``FakeBackend``
+with ``kind="gpu"`` answers from a known "true" machine.
+
+Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read + written):
+
+- ``gemm(dtype, m, n, k)``: ``[m, k] @ [k, n]``.
+- ``conv(batch, c_in, hw, c_out, kernel, stride)``: 2-D convolution, padding ``kernel // 2``.
+- ``stream(kernel, n)``: STREAM copy ``c = a``, scale ``c = s·a``, add ``c = a + b``,
+  triad ``c = a + s·b`` on length-``n`` arrays, output preallocated (no page faults).
+- ``vector(op, n)``: gelu_tanh, silu, softmax (rows of 1024), layernorm (rows of 1024),
+  maxpool (3×3, stride 2, 64 channels) on ``n`` input elements.
+- ``tiny()``: one framework call on a one-element tensor: the fixed per-op cost.
+- ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .timing import Sample, time_call
+
+__all__ = ["Backend", "NumpyBackend", "TorchBackend", "FakeBackend", "FakeMachine",
+           "STREAM_ARRAYS", "VECTOR_OPS", "blas_info"]
+
+#: STREAM kernel -> (arrays touched, arrays read); bytes per element = arrays touched × 4
+STREAM_ARRAYS = {"copy": (2, 1), "scale": (2, 1), "add": (3, 2), "triad": (3, 2)}
+VECTOR_OPS = ("gelu_tanh", "silu", "softmax", "layernorm", "maxpool")
+
+
+class Backend(Protocol):
+    name: str  #: "numpy", "torch-cpu", "torch-cuda", "fake-cpu", ...
+    kind: str  #: "cpu" or "gpu" (the hardware kind the spec gets)
+    dtypes: tuple[str, ...]  #: GEMM dtypes it can run
+
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample: ...
+    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
+             stride: int) -> Sample: ...
+    def stream(self, kernel: str, n: int) -> Sample: ...
+    def vector(self, op: str, n: int) -> Sample: ...
+    def tiny(self) -> Sample: ...
+    def fresh(self, n: int) -> Sample: ...
+    def info(self) -> dict[str, str]: ...
+
+
+def blas_info() -> str:
+    """The BLAS/OpenMP libraries numpy and torch loaded (threadpoolctl), one line; '' if absent."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return ""
+    parts = []
+    for d in threadpool_info():
+        parts.append(f"{d.get('internal_api')} {d.get('version')} "
+                     f"({d.get('architecture', d.get('threading_layer', ''))}, "
+                     f"{d.get('num_threads')} threads, {os.path.basename(d.get('filepath', ''))})")
+    env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                           "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+           if k in os.environ]
+    return "; ".join(parts + env)
+
+
+@dataclass
+class _Timed:
+    """Shared timing settings for real backends."""
+
+    min_time_s: float = 0.05
+    min_reps: int = 5
+    sync: Callable[[], object] | None = None
+
+    def _time(self, fn: Callable[[], object], *, inner: int = 1) -> Sample:
+        return time_call(fn, min_time_s=self.min_time_s, min_reps=self.min_reps, inner=inner,
+                         sync=self.sync)
+
+    def _inner(self, expected_s: float) -> int:
+        """Calls per sample so that one sample lasts ≥ ~20 µs (clock and schedstat reads)."""
+        return max(1, min(1000, int(20e-6 / max(expected_s, 1e-9))))
+
+
+class NumpyBackend(_Timed):
+    """numpy only: fp64/fp32 GEMM through its BLAS, single-threaded STREAM, call overhead."""
+
+    name = "numpy"
+    kind = "cpu"
+    dtypes = ("fp64", "fp32")
+
+    def __init__(self, *, min_time_s: float = 0.05, min_reps: int = 5) -> None:
+        super().__init__(min_time_s=min_time_s, min_reps=min_reps)
+        import numpy as np
+
+        self.np = np
+        self._rng = np.random.default_rng(0)
+
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample:
+        np = self.np
+        dt = {"fp64": np.float64, "fp32": np.float32}[dtype]
+        a = self._rng.standard_normal((m, k)).astype(dt)
+        b = self._rng.standard_normal((k, n)).astype(dt)
+        c = np.empty((m, n), dt)
+        return self._time(lambda: np.matmul(a, b, out=c),
+                          inner=self._inner(2 * m * n * k / 5e10))
+
+    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
+             stride: int) -> Sample:
+        raise NotImplementedError("numpy has no convolution")
+
+    def stream(self, kernel: str, n: int) -> Sample:
+        np = self.np
+        a, b, c = (np.full(n, v, np.float32) for v in (1.0, 2.0, 0.0))
+        s = np.float32(3.0)
+        fns: dict[str, Callable[[], object]] = {
+            "copy": lambda: np.copyto(c, a), "scale": lambda: np.multiply(a, s, out=c),
+            "add": lambda: np.add(a, b, out=c),
+            # numpy has no fused triad: two passes (counted as one by STREAM, so slower here)
+            "triad": lambda: (np.multiply(b, s, out=c), np.add(c, a, out=c)),
+        }
+        return self._time(fns[kernel], inner=self._inner(n * 12 / 2e10))
+
+    def vector(self, op: str, n: int) -> Sample:
+        raise NotImplementedError("vector ops are measured through PyTorch")
+
+    def tiny(self) -> Sample:
+        np = self.np
+        a = np.ones(1, np.float32)
+        c = np.empty(1, np.float32)
+        return self._time(lambda: np.add(a, a, out=c), inner=200)
+
+    def fresh(self, n: int) -> Sample:
+        np = self.np
+        a = np.ones(n, np.float32)
+        return self._time(lambda: a + a)
+
+    def info(self) -> dict[str, str]:
+        return {"framework": f"numpy {self.np.__version__}", "threads": "1 (numpy ufuncs)",
+                "blas": blas_info()}
+
+
+class TorchBackend(_Timed):
+    """PyTorch eager on ``device`` ("cpu" or "cuda"): what the validation workloads run on."""
+
+    def __init__(self, device: str = "cpu", *, min_time_s: float = 0.05,
+                 min_reps: int = 5) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        super().__init__(min_time_s=min_time_s, min_reps=min_reps,
+                         sync=torch.cuda.synchronize if device == "cuda" else None)
+        self.name = f"torch-{device}"
+        self.kind = "gpu" if device == "cuda" else "cpu"
+        self.dtypes = ("fp64", "fp32", "bf16", "fp16")
+        torch.manual_seed(0)
+
+    def _t(self, *shape: int, dtype: Any = None) -> Any:
+        torch = self.torch
+        return torch.randn(*shape, device=self.device, dtype=dtype or torch.float32)
+
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample:
+        torch = self.torch
+        dt = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16,
+              "fp16": torch.float16}[dtype]
+        a, b = self._t(m, k, dtype=dt), self._t(k, n, dtype=dt)
+        c = torch.empty(m, n, dtype=dt, device=self.device)
+        with torch.inference_mode():
+            return self._time(lambda: torch.mm(a, b, out=c),
+                              inner=self._inner(2 * m * n * k / 5e10))
+
+    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
+             stride: int) -> Sample:
+        torch = self.torch
+        x = self._t(batch, c_in, hw, hw)
+        w = self._t(c_out, c_in, kernel, kernel)
+        with torch.inference_mode():
+            return self._time(lambda: torch.nn.functional.conv2d(x, w, stride=stride,
+                                                                 padding=kernel // 2))
+
+    def stream(self, kernel: str, n: int) -> Sample:
+        torch = self.torch
+        a, b = self._t(n), self._t(n)
+        c = torch.empty(n, device=self.device)
+        fns: dict[str, Callable[[], object]] = {
+            "copy": lambda: c.copy_(a), "scale": lambda: torch.mul(a, 3.0, out=c),
+            "add": lambda: torch.add(a, b, out=c),
+            "triad": lambda: torch.add(a, b, alpha=3.0, out=c),
+        }
+        with torch.inference_mode():
+            return self._time(fns[kernel], inner=self._inner(n * 12 / 5e10))
+
+    def vector(self, op: str, n: int) -> Sample:
+        torch = self.torch
+        F = torch.nn.functional
+        fn: Callable[[], object]
+        if op == "gelu_tanh":
+            x = self._t(n)
+            fn = lambda: F.gelu(x, approximate="tanh")  # noqa: E731
+        elif op == "silu":
+            x = self._t(n)
+            fn = lambda: F.silu(x)  # noqa: E731
+        elif op == "softmax":
+            x = self._t(max(1, n // 1024), 1024)
+            fn = lambda: torch.softmax(x, -1)  # noqa: E731
+        elif op == "layernorm":
+            x = self._t(max(1, n // 1024), 1024)
+            fn = lambda: F.layer_norm(x, (1024,))  # noqa: E731
+        elif op == "maxpool":
+            side = max(4, int(math.sqrt(n / 64)))
+            x = self._t(1, 64, side, side)
+            fn = lambda: F.max_pool2d(x, 3, 2, 1)  # noqa: E731
+        else:
+            raise ValueError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
+        with torch.inference_mode():
+            return self._time(fn, inner=self._inner(n * 1e-9))
+
+    def tiny(self) -> Sample:
+        torch = self.torch
+        a = self._t(1)
+        with torch.inference_mode():
+            if self.device == "cuda":
+                # launch throughput: 200 back-to-back kernels, one sync per sample
+                return self._time(lambda: torch.add(a, a), inner=200)
+            return self._time(lambda: torch.add(a, a), inner=200)
+
+    def fresh(self, n: int) -> Sample:
+        torch = self.torch
+        a = self._t(n)
+        with torch.inference_mode():
+            return self._time(lambda: a + a)
+
+    def info(self) -> dict[str, str]:
+        torch = self.torch
+        d = {"framework": f"torch {torch.__version__}",
+             "threads": str(torch.get_num_threads()), "blas": blas_info()}
+        if self.device == "cuda":
+            d["device"] = torch.cuda.get_device_name(0)
+            d["memory_bytes"] = str(torch.cuda.get_device_properties(0).total_memory)
+        return d
+
+
+# -- fake timings (tests, docs, the GPU path on a CPU) -------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class FakeMachine:
+    """A known "true" machine whose timings a FakeBackend reports (deterministic)."""
+
+    kind: str = "cpu"
+    peaks: dict[str, float] = field(default_factory=lambda: {"fp64": 1.5e11, "fp32": 3.0e11,
+                                                             "bf16": 1.5e12})
+    gemm_a: float = 12.0  #: true 1/eff = (1 + a/M + b/N + c/K) / gemm_max
+    gemm_b: float = 8.0
+    gemm_c: float = 16.0
+    gemm_max: float = 0.9
+    #: (capacity bytes, bandwidth B/s), innermost first; the last is main memory
+    levels: tuple[tuple[float, float], ...] = ((96e3, 4e11), (4e6, 1.2e11), (48e6, 5e10),
+                                               (64e9, 2.8e10))
+    vector_flops_per_s: dict[str, float] = field(default_factory=lambda: {
+        "gelu_tanh": 7.5e9, "silu": 13e9, "softmax": 12.5e9, "layernorm": 20e9,
+        "maxpool": 0.7e9})
+    per_call_s: float = 1.0e-6
+    page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
+    threads: int = 2
+    name: str = "fake"
+
+
+class FakeBackend:
+    """Answers every benchmark from a FakeMachine: time = per-call cost + max(compute, bytes)
+    on a CPU; max(per-call cost, max(compute, bytes)) on a GPU (launches overlap kernels)."""
+
+    def __init__(self, machine: FakeMachine | None = None) -> None:
+        self.m = machine or FakeMachine()
+        self.kind = self.m.kind
+        self.name = f"fake-{self.kind}"
+        self.dtypes = tuple(self.m.peaks)
+
+    def _bw(self, ws: float) -> float:
+        for cap, bw in self.m.levels:
+            if ws <= cap:
+                return bw
+        return self.m.levels[-1][1]
+
+    def _s(self, t: float) -> Sample:
+        if self.kind == "gpu":  # asynchronous launches: the slower of launch and kernel
+            t = max(self.m.per_call_s, t - self.m.per_call_s)
+        return Sample(median_s=t, p10_s=t * 0.98, p90_s=t * 1.03, n=9)
+
+    def _gemm_t(self, dtype: str, m: float, n: float, k: float) -> float:
+        mm = self.m
+        eff = mm.gemm_max / (1 + mm.gemm_a / m + mm.gemm_b / n + mm.gemm_c / k)
+        t_c = 2 * m * n * k / (mm.peaks[dtype] * eff)
+        t_m = 4 * (m * k + k * n + m * n) / mm.levels[-1][1]
+        return mm.per_call_s + max(t_c, t_m)
+
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample:
+        return self._s(self._gemm_t(dtype, m, n, k))
+
+    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
+             stride: int) -> Sample:
+        ho = (hw + 2 * (kernel // 2) - kernel) // stride + 1
+        return self._s(self._gemm_t("fp32", batch * ho * ho, c_out, c_in * kernel * kernel))
+
+    def stream(self, kernel: str, n: int) -> Sample:
+        arrays = STREAM_ARRAYS[kernel][0]
+        ws = arrays * 4 * n
+        return self._s(self.m.per_call_s + ws / self._bw(ws))
+
+    def vector(self, op: str, n: int) -> Sample:
+        from .measure import vector_cost
+
+        flops, byts, _ = vector_cost(op, n)
+        return self._s(self.m.per_call_s + max(flops / self.m.vector_flops_per_s[op],
+                                               byts / self._bw(byts)))
+
+    def tiny(self) -> Sample:
+        return self._s(self.m.per_call_s)
+
+    def fresh(self, n: int) -> Sample:
+        base = self.stream("add", n).median_s
+        extra = self.m.page_s * math.ceil(4 * n / 4096) if 4 * n >= 32 * 2**20 else 0.0
+        return self._s(base + extra)
+
+    def info(self) -> dict[str, str]:
+        return {"framework": "fake timings (FakeMachine)", "threads": str(self.m.threads),
+                "blas": "none (injected timings)", "device": f"{self.m.name} {self.kind}",
+                "memory_bytes": str(self.m.levels[-1][0])}

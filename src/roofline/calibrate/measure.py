@@ -1,0 +1,629 @@
+"""``measure``: this machine's ceilings and a small fitted efficiency model, as a hardware spec.
+
+What is measured (every benchmark: warm-up, repetitions until a minimum time, the median of
+samples not disturbed by run-queue delay, and the p10–p90 spread):
+
+- **peak FLOP/s per dtype**: the best median rate of large square GEMMs, through numpy's BLAS
+  and through PyTorch (the faster counts; both are recorded); bf16/fp16 through PyTorch.
+- **bandwidth per memory level**: STREAM copy/scale/add/triad (bytes read + written, outputs
+  preallocated) over working sets from L1 to DRAM; the curve is cut into plateaus
+  (``fit.fit_levels``), one memory level each (a hierarchical roofline).
+- **fixed per-op cost**: one framework call on a one-element tensor.
+- **the efficiency model** (``[efficiency]`` in the spec, used by the ``default`` preset):
+  GEMM/convolution efficiency ``1/eff = (1 + a/M + b/N + c/K) / gemm_max`` fitted to a set of
+  shapes; vector rates of elementwise (tanh-GELU, SiLU), norm (LayerNorm), softmax and pool
+  (MaxPool) ops as fractions of the fp32 peak; page-fault cost of fresh outputs ≥ 32 MiB.
+
+The spec is written atomically (temporary file + rename), so an interrupted run leaves no
+half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import math
+import os
+import platform
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import SpecError
+from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS
+from ..specs.hardware import Hardware, parse_hardware
+from .backends import STREAM_ARRAYS, Backend, NumpyBackend, TorchBackend
+from .fit import GemmFit, fit_gemm, fit_levels, geomean
+from .timing import Sample
+
+__all__ = ["measure", "MeasurePlan", "plan_for", "Measurements", "run_plan", "spec_toml",
+           "write_atomic", "check_writable", "vector_cost", "FRESH_ALLOC_MIN_BYTES",
+           "last_text"]
+
+#: glibc's malloc serves requests of at least M_MMAP_THRESHOLD with a fresh mmap; its dynamic
+#: threshold is capped at DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit systems (mallopt(3))
+FRESH_ALLOC_MIN_BYTES = 32 * 2**20
+_FP32 = 4
+
+
+def vector_cost(op: str, n: int) -> tuple[float, float, str]:
+    """(FLOPs, bytes read + written, op class) of a ``Backend.vector`` benchmark on n elements,
+    counted with the library's own formulas (ops.formulas)."""
+    if op in ("gelu_tanh", "silu"):
+        return ELEMENTWISE_FLOPS[op] * n, 2 * _FP32 * n, "elementwise"
+    if op == "softmax":
+        rows = max(1, n // 1024) * 1024
+        return 5 * rows, 2 * _FP32 * rows, "softmax"
+    if op == "layernorm":
+        rows = max(1, n // 1024) * 1024
+        return NORM_FLOPS["layernorm"] * rows, 2 * _FP32 * rows, "norm"
+    if op == "maxpool":
+        side = max(4, int(math.sqrt(n / 64)))
+        out_side = (side + 2 - 3) // 2 + 1
+        outs = 64 * out_side * out_side
+        return 9 * outs, _FP32 * (64 * side * side + outs), "pool"
+    raise SpecError(f"vector op {op!r}; allowed: gelu_tanh, silu, softmax, layernorm, maxpool")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasurePlan:
+    """Which benchmarks to run (sizes differ for quick/full and CPU/GPU)."""
+
+    kind: str
+    peak_sizes: dict[str, tuple[int, ...]]  #: dtype -> square GEMM sizes for the peak
+    gemm_shapes: tuple[tuple[int, int, int], ...]  #: (M, N, K) fp32 shapes for the fit
+    conv_shapes: tuple[tuple[int, int, int, int, int, int], ...]  #: (B, C, HW, C', k, s)
+    stream_elems: tuple[int, ...]  #: elements per STREAM array
+    stream_kernels: tuple[str, ...]
+    vector_elems: int
+    fresh_elems: int  #: 0: skip the page-fault benchmark (GPUs)
+    min_time_s: float
+    quick: bool
+
+
+def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
+    """The benchmark plan for a CPU or GPU, full (~1–2 min on 2 cores) or quick (seconds)."""
+    if kind == "gpu":
+        s = 1024 if quick else 8192
+        f = 256 if quick else 2048
+        return MeasurePlan(
+            kind="gpu", quick=quick,
+            peak_sizes={"bf16": (s,), "fp16": (s,), "fp32": (s // 2,), "fp64": (s // 2,)},
+            gemm_shapes=tuple((m, n, k) for m, n, k in (
+                (16, f, f), (64, f, f), (256, f, f), (f, f, f), (f, 64, f), (f, 256, f),
+                (f, f, 64), (f, f, 256))),
+            conv_shapes=((8, 64, 56, 64, 3, 1), (8, 256, 14, 256, 3, 1), (8, 128, 28, 512, 1, 1))
+            if not quick else ((1, 16, 16, 16, 3, 1),),
+            stream_elems=tuple(2**e for e in (range(14, 22, 2) if quick else range(14, 30))),
+            stream_kernels=("copy", "triad") if quick else ("copy", "scale", "add", "triad"),
+            vector_elems=2**16 if quick else 2**24, fresh_elems=0,
+            min_time_s=0.01 if quick else 0.05)
+    if quick:
+        return MeasurePlan(
+            kind="cpu", quick=True, peak_sizes={"fp64": (192,), "fp32": (192,), "bf16": (192,)},
+            gemm_shapes=((8, 192, 192), (64, 192, 192), (192, 192, 192), (192, 16, 192),
+                         (192, 192, 16)),
+            conv_shapes=((1, 16, 16, 16, 3, 1),),
+            stream_elems=(2**11, 2**15, 2**19), stream_kernels=("copy", "triad"),
+            vector_elems=2**13, fresh_elems=0, min_time_s=0.005)
+    return MeasurePlan(
+        kind="cpu", quick=False,
+        peak_sizes={"fp64": (1024, 2048), "fp32": (1024, 2048), "bf16": (2048,),
+                    "fp16": (1024,)},
+        gemm_shapes=((8, 1024, 1024), (32, 1024, 1024), (128, 1024, 1024), (1024, 1024, 1024),
+                     (1024, 32, 1024), (1024, 128, 1024), (1024, 1024, 32), (1024, 1024, 128),
+                     (256, 256, 256), (512, 2048, 512), (96, 384, 1536)),
+        conv_shapes=((1, 32, 64, 32, 3, 1), (1, 128, 32, 256, 1, 1), (4, 64, 32, 64, 3, 1),
+                     (1, 256, 16, 256, 3, 1), (2, 3, 96, 32, 5, 2), (2, 512, 8, 512, 3, 1)),
+        stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
+        stream_kernels=("copy", "scale", "add", "triad"),
+        vector_elems=2**18, fresh_elems=2**24, min_time_s=0.08)
+
+
+@dataclass
+class Measurements:
+    """Raw results of a plan (what the spec's numbers are computed from)."""
+
+    kind: str
+    info: dict[str, str]
+    peaks: dict[str, tuple[float, str, Sample]] = field(default_factory=dict)
+    peak_candidates: list[tuple[str, str, int, float]] = field(default_factory=list)
+    tiny: Sample | None = None
+    stream: list[tuple[str, float, Sample]] = field(default_factory=list)  # kernel, ws, sample
+    gemm_points: list[tuple[str, float, float, float, float, Sample]] = \
+        field(default_factory=list)  # label, M, N, K, flops, sample
+    vector: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
+    fresh: tuple[int, Sample, Sample] | None = None
+    skipped: list[str] = field(default_factory=list)
+    discarded: int = 0
+
+
+class _Progress:
+    def __init__(self, total: int, out: TextIO | None) -> None:
+        self.total, self.i, self.out = total, 0, out
+
+    def step(self, what: str, result: str = "") -> None:
+        self.i += 1
+        if self.out is not None:
+            print(f"[{self.i:>3}/{self.total}] {what}{': ' + result if result else ''}",
+                  file=self.out, flush=True)
+
+    def note(self, msg: str) -> None:
+        if self.out is not None:
+            print(msg, file=self.out, flush=True)
+
+
+def _count(plan: MeasurePlan, n_backends: int) -> int:
+    return (1 + sum(len(v) for v in plan.peak_sizes.values()) * n_backends
+            + len(plan.stream_elems) * len(plan.stream_kernels) + len(plan.gemm_shapes)
+            + len(plan.conv_shapes) + 5 + (1 if plan.fresh_elems else 0))
+
+
+def run_plan(plan: MeasurePlan, backends: list[Backend],
+             progress: TextIO | None = None) -> Measurements:
+    """Run every benchmark of ``plan``; ``backends[0]`` is the primary one (PyTorch when
+    present), the others only add GEMM peak candidates."""
+    main = backends[0]
+    ms = Measurements(kind=plan.kind, info=dict(main.info()))
+    pr = _Progress(_count(plan, len(backends)), progress)
+
+    def keep(s: Sample) -> Sample:
+        ms.discarded += s.discarded
+        return s
+
+    ms.tiny = keep(main.tiny())
+    pr.step("per-op call overhead", f"{ms.tiny.median_s * 1e6:.2f} µs")
+    for dtype, sizes in plan.peak_sizes.items():
+        for be in backends:
+            if dtype not in be.dtypes:
+                continue
+            for s in sizes:
+                smp = keep(be.gemm(dtype, s, s, s))
+                rate = 2 * s**3 / smp.median_s
+                ms.peak_candidates.append((dtype, be.name, s, rate))
+                pr.step(f"GEMM {dtype} {s}³ ({be.name})", f"{rate / 1e9:.1f} GFLOP/s "
+                        f"(spread {smp.spread:.0%})")
+                best = ms.peaks.get(dtype)
+                if best is None or rate > best[0]:
+                    ms.peaks[dtype] = (rate, f"{be.name} {s}x{s}x{s}", smp)
+    for dtype in ("bf16", "fp16"):
+        if dtype in plan.peak_sizes and dtype not in ms.peaks:
+            ms.skipped.append(f"{dtype} GEMM peak (needs PyTorch)")
+    for n in plan.stream_elems:
+        for kern in plan.stream_kernels:
+            smp = keep(main.stream(kern, n))
+            ws = STREAM_ARRAYS[kern][0] * _FP32 * n
+            ms.stream.append((kern, ws, smp))
+            pr.step(f"STREAM {kern} {ws / 2**10:,.0f} KiB", f"{ws / smp.median_s / 1e9:.1f} GB/s")
+    for m, n, k in plan.gemm_shapes:
+        smp = keep(main.gemm("fp32", m, n, k))
+        ms.gemm_points.append((f"gemm {m}x{n}x{k}", m, n, k, 2.0 * m * n * k, smp))
+        rate = 2.0 * m * n * k / smp.median_s
+        if "fp32" in ms.peaks and rate > ms.peaks["fp32"][0]:  # the peak drifted up meanwhile
+            ms.peaks["fp32"] = (rate, f"{main.name} {m}x{n}x{k} (a fit shape)", smp)
+            ms.peak_candidates.append(("fp32", main.name, m, rate))
+        pr.step(f"GEMM fp32 M={m} N={n} K={k}", f"{2 * m * n * k / smp.median_s / 1e9:.1f} "
+                "GFLOP/s")
+    for b, c, hw, co, kk, st in plan.conv_shapes:
+        try:
+            smp = keep(main.conv(b, c, hw, co, kk, st))
+        except NotImplementedError:
+            ms.skipped.append("convolution shapes in the GEMM fit (need PyTorch)")
+            break
+        ho = (hw + 2 * (kk // 2) - kk) // st + 1
+        M, N, K = b * ho * ho, co, c * kk * kk
+        ms.gemm_points.append((f"conv b{b} {c}x{hw}² -> {co} k{kk} s{st}", M, N, K,
+                               2.0 * M * N * K, smp))
+        pr.step(f"conv b={b} C={c} HW={hw} C'={co} k={kk} s={st}",
+                f"{2 * M * N * K / smp.median_s / 1e9:.1f} GFLOP/s")
+    for op in ("gelu_tanh", "silu", "softmax", "layernorm", "maxpool"):
+        try:
+            smp = keep(main.vector(op, plan.vector_elems))
+        except NotImplementedError:
+            ms.skipped.append("vector-op rates (tanh-GELU, SiLU, softmax, LayerNorm, MaxPool: "
+                              "need PyTorch; the default preset's values are used)")
+            break
+        flops, byts, cls = vector_cost(op, plan.vector_elems)
+        ms.vector[op] = (flops, byts, cls, smp)
+        pr.step(f"vector {op} ({plan.vector_elems:,} elements)",
+                f"{plan.vector_elems / smp.median_s / 1e9:.2f} G elements/s")
+    if plan.fresh_elems:
+        n = plan.fresh_elems
+        fresh = keep(main.fresh(n))
+        reused = keep(main.stream("add", n))
+        ms.fresh = (n, fresh, reused)
+        pr.step(f"fresh {n * _FP32 / 2**20:.0f} MiB output vs preallocated",
+                f"{fresh.median_s * 1e3:.2f} ms vs {reused.median_s * 1e3:.2f} ms")
+    return ms
+
+
+# -- from measurements to a spec -----------------------------------------------------------------
+
+def _num(v: float) -> str:
+    if v == 0:
+        return "0"
+    r = float(f"{v:.4g}")
+    return repr(int(r)) if r.is_integer() and abs(r) < 1e15 else repr(r)
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def _q(value: float, unit: str, source: str, derivation: str = "", note: str = "") -> str:
+    parts = [f"value = {_num(value)}", f'unit = "{unit}"', f'source = "{source}"']
+    if derivation:
+        parts.append(f'derivation = "{_esc(derivation)}"')
+    if note:
+        parts.append(f'note = "{_esc(note)}"')
+    return "{ " + ", ".join(parts) + " }"
+
+
+def _spread(s: Sample) -> str:
+    return (f"median of {s.n} samples, p10-p90 spread {s.spread:.0%}"
+            + (f", {s.discarded} dropped for run-queue delay" if s.discarded else ""))
+
+
+def _host() -> str:
+    return socket.gethostname() or platform.node() or "unknown-host"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def _mem_total_bytes() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * 2**30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fitted:
+    """Numbers derived from Measurements (what goes into the spec)."""
+
+    dispatch_s: float
+    levels: list[Any]  #: fit.Plateau, innermost first (the last is main memory)
+    gemm: GemmFit | None
+    gemm_used: int
+    vector_frac: dict[str, tuple[float, str]]  #: efficiency field -> (value, derivation)
+    page_fault_s: float | None
+    page_derivation: str
+    dispatch_note: str = ""
+
+
+def derive(ms: Measurements) -> Fitted:
+    """Ceilings and the efficiency model from raw measurements (pure arithmetic)."""
+    if ms.tiny is None or "fp32" not in ms.peaks:
+        raise SpecError("measurements lack the call overhead or the fp32 GEMM peak")
+    disp = ms.tiny.median_s
+    sync = ms.kind == "cpu"
+
+    def net_of(t: float) -> float:
+        """Time of the work itself: synchronous CPU calls add the per-call cost; on a GPU
+        back-to-back launches overlap with the kernels (time = max(launch, kernel))."""
+        if sync:
+            return t - disp if t - disp > 0.5 * t else math.nan
+        return t if t > 2 * disp else math.nan
+
+    # bandwidth per working set: median over kernels of bytes / (time - per-call cost), keeping
+    # points where the per-call cost is under half the time (else the call, not memory, binds)
+    by_ws: dict[float, list[float]] = {}
+    t_by_ws: dict[float, list[float]] = {}
+    for _kern, ws, s in ms.stream:
+        net = net_of(s.median_s)
+        if net > 0:
+            by_ws.setdefault(ws, []).append(ws / net)
+            t_by_ws.setdefault(ws, []).append(s.median_s)
+    if not by_ws:
+        raise SpecError("every STREAM point was dominated by per-call overhead; use larger sizes")
+    ws_list = sorted(by_ws)
+    bw_list = [statistics.median(by_ws[w]) for w in ws_list]
+    # below the working set of the best bandwidth the curve rises: per-call costs (and
+    # single-threaded small calls) bind there, not a memory level; those points are dropped
+    top = max(range(len(bw_list)), key=bw_list.__getitem__)
+    ws_list, bw_list = ws_list[top:], bw_list[top:]
+    levels = fit_levels(ws_list, bw_list, max_levels=4)
+    # the innermost plateau: t = d + ws / bw by least squares gives the fixed per-op cost of
+    # a multi-threaded call (thread wake-up included) and the level's bandwidth together
+    inner = levels[0]
+    pts_in = [(w, statistics.median(t_by_ws[w])) for w in ws_list
+              if inner.smallest_bytes <= w <= inner.largest_bytes]
+    disp_note = "one framework call on a 1-element tensor"
+    if sync and len(pts_in) >= 3:
+        X = [w for w, _ in pts_in]
+        Y = [t for _, t in pts_in]
+        mx, my = statistics.fmean(X), statistics.fmean(Y)
+        sxx = sum((x - mx) ** 2 for x in X)
+        slope = sum((x - mx) * (y - my) for x, y in zip(X, Y)) / sxx if sxx else 0.0
+        icpt = my - slope * mx
+        if slope > 0 and disp < icpt < 10 * disp:
+            disp = icpt
+            levels[0] = replace(inner, bytes_per_s=1.0 / slope)
+            disp_note = (f"intercept of time = d + bytes/bandwidth fitted to STREAM at "
+                         f"{len(pts_in)} working sets of the innermost measured level "
+                         f"(a 1-element call costs {ms.tiny.median_s * 1e6:.2f} us)")
+    main_bw = levels[-1].bytes_per_s
+    peak32 = ms.peaks["fp32"][0]
+    pts = []
+    for _label, M, N, K, flops, s in ms.gemm_points:
+        net = net_of(s.median_s)
+        byts = _FP32 * (M * K + K * N + M * N)
+        if not net > 0 or byts / main_bw > 0.5 * net:
+            continue  # memory- or overhead-bound: says nothing about compute efficiency
+        pts.append((M, N, K, min(1.0, flops / net / peak32)))
+    gemm = fit_gemm(pts) if len(pts) >= 2 else None
+    frac: dict[str, tuple[float, str]] = {}
+    rates: dict[str, list[tuple[str, float]]] = {}
+    for op, (flops, _b, cls, s) in ms.vector.items():
+        net = net_of(s.median_s)
+        if net > 0:
+            rates.setdefault(cls, []).append((op, flops / net))
+    field_of = {"elementwise": "vector_max", "norm": "norm_max", "softmax": "softmax_max",
+                "pool": "pool_max"}
+    for cls, lst in rates.items():
+        r = geomean([x for _, x in lst])
+        ops = ", ".join(f"{op} {x / 1e9:.3g} GFLOP/s" for op, x in lst)
+        frac[field_of[cls]] = (min(1.0, r / peak32),
+                               f"{ops} (FLOPs per ops.formulas, time minus the per-op cost"
+                               f"{', geometric mean' if len(lst) > 1 else ''}) / fp32 peak "
+                               f"{peak32 / 1e9:.4g} GFLOP/s")
+    pf: float | None = None
+    pder = ""
+    if ms.fresh is not None:
+        n, fresh, reused = ms.fresh
+        pages = math.ceil(n * _FP32 / 4096)
+        pf = max(0.0, fresh.median_s - reused.median_s) / pages
+        pder = (f"(a + b into a fresh {n * _FP32 / 2**20:.0f} MiB output: "
+                f"{fresh.median_s * 1e3:.3f} ms) - (same into a preallocated output: "
+                f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
+    return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts),
+                  vector_frac=frac, page_fault_s=pf, page_derivation=pder,
+                  dispatch_note=disp_note)
+
+
+def _default_eff_rows(kind: str) -> dict[str, Any]:
+    from ..engine.presets import _default_tables
+
+    return {k: getattr(_default_tables()[kind], k) for k in
+            ("gemm_max", "gemm_a", "gemm_b", "gemm_c", "vector_max", "workspace")}
+
+
+def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = None,
+              date: str | None = None, host: str | None = None,
+              memory_bytes: float | None = None) -> str:
+    """The hardware TOML text of a measured machine (same format as the zoo)."""
+    fit = derive(ms)
+    host = host or _host()
+    date = date or _dt.date.today().isoformat()
+    key = key or ("measured-" + (re.sub(r"[^a-z0-9.-]+", "-", host.lower()).strip("-.")
+                                 or "host"))
+    dev = ms.info.get("device") or (_cpu_name() if ms.kind == "cpu" else "GPU")
+    name = name or f"{dev} (measured on {host})"
+    mem_total = memory_bytes or float(ms.info.get("memory_bytes") or _mem_total_bytes())
+    method = (f"roofline measure ({ms.info.get('framework', '?')}, "
+              f"{ms.info.get('threads', '?')} threads)")
+    mem_src = "/proc/meminfo MemTotal" if ms.kind == "cpu" else "device total memory"
+    L: list[str] = [
+        "# Measured by `roofline measure`: every number below is a median of repeated timings",
+        "# on this machine (see each derivation); [efficiency] is the model fitted from them.",
+        "schema = 1", f'key = "{key}"', f'name = "{_esc(name)}"', 'vendor = "measured"',
+        f'kind = "{ms.kind}"', f"year = {date[:4]}", "", "[sources]",
+        f'm = "measured: {_esc(method)}, {date}, {_esc(host)}; BLAS: '
+        f'{_esc(ms.info.get("blas", "") or "n/a")}"',
+        f'mem = "measured: {mem_src}, {date}, {_esc(host)}"',
+        'glibc = "glibc mallopt(3): M_MMAP_THRESHOLD, dynamic threshold capped at '
+        'DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit systems (larger blocks are fresh mmaps)"',
+        'default = "roofline data/presets/default.toml (per-kind default preset; not measured '
+        'here)"',
+        "", "[peak]",
+    ]
+    for dtype in ("fp64", "fp32", "tf32", "bf16", "fp16"):
+        if dtype not in ms.peaks:
+            continue
+        rate, how, s = ms.peaks[dtype]
+        others = "; ".join(f"{be} {sz}: {r / 1e9:.4g}" for d, be, sz, r in ms.peak_candidates
+                           if d == dtype)
+        L.append(f"{dtype} = " + _q(rate / 1e9, "GFLOP/s", "m",
+                                    f"best GEMM rate, {how}: 2*n^3 / median time ({_spread(s)})",
+                                    f"all candidates (GFLOP/s): {others}"))
+    names = {1: ["DRAM"], 2: ["DRAM", "cache"], 3: ["DRAM", "LLC", "L2"],
+             4: ["DRAM", "LLC", "L2", "L1"]}
+    if ms.kind == "gpu":
+        names = {1: ["HBM"], 2: ["HBM", "L2"], 3: ["HBM", "L2", "L1/shared"],
+                 4: ["HBM", "L2", "L1/shared", "registers"]}
+    lv = list(reversed(fit.levels))  # main first
+    nm = names[min(len(lv), 4)]
+    for i, p in enumerate(lv):
+        L += ["", "[[memory]]", f'name = "{nm[i] if i < len(nm) else f"level {i}"}"']
+        der_bw = (f"median over STREAM {'/'.join(sorted({k for k, _, _ in ms.stream}))} of "
+                  f"bytes read+written / (time - per-op cost) at {p.n} working sets "
+                  f"{p.smallest_bytes / 2**10:,.0f}-{p.largest_bytes / 2**10:,.0f} KiB")
+        if i == 0:
+            L.append("capacity = " + _q(mem_total / 2**30, "GiB", "mem"))
+        else:
+            L.append("capacity = " + _q(p.capacity_bytes / 2**10, "KiB", "m",
+                     "effective: geometric midpoint between the largest working set at this "
+                     f"bandwidth ({p.largest_bytes / 2**10:,.0f} KiB) and the smallest at the next "
+                     "level's"))
+        L.append("bandwidth = " + _q(p.bytes_per_s / 1e9, "GB/s", "m", der_bw))
+    # -- efficiency
+    d = _default_eff_rows(ms.kind)
+    L += ["", "[efficiency]"]
+    g = fit.gemm
+    if g is not None:
+        gd = (f"least-squares fit (relative residuals, a,b,c >= 0) of 1/eff = (1 + a/M + b/N + "
+              f"c/K)/gemm_max to {fit.gemm_used} fp32 GEMM/conv shapes; rms log error "
+              f"{g.rms_log_error:.3f}")
+        L += [f"gemm_max = {_q(g.gemm_max, '1', 'm', gd)}", f"gemm_a = {_q(g.a, '1', 'm', gd)}",
+              f"gemm_b = {_q(g.b, '1', 'm', gd)}", f"gemm_c = {_q(g.c, '1', 'm', gd)}"]
+    else:
+        for k in ("gemm_max", "gemm_a", "gemm_b", "gemm_c"):
+            L.append(f"{k} = {_q(d[k], '1', 'default', 'too few compute-bound GEMM shapes')}")
+    for fld in ("vector_max", "norm_max", "softmax_max", "pool_max"):
+        if fld in fit.vector_frac:
+            v, der = fit.vector_frac[fld]
+            L.append(f"{fld} = {_q(v, '1', 'm', der)}")
+        elif fld == "vector_max":
+            L.append(f"vector_max = {_q(d['vector_max'], '1', 'default', 'not measured')}")
+    L.append("memory_max = " + _q(1.0, "1", "m", "the level bandwidths above are already "
+                                  "measured achievable STREAM rates"))
+    L.append("cache_fraction = " + _q(1.0, "1", "m", "the level capacities above are measured "
+                                      "effective working sets"))
+    L.append("dispatch = " + _q(fit.dispatch_s * 1e6, "us", "m",
+                                f"{fit.dispatch_note} ({_spread(ms.tiny)})" if ms.tiny else ""))
+    L.append("kernel_gap = " + _q(0.0, "us", "m", "synchronous CPU execution: the per-op cost "
+                                  "is all in dispatch" if ms.kind == "cpu" else
+                                  "not measured separately: back-to-back launch cost is in "
+                                  "dispatch"))
+    if fit.page_fault_s is not None:
+        L.append("page_fault = " + _q(fit.page_fault_s * 1e6, "us", "m", fit.page_derivation))
+        L.append("fresh_alloc_min = " + _q(FRESH_ALLOC_MIN_BYTES / 2**20, "MiB", "glibc"))
+    L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
+    # -- raw data (ignored by the loader; kept for plots and audits)
+    L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{date}"',
+          f'method = "{_esc(method)}"', f'blas = "{_esc(ms.info.get("blas", ""))}"',
+          f"samples_dropped_for_runqueue_delay = {ms.discarded}",
+          "skipped = [" + ", ".join(f'"{_esc(s)}"' for s in ms.skipped) + "]",
+          "stream_working_set_bytes = [" + ", ".join(_num(w) for _, w, _ in ms.stream) + "]",
+          "stream_kernel = [" + ", ".join(f'"{k}"' for k, _, _ in ms.stream) + "]",
+          "stream_seconds = [" + ", ".join(_num(s.median_s) for _, _, s in ms.stream) + "]",
+          "gemm_mnk = [" + ", ".join(f"[{_num(M)}, {_num(N)}, {_num(K)}]"
+                                     for _, M, N, K, _, _ in ms.gemm_points) + "]",
+          "gemm_seconds = [" + ", ".join(_num(s.median_s) for *_, s in ms.gemm_points) + "]",
+          "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
+          "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
+          ""]
+    return "\n".join(L)
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """Fail early (before minutes of measuring) if ``path`` cannot be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise SpecError(f"output path {str(p)!r} is a directory; give a file name such as "
+                        f"{str(p / 'my_machine.toml')!r}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise SpecError(f"cannot write {str(p)!r}: directory {str(parent)!r} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".check")
+    except OSError as e:
+        raise SpecError(f"cannot write {str(p)!r}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return p
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename:
+    readers see the old file or the complete new one, never half of it."""
+    p = check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+# -- the entry point -----------------------------------------------------------------------------
+
+def default_backends(device: str = "auto", *, quick: bool = False,
+                     notes: list[str] | None = None) -> list[Backend]:
+    """PyTorch on ``device`` first (when installed), then numpy (GEMM peak candidates)."""
+    plan_time = 0.005 if quick else 0.08
+    out: list[Backend] = []
+    try:
+        import torch
+    except ImportError:
+        torch = None  # type: ignore[assignment]
+        if notes is not None:
+            notes.append("PyTorch is not installed: measured with numpy only; skipped bf16/fp16 "
+                         "peaks, convolutions and vector-op rates (pip install "
+                         "'roofline[torch]' to measure them)")
+    if device not in ("auto", "cpu", "cuda"):
+        raise SpecError(f"device={device!r}; allowed: auto, cpu, cuda")
+    if device == "cuda" and (torch is None or not torch.cuda.is_available()):
+        raise SpecError("device='cuda' but no CUDA device is visible to PyTorch")
+    if torch is not None:
+        dev = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) \
+            else "cpu"
+        out.append(TorchBackend(dev, min_time_s=plan_time, min_reps=3 if quick else 5))
+        if dev == "cuda":
+            return out
+    out.append(NumpyBackend(min_time_s=plan_time, min_reps=3 if quick else 5))
+    return out
+
+
+_LAST = [""]
+
+
+def last_text() -> str:
+    """The TOML text of the latest ``measure`` in this process (what ``-o`` would write)."""
+    return _LAST[0]
+
+
+def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto",
+            quick: bool = False, progress: bool | TextIO = True,
+            backends: list[Backend] | None = None, key: str | None = None,
+            name: str | None = None, date: str | None = None,
+            host: str | None = None) -> Hardware:
+    """Measure this machine and return its hardware spec (numbers carry "measured" provenance
+    and the spec carries its fitted ``[efficiency]`` model for the default preset).
+
+    ``output``: also write the spec there (atomically; checked for writability first).
+    ``device``: "auto" (CUDA when PyTorch sees one, else CPU), "cpu" or "cuda".
+    ``quick``: tiny sizes and few repetitions (seconds; for tests, not for predictions).
+    ``progress``: True for stderr lines, False for silence, or a text stream.
+    ``backends``: inject benchmark backends (e.g. ``FakeBackend``) instead of real ones.
+    """
+    out: TextIO | None = sys.stderr if progress is True else (progress or None)  # type: ignore[assignment]
+    if output is not None:
+        check_writable(output)
+    notes: list[str] = []
+    bes = backends if backends is not None else default_backends(device, quick=quick,
+                                                                 notes=notes)
+    for n in notes:
+        if out is not None:
+            print(f"roofline measure: {n}", file=out)
+    plan = plan_for(bes[0].kind, quick)
+    ms = run_plan(plan, bes, out)
+    ms.skipped[:0] = notes
+    text = spec_toml(ms, key=key, name=name, date=date, host=host)
+    _LAST[0] = text
+    hw = parse_hardware(tomllib.loads(text), origin=str(output) if output else "<measured>")
+    from ..engine.presets import spec_efficiency
+
+    spec_efficiency(hw)  # validate the fitted table now, not at the first solve
+    if output is not None:
+        write_atomic(output, text)
+        if out is not None:
+            print(f"roofline measure: wrote {output}", file=out)
+    return hw
+

@@ -1,0 +1,114 @@
+"""Timing with warm-up, repetitions, median and spread, and run-queue filtering.
+
+A sample is one timed call (or ``inner`` back-to-back calls for sub-10 µs work). On a shared
+machine another tenant can take the core mid-sample; Linux counts the time each thread waited
+on the run queue in ``/proc/self/task/<tid>/schedstat`` (second field, ns). A sample during
+which our threads waited more than ``max_wait_fraction`` of its duration is discarded and
+counted, so the median is of undisturbed samples only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Sample", "time_call", "runqueue_wait_ns", "sample_from_times"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """Timings of one benchmark: the median of undisturbed repetitions and their spread."""
+
+    median_s: float  #: median seconds per call
+    p10_s: float  #: 10th percentile, s
+    p90_s: float  #: 90th percentile, s
+    n: int  #: samples kept
+    discarded: int = 0  #: samples dropped for run-queue delay
+
+    @property
+    def spread(self) -> float:
+        """(p90 − p10) / median: the relative spread of the kept samples."""
+        return (self.p90_s - self.p10_s) / self.median_s if self.median_s > 0 else math.nan
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    i = q * (len(s) - 1)
+    lo, hi = math.floor(i), math.ceil(i)
+    return s[lo] + (s[hi] - s[lo]) * (i - lo)
+
+
+def sample_from_times(times_s: list[float], discarded: int = 0) -> Sample:
+    """A Sample from per-call times (s)."""
+    if not times_s:
+        raise ValueError("no timings")
+    return Sample(median_s=statistics.median(times_s), p10_s=_pct(times_s, 0.1),
+                  p90_s=_pct(times_s, 0.9), n=len(times_s), discarded=discarded)
+
+
+_TASK_DIR = "/proc/self/task"
+
+
+def runqueue_wait_ns() -> int:
+    """Total ns this process's threads have waited on a run queue (0 where unsupported)."""
+    total = 0
+    try:
+        tids = os.listdir(_TASK_DIR)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"{_TASK_DIR}/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
+              max_reps: int = 200, min_time_s: float = 0.05, inner: int = 1,
+              sync: Callable[[], object] | None = None, max_wait_fraction: float = 0.05,
+              max_time_s: float = 5.0) -> Sample:
+    """Time ``fn`` (``inner`` calls per sample) until ``min_reps`` kept samples and
+    ``min_time_s`` have passed; per-call median and spread.
+
+    ``sync`` (e.g. ``torch.cuda.synchronize``) is called before reading the clock. Samples whose
+    run-queue wait exceeds ``max_wait_fraction`` of their duration are dropped; if every sample
+    was disturbed the least disturbed half is kept rather than nothing.
+    """
+    for _ in range(warmup):
+        for _ in range(inner):
+            fn()
+    if sync:
+        sync()
+    kept: list[float] = []
+    disturbed: list[tuple[float, float]] = []
+    start = time.perf_counter()
+    while True:
+        w0 = runqueue_wait_ns()
+        t0 = time.perf_counter_ns()
+        for _ in range(inner):
+            fn()
+        if sync:
+            sync()
+        dt_ns = time.perf_counter_ns() - t0
+        wait = runqueue_wait_ns() - w0
+        per_call = dt_ns * 1e-9 / inner
+        if wait > max_wait_fraction * dt_ns:
+            disturbed.append((wait / max(dt_ns, 1), per_call))
+        else:
+            kept.append(per_call)
+        elapsed = time.perf_counter() - start
+        n = len(kept) + len(disturbed)
+        if (len(kept) >= min_reps and elapsed >= min_time_s) or n >= max_reps \
+                or elapsed >= max_time_s:
+            break
+    if len(kept) < max(1, min_reps // 2):
+        disturbed.sort()
+        kept += [t for _, t in disturbed[: max(1, len(disturbed) // 2)]]
+        disturbed = disturbed[max(1, len(disturbed) // 2):]
+    return sample_from_times(kept, discarded=len(disturbed))

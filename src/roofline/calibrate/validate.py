@@ -1,0 +1,267 @@
+"""``validate``: run real PyTorch workloads and compare them with our predictions.
+
+For every item of the suite (``workloads.py``: ≥ 30 single ops and whole models) the median
+measured time is set beside the prediction from the measured spec (``default`` preset, which
+uses the spec's fitted ``[efficiency]`` model) and beside the pure roofline (``bound``).
+The error factor of one item is ``max(pred/meas, meas/pred)``; the summary gives its geometric
+mean and the share of items within 1.25×, 1.5× and 2×, split into compute-bound ops,
+memory-bound ops (as the pure roofline classifies them: FLOPs/peak vs bytes/main-memory
+bandwidth) and whole models.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..engine.core import price
+from ..engine.presets import efficiency_for
+from ..engine.solve import solve
+from ..errors import SpecError, require_extra
+from ..specs.hardware import Hardware
+from ..specs.hardware import hardware as resolve_hardware
+from .timing import time_call
+from .workloads import Item, suite
+
+__all__ = ["validate", "Validation", "Row", "summarize", "error_factor", "THRESHOLDS"]
+
+THRESHOLDS = (1.25, 1.5, 2.0)
+GROUPS = ("compute", "memory", "model")
+
+
+def error_factor(pred: float, meas: float) -> float:
+    """max(pred/meas, meas/pred): 1 is exact, 2 is off by a factor of two either way."""
+    if not (pred > 0 and meas > 0):
+        return math.inf
+    return max(pred / meas, meas / pred)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    name: str
+    group: str  #: "compute", "memory" or "model"
+    measured_s: float  #: median
+    spread: float  #: (p90 - p10) / median of the measured samples
+    predicted_s: float  #: default preset with the measured spec
+    bound_s: float  #: pure roofline (bound preset) with the same spec
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted_s / self.measured_s
+
+    @property
+    def error(self) -> float:
+        return error_factor(self.predicted_s, self.measured_s)
+
+    @property
+    def bound_error(self) -> float:
+        return error_factor(self.bound_s, self.measured_s)
+
+
+def _stats(errs: Sequence[float]) -> dict[str, float]:
+    if not errs:
+        return {"n": 0, "geomean": math.nan, **{f"within_{t}": math.nan for t in THRESHOLDS}}
+    e = np.asarray(errs, dtype=np.float64)
+    return {"n": len(e), "geomean": float(np.exp(np.log(e).mean())),
+            **{f"within_{t}": float((e <= t).mean()) for t in THRESHOLDS}}
+
+
+def summarize(rows: Sequence[Row]) -> dict[str, dict[str, dict[str, float]]]:
+    """{"default"|"bound": {"all"|"compute"|"memory"|"model": {n, geomean, within_1.25, ...}}}."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for preset, attr in (("default", "error"), ("bound", "bound_error")):
+        out[preset] = {"all": _stats([getattr(r, attr) for r in rows])}
+        for g in GROUPS:
+            out[preset][g] = _stats([getattr(r, attr) for r in rows if r.group == g])
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Validation:
+    """Predicted vs measured for every item, and the summary."""
+
+    hardware: str
+    rows: tuple[Row, ...]
+    summary: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    wall_s: float = math.nan
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [{"name": r.name, "group": r.group, "measured_s": r.measured_s,
+                 "spread": r.spread, "predicted_s": r.predicted_s, "bound_s": r.bound_s,
+                 "ratio": r.ratio, "error": r.error, "bound_error": r.bound_error}
+                for r in self.rows]
+
+    def to_string(self) -> str:
+        w = max([len(r.name) for r in self.rows] + [4])
+        lines = [f"Predicted vs measured on {self.hardware} "
+                 f"(default = fitted model, bound = pure roofline)",
+                 f"{'item':<{w}}  {'group':<7} {'measured':>10} {'spread':>6} "
+                 f"{'default':>10} {'pred/meas':>9} {'bound':>10} {'bnd/meas':>8}"]
+        for r in self.rows:
+            lines.append(f"{r.name:<{w}}  {r.group:<7} {_ms(r.measured_s):>10} "
+                         f"{r.spread:>6.0%} {_ms(r.predicted_s):>10} {r.ratio:>9.2f} "
+                         f"{_ms(r.bound_s):>10} {r.bound_s / r.measured_s:>8.2f}")
+        lines += ["", self.summary_string()]
+        return "\n".join(lines)
+
+    def summary_string(self) -> str:
+        s = self.summary
+        lines = [f"{'subset':<9} {'n':>3}  {'geomean error':>13} {'<=1.25x':>8} {'<=1.5x':>7} "
+                 f"{'<=2x':>6}   {'bound: geomean':>14} {'<=1.5x':>7}"]
+        for g in ("all",) + GROUPS:
+            d, b = s["default"][g], s["bound"][g]
+            if not d["n"]:
+                continue
+            lines.append(f"{g:<9} {d['n']:>3}  {d['geomean']:>12.3f}x {d['within_1.25']:>8.0%} "
+                         f"{d['within_1.5']:>7.0%} {d['within_2.0']:>6.0%}   "
+                         f"{b['geomean']:>13.3f}x {b['within_1.5']:>7.0%}")
+        return "\n".join(lines)
+
+    def write_csv(self, path: str | os.PathLike[str]) -> None:
+        rows = self.to_dicts()
+        try:
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+                wr.writeheader()
+                wr.writerows(rows)
+        except OSError as e:
+            raise SpecError(f"cannot write CSV {str(path)!r}: {e.strerror}") from None
+
+    def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """Predicted-vs-measured scatter (log-log, 1× and 1.5× bands); saved when ``path``."""
+        require_extra("matplotlib", "plot", "the validation scatter plot")
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6.4, 6.0))
+        meas = np.array([r.measured_s for r in self.rows])
+        lo, hi = meas.min() / 3, meas.max() * 3
+        xs = np.array([lo, hi])
+        ax.plot(xs, xs, "k-", lw=1, label="exact")
+        for f, ls in ((1.5, "--"), (2.0, ":")):
+            ax.plot(xs, xs * f, "k" + ls, lw=0.7, label=f"{f}x")
+            ax.plot(xs, xs / f, "k" + ls, lw=0.7)
+        marks = {"compute": ("o", "tab:blue"), "memory": ("s", "tab:orange"),
+                 "model": ("*", "tab:green")}
+        for g, (mk, col) in marks.items():
+            sel = [r for r in self.rows if r.group == g]
+            if sel:
+                ax.scatter([r.measured_s for r in sel], [r.predicted_s for r in sel], marker=mk,
+                           color=col, s=60 if g == "model" else 30, label=f"{g} (default)")
+        ax.scatter(meas, [r.bound_s for r in self.rows], marker=".", color="0.6", s=12,
+                   label="pure roofline (bound)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured median time (s)")
+        ax.set_ylabel("predicted time (s)")
+        g = self.summary["default"]["all"]
+        ax.set_title(f"{self.hardware}\ngeomean error {g['geomean']:.2f}x, "
+                     f"{g['within_1.5']:.0%} within 1.5x", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        if path is not None:
+            try:
+                fig.savefig(path, dpi=110)
+            except OSError as e:
+                raise SpecError(f"cannot write plot {str(path)!r}: {e.strerror}") from None
+            plt.close(fig)
+        return fig
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.4g} ms"
+
+
+def _predict(item: Item, hw: Hardware) -> tuple[float, float, bool]:
+    """(default-preset seconds, bound seconds, compute-bound?) for one item."""
+    if item.graph is not None:
+        g = item.graph()
+        if not hw.has(g.precision.compute):
+            raise SpecError(f"{hw.name} has no {g.precision.compute} peak for {item.name}")
+        b = np.array([item.batch], dtype=np.float64)
+        d = price(g, [hw], [efficiency_for(hw, "default")], b)
+        bd = price(g, [hw], [efficiency_for(hw, "bound")], b)
+        # compute- vs memory-bound as the pure roofline classifies it (FLOPs/peak vs bytes/BW)
+        cb = bool(bd["t_compute"][0, 0] >= bd["t_memory"][0, 0])
+        return float(d["latency"][0, 0]), float(bd["latency_bound"][0, 0]), cb
+    args = dict(item.solve_args or {})
+    name = args.pop("model")
+    r = solve(name, hw, preset="default", **args)
+    rb = solve(name, hw, preset="bound", **args)
+    return r.latency, rb.latency, r.bottleneck == "compute"
+
+
+def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
+             quick: bool = False, models: bool = True, csv_path: str | os.PathLike[str] | None
+             = None, plot_path: str | os.PathLike[str] | None = None,
+             progress: bool | TextIO = True, items: Sequence[Item] | None = None,
+             min_time_s: float | None = None) -> Validation:
+    """Run the validation suite on this machine and compare with predictions from ``hardware``.
+
+    ``hardware``: a measured spec (path or Hardware); None measures this machine first (in the
+    same run, so ceilings and workloads see the same conditions). ``quick``: a small fast
+    subset (for tests). ``items``: run these instead of the suite.
+    """
+    import time
+
+    torch = require_extra("torch", "torch", "roofline validate (it runs real PyTorch workloads)")
+    out: TextIO | None = sys.stderr if progress is True else (progress or None)  # type: ignore[assignment]
+    t_start = time.perf_counter()
+    if hardware is None:
+        from .measure import measure
+
+        hw = measure(quick=quick, progress=out or False)
+    else:
+        hw = resolve_hardware(hardware)
+    if csv_path is not None:
+        from .measure import check_writable
+
+        check_writable(csv_path)
+    todo = list(items) if items is not None else suite(quick, models)
+    mt = min_time_s if min_time_s is not None else (0.02 if quick else 0.15)
+    rows = []
+    with torch.inference_mode():
+        for i, it in enumerate(todo, 1):
+            if not hw.has(it.dtype):
+                if out:
+                    print(f"[{i:>2}/{len(todo)}] {it.name}: skipped ({hw.name} has no "
+                          f"{it.dtype} peak)", file=out, flush=True)
+                continue
+            pred, bound, cb = _predict(it, hw)
+            fn = it.make(torch)
+            s = time_call(fn, warmup=1 if it.group == "model" else 2,
+                          min_reps=3 if it.group == "model" else 5, min_time_s=mt,
+                          max_time_s=8.0)
+            group = "model" if it.group == "model" else ("compute" if cb else "memory")
+            row = Row(name=it.name, group=group, measured_s=s.median_s, spread=s.spread,
+                      predicted_s=pred, bound_s=bound)
+            rows.append(row)
+            del fn
+            if out:
+                print(f"[{i:>2}/{len(todo)}] {it.name}: measured {_ms(s.median_s)}, predicted "
+                      f"{_ms(pred)} ({row.ratio:.2f}x), bound {_ms(bound)}", file=out,
+                      flush=True)
+    if not rows:
+        raise SpecError(f"no validation item could run on {hw.name}")
+    v = Validation(hardware=hw.name, rows=tuple(rows), summary=summarize(rows),
+                   wall_s=time.perf_counter() - t_start)
+    if csv_path is not None:
+        v.write_csv(csv_path)
+    if plot_path is not None:
+        v.plot(plot_path)
+    return v

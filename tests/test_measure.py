@@ -1,0 +1,177 @@
+"""`roofline measure`: the pipeline on injected fake timings (CPU and GPU), real quick runs,
+atomic writing, and bad input."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.calibrate.backends import FakeBackend, FakeMachine, NumpyBackend
+from roofline.calibrate.measure import measure, write_atomic
+from roofline.engine.presets import efficiency_for
+from roofline.errors import SpecError
+
+FIXED = dict(progress=False, date="2026-01-01", host="example")
+
+
+def _fake_peak(m: FakeMachine, dtype: str, n: int) -> float:
+    eff = m.gemm_max / (1 + m.gemm_a / n + m.gemm_b / n + m.gemm_c / n)
+    return 2 * n**3 / (m.per_call_s + 2 * n**3 / (m.peaks[dtype] * eff))
+
+
+def test_fake_cpu_spec_recovers_the_true_machine(tmp_path: Path) -> None:
+    m = FakeMachine()
+    out = tmp_path / "fake.toml"
+    hw = measure(out, backends=[FakeBackend(m)], **FIXED)
+    assert hw.kind == "cpu" and hw.key == "measured-example"
+    # fp32 at 2048^3: eff = 0.9 / (1 + 36/2048) = 0.88445; rate = 2*2048^3 / (1 us + t_c)
+    assert hw.peak("fp32") == pytest.approx(_fake_peak(m, "fp32", 2048), rel=1e-3)
+    assert hw.peak("bf16") == pytest.approx(_fake_peak(m, "bf16", 2048), rel=1e-3)
+    assert "fp16" not in hw.peak_flops_per_s  # the fake machine has no fp16
+    names = [lv.name for lv in hw.memory]
+    assert names == ["DRAM", "LLC", "L2"]  # L1 is hidden under the 1 us per-call cost
+    assert [lv.bytes_per_s for lv in hw.memory] == pytest.approx([2.8e10, 5e10, 1.2e11],
+                                                                 rel=1e-3)
+    # L2 capacity: geometric midpoint of the largest working set at 120 GB/s (add, 12 B x
+    # 2^18 = 3145728 B) and the next one measured (copy, 8 B x 2^19 = 4194304 B)
+    assert hw.memory[2].capacity_bytes == pytest.approx(math.sqrt(3145728 * 4194304), rel=1e-3)
+    assert hw.memory[0].capacity_bytes == pytest.approx(64e9, rel=1e-3)
+    prov = hw.provenance["peak.fp32"]
+    assert prov.measured and "2026-01-01" in prov.source and "example" in prov.source
+    eff = efficiency_for(hw, "default")
+    assert eff.dispatch == pytest.approx(1e-6, rel=1e-3)
+    assert eff.page_fault == pytest.approx(0.75e-6, rel=1e-3)
+    assert eff.fresh_alloc_min == 32 * 2**20
+    peak = hw.peak("fp32")
+    # elementwise: geometric mean of tanh-GELU 7.5 and SiLU 13 GFLOP/s, over the fp32 peak
+    assert eff.vector_max == pytest.approx(math.sqrt(7.5e9 * 13e9) / peak, rel=2e-3)
+    assert eff.norm_max == pytest.approx(20e9 / peak, rel=2e-3)
+    assert eff.softmax_max == pytest.approx(12.5e9 / peak, rel=2e-3)
+    assert eff.pool_max == pytest.approx(0.7e9 / peak, rel=2e-3)
+    assert eff.synchronous and eff.label == "measured/measured-example"
+    # the GEMM model reproduces the fake machine's efficiency on unseen shapes within 5 %
+    for M, N, K in ((24, 3000, 700), (700, 48, 2000), (4096, 4096, 40)):
+        true = m.gemm_max / (1 + m.gemm_a / M + m.gemm_b / N + m.gemm_c / K) * m.peaks["fp32"]
+        fit = eff.gemm_max / (1 + eff.gemm_a / M + eff.gemm_b / N + eff.gemm_c / K) * peak
+        assert fit == pytest.approx(true, rel=0.05)
+    # the written file loads like a zoo entry and the default preset uses its model
+    again = rl.hardware(str(out))
+    assert again.peak_flops_per_s == hw.peak_flops_per_s
+    assert efficiency_for(again, "default").vector_max == eff.vector_max
+    r = rl.solve("resnet18", str(out), batch=1, precision="fp32")
+    assert r.feasible and r.latency > r.latency_bound
+
+
+def test_fake_gpu_path() -> None:
+    m = FakeMachine(kind="gpu", peaks={"fp64": 6.7e13, "fp32": 6.7e13, "bf16": 9.89e14,
+                                       "fp16": 9.89e14},
+                    levels=((50e6, 1.0e13), (141e9, 4.3e12)), per_call_s=1e-6, page_s=0.0,
+                    name="fake-h200")
+    hw = measure(backends=[FakeBackend(m)], **FIXED)
+    assert hw.kind == "gpu"
+    assert [lv.name for lv in hw.memory] == ["HBM", "L2"]
+    assert hw.memory_bytes_per_s == pytest.approx(4.3e12, rel=1e-3)
+    assert hw.memory[1].bytes_per_s == pytest.approx(1.0e13, rel=1e-3)
+    # bf16 at 8192^3: the fake machine's efficiency at 8192; the launch overlaps the kernel
+    n = 8192
+    eff_t = m.gemm_max / (1 + (m.gemm_a + m.gemm_b + m.gemm_c) / n)
+    assert hw.peak("bf16") == pytest.approx(m.peaks["bf16"] * eff_t, rel=1e-3)
+    eff = efficiency_for(hw, "default")
+    assert not eff.synchronous and eff.page_fault == 0.0
+    assert eff.dispatch == pytest.approx(1e-6, rel=1e-3)
+    r = rl.solve("llama-3.1-8b", hw, batch=1, precision="bf16", phase="decode", context=1024)
+    assert r.feasible and r.bottleneck == "memory"
+
+
+def test_numpy_only_measures_and_says_what_it_skipped() -> None:
+    hw = measure(backends=[NumpyBackend(min_time_s=0.002, min_reps=3)], quick=True, **FIXED)
+    assert set(hw.peak_flops_per_s) == {"fp64", "fp32"}
+    tbl = hw.efficiency_table or {}
+    assert "needs" not in str(tbl.get("vector_max"))  # taken from the default preset, cited
+    assert "default" in tbl["vector_max"]["source"]
+    assert efficiency_for(hw, "default").vector_max == pytest.approx(0.3)
+
+
+def test_quick_real_measurement_with_torch() -> None:
+    pytest.importorskip("torch")
+    hw = measure(quick=True, **FIXED)
+    assert hw.peak("fp32") > 1e9 and hw.memory_bytes_per_s > 1e8
+    assert "bf16" in hw.peak_flops_per_s
+    eff = efficiency_for(hw, "default")
+    assert 0 < eff.gemm_max <= 1 and eff.dispatch > 0
+    assert "BLAS" in hw.provenance["peak.fp32"].source
+
+
+class _Boom(FakeBackend):
+    def stream(self, kernel: str, n: int):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+
+class _MustNotRun(FakeBackend):
+    def tiny(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("measured before checking the output path")
+
+
+def test_unwritable_output_fails_before_measuring(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        measure(tmp_path / "nope" / "x.toml", backends=[_MustNotRun()], **FIXED)
+    with pytest.raises(SpecError, match="is a directory"):
+        measure(tmp_path, backends=[_MustNotRun()], **FIXED)
+    if os.geteuid() != 0:  # root ignores directory permissions
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        with pytest.raises(SpecError, match="cannot write"):
+            measure(ro / "x.toml", backends=[_MustNotRun()], **FIXED)
+
+
+def test_interrupted_run_leaves_no_file(tmp_path: Path) -> None:
+    out = tmp_path / "m.toml"
+    with pytest.raises(KeyboardInterrupt):
+        measure(out, backends=[_Boom()], **FIXED)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_atomic_keeps_old_file_on_failure(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "spec.toml"
+    p.write_text("old")
+
+    def fail(*a: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(p, "new")
+    assert p.read_text() == "old" and [x.name for x in tmp_path.iterdir()] == ["spec.toml"]
+
+
+def test_cli_measure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.calibrate import measure as mm
+    from roofline.cli import main
+
+    monkeypatch.setattr(mm, "default_backends", lambda *a, **k: [FakeBackend()])
+    out = tmp_path / "cli.toml"
+    assert main(["measure", "-o", str(out), "-q"]) == 0
+    assert rl.hardware(str(out)).kind == "cpu"
+    assert main(["measure", "-o", str(tmp_path / "no" / "x.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    monkeypatch.setattr(mm, "default_backends", lambda *a, **k: [_Boom()])
+    assert main(["measure", "-o", str(tmp_path / "y.toml"), "-q"]) == 130
+    assert "interrupted; nothing was written" in capsys.readouterr().err
+    assert not (tmp_path / "y.toml").exists()
+
+
+def test_import_roofline_does_not_import_torch() -> None:
+    code = ("import sys, roofline; import roofline.calibrate.measure; "
+            "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.split() == ["False", "False"]
