@@ -51,6 +51,10 @@ def test_resnet50_trace_matches_zoo(resnet) -> None:
         ours, ref = resnet.graph(precision="fp16").cost(b), zoo.graph(precision="fp16").cost(b)
         assert _rel(ours.flops, ref.flops) < 0.01
         assert _rel(ours.bytes, ref.bytes) < 0.05
+    # epilogue fusion (solve(fuse=True)) sees the same fusible ops as in the zoo graph
+    ours = resnet.graph(precision="fp16", fuse=True).cost(32)
+    ref = zoo.graph(precision="fp16", fuse=True).cost(32)
+    assert _rel(ours.bytes, ref.bytes) < 0.05 and _rel(ours.flops, ref.flops) < 0.01
     g = resnet.graph(precision="fp16")
     assert "layer3.2.conv1" in g.names and "layer1.0.add" in g.names
     assert resnet.unsupported_ops == ()

@@ -167,7 +167,9 @@ def _graph(name: str, p: Precision, records: Sequence[OpRecord], c0: np.ndarray,
                  classes=tuple(formula(r.kind).op_class for r in records), c0=c0, c1=c1,
                  gemm=_gemm(records, batch), params=params,
                  weight_footprint_bytes=float(params.sum()) * p.weight_bytes,
-                 fixed_batch=fixed_batch, tokens_per_sample=tokens, meta=meta)
+                 fixed_batch=fixed_batch, tokens_per_sample=tokens, meta=meta,
+                 fusible=np.array([r.kind == "elementwise" or (r.kind == "norm" and r.shape.get(
+                     "variant") == "batchnorm") for r in records], dtype=bool))
 
 
 def affine_fit(t1: Trace, t2: Trace, t3: Trace | None) -> str | None:
