@@ -2,6 +2,7 @@
 10^6 batch x context x hardware x precision configurations <= 2 s). Run by hand:
 
     python benchmarks/bench_serving.py
+    python benchmarks/bench_serving.py --fit   # rerun the one fit of data/presets/serving.toml
 """
 
 from __future__ import annotations
@@ -50,5 +51,21 @@ def main() -> None:
           f"({np.isfinite(out['tpot']).sum():,} priced, the rest lack the dtype)")
 
 
+def refit() -> None:
+    """The one fit of the engine factors (roofline.scenarios._serving_validation.fit): prints
+    the errors before, the fitted values (copy them into data/presets/serving.toml with their
+    derivations) and the per-case table after."""
+    from roofline.scenarios import _serving_validation as v
+
+    print("before:", v.summary(v.errors()))
+    cur, vals, summ = v.fit()
+    for k, x in vals.items():
+        print(f"  {k:32s} {x:.6g}")
+    print("after: ", summ)
+    print(v.report_table(v.errors(cur)))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    refit() if "--fit" in sys.argv[1:] else main()

@@ -1,7 +1,6 @@
 """rl.serve: closed-form generation sums, TP/PP, quantisation, serving scenarios, anchors."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -94,7 +93,9 @@ def test_serve_result_fields_and_consistency():
     assert 0 < s.mbu < 1 and 0 < s.mfu < 1
     # the per-op Results are the engine's pricing of the real graphs
     assert s.prefill.ops.to_dicts()[0]["name"] == "embed_tokens"
-    assert s.ttft == pytest.approx(s.prefill.latency + 1.5e-3 + 94e-6 * 32, rel=1e-6)
+    f = sp.serving_factors("trtllm")  # TTFT = prefill + request overhead + 32 layers' cost
+    assert s.ttft == pytest.approx(s.prefill.latency + f.request_overhead +
+                                   f.layer_overhead * 32, rel=1e-6)
     assert any("q_proj" in r["name"] for r in s.decode.ops.to_dicts())
     assert json.dumps(s.to_dict())
     assert "TTFT" in str(s)
@@ -136,12 +137,12 @@ def test_tensor_parallel_splits_and_all_reduces():
     assert tp4.memory_breakdown["kv_cache"] == pytest.approx(one.memory_breakdown["kv_cache"] / 4)
     assert tp4.shares["tp_comm"] > 0 and tp4.tpot < one.tpot
     assert tp4.devices == 4
-    # one all-reduce of a decode step: B·D·2 B = 8·8192·2 over 4 ranks, ring, α = 17 µs,
-    # 450 GB/s × 0.75: 2·3·17e-6 + 1.5·131072/337.5e9
-    from roofline.ops.collectives import all_reduce
+    # one all-reduce of a decode step: B·D·2 B = 8·8192·2 = 131072 B over 4 ranks, one-shot,
+    # α(4) = 3.7 + 0.37·2 = 4.44 µs, 450 GB/s × 0.75: 4.44e-6 + 3·131072/337.5e9 = 5.61 µs
+    from roofline.scenarios.serving import allreduce_time
 
-    assert all_reduce(8 * 8192 * 2, 4, 450e9, 17e-6, link_efficiency=0.75) == pytest.approx(
-        6 * 17e-6 + 1.5 * 131072 / 337.5e9)
+    assert allreduce_time(131072, 4, rl.hardware("H100"), sp.serving_factors("trtllm")) == \
+        pytest.approx(4.44e-6 + 3 * 131072 / 337.5e9)
 
 
 def test_tp_beyond_kv_heads_replicates_them():

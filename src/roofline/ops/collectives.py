@@ -15,6 +15,8 @@ link bandwidth busbw reaches (a fitted factor, kept as data by the caller).
 | all-gather     | (p−1)·α + (p−1)/p · n/bw    (n = full output)|
 | all-to-all     | (p−1)·α + (p−1)/p · n/bw    (n = bytes each rank holds) |
 | send/recv      | α + n/bw                                    |
+| one-shot AR    | α + (p−1)·n/bw      (switched fabric, α per call) |
+| two-shot AR    | 2α + 2(p−1)/p · n/bw (switched fabric)       |
 
 A tree all-reduce (NCCL's double binary tree) takes 2⌈log₂p⌉·α + 2·n/bw·(p−1)/p: fewer
 latency steps, the same bandwidth term; ``algorithm="auto"`` takes the faster. A
@@ -32,7 +34,8 @@ import math
 from ..errors import SpecError
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
-           "hierarchical_all_reduce", "bus_factor", "COLLECTIVES"]
+           "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
+           "bus_factor", "COLLECTIVES"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 
@@ -79,6 +82,31 @@ def all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
     if algorithm == "auto":
         return min(ring, tree)
     raise SpecError(f"algorithm={algorithm!r}; allowed: ring, tree, auto")
+
+
+def one_shot_all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
+                        link_efficiency: float = 1.0) -> float:
+    """Seconds for a *one-shot* (latency-optimal) all-reduce of ``n`` bytes over ``p`` ranks on a
+    switched or fully connected fabric (NVSwitch; TensorRT-LLM's ONESHOT, vLLM's 1-stage custom
+    all-reduce): every rank reads the other p−1 ranks' whole buffers over its own link and
+    reduces locally — one latency α per *call*, (p−1)·n bytes into each rank:
+    t = α + (p−1)·n / (bw·efficiency)."""
+    _check(n, p, bw, alpha, link_efficiency)
+    if p == 1 or n == 0:
+        return 0.0
+    return alpha + (p - 1) * n / (bw * link_efficiency)
+
+
+def two_shot_all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
+                        link_efficiency: float = 1.0) -> float:
+    """Seconds for a *two-shot* all-reduce (direct reduce-scatter, then all-gather, each in one
+    step over a switched fabric; TensorRT-LLM's TWOSHOT): two latencies α per call and the
+    bandwidth-optimal 2(p−1)/p·n bytes per rank (the same bytes as a ring):
+    t = 2α + 2(p−1)/p · n / (bw·efficiency)."""
+    _check(n, p, bw, alpha, link_efficiency)
+    if p == 1 or n == 0:
+        return 0.0
+    return 2 * alpha + 2 * (p - 1) / p * n / (bw * link_efficiency)
 
 
 def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float) -> float:

@@ -43,7 +43,7 @@ __all__ = [
     "sum_max_affine",
 ]
 
-ENGINES = ("trtllm", "vllm", "eager")
+ENGINES = ("trtllm", "trtllm-legacy", "vllm", "eager")
 
 
 # -- fitted factors ----------------------------------------------------------------------------
@@ -60,8 +60,11 @@ class ServingFactors:
     layer_overhead: float = 0.0  #: s per layer (on a device) per step: per-layer plugin/sync cost
     request_overhead: float = 0.0  #: s per prefill call
     gemm_max_fp8: float | None = None  #: achievable fraction of the fp8 peak
-    allreduce_efficiency: float = 1.0  #: busbw / link bandwidth
-    allreduce_latency: float = 0.0  #: s per ring step
+    allreduce_efficiency: float = 1.0  #: achieved / link bandwidth of a TP all-reduce
+    allreduce_alpha: float = 0.0  #: s of latency per all-reduce *call* at p = 2 ranks
+    allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
+    allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
+    p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
     provenance: dict[str, Provenance] | None = None
 
     def efficiency(self, base: Efficiency, compute_dtype: str) -> Efficiency:
@@ -81,7 +84,9 @@ NEUTRAL = ServingFactors(name="none")
 _DIM = {"fuse": "ratio", "dispatch": "time", "kernel_gap": "time", "step_overhead": "time",
         "layer_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
-        "allreduce_latency": "time"}
+        "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
+        "allreduce_custom": "ratio", "p2p_latency": "time"}
+_BOOL = ("fuse", "allreduce_custom")
 
 
 @lru_cache(maxsize=1)
@@ -101,7 +106,7 @@ def _factor_table() -> dict[str, ServingFactors]:
                                 f"{k!r}; allowed: {', '.join(_DIM)}")
             v, pv = read_quantity(raw, field=k, dimension=_DIM[k], sources=src,
                                   origin=f"data/presets/serving.toml [engine.{name}]")
-            vals[k] = bool(v) if k == "fuse" else v
+            vals[k] = bool(v) if k in _BOOL else v
             prov[k] = pv
         out[name] = ServingFactors(name=name, provenance=prov, **vals)
     return out
@@ -475,8 +480,10 @@ _EFF: dict[tuple[Any, ...], Efficiency] = {}
 
 
 def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -> Efficiency:
-    """The preset's factors on ``hw`` with the engine's launch model (cached: ids are stable)."""
-    key = (hw.key, id(hw), preset, factors.name, id(factors), dtype)
+    """The preset's factors on ``hw`` with the engine's launch model (cached by the values that
+    enter it, so a refitted factor set never picks up a stale entry)."""
+    key = (hw.key, id(hw), preset, factors.dispatch, factors.kernel_gap, factors.gemm_max_fp8,
+           dtype)
     e = _EFF.get(key)
     if e is None:
         base = efficiency_for(hw, preset)

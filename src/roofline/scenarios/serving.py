@@ -14,9 +14,10 @@ Conventions
   contexts; every step also absorbs C/n new prefills (one request each, batch 1), which stall
   decoding: ``steady_tpot = tpot + (C/n)·ttft(batch 1)``.
 - Tensor parallelism: Megatron split (``_serving_plan.shard_config``) and 2 all-reduces per
-  layer (+1 for the vocabulary-parallel embedding) of B·T·D activations, α-β ring over the
-  hardware's ``scale_up_link`` (bytes/s per direction per device — NCCL's busbw convention:
-  t = 2(p−1)·α + 2(p−1)/p · n / (bw · allreduce_efficiency)).
+  layer (+1 for the vocabulary-parallel embedding) of B·T·D activations over the hardware's
+  ``scale_up_link`` (bytes/s per direction per device), each priced by ``allreduce_time``: one
+  latency per collective call (not per ring step) and the faster of a one-shot and a two-shot
+  custom all-reduce, or NCCL, per the engine profile.
 - Pipeline parallelism: ⌈L/pp⌉ layers per device; a step crosses the pp stages in turn, each
   running a micro-batch of ⌈B/pp⌉ while the others work on the rest:
   step = pp · t_stage(⌈B/pp⌉) + (pp−1) · send(B/pp·T·D).
@@ -49,6 +50,7 @@ from . import _serving_plan as sp
 __all__ = [
     "QUEUE_MODEL",
     "Capacity",
+    "allreduce_time",
     "ServeResult",
     "expected_tokens_per_step",
     "serve",
@@ -178,24 +180,43 @@ def _link(hw: Hardware) -> tuple[float, float]:
     return lk.bytes_per_s, lat
 
 
-def _allreduce(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors, count: int) -> float:
+def allreduce_time(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors) -> float:
+    """Seconds for ONE tensor-parallel all-reduce of ``nbytes`` over ``tp`` devices.
+
+    The latency is paid once per collective call, α(p) = allreduce_alpha +
+    allreduce_alpha_per_rank·(p − 2), not once per ring step. With custom kernels (TensorRT-LLM,
+    vLLM on NVLink/NVSwitch) the engine takes the faster of a one-shot all-reduce
+    (α + (p−1)·n/bw', latency-optimal for decode-sized messages) and a two-shot one
+    (2α + 2(p−1)/p·n/bw', bandwidth-optimal for prefill-sized ones); with NCCL it is
+    α + 2(p−1)/p·n/bw' (ring bytes). bw' = scale-up link bandwidth per direction ×
+    allreduce_efficiency. The spec's link latency, when given, is a floor on α.
+    """
     if tp == 1 or nbytes == 0:
         return 0.0
     bw, lat = _link(hw)
     if not math.isfinite(bw):
         raise SpecError(f"tp={tp} needs a scale-up link on {hw.name}; its spec has none")
-    alpha = max(lat, f.allreduce_latency)
-    return count * collectives.all_reduce(nbytes, tp, bw, alpha,
-                                          link_efficiency=f.allreduce_efficiency)
+    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (tp - 2))
+    eff = f.allreduce_efficiency
+    if f.allreduce_custom:
+        return min(collectives.one_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff),
+                   collectives.two_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff))
+    return alpha + collectives.all_reduce(nbytes, tp, bw, 0.0, link_efficiency=eff)
 
 
-def _p2p(nbytes: float, pp: int, hw: Hardware) -> float:
+def _allreduce(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors, count: int) -> float:
+    return count * allreduce_time(nbytes, tp, hw, f)
+
+
+def _p2p(nbytes: float, pp: int, hw: Hardware, f: sp.ServingFactors) -> float:
+    """(pp − 1) pipeline-stage sends of ``nbytes``: α_p2p + n / (bw·efficiency) each."""
     if pp == 1:
         return 0.0
     bw, lat = _link(hw)
     if not math.isfinite(bw):
         raise SpecError(f"pp={pp} needs a scale-up link on {hw.name}; its spec has none")
-    return (pp - 1) * collectives.send_recv(nbytes, bw, lat)
+    return (pp - 1) * collectives.send_recv(nbytes, bw, max(lat, f.p2p_latency),
+                                            link_efficiency=f.allreduce_efficiency)
 
 
 _PREC: dict[tuple[Any, ...], Precision] = {}
@@ -237,8 +258,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     activations; ``weight_precision`` ("int8", "int4", "fp8") and ``group_size`` quantise the
     weights (a 2-byte scale per group), ``kv_precision`` the KV cache. ``tp``/``pp``: tensor
     and pipeline parallel degrees. ``engine``: serving-engine factors from
-    data/presets/serving.toml ("trtllm", "vllm", "eager"). ``prefix_cached``: prompt tokens
-    whose KV is already cached (prefix caching). ``chunk_size``: chunked prefill.
+    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
+    ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
+    ``chunk_size``: chunked prefill.
     ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
     rate). ``decode_hardware``: disaggregated serving — prefill on ``hardware``, decode there,
     the prompt's KV cache sent over ``kv_link_bytes_per_s`` (default: the prefill device's
@@ -287,7 +309,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     if chunk_size is None or chunk_size >= T_new:
         pre = plan.prefill_times(hw, eff, B, T_new, pc)
         pre_comm = _allreduce(B * T_new * D * ab, tp, hw, factors, n_ar) + \
-            _p2p(B * T_new * D * ab, pp, hw)
+            _p2p(B * T_new * D * ab, pp, hw, factors)
         pre_parts = (pre.bound * pp, pre.kernel * pp, pre.total * pp)
         pre_flops, _pre_bytes = pre.flops * pp, pre.bytes * pp
     else:
@@ -306,7 +328,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                 tot[k] += v
         n_chunks = k_full + (1 if rest else 0)
         pre_comm = n_chunks * (_allreduce(B * c * D * ab, tp, hw, factors, n_ar) +
-                               _p2p(B * c * D * ab, pp, hw))
+                               _p2p(B * c * D * ab, pp, hw, factors))
         pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
         pre_flops, _pre_bytes = tot["flops"] * pp, tot["bytes"] * pp
     kv_tok_dev = plan.kv_bytes_per_token()
@@ -324,7 +346,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     steps = n - 1
     lines = plan.lines(hw_d, eff_d, Bm)
     S_mean = P + n / 2.0
-    dec_comm_step = _allreduce(Bm * D * ab, tp, hw_d, factors, n_ar) + _p2p(Bm * D * ab, pp, hw_d)
+    dec_comm_step = (_allreduce(Bm * D * ab, tp, hw_d, factors, n_ar) +
+                     _p2p(Bm * D * ab, pp, hw_d, factors))
     notes: list[str] = []
     if steps > 0:
         dec = {k: v * pp for k, v in lines.total(P + 1, S_end).items()}
@@ -390,7 +413,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         "kv_transfer": kv_transfer,
     }
     if pp > 1:  # split the comm into its TP and PP parts
-        ppc = _p2p(B * T_new * D * ab, pp, hw) + steps * _p2p(Bm * D * ab, pp, hw_d)
+        ppc = (_p2p(B * T_new * D * ab, pp, hw, factors) +
+               steps * _p2p(Bm * D * ab, pp, hw_d, factors))
         shares["pp_comm"] = ppc
         shares["tp_comm"] = pre_comm + dec_comm - ppc
     if tp > cfg.n_kv_heads and not cfg.mla:
@@ -465,8 +489,11 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     D, ab = cfg.d_model, p.act_bytes
     n_ar = 2 * plan.cfg.n_layers + 1
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
-                    _p2p(Bm * (k + 1) * D * ab, pp, hw))
-    over = iters * (k + 1) * factors.step_overhead
+                    _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
+    # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the
+    # target's layers on each of the pp stages), each a step with its per-layer cost
+    over = iters * (k * (factors.step_overhead + factors.layer_overhead * dm.config.n_layers) +
+                    factors.step_overhead + factors.layer_overhead * plan.cfg.n_layers * pp)
     dec["comm"] = comm
     dec["overhead"] = over
     note = (f"speculative decoding with {dm.name}: k={k}, acceptance {alpha:g} -> "

@@ -1,0 +1,99 @@
+"""Tensor/pipeline-parallel communication of rl.serve: one latency per all-reduce CALL (not per
+ring step), one-shot vs two-shot selection, checks against published all-reduce microbenchmarks,
+and the TP sanity behaviour real engines show on NVLink/NVSwitch machines."""
+
+import math
+
+import pytest
+
+import roofline as rl
+from roofline.ops.collectives import one_shot_all_reduce, two_shot_all_reduce
+from roofline.scenarios import _serving_plan as sp
+from roofline.scenarios.serving import allreduce_time
+
+H100 = rl.hardware("H100")
+
+
+def test_one_and_two_shot_formulas_by_hand():
+    # one-shot: α + (p−1)·n/bw' = 4e-6 + 7·1e6/(450e9·0.75) = 4e-6 + 20.74e-6
+    assert one_shot_all_reduce(1e6, 8, 450e9, 4e-6, link_efficiency=0.75) == pytest.approx(
+        4e-6 + 7e6 / 337.5e9)
+    # two-shot: 2α + 2(p−1)/p·n/bw' = 8e-6 + 1.75·1e6/337.5e9 = 8e-6 + 5.185e-6
+    assert two_shot_all_reduce(1e6, 8, 450e9, 4e-6, link_efficiency=0.75) == pytest.approx(
+        8e-6 + 1.75e6 / 337.5e9)
+    assert one_shot_all_reduce(1e6, 1, 450e9, 4e-6) == 0.0
+    assert two_shot_all_reduce(0, 8, 450e9, 4e-6) == 0.0
+
+
+def test_latency_is_per_call_with_weak_rank_dependence():
+    f = sp.serving_factors("trtllm")
+    # a decode-sized message (batch 1 × 8192 × 2 B = 16 KiB): α(p) = 3.7 + 0.37·(p−2) µs plus
+    # (p−1)·16384 B / 337.5 GB/s
+    for p in (2, 4, 8):
+        alpha = 3.7e-6 + 0.37e-6 * (p - 2)
+        assert allreduce_time(16384, p, H100, f) == pytest.approx(
+            alpha + (p - 1) * 16384 / 337.5e9, rel=1e-9)
+    t2, t8 = allreduce_time(16384, 2, H100, f), allreduce_time(16384, 8, H100, f)
+    assert t8 < 2.5 * t2  # not 2(p−1) ring steps: 14 steps at p = 8 vs 2 at p = 2
+    assert t8 < 10e-6  # ~5-15 µs per all-reduce on 8 GPUs at decode sizes
+
+
+def test_large_messages_take_the_bandwidth_optimal_two_shot():
+    f = sp.serving_factors("trtllm")
+    n = 64 * 2**20  # a prefill-sized message: 64 MiB
+    t = allreduce_time(n, 8, H100, f)
+    alpha = 3.7e-6 + 0.37e-6 * 6
+    assert t == pytest.approx(2 * alpha + 1.75 * n / 337.5e9)
+    assert t < one_shot_all_reduce(n, 8, 450e9, alpha, link_efficiency=0.75)
+
+
+def test_against_published_h100_allreduce_microbenchmarks():
+    """vllm-project/vllm PR #24111 (H100, bf16, hidden 8192, ms per call, the faster of its
+    1-stage and 2-stage custom all-reduce): 0.50 MB -> 0.007 (TP2), 0.010 (TP4, 2-stage 0.017),
+    0.013 (TP6, 2-stage 0.015); 4.00 MB -> 0.038 (TP4, 2-stage 0.043), 0.037 (TP6: 2-stage;
+    1-stage 0.070). sgl-project/sglang PR #2904 (H100, TensorRT-LLM-derived custom all-reduce,
+    smallest size): 3.7 / 4.8 / 5.9 µs at tp 2 / 4 / 8. NCCL on 8x H100 at 128 B: 19.19 µs
+    (ByteDance-Seed/Triton-distributed issue #57). Ours within 35 %."""
+    vl, tr, ea = (sp.serving_factors(e) for e in ("vllm", "trtllm", "eager"))
+    mb = 32 * 8192 * 2
+    for p, n, meas in ((2, mb, 7e-6), (4, mb, 10e-6), (6, mb, 13e-6), (4, 8 * mb, 38e-6),
+                       (6, 8 * mb, 37e-6)):
+        assert allreduce_time(n, p, H100, vl) == pytest.approx(meas, rel=0.35), (p, n)
+    for p, meas in ((2, 3.7e-6), (4, 4.8e-6), (8, 5.9e-6)):
+        assert allreduce_time(512, p, H100, tr) == pytest.approx(meas, rel=0.35), p
+    assert allreduce_time(128, 8, H100, ea) == pytest.approx(19.19e-6, rel=0.35)
+
+
+def test_pipeline_send_pays_its_latency():
+    f = sp.serving_factors("trtllm")
+    from roofline.scenarios.serving import _p2p
+
+    # 3 sends of 8192·2 B: 3·(4 µs + 16384 / 337.5 GB/s)
+    assert _p2p(16384, 4, H100, f) == pytest.approx(3 * (4e-6 + 16384 / 337.5e9))
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_tp_speeds_up_memory_bound_decode_and_long_prefill(model, batch):
+    """On NVLink H100s decode splits the weights, so TPOT falls with TP; the all-reduce share
+    grows with TP but stays a minority for the 70B model at TP <= 8; TTFT of a long prompt
+    falls with TP."""
+    res = {tp: rl.serve(model, "H100", batch=batch, prompt_len=4096, output_len=128,
+                        precision="bf16", tp=tp) for tp in (1, 2, 4, 8)}
+    for tp in (2, 4, 8):
+        assert res[tp].tpot < res[1].tpot, tp
+        assert res[tp].ttft < res[1].ttft, tp
+    assert res[2].tpot > res[4].tpot > res[8].tpot
+    share = {tp: r.shares["tp_comm"] / r.e2e_latency for tp, r in res.items()}
+    assert share[1] == 0 < share[2] < share[4] < share[8]
+    if model == "llama-3.1-70b":
+        assert share[8] < 0.5
+    # the 8B TP=8 step is far from the 2x-slower-than-TP=1 of a per-ring-step latency model
+    assert res[8].tpot < 0.7 * res[1].tpot
+
+
+def test_comm_share_is_reported_and_sums():
+    s = rl.serve("llama-3.1-70b", "H100", batch=8, prompt_len=1024, output_len=64, tp=8)
+    assert sum(s.shares.values()) == pytest.approx(s.e2e_latency, rel=1e-9)
+    assert 0 < s.shares["tp_comm"] < 0.5 * s.e2e_latency
+    assert math.isfinite(s.tpot)
