@@ -25,7 +25,9 @@ def register(sub: Any) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree")
     p.add_argument("--preset", default="default", help="default | bound | mlsysim")
-    p.add_argument("--engine", default="trtllm", help="trtllm | vllm | eager")
+    p.add_argument("--engine", default="trtllm",
+                   help="serving-engine profile from data/presets/serving.toml: trtllm "
+                        "(current TensorRT-LLM), trtllm-legacy (v0.5/v0.6), vllm, eager")
     p.add_argument("--prefix-cached", type=int, default=0, help="prompt tokens already cached")
     p.add_argument("--chunk", type=int, default=None, help="chunked-prefill chunk size")
     p.add_argument("--ops", action="store_true", help="also print the decode step per op")
