@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .graph import Q, Graph
+from .graph import Graph, Q
 
 __all__ = ["fuse_epilogues"]
 

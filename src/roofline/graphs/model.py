@@ -8,7 +8,6 @@ the optional importers).
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -17,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._data import read_toml
+from .._data import DATA, alias_index, load_toml_file, norm_name, read_toml
 from ..errors import SpecError, unknown
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
@@ -193,30 +192,19 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
                              published=pub)
 
 
-def _norm(s: str) -> str:
-    return re.sub(r"[\s_]+", "-", s.strip().lower())
-
-
 @lru_cache(maxsize=1)
 def _zoo() -> tuple[dict[str, Path], dict[str, str]]:
-    """key -> file, normalised alias -> key (files parsed lazily on first use)."""
-    from .._data import DATA
-
-    root = DATA / "models"
+    """key -> file, normalised alias -> key (models are built lazily on first use)."""
     files: dict[str, Path] = {}
-    alias: dict[str, str] = {}
-    for path in sorted(root.glob("*.toml")):
+    names: list[tuple[str, tuple[str, ...]]] = []
+    for path in sorted((DATA / "models").glob("*.toml")):
         doc = read_toml(path)
         key = str(doc.get("key", path.stem))
         if key != path.stem:
             raise SpecError(f"model zoo file {path.name}: key {key!r} must equal the file name")
         files[key] = path
-        for a in (key, str(doc.get("name", key)), *doc.get("aliases", ())):
-            n = _norm(a)
-            if alias.get(n, key) != key:
-                raise SpecError(f"model zoo: alias {a!r} names both {alias[n]!r} and {key!r}")
-            alias[n] = key
-    return files, alias
+        names.append((key, (str(doc.get("name", key)), *doc.get("aliases", ()))))
+    return files, alias_index(names, "model")
 
 
 _LOADED: dict[str, Model] = {}
@@ -281,21 +269,13 @@ def model(spec: Any, **kwargs: Any) -> Model:
         if path.is_dir() and (path / "config.json").exists():
             path = path / "config.json"
         if suffix == ".toml":
-            import tomllib
-
-            try:
-                doc = tomllib.loads(path.read_text(encoding="utf-8"))
-            except OSError as e:
-                raise SpecError(f"cannot read model file {str(path)!r}: {e.strerror}") from None
-            except tomllib.TOMLDecodeError as e:
-                raise SpecError(f"model file {str(path)!r} is not valid TOML: {e}") from None
-            return _model_from_doc(doc, str(path), path.stem)
+            return _model_from_doc(load_toml_file(path, "model"), str(path), path.stem)
         return _load_json_config(path)
     if not isinstance(spec, str):
         raise SpecError(f"model must be a zoo name, a config.json/.onnx path or a torch "
                         f"nn.Module, got {type(spec).__name__}")
     files, alias = _zoo()
-    key = alias.get(_norm(spec))
+    key = alias.get(norm_name(spec))
     if key is None:
         raise unknown("model", spec, list(files) + [a for a in alias])
     m = _zoo_model(key)

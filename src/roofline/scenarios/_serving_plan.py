@@ -14,15 +14,14 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import tomllib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from .._data import DATA, read_toml
 from ..engine.core import price
 from ..engine.presets import Efficiency, efficiency_for
 from ..errors import SpecError, unknown
@@ -91,8 +90,7 @@ _BOOL = ("fuse", "allreduce_custom")
 
 @lru_cache(maxsize=1)
 def _factor_table() -> dict[str, ServingFactors]:
-    path = resources.files("roofline") / "data" / "presets" / "serving.toml"
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    doc = read_toml(DATA / "presets" / "serving.toml")
     src = doc.get("sources", {})
     out = {}
     for name, tbl in doc.get("engine", {}).items():

@@ -46,15 +46,14 @@ each recompute mode and sequence parallelism, for the ``min(m, p)`` micro-batche
 from __future__ import annotations
 
 import math
-import tomllib
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from .._data import DATA, read_toml
 from ..engine.core import price
 from ..engine.presets import Efficiency, check_preset, efficiency_for
 from ..engine.table import Table
@@ -99,8 +98,7 @@ class TrainingFactors:
 
 @lru_cache(maxsize=1)
 def _factor_tables() -> dict[str, TrainingFactors]:
-    path = resources.files("roofline") / "data" / "presets" / "training.toml"
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    doc = read_toml(DATA / "presets" / "training.toml")
     sources = doc.get("sources", {})
     out = {}
     for kind, tbl in doc.items():

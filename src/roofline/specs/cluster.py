@@ -15,15 +15,14 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .._data import DATA, alias_index, load_toml_file, norm_name
 from ..errors import SpecError, unknown
 from .hardware import Hardware
 from .hardware import hardware as resolve_hardware
@@ -161,36 +160,19 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
 
 
 def load_cluster_file(path: str | os.PathLike[str], *, nodes: int = 1) -> Cluster:
-    p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError(f"cannot read cluster file {str(p)!r}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"cluster file {str(p)!r} is not valid TOML: {e}") from None
-    return parse_cluster(doc, origin=str(p), nodes=nodes)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
+    return parse_cluster(load_toml_file(path, "cluster"), origin=str(Path(path)), nodes=nodes)
 
 
 @lru_cache(maxsize=1)
 def _zoo() -> tuple[dict[str, Cluster], dict[str, str]]:
-    root = Path(str(resources.files("roofline") / "data" / "clusters"))
     by_key: dict[str, Cluster] = {}
-    alias: dict[str, str] = {}
-    for path in sorted(root.glob("*.toml")):
+    for path in sorted((DATA / "clusters").glob("*.toml")):
         c = load_cluster_file(path)
         if c.key != path.stem:
             raise SpecError(f"cluster zoo file {path.name}: key {c.key!r} must equal the file name")
         by_key[c.key] = c
-        for a in (c.key, c.name, *c.aliases):
-            n = _norm(a)
-            if alias.get(n, c.key) != c.key:
-                raise SpecError(f"cluster zoo: alias {a!r} names both {alias[n]!r} and {c.key!r}")
-            alias[n] = c.key
-    return by_key, alias
+    return by_key, alias_index(((c.key, (c.name, *c.aliases)) for c in by_key.values()),
+                               "cluster")
 
 
 def list_clusters() -> list[str]:
@@ -214,7 +196,7 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
         raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
                         f"{type(spec).__name__}")
     by_key, alias = _zoo()
-    key = alias.get(_norm(spec))
+    key = alias.get(norm_name(spec))
     if key is None:
         names = list(by_key) + [a for c in by_key.values() for a in c.aliases]
         raise unknown("cluster", spec, names)

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .._data import DATA, alias_index, load_toml_file, norm_name
 from ..errors import SpecError, UnsupportedDtypeError, unknown
 from .dtypes import DTYPES
 from .sourced import Provenance, read_quantity
@@ -250,31 +251,13 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
 
 def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:
     """Load a user's hardware TOML (same format as the zoo)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read hardware file {str(p)!r}: {e.strerror}") from None
-    import tomllib
-
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"hardware file {str(p)!r} is not valid TOML: {e}") from None
-    return parse_hardware(doc, origin=str(p))
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
+    return parse_hardware(load_toml_file(path, "hardware"), origin=str(Path(path)))
 
 
 @lru_cache(maxsize=1)
 def _zoo() -> tuple[dict[str, Hardware], dict[str, str]]:
     """Load every zoo file once: key -> Hardware, normalised alias -> key."""
     by_key: dict[str, Hardware] = {}
-    alias: dict[str, str] = {}
-    from .._data import DATA
-
     root = DATA / "hardware"
     paths = sorted(root.rglob("*.toml"))
     for path in paths:
@@ -285,12 +268,7 @@ def _zoo() -> tuple[dict[str, Hardware], dict[str, str]]:
         if hw.key in by_key:
             raise SpecError(f"hardware zoo: duplicate key {hw.key!r} ({rel})")
         by_key[hw.key] = hw
-    for hw in by_key.values():
-        for a in (hw.key, hw.name, *hw.aliases):
-            n = _norm(a)
-            if alias.get(n, hw.key) != hw.key:
-                raise SpecError(f"hardware zoo: alias {a!r} names both {alias[n]!r} and {hw.key!r}")
-            alias[n] = hw.key
+    alias = alias_index(((h.key, (h.name, *h.aliases)) for h in by_key.values()), "hardware")
     return by_key, alias
 
 
@@ -312,7 +290,7 @@ def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
         raise SpecError(f"hardware must be a zoo name, a .toml path or a Hardware, got "
                         f"{type(spec).__name__}")
     by_key, alias = _zoo()
-    key = alias.get(_norm(spec))
+    key = alias.get(norm_name(spec))
     if key is None:
         names = list(by_key) + [a for h in by_key.values() for a in h.aliases]
         raise unknown("hardware", spec, names)
