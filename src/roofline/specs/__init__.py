@@ -2,14 +2,14 @@
 
 from .dtypes import DTYPE_BYTES, DTYPES, Precision, precision
 from .hardware import (
-                       KINDS,
-                       Hardware,
-                       Link,
-                       MemoryLevel,
-                       hardware,
-                       list_hardware,
-                       load_hardware_file,
-                       parse_hardware,
+    KINDS,
+    Hardware,
+    Link,
+    MemoryLevel,
+    hardware,
+    list_hardware,
+    load_hardware_file,
+    parse_hardware,
 )
 from .sourced import Provenance, read_quantity
 
