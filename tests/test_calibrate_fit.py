@@ -136,3 +136,41 @@ def test_plan_agrees_with_price_for_measured_terms() -> None:
     W, _ = core.plan_for(g, hw, eff).evaluate(1.0)
     ref = price(g, [hw], [eff], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
     assert W[0] == pytest.approx(ref)
+
+
+def test_conv_and_attention_scales_in_price() -> None:
+    b = GraphBuilder("g", "forward", precision("fp32"))
+    # 1x1 conv, 64 -> 64 channels on 32x32: M = 1024, N = 64, K = 64
+    b.add("conv2d", "conv", c_in=64, h=32, w=32, c_out=64, kernel=1)
+    b.add("linear", "fc", tokens=1024, d_in=64, d_out=64)
+    g = b.build()
+    hw = Hardware(key="t2", name="t2", kind="cpu", peak_flops_per_s={"fp32": 100e9},
+                  memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=1e15),))
+    one = Efficiency(gemm_max=0.5, synchronous=True, label="one")
+    half = Efficiency(gemm_max=0.5, conv_scale=0.25, synchronous=True, label="conv")
+    t1 = price(g, [hw], [one], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
+    t2 = price(g, [hw], [half], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
+    # conv: 2 x 1024 x 64 x 64 = 8388608 FLOP at 0.5 x 100e9 -> 167.77 us; x 1/0.25 -> 671.1 us
+    assert t1[0] == pytest.approx(8388608 / 50e9)
+    assert t2[0] == pytest.approx(8388608 / 12.5e9)
+    assert t2[1] == pytest.approx(t1[1])  # the linear is untouched
+    assert class_vector_fractions(g.classes, [half]) is None
+    from roofline.engine.presets import compute_class_scales
+
+    assert compute_class_scales(g.classes, [one]) is None
+
+
+def test_main_read_fraction_prices_weights_only() -> None:
+    b = GraphBuilder("g", "forward", precision("fp32"))
+    b.add("linear", "gemv", tokens=1, d_in=1000, d_out=1000)  # 4 MB of weights, 8 kB of acts
+    g = b.build()
+    hw = Hardware(key="t3", name="t3", kind="cpu", peak_flops_per_s={"fp32": 1e15},
+                  memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=10e9),))
+    e = Efficiency(main_read_max=0.5, synchronous=True, label="mr")
+    t = price(g, [hw], [e], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
+    # weights 4e6 B at 0.5 x 10 GB/s = 0.8 ms; activations 8000 B at 10 GB/s = 0.8 us
+    assert t[0] == pytest.approx(4e6 / 5e9 + 8000 / 10e9)
+    core = pytest.importorskip("roofline.engine.core")
+    if hasattr(core, "plan_for"):
+        W, _ = core.plan_for(g, hw, e).evaluate(1.0)
+        assert W[0][0] == pytest.approx(t[0])

@@ -51,10 +51,21 @@ def test_fake_cpu_spec_recovers_the_true_machine(tmp_path: Path) -> None:
     peak = hw.peak("fp32")
     # elementwise: geometric mean of tanh-GELU 7.5 and SiLU 13 GFLOP/s, over the fp32 peak
     assert eff.vector_max == pytest.approx(math.sqrt(7.5e9 * 13e9) / peak, rel=2e-3)
-    assert eff.norm_max == pytest.approx(20e9 / peak, rel=2e-3)
+    # norm: geometric mean of LayerNorm 20 and BatchNorm 8 GFLOP/s
+    assert eff.norm_max == pytest.approx(math.sqrt(20e9 * 8e9) / peak, rel=2e-3)
     assert eff.softmax_max == pytest.approx(12.5e9 / peak, rel=2e-3)
     assert eff.pool_max == pytest.approx(0.7e9 / peak, rel=2e-3)
     assert eff.synchronous and eff.label == "measured/measured-example"
+    # one op reading cold weights: 0.6 of the DRAM STREAM bandwidth (FakeMachine); recorded in
+    # [measurement], not applied (main_read_max stays neutral)
+    assert eff.main_read_max == 0.0
+    import tomllib
+
+    raw = tomllib.loads(out.read_text())["measurement"]["cold_read_bytes_per_s"]
+    assert raw == pytest.approx([0.6 * 2.8e10] * len(raw), rel=1e-2)
+    # convolutions and fused attention run at 0.8 and 0.5 of the GEMM efficiency (FakeMachine)
+    assert eff.conv_scale == pytest.approx(m.conv_scale, rel=0.03)
+    assert eff.attention_scale == pytest.approx(m.attention_scale, rel=0.03)
     # the GEMM model reproduces the fake machine's efficiency on unseen shapes within 5 %
     for M, N, K in ((24, 3000, 700), (700, 48, 2000), (4096, 4096, 40)):
         true = m.gemm_max / (1 + m.gemm_a / M + m.gemm_b / N + m.gemm_c / K) * m.peaks["fp32"]

@@ -56,14 +56,16 @@ def test_validate_without_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 def test_quick_subset_within_tolerance(tmp_path: Path) -> None:
     """Stated tolerance for the quick subset on a noisy shared 2-core machine: geometric-mean
     error <= 1.8x and every item within 4x (the full suite's targets are in
-    docs/validation/cpu.md). Measured ceilings and workloads run in the same call; one retry
-    absorbs a burst from another tenant. A broken model (no per-op cost, wrong peak, wrong
-    vector rate) misses by far more."""
+    docs/validation/cpu.md). Measured ceilings and workloads run in the same call, on one
+    thread: with two OpenMP threads on two shared cores, every parallel region waits for a
+    descheduled thread and a whole model runs 10-20x slower than alone (seen here), which no
+    ceiling measured a second earlier predicts. Two retries absorb bursts from other tenants.
+    A broken model (no per-op cost, wrong peak, wrong vector rate) misses by far more."""
     pytest.importorskip("torch")
     pytest.importorskip("matplotlib")
     csv_path, png = tmp_path / "v.csv", tmp_path / "v.png"
-    for _attempt in range(2):
-        v = validate(quick=True, progress=False, csv_path=csv_path, plot_path=png)
+    for _attempt in range(3):
+        v = validate(quick=True, progress=False, csv_path=csv_path, plot_path=png, threads=1)
         g = v.summary["default"]["all"]["geomean"]
         worst = max(r.error for r in v.rows)
         if g <= 1.8 and worst <= 4.0:

@@ -9,10 +9,16 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
 
 - ``gemm(dtype, m, n, k)``: ``[m, k] @ [k, n]``.
 - ``conv(batch, c_in, hw, c_out, kernel, stride)``: 2-D convolution, padding ``kernel // 2``.
+- ``sdpa(batch, heads, q_len, kv_len, head_dim)``: fused scaled-dot-product attention,
+  causal when ``q_len == kv_len``.
 - ``stream(kernel, n)``: STREAM copy ``c = a``, scale ``c = s·a``, add ``c = a + b``,
   triad ``c = a + s·b`` on length-``n`` arrays, output preallocated (no page faults).
 - ``vector(op, n)``: gelu_tanh, silu, softmax (rows of 1024), layernorm (rows of 1024),
-  maxpool (3×3, stride 2, 64 channels) on ``n`` input elements.
+  batchnorm (inference, 64 channels), maxpool (3×3, stride 2, 64 channels) on ``n`` input
+  elements.
+- ``cold_gemv(n, k, pool_bytes)``: ``x[1, k] @ W[k, n]`` cycling through enough distinct W
+  to fill ``pool_bytes`` (more than the last-level cache), so every call reads its weights from
+  main memory, as the layers of a model do: seconds per call.
 - ``tiny()``: one framework call on a one-element tensor: the fixed per-op cost.
 - ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
 """
@@ -32,7 +38,7 @@ __all__ = ["Backend", "NumpyBackend", "TorchBackend", "FakeBackend", "FakeMachin
 
 #: STREAM kernel -> (arrays touched, arrays read); bytes per element = arrays touched × 4
 STREAM_ARRAYS = {"copy": (2, 1), "scale": (2, 1), "add": (3, 2), "triad": (3, 2)}
-VECTOR_OPS = ("gelu_tanh", "silu", "softmax", "layernorm", "maxpool")
+VECTOR_OPS = ("gelu_tanh", "silu", "softmax", "layernorm", "batchnorm", "maxpool")
 
 
 class Backend(Protocol):
@@ -43,7 +49,10 @@ class Backend(Protocol):
     def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample: ...
     def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
              stride: int) -> Sample: ...
+    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int,
+             head_dim: int) -> Sample: ...
     def stream(self, kernel: str, n: int) -> Sample: ...
+    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample: ...
     def vector(self, op: str, n: int) -> Sample: ...
     def tiny(self) -> Sample: ...
     def fresh(self, n: int) -> Sample: ...
@@ -84,6 +93,11 @@ class _Timed:
         return max(1, min(1000, int(20e-6 / max(expected_s, 1e-9))))
 
 
+def _per_call(s: Sample, count: int) -> Sample:
+    return Sample(median_s=s.median_s / count, p10_s=s.p10_s / count, p90_s=s.p90_s / count,
+                  n=s.n, discarded=s.discarded)
+
+
 class NumpyBackend(_Timed):
     """numpy only: fp64/fp32 GEMM through its BLAS, single-threaded STREAM, call overhead."""
 
@@ -111,6 +125,9 @@ class NumpyBackend(_Timed):
              stride: int) -> Sample:
         raise NotImplementedError("numpy has no convolution")
 
+    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> Sample:
+        raise NotImplementedError("numpy has no fused attention")
+
     def stream(self, kernel: str, n: int) -> Sample:
         np = self.np
         a, b, c = (np.full(n, v, np.float32) for v in (1.0, 2.0, 0.0))
@@ -122,6 +139,14 @@ class NumpyBackend(_Timed):
             "triad": lambda: (np.multiply(b, s, out=c), np.add(c, a, out=c)),
         }
         return self._time(fns[kernel], inner=self._inner(n * 12 / 2e10))
+
+    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+        np = self.np
+        count = max(2, math.ceil(pool_bytes / (4 * n * k)))
+        ws = [self._rng.standard_normal((k, n), dtype=np.float32) for _ in range(count)]
+        x = self._rng.standard_normal((1, k)).astype(np.float32)
+        s = self._time(lambda: [x @ w for w in ws])
+        return _per_call(s, count)
 
     def vector(self, op: str, n: int) -> Sample:
         raise NotImplementedError("vector ops are measured through PyTorch")
@@ -181,6 +206,14 @@ class TorchBackend(_Timed):
             return self._time(lambda: torch.nn.functional.conv2d(x, w, stride=stride,
                                                                  padding=kernel // 2))
 
+    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> Sample:
+        torch = self.torch
+        q = self._t(batch, heads, q_len, head_dim)
+        k, v = self._t(batch, heads, kv_len, head_dim), self._t(batch, heads, kv_len, head_dim)
+        f = torch.nn.functional.scaled_dot_product_attention
+        with torch.inference_mode():
+            return self._time(lambda: f(q, k, v, is_causal=q_len == kv_len))
+
     def stream(self, kernel: str, n: int) -> Sample:
         torch = self.torch
         a, b = self._t(n), self._t(n)
@@ -192,6 +225,15 @@ class TorchBackend(_Timed):
         }
         with torch.inference_mode():
             return self._time(fns[kernel], inner=self._inner(n * 12 / 5e10))
+
+    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+        torch = self.torch
+        count = max(2, math.ceil(pool_bytes / (4 * n * k)))
+        ws, x = [self._t(n, k) for _ in range(count)], self._t(1, k)
+        lin = torch.nn.functional.linear
+        with torch.inference_mode():
+            s = self._time(lambda: [lin(x, w) for w in ws])
+        return _per_call(s, count)
 
     def vector(self, op: str, n: int) -> Sample:
         torch = self.torch
@@ -209,6 +251,11 @@ class TorchBackend(_Timed):
         elif op == "layernorm":
             x = self._t(max(1, n // 1024), 1024)
             fn = lambda: F.layer_norm(x, (1024,))  # noqa: E731
+        elif op == "batchnorm":
+            x = self._t(1, 64, max(1, n // 64))
+            w, b = self._t(64), self._t(64)
+            rm, rv = self._t(64), self._t(64).abs()
+            fn = lambda: F.batch_norm(x, rm, rv, w, b, False)  # noqa: E731
         elif op == "maxpool":
             side = max(4, int(math.sqrt(n / 64)))
             x = self._t(1, 64, side, side)
@@ -256,13 +303,16 @@ class FakeMachine:
     gemm_b: float = 8.0
     gemm_c: float = 16.0
     gemm_max: float = 0.9
+    conv_scale: float = 0.8  #: convolutions reach this share of the GEMM efficiency
+    attention_scale: float = 0.5  #: fused attention likewise
     #: (capacity bytes, bandwidth B/s), innermost first; the last is main memory
     levels: tuple[tuple[float, float], ...] = ((96e3, 4e11), (4e6, 1.2e11), (48e6, 5e10),
                                                (64e9, 2.8e10))
     vector_flops_per_s: dict[str, float] = field(default_factory=lambda: {
         "gelu_tanh": 7.5e9, "silu": 13e9, "softmax": 12.5e9, "layernorm": 20e9,
-        "maxpool": 0.7e9})
+        "batchnorm": 8e9, "maxpool": 0.7e9})
     per_call_s: float = 1.0e-6
+    cold_read_fraction: float = 0.6  #: of DRAM bandwidth, one op reading cold weights
     page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
     threads: int = 2
     name: str = "fake"
@@ -289,9 +339,9 @@ class FakeBackend:
             t = max(self.m.per_call_s, t - self.m.per_call_s)
         return Sample(median_s=t, p10_s=t * 0.98, p90_s=t * 1.03, n=9)
 
-    def _gemm_t(self, dtype: str, m: float, n: float, k: float) -> float:
+    def _gemm_t(self, dtype: str, m: float, n: float, k: float, scale: float = 1.0) -> float:
         mm = self.m
-        eff = mm.gemm_max / (1 + mm.gemm_a / m + mm.gemm_b / n + mm.gemm_c / k)
+        eff = scale * mm.gemm_max / (1 + mm.gemm_a / m + mm.gemm_b / n + mm.gemm_c / k)
         t_c = 2 * m * n * k / (mm.peaks[dtype] * eff)
         t_m = 4 * (m * k + k * n + m * n) / mm.levels[-1][1]
         return mm.per_call_s + max(t_c, t_m)
@@ -302,7 +352,18 @@ class FakeBackend:
     def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
              stride: int) -> Sample:
         ho = (hw + 2 * (kernel // 2) - kernel) // stride + 1
-        return self._s(self._gemm_t("fp32", batch * ho * ho, c_out, c_in * kernel * kernel))
+        return self._s(self._gemm_t("fp32", batch * ho * ho, c_out, c_in * kernel * kernel,
+                                    self.m.conv_scale))
+
+    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> Sample:
+        from ..ops.formulas import causal_pairs
+
+        pairs = causal_pairs(q_len, kv_len) if q_len == kv_len else q_len * kv_len
+        flops = 4.0 * batch * heads * pairs * head_dim
+        m, n, k = batch * heads * q_len, kv_len, head_dim
+        eff = self.m.attention_scale * self.m.gemm_max / (
+            1 + self.m.gemm_a / m + self.m.gemm_b / n + self.m.gemm_c / k)
+        return self._s(self.m.per_call_s + flops / (self.m.peaks["fp32"] * eff))
 
     def stream(self, kernel: str, n: int) -> Sample:
         arrays = STREAM_ARRAYS[kernel][0]
@@ -315,6 +376,10 @@ class FakeBackend:
         flops, byts, _ = vector_cost(op, n)
         return self._s(self.m.per_call_s + max(flops / self.m.vector_flops_per_s[op],
                                                byts / self._bw(byts)))
+
+    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+        main = self.m.levels[-1][1]
+        return self._s(self.m.per_call_s + 4.0 * n * k / (main * self.m.cold_read_fraction))
 
     def tiny(self) -> Sample:
         return self._s(self.m.per_call_s)

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import SpecError
-from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS
+from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS, causal_pairs
 from ..specs.hardware import Hardware, parse_hardware
-from .backends import STREAM_ARRAYS, Backend, NumpyBackend, TorchBackend
+from .backends import STREAM_ARRAYS, VECTOR_OPS, Backend, NumpyBackend, TorchBackend
 from .fit import GemmFit, fit_gemm, fit_levels, geomean
-from .timing import Sample
+from .timing import Sample, thread_limit
 
 __all__ = ["measure", "MeasurePlan", "plan_for", "Measurements", "run_plan", "spec_toml",
            "write_atomic", "check_writable", "vector_cost", "FRESH_ALLOC_MIN_BYTES",
@@ -63,12 +63,15 @@ def vector_cost(op: str, n: int) -> tuple[float, float, str]:
     if op == "layernorm":
         rows = max(1, n // 1024) * 1024
         return NORM_FLOPS["layernorm"] * rows, 2 * _FP32 * rows, "norm"
+    if op == "batchnorm":
+        e = max(1, n // 64) * 64
+        return NORM_FLOPS["batchnorm"] * e, 2 * _FP32 * e, "norm"
     if op == "maxpool":
         side = max(4, int(math.sqrt(n / 64)))
         out_side = (side + 2 - 3) // 2 + 1
         outs = 64 * out_side * out_side
         return 9 * outs, _FP32 * (64 * side * side + outs), "pool"
-    raise SpecError(f"vector op {op!r}; allowed: gelu_tanh, silu, softmax, layernorm, maxpool")
+    raise SpecError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +82,11 @@ class MeasurePlan:
     peak_sizes: dict[str, tuple[int, ...]]  #: dtype -> square GEMM sizes for the peak
     gemm_shapes: tuple[tuple[int, int, int], ...]  #: (M, N, K) fp32 shapes for the fit
     conv_shapes: tuple[tuple[int, int, int, int, int, int], ...]  #: (B, C, HW, C', k, s)
+    #: (B, heads, T, S, head dim) fused attention shapes (causal when T == S)
+    sdpa_shapes: tuple[tuple[int, int, int, int, int], ...] = ()
+    #: (N, K) weight shapes read cold by a matrix-vector product, cycling through pool_bytes
+    cold_shapes: tuple[tuple[int, int], ...] = ()
+    pool_bytes: int = 0
     stream_elems: tuple[int, ...]  #: elements per STREAM array
     stream_kernels: tuple[str, ...]
     vector_elems: int
@@ -100,6 +108,9 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
                 (f, f, 64), (f, f, 256))),
             conv_shapes=((8, 64, 56, 64, 3, 1), (8, 256, 14, 256, 3, 1), (8, 128, 28, 512, 1, 1))
             if not quick else ((1, 16, 16, 16, 3, 1),),
+            sdpa_shapes=((4, 16, 1024, 1024, 128),) if not quick else ((1, 8, 128, 128, 64),),
+            cold_shapes=((8192, 4096), (16384, 2048)) if not quick else ((1024, 1024),),
+            pool_bytes=(2 if quick else 1024) * 2**20,
             stream_elems=tuple(2**e for e in (range(14, 22, 2) if quick else range(14, 30))),
             stream_kernels=("copy", "triad") if quick else ("copy", "scale", "add", "triad"),
             vector_elems=2**16 if quick else 2**24, fresh_elems=0,
@@ -109,7 +120,8 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
             kind="cpu", quick=True, peak_sizes={"fp64": (192,), "fp32": (192,), "bf16": (192,)},
             gemm_shapes=((8, 192, 192), (64, 192, 192), (192, 192, 192), (192, 16, 192),
                          (192, 192, 16)),
-            conv_shapes=((1, 16, 16, 16, 3, 1),),
+            conv_shapes=((1, 16, 16, 16, 3, 1),), sdpa_shapes=((1, 4, 64, 64, 32),),
+            cold_shapes=((256, 256),), pool_bytes=2**20,
             stream_elems=(2**11, 2**15, 2**19), stream_kernels=("copy", "triad"),
             vector_elems=2**13, fresh_elems=0, min_time_s=0.005)
     return MeasurePlan(
@@ -120,7 +132,12 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
                      (1024, 32, 1024), (1024, 128, 1024), (1024, 1024, 32), (1024, 1024, 128),
                      (256, 256, 256), (512, 2048, 512), (96, 384, 1536)),
         conv_shapes=((1, 32, 64, 32, 3, 1), (1, 128, 32, 256, 1, 1), (4, 64, 32, 64, 3, 1),
-                     (1, 256, 16, 256, 3, 1), (2, 3, 96, 32, 5, 2), (2, 512, 8, 512, 3, 1)),
+                     (1, 256, 16, 256, 3, 1), (2, 3, 96, 32, 5, 2), (2, 512, 8, 512, 3, 1),
+                     (2, 64, 40, 128, 1, 1), (1, 96, 32, 384, 1, 1), (1, 384, 16, 96, 1, 1),
+                     (4, 192, 12, 192, 3, 1)),
+        sdpa_shapes=((1, 8, 256, 256, 64), (2, 16, 384, 384, 64)),
+        # 4-16 MiB weight matrices (a transformer layer's), cycling through 384 MiB of them
+        cold_shapes=((1024, 1024), (4096, 1024), (2048, 2048)), pool_bytes=384 * 2**20,
         stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
         stream_kernels=("copy", "scale", "add", "triad"),
         vector_elems=2**18, fresh_elems=2**24, min_time_s=0.08)
@@ -140,6 +157,7 @@ class Measurements:
         field(default_factory=list)  # label, M, N, K, flops, sample
     vector: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
     fresh: tuple[int, Sample, Sample] | None = None
+    cold: list[tuple[int, int, Sample]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     discarded: int = 0
 
@@ -162,7 +180,8 @@ class _Progress:
 def _count(plan: MeasurePlan, n_backends: int) -> int:
     return (1 + sum(len(v) for v in plan.peak_sizes.values()) * n_backends
             + len(plan.stream_elems) * len(plan.stream_kernels) + len(plan.gemm_shapes)
-            + len(plan.conv_shapes) + 5 + (1 if plan.fresh_elems else 0))
+            + len(plan.conv_shapes) + len(plan.sdpa_shapes) + len(VECTOR_OPS)
+            + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0))
 
 
 def run_plan(plan: MeasurePlan, backends: list[Backend],
@@ -218,16 +237,28 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
             break
         ho = (hw + 2 * (kk // 2) - kk) // st + 1
         M, N, K = b * ho * ho, co, c * kk * kk
-        ms.gemm_points.append((f"conv b{b} {c}x{hw}² -> {co} k{kk} s{st}", M, N, K,
+        ms.gemm_points.append((f"conv b{b} {c}x{hw}x{hw} -> {co} k{kk} s{st}", M, N, K,
                                2.0 * M * N * K, smp))
         pr.step(f"conv b={b} C={c} HW={hw} C'={co} k={kk} s={st}",
                 f"{2 * M * N * K / smp.median_s / 1e9:.1f} GFLOP/s")
-    for op in ("gelu_tanh", "silu", "softmax", "layernorm", "maxpool"):
+    for b, h, t, sl, d in plan.sdpa_shapes:
+        try:
+            smp = keep(main.sdpa(b, h, t, sl, d))
+        except NotImplementedError:
+            ms.skipped.append("fused attention in the efficiency fit (needs PyTorch)")
+            break
+        pairs = causal_pairs(t, sl) if t == sl else t * sl
+        flops = 4.0 * b * h * pairs * d
+        ms.gemm_points.append((f"sdpa b{b} h{h} T={t} S={sl} d{d}", b * h * t, sl, d, flops,
+                               smp))
+        pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
+                f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
+    for op in VECTOR_OPS:
         try:
             smp = keep(main.vector(op, plan.vector_elems))
         except NotImplementedError:
-            ms.skipped.append("vector-op rates (tanh-GELU, SiLU, softmax, LayerNorm, MaxPool: "
-                              "need PyTorch; the default preset's values are used)")
+            ms.skipped.append("vector-op rates (tanh-GELU, SiLU, softmax, LayerNorm, BatchNorm, "
+                              "MaxPool: need PyTorch; the default preset's values are used)")
             break
         flops, byts, cls = vector_cost(op, plan.vector_elems)
         ms.vector[op] = (flops, byts, cls, smp)
@@ -240,6 +271,12 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
         ms.fresh = (n, fresh, reused)
         pr.step(f"fresh {n * _FP32 / 2**20:.0f} MiB output vs preallocated",
                 f"{fresh.median_s * 1e3:.2f} ms vs {reused.median_s * 1e3:.2f} ms")
+    # after the page-fault benchmark: freeing the weight pool changes what malloc maps fresh
+    for n, k in plan.cold_shapes:
+        smp = keep(main.cold_gemv(n, k, plan.pool_bytes))
+        ms.cold.append((n, k, smp))
+        pr.step(f"cold matrix-vector {n}x{k} ({4 * n * k / 2**20:.0f} MiB of weights)",
+                f"{4 * n * k / smp.median_s / 1e9:.1f} GB/s")
     return ms
 
 
@@ -306,6 +343,8 @@ class Fitted:
     page_fault_s: float | None
     page_derivation: str
     dispatch_note: str = ""
+    scales: dict[str, tuple[float, str]] = field(default_factory=dict)
+    main_read: tuple[float, str] | None = None
 
 
 def derive(ms: Measurements) -> Fitted:
@@ -361,14 +400,35 @@ def derive(ms: Measurements) -> Fitted:
                          f"(a 1-element call costs {ms.tiny.median_s * 1e6:.2f} us)")
     main_bw = levels[-1].bytes_per_s
     peak32 = ms.peaks["fp32"][0]
-    pts = []
-    for _label, M, N, K, flops, s in ms.gemm_points:
+    pts: dict[str, list[tuple[float, float, float, float]]] = {"gemm": [], "conv": [],
+                                                                "sdpa": []}
+    for label, M, N, K, flops, s in ms.gemm_points:
         net = net_of(s.median_s)
         byts = _FP32 * (M * K + K * N + M * N)
         if not net > 0 or byts / main_bw > 0.5 * net:
             continue  # memory- or overhead-bound: says nothing about compute efficiency
-        pts.append((M, N, K, min(1.0, flops / net / peak32)))
-    gemm = fit_gemm(pts) if len(pts) >= 2 else None
+        pts[label.split()[0]].append((M, N, K, min(1.0, flops / net / peak32)))
+    gemm = fit_gemm(pts["gemm"]) if len(pts["gemm"]) >= 2 else None
+    scales: dict[str, tuple[float, str]] = {}
+    if gemm is not None and len(pts["conv"]) >= 5:
+        # convolutions get their own a, b, c (their efficiency depends on K = C·kh·kw quite
+        # differently from a GEMM's) and their own best fraction, as conv_scale
+        cf = fit_gemm(pts["conv"])
+        cder = (f"least-squares fit of 1/eff = (1 + a/M + b/N + c/K)/(gemm_max*conv_scale) to "
+                f"{cf.n} convolutions at their implicit-GEMM M, N, K; rms log error "
+                f"{cf.rms_log_error:.3f}")
+        scales["conv_scale"] = (min(4.0, cf.gemm_max / gemm.gemm_max), cder)
+        scales["conv_a"], scales["conv_b"], scales["conv_c"] = ((cf.a, cder), (cf.b, cder),
+                                                                 (cf.c, cder))
+    if gemm is not None:
+        for cls, fld in (("conv", "conv_scale"), ("sdpa", "attention_scale")):
+            if pts[cls] and fld not in scales:
+                r = [e / gemm.efficiency(M, N, K) for M, N, K, e in pts[cls]]
+                what = "convolutions" if cls == "conv" else "fused attention calls"
+                ratios = ", ".join(f"{x:.2f}" for x in r)
+                scales[fld] = (min(4.0, geomean(r)), (
+                    f"geometric mean over {len(r)} {what} of measured efficiency / the GEMM "
+                    f"model's at their implicit-GEMM M, N, K ({ratios})"))
     frac: dict[str, tuple[float, str]] = {}
     rates: dict[str, list[tuple[str, float]]] = {}
     for op, (flops, _b, cls, s) in ms.vector.items():
@@ -384,6 +444,19 @@ def derive(ms: Measurements) -> Fitted:
                                f"{ops} (FLOPs per ops.formulas, time minus the per-op cost"
                                f"{', geometric mean' if len(lst) > 1 else ''}) / fp32 peak "
                                f"{peak32 / 1e9:.4g} GFLOP/s")
+    cold_bw = []
+    for n, k, smp in ms.cold:
+        net = net_of(smp.median_s)
+        if net > 0:
+            cold_bw.append(4.0 * n * k / net)
+    main_read = None
+    if cold_bw:
+        f = min(1.0, statistics.median(cold_bw) / main_bw)
+        sizes = ", ".join(f"{4 * n * k / 2**20:.0f}" for n, k, _ in ms.cold)
+        main_read = (f, f"median over matrix-vector products each reading a cold weight "
+                        f"matrix ({sizes} MiB; cycling through more than the LLC): "
+                        f"{', '.join(f'{b / 1e9:.1f}' for b in cold_bw)} GB/s, / DRAM STREAM "
+                        f"{main_bw / 1e9:.1f} GB/s")
     pf: float | None = None
     pder = ""
     if ms.fresh is not None:
@@ -393,7 +466,8 @@ def derive(ms: Measurements) -> Fitted:
         pder = (f"(a + b into a fresh {n * _FP32 / 2**20:.0f} MiB output: "
                 f"{fresh.median_s * 1e3:.3f} ms) - (same into a preallocated output: "
                 f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
-    return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts),
+    return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts["gemm"]),
+                  scales=scales, main_read=main_read,
                   vector_frac=frac, page_fault_s=pf, page_derivation=pder,
                   dispatch_note=disp_note)
 
@@ -469,13 +543,15 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
     g = fit.gemm
     if g is not None:
         gd = (f"least-squares fit (relative residuals, a,b,c >= 0) of 1/eff = (1 + a/M + b/N + "
-              f"c/K)/gemm_max to {fit.gemm_used} fp32 GEMM/conv shapes; rms log error "
+              f"c/K)/gemm_max to {fit.gemm_used} fp32 GEMM shapes; rms log error "
               f"{g.rms_log_error:.3f}")
         L += [f"gemm_max = {_q(g.gemm_max, '1', 'm', gd)}", f"gemm_a = {_q(g.a, '1', 'm', gd)}",
               f"gemm_b = {_q(g.b, '1', 'm', gd)}", f"gemm_c = {_q(g.c, '1', 'm', gd)}"]
     else:
         for k in ("gemm_max", "gemm_a", "gemm_b", "gemm_c"):
             L.append(f"{k} = {_q(d[k], '1', 'default', 'too few compute-bound GEMM shapes')}")
+    for fld, (v, der) in fit.scales.items():
+        L.append(f"{fld} = {_q(v, '1', 'm', der)}")
     for fld in ("vector_max", "norm_max", "softmax_max", "pool_max"):
         if fld in fit.vector_frac:
             v, der = fit.vector_frac[fld]
@@ -507,6 +583,12 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "gemm_mnk = [" + ", ".join(f"[{_num(M)}, {_num(N)}, {_num(K)}]"
                                      for _, M, N, K, _, _ in ms.gemm_points) + "]",
           "gemm_seconds = [" + ", ".join(_num(s.median_s) for *_, s in ms.gemm_points) + "]",
+          # one op reading cold weights (informational: Efficiency.main_read_max can use it,
+          # but on the 2-core reference machine it made standalone GEMVs worse as often as it
+          # made decode steps better, so the spec does not set it; see docs/validation/cpu.md)
+          "cold_read_bytes_per_s = [" + ", ".join(
+              _num(4.0 * n * k / s.median_s) for n, k, s in ms.cold) + "]",
+          f'cold_read_note = "{_esc(fit.main_read[1]) if fit.main_read else ""}"',
           "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
           "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
           ""]
@@ -544,6 +626,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a spec is an ordinary file
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -593,7 +678,7 @@ def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto
             quick: bool = False, progress: bool | TextIO = True,
             backends: list[Backend] | None = None, key: str | None = None,
             name: str | None = None, date: str | None = None,
-            host: str | None = None) -> Hardware:
+            host: str | None = None, threads: int | None = None) -> Hardware:
     """Measure this machine and return its hardware spec (numbers carry "measured" provenance
     and the spec carries its fitted ``[efficiency]`` model for the default preset).
 
@@ -602,6 +687,8 @@ def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto
     ``quick``: tiny sizes and few repetitions (seconds; for tests, not for predictions).
     ``progress``: True for stderr lines, False for silence, or a text stream.
     ``backends``: inject benchmark backends (e.g. ``FakeBackend``) instead of real ones.
+    ``threads``: compute threads for PyTorch and the BLAS pools during the run (default: as
+    configured); the spec records the count.
     """
     out: TextIO | None = sys.stderr if progress is True else (progress or None)  # type: ignore[assignment]
     if output is not None:
@@ -613,7 +700,8 @@ def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto
         if out is not None:
             print(f"roofline measure: {n}", file=out)
     plan = plan_for(bes[0].kind, quick)
-    ms = run_plan(plan, bes, out)
+    with thread_limit(threads):
+        ms = run_plan(plan, bes, out)
     ms.skipped[:0] = notes
     text = spec_toml(ms, key=key, name=name, date=date, host=host)
     _LAST[0] = text

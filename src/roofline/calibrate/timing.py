@@ -9,14 +9,16 @@ counted, so the median is of undisturbed samples only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Sample", "time_call", "runqueue_wait_ns", "sample_from_times"]
+__all__ = ["Sample", "time_call", "runqueue_wait_ns", "sample_from_times", "thread_limit"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,3 +114,32 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
         kept += [t for _, t in disturbed[: max(1, len(disturbed) // 2)]]
         disturbed = disturbed[max(1, len(disturbed) // 2):]
     return sample_from_times(kept, discarded=len(disturbed))
+
+
+@contextlib.contextmanager
+def thread_limit(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` compute threads in PyTorch (if loaded) and in the BLAS /
+    OpenMP pools threadpoolctl finds; restore them after. ``None``: leave everything as is."""
+    if threads is None:
+        yield
+        return
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        from ..errors import SpecError
+
+        raise SpecError(f"threads must be a positive integer, got {threads!r}")
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    with contextlib.ExitStack() as stack:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            stack.enter_context(threadpool_limits(threads))
+        except ImportError:
+            pass
+        if torch is not None:
+            torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            if torch is not None and before is not None:
+                torch.set_num_threads(before)

@@ -27,7 +27,7 @@ from ..engine.solve import solve
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
-from .timing import time_call
+from .timing import thread_limit, time_call
 from .workloads import Item, suite
 
 __all__ = ["validate", "Validation", "Row", "summarize", "error_factor", "THRESHOLDS"]
@@ -210,12 +210,13 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
              quick: bool = False, models: bool = True, csv_path: str | os.PathLike[str] | None
              = None, plot_path: str | os.PathLike[str] | None = None,
              progress: bool | TextIO = True, items: Sequence[Item] | None = None,
-             min_time_s: float | None = None) -> Validation:
+             min_time_s: float | None = None, threads: int | None = None) -> Validation:
     """Run the validation suite on this machine and compare with predictions from ``hardware``.
 
     ``hardware``: a measured spec (path or Hardware); None measures this machine first (in the
     same run, so ceilings and workloads see the same conditions). ``quick``: a small fast
-    subset (for tests). ``items``: run these instead of the suite.
+    subset (for tests). ``items``: run these instead of the suite. ``threads``: compute
+    threads for the measurement (when ``hardware`` is None) and the workloads.
     """
     import time
 
@@ -225,7 +226,7 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
     if hardware is None:
         from .measure import measure
 
-        hw = measure(quick=quick, progress=out or False)
+        hw = measure(quick=quick, progress=out or False, threads=threads)
     else:
         hw = resolve_hardware(hardware)
     if csv_path is not None:
@@ -234,8 +235,14 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
         check_writable(csv_path)
     todo = list(items) if items is not None else suite(quick, models)
     mt = min_time_s if min_time_s is not None else (0.02 if quick else 0.15)
+    device = "cuda" if hw.kind == "gpu" else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecError(f"{hw.name} is a GPU spec but PyTorch sees no CUDA device here; "
+                        "validate a spec on the machine it was measured on")
+    sync = torch.cuda.synchronize if device == "cuda" else None
     rows = []
-    with torch.inference_mode():
+    # workloads build their tensors and modules on the default device
+    with torch.inference_mode(), torch.device(device), thread_limit(threads):
         for i, it in enumerate(todo, 1):
             if not hw.has(it.dtype):
                 if out:
@@ -244,7 +251,7 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
                 continue
             pred, bound, cb = _predict(it, hw)
             fn = it.make(torch)
-            s = time_call(fn, warmup=1 if it.group == "model" else 2,
+            s = time_call(fn, warmup=1 if it.group == "model" else 2, sync=sync,
                           min_reps=3 if it.group == "model" else 5, min_time_s=mt,
                           max_time_s=8.0)
             group = "model" if it.group == "model" else ("compute" if cb else "memory")

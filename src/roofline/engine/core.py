@@ -12,9 +12,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..graphs.graph import Q, Graph
+from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware
-from .presets import Efficiency, class_vector_fractions, fresh_output_seconds
+from .presets import (
+    Efficiency,
+    class_vector_fractions,
+    compute_class_scales,
+    fresh_output_seconds,
+    gemm_coefficients,
+)
 
 __all__ = ["price", "Plan", "plan_for"]
 
@@ -56,7 +62,13 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     M = np.maximum(graph.gemm[0][None, None, :] * B, 1.0)
     N = np.maximum(graph.gemm[1][None, None, :], 1.0)
     K = np.maximum(graph.gemm[2][None, None, :], 1.0)
+    abc = gemm_coefficients(graph.classes, list(effs))  # measured: own a, b, c for convs
+    if abc is not None:
+        ga, gb, gc = abc
     gemm_eff = gmax / (1.0 + ga / M + gb / N + gc / K)
+    scale = compute_class_scales(graph.classes, list(effs))  # measured: conv/attention
+    if scale is not None:
+        gemm_eff = gemm_eff * scale
     bound_mode = np.array([e.is_bound for e in effs]).reshape(-1, 1, 1)
     vec_rate = np.where(bound_mode, peak, vpeak * _col([e.vector_max for e in effs]))
     cvm = class_vector_fractions(graph.classes, list(effs))  # measured specs: rate per class
@@ -75,7 +87,8 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
                     not math.isnan(hw.memory[lvl].bytes_per_s) else 0.0 for hw in hws])
         fits = (act_bytes <= cap) & (lbw > act_bw)
         act_bw = np.where(fits, lbw, act_bw)
-    t_m = main_bytes / (bw * mm) + act_bytes / (act_bw * mm)
+    mr = _col([e.main_read_fraction for e in effs])  # = memory_max unless measured
+    t_m = main_bytes / (bw * mr) + act_bytes / (act_bw * mm)
     t_kernel = np.maximum(t_c, t_m)
     fault = fresh_output_seconds(q[_AW][None], list(effs))  # measured CPU specs: page faults
     if fault is not None:
@@ -123,7 +136,7 @@ class Plan:
 
     __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env")
+                 "a_sums", "use_a2", "_env", "inv_bw_main")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -146,15 +159,25 @@ class Plan:
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
         gpk = self.peak * eff.gemm_max
+        scale = compute_class_scales(graph.classes, [eff])  # measured: conv/attention
+        if scale is not None:
+            gpk = gpk * scale[0, 0]
         # seconds per FLOP: compute ops (1 + a/M + b/N + c/K)/(peak·gemm_max) with M = m1·B
         # clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate
-        self.inv_c0 = np.where(is_c, (1.0 + eff.gemm_b / N + eff.gemm_c / K) / gpk, 1 / rate_vec)
+        ga: float | np.ndarray = eff.gemm_a
+        gb: float | np.ndarray = eff.gemm_b
+        gc: float | np.ndarray = eff.gemm_c
+        abc = gemm_coefficients(graph.classes, [eff])  # measured: own a, b, c for convs
+        if abc is not None:
+            ga, gb, gc = (x[0, 0] for x in abc)
+        self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk, 1 / rate_vec)
         with np.errstate(divide="ignore"):
-            a_m1 = np.where(m1 > 0, eff.gemm_a / np.where(m1 > 0, m1, 1.0), 0.0)
+            a_m1 = np.where(m1 > 0, ga / np.where(m1 > 0, m1, 1.0), 0.0)
         self.inv_c1 = np.where(is_c, a_m1 / gpk, 0.0)
-        self.inv_cap = np.where(is_c, eff.gemm_a / gpk, 0.0)
+        self.inv_cap = np.where(is_c, ga / gpk, 0.0)
         self.mm = eff.memory_max
         self.inv_bw_mm = 1.0 / (self.bw * eff.memory_max)
+        self.inv_bw_main = 1.0 / (self.bw * eff.main_read_fraction)  # weights/KV (measured)
         self.levels = [(lvl.capacity_bytes * eff.cache_fraction, lvl.bytes_per_s)
                        for lvl in hw.memory[1:]
                        if not math.isnan(lvl.bytes_per_s) and eff.cache_fraction > 0
@@ -167,7 +190,7 @@ class Plan:
         #   flops, bytes, flops/peak, bytes/bw, t_memory, t_compute
         # (t_compute = flops·(inv_c0 + inv_c1/B)), so a solve needs few vector operations.
         self.fast = (not self.levels and self.aw is None and bool(np.all((m1 >= 1) | ~is_c))
-                     and self.all_have)
+                     and self.all_have and not eff.main_read_max)
         f0, f1 = self.C0[0], self.C1[0]
         b0, b1 = self.C0[1] + self.C0[2], self.C1[1] + self.C1[2]
         # rows 0-3 are summed in closed form; rows 2-6 are needed per op
@@ -203,7 +226,9 @@ class Plan:
             act_bw = np.full_like(act_b, self.bw)
             for cap, lbw in self.levels:
                 act_bw = np.where(act_b <= cap, lbw, act_bw)
-            tm = np.add(main_b * self.inv_bw_mm, act_b / (act_bw * self.mm), out=W[3])
+            tm = np.add(main_b * self.inv_bw_main, act_b / (act_bw * self.mm), out=W[3])
+        elif self.eff.main_read_max:
+            tm = np.add(main_b * self.inv_bw_main, act_b * self.inv_bw_mm, out=W[3])
         else:
             tm = np.multiply(tb, self.inv_bw_mm, out=W[3])
         tk = np.maximum(tc, tm, out=W[9])

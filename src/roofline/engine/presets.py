@@ -22,7 +22,8 @@ from ..specs.hardware import KINDS, Hardware
 from ..specs.sourced import Provenance, read_quantity
 
 __all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset",
-           "spec_efficiency", "class_vector_fractions", "fresh_output_seconds"]
+           "spec_efficiency", "class_vector_fractions", "fresh_output_seconds",
+           "compute_class_scales", "gemm_coefficients"]
 
 PRESETS = ("default", "bound", "mlsysim")
 
@@ -31,7 +32,9 @@ _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ra
         "cache_fraction": "ratio", "workspace": "bytes",
         # optional terms (neutral when absent) used by measured specs (roofline.calibrate)
         "norm_max": "ratio", "softmax_max": "ratio", "pool_max": "ratio",
-        "page_fault": "time", "fresh_alloc_min": "bytes"}
+        "page_fault": "time", "fresh_alloc_min": "bytes", "conv_scale": "ratio",
+        "attention_scale": "ratio", "main_read_max": "ratio", "conv_a": "ratio",
+        "conv_b": "ratio", "conv_c": "ratio"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +59,16 @@ class Efficiency:
     pool_max: float = 0.0
     page_fault: float = 0.0  #: s per 4 KiB page of a freshly mapped op output (0: off)
     fresh_alloc_min: float = 0.0  #: outputs of at least this many bytes are freshly mapped
+    #: multipliers on the GEMM efficiency for convolutions / fused attention (1: same as GEMM)
+    conv_scale: float = 1.0
+    attention_scale: float = 1.0
+    #: a, b, c of the GEMM model for convolutions (implicit-GEMM M, N, K); -1: use gemm_a/b/c
+    conv_a: float = -1.0
+    conv_b: float = -1.0
+    conv_c: float = -1.0
+    #: fraction of main-memory bandwidth an op reaches reading weights/KV cache (cold, once per
+    #: call); 0 means "same as memory_max" (the neutral default)
+    main_read_max: float = 0.0
     provenance: dict[str, Provenance] = field(default_factory=dict)
     label: str = "bound"
 
@@ -64,6 +77,14 @@ class Efficiency:
             v = getattr(self, f)
             if not 0 < v <= 1:
                 raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in (0, 1]")
+        for f in ("conv_scale", "attention_scale"):
+            v = getattr(self, f)
+            if not 0 < v <= 4:
+                raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in (0, 4] "
+                                "(1: same as GEMM)")
+        if not 0 <= self.main_read_max <= 1:
+            raise SpecError(f"efficiency {self.label}: main_read_max={self.main_read_max!r} "
+                            "must be in [0, 1] (0: same as memory_max)")
         for f in ("norm_max", "softmax_max", "pool_max"):
             v = getattr(self, f)
             if not 0 <= v <= 1:
@@ -75,6 +96,21 @@ class Efficiency:
         v = {"norm": self.norm_max, "softmax": self.softmax_max, "pool": self.pool_max}.get(
             op_class, 0.0)
         return v or self.vector_max
+
+    @property
+    def has_conv_shape(self) -> bool:
+        return self.conv_a >= 0 or self.conv_b >= 0 or self.conv_c >= 0
+
+    def conv_abc(self) -> tuple[float, float, float]:
+        """(a, b, c) the efficiency model uses for convolutions."""
+        return (self.conv_a if self.conv_a >= 0 else self.gemm_a,
+                self.conv_b if self.conv_b >= 0 else self.gemm_b,
+                self.conv_c if self.conv_c >= 0 else self.gemm_c)
+
+    @property
+    def main_read_fraction(self) -> float:
+        """Achievable fraction of main-memory bandwidth for weight/KV reads."""
+        return self.main_read_max or self.memory_max
 
     @property
     def has_class_rates(self) -> bool:
@@ -157,6 +193,36 @@ def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
             return own
         return _default_tables()[hw.kind]
     raise unknown("preset", preset, PRESETS)
+
+
+def compute_class_scales(classes: tuple[str, ...],
+                         effs: list[Efficiency] | tuple[Efficiency, ...]) -> np.ndarray | None:
+    """[h, 1, n] multiplier on the GEMM efficiency per op (``conv_scale`` for convolutions,
+    ``attention_scale`` for attention, 1 otherwise), or None when every efficiency leaves
+    both at 1 (then nothing changes)."""
+    if all(e.conv_scale == 1.0 and e.attention_scale == 1.0 for e in effs):
+        return None
+    conv = np.array([c == "conv" for c in classes])
+    att = np.array([c == "attention" for c in classes])
+    out = np.ones((len(effs), 1, len(classes)))
+    for i, e in enumerate(effs):
+        out[i, 0, conv] = e.conv_scale
+        out[i, 0, att] = e.attention_scale
+    return out
+
+
+def gemm_coefficients(classes: tuple[str, ...], effs: list[Efficiency] | tuple[Efficiency, ...]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per-op (a, b, c) arrays [h, 1, n] when an efficiency gives convolutions their own
+    coefficients (measured specs), else None (every op uses gemm_a, gemm_b, gemm_c)."""
+    if not any(e.has_conv_shape for e in effs):
+        return None
+    conv = np.array([c == "conv" for c in classes])
+    out = np.empty((3, len(effs), 1, len(classes)))
+    for i, e in enumerate(effs):
+        for j, (g, cv) in enumerate(zip((e.gemm_a, e.gemm_b, e.gemm_c), e.conv_abc())):
+            out[j, i, 0] = np.where(conv, cv, g)
+    return out[0], out[1], out[2]
 
 
 def class_vector_fractions(classes: tuple[str, ...],
