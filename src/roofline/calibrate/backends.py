@@ -101,9 +101,9 @@ def _per_call(s: Sample, count: int) -> Sample:
 class NumpyBackend(_Timed):
     """numpy only: fp64/fp32 GEMM through its BLAS, single-threaded STREAM, call overhead."""
 
-    name = "numpy"
-    kind = "cpu"
-    dtypes = ("fp64", "fp32")
+    name: str = "numpy"
+    kind: str = "cpu"
+    dtypes: tuple[str, ...] = ("fp64", "fp32")
 
     def __init__(self, *, min_time_s: float = 0.05, min_reps: int = 5) -> None:
         super().__init__(min_time_s=min_time_s, min_reps=min_reps)
@@ -178,9 +178,9 @@ class TorchBackend(_Timed):
         self.device = device
         super().__init__(min_time_s=min_time_s, min_reps=min_reps,
                          sync=torch.cuda.synchronize if device == "cuda" else None)
-        self.name = f"torch-{device}"
-        self.kind = "gpu" if device == "cuda" else "cpu"
-        self.dtypes = ("fp64", "fp32", "bf16", "fp16")
+        self.name: str = f"torch-{device}"
+        self.kind: str = "gpu" if device == "cuda" else "cpu"
+        self.dtypes: tuple[str, ...] = ("fp64", "fp32", "bf16", "fp16")
         torch.manual_seed(0)
 
     def _t(self, *shape: int, dtype: Any = None) -> Any:

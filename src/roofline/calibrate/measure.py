@@ -120,7 +120,9 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
             kind="cpu", quick=True, peak_sizes={"fp64": (192,), "fp32": (192,), "bf16": (192,)},
             gemm_shapes=((8, 192, 192), (64, 192, 192), (192, 192, 192), (192, 16, 192),
                          (192, 192, 16)),
-            conv_shapes=((1, 16, 16, 16, 3, 1),), sdpa_shapes=((1, 4, 64, 64, 32),),
+            conv_shapes=((1, 16, 16, 16, 3, 1), (1, 32, 28, 64, 3, 1), (1, 64, 14, 64, 1, 1),
+                         (2, 32, 14, 32, 3, 1), (1, 3, 56, 16, 7, 2)),
+            sdpa_shapes=((1, 4, 64, 64, 32),),
             cold_shapes=((256, 256),), pool_bytes=2**20,
             stream_elems=(2**11, 2**15, 2**19), stream_kernels=("copy", "triad"),
             vector_elems=2**13, fresh_elems=0, min_time_s=0.005)
@@ -321,6 +323,38 @@ def _cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
+def _sysfs_caches() -> list[tuple[str, float]]:
+    """(name, total bytes over all instances) of the data/unified caches sysfs lists,
+    innermost first; [] where unavailable."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    out = []
+    try:
+        ncpu = len([d for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*")])
+        for d in sorted(root.glob("index*")):
+            typ = (d / "type").read_text().strip()
+            if typ == "Instruction":
+                continue
+            lvl = (d / "level").read_text().strip()
+            size = (d / "size").read_text().strip()
+            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+            b = float(size.rstrip("KMG")) * mult
+            shared = (d / "shared_cpu_list").read_text().strip()
+            n_share = sum(int(r.split("-")[1]) - int(r.split("-")[0]) + 1 if "-" in r else 1
+                          for r in shared.split(",") if r)
+            out.append((f"L{lvl}{'d' if typ == 'Data' else ''}", b * max(1, ncpu // n_share)))
+    except (OSError, ValueError, IndexError):
+        return []
+    return out
+
+
+def _cache_name(largest_ws: float, caches: list[tuple[str, float]]) -> str:
+    """The innermost cache whose total capacity holds this plateau's working sets."""
+    for name, cap in caches:
+        if largest_ws <= cap:
+            return name
+    return f"{caches[-1][0]} (beyond its size)"
+
+
 def _mem_total_bytes() -> float:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -438,9 +472,9 @@ def derive(ms: Measurements) -> Fitted:
     field_of = {"elementwise": "vector_max", "norm": "norm_max", "softmax": "softmax_max",
                 "pool": "pool_max"}
     for cls, lst in rates.items():
-        r = geomean([x for _, x in lst])
+        rate = geomean([x for _, x in lst])
         ops = ", ".join(f"{op} {x / 1e9:.3g} GFLOP/s" for op, x in lst)
-        frac[field_of[cls]] = (min(1.0, r / peak32),
+        frac[field_of[cls]] = (min(1.0, rate / peak32),
                                f"{ops} (FLOPs per ops.formulas, time minus the per-op cost"
                                f"{', geometric mean' if len(lst) > 1 else ''}) / fp32 peak "
                                f"{peak32 / 1e9:.4g} GFLOP/s")
@@ -524,8 +558,20 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
                  4: ["HBM", "L2", "L1/shared", "registers"]}
     lv = list(reversed(fit.levels))  # main first
     nm = names[min(len(lv), 4)]
+    caches = _sysfs_caches() if ms.kind == "cpu" and not ms.info.get("framework", "").startswith(
+        "fake") else []
+    if caches:
+        nm = ["DRAM"] + [_cache_name(p.largest_bytes, caches) for p in lv[1:]]
+    nm = [nm[i] if i < len(nm) else f"level {i}" for i in range(len(lv))]
+    total = {n: nm.count(n) for n in nm}
+    seen: dict[str, int] = {}
     for i, p in enumerate(lv):
-        L += ["", "[[memory]]", f'name = "{nm[i] if i < len(nm) else f"level {i}"}"']
+        nme = nm[i]
+        if total[nme] > 1:  # one cache, several plateaus (e.g. a large shared L3): outer first
+            seen[nme] = seen.get(nme, 0) + 1
+            nme = (f"{nme} (outer part)" if seen[nme] == 1 else f"{nme} (inner part)"
+                   if seen[nme] == total[nme] else f"{nme} (part {seen[nme]})")
+        L += ["", "[[memory]]", f'name = "{nme}"']
         der_bw = (f"median over STREAM {'/'.join(sorted({k for k, _, _ in ms.stream}))} of "
                   f"bytes read+written / (time - per-op cost) at {p.n} working sets "
                   f"{p.smallest_bytes / 2**10:,.0f}-{p.largest_bytes / 2**10:,.0f} KiB")

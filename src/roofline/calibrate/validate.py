@@ -166,9 +166,9 @@ class Validation:
         ax.set_ylim(lo, hi)
         ax.set_xlabel("measured median time (s)")
         ax.set_ylabel("predicted time (s)")
-        g = self.summary["default"]["all"]
-        ax.set_title(f"{self.hardware}\ngeomean error {g['geomean']:.2f}x, "
-                     f"{g['within_1.5']:.0%} within 1.5x", fontsize=9)
+        tot = self.summary["default"]["all"]
+        ax.set_title(f"{self.hardware}\ngeomean error {tot['geomean']:.2f}x, "
+                     f"{tot['within_1.5']:.0%} within 1.5x", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
         if path is not None:

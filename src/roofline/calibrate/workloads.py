@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import SpecError
 from ..graphs.graph import Graph, GraphBuilder
 from ..specs.dtypes import precision as make_precision
 
@@ -163,7 +164,7 @@ def _resnet_module(torch: Any, depth: int) -> Any:
     counts = {18: (2, 2, 2, 2), 50: (3, 4, 6, 3)}[depth]
     exp = 4 if bottleneck else 1
 
-    class Block(nn.Module):  # type: ignore[misc]
+    class Block(nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self, c_in: int, width: int, stride: int) -> None:
             super().__init__()
             out = width * exp
@@ -208,7 +209,7 @@ def _gpt2_module(torch: Any, cfg: Any, cache_len: int) -> Any:
     D, N, L, Fw, V = cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.vocab
     H = D // N
 
-    class Block(nn.Module):  # type: ignore[misc]
+    class Block(nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self) -> None:
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
@@ -227,7 +228,7 @@ def _gpt2_module(torch: Any, cfg: Any, cache_len: int) -> Any:
             x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
             return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
 
-    class GPT(nn.Module):  # type: ignore[misc]
+    class GPT(nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self) -> None:
             super().__init__()
             self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(cfg.max_positions, D)
@@ -265,6 +266,8 @@ def _gpt2_item(phase: str, batch: int, tokens: int) -> Item:
         from ..graphs.model import model as zoo_model
 
         cfg = zoo_model("gpt2").config
+        if cfg is None:
+            raise SpecError("the zoo's gpt2 entry has no transformer config")
         net = _gpt2_module(torch, cfg, cache_len=tokens)
         caches = net.caches(batch)
         if phase == "prefill":

@@ -24,6 +24,8 @@ def register(sub: Any) -> None:
                    help="tiny sizes, few repetitions (seconds; a smoke test, not for predictions)")
     p.add_argument("--key", help="spec key (default: measured-<hostname>)")
     p.add_argument("--name", help="human name of the spec")
+    p.add_argument("--threads", type=int, help="compute threads for PyTorch and BLAS during "
+                                               "the run (default: as configured)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="print a JSON summary of the spec")
     p.set_defaults(func=run)
@@ -34,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         hw = measure(args.output, device=args.device, quick=args.quick,
-                     progress=not args.quiet, key=args.key, name=args.name)
+                     progress=not args.quiet, key=args.key, name=args.name,
+                     threads=args.threads)
     except KeyboardInterrupt:
         print("roofline measure: interrupted; nothing was written", file=sys.stderr)
         return 130

@@ -23,6 +23,8 @@ def register(sub: Any) -> None:
     p.add_argument("--plot", help="write the predicted-vs-measured scatter (PNG)")
     p.add_argument("--quick", action="store_true", help="a small fast subset")
     p.add_argument("--no-models", action="store_true", help="single ops only")
+    p.add_argument("--threads", type=int, help="compute threads for PyTorch and BLAS during "
+                                               "the run (default: as configured)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="rows and summary as JSON")
     p.set_defaults(func=run)
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         v = validate(args.hardware, quick=args.quick, models=not args.no_models,
-                     csv_path=args.csv, plot_path=args.plot, progress=not args.quiet)
+                     csv_path=args.csv, plot_path=args.plot, progress=not args.quiet,
+                     threads=args.threads)
     except KeyboardInterrupt:
         print("roofline validate: interrupted", file=sys.stderr)
         return 130
