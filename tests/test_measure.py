@@ -186,3 +186,15 @@ def test_import_roofline_does_not_import_torch() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.split() == ["False", "False"]
+
+
+def test_without_torch_measure_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from roofline.calibrate.measure import default_backends
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    notes: list[str] = []
+    bes = default_backends(quick=True, notes=notes)
+    assert [b.name for b in bes] == ["numpy"]
+    assert "PyTorch is not installed" in notes[0] and "roofline[torch]" in notes[0]
+    with pytest.raises(SpecError, match="no CUDA device"):
+        default_backends("cuda")
