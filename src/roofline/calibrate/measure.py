@@ -536,8 +536,9 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
         f'm = "measured: {_esc(method)}, {date}, {_esc(host)}; BLAS: '
         f'{_esc(ms.info.get("blas", "") or "n/a")}"',
         f'mem = "measured: {mem_src}, {date}, {_esc(host)}"',
-        'glibc = "glibc mallopt(3): M_MMAP_THRESHOLD, dynamic threshold capped at '
-        'DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit systems (larger blocks are fresh mmaps)"',
+        'glibc = "Linux man-pages mallopt(3), M_MMAP_THRESHOLD: the dynamic threshold is capped at '
+        'DEFAULT_MMAP_THRESHOLD_MAX = 4*1024*1024*sizeof(long) = 32 MiB on 64-bit systems; GNU C '
+        'Library manual, Malloc Tunable Parameters (chunks above the threshold are mmapped)"',
         'default = "roofline data/presets/default.toml (per-kind default preset; not measured '
         'here)"',
         "", "[peak]",
