@@ -3,8 +3,8 @@
 import pytest
 
 import roofline as rl
-from roofline.graphs.transformer import from_hf_config
 from roofline.errors import SpecError
+from roofline.graphs.transformer import from_hf_config
 
 DECODERS = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b",
             "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
