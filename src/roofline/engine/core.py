@@ -136,7 +136,7 @@ class Plan:
 
     __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env", "inv_bw_main")
+                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -203,6 +203,10 @@ class Plan:
         self.use_a2 = bool(self.A2.any())
         self.a_sums = tuple(tuple(a.sum(1).tolist()) for a in (self.A0, self.A1, self.A2))
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+        # the closed form also covers on-chip levels and a separate weight-read bandwidth;
+        # page faults (a step in bytes) and M < 1 (MoE experts) take the direct path
+        self.envelope_ok = (self.aw is None and bool(np.all((m1 >= 1) | ~is_c))
+                            and self.all_have and not self.use_a2)
 
     #: rows of the work matrix ``evaluate`` returns
     ROWS = ("time", "t_bound", "t_compute", "t_memory", "overhead", "flops", "bytes",
@@ -280,27 +284,43 @@ class Plan:
     def _envelope(self) -> tuple[list[float], list[tuple[float, ...]]]:
         """Piecewise-linear closed form of the per-op sums as functions of B.
 
-        On the fast path every per-op time is a max of lines in B (t_compute = p0 + p1·B,
-        t_memory = q0 + q1·B, the bound's two roofs, the launch floor), so each sum over ops
-        is piecewise linear with breakpoints where two of an op's lines cross. Between
-        consecutive breakpoints the active line of every op is fixed: the sums there are one
-        intercept and one slope each. A solve is then a bisection plus a few float ops.
+        Every per-op time is a max of lines in B: t_compute = p0 + p1·B, t_memory = q0 + q1·B
+        (its line changes where the op's activations, ab0 + ab1·B, stop fitting an on-chip
+        level), the bound's two roofs and the launch floor. Each sum over ops is therefore
+        piecewise linear, with breakpoints where two of an op's lines cross or a level stops
+        fitting. Between consecutive breakpoints the active line of every op is fixed, so the
+        sums there are one intercept and one slope each; a solve is a bisection plus a few
+        float operations. The candidate breakpoints are a superset (every level choice is
+        crossed with every line), which only splits intervals further.
         """
         e = self.eff
         p0, p1 = self.A0[5], self.A1[5]
-        q0, q1 = self.A0[4], self.A1[4]
         c0_, c1_ = self.A0[2], self.A1[2]
         m0, m1 = self.A0[3], self.A1[3]
+        mb0, mb1, ab0, ab1 = self.C0[1], self.C1[1], self.C0[2], self.C1[2]
+        inv_main = self.inv_bw_main
+        inv_acts = [1.0 / (self.bw * self.mm)] + [1.0 / (lbw * self.mm) for _, lbw in self.levels]
         with np.errstate(divide="ignore", invalid="ignore"):
-            cands = [(q0 - p0) / (p1 - q1), (m0 - c0_) / (c1_ - m1)]
+            cands = [(m0 - c0_) / (c1_ - m1)]
+            for inv_a in inv_acts:
+                q0, q1 = mb0 * inv_main + ab0 * inv_a, mb1 * inv_main + ab1 * inv_a
+                cands.append((q0 - p0) / (p1 - q1))
+                if not e.synchronous:
+                    cands.append((e.dispatch - e.kernel_gap - q0) / q1)
             if not e.synchronous:
-                gap, disp = e.kernel_gap, e.dispatch
-                cands += [(disp - gap - p0) / p1, (disp - gap - q0) / q1]
+                cands.append((e.dispatch - e.kernel_gap - p0) / p1)
+            cands += [(cap - ab0) / ab1 for cap, _ in self.levels]
         bp = np.concatenate(cands)
         bp = np.unique(bp[np.isfinite(bp) & (bp > 1.0)])
         edges = np.concatenate([[1.0], bp])
         samples = np.concatenate([(edges[:-1] + edges[1:]) / 2, [edges[-1] * 2 + 1]])
         Bs = samples[:, None]
+        act = ab0 + ab1 * Bs
+        act_bw = np.full_like(act, self.bw)
+        for cap, lbw in self.levels:  # as evaluate(): the fastest level that holds them
+            act_bw = np.where(act <= cap, lbw, act_bw)
+        inv_a = 1.0 / (act_bw * self.mm)
+        q0, q1 = mb0 * inv_main + ab0 * inv_a, mb1 * inv_main + ab1 * inv_a  # [K, n]
         tc, tm = p0 + p1 * Bs, q0 + q1 * Bs
         cb = tc >= tm
         k_i = np.where(cb, p0, q0)  # t_kernel line per interval and op
@@ -314,11 +334,13 @@ class Plan:
             t_i = np.where(floor, e.dispatch, k_i + e.kernel_gap)
             t_s = np.where(floor, 0.0, k_s)
         cbt_i, cbt_s = np.where(cb, p0, 0.0), np.where(cb, p1, 0.0)
-        rows = np.stack([b_i, b_s, t_i, t_s, k_i, k_s, cbt_i, cbt_s]).sum(2).T  # [K, 8]
+        rows = np.stack([b_i, b_s, t_i, t_s, k_i, k_s, cbt_i, cbt_s,
+                         q0 + 0 * Bs, q1 + 0 * Bs]).sum(2).T  # [K, 10]
         return edges.tolist(), [tuple(r) for r in rows.tolist()]
 
     def envelope_totals(self, batch: float) -> list[float] | None:
-        """``fast_totals`` from the closed form; None when B sits on a breakpoint (ties)."""
+        """The totals of ``totals(evaluate(B))`` from the closed form; None when B sits on a
+        breakpoint (where a tie could flip a compute/memory label)."""
         if self._env is None:
             self._env = self._envelope()
         edges, rows = self._env
@@ -326,12 +348,12 @@ class Plan:
         k = bisect.bisect_right(edges, B) - 1
         if k < 0 or (k > 0 and B == edges[k]):
             return None
-        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s = rows[k]
+        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = rows[k]
         time = t_i + t_s * B
         kern = k_i + k_s * B
         s0, s1, _ = self.a_sums
         live = float((self.C0[2] + self.C1[2] * B).max())
-        return [time, b_i + b_s * B, s0[5] + s1[5] * B, s0[4] + s1[4] * B, time - kern,
+        return [time, b_i + b_s * B, s0[5] + s1[5] * B, m_i + m_s * B, time - kern,
                 s0[0] + s1[0] * B, s0[1] + s1[1] * B, c_i + c_s * B, live]
 
     def totals_many(self, batches: np.ndarray) -> np.ndarray:
@@ -339,18 +361,18 @@ class Plan:
         where it applies, a direct evaluation for batches on a breakpoint."""
         B = np.asarray(batches, dtype=np.float64)
         out = np.empty((9, len(B)))
-        if self.fast and not self.use_a2:
+        if self.envelope_ok:
             if self._env is None:
                 self._env = self._envelope()
             edges = np.asarray(self._env[0])
-            rows = np.asarray(self._env[1])  # [K, 8]
+            rows = np.asarray(self._env[1])  # [K, 10]
             k = np.searchsorted(edges, B, side="right") - 1
             r = rows[np.maximum(k, 0)]
             time = r[:, 2] + r[:, 3] * B
             kern = r[:, 4] + r[:, 5] * B
             s0, s1, _ = self.a_sums
             out[0], out[1] = time, r[:, 0] + r[:, 1] * B
-            out[2], out[3] = s0[5] + s1[5] * B, s0[4] + s1[4] * B
+            out[2], out[3] = s0[5] + s1[5] * B, r[:, 8] + r[:, 9] * B
             out[4] = time - kern
             out[5], out[6] = s0[0] + s1[0] * B, s0[1] + s1[1] * B
             out[7] = r[:, 6] + r[:, 7] * B

@@ -79,16 +79,17 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = efficiency_for(hw, preset)
     plan = plan_for(g, hw, eff)
-    if plan.fast:
-        tot = (plan.envelope_totals(batch) if not plan.use_a2 else None) or \
-            plan.fast_totals(batch)
-        (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb, live) = tot
-        ops: Any = OpTableSource(g, None, None, batch, latency, plan)
+    tot = plan.envelope_totals(batch) if plan.envelope_ok else None
+    if tot is None and plan.fast:
+        tot = plan.fast_totals(batch)
+    if tot is not None:
+        ops: Any = OpTableSource(g, None, None, batch, 0.0, plan)
     else:
         W, cb = plan.evaluate(batch)
-        (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb,
-         live) = plan.totals(W)
-        ops = OpTableSource(g, W, cb, batch, latency, plan)
+        tot = plan.totals(W)
+        ops = OpTableSource(g, W, cb, batch, 0.0, plan)
+    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb, live) = tot
+    ops.latency = latency
     parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
     bottleneck = max(parts, key=parts.__getitem__)
     return _result(m, hw, g, batch, p, preset, phase, latency=latency,
