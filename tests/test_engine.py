@@ -203,3 +203,28 @@ def test_closed_form_equals_direct_evaluation_with_on_chip_level(model, preset):
     many = plan.totals_many(np.array([1.0, 7.0, 300.0]))
     for i, b in enumerate((1, 7, 300)):
         assert many[:, i] == pytest.approx(plan.totals(plan.evaluate(b)[0]), rel=1e-9)
+
+
+def test_per_class_dispatch_from_a_table():
+    from roofline.engine.core import Plan, price
+    from roofline.engine.presets import load_efficiency_table
+
+    src = {"m": "measured here"}
+    base = {"dispatch": {"value": 2, "unit": "us", "source": "m"}}
+    plain = load_efficiency_table(base, sources=src, origin="t", synchronous=True, label="a")
+    norm5 = load_efficiency_table(base | {"dispatch_norm": {"value": 7, "unit": "us",
+                                                            "source": "m"}},
+                                  sources=src, origin="t", synchronous=True, label="b")
+    assert norm5.dispatch_by_class == {"norm": 7e-6}
+    g = rl.model("resnet18").graph(precision="fp32")
+    hw = rl.hardware("xeon-platinum-8480plus")
+    n_norm = sum(c == "norm" for c in g.classes)
+    t_plain = Plan(g, hw, plain).totals(Plan(g, hw, plain).evaluate(1)[0])[0]
+    p5 = Plan(g, hw, norm5)
+    t_norm = p5.totals(p5.evaluate(1)[0])[0]
+    assert t_norm - t_plain == pytest.approx(n_norm * 5e-6)  # 20 batch norms × 5 µs more
+    assert p5.envelope_totals(1)[0] == pytest.approx(t_norm)
+    assert price(g, [hw], [norm5], np.array([1.0]))["latency"][0, 0] == pytest.approx(t_norm)
+    with pytest.raises(SpecError, match="dispatch_<op class>"):
+        load_efficiency_table({"dispatch_foo": base["dispatch"]}, sources=src, origin="t",
+                              synchronous=True, label="c")

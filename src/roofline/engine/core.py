@@ -95,7 +95,8 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
         t_kernel = t_kernel + fault
 
     gap = _col([e.kernel_gap for e in effs])
-    disp = _col([e.dispatch for e in effs])
+    disp = np.stack([np.broadcast_to(e.dispatch_per_op(graph.classes), (len(graph),))
+                     for e in effs])[:, None, :]  # [h, 1, n]: per-class host dispatch
     sync = np.array([e.synchronous for e in effs]).reshape(-1, 1, 1)
     t_op = np.where(sync, t_kernel + disp, np.maximum(t_kernel + gap, disp))
     t_op = np.where(has_kernel, t_op, 0.0)
@@ -136,11 +137,12 @@ class Plan:
 
     __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok")
+                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
         self.hw, self.eff = hw, eff
+        self.disp = eff.dispatch_per_op(graph.classes)  # scalar, or per op by class
         # rows: flops, main-memory bytes (weights, KV), activation bytes
         self.C0 = np.stack([c0[_F], c0[_WR] + c0[_KR] + c0[_KW] + c0[_WW], c0[_AR] + c0[_AW]])
         self.C1 = np.stack([c1[_F], c1[_WR] + c1[_KR] + c1[_KW] + c1[_WW], c1[_AR] + c1[_AW]])
@@ -243,10 +245,10 @@ class Plan:
         e = self.eff
         t_op = W[0]
         if e.synchronous:
-            np.add(tk, e.dispatch, out=t_op)
+            np.add(tk, self.disp, out=t_op)
         else:
             np.add(tk, e.kernel_gap, out=t_op)
-            np.maximum(t_op, e.dispatch, out=t_op)
+            np.maximum(t_op, self.disp, out=t_op)
         if not self.all_have:
             t_op *= self.has
             tk *= self.has
@@ -267,10 +269,10 @@ class Plan:
         e = self.eff
         t_op = W[1]
         if e.synchronous:
-            np.add(tk, e.dispatch, out=t_op)
+            np.add(tk, self.disp, out=t_op)
         else:
             np.add(tk, e.kernel_gap, out=t_op)
-            np.maximum(t_op, e.dispatch, out=t_op)
+            np.maximum(t_op, self.disp, out=t_op)
         np.multiply(tk, X[5] >= X[4], out=W[3])
         bound, time, kern, cbt = W.sum(1).tolist()
         s0, s1, s2 = self.a_sums
@@ -306,9 +308,9 @@ class Plan:
                 q0, q1 = mb0 * inv_main + ab0 * inv_a, mb1 * inv_main + ab1 * inv_a
                 cands.append((q0 - p0) / (p1 - q1))
                 if not e.synchronous:
-                    cands.append((e.dispatch - e.kernel_gap - q0) / q1)
+                    cands.append((self.disp - e.kernel_gap - q0) / q1)
             if not e.synchronous:
-                cands.append((e.dispatch - e.kernel_gap - p0) / p1)
+                cands.append((self.disp - e.kernel_gap - p0) / p1)
             cands += [(cap - ab0) / ab1 for cap, _ in self.levels]
         bp = np.concatenate(cands)
         bp = np.unique(bp[np.isfinite(bp) & (bp > 1.0)])
@@ -328,10 +330,10 @@ class Plan:
         bc = (c0_ + c1_ * Bs) >= (m0 + m1 * Bs)
         b_i, b_s = np.where(bc, c0_, m0), np.where(bc, c1_, m1)
         if e.synchronous:
-            t_i, t_s = k_i + e.dispatch, k_s
+            t_i, t_s = k_i + self.disp, k_s
         else:
-            floor = (k_i + k_s * Bs + e.kernel_gap) < e.dispatch
-            t_i = np.where(floor, e.dispatch, k_i + e.kernel_gap)
+            floor = (k_i + k_s * Bs + e.kernel_gap) < self.disp
+            t_i = np.where(floor, self.disp, k_i + e.kernel_gap)
             t_s = np.where(floor, 0.0, k_s)
         cbt_i, cbt_s = np.where(cb, p0, 0.0), np.where(cb, p1, 0.0)
         rows = np.stack([b_i, b_s, t_i, t_s, k_i, k_s, cbt_i, cbt_s,

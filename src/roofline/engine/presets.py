@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError, unknown
+from ..ops.cost import OP_CLASSES
 from ..specs.hardware import KINDS, Hardware
 from ..specs.sourced import Provenance, read_quantity
 
@@ -69,6 +70,9 @@ class Efficiency:
     #: fraction of main-memory bandwidth an op reaches reading weights/KV cache (cold, once per
     #: call); 0 means "same as memory_max" (the neutral default)
     main_read_max: float = 0.0
+    #: host time per op for particular op classes (``dispatch_<class>`` in a table), e.g. a
+    #: framework's norm or attention call costs more than an add; other classes: ``dispatch``
+    dispatch_by_class: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Provenance] = field(default_factory=dict)
     label: str = "bound"
 
@@ -112,6 +116,12 @@ class Efficiency:
         """Achievable fraction of main-memory bandwidth for weight/KV reads."""
         return self.main_read_max or self.memory_max
 
+    def dispatch_per_op(self, classes: tuple[str, ...]) -> float | np.ndarray:
+        """Host dispatch time of each op: a scalar when no class overrides it."""
+        if not self.dispatch_by_class:
+            return self.dispatch
+        return np.array([self.dispatch_by_class.get(c, self.dispatch) for c in classes])
+
     @property
     def has_class_rates(self) -> bool:
         return bool(self.norm_max or self.softmax_max or self.pool_max)
@@ -128,14 +138,23 @@ def load_efficiency_table(tbl: dict[str, Any], *, sources: dict[str, str], origi
                           synchronous: bool, label: str) -> Efficiency:
     vals: dict[str, Any] = {}
     prov: dict[str, Provenance] = {}
+    by_class: dict[str, float] = {}
     for k, raw in tbl.items():
+        cls = k.removeprefix("dispatch_")
+        if k.startswith("dispatch_") and cls in OP_CLASSES:
+            v, p = read_quantity(raw, field=k, dimension="time", sources=sources, origin=origin)
+            by_class[cls] = v
+            prov[k] = p
+            continue
         if k not in _DIM:
             raise SpecError(f"{origin}: unknown efficiency factor {k!r}; allowed: "
-                            f"{', '.join(_DIM)}")
+                            f"{', '.join(_DIM)}, dispatch_<op class> "
+                            f"({', '.join(OP_CLASSES)})")
         v, p = read_quantity(raw, field=k, dimension=_DIM[k], sources=sources, origin=origin)
         vals[k] = v
         prov[k] = p
-    return Efficiency(**vals, synchronous=synchronous, provenance=prov, label=label)
+    return Efficiency(**vals, synchronous=synchronous, provenance=prov, label=label,
+                      dispatch_by_class=by_class)
 
 
 @lru_cache(maxsize=1)
