@@ -127,3 +127,15 @@ def test_attention_rejects_bad_gqa():
 def test_opcost_rejects_negative():
     with pytest.raises(ValueError):
         OpCost(flops=-1)
+
+
+def test_norm_without_affine_parameters():
+    kw = dict(batch=1, elements=12, features=4, act_bytes=2, weight_bytes=2)
+    assert cost("norm", variant="layernorm", affine=False, **kw).weight_bytes_read == 0
+    # batch norm keeps its running mean and variance: 2 × 4 channels × 2 B
+    assert cost("norm", variant="batchnorm", affine=False, **kw).weight_bytes_read == 16
+
+
+def test_more_elementwise_ops_have_costs():
+    for op in ("erf", "log", "rsqrt", "leaky_relu", "compare"):
+        assert cost("elementwise", batch=1, elements=3, op=op, act_bytes=4).flops > 0

@@ -196,6 +196,10 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "mask": 1,
     "dropout": 2,     # compare random, multiply
     "exp": 1, "sqrt": 1, "neg": 1, "abs": 1, "pow": 1, "clamp": 2, "where": 1, "cast": 0,
+    "erf": 1, "log": 1, "sin": 1, "cos": 1, "rsqrt": 1, "reciprocal": 1,
+    "leaky_relu": 2,  # compare, multiply
+    "compare": 1,     # eq, lt, gt, ... (one comparison per element)
+    "max": 1, "min": 1,
 }
 
 
@@ -230,17 +234,20 @@ NORM_FLOPS = {
 
 @register("norm", "norm")
 def norm(*, batch: int, elements: int, features: int, variant: str = "layernorm",
-         act_bytes: float, weight_bytes: float) -> OpCost:
+         affine: bool = True, act_bytes: float, weight_bytes: float) -> OpCost:
     """Normalisation over ``elements`` per sample with ``features`` learned channels.
 
     FLOPs per element: ``NORM_FLOPS[variant]``. Bytes: x in, y out once (one pass with the
     statistics in registers), plus the per-channel parameters: 2 (γ, β) for layer/group norm,
-    1 for RMSNorm, 4 (γ, β, running mean and variance) for inference batch norm.
+    1 for RMSNorm, 4 (γ, β, running mean and variance) for inference batch norm;
+    ``affine=False`` drops γ and β (batch norm still reads its running statistics).
     """
     if variant not in NORM_FLOPS:
         raise SpecError(f"unknown norm variant {variant!r}; known: {', '.join(NORM_FLOPS)}")
     _ints(batch=batch, elements=elements, features=features)
     n_par = {"layernorm": 2, "rmsnorm": 1, "batchnorm": 4, "groupnorm": 2}[variant]
+    if not affine:
+        n_par = 2 if variant == "batchnorm" else 0
     E = batch * elements
     return OpCost(flops=NORM_FLOPS[variant] * E, act_bytes_read=E * act_bytes,
                   act_bytes_written=E * act_bytes,
