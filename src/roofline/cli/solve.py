@@ -76,7 +76,7 @@ def _int(s: str, whole: str) -> int:
 
 def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = False) -> None:
     """Options shared by solve, sweep and plot."""
-    from ..engine.presets import PRESETS
+    from ..engine.presets import PRESETS, RUNTIMES
 
     if many_precisions:
         p.add_argument("--precision", "-p", nargs="+", default=["fp16"], metavar="P",
@@ -87,6 +87,10 @@ def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = Fal
     p.add_argument("--preset", default="default", choices=PRESETS,
                    help="default: fitted efficiencies and launch overheads; bound: the pure "
                         "roofline; mlsysim: mlsysim 0.1.1's whole-model conventions")
+    p.add_argument("--runtime", default="eager", choices=RUNTIMES,
+                   help="eager: every kernel launched from the host, each paying the preset's "
+                        "per-op dispatch (default); compiled: the whole graph submitted at "
+                        "once (CUDA graph, XLA), no per-op host dispatch")
     p.add_argument("--phase", choices=("forward", "prefill", "decode"), default=None,
                    help="sequence models: forward/prefill over T tokens or one decode step")
     p.add_argument("--seq-len", type=int, default=None, metavar="T",
@@ -101,7 +105,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if v is not None and v < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     return {"preset": args.preset, "phase": args.phase, "seq_len": args.seq_len,
-            "context": args.context}
+            "context": args.context, "runtime": getattr(args, "runtime", "eager")}
 
 
 def jsonable(v: Any) -> Any:

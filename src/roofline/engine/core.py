@@ -57,7 +57,10 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     t_bound_op = np.maximum(flops / peak, total_bytes / bw)
 
     # -- estimate
-    gmax = _col([e.gemm_max for e in effs])
+    # matmul ceiling: gemm_max, times the board's sustained fraction (power-capped parts; the
+    # bound preset keeps the datasheet peak)
+    gmax = _col([e.gemm_max * (1.0 if e.is_bound else hw.sustained(dtype))
+                 for e, hw in zip(effs, hws)])
     ga, gb, gc = (_col([getattr(e, f) for e in effs]) for f in ("gemm_a", "gemm_b", "gemm_c"))
     M = np.maximum(graph.gemm[0][None, None, :] * B, 1.0)
     N = np.maximum(graph.gemm[1][None, None, :], 1.0)
@@ -160,7 +163,7 @@ class Plan:
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
-        gpk = self.peak * eff.gemm_max
+        gpk = self.peak * eff.gemm_max * (1.0 if eff.is_bound else hw.sustained(dtype))
         scale = compute_class_scales(graph.classes, [eff])  # measured: conv/attention
         if scale is not None:
             gpk = gpk * scale[0, 0]

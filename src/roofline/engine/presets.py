@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -24,9 +24,14 @@ from ..specs.sourced import Provenance, read_quantity
 
 __all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset",
            "spec_efficiency", "class_vector_fractions", "fresh_output_seconds",
-           "compute_class_scales", "gemm_coefficients"]
+           "compute_class_scales", "gemm_coefficients", "RUNTIMES", "check_runtime",
+           "for_runtime"]
 
 PRESETS = ("default", "bound", "mlsysim")
+#: how kernels reach the device: "eager" launches every op from the host (each pays the
+#: preset's ``dispatch``); "compiled" submits the whole graph at once (CUDA graph, XLA program):
+#: no per-op host dispatch, the device-side ``kernel_gap`` stays
+RUNTIMES = ("eager", "compiled")
 
 _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ratio",
         "vector_max": "ratio", "memory_max": "ratio", "kernel_gap": "time", "dispatch": "time",
@@ -280,3 +285,32 @@ def check_preset(preset: str) -> str:
     if not isinstance(preset, str) or preset not in PRESETS:
         raise unknown("preset", str(preset), PRESETS)
     return preset
+
+
+def check_runtime(runtime: str, preset: str = "default") -> str:
+    """``runtime`` if it is one of RUNTIMES (and ``preset`` can honour it), else SpecError."""
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise unknown("runtime", str(runtime), RUNTIMES)
+    if runtime != "eager" and preset == "mlsysim":
+        raise SpecError(f"runtime={runtime!r} needs preset 'default' or 'bound'; preset "
+                        "'mlsysim' keeps mlsysim's own overhead convention (use runtime='eager')")
+    return runtime
+
+
+#: base Efficiency (by identity) -> (base, its compiled-runtime variant); the base is kept so
+#: its id cannot be reused while the entry lives
+_COMPILED: dict[int, tuple[Efficiency, Efficiency]] = {}
+
+
+def for_runtime(eff: Efficiency, runtime: str) -> Efficiency:
+    """The factors ``eff`` applies under ``runtime``: itself for "eager"; for "compiled" the
+    same factors with no host dispatch (``dispatch`` 0, per-class dispatch cleared). The
+    variant is built once per base object, so the plan cache (keyed on identity) keeps hitting."""
+    if runtime == "eager" or eff.is_bound:
+        return eff
+    hit = _COMPILED.get(id(eff))
+    if hit is not None and hit[0] is eff:
+        return hit[1]
+    out = replace(eff, dispatch=0.0, dispatch_by_class={}, label=f"{eff.label}/compiled")
+    _COMPILED[id(eff)] = (eff, out)
+    return out

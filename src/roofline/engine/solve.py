@@ -16,7 +16,7 @@ from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
 from .core import plan_for
-from .presets import check_preset, efficiency_for
+from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
 
 __all__ = ["solve", "check_batch"]
@@ -49,7 +49,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
-          group_size: int | None = None, fuse: bool = False) -> Result:
+          group_size: int | None = None, fuse: bool = False,
+          runtime: str = "eager") -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
@@ -57,14 +58,17 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     Sequence models take ``phase`` ("forward", "prefill", "decode"), ``seq_len`` (T) and
     ``context`` (S, decode). ``fuse=True`` prices the graph a compiler would run, with
     activations, residual adds and batch norm folded into matmul/conv epilogues; the default
-    is the eager graph, one kernel per op. A configuration that cannot run (dtype missing,
-    does not fit) is a
+    is the eager graph, one kernel per op. ``runtime``: "eager" (every kernel launched from
+    the host, each paying the preset's per-op ``dispatch``) or "compiled" (the whole graph
+    submitted at once — CUDA graph, XLA program: no per-op host dispatch, the device-side
+    kernel gap stays). A configuration that cannot run (dtype missing, does not fit) is a
     Result with ``feasible=False`` and the ``reason``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
     batch = check_batch(batch)
     preset = check_preset(preset)
+    runtime = check_runtime(runtime, preset)
     p = make_precision(precision, kv=kv_precision, weights=weight_precision,
                        group_size=group_size)
     phase = phase or m.default_phase
@@ -77,7 +81,7 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
                 fused_attention=fused_attention, fuse=fuse)
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
-    eff = efficiency_for(hw, preset)
+    eff = for_runtime(efficiency_for(hw, preset), runtime)
     plan = plan_for(g, hw, eff)
     tot = plan.envelope_totals(batch) if plan.envelope_ok else None
     if tot is None and plan.fast:
@@ -95,7 +99,9 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     return _result(m, hw, g, batch, p, preset, phase, latency=latency,
                    latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
                    t_overhead=overhead, bottleneck=bottleneck, flops=flops, byts=byts,
-                   ridge_eff=plan.peak * eff.gemm_max / (plan.bw * eff.memory_max),
+                   ridge_eff=plan.peak * eff.gemm_max * (
+                       1.0 if eff.is_bound else hw.sustained(p.compute))
+                   / (plan.bw * eff.memory_max),
                    workspace=eff.workspace, ops=ops,
                    seq_len=seq_len, context=context, live=live)
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.core import plan_for
-from ..engine.presets import check_preset, efficiency_for
+from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import check_batch, solve
 from ..engine.table import Table
 from ..errors import SpecError
@@ -25,10 +25,12 @@ __all__ = ["sweep", "Sweep"]
 class Sweep:
     """The sweep table plus crossover detection."""
 
-    def __init__(self, table: Table, model_name: str, preset: str = "default") -> None:
+    def __init__(self, table: Table, model_name: str, preset: str = "default",
+                 runtime: str = "eager") -> None:
         self.table = table
         self.model = model_name
         self.preset = preset  #: the preset every row was priced with
+        self.runtime = runtime  #: "eager" or "compiled" (see ``solve``)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -65,7 +67,9 @@ class Sweep:
         body = self.table.to_string(cols, max_rows=60)
         cross = ", ".join(f"{k}: {v if v is not None else 'never'}"
                           for k, v in self.crossover().items())
-        return (f"{self.model} sweep (preset {self.preset})\n{body}\n"
+        how = f"preset {self.preset}" + (
+            f", runtime {self.runtime}" if self.runtime != "eager" else "")
+        return (f"{self.model} sweep ({how})\n{body}\n"
                 f"compute-bound from batch — {cross}")
 
 
@@ -78,9 +82,10 @@ def _as_list(x: Any) -> list[Any]:
 def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
           precision: str | Sequence[str] = "fp16", preset: str = "default",
           phase: str | None = None, seq_len: int | None = None,
-          context: int | None = None, fuse: bool = False) -> Sweep:
+          context: int | None = None, fuse: bool = False, runtime: str = "eager") -> Sweep:
     """Price every (hardware, precision, batch); returns a Sweep (``.crossover()``,
-    ``.to_pandas()``). Per-op pricing throughout; each precision is one vectorised pass."""
+    ``.to_pandas()``). Per-op pricing throughout; each precision is one vectorised pass.
+    ``fuse`` and ``runtime`` ("eager" | "compiled") as in ``solve``."""
     m = resolve_model(model)
     hws = [resolve_hardware(h) for h in _as_list(hardware)]
     if not hws:
@@ -89,6 +94,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     if not len(batches):
         raise SpecError("sweep needs at least one batch")
     preset = check_preset(preset)
+    runtime = check_runtime(runtime, preset)
     precs = [make_precision(p) for p in _as_list(precision)]
     blocks: list[dict[str, np.ndarray]] = []
 
@@ -122,7 +128,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
             for hw in ok:
                 rows = [_row(solve(m, hw, batch=int(b), precision=p, preset=preset,
                                    phase=phase, seq_len=seq_len, context=context,
-                                   fuse=fuse).to_dict()) for b in batches]
+                                   fuse=fuse, runtime=runtime).to_dict()) for b in batches]
                 block([hw.name], p.label, nb, **{k: np.array([[r[k] for r in rows]],
                                                                dtype=object if k in (
                                                                    "bottleneck", "reason")
@@ -130,7 +136,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                                   for k in rows[0]})
             continue
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
-        effs = [efficiency_for(hw, preset) for hw in ok]
+        effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
         T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
         arr = {k: T[:, i, :] for i, k in enumerate((
@@ -170,7 +176,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     cols["batch"] = cols["batch"].astype(np.int64)
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
-    return Sweep(table, m.name, preset)
+    return Sweep(table, m.name, preset, runtime)
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

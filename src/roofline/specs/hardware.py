@@ -77,6 +77,10 @@ class Hardware:
     #: a measured spec's fitted ``[efficiency]`` table (raw TOML entries, sources resolved);
     #: the engine's default preset uses it for this hardware (engine.presets.efficiency_for)
     efficiency_table: Mapping[str, Any] | None = None
+    #: dtype -> fraction of the dense peak a long matmul sustains on this board when its power
+    #: cap lowers the clock below the one the peak is quoted at (``[sustained]``; absent: 1).
+    #: The default preset scales matmul-class ops by it; the bound preset keeps the datasheet peak
+    sustained_fraction: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -94,7 +98,15 @@ class Hardware:
             raise SpecError(f"hardware {self.key!r}: needs a main memory level ([[memory]])")
         if math.isnan(self.memory[0].bytes_per_s):
             raise SpecError(f"hardware {self.key!r}: the main memory level needs a bandwidth")
+        for d, v in self.sustained_fraction.items():
+            if d not in self.peak_flops_per_s:
+                raise SpecError(f"hardware {self.key!r}: sustained.{d} names a dtype without a "
+                                f"peak; it has {', '.join(self.dtypes)}")
+            if not (isinstance(v, int | float) and 0 < v <= 1):
+                raise SpecError(f"hardware {self.key!r}: sustained.{d}={v!r} must be in (0, 1]")
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+        object.__setattr__(self, "sustained_fraction",
+                           MappingProxyType(dict(self.sustained_fraction)))
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
 
     # -- the numbers most code wants ---------------------------------------------------------
@@ -105,6 +117,11 @@ class Hardware:
 
     def has(self, dtype: str) -> bool:
         return dtype in self.peak_flops_per_s
+
+    def sustained(self, dtype: str) -> float:
+        """Fraction of the ``dtype`` peak a long matmul sustains (1 unless ``[sustained]``
+        says otherwise, e.g. a power-capped board)."""
+        return float(self.sustained_fraction.get(dtype, 1.0))
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; an error naming the dtypes the part has if absent."""
@@ -153,7 +170,7 @@ class Hardware:
 # -- loading -------------------------------------------------------------------------------------
 
 _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
-             "memory", "links", "power", "notes", "measurement", "efficiency"}
+             "memory", "links", "power", "notes", "measurement", "efficiency", "sustained"}
 
 
 def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
@@ -221,6 +238,16 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         lat = q(raw["latency"], f"links.{lk}.latency", "time") if "latency" in raw else math.nan
         links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
 
+    sus_raw = doc.get("sustained") or {}
+    if not isinstance(sus_raw, dict):
+        raise SpecError(f"{origin}: [sustained] must map dtypes to sourced fractions")
+    sustained: dict[str, float] = {}
+    for dtype, raw in sus_raw.items():
+        if dtype not in peaks:
+            raise SpecError(f"{origin}: sustained.{dtype} needs a peak.{dtype}; this file has "
+                            f"peaks for {', '.join(peaks)}")
+        sustained[dtype] = q(raw, f"sustained.{dtype}", "ratio")
+
     tdp = math.nan
     power = doc.get("power") or {}
     if "tdp" in power:
@@ -245,7 +272,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         kind=str(doc.get("kind", "gpu")), year=int(year) if year is not None else None,
         aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
-        provenance=prov, origin=origin, efficiency_table=eff_tbl,
+        provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
     )
 
 
