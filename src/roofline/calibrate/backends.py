@@ -20,6 +20,8 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
   to fill ``pool_bytes`` (more than the last-level cache), so every call reads its weights from
   main memory, as the layers of a model do: seconds per call.
 - ``tiny()``: one framework call on a one-element tensor: the fixed per-op cost.
+- ``tiny_class(op_class)``: one call of an op of that class (``TINY_CLASSES``: attention,
+  embedding, movement) on a minimal input: that class's fixed per-op cost.
 - ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
 """
 
@@ -34,11 +36,13 @@ from typing import Any, Protocol
 from .timing import Sample, time_call
 
 __all__ = ["Backend", "NumpyBackend", "TorchBackend", "FakeBackend", "FakeMachine",
-           "STREAM_ARRAYS", "VECTOR_OPS", "blas_info"]
+           "STREAM_ARRAYS", "VECTOR_OPS", "TINY_CLASSES", "blas_info"]
 
 #: STREAM kernel -> (arrays touched, arrays read); bytes per element = arrays touched × 4
 STREAM_ARRAYS = {"copy": (2, 1), "scale": (2, 1), "add": (3, 2), "triad": (3, 2)}
 VECTOR_OPS = ("gelu_tanh", "silu", "softmax", "layernorm", "batchnorm", "maxpool")
+#: op classes whose fixed per-call cost is measured by a call on a minimal input
+TINY_CLASSES = ("attention", "embedding", "movement")
 
 
 class Backend(Protocol):
@@ -55,6 +59,7 @@ class Backend(Protocol):
     def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample: ...
     def vector(self, op: str, n: int) -> Sample: ...
     def tiny(self) -> Sample: ...
+    def tiny_class(self, op_class: str) -> Sample: ...
     def fresh(self, n: int) -> Sample: ...
     def info(self) -> dict[str, str]: ...
 
@@ -156,6 +161,9 @@ class NumpyBackend(_Timed):
         a = np.ones(1, np.float32)
         c = np.empty(1, np.float32)
         return self._time(lambda: np.add(a, a, out=c), inner=200)
+
+    def tiny_class(self, op_class: str) -> Sample:
+        raise NotImplementedError("per-class call costs are measured through PyTorch")
 
     def fresh(self, n: int) -> Sample:
         np = self.np
@@ -274,6 +282,23 @@ class TorchBackend(_Timed):
                 return self._time(lambda: torch.add(a, a), inner=200)
             return self._time(lambda: torch.add(a, a), inner=200)
 
+    def tiny_class(self, op_class: str) -> Sample:
+        torch = self.torch
+        fn: Callable[[], object]
+        if op_class == "attention":
+            q = self._t(1, 1, 1, 8)
+            fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)  # noqa: E731
+        elif op_class == "embedding":
+            w, idx = self._t(16, 8), torch.zeros(1, 1, dtype=torch.long, device=self.device)
+            fn = lambda: torch.nn.functional.embedding(idx, w)  # noqa: E731
+        elif op_class == "movement":  # a strided copy into a slice of a preallocated buffer
+            src, dst = self._t(2, 1, 8), self._t(2, 4, 8)
+            fn = lambda: dst[:, 1:2].copy_(src)  # noqa: E731
+        else:
+            raise ValueError(f"op class {op_class!r}; allowed: {', '.join(TINY_CLASSES)}")
+        with torch.inference_mode():
+            return self._time(fn, inner=50)
+
     def fresh(self, n: int) -> Sample:
         torch = self.torch
         a = self._t(n)
@@ -312,6 +337,10 @@ class FakeMachine:
         "gelu_tanh": 7.5e9, "silu": 13e9, "softmax": 12.5e9, "layernorm": 20e9,
         "batchnorm": 8e9, "maxpool": 0.7e9})
     per_call_s: float = 1.0e-6
+    #: fixed per-call cost of some op classes, s (others: per_call_s)
+    class_call_s: dict[str, float] = field(default_factory=lambda: {
+        "norm": 4e-6, "softmax": 2e-6, "attention": 8e-6, "embedding": 2e-6,
+        "movement": 1.5e-6})
     cold_read_fraction: float = 0.6  #: of DRAM bandwidth, one op reading cold weights
     page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
     threads: int = 2
@@ -373,9 +402,9 @@ class FakeBackend:
     def vector(self, op: str, n: int) -> Sample:
         from .measure import vector_cost
 
-        flops, byts, _ = vector_cost(op, n)
-        return self._s(self.m.per_call_s + max(flops / self.m.vector_flops_per_s[op],
-                                               byts / self._bw(byts)))
+        flops, byts, cls = vector_cost(op, n)
+        fixed = self.m.class_call_s.get(cls, self.m.per_call_s)
+        return self._s(fixed + max(flops / self.m.vector_flops_per_s[op], byts / self._bw(byts)))
 
     def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
         main = self.m.levels[-1][1]
@@ -383,6 +412,9 @@ class FakeBackend:
 
     def tiny(self) -> Sample:
         return self._s(self.m.per_call_s)
+
+    def tiny_class(self, op_class: str) -> Sample:
+        return self._s(self.m.class_call_s.get(op_class, self.m.per_call_s))
 
     def fresh(self, n: int) -> Sample:
         base = self.stream("add", n).median_s

@@ -38,7 +38,14 @@ from typing import Any, TextIO
 from ..errors import SpecError
 from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS, causal_pairs
 from ..specs.hardware import Hardware, parse_hardware
-from .backends import STREAM_ARRAYS, VECTOR_OPS, Backend, NumpyBackend, TorchBackend
+from .backends import (
+    STREAM_ARRAYS,
+    TINY_CLASSES,
+    VECTOR_OPS,
+    Backend,
+    NumpyBackend,
+    TorchBackend,
+)
 from .fit import GemmFit, fit_gemm, fit_levels, geomean
 from .timing import Sample, thread_limit
 
@@ -90,6 +97,9 @@ class MeasurePlan:
     stream_elems: tuple[int, ...]  #: elements per STREAM array
     stream_kernels: tuple[str, ...]
     vector_elems: int
+    #: a second, smaller size of the vector ops: the two give each op a fixed cost
+    #: (intercept) and a marginal rate (slope); 0: one size only
+    vector_elems_small: int = 0
     fresh_elems: int  #: 0: skip the page-fault benchmark (GPUs)
     min_time_s: float
     quick: bool
@@ -113,7 +123,8 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
             pool_bytes=(2 if quick else 1024) * 2**20,
             stream_elems=tuple(2**e for e in (range(14, 22, 2) if quick else range(14, 30))),
             stream_kernels=("copy", "triad") if quick else ("copy", "scale", "add", "triad"),
-            vector_elems=2**16 if quick else 2**24, fresh_elems=0,
+            vector_elems=2**16 if quick else 2**24,
+            vector_elems_small=2**14 if quick else 2**22, fresh_elems=0,
             min_time_s=0.01 if quick else 0.05)
     if quick:
         return MeasurePlan(
@@ -125,7 +136,7 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
             sdpa_shapes=((1, 4, 64, 64, 32),),
             cold_shapes=((256, 256),), pool_bytes=2**20,
             stream_elems=(2**11, 2**15, 2**19), stream_kernels=("copy", "triad"),
-            vector_elems=2**13, fresh_elems=0, min_time_s=0.005)
+            vector_elems=2**13, vector_elems_small=2**11, fresh_elems=0, min_time_s=0.005)
     return MeasurePlan(
         kind="cpu", quick=False,
         peak_sizes={"fp64": (1024, 2048), "fp32": (1024, 2048), "bf16": (2048,),
@@ -142,7 +153,9 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         cold_shapes=((1024, 1024), (4096, 1024), (2048, 2048)), pool_bytes=384 * 2**20,
         stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
         stream_kernels=("copy", "scale", "add", "triad"),
-        vector_elems=2**18, fresh_elems=2**24, min_time_s=0.08)
+        # 1 MiB and 256 KiB per array: both in L2, both above PyTorch's parallel grain
+        # (32768 elements), as a model's ops are
+        vector_elems=2**18, vector_elems_small=2**16, fresh_elems=2**24, min_time_s=0.08)
 
 
 @dataclass
@@ -158,6 +171,9 @@ class Measurements:
     gemm_points: list[tuple[str, float, float, float, float, Sample]] = \
         field(default_factory=list)  # label, M, N, K, flops, sample
     vector: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
+    #: the same ops at the plan's smaller size
+    vector_small: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
+    tiny_class: dict[str, Sample] = field(default_factory=dict)  #: op class -> minimal call
     fresh: tuple[int, Sample, Sample] | None = None
     cold: list[tuple[int, int, Sample]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -182,7 +198,8 @@ class _Progress:
 def _count(plan: MeasurePlan, n_backends: int) -> int:
     return (1 + sum(len(v) for v in plan.peak_sizes.values()) * n_backends
             + len(plan.stream_elems) * len(plan.stream_kernels) + len(plan.gemm_shapes)
-            + len(plan.conv_shapes) + len(plan.sdpa_shapes) + len(VECTOR_OPS)
+            + len(plan.conv_shapes) + len(plan.sdpa_shapes)
+            + len(VECTOR_OPS) * (2 if plan.vector_elems_small else 1) + len(TINY_CLASSES)
             + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0))
 
 
@@ -255,17 +272,30 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
                                smp))
         pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
                 f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
+    sizes = [(plan.vector_elems, ms.vector)]
+    if plan.vector_elems_small:
+        sizes.append((plan.vector_elems_small, ms.vector_small))
     for op in VECTOR_OPS:
         try:
-            smp = keep(main.vector(op, plan.vector_elems))
+            for n_el, dest in sizes:
+                smp = keep(main.vector(op, n_el))
+                flops, byts, cls = vector_cost(op, n_el)
+                dest[op] = (flops, byts, cls, smp)
+                pr.step(f"vector {op} ({n_el:,} elements)",
+                        f"{n_el / smp.median_s / 1e9:.2f} G elements/s")
         except NotImplementedError:
             ms.skipped.append("vector-op rates (tanh-GELU, SiLU, softmax, LayerNorm, BatchNorm, "
                               "MaxPool: need PyTorch; the default preset's values are used)")
             break
-        flops, byts, cls = vector_cost(op, plan.vector_elems)
-        ms.vector[op] = (flops, byts, cls, smp)
-        pr.step(f"vector {op} ({plan.vector_elems:,} elements)",
-                f"{plan.vector_elems / smp.median_s / 1e9:.2f} G elements/s")
+    for cls in TINY_CLASSES:
+        try:
+            smp = keep(main.tiny_class(cls))
+        except NotImplementedError:
+            ms.skipped.append("per-class call costs of attention, embedding and copies (need "
+                              "PyTorch)")
+            break
+        ms.tiny_class[cls] = smp
+        pr.step(f"per-op call overhead, {cls}", f"{smp.median_s * 1e6:.2f} µs")
     if plan.fresh_elems:
         n = plan.fresh_elems
         fresh = keep(main.fresh(n))
@@ -379,6 +409,8 @@ class Fitted:
     dispatch_note: str = ""
     scales: dict[str, tuple[float, str]] = field(default_factory=dict)
     main_read: tuple[float, str] | None = None
+    #: ``dispatch_<class>`` -> (seconds, derivation): fixed per-call cost by op class
+    dispatch_class: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 def derive(ms: Measurements) -> Fitted:
@@ -463,21 +495,57 @@ def derive(ms: Measurements) -> Fitted:
                 scales[fld] = (min(4.0, geomean(r)), (
                     f"geometric mean over {len(r)} {what} of measured efficiency / the GEMM "
                     f"model's at their implicit-GEMM M, N, K ({ratios})"))
-    frac: dict[str, tuple[float, str]] = {}
-    rates: dict[str, list[tuple[str, float]]] = {}
-    for op, (flops, _b, cls, s) in ms.vector.items():
-        net = net_of(s.median_s)
+    # vector classes: at two in-cache sizes, time = fixed cost + FLOPs / rate per op (slope and
+    # intercept); with one size only, the rate of time minus the per-op cost
+    per_op: dict[str, tuple[str, float, float | None, str]] = {}  # op -> cls, rate, icpt, how
+    for op, (f1, _b, cls, s1) in ms.vector.items():
+        small = ms.vector_small.get(op)
+        if small is not None and sync:
+            f0, s0 = small[0], small[3]
+            dt = s1.median_s - s0.median_s
+            if dt > 0 and f1 > f0:
+                rate = (f1 - f0) / dt
+                icpt = s0.median_s - f0 / rate
+                per_op[op] = (cls, rate, icpt, (
+                    f"{op}: ({_num(f1)} - {_num(f0)}) FLOPs / ({s1.median_s * 1e6:.2f} - "
+                    f"{s0.median_s * 1e6:.2f}) us = {rate / 1e9:.3g} GFLOP/s, intercept "
+                    f"{icpt * 1e6:.2f} us"))
+                continue
+        net = net_of(s1.median_s)
         if net > 0:
-            rates.setdefault(cls, []).append((op, flops / net))
+            per_op[op] = (cls, f1 / net, None, f"{op}: {f1 / net / 1e9:.3g} GFLOP/s (time "
+                                                 "minus the per-op cost)")
     field_of = {"elementwise": "vector_max", "norm": "norm_max", "softmax": "softmax_max",
                 "pool": "pool_max"}
-    for cls, lst in rates.items():
-        rate = geomean([x for _, x in lst])
-        ops = ", ".join(f"{op} {x / 1e9:.3g} GFLOP/s" for op, x in lst)
-        frac[field_of[cls]] = (min(1.0, rate / peak32),
-                               f"{ops} (FLOPs per ops.formulas, time minus the per-op cost"
-                               f"{', geometric mean' if len(lst) > 1 else ''}) / fp32 peak "
-                               f"{peak32 / 1e9:.4g} GFLOP/s")
+    frac: dict[str, tuple[float, str]] = {}
+    disp_cls: dict[str, tuple[float, str]] = {}
+    for cls in field_of:
+        ops = [op for op, v in per_op.items() if v[0] == cls]
+        if not ops:
+            continue
+        # the class's compute ceiling is the rate of its most FLOP-heavy op per element (tanh-
+        # GELU among elementwise ops, LayerNorm among norms): the cheaper ops of the class are
+        # bound by memory or by their fixed cost, not by this rate
+        fpe = {op: vector_cost(op, 4096)[0] / 4096 for op in ops}
+        top = max(ops, key=lambda o: (fpe[o], o))
+        rate = per_op[top][1]
+        allhow = "; ".join(per_op[o][3] for o in ops)
+        frac[field_of[cls]] = (min(1.0, rate / peak32), (
+            f"rate of {top} (the class's most FLOP-heavy op per element, FLOPs per ops.formulas) "
+            f"/ fp32 peak {peak32 / 1e9:.4g} GFLOP/s; measured at "
+            f"{'two sizes' if per_op[top][2] is not None else 'one size'} "
+            f"({allhow})"))
+        icpts = [per_op[o][2] for o in ops if per_op[o][2] is not None]
+        icpts = [x for x in icpts if x is not None and 0.5 * disp <= x <= 1e-3]
+        if icpts:
+            d_cls = statistics.median(icpts)
+            disp_cls[f"dispatch_{cls}"] = (d_cls, (
+                f"fixed per-call cost: median intercept of time = cost + FLOPs/rate over "
+                f"{', '.join(o for o in ops if per_op[o][2] is not None)} at two sizes above "
+                f"PyTorch's parallel grain ({allhow})"))
+    for cls, smp in ms.tiny_class.items():
+        disp_cls[f"dispatch_{cls}"] = (smp.median_s, (
+            f"one {cls} call on a minimal input ({_spread(smp)})"))
     cold_bw = []
     for n, k, smp in ms.cold:
         net = net_of(smp.median_s)
@@ -501,7 +569,7 @@ def derive(ms: Measurements) -> Fitted:
                 f"{fresh.median_s * 1e3:.3f} ms) - (same into a preallocated output: "
                 f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
     return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts["gemm"]),
-                  scales=scales, main_read=main_read,
+                  scales=scales, main_read=main_read, dispatch_class=disp_cls,
                   vector_frac=frac, page_fault_s=pf, page_derivation=pder,
                   dispatch_note=disp_note)
 
@@ -611,6 +679,8 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
                                       "effective working sets"))
     L.append("dispatch = " + _q(fit.dispatch_s * 1e6, "us", "m",
                                 f"{fit.dispatch_note} ({_spread(ms.tiny)})" if ms.tiny else ""))
+    for k, (v, der) in sorted(fit.dispatch_class.items()):
+        L.append(f"{k} = " + _q(v * 1e6, "us", "m", der))
     L.append("kernel_gap = " + _q(0.0, "us", "m", "synchronous CPU execution: the per-op cost "
                                   "is all in dispatch" if ms.kind == "cpu" else
                                   "not measured separately: back-to-back launch cost is in "
@@ -638,6 +708,8 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           f'cold_read_note = "{_esc(fit.main_read[1]) if fit.main_read else ""}"',
           "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
           "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
+          "vector_small_seconds = [" + ", ".join(_num(v[3].median_s)
+                                                 for v in ms.vector_small.values()) + "]",
           ""]
     return "\n".join(L)
 

@@ -203,7 +203,13 @@ def _resnet_module(torch: Any, depth: int) -> Any:
 
 
 def _gpt2_module(torch: Any, cfg: Any, cache_len: int) -> Any:
-    """A GPT-2-style decoder stack (the zoo's gpt2 config) with a preallocated KV cache."""
+    """A GPT-2-style decoder stack (the zoo's gpt2 config) with a preallocated KV cache that
+    launches the zoo graph's ops, op for op and nothing else that moves data: per layer
+    input_norm, qkv_proj, kv_cache_write (K and V in one copy into a [2, B, heads, S, hd]
+    cache), attention (fused SDPA reading the cache), o_proj, residual, post_attn_norm,
+    up_proj, act (tanh-GELU), down_proj, residual. Head split/merge are strided views (SDPA
+    takes strided inputs and returns a tensor whose head-merged view is contiguous), so no
+    layout copy runs that the graph does not count."""
     nn = torch.nn
     F = nn.functional
     D, N, L, Fw, V = cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.vocab
@@ -216,16 +222,14 @@ def _gpt2_module(torch: Any, cfg: Any, cache_len: int) -> Any:
             self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
             self.up, self.down = nn.Linear(D, Fw), nn.Linear(Fw, D)
 
-        def forward(self, x: Any, kc: Any, vc: Any, pos: int) -> Any:
+        def forward(self, x: Any, kv: Any, pos: int) -> Any:
             B, T, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
-            q, k, v = (t.view(B, T, N, H).transpose(1, 2) for t in (q, k, v))
-            kc[:, :, pos:pos + T] = k
-            vc[:, :, pos:pos + T] = v
+            qkv = self.qkv(self.ln1(x)).view(B, T, 3, N, H)
+            kv[:, :, :, pos:pos + T] = qkv[:, :, 1:].permute(2, 0, 3, 1, 4)  # one copy
             S = pos + T
-            a = F.scaled_dot_product_attention(q, kc[:, :, :S], vc[:, :, :S],
-                                               is_causal=(T > 1))
-            x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+            a = F.scaled_dot_product_attention(qkv[:, :, 0].transpose(1, 2), kv[0, :, :, :S],
+                                               kv[1, :, :, :S], is_causal=(T > 1))
+            x = x + self.proj(a.transpose(1, 2).view(B, T, D))
             return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
 
     class GPT(nn.Module):  # type: ignore[name-defined,misc]
@@ -236,15 +240,14 @@ def _gpt2_module(torch: Any, cfg: Any, cache_len: int) -> Any:
             self.ln_f = nn.LayerNorm(D)
             self.cache_len = cache_len
 
-        def caches(self, B: int) -> list[tuple[Any, Any]]:
-            return [(torch.randn(B, N, self.cache_len, H), torch.randn(B, N, self.cache_len, H))
-                    for _ in range(L)]
+        def caches(self, B: int) -> list[Any]:
+            return [torch.randn(2, B, N, self.cache_len, H) for _ in range(L)]
 
         def forward(self, idx: Any, caches: Any, pos: int) -> Any:
             T = idx.shape[1]
             x = self.wte(idx) + self.wpe.weight[pos:pos + T]
-            for blk, (kc, vc) in zip(self.blocks, caches):
-                x = blk(x, kc, vc, pos)
+            for blk, kv in zip(self.blocks, caches):
+                x = blk(x, kv, pos)
             return F.linear(self.ln_f(x[:, -1]), self.wte.weight)
 
     return GPT().eval()
