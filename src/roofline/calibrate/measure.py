@@ -272,12 +272,13 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
                                smp))
         pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
                 f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
-    sizes = [(plan.vector_elems, ms.vector)]
+    vsizes: list[tuple[int, dict[str, tuple[float, float, str, Sample]]]] = [
+        (plan.vector_elems, ms.vector)]
     if plan.vector_elems_small:
-        sizes.append((plan.vector_elems_small, ms.vector_small))
+        vsizes.append((plan.vector_elems_small, ms.vector_small))
     for op in VECTOR_OPS:
         try:
-            for n_el, dest in sizes:
+            for n_el, dest in vsizes:
                 smp = keep(main.vector(op, n_el))
                 flops, byts, cls = vector_cost(op, n_el)
                 dest[op] = (flops, byts, cls, smp)
@@ -527,16 +528,16 @@ def derive(ms: Measurements) -> Fitted:
         # GELU among elementwise ops, LayerNorm among norms): the cheaper ops of the class are
         # bound by memory or by their fixed cost, not by this rate
         fpe = {op: vector_cost(op, 4096)[0] / 4096 for op in ops}
-        top = max(ops, key=lambda o: (fpe[o], o))
-        rate = per_op[top][1]
+        heavy = max(ops, key=lambda o: (fpe[o], o))
+        rate = per_op[heavy][1]
         allhow = "; ".join(per_op[o][3] for o in ops)
         frac[field_of[cls]] = (min(1.0, rate / peak32), (
-            f"rate of {top} (the class's most FLOP-heavy op per element, FLOPs per ops.formulas) "
+            f"rate of {heavy} (the class's most FLOP-heavy op per element, FLOPs per ops.formulas) "
             f"/ fp32 peak {peak32 / 1e9:.4g} GFLOP/s; measured at "
-            f"{'two sizes' if per_op[top][2] is not None else 'one size'} "
+            f"{'two sizes' if per_op[heavy][2] is not None else 'one size'} "
             f"({allhow})"))
-        icpts = [per_op[o][2] for o in ops if per_op[o][2] is not None]
-        icpts = [x for x in icpts if x is not None and 0.5 * disp <= x <= 1e-3]
+        icpts = [x for x in (per_op[o][2] for o in ops)
+                 if x is not None and 0.5 * disp <= x <= 1e-3]
         if icpts:
             d_cls = statistics.median(icpts)
             disp_cls[f"dispatch_{cls}"] = (d_cls, (
