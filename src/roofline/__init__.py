@@ -5,15 +5,14 @@
     print(r); r.ops; r.plot()
 
 FLOPs count 2 per multiply-add everywhere. Units are SI (s, B, FLOP, W) inside; names say the
-unit. Only numpy is needed; plotting, pandas, torch and ONNX load lazily when used.
+unit. Only numpy is needed; plotting, pandas, torch and ONNX load lazily when used, and so does
+the engine itself (on first use of any name below).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .engine.result import Result
-from .engine.solve import solve
 from .errors import (
     MissingExtraError,
     RooflineError,
@@ -21,9 +20,6 @@ from .errors import (
     UnknownNameError,
     UnsupportedDtypeError,
 )
-from .graphs.model import Model, list_models, model
-from .specs.dtypes import Precision, precision
-from .specs.hardware import Hardware, hardware, list_hardware
 
 __version__ = "0.1.0"
 
@@ -34,8 +30,15 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "best_parallelism", "cluster", "list_clusters", "measure", "validate"]
 
 
-# Capabilities that live in higher layers load on first use (keeps `import roofline` fast).
+# Everything but the errors loads on first use: `import roofline` stays a few milliseconds
+# (the CLI starts fast), and the first `rl.solve` pays for numpy and the engine (~0.1 s).
 _LAZY = {
+    "solve": "roofline.engine.solve", "Result": "roofline.engine.result",
+    "model": "roofline.graphs.model", "Model": "roofline.graphs.model",
+    "list_models": "roofline.graphs.model",
+    "hardware": "roofline.specs.hardware", "Hardware": "roofline.specs.hardware",
+    "list_hardware": "roofline.specs.hardware",
+    "precision": "roofline.specs.dtypes", "Precision": "roofline.specs.dtypes",
     "sweep": "roofline.scenarios.sweep", "Sweep": "roofline.scenarios.sweep",
     "serve": "roofline.scenarios.serving", "serving_capacity": "roofline.scenarios.serving",
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
@@ -50,7 +53,13 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'roofline' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(mod), name)
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def plot_roofline(*args: Any, **kwargs: Any) -> Any:
