@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["DATA", "read_toml", "load_toml_file", "norm_name", "alias_index"]
+__all__ = ["DATA", "read_toml", "load_toml_file", "norm_name", "alias_index", "zoo_key"]
 
 #: src/roofline/data: hardware, models, presets, clusters, validation cases
 DATA = Path(__file__).resolve().parent / "data"
@@ -57,3 +57,14 @@ def alias_index(entries: Iterable[tuple[str, Iterable[str]]], what: str) -> dict
                 raise SpecError(f"{what} zoo: alias {a!r} names both {index[n]!r} and {key!r}")
             index[n] = key
     return index
+
+
+def zoo_key(name: str, what: str, index: dict[str, str], choices: Iterable[str]) -> str:
+    """The zoo key ``name`` (or an alias of it) stands for; an UnknownNameError listing
+    ``choices`` and the closest ones otherwise."""
+    key = index.get(norm_name(name))
+    if key is None:
+        from .errors import unknown
+
+        raise unknown(what, name, choices)
+    return key

@@ -245,13 +245,7 @@ class Plan:
             fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
             if fault is not None:
                 tk += fault[0] if fault.ndim > 1 else fault
-        e = self.eff
-        t_op = W[0]
-        if e.synchronous:
-            np.add(tk, self.disp, out=t_op)
-        else:
-            np.add(tk, e.kernel_gap, out=t_op)
-            np.maximum(t_op, self.disp, out=t_op)
+        t_op = self._launch(tk, W[0])
         if not self.all_have:
             t_op *= self.has
             tk *= self.has
@@ -259,6 +253,15 @@ class Plan:
         cb = tc >= tm
         np.multiply(tk, cb, out=W[7])
         return W, cb
+
+    def _launch(self, t_kernel: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Per-op time with launch costs: kernel + dispatch on a synchronous device (CPU),
+        else max(kernel + gap, dispatch) (the host enqueues ahead of an async device)."""
+        e = self.eff
+        if e.synchronous:
+            return np.add(t_kernel, self.disp, out=out)
+        np.add(t_kernel, e.kernel_gap, out=out)
+        return np.maximum(out, self.disp, out=out)
 
     def fast_totals(self, batch: float) -> list[float]:
         """The same totals as ``totals(evaluate(B))`` through the affine rows (fast path)."""
@@ -269,13 +272,7 @@ class Plan:
         W = np.empty((4, X.shape[1]))
         np.maximum(X[2], X[3], out=W[0])  # roofline bound per op
         tk = np.maximum(X[5], X[4], out=W[2])
-        e = self.eff
-        t_op = W[1]
-        if e.synchronous:
-            np.add(tk, self.disp, out=t_op)
-        else:
-            np.add(tk, e.kernel_gap, out=t_op)
-            np.maximum(t_op, self.disp, out=t_op)
+        self._launch(tk, W[1])
         np.multiply(tk, X[5] >= X[4], out=W[3])
         bound, time, kern, cbt = W.sum(1).tolist()
         s0, s1, s2 = self.a_sums

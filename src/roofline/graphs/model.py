@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._data import DATA, alias_index, load_toml_file, norm_name, read_toml
+from .._data import DATA, alias_index, load_toml_file, read_toml, zoo_key
 from ..errors import SpecError, unknown
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
@@ -275,10 +275,7 @@ def model(spec: Any, **kwargs: Any) -> Model:
         raise SpecError(f"model must be a zoo name, a config.json/.onnx path or a torch "
                         f"nn.Module, got {type(spec).__name__}")
     files, alias = _zoo()
-    key = alias.get(norm_name(spec))
-    if key is None:
-        raise unknown("model", spec, list(files) + [a for a in alias])
-    m = _zoo_model(key)
+    m = _zoo_model(zoo_key(spec, "model", alias, list(files) + list(alias)))
     _LOADED_BY_NAME[spec] = m
     return m
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._data import DATA, alias_index, load_toml_file, norm_name
-from ..errors import SpecError, unknown
+from .._data import DATA, alias_index, load_toml_file, zoo_key
+from ..errors import SpecError
 from .hardware import Hardware
 from .hardware import hardware as resolve_hardware
 from .sourced import Provenance, read_quantity
@@ -196,9 +196,6 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
         raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
                         f"{type(spec).__name__}")
     by_key, alias = _zoo()
-    key = alias.get(norm_name(spec))
-    if key is None:
-        names = list(by_key) + [a for c in by_key.values() for a in c.aliases]
-        raise unknown("cluster", spec, names)
-    base = by_key[key]
+    base = by_key[zoo_key(spec, "cluster", alias,
+                          [n for c in by_key.values() for n in (c.key, *c.aliases)])]
     return base.with_nodes(nodes or 1)

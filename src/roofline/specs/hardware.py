@@ -16,8 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._data import DATA, alias_index, load_toml_file, norm_name
-from ..errors import SpecError, UnsupportedDtypeError, unknown
+from .._data import DATA, alias_index, load_toml_file, zoo_key
+from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .sourced import Provenance, read_quantity
 
@@ -317,10 +317,8 @@ def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
         raise SpecError(f"hardware must be a zoo name, a .toml path or a Hardware, got "
                         f"{type(spec).__name__}")
     by_key, alias = _zoo()
-    key = alias.get(norm_name(spec))
-    if key is None:
-        names = list(by_key) + [a for h in by_key.values() for a in h.aliases]
-        raise unknown("hardware", spec, names)
+    key = zoo_key(spec, "hardware", alias,
+                  [n for h in by_key.values() for n in (h.key, *h.aliases)])
     _BY_NAME[spec] = by_key[key]
     return by_key[key]
 
