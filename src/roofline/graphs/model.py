@@ -275,7 +275,7 @@ def model(spec: Any, **kwargs: Any) -> Model:
         raise SpecError(f"model must be a zoo name, a config.json/.onnx path or a torch "
                         f"nn.Module, got {type(spec).__name__}")
     files, alias = _zoo()
-    m = _zoo_model(zoo_key(spec, "model", alias, list(files) + list(alias)))
+    m = _zoo_model(zoo_key(spec, "model", alias, list(files)))
     _LOADED_BY_NAME[spec] = m
     return m
 
