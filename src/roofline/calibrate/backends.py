@@ -16,9 +16,10 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
 - ``vector(op, n)``: gelu_tanh, silu, softmax (rows of 1024), layernorm (rows of 1024),
   batchnorm (inference, 64 channels), maxpool (3×3, stride 2, 64 channels) on ``n`` input
   elements.
-- ``cold_gemv(n, k, pool_bytes)``: ``x[1, k] @ W[k, n]`` cycling through enough distinct W
-  to fill ``pool_bytes`` (more than the last-level cache), so every call reads its weights from
-  main memory, as the layers of a model do: seconds per call.
+- ``cold_gemv(n, k, pool_bytes, rows=1)``: ``x[rows, k] @ W[k, n]`` cycling through enough
+  distinct W to fill ``pool_bytes`` (more than the last-level cache), so every call reads its
+  weights from main memory, as the layers of a model do: seconds per call. With rows >= 2..8
+  the BLAS leaves its matrix-vector path and repacks W first (measured as the difference).
 - ``tiny()``: one framework call on a one-element tensor: the fixed per-op cost.
 - ``tiny_class(op_class)``: one call of an op of that class (``TINY_CLASSES``: attention,
   embedding, movement) on a minimal input: that class's fixed per-op cost.
@@ -56,7 +57,7 @@ class Backend(Protocol):
     def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int,
              head_dim: int) -> Sample: ...
     def stream(self, kernel: str, n: int) -> Sample: ...
-    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample: ...
+    def cold_gemv(self, n: int, k: int, pool_bytes: int, rows: int = 1) -> Sample: ...
     def vector(self, op: str, n: int) -> Sample: ...
     def tiny(self) -> Sample: ...
     def tiny_class(self, op_class: str) -> Sample: ...
@@ -145,11 +146,11 @@ class NumpyBackend(_Timed):
         }
         return self._time(fns[kernel], inner=self._inner(n * 12 / 2e10))
 
-    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+    def cold_gemv(self, n: int, k: int, pool_bytes: int, rows: int = 1) -> Sample:
         np = self.np
         count = max(2, math.ceil(pool_bytes / (4 * n * k)))
         ws = [self._rng.standard_normal((k, n), dtype=np.float32) for _ in range(count)]
-        x = self._rng.standard_normal((1, k)).astype(np.float32)
+        x = self._rng.standard_normal((rows, k)).astype(np.float32)
         s = self._time(lambda: [x @ w for w in ws])
         return _per_call(s, count)
 
@@ -234,10 +235,10 @@ class TorchBackend(_Timed):
         with torch.inference_mode():
             return self._time(fns[kernel], inner=self._inner(n * 12 / 5e10))
 
-    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+    def cold_gemv(self, n: int, k: int, pool_bytes: int, rows: int = 1) -> Sample:
         torch = self.torch
         count = max(2, math.ceil(pool_bytes / (4 * n * k)))
-        ws, x = [self._t(n, k) for _ in range(count)], self._t(1, k)
+        ws, x = [self._t(n, k) for _ in range(count)], self._t(rows, k)
         lin = torch.nn.functional.linear
         with torch.inference_mode():
             s = self._time(lambda: [lin(x, w) for w in ws])
@@ -342,6 +343,10 @@ class FakeMachine:
         "norm": 4e-6, "softmax": 2e-6, "attention": 8e-6, "embedding": 2e-6,
         "movement": 1.5e-6})
     cold_read_fraction: float = 0.6  #: of DRAM bandwidth, one op reading cold weights
+    #: a GEMM with at least pack_rows rows repacks its cold weights at this fraction of DRAM
+    #: bandwidth before computing (matrix-vector products, fewer rows, do not)
+    cold_pack_fraction: float = 0.35
+    pack_rows: int = 4
     page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
     threads: int = 2
     name: str = "fake"
@@ -406,9 +411,14 @@ class FakeBackend:
         fixed = self.m.class_call_s.get(cls, self.m.per_call_s)
         return self._s(fixed + max(flops / self.m.vector_flops_per_s[op], byts / self._bw(byts)))
 
-    def cold_gemv(self, n: int, k: int, pool_bytes: int) -> Sample:
+    def cold_gemv(self, n: int, k: int, pool_bytes: int, rows: int = 1) -> Sample:
         main = self.m.levels[-1][1]
-        return self._s(self.m.per_call_s + 4.0 * n * k / (main * self.m.cold_read_fraction))
+        w = 4.0 * n * k
+        t = max(self._gemm_t("fp32", rows, n, k) - self.m.per_call_s,
+                w / (main * self.m.cold_read_fraction))
+        if rows >= self.m.pack_rows:  # the weight matrix is repacked first, in series
+            t += w / (main * self.m.cold_pack_fraction)
+        return self._s(self.m.per_call_s + t)
 
     def tiny(self) -> Sample:
         return self._s(self.m.per_call_s)

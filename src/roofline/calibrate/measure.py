@@ -94,6 +94,10 @@ class MeasurePlan:
     #: (N, K) weight shapes read cold by a matrix-vector product, cycling through pool_bytes
     cold_shapes: tuple[tuple[int, int], ...] = ()
     pool_bytes: int = 0
+    #: (N, K) of the cold-weight GEMM run at each of ``pack_rows`` rows (1 first): the time
+    #: above the 1-row call is the repacking of cold weights; empty: skipped
+    pack_shape: tuple[int, ...] = ()
+    pack_rows: tuple[int, ...] = ()
     stream_elems: tuple[int, ...]  #: elements per STREAM array
     stream_kernels: tuple[str, ...]
     vector_elems: int
@@ -134,6 +138,7 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
             conv_shapes=((1, 16, 16, 16, 3, 1), (1, 32, 28, 64, 3, 1), (1, 64, 14, 64, 1, 1),
                          (2, 32, 14, 32, 3, 1), (1, 3, 56, 16, 7, 2)),
             sdpa_shapes=((1, 4, 64, 64, 32),),
+            # a 1 MiB pool stays in cache: nothing here is cold, so no cold-weight terms
             cold_shapes=((256, 256),), pool_bytes=2**20,
             stream_elems=(2**11, 2**15, 2**19), stream_kernels=("copy", "triad"),
             vector_elems=2**13, vector_elems_small=2**11, fresh_elems=0, min_time_s=0.005)
@@ -151,6 +156,8 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         sdpa_shapes=((1, 8, 256, 256, 64), (2, 16, 384, 384, 64)),
         # 4-16 MiB weight matrices (a transformer layer's), cycling through 384 MiB of them
         cold_shapes=((1024, 1024), (4096, 1024), (2048, 2048)), pool_bytes=384 * 2**20,
+        # 15 MiB: not a validation shape; rows 1 (matrix-vector path) to 8 (packed GEMM)
+        pack_shape=(2560, 1536), pack_rows=(1, 2, 4, 8),
         stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
         stream_kernels=("copy", "scale", "add", "triad"),
         # 1 MiB and 256 KiB per array: both in L2, both above PyTorch's parallel grain
@@ -176,6 +183,9 @@ class Measurements:
     tiny_class: dict[str, Sample] = field(default_factory=dict)  #: op class -> minimal call
     fresh: tuple[int, Sample, Sample] | None = None
     cold: list[tuple[int, int, Sample]] = field(default_factory=list)
+    #: (rows, sample) of the cold-weight GEMM at plan.pack_shape
+    pack: list[tuple[int, Sample]] = field(default_factory=list)
+    pack_shape: tuple[int, ...] = ()
     skipped: list[str] = field(default_factory=list)
     discarded: int = 0
 
@@ -200,7 +210,8 @@ def _count(plan: MeasurePlan, n_backends: int) -> int:
             + len(plan.stream_elems) * len(plan.stream_kernels) + len(plan.gemm_shapes)
             + len(plan.conv_shapes) + len(plan.sdpa_shapes)
             + len(VECTOR_OPS) * (2 if plan.vector_elems_small else 1) + len(TINY_CLASSES)
-            + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0))
+            + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0)
+            + (len(plan.pack_rows) if plan.pack_shape else 0))
 
 
 def run_plan(plan: MeasurePlan, backends: list[Backend],
@@ -310,6 +321,14 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
         ms.cold.append((n, k, smp))
         pr.step(f"cold matrix-vector {n}x{k} ({4 * n * k / 2**20:.0f} MiB of weights)",
                 f"{4 * n * k / smp.median_s / 1e9:.1f} GB/s")
+    if plan.pack_shape:
+        n, k = plan.pack_shape
+        ms.pack_shape = (n, k)
+        for rows in plan.pack_rows:
+            smp = keep(main.cold_gemv(n, k, plan.pool_bytes, rows=rows))
+            ms.pack.append((rows, smp))
+            pr.step(f"cold GEMM {rows}x{k} @ {k}x{n} ({4 * n * k / 2**20:.0f} MiB of weights)",
+                    f"{smp.median_s * 1e3:.2f} ms")
     return ms
 
 
@@ -412,6 +431,42 @@ class Fitted:
     main_read: tuple[float, str] | None = None
     #: ``dispatch_<class>`` -> (seconds, derivation): fixed per-call cost by op class
     dispatch_class: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: cold-weight terms (``cold_after``, ``cold_read_max``, ``cold_pack_max``,
+    #: ``pack_min_rows``) -> (value, derivation); CPUs only
+    cold: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+
+def _cold_terms(ms: Measurements, levels: list[Any], main_bw: float,
+                main_read: tuple[float, str] | None) -> dict[str, tuple[float, str]]:
+    """Weights a whole model reuses only once per pass are evicted in between ("cold"):
+    the threshold, their read rate and the repacking a multi-row GEMM does on them."""
+    if ms.kind != "cpu" or len(levels) < 2 or not ms.pack or main_read is None:
+        return {}
+    llc = levels[-2]
+    out = {"cold_after": (llc.largest_bytes, (
+        f"largest STREAM working set still at the last cache level's bandwidth "
+        f"({llc.largest_bytes / 2**10:,.0f} KiB): when the rest of a graph moves more bytes "
+        f"than this between two uses of an op's weights, they have left the cache")),
+        "cold_read_max": main_read}
+    n, k = ms.pack_shape
+    w = 4.0 * n * k
+    by_rows = sorted((r, s.median_s) for r, s in ms.pack)
+    r1, t1 = by_rows[0]
+    r_top, t_top = by_rows[-1]
+    extra = t_top - t1
+    times = ", ".join(f"{r} rows {t * 1e3:.3f} ms" for r, t in by_rows)
+    if r1 != 1 or r_top <= 1 or not extra > 0.1 * t1:
+        return out
+    out["cold_pack_max"] = (min(1.0, w / (main_bw * extra)), (
+        f"cold {n}x{k} fp32 weights ({w / 2**20:.0f} MiB, cycling through more than the LLC): "
+        f"{times}; ({w / 1e6:.1f} MB / ({t_top * 1e3:.3f} - {t1 * 1e3:.3f}) ms) / DRAM STREAM "
+        f"{main_bw / 1e9:.1f} GB/s: the multi-row GEMM repacks the weights before computing, "
+        f"the matrix-vector path does not"))
+    r_min = next(r for r, t in by_rows if r > 1 and t - t1 >= 0.5 * extra)
+    out["pack_min_rows"] = (float(r_min), (
+        f"fewest rows whose cold time exceeds the 1-row time by at least half the "
+        f"{r_top}-row excess ({times})"))
+    return out
 
 
 def derive(ms: Measurements) -> Fitted:
@@ -569,7 +624,9 @@ def derive(ms: Measurements) -> Fitted:
         pder = (f"(a + b into a fresh {n * _FP32 / 2**20:.0f} MiB output: "
                 f"{fresh.median_s * 1e3:.3f} ms) - (same into a preallocated output: "
                 f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
+    cold = _cold_terms(ms, levels, main_bw, main_read)
     return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts["gemm"]),
+                  cold=cold,
                   scales=scales, main_read=main_read, dispatch_class=disp_cls,
                   vector_frac=frac, page_fault_s=pf, page_derivation=pder,
                   dispatch_note=disp_note)
@@ -689,6 +746,11 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
     if fit.page_fault_s is not None:
         L.append("page_fault = " + _q(fit.page_fault_s * 1e6, "us", "m", fit.page_derivation))
         L.append("fresh_alloc_min = " + _q(FRESH_ALLOC_MIN_BYTES / 2**20, "MiB", "glibc"))
+    for fld in ("cold_after", "cold_read_max", "cold_pack_max", "pack_min_rows"):
+        if fld in fit.cold:
+            v, der = fit.cold[fld]
+            L.append(f"{fld} = " + (_q(v / 2**20, "MiB", "m", der) if fld == "cold_after"
+                                    else _q(v, "1", "m", der)))
     L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
     # -- raw data (ignored by the loader; kept for plots and audits)
     L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{date}"',
@@ -701,12 +763,14 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "gemm_mnk = [" + ", ".join(f"[{_num(M)}, {_num(N)}, {_num(K)}]"
                                      for _, M, N, K, _, _ in ms.gemm_points) + "]",
           "gemm_seconds = [" + ", ".join(_num(s.median_s) for *_, s in ms.gemm_points) + "]",
-          # one op reading cold weights (informational: Efficiency.main_read_max can use it,
-          # but on the 2-core reference machine it made standalone GEMVs worse as often as it
-          # made decode steps better, so the spec does not set it; see docs/validation/cpu.md)
+          # one op reading cold weights: used as cold_read_max (weights a whole model evicts
+          # between uses), not as main_read_max (a standalone op re-run reads them warm or as
+          # one long stream; see docs/validation/cpu.md)
           "cold_read_bytes_per_s = [" + ", ".join(
               _num(4.0 * n * k / s.median_s) for n, k, s in ms.cold) + "]",
           f'cold_read_note = "{_esc(fit.main_read[1]) if fit.main_read else ""}"',
+          "cold_gemm_rows = [" + ", ".join(str(r) for r, _ in ms.pack) + "]",
+          "cold_gemm_seconds = [" + ", ".join(_num(x.median_s) for _, x in ms.pack) + "]",
           "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
           "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
           "vector_small_seconds = [" + ", ".join(_num(v[3].median_s)

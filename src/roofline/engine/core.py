@@ -17,6 +17,7 @@ from ..specs.hardware import Hardware
 from .presets import (
     Efficiency,
     class_vector_fractions,
+    cold_weight_seconds,
     compute_class_scales,
     fresh_output_seconds,
     gemm_coefficients,
@@ -92,7 +93,12 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
         act_bw = np.where(fits, lbw, act_bw)
     mr = _col([e.main_read_fraction for e in effs])  # = memory_max unless measured
     t_m = main_bytes / (bw * mr) + act_bytes / (act_bw * mm)
+    cold = cold_weight_seconds(graph.classes, q[_WR][None], total_bytes, M, bw, list(effs))
+    if cold is not None:  # measured CPU specs: weights evicted between uses in a whole model
+        t_m = t_m + cold[0]
     t_kernel = np.maximum(t_c, t_m)
+    if cold is not None:
+        t_kernel = t_kernel + cold[1]
     fault = fresh_output_seconds(q[_AW][None], list(effs))  # measured CPU specs: page faults
     if fault is not None:
         t_kernel = t_kernel + fault
@@ -140,7 +146,7 @@ class Plan:
 
     __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp")
+                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp", "cold")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -160,6 +166,9 @@ class Plan:
             rate_vec = vpeak * cvm[0, 0]
         # written activation bytes (c0, c1), for page faults of fresh outputs (measured CPUs)
         self.aw = (c0[_AW], c1[_AW]) if eff.page_fault > 0 else None
+        # weight bytes (c0, c1) and GEMM rows per sample, for cold-weight terms (measured CPUs)
+        self.cold = ((c0[_WR], c1[_WR], graph.gemm[0], graph.classes) if eff.has_cold
+                     else None)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
@@ -194,8 +203,9 @@ class Plan:
         # at every B >= 1, each of these rows is affine in (1, B, 1/B):
         #   flops, bytes, flops/peak, bytes/bw, t_memory, t_compute
         # (t_compute = flops·(inv_c0 + inv_c1/B)), so a solve needs few vector operations.
-        self.fast = (not self.levels and self.aw is None and bool(np.all((m1 >= 1) | ~is_c))
-                     and self.all_have and not eff.main_read_max)
+        self.fast = (not self.levels and self.aw is None and self.cold is None
+                     and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
+                     and not eff.main_read_max)
         f0, f1 = self.C0[0], self.C1[0]
         b0, b1 = self.C0[1] + self.C0[2], self.C1[1] + self.C1[2]
         # rows 0-3 are summed in closed form; rows 2-6 are needed per op
@@ -209,9 +219,10 @@ class Plan:
         self.a_sums = tuple(tuple(a.sum(1).tolist()) for a in (self.A0, self.A1, self.A2))
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
         # the closed form also covers on-chip levels and a separate weight-read bandwidth;
-        # page faults (a step in bytes) and M < 1 (MoE experts) take the direct path
-        self.envelope_ok = (self.aw is None and bool(np.all((m1 >= 1) | ~is_c))
-                            and self.all_have and not self.use_a2)
+        # page faults, cold weights (steps in bytes) and M < 1 (MoE experts): the direct path
+        self.envelope_ok = (self.aw is None and self.cold is None
+                            and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
+                            and not self.use_a2)
 
     #: rows of the work matrix ``evaluate`` returns
     ROWS = ("time", "t_bound", "t_compute", "t_memory", "overhead", "flops", "bytes",
@@ -240,7 +251,19 @@ class Plan:
             tm = np.add(main_b * self.inv_bw_main, act_b * self.inv_bw_mm, out=W[3])
         else:
             tm = np.multiply(tb, self.inv_bw_mm, out=W[3])
+        pack = None
+        if self.cold is not None:
+            w0, w1, m1, classes = self.cold
+            extra = cold_weight_seconds(classes, (w0 + w1 * B)[None, None],
+                                        (main_b + act_b)[None, None],
+                                        np.maximum(m1 * B, 1.0)[None, None],
+                                        np.array([self.bw]), [self.eff])
+            if extra is not None:
+                tm += extra[0][0, 0]
+                pack = extra[1][0, 0]
         tk = np.maximum(tc, tm, out=W[9])
+        if pack is not None:
+            tk += pack
         if self.aw is not None:
             fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
             if fault is not None:

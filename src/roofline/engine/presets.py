@@ -24,7 +24,8 @@ from ..specs.sourced import Provenance, read_quantity
 
 __all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset",
            "spec_efficiency", "class_vector_fractions", "fresh_output_seconds",
-           "compute_class_scales", "gemm_coefficients", "RUNTIMES", "check_runtime",
+           "compute_class_scales", "gemm_coefficients", "cold_weight_seconds", "RUNTIMES",
+           "check_runtime",
            "for_runtime"]
 
 PRESETS = ("default", "bound", "mlsysim")
@@ -40,7 +41,8 @@ _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ra
         "norm_max": "ratio", "softmax_max": "ratio", "pool_max": "ratio",
         "page_fault": "time", "fresh_alloc_min": "bytes", "conv_scale": "ratio",
         "attention_scale": "ratio", "main_read_max": "ratio", "conv_a": "ratio",
-        "conv_b": "ratio", "conv_c": "ratio"}
+        "conv_b": "ratio", "conv_c": "ratio", "cold_after": "bytes", "cold_read_max": "ratio",
+        "cold_pack_max": "ratio", "pack_min_rows": "ratio"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +77,15 @@ class Efficiency:
     #: fraction of main-memory bandwidth an op reaches reading weights/KV cache (cold, once per
     #: call); 0 means "same as memory_max" (the neutral default)
     main_read_max: float = 0.0
+    #: cold weights (measured CPU specs; all neutral by default): an op's weights are "cold"
+    #: when the graph's other ops move more than ``cold_after`` bytes per pass (0: never);
+    #: cold weights are read at ``cold_read_max`` of main-memory bandwidth (0: as other
+    #: weights), and a matmul/conv op with M >= ``pack_min_rows`` rows repacks them at
+    #: ``cold_pack_max`` of main-memory bandwidth, in series with the kernel (0: off)
+    cold_after: float = 0.0
+    cold_read_max: float = 0.0
+    cold_pack_max: float = 0.0
+    pack_min_rows: float = 1.0
     #: host time per op for particular op classes (``dispatch_<class>`` in a table), e.g. a
     #: framework's norm or attention call costs more than an add; other classes: ``dispatch``
     dispatch_by_class: dict[str, float] = field(default_factory=dict)
@@ -94,6 +105,13 @@ class Efficiency:
         if not 0 <= self.main_read_max <= 1:
             raise SpecError(f"efficiency {self.label}: main_read_max={self.main_read_max!r} "
                             "must be in [0, 1] (0: same as memory_max)")
+        for f in ("cold_read_max", "cold_pack_max"):
+            v = getattr(self, f)
+            if not 0 <= v <= 1:
+                raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in [0, 1] (0: off)")
+        if self.cold_after < 0 or self.pack_min_rows < 1:
+            raise SpecError(f"efficiency {self.label}: cold_after={self.cold_after!r} must be "
+                            f">= 0 bytes and pack_min_rows={self.pack_min_rows!r} >= 1")
         for f in ("norm_max", "softmax_max", "pool_max"):
             v = getattr(self, f)
             if not 0 <= v <= 1:
@@ -120,6 +138,11 @@ class Efficiency:
     def main_read_fraction(self) -> float:
         """Achievable fraction of main-memory bandwidth for weight/KV reads."""
         return self.main_read_max or self.memory_max
+
+    @property
+    def has_cold(self) -> bool:
+        """Whether cold-weight terms are active (measured CPU specs)."""
+        return bool(self.cold_read_max or self.cold_pack_max)
 
     def dispatch_per_op(self, classes: tuple[str, ...]) -> float | np.ndarray:
         """Host dispatch time of each op: a scalar when no class overrides it."""
@@ -314,3 +337,38 @@ def for_runtime(eff: Efficiency, runtime: str) -> Efficiency:
     out = replace(eff, dispatch=0.0, dispatch_by_class={}, label=f"{eff.label}/compiled")
     _COMPILED[id(eff)] = (eff, out)
     return out
+
+
+_PACKED = ("matmul", "conv")
+
+
+def cold_weight_seconds(classes: tuple[str, ...], weight_bytes: np.ndarray,
+                        op_bytes: np.ndarray, rows: np.ndarray, bw: np.ndarray,
+                        effs: list[Efficiency] | tuple[Efficiency, ...]
+                        ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Extra seconds per op for cold weights, or None when no efficiency has cold terms.
+
+    ``weight_bytes``, ``op_bytes`` (all bytes an op moves) and ``rows`` (GEMM M) are [1, b, n],
+    ``bw`` is [h, 1, 1] main-memory bandwidth. An op's weights are cold when the other ops
+    move more than ``cold_after`` bytes per pass (they evict them between two uses). Returns
+    (extra read seconds, added to t_memory: w/(bw·cold_read) − w/(bw·main_read); packing
+    seconds, added to the kernel: w/(bw·cold_pack) for matmul/conv with M >= pack_min_rows).
+    """
+    if not any(e.has_cold for e in effs):
+        return None
+    other = op_bytes.sum(-1, keepdims=True) - op_bytes
+    packed = np.array([c in _PACKED for c in classes])[None, None, :]
+    read = np.zeros((len(effs),) + weight_bytes.shape[1:])
+    pack = np.zeros_like(read)
+    for i, e in enumerate(effs):
+        if not e.has_cold:
+            continue
+        cold = (other[0] > e.cold_after) & (weight_bytes[0] > 0)
+        b = float(np.asarray(bw).reshape(-1)[i])
+        if e.cold_read_max:
+            read[i] = np.where(cold, weight_bytes[0] * (1.0 / (b * e.cold_read_max)
+                                                         - 1.0 / (b * e.main_read_fraction)), 0.0)
+        if e.cold_pack_max:
+            pk = cold & packed[0] & (rows[0] >= e.pack_min_rows)
+            pack[i] = np.where(pk, weight_bytes[0] / (b * e.cold_pack_max), 0.0)
+    return read, pack
