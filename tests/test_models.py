@@ -97,3 +97,12 @@ def test_fusion_reads_the_residual_branch():
     # conv2 reads its 64×56×56 input and the residual (same size), writes one output
     assert g.c1[Q["act_bytes_read"], i] == 2 * 64 * 56 * 56 * 2
     assert g.c1[Q["act_bytes_written"], i] == 64 * 56 * 56 * 2
+
+
+def test_int8_precision_is_w8a8():
+    p = rl.precision("int8")
+    assert (p.compute, p.weights, p.activations, p.kv) == ("int8", "int8", "int8", "fp16")
+    w8a16 = rl.precision("int8", activations="fp16")
+    g8 = rl.model("resnet18").graph(precision=p).cost(1)
+    g16 = rl.model("resnet18").graph(precision=w8a16).cost(1)
+    assert g8.flops == g16.flops and g8.act_bytes_read == pytest.approx(g16.act_bytes_read / 2)

@@ -90,9 +90,11 @@ def precision(
 ) -> Precision:
     """Build a Precision from a name (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"int8"``...).
 
-    ``"tf32"`` computes at the tf32 peak with fp32 storage. Integer and 4-bit names apply to
-    weights and compute; activations and the KV cache then stay in fp16 unless given
-    (``weights="int4"`` alone is weight-only quantisation: compute and activations fp16).
+    ``"tf32"`` computes at the tf32 peak with fp32 storage. ``"int8"`` is W8A8: int8 tensor
+    cores need both operands in int8, so weights and activations are int8 (as TensorRT's INT8
+    engines and SmoothQuant run), the KV cache stays fp16. 4-bit names apply to weights and
+    compute, activations and KV stay fp16 unless given (``weights="int4"`` alone is weight-only
+    quantisation: compute and activations fp16).
     ``group_size`` adds one fp16 scale per group of quantised weights.
     """
     if isinstance(spec, Precision):
@@ -103,8 +105,9 @@ def precision(
     else:
         name = _dtype(spec, "precision")
         store = "fp32" if name == "tf32" else name
-        act = store if store in ("fp64", "fp32", "bf16", "fp16", "fp8") else "fp16"
-        p = Precision(compute=name, weights=store, activations=act, kv=act)
+        act = store if store in ("fp64", "fp32", "bf16", "fp16", "fp8", "int8") else "fp16"
+        p = Precision(compute=name, weights=store, activations=act,
+                      kv="fp16" if act == "int8" else act)
         if weights is None and kv is None and activations is None and group_size is None:
             _SIMPLE[spec] = p
     changes: dict[str, object] = {}
