@@ -196,19 +196,11 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                 _G["layer_bwd_dw_col"] if col else _G["layer_bwd_dw"]
             _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad_weight", kind, cls, dw0, dw1,
                     tuple(g), dw_grp, 0.0)
-        elif cls == "matmul":
-            # activation × activation (unfused attention): dA and dB, twice the FLOPs
-            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
-            d0[_F], d1[_F] = 2 * q0[_F], 2 * q1[_F]
-            d0[_AR], d1[_AR] = q0[_AR] + 2 * q0[_AW], q1[_AR] + 2 * q1[_AW]
-            d0[_AW], d1[_AW] = q0[_AR], q1[_AR]
-            _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
-                    grp_b, 0.0)
-        elif cls == "attention":
-            d0, d1 = np.zeros_like(q0), np.zeros_like(q1)
-            d0[_F], d1[_F] = 2.5 * q0[_F], 2.5 * q1[_F]
-            d0[_AR], d1[_AR] = q0[_AR] + 2 * q0[_AW], q1[_AR] + 2 * q1[_AW]
-            d0[_AW], d1[_AW] = q0[_AR], q1[_AR]
+        elif cls in ("matmul", "attention"):
+            # activation × activation (unfused attention): dA and dB, twice the forward FLOPs;
+            # fused attention backward recomputes the scores: 2.5× (module table above)
+            factor = 2.0 if cls == "matmul" else 2.5
+            d0, d1 = _activation_grads(q0, factor), _activation_grads(q1, factor)
             _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
                     grp_b, 0.0)
         elif kind == "embedding":
@@ -267,3 +259,14 @@ def _append(names: list[str], kinds: list[str], classes: list[str], c0: list[np.
     gemms.append(tuple(float(x) for x in gemm))
     groups.append(group)
     params.append(p)
+
+
+def _activation_grads(q: np.ndarray, flop_factor: float) -> np.ndarray:
+    """Backward of an op whose operands are all activations: ``flop_factor`` × its FLOPs;
+    reads its inputs and twice its output size (dY and the saved output), writes one gradient
+    per input."""
+    d = np.zeros_like(q)
+    d[_F] = flop_factor * q[_F]
+    d[_AR] = q[_AR] + 2 * q[_AW]
+    d[_AW] = q[_AR]
+    return d
