@@ -13,7 +13,7 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
   causal when ``q_len == kv_len``.
 - ``stream(kernel, n)``: STREAM copy ``c = a``, scale ``c = s·a``, add ``c = a + b``,
   triad ``c = a + s·b`` on length-``n`` arrays, output preallocated (no page faults).
-- ``vector(op, n)``: gelu_tanh, silu, softmax (rows of 1024), layernorm (rows of 1024),
+- ``vector(op, n)``: relu, gelu_tanh, silu, softmax (rows of 1024), layernorm (rows of 1024),
   batchnorm (inference, 64 channels), maxpool (3×3, stride 2, 64 channels) on ``n`` input
   elements.
 - ``cold_gemv(n, k, pool_bytes, rows=1)``: ``x[rows, k] @ W[k, n]`` cycling through enough
@@ -24,6 +24,12 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
 - ``tiny_class(op_class)``: one call of an op of that class (``TINY_CLASSES``: attention,
   embedding, movement) on a minimal input: that class's fixed per-op cost.
 - ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
+- ``after_flush(op, flush_bytes, other=False)``: one call of a small op (``EVICT_OPS``:
+  LayerNorm over 4 × 1024, a one-element add, a 3×3 convolution on 8 × 8 × 8, attention over
+  8 keys) timed right after an ``a + b`` that moves ``flush_bytes`` (reads + writes); 0:
+  back-to-back calls. ``other``: a tiny op of another kind runs between the two (it reloads
+  the framework's common code, not the op's own). On a CPU the differences are the fixed
+  costs an op pays when earlier ops evicted that code and data from the private caches.
 """
 
 from __future__ import annotations
@@ -34,16 +40,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .timing import Sample, time_call
+from .timing import Sample, time_after, time_call
 
 __all__ = ["Backend", "NumpyBackend", "TorchBackend", "FakeBackend", "FakeMachine",
-           "STREAM_ARRAYS", "VECTOR_OPS", "TINY_CLASSES", "blas_info"]
+           "STREAM_ARRAYS", "VECTOR_OPS", "TINY_CLASSES", "EVICT_OPS", "blas_info"]
 
 #: STREAM kernel -> (arrays touched, arrays read); bytes per element = arrays touched × 4
 STREAM_ARRAYS = {"copy": (2, 1), "scale": (2, 1), "add": (3, 2), "triad": (3, 2)}
-VECTOR_OPS = ("gelu_tanh", "silu", "softmax", "layernorm", "batchnorm", "maxpool")
+VECTOR_OPS = ("relu", "gelu_tanh", "silu", "softmax", "layernorm", "batchnorm", "maxpool")
 #: op classes whose fixed per-call cost is measured by a call on a minimal input
 TINY_CLASSES = ("attention", "embedding", "movement")
+#: small ops timed hot and right after a cache-evicting op (fixed cost of an evicted call)
+EVICT_OPS = ("layernorm", "add", "conv", "sdpa")
 
 
 class Backend(Protocol):
@@ -62,6 +70,7 @@ class Backend(Protocol):
     def tiny(self) -> Sample: ...
     def tiny_class(self, op_class: str) -> Sample: ...
     def fresh(self, n: int) -> Sample: ...
+    def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample: ...
     def info(self) -> dict[str, str]: ...
 
 
@@ -166,6 +175,9 @@ class NumpyBackend(_Timed):
     def tiny_class(self, op_class: str) -> Sample:
         raise NotImplementedError("per-class call costs are measured through PyTorch")
 
+    def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
+        raise NotImplementedError("evicted call costs are measured through PyTorch")
+
     def fresh(self, n: int) -> Sample:
         np = self.np
         a = np.ones(n, np.float32)
@@ -248,7 +260,10 @@ class TorchBackend(_Timed):
         torch = self.torch
         F = torch.nn.functional
         fn: Callable[[], object]
-        if op == "gelu_tanh":
+        if op == "relu":
+            x = self._t(n)
+            fn = lambda: torch.relu(x)  # noqa: E731
+        elif op == "gelu_tanh":
             x = self._t(n)
             fn = lambda: F.gelu(x, approximate="tanh")  # noqa: E731
         elif op == "silu":
@@ -306,6 +321,41 @@ class TorchBackend(_Timed):
         with torch.inference_mode():
             return self._time(lambda: a + a)
 
+    def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
+        torch = self.torch
+        F = torch.nn.functional
+        fn: Callable[[], object]
+        o = self._t(1)
+        o2 = self._t(1, 16)
+        between: Callable[[], object] = ((lambda: F.layer_norm(o2, (16,))) if op == "add"
+                                         else (lambda: torch.add(o, o)))
+        if op == "add":
+            a = self._t(1)
+            fn = lambda: torch.add(a, a)  # noqa: E731
+        elif op == "layernorm":
+            x = self._t(4, 1024)
+            fn = lambda: F.layer_norm(x, (1024,))  # noqa: E731
+        elif op == "conv":
+            x, w = self._t(1, 8, 8, 8), self._t(8, 8, 3, 3)
+            fn = lambda: F.conv2d(x, w, padding=1)  # noqa: E731
+        elif op == "sdpa":
+            q = self._t(1, 1, 8, 64)
+            fn = lambda: F.scaled_dot_product_attention(q, q, q)  # noqa: E731
+        else:
+            raise ValueError(f"op {op!r}; allowed: {', '.join(EVICT_OPS)}")
+        with torch.inference_mode():
+            if flush_bytes <= 0:
+                return self._time(fn, inner=20)
+            n = max(1, flush_bytes // 12)  # a + b -> c: 12 bytes moved per element
+            fa, fb, fc = self._t(n), self._t(n), torch.empty(n, device=self.device)
+
+            def flush() -> None:
+                torch.add(fa, fb, out=fc)
+                if other:
+                    between()
+            return time_after(fn, flush, min_time_s=self.min_time_s,
+                              min_reps=max(self.min_reps, 30))
+
     def info(self) -> dict[str, str]:
         torch = self.torch
         d = {"framework": f"torch {torch.__version__}",
@@ -335,7 +385,7 @@ class FakeMachine:
     levels: tuple[tuple[float, float], ...] = ((96e3, 4e11), (4e6, 1.2e11), (48e6, 5e10),
                                                (64e9, 2.8e10))
     vector_flops_per_s: dict[str, float] = field(default_factory=lambda: {
-        "gelu_tanh": 7.5e9, "silu": 13e9, "softmax": 12.5e9, "layernorm": 20e9,
+        "relu": 30e9, "gelu_tanh": 7.5e9, "silu": 13e9, "softmax": 12.5e9, "layernorm": 20e9,
         "batchnorm": 8e9, "maxpool": 0.7e9})
     per_call_s: float = 1.0e-6
     #: fixed per-call cost of some op classes, s (others: per_call_s)
@@ -348,6 +398,11 @@ class FakeMachine:
     cold_pack_fraction: float = 0.35
     pack_rows: int = 4
     page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
+    #: extra fixed cost of a call after an op that moved more than ``evict_bytes``: common
+    #: framework code (reloaded by any op) and the op kind's own (0: none)
+    evicted_s: float = 12e-6
+    evicted_kind_s: float = 25e-6
+    evict_bytes: float = 3e6
     threads: int = 2
     name: str = "fake"
 
@@ -430,6 +485,15 @@ class FakeBackend:
         base = self.stream("add", n).median_s
         extra = self.m.page_s * math.ceil(4 * n / 4096) if 4 * n >= 32 * 2**20 else 0.0
         return self._s(base + extra)
+
+    def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
+        if op not in EVICT_OPS:
+            raise ValueError(f"op {op!r}; allowed: {', '.join(EVICT_OPS)}")
+        cls = {"layernorm": "norm", "sdpa": "attention"}.get(op, "")
+        t = self.m.class_call_s.get(cls, self.m.per_call_s)
+        if self.kind == "cpu" and flush_bytes > self.m.evict_bytes:
+            t += self.m.evicted_kind_s + (0.0 if other else self.m.evicted_s)
+        return self._s(t)
 
     def info(self) -> dict[str, str]:
         return {"framework": "fake timings (FakeMachine)", "threads": str(self.m.threads),

@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,6 +40,7 @@ from ..errors import SpecError
 from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS, causal_pairs
 from ..specs.hardware import Hardware, parse_hardware
 from .backends import (
+    EVICT_OPS,
     STREAM_ARRAYS,
     TINY_CLASSES,
     VECTOR_OPS,
@@ -62,7 +64,7 @@ _FP32 = 4
 def vector_cost(op: str, n: int) -> tuple[float, float, str]:
     """(FLOPs, bytes read + written, op class) of a ``Backend.vector`` benchmark on n elements,
     counted with the library's own formulas (ops.formulas)."""
-    if op in ("gelu_tanh", "silu"):
+    if op in ("relu", "gelu_tanh", "silu"):
         return ELEMENTWISE_FLOPS[op] * n, 2 * _FP32 * n, "elementwise"
     if op == "softmax":
         rows = max(1, n // 1024) * 1024
@@ -98,6 +100,9 @@ class MeasurePlan:
     #: above the 1-row call is the repacking of cold weights; empty: skipped
     pack_shape: tuple[int, ...] = ()
     pack_rows: tuple[int, ...] = ()
+    #: bytes moved by the cache-evicting op before each small op (EVICT_OPS); the first op is
+    #: timed after each, the others after the largest only; empty: skipped
+    evict_flush: tuple[int, ...] = ()
     stream_elems: tuple[int, ...]  #: elements per STREAM array
     stream_kernels: tuple[str, ...]
     vector_elems: int
@@ -158,6 +163,8 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         cold_shapes=((1024, 1024), (4096, 1024), (2048, 2048)), pool_bytes=384 * 2**20,
         # 15 MiB: not a validation shape; rows 1 (matrix-vector path) to 8 (packed GEMM)
         pack_shape=(2560, 1536), pack_rows=(1, 2, 4, 8),
+        # 1-16 MiB moved before a small op: from inside the private caches to well past them
+        evict_flush=tuple(m * 2**20 for m in (1, 2, 4, 8, 16)),
         stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
         stream_kernels=("copy", "scale", "add", "triad"),
         # 1 MiB and 256 KiB per array: both in L2, both above PyTorch's parallel grain
@@ -186,6 +193,11 @@ class Measurements:
     #: (rows, sample) of the cold-weight GEMM at plan.pack_shape
     pack: list[tuple[int, Sample]] = field(default_factory=list)
     pack_shape: tuple[int, ...] = ()
+    #: small op -> back-to-back (hot) sample; (op, flush bytes, sample) right after a flush;
+    #: op -> sample after the largest flush and a tiny op of another kind
+    evict_hot: dict[str, Sample] = field(default_factory=dict)
+    evict: list[tuple[str, int, Sample]] = field(default_factory=list)
+    evict_other: dict[str, Sample] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     discarded: int = 0
 
@@ -211,7 +223,8 @@ def _count(plan: MeasurePlan, n_backends: int) -> int:
             + len(plan.conv_shapes) + len(plan.sdpa_shapes)
             + len(VECTOR_OPS) * (2 if plan.vector_elems_small else 1) + len(TINY_CLASSES)
             + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0)
-            + (len(plan.pack_rows) if plan.pack_shape else 0))
+            + (len(plan.pack_rows) if plan.pack_shape else 0)
+            + ((3 * len(EVICT_OPS) + len(plan.evict_flush) - 1) if plan.evict_flush else 0))
 
 
 def run_plan(plan: MeasurePlan, backends: list[Backend],
@@ -329,7 +342,33 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
             ms.pack.append((rows, smp))
             pr.step(f"cold GEMM {rows}x{k} @ {k}x{n} ({4 * n * k / 2**20:.0f} MiB of weights)",
                     f"{smp.median_s * 1e3:.2f} ms")
+    if plan.evict_flush:
+        _run_evict(plan, main, ms, keep, pr)
     return ms
+
+
+def _run_evict(plan: MeasurePlan, main: Backend, ms: Measurements,
+               keep: Callable[[Sample], Sample], pr: _Progress) -> None:
+    """Small ops back to back, then each right after an op that moves many bytes."""
+    top = max(plan.evict_flush)
+    try:
+        for op in EVICT_OPS:
+            ms.evict_hot[op] = keep(main.after_flush(op, 0))
+            pr.step(f"small {op}, back to back", f"{ms.evict_hot[op].median_s * 1e6:.2f} µs")
+        for op in EVICT_OPS:
+            for fb in (plan.evict_flush if op == EVICT_OPS[0] else (top,)):
+                smp = keep(main.after_flush(op, fb))
+                ms.evict.append((op, fb, smp))
+                pr.step(f"small {op} after an op moving {fb / 2**20:g} MiB",
+                        f"{smp.median_s * 1e6:.2f} µs")
+            ms.evict_other[op] = smp = keep(main.after_flush(op, top, other=True))
+            pr.step(f"small {op} after an op moving {top / 2**20:g} MiB and a tiny op",
+                    f"{smp.median_s * 1e6:.2f} µs")
+    except NotImplementedError:
+        ms.evict_hot.clear()
+        ms.evict.clear()
+        ms.evict_other.clear()
+        ms.skipped.append("fixed cost of a call after a cache-evicting op (needs PyTorch)")
 
 
 # -- from measurements to a spec -----------------------------------------------------------------
@@ -434,6 +473,8 @@ class Fitted:
     #: cold-weight terms (``cold_after``, ``cold_read_max``, ``cold_pack_max``,
     #: ``pack_min_rows``) -> (value, derivation); CPUs only
     cold: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: ``evicted_dispatch`` (s), ``evict_after`` (bytes) -> (value, derivation); CPUs only
+    evicted: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 def _cold_terms(ms: Measurements, levels: list[Any], main_bw: float,
@@ -467,6 +508,48 @@ def _cold_terms(ms: Measurements, levels: list[Any], main_bw: float,
         f"fewest rows whose cold time exceeds the 1-row time by at least half the "
         f"{r_top}-row excess ({times})"))
     return out
+
+
+def _evicted_terms(ms: Measurements, disp: float) -> dict[str, tuple[float, str]]:
+    """Extra fixed costs of a call whose framework code earlier ops evicted from the private
+    caches, as medians over the small ops at the largest flush: the op kind's own part (what
+    remains when a tiny op of another kind ran after the flush) and the common part (the
+    rest); and the bytes moved from which they apply (where the first op's excess passes half
+    its largest: geometric midpoint of the two sizes)."""
+    if ms.kind != "cpu" or not ms.evict or not ms.evict_hot:
+        return {}
+    top = max(f for _, f, _ in ms.evict)
+    after = {op: s.median_s for op, f, s in ms.evict if f == top and op in ms.evict_hot}
+    ops = [op for op in after if op in ms.evict_other]
+    if not ops:
+        return {}
+    hot = {op: ms.evict_hot[op].median_s for op in ops}
+    total = statistics.median(after[op] - hot[op] for op in ops)
+    kind = max(0.0, statistics.median(ms.evict_other[op].median_s - hot[op] for op in ops))
+    kind = min(kind, total)
+    if not total > 0.5 * disp:
+        return {}  # not distinguishable from the call cost itself
+    each = "; ".join(f"{op} {hot[op] * 1e6:.2f} -> {after[op] * 1e6:.2f} us (with a tiny op "
+                     f"of another kind between: {ms.evict_other[op].median_s * 1e6:.2f} us)"
+                     for op in ops)
+    op0 = ms.evict[0][0]
+    series = sorted((f, s.median_s - ms.evict_hot[op0].median_s) for op, f, s in ms.evict
+                    if op == op0)
+    half = 0.5 * series[-1][1]
+    i = next(j for j, (_, p) in enumerate(series) if p >= half)
+    at = math.sqrt(series[i - 1][0] * series[i][0]) if i > 0 else series[0][0] / math.sqrt(2)
+    steps = ", ".join(f"{f / 2**20:g} MiB +{p * 1e6:.1f} us" for f, p in series)
+    how = (f"small ops back to back -> right after an op moving {top / 2**20:g} MiB: {each}")
+    return {
+        "evicted_dispatch": (total - kind, (
+            f"median excess right after the evicting op ({total * 1e6:.2f} us) minus the part "
+            f"that stays when a tiny op of another kind ran in between (the op kind's own code: "
+            f"evicted_kind_dispatch); {how}")),
+        "evicted_kind_dispatch": (kind, (
+            f"median excess when a tiny op of another kind ran after the evicting op; {how}")),
+        "evict_after": (at, (
+            f"{op0} after an op moving {steps}: geometric midpoint of the two sizes around "
+            f"half the largest excess"))}
 
 
 def derive(ms: Measurements) -> Fitted:
@@ -591,14 +674,17 @@ def derive(ms: Measurements) -> Fitted:
             f"/ fp32 peak {peak32 / 1e9:.4g} GFLOP/s; measured at "
             f"{'two sizes' if per_op[heavy][2] is not None else 'one size'} "
             f"({allhow})"))
-        icpts = [x for x in (per_op[o][2] for o in ops)
-                 if x is not None and 0.5 * disp <= x <= 1e-3]
+        icpts = {o: x for o, x in ((o, per_op[o][2]) for o in ops)
+                 if x is not None and 0.5 * disp <= x <= 1e-3}
         if icpts:
-            d_cls = statistics.median(icpts)
-            disp_cls[f"dispatch_{cls}"] = (d_cls, (
-                f"fixed per-call cost: median intercept of time = cost + FLOPs/rate over "
-                f"{', '.join(o for o in ops if per_op[o][2] is not None)} at two sizes above "
-                f"PyTorch's parallel grain ({allhow})"))
+            # the least intercept: ops with heavier per-element math (tanh-GELU, SiLU) scale
+            # sub-linearly between the two sizes, which inflates their intercept; the call's
+            # own fixed cost is what the lightest op (ReLU among elementwise ops) shows
+            low = min(icpts, key=lambda o: (icpts[o], o))
+            disp_cls[f"dispatch_{cls}"] = (icpts[low], (
+                f"fixed per-call cost: least intercept (of {low}) of time = cost + FLOPs/rate "
+                f"over {', '.join(icpts)} at two sizes above PyTorch's parallel grain "
+                f"({allhow})"))
     for cls, smp in ms.tiny_class.items():
         disp_cls[f"dispatch_{cls}"] = (smp.median_s, (
             f"one {cls} call on a minimal input ({_spread(smp)})"))
@@ -626,7 +712,7 @@ def derive(ms: Measurements) -> Fitted:
                 f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
     cold = _cold_terms(ms, levels, main_bw, main_read)
     return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts["gemm"]),
-                  cold=cold,
+                  cold=cold, evicted=_evicted_terms(ms, disp),
                   scales=scales, main_read=main_read, dispatch_class=disp_cls,
                   vector_frac=frac, page_fault_s=pf, page_derivation=pder,
                   dispatch_note=disp_note)
@@ -751,6 +837,12 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
             v, der = fit.cold[fld]
             L.append(f"{fld} = " + (_q(v / 2**20, "MiB", "m", der) if fld == "cold_after"
                                     else _q(v, "1", "m", der)))
+    if "evicted_dispatch" in fit.evicted:
+        for fld in ("evicted_dispatch", "evicted_kind_dispatch"):
+            v, der = fit.evicted[fld]
+            L.append(f"{fld} = " + _q(v * 1e6, "us", "m", der))
+        v, der = fit.evicted["evict_after"]
+        L.append("evict_after = " + _q(v / 2**20, "MiB", "m", der))
     L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
     # -- raw data (ignored by the loader; kept for plots and audits)
     L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{date}"',
@@ -775,6 +867,14 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
           "vector_small_seconds = [" + ", ".join(_num(v[3].median_s)
                                                  for v in ms.vector_small.values()) + "]",
+          "evict_ops = [" + ", ".join(f'"{k}"' for k in ms.evict_hot) + "]",
+          "evict_hot_seconds = [" + ", ".join(_num(v.median_s)
+                                              for v in ms.evict_hot.values()) + "]",
+          "evict_after_op = [" + ", ".join(f'"{op}"' for op, _, _ in ms.evict) + "]",
+          "evict_flush_bytes = [" + ", ".join(_num(f) for _, f, _ in ms.evict) + "]",
+          "evict_seconds = [" + ", ".join(_num(x.median_s) for _, _, x in ms.evict) + "]",
+          "evict_other_seconds = [" + ", ".join(_num(x.median_s)
+                                                for x in ms.evict_other.values()) + "]",
           ""]
     return "\n".join(L)
 

@@ -19,8 +19,10 @@ from .presets import (
     class_vector_fractions,
     cold_weight_seconds,
     compute_class_scales,
+    evicted_dispatch_seconds,
     fresh_output_seconds,
     gemm_coefficients,
+    previous_kernel,
 )
 
 __all__ = ["price", "Plan", "plan_for"]
@@ -106,6 +108,11 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     gap = _col([e.kernel_gap for e in effs])
     disp = np.stack([np.broadcast_to(e.dispatch_per_op(graph.classes), (len(graph),))
                      for e in effs])[:, None, :]  # [h, 1, n]: per-class host dispatch
+    evicted = evicted_dispatch_seconds(total_bytes, previous_kernel(graph.kinds,
+                                                                    _has_kernel(graph)),
+                                       list(effs))
+    if evicted is not None:  # measured CPU specs: the previous op evicted the private caches
+        disp = disp + evicted
     sync = np.array([e.synchronous for e in effs]).reshape(-1, 1, 1)
     t_op = np.where(sync, t_kernel + disp, np.maximum(t_kernel + gap, disp))
     t_op = np.where(has_kernel, t_op, 0.0)
@@ -136,6 +143,11 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     return out
 
 
+def _has_kernel(graph: Graph) -> np.ndarray:
+    """[n] bool: ops that launch something (any FLOPs or bytes at some batch)."""
+    return np.asarray(((graph.c0 != 0) | (graph.c1 != 0)).any(0))
+
+
 class Plan:
     """Per-(graph, hardware, efficiency) constants for fast single solves.
 
@@ -146,7 +158,8 @@ class Plan:
 
     __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp", "cold")
+                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp", "cold",
+                 "prev")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -169,6 +182,9 @@ class Plan:
         # weight bytes (c0, c1) and GEMM rows per sample, for cold-weight terms (measured CPUs)
         self.cold = ((c0[_WR], c1[_WR], graph.gemm[0], graph.classes) if eff.has_cold
                      else None)
+        # the op before each op, for the evicted-dispatch term (measured CPUs)
+        self.prev = (previous_kernel(graph.kinds, _has_kernel(graph))
+                     if eff.evicted_dispatch > 0 or eff.evicted_kind_dispatch > 0 else None)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
@@ -204,6 +220,7 @@ class Plan:
         #   flops, bytes, flops/peak, bytes/bw, t_memory, t_compute
         # (t_compute = flops·(inv_c0 + inv_c1/B)), so a solve needs few vector operations.
         self.fast = (not self.levels and self.aw is None and self.cold is None
+                     and self.prev is None
                      and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
                      and not eff.main_read_max)
         f0, f1 = self.C0[0], self.C1[0]
@@ -220,7 +237,7 @@ class Plan:
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
         # the closed form also covers on-chip levels and a separate weight-read bandwidth;
         # page faults, cold weights (steps in bytes) and M < 1 (MoE experts): the direct path
-        self.envelope_ok = (self.aw is None and self.cold is None
+        self.envelope_ok = (self.aw is None and self.cold is None and self.prev is None
                             and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
                             and not self.use_a2)
 
@@ -268,7 +285,12 @@ class Plan:
             fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
             if fault is not None:
                 tk += fault[0] if fault.ndim > 1 else fault
-        t_op = self._launch(tk, W[0])
+        disp = self.disp
+        if self.prev is not None:
+            ev = evicted_dispatch_seconds(tb[None, None], self.prev, [self.eff])
+            if ev is not None:
+                disp = disp + ev[0, 0]
+        t_op = self._launch(tk, W[0], disp)
         if not self.all_have:
             t_op *= self.has
             tk *= self.has
@@ -277,14 +299,16 @@ class Plan:
         np.multiply(tk, cb, out=W[7])
         return W, cb
 
-    def _launch(self, t_kernel: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def _launch(self, t_kernel: np.ndarray, out: np.ndarray,
+                disp: float | np.ndarray | None = None) -> np.ndarray:
         """Per-op time with launch costs: kernel + dispatch on a synchronous device (CPU),
         else max(kernel + gap, dispatch) (the host enqueues ahead of an async device)."""
         e = self.eff
+        d = self.disp if disp is None else disp
         if e.synchronous:
-            return np.add(t_kernel, self.disp, out=out)
+            return np.add(t_kernel, d, out=out)
         np.add(t_kernel, e.kernel_gap, out=out)
-        return np.maximum(out, self.disp, out=out)
+        return np.maximum(out, d, out=out)
 
     def fast_totals(self, batch: float) -> list[float]:
         """The same totals as ``totals(evaluate(B))`` through the affine rows (fast path)."""

@@ -25,6 +25,7 @@ from ..specs.sourced import Provenance, read_quantity
 __all__ = ["Efficiency", "PRESETS", "efficiency_for", "load_efficiency_table", "check_preset",
            "spec_efficiency", "class_vector_fractions", "fresh_output_seconds",
            "compute_class_scales", "gemm_coefficients", "cold_weight_seconds", "RUNTIMES",
+           "evicted_dispatch_seconds", "previous_kernel",
            "check_runtime",
            "for_runtime"]
 
@@ -42,7 +43,8 @@ _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ra
         "page_fault": "time", "fresh_alloc_min": "bytes", "conv_scale": "ratio",
         "attention_scale": "ratio", "main_read_max": "ratio", "conv_a": "ratio",
         "conv_b": "ratio", "conv_c": "ratio", "cold_after": "bytes", "cold_read_max": "ratio",
-        "cold_pack_max": "ratio", "pack_min_rows": "ratio"}
+        "cold_pack_max": "ratio", "pack_min_rows": "ratio", "evicted_dispatch": "time",
+        "evicted_kind_dispatch": "time", "evict_after": "bytes"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +88,14 @@ class Efficiency:
     cold_read_max: float = 0.0
     cold_pack_max: float = 0.0
     pack_min_rows: float = 1.0
+    #: evicted dispatch (measured CPU specs; neutral by default): an op whose predecessor in
+    #: the graph moved more than ``evict_after`` bytes finds the framework's common code and
+    #: data evicted from the private caches and pays ``evicted_dispatch`` more host time; one
+    #: for which the ops since the last op of its kind moved more than that also finds its
+    #: kind's own code evicted: ``evicted_kind_dispatch`` more (0: off)
+    evicted_dispatch: float = 0.0
+    evicted_kind_dispatch: float = 0.0
+    evict_after: float = 0.0
     #: host time per op for particular op classes (``dispatch_<class>`` in a table), e.g. a
     #: framework's norm or attention call costs more than an add; other classes: ``dispatch``
     dispatch_by_class: dict[str, float] = field(default_factory=dict)
@@ -109,6 +119,10 @@ class Efficiency:
             v = getattr(self, f)
             if not 0 <= v <= 1:
                 raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in [0, 1] (0: off)")
+        for f in ("evicted_dispatch", "evicted_kind_dispatch", "evict_after"):
+            if getattr(self, f) < 0:
+                raise SpecError(f"efficiency {self.label}: {f}={getattr(self, f)!r} must be "
+                                ">= 0 (0: off)")
         if self.cold_after < 0 or self.pack_min_rows < 1:
             raise SpecError(f"efficiency {self.label}: cold_after={self.cold_after!r} must be "
                             f">= 0 bytes and pack_min_rows={self.pack_min_rows!r} >= 1")
@@ -334,7 +348,8 @@ def for_runtime(eff: Efficiency, runtime: str) -> Efficiency:
     hit = _COMPILED.get(id(eff))
     if hit is not None and hit[0] is eff:
         return hit[1]
-    out = replace(eff, dispatch=0.0, dispatch_by_class={}, label=f"{eff.label}/compiled")
+    out = replace(eff, dispatch=0.0, dispatch_by_class={}, evicted_dispatch=0.0,
+                  evicted_kind_dispatch=0.0, label=f"{eff.label}/compiled")
     _COMPILED[id(eff)] = (eff, out)
     return out
 
@@ -372,3 +387,53 @@ def cold_weight_seconds(classes: tuple[str, ...], weight_bytes: np.ndarray,
             pk = cold & packed[0] & (rows[0] >= e.pack_min_rows)
             pack[i] = np.where(pk, weight_bytes[0] / (b * e.cold_pack_max), 0.0)
     return read, pack
+
+
+def previous_kernel(kinds: tuple[str, ...], has_kernel: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Where each op's evicted-dispatch terms look back to, as indices into the graph's ops
+    repeated twice (a graph runs pass after pass, so the first op follows the last), with op
+    i at ``i + n``: (its predecessor, the last earlier op of its kind). Ops without a kernel
+    (views) are skipped; an op alone of its kind looks back one whole pass, to itself."""
+    n = len(kinds)
+    idx = np.flatnonzero(has_kernel)
+    if len(idx) == 0:
+        return np.arange(n), np.arange(n)
+    pos = np.searchsorted(idx, np.arange(n), side="left") - 1  # -1 wraps to the last one
+    before = idx[pos]
+    prev = np.where(before < np.arange(n), before + n, before)
+    j = np.arange(n)
+    last: dict[str, int] = {}
+    for i in np.concatenate([idx, idx]).tolist():  # the second pass sees the first's last op
+        if kinds[i] in last:
+            j[i] = last[kinds[i]]
+        last[kinds[i]] = i
+    same = np.where(j < np.arange(n), j + n, j)
+    return prev, same
+
+
+def evicted_dispatch_seconds(op_bytes: np.ndarray, look: tuple[np.ndarray, np.ndarray],
+                             effs: list[Efficiency] | tuple[Efficiency, ...]
+                             ) -> np.ndarray | None:
+    """Extra host seconds per op whose framework code other ops evicted, or None when no
+    efficiency has the terms: ``evicted_dispatch`` when its predecessor (another op) moved
+    more than ``evict_after`` bytes, ``evicted_kind_dispatch`` when the ops since the last op
+    of its kind (that op excluded) did. An op re-run back to back (a one-op graph) pays
+    neither: its own traffic does not evict its code (measured: docs/validation/cpu.md).
+    ``op_bytes`` is [1, b, n] (all bytes each op moves), ``look`` from ``previous_kernel``;
+    returns [h, b, n]."""
+    if not any(e.evicted_dispatch > 0 or e.evicted_kind_dispatch > 0 for e in effs):
+        return None
+    n = op_bytes.shape[-1]
+    S = np.concatenate([np.zeros(op_bytes.shape[:-1] + (1,)),
+                        np.cumsum(np.concatenate([op_bytes, op_bytes], -1), -1)], -1)
+    end = S[..., n:2 * n]  # bytes before op i of the second pass
+    prev, same = look
+    itself = (prev % n) == np.arange(n)
+    moved_prev = np.where(itself, 0.0, end - S[..., prev])
+    moved_kind = end - S[..., same + 1]
+    out = np.zeros((len(effs),) + op_bytes.shape[1:])
+    for i, e in enumerate(effs):
+        out[i] = (np.where(moved_prev[0] > e.evict_after, e.evicted_dispatch, 0.0)
+                  + np.where(moved_kind[0] > e.evict_after, e.evicted_kind_dispatch, 0.0))
+    return out
