@@ -51,6 +51,9 @@ class Row:
     spread: float  #: (p90 - p10) / median of the measured samples
     predicted_s: float  #: default preset with the measured spec
     bound_s: float  #: pure roofline (bound preset) with the same spec
+    #: minor page faults per call while it was timed (fresh memory the allocator mapped);
+    #: NaN where the OS does not report them
+    faults_per_call: float = math.nan
 
     @property
     def ratio(self) -> float:
@@ -95,7 +98,8 @@ class Validation:
     def to_dicts(self) -> list[dict[str, Any]]:
         return [{"name": r.name, "group": r.group, "measured_s": r.measured_s,
                  "spread": r.spread, "predicted_s": r.predicted_s, "bound_s": r.bound_s,
-                 "ratio": r.ratio, "error": r.error, "bound_error": r.bound_error}
+                 "ratio": r.ratio, "error": r.error, "bound_error": r.bound_error,
+                 "faults_per_call": r.faults_per_call}
                 for r in self.rows]
 
     def to_string(self) -> str:
@@ -103,11 +107,15 @@ class Validation:
         lines = [f"Predicted vs measured on {self.hardware} "
                  f"(default = fitted model, bound = pure roofline)",
                  f"{'item':<{w}}  {'group':<7} {'measured':>10} {'spread':>6} "
-                 f"{'default':>10} {'pred/meas':>9} {'bound':>10} {'bnd/meas':>8}"]
+                 f"{'default':>10} {'pred/meas':>9} {'bound':>10} {'bnd/meas':>8} "
+                 f"{'faults':>7}"]
         for r in self.rows:
+            flt = "" if math.isnan(r.faults_per_call) else f"{r.faults_per_call:,.0f}"
             lines.append(f"{r.name:<{w}}  {r.group:<7} {_ms(r.measured_s):>10} "
                          f"{r.spread:>6.0%} {_ms(r.predicted_s):>10} {r.ratio:>9.2f} "
-                         f"{_ms(r.bound_s):>10} {r.bound_s / r.measured_s:>8.2f}")
+                         f"{_ms(r.bound_s):>10} {r.bound_s / r.measured_s:>8.2f} {flt:>7}")
+        lines += ["(faults: minor page faults per call while timed: fresh memory the allocator "
+                  "mapped)"]
         lines += ["", self.summary_string()]
         return "\n".join(lines)
 
@@ -183,6 +191,15 @@ class Validation:
         return self.to_string()
 
 
+def _minor_faults() -> float:
+    """Minor page faults of this process so far (NaN where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
 def _ms(t: float) -> str:
     return f"{t * 1e3:.4g} ms"
 
@@ -251,12 +268,15 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
                 continue
             pred, bound, cb = _predict(it, hw)
             fn = it.make(torch)
-            s = time_call(fn, warmup=1 if it.group == "model" else 2, sync=sync,
+            warm = 1 if it.group == "model" else 2
+            f0 = _minor_faults()
+            s = time_call(fn, warmup=warm, sync=sync,
                           min_reps=3 if it.group == "model" else 5, min_time_s=mt,
                           max_time_s=8.0)
+            faults = (_minor_faults() - f0) / (warm + s.n + s.discarded)
             group = "model" if it.group == "model" else ("compute" if cb else "memory")
             row = Row(name=it.name, group=group, measured_s=s.median_s, spread=s.spread,
-                      predicted_s=pred, bound_s=bound)
+                      predicted_s=pred, bound_s=bound, faults_per_call=faults)
             rows.append(row)
             del fn
             if out:
