@@ -205,3 +205,31 @@ def test_without_torch_measure_falls_back_to_numpy(monkeypatch: pytest.MonkeyPat
     assert "PyTorch is not installed" in notes[0] and "roofline[torch]" in notes[0]
     with pytest.raises(SpecError, match="no CUDA device"):
         default_backends("cuda")
+
+
+def test_bf16_gets_its_own_gemm_model(tmp_path: Path) -> None:
+    # a machine whose bf16 (AMX-like) GEMMs fill up far more slowly than its fp32 ones: the
+    # fp32 model would predict bf16 GEMMs off the validation shapes by ~1.5x; the bf16 model
+    # fitted to other shapes predicts them within a few per cent
+    from roofline.calibrate.validate import _predict
+    from roofline.calibrate.workloads import _linear
+
+    m = FakeMachine()
+    slow = FakeMachine(gemm_a=40.0, gemm_b=300.0, gemm_c=200.0)  # its GEMMs, any dtype
+
+    class Mixed(FakeBackend):
+        def gemm(self, dtype: str, mm: int, n: int, k: int):  # type: ignore[no-untyped-def]
+            if dtype == "bf16":
+                return FakeBackend(slow).gemm(dtype, mm, n, k)
+            return super().gemm(dtype, mm, n, k)
+
+    hw = measure(tmp_path / "mixed.toml", backends=[Mixed(m)], **FIXED)
+    eff = efficiency_for(hw, "default")
+    assert eff.gemm_max_bf16 > 0 and "fitted" not in eff.provenance["gemm_a_bf16"].source
+    assert "bf16 GEMM shapes" in eff.provenance["gemm_a_bf16"].derivation
+    for mm, n, k in ((1024, 1024, 1024), (128, 3072, 768)):
+        truth = FakeBackend(slow).gemm("bf16", mm, n, k).median_s
+        pred = _predict(_linear(mm, n, k, "bf16"), hw)[0]
+        assert pred == pytest.approx(truth, rel=0.06)
+    # fp32 matmuls keep the fp32 model
+    assert eff.gemm_model("fp32") == (eff.gemm_max, eff.gemm_a, eff.gemm_b, eff.gemm_c)

@@ -40,8 +40,11 @@ class GemmFit:
         return self.gemm_max / (1 + self.a / m + self.b / n + self.c / k)
 
 
-def fit_gemm(points: Sequence[tuple[float, float, float, float]]) -> GemmFit:
-    """Fit ``(M, N, K, measured efficiency)`` points; efficiencies are fractions of peak."""
+def fit_gemm(points: Sequence[tuple[float, float, float, float]],
+             max_ceiling: float = 1.0) -> GemmFit:
+    """Fit ``(M, N, K, measured efficiency)`` points; efficiencies are fractions of peak.
+    ``max_ceiling``: the largest gemm_max allowed (1 when the peak is the asymptote; more
+    when the peak is only the best rate measured at one size)."""
     if len(points) < 2:
         raise ValueError("fit_gemm needs at least 2 points")
     P = np.asarray(points, dtype=np.float64)
@@ -67,7 +70,7 @@ def fit_gemm(points: Sequence[tuple[float, float, float, float]]) -> GemmFit:
             else:
                 sol, *_ = np.linalg.lstsq(X[:, cols] * w[:, None], y * w, rcond=None)
                 coef[cols] = sol
-            if coef[0] < 1.0 - 1e-12 or np.any(coef < 0):
+            if coef[0] < 1.0 / max_ceiling - 1e-12 or np.any(coef < 0):
                 continue
             r = np.log(X @ coef) - np.log(y)
             sse = float(r @ r)

@@ -90,6 +90,8 @@ class MeasurePlan:
     kind: str
     peak_sizes: dict[str, tuple[int, ...]]  #: dtype -> square GEMM sizes for the peak
     gemm_shapes: tuple[tuple[int, int, int], ...]  #: (M, N, K) fp32 shapes for the fit
+    #: (M, N, K) bf16 shapes for a GEMM model of its own (CPUs with a fast bf16 path)
+    bf16_shapes: tuple[tuple[int, int, int], ...] = ()
     conv_shapes: tuple[tuple[int, int, int, int, int, int], ...]  #: (B, C, HW, C', k, s)
     #: (B, heads, T, S, head dim) fused attention shapes (causal when T == S)
     sdpa_shapes: tuple[tuple[int, int, int, int, int], ...] = ()
@@ -154,6 +156,10 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         gemm_shapes=((8, 1024, 1024), (32, 1024, 1024), (128, 1024, 1024), (1024, 1024, 1024),
                      (1024, 32, 1024), (1024, 128, 1024), (1024, 1024, 32), (1024, 1024, 128),
                      (256, 256, 256), (512, 2048, 512), (96, 384, 1536)),
+        # AMX tiles (bf16) fill up at other sizes than fp32 FMAs: square to skinny, none a
+        # validation shape
+        bf16_shapes=((256, 256, 256), (512, 2048, 512), (96, 384, 1536), (2048, 512, 1024),
+                     (32, 1024, 1024), (1024, 1024, 128), (512, 512, 512)),
         conv_shapes=((1, 32, 64, 32, 3, 1), (1, 128, 32, 256, 1, 1), (4, 64, 32, 64, 3, 1),
                      (1, 256, 16, 256, 3, 1), (2, 3, 96, 32, 5, 2), (2, 512, 8, 512, 3, 1),
                      (2, 64, 40, 128, 1, 1), (1, 96, 32, 384, 1, 1), (1, 384, 16, 96, 1, 1),
@@ -220,7 +226,7 @@ class _Progress:
 def _count(plan: MeasurePlan, n_backends: int) -> int:
     return (1 + sum(len(v) for v in plan.peak_sizes.values()) * n_backends
             + len(plan.stream_elems) * len(plan.stream_kernels) + len(plan.gemm_shapes)
-            + len(plan.conv_shapes) + len(plan.sdpa_shapes)
+            + len(plan.conv_shapes) + len(plan.sdpa_shapes) + len(plan.bf16_shapes)
             + len(VECTOR_OPS) * (2 if plan.vector_elems_small else 1) + len(TINY_CLASSES)
             + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0)
             + (len(plan.pack_rows) if plan.pack_shape else 0)
@@ -272,6 +278,15 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
             ms.peak_candidates.append(("fp32", main.name, m, rate))
         pr.step(f"GEMM fp32 M={m} N={n} K={k}", f"{2 * m * n * k / smp.median_s / 1e9:.1f} "
                 "GFLOP/s")
+    if "bf16" in ms.peaks:
+        for m, n, k in plan.bf16_shapes:
+            smp = keep(main.gemm("bf16", m, n, k))
+            ms.gemm_points.append((f"bf16 {m}x{n}x{k}", m, n, k, 2.0 * m * n * k, smp))
+            rate = 2.0 * m * n * k / smp.median_s
+            if rate > ms.peaks["bf16"][0]:
+                ms.peaks["bf16"] = (rate, f"{main.name} {m}x{n}x{k} (a fit shape)", smp)
+                ms.peak_candidates.append(("bf16", main.name, m, rate))
+            pr.step(f"GEMM bf16 M={m} N={n} K={k}", f"{rate / 1e9:.1f} GFLOP/s")
     for b, c, hw, co, kk, st in plan.conv_shapes:
         try:
             smp = keep(main.conv(b, c, hw, co, kk, st))
@@ -606,13 +621,15 @@ def derive(ms: Measurements) -> Fitted:
     main_bw = levels[-1].bytes_per_s
     peak32 = ms.peaks["fp32"][0]
     pts: dict[str, list[tuple[float, float, float, float]]] = {"gemm": [], "conv": [],
-                                                                "sdpa": []}
+                                                                "sdpa": [], "bf16": []}
     for label, M, N, K, flops, s in ms.gemm_points:
+        kind = label.split()[0]
         net = net_of(s.median_s)
-        byts = _FP32 * (M * K + K * N + M * N)
+        byts = (2 if kind == "bf16" else _FP32) * (M * K + K * N + M * N)
         if not net > 0 or byts / main_bw > 0.5 * net:
             continue  # memory- or overhead-bound: says nothing about compute efficiency
-        pts[label.split()[0]].append((M, N, K, min(1.0, flops / net / peak32)))
+        pk = ms.peaks["bf16"][0] if kind == "bf16" else peak32
+        pts[kind].append((M, N, K, min(1.0, flops / net / pk)))
     gemm = fit_gemm(pts["gemm"]) if len(pts["gemm"]) >= 2 else None
     scales: dict[str, tuple[float, str]] = {}
     if gemm is not None and len(pts["conv"]) >= 5:
@@ -625,6 +642,17 @@ def derive(ms: Measurements) -> Fitted:
         scales["conv_scale"] = (min(4.0, cf.gemm_max / gemm.gemm_max), cder)
         scales["conv_a"], scales["conv_b"], scales["conv_c"] = ((cf.a, cder), (cf.b, cder),
                                                                  (cf.c, cder))
+    if len(pts["bf16"]) >= 4:
+        # the bf16 peak is the best rate at the sizes run, not necessarily the asymptote of
+        # its tiles: gemm_max_bf16 may exceed 1 (up to 2)
+        bf = fit_gemm(pts["bf16"], max_ceiling=2.0)
+        bder = (f"least-squares fit (relative residuals, a,b,c >= 0) of 1/eff = (1 + a/M + b/N "
+                f"+ c/K)/gemm_max to {bf.n} bf16 GEMM shapes, efficiency against the bf16 peak "
+                f"(the best measured rate, so gemm_max may exceed 1, at most 2); rms log error "
+                f"{bf.rms_log_error:.3f}")
+        for fld, v in (("gemm_max_bf16", bf.gemm_max), ("gemm_a_bf16", bf.a),
+                       ("gemm_b_bf16", bf.b), ("gemm_c_bf16", bf.c)):
+            scales[fld] = (v, bder)
     if gemm is not None:
         for cls, fld in (("conv", "conv_scale"), ("sdpa", "attention_scale")):
             if pts[cls] and fld not in scales:
@@ -852,6 +880,7 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "stream_working_set_bytes = [" + ", ".join(_num(w) for _, w, _ in ms.stream) + "]",
           "stream_kernel = [" + ", ".join(f'"{k}"' for k, _, _ in ms.stream) + "]",
           "stream_seconds = [" + ", ".join(_num(s.median_s) for _, _, s in ms.stream) + "]",
+          "gemm_label = [" + ", ".join(f'"{lb}"' for lb, *_ in ms.gemm_points) + "]",
           "gemm_mnk = [" + ", ".join(f"[{_num(M)}, {_num(N)}, {_num(K)}]"
                                      for _, M, N, K, _, _ in ms.gemm_points) + "]",
           "gemm_seconds = [" + ", ".join(_num(s.median_s) for *_, s in ms.gemm_points) + "]",

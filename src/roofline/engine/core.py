@@ -62,13 +62,14 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     # -- estimate
     # matmul ceiling: gemm_max, times the board's sustained fraction (power-capped parts; the
     # bound preset keeps the datasheet peak)
-    gmax = _col([e.gemm_max * (1.0 if e.is_bound else hw.sustained(dtype))
-                 for e, hw in zip(effs, hws)])
-    ga, gb, gc = (_col([getattr(e, f) for e in effs]) for f in ("gemm_a", "gemm_b", "gemm_c"))
+    models = [e.gemm_model(dtype) for e in effs]  # (gemm_max, a, b, c) for this dtype
+    gmax = _col([m[0] * (1.0 if e.is_bound else hw.sustained(dtype))
+                 for m, e, hw in zip(models, effs, hws)])
+    ga, gb, gc = (_col([m[i] for m in models]) for i in (1, 2, 3))
     M = np.maximum(graph.gemm[0][None, None, :] * B, 1.0)
     N = np.maximum(graph.gemm[1][None, None, :], 1.0)
     K = np.maximum(graph.gemm[2][None, None, :], 1.0)
-    abc = gemm_coefficients(graph.classes, list(effs))  # measured: own a, b, c for convs
+    abc = gemm_coefficients(graph.classes, list(effs), dtype)  # measured: own a, b, c for convs
     if abc is not None:
         ga, gb, gc = abc
     gemm_eff = gmax / (1.0 + ga / M + gb / N + gc / K)
@@ -188,16 +189,17 @@ class Plan:
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
-        gpk = self.peak * eff.gemm_max * (1.0 if eff.is_bound else hw.sustained(dtype))
+        gmax, ga_, gb_, gc_ = eff.gemm_model(dtype)
+        gpk = self.peak * gmax * (1.0 if eff.is_bound else hw.sustained(dtype))
         scale = compute_class_scales(graph.classes, [eff])  # measured: conv/attention
         if scale is not None:
             gpk = gpk * scale[0, 0]
         # seconds per FLOP: compute ops (1 + a/M + b/N + c/K)/(peak·gemm_max) with M = m1·B
         # clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate
-        ga: float | np.ndarray = eff.gemm_a
-        gb: float | np.ndarray = eff.gemm_b
-        gc: float | np.ndarray = eff.gemm_c
-        abc = gemm_coefficients(graph.classes, [eff])  # measured: own a, b, c for convs
+        ga: float | np.ndarray = ga_
+        gb: float | np.ndarray = gb_
+        gc: float | np.ndarray = gc_
+        abc = gemm_coefficients(graph.classes, [eff], dtype)  # measured: own a, b, c for convs
         if abc is not None:
             ga, gb, gc = (x[0, 0] for x in abc)
         self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk, 1 / rate_vec)

@@ -44,7 +44,8 @@ _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ra
         "attention_scale": "ratio", "main_read_max": "ratio", "conv_a": "ratio",
         "conv_b": "ratio", "conv_c": "ratio", "cold_after": "bytes", "cold_read_max": "ratio",
         "cold_pack_max": "ratio", "pack_min_rows": "ratio", "evicted_dispatch": "time",
-        "evicted_kind_dispatch": "time", "evict_after": "bytes"}
+        "evicted_kind_dispatch": "time", "evict_after": "bytes", "gemm_max_bf16": "ratio",
+        "gemm_a_bf16": "ratio", "gemm_b_bf16": "ratio", "gemm_c_bf16": "ratio"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +97,13 @@ class Efficiency:
     evicted_dispatch: float = 0.0
     evicted_kind_dispatch: float = 0.0
     evict_after: float = 0.0
+    #: the GEMM model for bf16 matmuls, fitted to bf16 GEMMs (measured CPU specs: AMX tiles
+    #: reach their peak at other sizes than fp32 FMAs); gemm_max_bf16 0: use the fp32 model;
+    #: it may exceed 1 (the measured bf16 peak is the best rate seen, not the asymptote)
+    gemm_max_bf16: float = 0.0
+    gemm_a_bf16: float = 0.0
+    gemm_b_bf16: float = 0.0
+    gemm_c_bf16: float = 0.0
     #: host time per op for particular op classes (``dispatch_<class>`` in a table), e.g. a
     #: framework's norm or attention call costs more than an add; other classes: ``dispatch``
     dispatch_by_class: dict[str, float] = field(default_factory=dict)
@@ -119,7 +127,12 @@ class Efficiency:
             v = getattr(self, f)
             if not 0 <= v <= 1:
                 raise SpecError(f"efficiency {self.label}: {f}={v!r} must be in [0, 1] (0: off)")
-        for f in ("evicted_dispatch", "evicted_kind_dispatch", "evict_after"):
+        if not 0 <= self.gemm_max_bf16 <= 2:
+            raise SpecError(f"efficiency {self.label}: gemm_max_bf16={self.gemm_max_bf16!r} "
+                            "must be in [0, 2] (0: the fp32 GEMM model; above 1 when the bf16 "
+                            "peak is the best measured rate, short of the asymptote)")
+        for f in ("evicted_dispatch", "evicted_kind_dispatch", "evict_after", "gemm_a_bf16",
+                  "gemm_b_bf16", "gemm_c_bf16"):
             if getattr(self, f) < 0:
                 raise SpecError(f"efficiency {self.label}: {f}={getattr(self, f)!r} must be "
                                 ">= 0 (0: off)")
@@ -157,6 +170,12 @@ class Efficiency:
     def has_cold(self) -> bool:
         """Whether cold-weight terms are active (measured CPU specs)."""
         return bool(self.cold_read_max or self.cold_pack_max)
+
+    def gemm_model(self, dtype: str) -> tuple[float, float, float, float]:
+        """(gemm_max, a, b, c) of the GEMM efficiency model for matmuls in ``dtype``."""
+        if dtype == "bf16" and self.gemm_max_bf16:
+            return self.gemm_max_bf16, self.gemm_a_bf16, self.gemm_b_bf16, self.gemm_c_bf16
+        return self.gemm_max, self.gemm_a, self.gemm_b, self.gemm_c
 
     def dispatch_per_op(self, classes: tuple[str, ...]) -> float | np.ndarray:
         """Host dispatch time of each op: a scalar when no class overrides it."""
@@ -272,16 +291,17 @@ def compute_class_scales(classes: tuple[str, ...],
     return out
 
 
-def gemm_coefficients(classes: tuple[str, ...], effs: list[Efficiency] | tuple[Efficiency, ...]
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def gemm_coefficients(classes: tuple[str, ...], effs: list[Efficiency] | tuple[Efficiency, ...],
+                      dtype: str = "fp32") -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Per-op (a, b, c) arrays [h, 1, n] when an efficiency gives convolutions their own
-    coefficients (measured specs), else None (every op uses gemm_a, gemm_b, gemm_c)."""
+    coefficients (measured specs), else None (every op uses the a, b, c of
+    ``gemm_model(dtype)``)."""
     if not any(e.has_conv_shape for e in effs):
         return None
     conv = np.array([c == "conv" for c in classes])
     out = np.empty((3, len(effs), 1, len(classes)))
     for i, e in enumerate(effs):
-        for j, (g, cv) in enumerate(zip((e.gemm_a, e.gemm_b, e.gemm_c), e.conv_abc())):
+        for j, (g, cv) in enumerate(zip(e.gemm_model(dtype)[1:], e.conv_abc())):
             out[j, i, 0] = np.where(conv, cv, g)
     return out[0], out[1], out[2]
 

@@ -99,7 +99,7 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     return _result(m, hw, g, batch, p, preset, phase, latency=latency,
                    latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
                    t_overhead=overhead, bottleneck=bottleneck, flops=flops, byts=byts,
-                   ridge_eff=plan.peak * eff.gemm_max * (
+                   ridge_eff=plan.peak * eff.gemm_model(p.compute)[0] * (
                        1.0 if eff.is_bound else hw.sustained(p.compute))
                    / (plan.bw * eff.memory_max),
                    workspace=eff.workspace, ops=ops,

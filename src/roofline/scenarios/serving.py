@@ -458,7 +458,8 @@ def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, 
                    latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
                    t_overhead=overhead, bottleneck=max(parts, key=parts.__getitem__),
                    flops=flops, byts=byts,
-                   ridge_eff=hw.peak(plan.precision.compute) * eff.gemm_max /
+                   ridge_eff=hw.peak(plan.precision.compute)
+                   * eff.gemm_model(plan.precision.compute)[0] /
                    (hw.memory_bytes_per_s * eff.memory_max), workspace=eff.workspace,
                    ops=OpTableSource(g, W, cb, B, latency, ep), seq_len=T,
                    context=context if phase == "decode" else (context or None), live=live)
