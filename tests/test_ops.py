@@ -139,3 +139,109 @@ def test_norm_without_affine_parameters():
 def test_more_elementwise_ops_have_costs():
     for op in ("erf", "log", "rsqrt", "leaky_relu", "compare"):
         assert cost("elementwise", batch=1, elements=3, op=op, act_bytes=4).flops > 0
+
+
+# -- general conv and pool, variance, cumsum, sort, top-k -------------------------------------
+
+@pytest.mark.parametrize("kw", [
+    dict(c_in=3, h=224, w=224, c_out=64, kernel=7, stride=2, padding=3),
+    dict(c_in=32, h=9, w=7, c_out=32, kernel=(3, 1), padding=1, groups=32, bias=True),
+    dict(c_in=8, h=10, w=12, c_out=4, kernel=(2, 3), stride=3, dilation=2, groups=2),
+    dict(c_in=4, h=1, w=17, c_out=6, kernel=(1, 5), stride=2, bias=True),
+])
+def test_conv_equals_conv2d_where_conv2d_applies(kw):
+    k = kw["kernel"]
+    kk = (k, k) if isinstance(k, int) else k
+    general = {key: v for key, v in kw.items() if key not in ("h", "w", "kernel")}
+    a = cost("conv2d", batch=3, act_bytes=2, weight_bytes=1, **kw)
+    b = cost("conv", batch=3, act_bytes=2, weight_bytes=1, spatial=(kw["h"], kw["w"]),
+             kernel=kk, **general)
+    assert a == b
+
+
+def test_conv3d_per_axis_hand_count():
+    # Conv3d 6 -> 4, kernel (1, 3, 3), stride (1, 2, 1), padding (0, 1, 2), dilation (1, 1, 2)
+    # on [2, 6, 1, 14, 10]: D' = 1; H' = (14 + 2 − 2 − 1)//2 + 1 = 7;
+    # W' = (10 + 4 − 2·2 − 1)//1 + 1 = 10
+    c = cost("conv", batch=2, c_in=6, spatial=(1, 14, 10), c_out=4, kernel=(1, 3, 3),
+             stride=(1, 2, 1), padding=(0, 1, 2), dilation=(1, 1, 2), bias=True,
+             act_bytes=4, weight_bytes=4)
+    # 2·B·C'·ΠX'·C·Πk = 2·2·4·70·6·9 = 60,480 (FlopCounterMode's count) + bias B·C'·ΠX' = 560
+    assert c.flops == 60_480 + 560
+    assert c.weight_bytes_read == (4 * 6 * 9 + 4) * 4  # 220 weights
+    assert c.act_bytes_read == 2 * 6 * 140 * 4 and c.act_bytes_written == 2 * 4 * 70 * 4
+
+
+def test_transposed_conv_hand_count():
+    # ConvTranspose2d 4 -> 6, kernel (3, 2), stride (2, 1), padding (1, 0), output_padding
+    # (1, 0), groups 2 on [2, 4, 7, 9]: H' = (7−1)·2 − 2 + (3−1) + 1 + 1 = 14; W' = 8 + 1 + 1 = 10
+    c = cost("conv", batch=2, c_in=4, spatial=(7, 9), c_out=6, kernel=(3, 2), stride=(2, 1),
+             padding=(1, 0), output_padding=(1, 0), groups=2, bias=True, transposed=True,
+             act_bytes=4, weight_bytes=4)
+    # every input element times its group's C'/g·Πk weights: 2·B·C·ΠX·(C'/g)·Πk
+    # = 2·2·4·63·3·6 = 18,144 (FlopCounterMode's count) + bias adds B·C'·H'·W' = 2·6·140 = 1,680
+    assert c.flops == 18_144 + 1_680
+    assert c.weight_bytes_read == (4 * 3 * 6 + 6) * 4  # weight [C, C'/g, 3, 2] = 72, bias 6
+    assert c.act_bytes_written == 2 * 6 * 14 * 10 * 4
+    with pytest.raises(SpecError, match="output_padding"):
+        cost("conv", batch=1, c_in=1, spatial=(4,), c_out=1, kernel=3, output_padding=2,
+             stride=2, transposed=True, act_bytes=1, weight_bytes=1)
+    with pytest.raises(SpecError, match="kernel"):
+        cost("conv", batch=1, c_in=1, spatial=(4, 4), c_out=1, kernel=(3, 3, 3), act_bytes=1,
+             weight_bytes=1)
+
+
+@pytest.mark.parametrize("kw", [dict(h=112, w=112, kernel=3, stride=2, padding=1),
+                                dict(h=7, w=9, kernel=2), dict(h=8, w=8, kernel=3, stride=1)])
+def test_pool_equals_pool2d_where_pool2d_applies(kw):
+    a = cost("pool2d", batch=2, channels=5, act_bytes=2, **kw)
+    rest = {k: v for k, v in kw.items() if k not in ("h", "w")}
+    assert a == cost("pool", batch=2, channels=5, spatial=(kw["h"], kw["w"]), act_bytes=2,
+                     **rest)
+
+
+def test_pool_ceil_mode_and_per_axis_hand_count():
+    # MaxPool kernel (3, 2), stride (2, 1), ceil_mode on 14×10:
+    # H' = ceil((14 − 3)/2) + 1 = 7 (its last window starts at 12 < 14: kept); W' = 9
+    c = cost("pool", batch=2, channels=6, spatial=(14, 10), kernel=(3, 2), stride=(2, 1),
+             ceil_mode=True, act_bytes=4)
+    assert c.flops == 2 * 6 * 7 * 9 * 6  # Πk = 6 comparisons per output: 4,536
+    assert c.act_bytes_written == 2 * 6 * 63 * 4
+    # floor mode: H' = (14 − 3)//2 + 1 = 6
+    assert cost("pool", batch=1, channels=1, spatial=(14, 10), kernel=(3, 2), stride=(2, 1),
+                act_bytes=4).flops == 6 * 9 * 6
+    # ceil mode drops a window that would start in the right padding: X = 5, k = 2, s = 2,
+    # p = 1: ceil((5 + 2 − 2)/2) + 1 = 4, but window 4 starts at 6 >= 5 + 1: 3 outputs
+    assert cost("pool", batch=1, channels=1, spatial=(5,), kernel=2, stride=2, padding=1,
+                ceil_mode=True, act_bytes=4).act_bytes_written == 3 * 4
+
+
+def test_variance_hand_count():
+    # var over rows of 10: 168 rows; 4 FLOPs/element (mean add; sub, square, accumulate)
+    # + 2 divides per row: 4·1,680 + 2·168 = 7,056
+    v = cost("variance", batch=2, rows=84, row_len=10, act_bytes=4)
+    assert v.flops == 4 * 1_680 + 2 * 168
+    assert v.act_bytes_read == 1_680 * 4 and v.act_bytes_written == 168 * 4
+    # std adds a square root per row; std_mean also writes the mean
+    s = cost("variance", batch=2, rows=84, row_len=10, std=True, with_mean=True, act_bytes=4)
+    assert s.flops == 4 * 1_680 + 3 * 168 and s.act_bytes_written == 2 * 168 * 4
+
+
+def test_cumsum_sort_topk_hand_counts():
+    # cumsum along rows of 6, 14·10·2 = 280 rows: 5 adds per row = 1,400
+    c = cost("cumsum", batch=2, rows=140, row_len=6, act_bytes=2)
+    assert c.flops == 280 * 5 and c.act_bytes_read == c.act_bytes_written == 1_680 * 2
+    # sort rows of 8: 8·log2 8 = 24 comparisons per row; values (2 B) and int64 indices written
+    s = cost("sort", batch=3, rows=5, row_len=8, act_bytes=2)
+    assert s.flops == 15 * 24
+    assert s.act_bytes_read == 15 * 8 * 2 and s.act_bytes_written == 15 * 8 * (2 + 8)
+    # top-4 of rows of 16: 16 comparisons to select + 4·log2 4 = 8 to sort the 4 = 24 per row
+    t = cost("topk", batch=3, rows=5, row_len=16, k=4, act_bytes=2)
+    assert t.flops == 15 * 24 and t.act_bytes_written == 15 * 4 * (2 + 8)
+    assert cost("topk", batch=3, rows=5, row_len=16, k=4, sorted=False,
+                act_bytes=2).flops == 15 * 16
+    # k = 1 is a max (n comparisons); k = n is a full sort
+    assert cost("topk", batch=1, rows=1, row_len=16, k=1, act_bytes=2).flops == 16
+    assert cost("topk", batch=3, rows=5, row_len=8, k=8, act_bytes=2) == s
+    with pytest.raises(SpecError, match="k=9"):
+        cost("topk", batch=1, rows=1, row_len=8, k=9, act_bytes=2)

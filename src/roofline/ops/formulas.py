@@ -10,12 +10,13 @@ and written to main memory: no cache reuse across ops, no re-reads inside an op)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from ..errors import SpecError
 from .cost import OpCost
 from .registry import register
 
-__all__ = ["ELEMENTWISE_FLOPS", "conv_out", "causal_pairs"]
+__all__ = ["ELEMENTWISE_FLOPS", "causal_pairs", "conv_geometry", "conv_out", "pool_out"]
 
 
 def _pos(name: str, value: float, *, zero_ok: bool = False) -> None:
@@ -314,3 +315,227 @@ def copy(*, batch: int, elements: int, act_bytes: float, n_inputs: int = 1) -> O
 def view(*, batch: int = 1, elements: int = 0, act_bytes: float = 0.0) -> OpCost:
     """A view (reshape, flatten, split, slice without copy): metadata only, 0 bytes, 0 FLOPs."""
     return OpCost()
+
+
+# -- general convolution and pooling (any spatial rank, per-axis geometry, transposed) -----------
+
+def _per_axis(name: str, value: int | Sequence[int], n: int, *, zero_ok: bool = False) -> \
+        tuple[int, ...]:
+    """``value`` as one int per spatial axis: an int is repeated, a sequence must have n."""
+    vals = (value,) * n if isinstance(value, int) else tuple(value)
+    if len(vals) != n:
+        raise SpecError(f"{name} must be an int or {n} ints (one per spatial axis), got {value!r}")
+    lo = 0 if zero_ok else 1
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise SpecError(f"{name} must hold integers >= {lo}, got {value!r}")
+    return vals
+
+
+def _window_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int,
+                dilation: int, ceil_mode: bool = False) -> int:
+    """Output length of a strided window along one axis (PyTorch's rule, asymmetric padding).
+
+    floor((X + p0 + p1 − d·(k−1) − 1) / s) + 1, or the ceiling with ``ceil_mode``; in ceil
+    mode a last window that would start past the input and the leading padding is dropped.
+    """
+    span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
+    if span < 0:
+        raise SpecError(f"kernel {kernel} (dilation {dilation}) does not fit input {size} with "
+                        f"padding {pad_begin}+{pad_end}")
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def conv_geometry(*, spatial: Sequence[int], kernel: int | Sequence[int],
+                  stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                  padding_end: int | Sequence[int] | None = None,
+                  dilation: int | Sequence[int] = 1, transposed: bool = False,
+                  output_padding: int | Sequence[int] = 0) -> tuple[tuple[int, ...], ...]:
+    """(X, k, X') of a convolution: the input and kernel sizes and the output size per axis.
+
+    Direct: X' = floor((X + p0 + p1 − d·(k−1) − 1)/s) + 1. Transposed (the gradient of the
+    direct conv with respect to its input): X' = (X − 1)·s − p0 − p1 + d·(k−1) + op + 1.
+    """
+    X = tuple(int(v) for v in spatial) if not isinstance(spatial, int) else (spatial,)
+    n = len(X)
+    if not 1 <= n <= 3:
+        raise SpecError(f"spatial must hold 1 to 3 sizes, got {spatial!r}")
+    _per_axis("spatial", X, n)
+    k = _per_axis("kernel", kernel, n)
+    s = _per_axis("stride", stride, n)
+    d = _per_axis("dilation", dilation, n)
+    p0 = _per_axis("padding", padding, n, zero_ok=True)
+    p1 = p0 if padding_end is None else _per_axis("padding_end", padding_end, n, zero_ok=True)
+    if not transposed:
+        if output_padding not in (0, (0,) * n, [0] * n):
+            raise SpecError("output_padding applies to transposed convolutions only, got "
+                            f"{output_padding!r}")
+        return X, k, tuple(_window_out(*a) for a in zip(X, k, s, p0, p1, d))
+    op = _per_axis("output_padding", output_padding, n, zero_ok=True)
+    for ax in range(n):
+        if op[ax] >= max(s[ax], d[ax]):
+            raise SpecError(f"output_padding {op} must be smaller than the stride {s} or the "
+                            f"dilation {d} on each axis")
+    out = tuple((X[a] - 1) * s[a] - p0[a] - p1[a] + d[a] * (k[a] - 1) + op[a] + 1
+                for a in range(n))
+    if min(out) < 1:
+        raise SpecError(f"transposed convolution of {X} with kernel {k}, stride {s}, padding "
+                        f"{p0}+{p1} has an empty output {out}")
+    return X, k, out
+
+
+@register("conv", "conv")
+def conv(*, batch: int, c_in: int, spatial: Sequence[int], c_out: int,
+         kernel: int | Sequence[int], stride: int | Sequence[int] = 1,
+         padding: int | Sequence[int] = 0, padding_end: int | Sequence[int] | None = None,
+         dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = False,
+         transposed: bool = False, output_padding: int | Sequence[int] = 0,
+         act_bytes: float, weight_bytes: float) -> OpCost:
+    """N-d convolution (1 to 3 spatial axes), direct or transposed, with per-axis geometry.
+
+    Direct ``[B, C, *X] * [C', C/g, *k] -> [B, C', *X']``:
+    FLOPs 2·B·C'·ΠX'·(C/g)·Πk, the multiply-adds of every output with its window (taps that
+    fall on padding are counted, as implicit GEMM computes them); equal to ``conv2d`` on every
+    shape ``conv2d`` takes.
+    Transposed ``[B, C, *X] *ᵀ [C, C'/g, *k] -> [B, C', *X']``: every input element is
+    multiplied by its group's C'/g·Πk weights and scattered into the output, so
+    FLOPs 2·B·C·ΠX·(C'/g)·Πk (as ``torch.utils.flop_counter`` counts it; contributions that land
+    in the cropped padding are computed, so counted).
+    Bias: + B·C'·ΠX' adds. Padding: ``padding`` before and ``padding_end`` after each axis
+    (default: the same). Bytes: input and output once, weights (+ bias) once. Assumptions: no
+    im2col/col2im buffer traffic (implicit GEMM), halos not re-read.
+    """
+    _ints(batch=batch, c_in=c_in, c_out=c_out, groups=groups)
+    if c_in % groups or c_out % groups:
+        raise SpecError(f"groups={groups} must divide c_in={c_in} and c_out={c_out}")
+    X, k, Xo = conv_geometry(spatial=spatial, kernel=kernel, stride=stride, padding=padding,
+                             padding_end=padding_end, dilation=dilation, transposed=transposed,
+                             output_padding=output_padding)
+    B, C, Co, g = batch, c_in, c_out, groups
+    taps, n_in, n_out = math.prod(k), math.prod(X), math.prod(Xo)
+    macs = B * C * n_in * (Co // g) * taps if transposed else B * Co * n_out * (C // g) * taps
+    return OpCost(
+        flops=2 * macs + (B * Co * n_out if bias else 0),
+        weight_bytes_read=(C * (Co // g) * taps + (Co if bias else 0)) * weight_bytes,
+        act_bytes_read=B * C * n_in * act_bytes,
+        act_bytes_written=B * Co * n_out * act_bytes,
+    )
+
+
+@register("pool", "pool")
+def pool(*, batch: int, channels: int, spatial: Sequence[int], kernel: int | Sequence[int],
+         stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
+         padding_end: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
+         ceil_mode: bool = False, mode: str = "max", act_bytes: float) -> OpCost:
+    """Max/average pooling over 1 to 3 spatial axes ``[B, C, *X] -> [B, C, *X']`` with
+    per-axis kernel, stride (default: the kernel), padding and dilation.
+
+    X' per axis as PyTorch computes it: floor((X + p0 + p1 − d·(k−1) − 1)/s) + 1, or the
+    ceiling with ``ceil_mode`` (a last window that would start beyond the input and its leading
+    padding is dropped). FLOPs: Πk per output (comparisons or adds; the average's one divide is
+    folded in), as ``pool2d`` counts: equal to it on every shape ``pool2d`` takes. Assumption:
+    a window clipped by the edge (ceil mode, padding) is counted whole, an upper bound.
+    Bytes: input and output once (max pooling's argmax indices are not counted, as in
+    ``pool2d``).
+    """
+    _ints(batch=batch, channels=channels)
+    if mode not in ("max", "avg"):
+        raise SpecError(f"pool mode {mode!r}; allowed: max, avg")
+    Xo = pool_out(spatial=spatial, kernel=kernel, stride=stride, padding=padding,
+                  padding_end=padding_end, dilation=dilation, ceil_mode=ceil_mode)
+    X = tuple(spatial)
+    out = batch * channels * math.prod(Xo)
+    return OpCost(flops=math.prod(_per_axis("kernel", kernel, len(X))) * out,
+                  act_bytes_read=batch * channels * math.prod(X) * act_bytes,
+                  act_bytes_written=out * act_bytes)
+
+
+def pool_out(*, spatial: Sequence[int], kernel: int | Sequence[int],
+             stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
+             padding_end: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
+             ceil_mode: bool = False) -> tuple[int, ...]:
+    """The output size per axis that ``pool`` computes (importers check it against the
+    framework's)."""
+    X = tuple(spatial)
+    n = len(X)
+    if not 1 <= n <= 3:
+        raise SpecError(f"spatial must hold 1 to 3 sizes, got {spatial!r}")
+    _per_axis("spatial", X, n)
+    k = _per_axis("kernel", kernel, n)
+    s = k if stride is None else _per_axis("stride", stride, n)
+    d = _per_axis("dilation", dilation, n)
+    p0 = _per_axis("padding", padding, n, zero_ok=True)
+    p1 = p0 if padding_end is None else _per_axis("padding_end", padding_end, n, zero_ok=True)
+    return tuple(_window_out(*a, ceil_mode) for a in zip(X, k, s, p0, p1, d))
+
+
+# -- row-wise reductions and scans: variance, cumulative sum, sort, top-k -------------------------
+
+@register("variance", "pool")
+def variance(*, batch: int, rows: int, row_len: int, std: bool = False,
+             with_mean: bool = False, act_bytes: float) -> OpCost:
+    """Variance (or standard deviation) of each of ``rows`` rows of ``row_len`` elements:
+    ``[B, R, n] -> [B, R]`` (+ the mean ``[B, R]`` with ``with_mean``, as ``var_mean``).
+
+    FLOPs per element 4: one add for the mean, then subtract the mean, square, accumulate;
+    per row 2 (divide the sum by n for the mean, the sum of squares by n − correction), +1
+    square root for ``std``. Bytes: the input once (one pass, the row's statistics in registers,
+    as ``norm`` assumes), the output(s) once. This equals the FLOPs of the ReduceMean, Sub,
+    Mul, ReduceMean, Mul, Div chain an ONNX export decomposes ``var`` into.
+    """
+    _ints(batch=batch, rows=rows, row_len=row_len)
+    R = batch * rows
+    return OpCost(flops=4 * R * row_len + R * (2 + (1 if std else 0)),
+                  act_bytes_read=R * row_len * act_bytes,
+                  act_bytes_written=R * (2 if with_mean else 1) * act_bytes)
+
+
+@register("cumsum", "elementwise")
+def cumsum(*, batch: int, rows: int, row_len: int, act_bytes: float) -> OpCost:
+    """Cumulative sum along rows ``[B, R, n] -> [B, R, n]``: n − 1 adds per row (the first
+    output is the first input). Bytes: input and output once (a scan that keeps its running
+    sum in a register)."""
+    _ints(batch=batch, rows=rows, row_len=row_len)
+    E = batch * rows * row_len
+    return OpCost(flops=batch * rows * (row_len - 1), act_bytes_read=E * act_bytes,
+                  act_bytes_written=E * act_bytes)
+
+
+@register("sort", "pool")
+def sort(*, batch: int, rows: int, row_len: int, act_bytes: float,
+         index_bytes: float = 8.0) -> OpCost:
+    """Sort each row ``[B, R, n] -> values [B, R, n], indices [B, R, n]``.
+
+    FLOPs: n·log2(n) per row, the comparisons of a comparison sort (merge sort's worst case,
+    to within n), each counted as one FLOP as comparisons are everywhere in this module (max,
+    max pooling). Bytes: the input once, values and int64 indices written once.
+    Assumptions: each row is sorted on chip (one read, one write); a sort that spills passes
+    to memory (a radix sort's log passes over a long row) moves more, not counted.
+    """
+    _ints(batch=batch, rows=rows, row_len=row_len)
+    R, n = batch * rows, row_len
+    return OpCost(flops=R * n * math.log2(n), act_bytes_read=R * n * act_bytes,
+                  act_bytes_written=R * n * (act_bytes + index_bytes))
+
+
+@register("topk", "pool")
+def topk(*, batch: int, rows: int, row_len: int, k: int, sorted: bool = True,
+         act_bytes: float, index_bytes: float = 8.0) -> OpCost:
+    """The k largest (or smallest) of each row ``[B, R, n] -> values [B, R, k], indices
+    [B, R, k]``.
+
+    FLOPs per row (comparisons, one FLOP each): n to select (one comparison per element against
+    the running k-th value: the lower bound, as ``max`` is for k = 1) plus k·log2(k) to sort the
+    k kept when ``sorted``; k = n is a full sort, n·log2(n) as ``sort`` counts it.
+    Bytes: the row read once, k values and k int64 indices written.
+    """
+    _ints(batch=batch, rows=rows, row_len=row_len, k=k)
+    if k > row_len:
+        raise SpecError(f"k={k} exceeds the row length {row_len}")
+    R, n = batch * rows, row_len
+    per_row = (n if k < n else 0) + (k * math.log2(k) if sorted else 0)
+    return OpCost(flops=R * per_row, act_bytes_read=R * n * act_bytes,
+                  act_bytes_written=R * k * (act_bytes + index_bytes))
