@@ -622,11 +622,17 @@ def derive(ms: Measurements) -> Fitted:
     peak32 = ms.peaks["fp32"][0]
     pts: dict[str, list[tuple[float, float, float, float]]] = {"gemm": [], "conv": [],
                                                                 "sdpa": [], "bf16": []}
+    def bw_holding(ws: float) -> float:
+        """Bandwidth of the innermost measured level whose capacity holds ``ws`` bytes (a
+        benchmark re-run on the same operands reads them from there)."""
+        return next((lv.bytes_per_s for lv in levels[:-1] if ws <= lv.capacity_bytes),
+                    main_bw)
+
     for label, M, N, K, flops, s in ms.gemm_points:
         kind = label.split()[0]
         net = net_of(s.median_s)
         byts = (2 if kind == "bf16" else _FP32) * (M * K + K * N + M * N)
-        if not net > 0 or byts / main_bw > 0.5 * net:
+        if not net > 0 or byts / bw_holding(byts) > 0.5 * net:
             continue  # memory- or overhead-bound: says nothing about compute efficiency
         pk = ms.peaks["bf16"][0] if kind == "bf16" else peak32
         pts[kind].append((M, N, K, min(1.0, flops / net / pk)))

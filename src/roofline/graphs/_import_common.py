@@ -155,7 +155,25 @@ def _gemm(records: Sequence[OpRecord], batch: int) -> np.ndarray:
             m, n, k = _auto_gemm(r.kind, shape)
             b = shape.get("batch", 1)
             g[:, i] = (m * b / batch, n, k)
+        elif r.kind == "conv":
+            m, n, k = _conv_gemm(shape)
+            g[:, i] = (m * shape["batch"] / batch, n, k)
     return g
+
+
+def _conv_gemm(s: dict[str, Any]) -> tuple[float, float, float]:
+    """Implicit-GEMM (M per sample, N, K) of a ``conv`` record, M·N·K = its multiply-adds per
+    sample: direct (ΠX'·g, C'/g, (C/g)·Πk) as ``conv2d``; transposed as the GEMM followed by
+    col2im, (ΠX·g, (C'/g)·Πk, C/g)."""
+    from ..ops.formulas import conv_geometry
+
+    X, k, Xo = conv_geometry(**{f: s[f] for f in ("spatial", "kernel", "stride", "padding",
+                                                   "padding_end", "dilation", "transposed",
+                                                   "output_padding") if f in s})
+    g, C, Co, taps = s.get("groups", 1), s["c_in"], s["c_out"], float(np.prod(k))
+    if s.get("transposed"):
+        return (float(np.prod(X)) * g, Co // g * taps, C // g)
+    return (float(np.prod(Xo)) * g, Co // g, C // g * taps)
 
 
 def _graph(name: str, p: Precision, records: Sequence[OpRecord], c0: np.ndarray,
@@ -294,5 +312,5 @@ def imported_model(*, key: str, name: str, how: str,
                                                    f"({why}): re-traced per batch"),)
                                                   if why else ()),
     )
-    m.n_layers = sum(1 for r in t1.records if r.kind in ("conv2d", "linear"))
+    m.n_layers = sum(1 for r in t1.records if r.kind in ("conv2d", "conv", "linear"))
     return m

@@ -39,7 +39,16 @@ from ._import_common import (
     imported_model,
 )
 
-__all__ = ["from_onnx"]
+__all__ = ["UnresolvedDimsError", "from_onnx"]
+
+
+class UnresolvedDimsError(ImportGraphError):
+    """Symbolic input dimensions that are neither the batch nor ``seq_dim`` and have no value
+    in ``dims``; ``.dims`` names them (the CLI turns them into ``--dim`` advice)."""
+
+    def __init__(self, message: str, dims: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.dims = dims
 
 _ELEMENTWISE = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Relu": "relu", "Sigmoid": "sigmoid",
@@ -326,17 +335,25 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
                                "must be the batch")
     batch_sym = first[0] if isinstance(first[0], str) else None
     batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[0])
-    unresolved = []
+    unresolved, names = [], []
     for i in inputs:
         d, _ = _dims(i)
         for ax, v in enumerate(d):
             if isinstance(v, str) and v != batch_sym and v != seq_dim and v not in fixed:
                 unresolved.append(f"{i.name}[{ax}]={v!r}")
+                names.append(v)
     if unresolved:
-        raise ImportGraphError(
+        raise UnresolvedDimsError(
             f"{str(path)!r}: unresolvable input shapes: symbolic dimension(s) "
             f"{', '.join(unresolved)}; pass dims={{'name': value}} (or seq_dim='name' with "
-            "seq_len= for the sequence length)")
+            "seq_len= for the sequence length)", tuple(dict.fromkeys(names)))
+    symbols = {v for i in inputs for v in _dims(i)[0] if isinstance(v, str)}
+    for what, given in (("dims", [k for k in fixed if k not in symbols]),
+                        ("seq_dim", [seq_dim] if seq_dim and seq_dim not in symbols else [])):
+        if given:
+            raise SpecError(f"{what} names {', '.join(map(repr, given))}, not a symbolic input "
+                            f"dimension of {path.name}; its symbolic dimensions: "
+                            f"{', '.join(map(repr, sorted(symbols))) or 'none'}")
     if seq_dim is not None and (seq_len is None or seq_len < 1):
         raise SpecError(f"seq_dim={seq_dim!r} needs seq_len= (a positive example length)")
     seq0 = seq_len if seq_dim is not None else None
@@ -491,35 +508,8 @@ def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, ite
     fixed = None if not out or is_float(out) else itemsize(out)
     if i in F.attn:
         return _attention(F.attn[i], shape, numel)
-    if op == "Conv":
-        x, w = shape(ins[0]), shape(ins[1])
-        b = ins[2] if len(ins) > 2 and ins[2] else ""
-        if len(x) not in (3, 4):
-            return f"{len(x) - 2}-D convolution has no formula"
-        k = [int(v) for v in w[2:]]
-        st = list(_attr(node, "strides", [1] * len(k)))
-        dl = list(_attr(node, "dilations", [1] * len(k)))
-        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
-        o = shape(out)
-        if len(x) == 3:
-            x, k, st, dl, o = [x[0], x[1], 1, x[2]], [1, k[0]], [1, st[0]], [1, dl[0]], \
-                [o[0], o[1], 1, o[2]]
-            pads = [0, pads[0], 0, pads[1]]
-        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            pads = [0, 0, 0, 0]
-            for ax in range(2):  # total padding implied by the inferred output size
-                need = (o[2 + ax] - 1) * st[ax] + dl[ax] * (k[ax] - 1) + 1 - x[2 + ax]
-                pads[ax], pads[2 + ax] = 0, max(need, 0)
-        if (len(x) == 4 and (st[0] != st[1] or dl[0] != dl[1])):
-            return f"conv2d takes one stride and dilation; got strides {st}, dilations {dl}"
-        h, w_ = x[2], x[3]
-        pad = pads[0]
-        if not (pads[0] == pads[1] == pads[2] == pads[3]):
-            h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
-        return [("conv2d", dict(batch=x[0], c_in=x[1], h=h, w=w_, c_out=w[0],
-                                kernel=(k[0], k[1]), stride=st[-1], padding=pad,
-                                dilation=dl[-1], groups=int(_attr(node, "group", 1)),
-                                bias=bool(b)), take(ins[1], b), 0.0, None)]
+    if op in ("Conv", "ConvTranspose"):
+        return _conv(node, ins, out, shape, take)
     if op == "Gemm":
         a, bm = shape(ins[0]), shape(ins[1])
         ta, tb = _attr(node, "transA", 0), _attr(node, "transB", 0)
@@ -582,24 +572,23 @@ def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, ite
         return [("embedding", dict(tokens=max(numel(ins[1]), 1), dim=int(math.prod(d[1:])),
                                    index_bytes=itemsize(ins[1])), take(ins[0]), 0.0, None)]
     if op in ("MaxPool", "AveragePool"):
-        x, o = shape(ins[0]), shape(out)
-        k = list(_attr(node, "kernel_shape"))
-        st = list(_attr(node, "strides", k))
-        pads = list(_attr(node, "pads", [0] * 2 * len(k)))
-        if len(x) != 4 or k[0] != k[1] or st[0] != st[1] or \
-                list(_attr(node, "dilations", [1, 1])) != [1, 1]:
-            return "pool2d takes a square 2-D kernel, one stride, no dilation"
-        h, w_, pad = x[2], x[3], pads[0]
-        if len(set(pads)) > 1:
-            h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
-        from ..ops import conv_out
-
-        if (conv_out(h, k[0], st[0], pad, 1), conv_out(w_, k[0], st[0], pad, 1)) != \
-                (o[2], o[3]):
-            return "ceil_mode or auto_pad output size differs from the pool2d formula's floor"
-        return [("pool2d", dict(batch=x[0], channels=x[1], h=h, w=w_, kernel=k[0],
-                                stride=st[0], padding=pad,
-                                mode="max" if op == "MaxPool" else "avg"), 0, 0.0, None)]
+        return _pool(node, shape(ins[0]), shape(out))
+    if op == "CumSum":
+        ax = _const_int(G, ins[1]) if len(ins) > 1 else None
+        if ax is None:
+            return "CumSum's axis is not a constant"
+        rows, n = _rows(shape(ins[0]), ax)
+        return [] if rows * n == 0 else [("cumsum", dict(rows=rows, row_len=n), 0, 0.0, None)]
+    if op == "TopK":
+        x = shape(ins[0])
+        ax = int(_attr(node, "axis", -1)) % max(len(x), 1)
+        rows, n = _rows(x, ax)
+        if rows * n == 0:
+            return []
+        k = shape(out)[ax] if x else 1  # k from the inferred output: it may be computed
+        return [("topk", dict(rows=rows, row_len=n, k=int(k),
+                              sorted=bool(_attr(node, "sorted", 1)),
+                              index_bytes=itemsize(node.output[1])), 0, 0.0, None)]
     if op in _REDUCE:
         n_in, n_out = numel(ins[0]), max(numel(out), 1)
         return [("global_pool", dict(channels=n_out, spatial=max(n_in // n_out, 1)), 0, 0.0,
@@ -680,3 +669,140 @@ def _attention(a: dict[str, Any], shape: Any, numel: Any) -> list[_Rec] | str:
     extra = float(sum(numel(m) for m in a["masks"]))
     return [("attention", dict(batch=B, n_heads=N, n_kv_heads=K, head_dim=H, v_head_dim=Hv,
                                q_len=T, kv_len=S, causal=causal), 0, extra, None)]
+
+
+def _auto_pads(node: Any, x: list[int], k: list[int], st: list[int], dl: list[int],
+               o: list[int], pads: list[int]) -> list[int]:
+    """Explicit pads (begin..., end...) of a windowed op: the ``pads`` attribute, or with
+    ``auto_pad`` SAME_UPPER/SAME_LOWER/VALID the total implied by the inferred output size."""
+    auto = _attr(node, "auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto in ("NOTSET", ""):
+        return pads
+    nd = len(k)
+    out = [0] * 2 * nd
+    for ax in range(nd):
+        need = max((o[ax] - 1) * st[ax] + dl[ax] * (k[ax] - 1) + 1 - x[ax], 0)
+        if auto == "VALID":
+            need = 0
+        lo = (need + 1) // 2 if auto == "SAME_LOWER" else need // 2
+        out[ax], out[nd + ax] = lo, need - lo
+    return out
+
+
+def _conv(node: Any, ins: list[str], out: str, shape: Any, take: Any) -> list[_Rec] | str:
+    """Conv and ConvTranspose: conv2d for the 1-D and 2-D convs it takes (one stride and
+    dilation), else the general ``conv`` formula (3-D, per-axis strides, transposed)."""
+    from ..ops.formulas import conv_geometry
+
+    x, w, o = shape(ins[0]), shape(ins[1]), shape(out)
+    b = ins[2] if len(ins) > 2 and ins[2] else ""
+    nd = len(x) - 2
+    if not 1 <= nd <= 3:
+        return f"{nd}-D convolution has no formula (conv covers 1-D to 3-D)"
+    k = [int(v) for v in w[2:]]
+    st = [int(v) for v in _attr(node, "strides", [1] * nd)]
+    dl = [int(v) for v in _attr(node, "dilations", [1] * nd)]
+    pads = [int(v) for v in _attr(node, "pads", [0] * 2 * nd)]
+    g = int(_attr(node, "group", 1))
+    if node.op_type == "ConvTranspose":
+        opad = [int(v) for v in _attr(node, "output_padding", [0] * nd)]
+        if _attr(node, "output_shape") is not None or \
+                _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            pads = [0] * 2 * nd  # padding implied by the inferred output size
+            for ax in range(nd):
+                total = (x[2 + ax] - 1) * st[ax] + dl[ax] * (k[ax] - 1) + opad[ax] + 1 \
+                    - o[2 + ax]
+                if total < 0:  # a larger output than the window reaches: output padding
+                    opad[ax], total = opad[ax] - total, 0
+                pads[ax], pads[nd + ax] = total // 2, total - total // 2
+        shp: dict[str, Any] = dict(batch=x[0], c_in=x[1], spatial=tuple(x[2:]), c_out=w[1] * g,
+                                   kernel=tuple(k), stride=tuple(st), padding=tuple(pads[:nd]),
+                                   padding_end=tuple(pads[nd:]), dilation=tuple(dl), groups=g,
+                                   bias=bool(b), transposed=True, output_padding=tuple(opad))
+    else:
+        pads = _auto_pads(node, x[2:], k, st, dl, o[2:], pads)
+        if nd == 1 or nd == 2 and st[0] == st[1] and dl[0] == dl[1]:
+            if nd == 1:  # as a conv2d with H = 1
+                x, k, st, dl = [x[0], x[1], 1, x[2]], [1, k[0]], [1, st[0]], [1, dl[0]]
+                pads = [0, pads[0], 0, pads[1]]
+            h, w_, pad = x[2], x[3], pads[0]
+            if not (pads[0] == pads[1] == pads[2] == pads[3]):  # same output, same FLOPs
+                h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
+            return [("conv2d", dict(batch=x[0], c_in=x[1], h=h, w=w_, c_out=w[0],
+                                    kernel=(k[0], k[1]), stride=st[-1], padding=pad,
+                                    dilation=dl[-1], groups=g, bias=bool(b)),
+                     take(ins[1], b), 0.0, None)]
+        shp = dict(batch=x[0], c_in=x[1], spatial=tuple(x[2:]), c_out=w[0], kernel=tuple(k),
+                   stride=tuple(st), padding=tuple(pads[:nd]), padding_end=tuple(pads[nd:]),
+                   dilation=tuple(dl), groups=g, bias=bool(b))
+    got = conv_geometry(**{f: shp[f] for f in ("spatial", "kernel", "stride", "padding",
+                                                "padding_end", "dilation")},
+                        transposed=bool(shp.get("transposed")),
+                        output_padding=shp.get("output_padding", 0))[2]
+    if list(got) != o[2:]:
+        return f"the conv formula's output {list(got)} differs from the inferred {o}"
+    return [("conv", shp, take(ins[1], b), 0.0, None)]
+
+
+def _pool(node: Any, x: list[int], o: list[int]) -> list[_Rec] | str:
+    """MaxPool and AveragePool: pool2d for the square 2-D windows it takes, else ``pool``
+    (1-D to 3-D, per-axis kernel and stride, dilation, ceil_mode)."""
+    from ..ops import conv_out
+    from ..ops.formulas import pool_out
+
+    nd = len(x) - 2
+    if not 1 <= nd <= 3:
+        return f"{nd}-D pooling has no formula (pool covers 1-D to 3-D)"
+    k = [int(v) for v in _attr(node, "kernel_shape")]
+    st = [int(v) for v in _attr(node, "strides", [1] * nd)]  # ONNX's default stride is 1
+    dl = [int(v) for v in _attr(node, "dilations", [1] * nd)]
+    pads = _auto_pads(node, x[2:], k, st, dl, o[2:],
+                      [int(v) for v in _attr(node, "pads", [0] * 2 * nd)])
+    ceil = bool(_attr(node, "ceil_mode", 0))
+    mode = "max" if node.op_type == "MaxPool" else "avg"
+    if nd == 2 and k[0] == k[1] and st[0] == st[1] and dl == [1, 1]:
+        h, w_, pad = x[2], x[3], pads[0]
+        if len(set(pads)) > 1:
+            h, w_, pad = h + pads[0] + pads[2], w_ + pads[1] + pads[3], 0
+        if (conv_out(h, k[0], st[0], pad, 1), conv_out(w_, k[0], st[0], pad, 1)) == \
+                (o[2], o[3]):
+            return [("pool2d", dict(batch=x[0], channels=x[1], h=h, w=w_, kernel=k[0],
+                                    stride=st[0], padding=pad, mode=mode), 0, 0.0, None)]
+    got = pool_out(spatial=x[2:], kernel=k, stride=st, padding=pads[:nd],
+                   padding_end=pads[nd:], dilation=dl, ceil_mode=ceil)
+    if list(got) != o[2:]:
+        return f"the pool formula's output {list(got)} differs from the inferred {o}"
+    return [("pool", dict(batch=x[0], channels=x[1], spatial=tuple(x[2:]), kernel=tuple(k),
+                          stride=tuple(st), padding=tuple(pads[:nd]),
+                          padding_end=tuple(pads[nd:]), dilation=tuple(dl), ceil_mode=ceil,
+                          mode=mode), 0, 0.0, None)]
+
+
+def _rows(x: list[int], axis: int) -> tuple[int, int]:
+    """(rows, row length) of a scan or selection of ``x`` along ``axis``."""
+    if not x:
+        return 1, 1
+    n = int(x[axis % len(x)])
+    return int(math.prod(x)) // max(n, 1), n
+
+
+def _const_int(G: _Graph, name: str) -> int | None:
+    """The value of a scalar (or one-element) constant: an initializer or a Constant node."""
+    import onnx
+
+    t = G.inits.get(name)
+    if t is None:
+        p = G.producer.get(name)
+        if p is None or G.nodes[p].op_type != "Constant":
+            return None
+        t = _attr(G.nodes[p], "value")
+        if t is None:
+            v = _attr(G.nodes[p], "value_int", _attr(G.nodes[p], "value_ints"))
+            if isinstance(v, list):
+                return int(v[0]) if len(v) == 1 else None
+            return None if v is None else int(v)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    a = onnx.numpy_helper.to_array(t).reshape(-1)
+    return int(a[0]) if a.size == 1 else None

@@ -74,6 +74,8 @@ _VIEWS = {"view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "permut
           "contiguous", "_assert_tensor_metadata", "_assert_async"}
 _REDUCE = {"mean", "sum", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "any",
            "all", "nansum", "logsumexp"}
+_POOLS = {"max_pool1d", "max_pool1d_with_indices", "avg_pool1d", "max_pool2d_with_indices",
+          "max_pool2d", "avg_pool2d", "max_pool3d_with_indices", "max_pool3d", "avg_pool3d"}
 _SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
          "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
          "_scaled_dot_product_attention_math", "_scaled_dot_product_fused_attention_overrideable",
@@ -86,7 +88,9 @@ _NORMS = {"native_layer_norm": "layernorm", "layer_norm": "layernorm",
 _SHORT = {name: "attention" for name in _SDPA} | {
     "_softmax": "softmax", "_log_softmax": "log_softmax", "native_layer_norm": "layer_norm",
     "_native_batch_norm_legit_no_training": "batch_norm", "native_batch_norm": "batch_norm",
-    "max_pool2d_with_indices": "max_pool2d", "_adaptive_avg_pool2d": "avgpool",
+    "max_pool2d_with_indices": "max_pool2d",
+    "max_pool3d_with_indices": "max_pool3d", "max_pool1d_with_indices": "max_pool1d",
+    "_adaptive_avg_pool2d": "avgpool",
     "convolution": "conv", "addmm": "linear", "_to_copy": "cast"}
 
 
@@ -215,8 +219,30 @@ class _Tracer:
             return [self.rec("embedding", name, params=self.take_params(w),
                              tokens=max(self.numel(idx), 1), dim=int(w.shape[-1]),
                              index_bytes=float(idx.element_size()))]
-        if name in ("max_pool2d_with_indices", "max_pool2d", "avg_pool2d"):
+        if name in _POOLS:
             return self.pool(name, a, o)
+        if name in ("var", "std", "var_mean", "std_mean"):
+            x = a["input"] if "input" in a else a["self"]
+            rows, n = self.rows(x, a.get("dim"))
+            if rows * n == 0:
+                return []
+            return [self.rec("variance", name, batch=1, rows=rows, row_len=n,
+                             std=name.startswith("std"), with_mean=name.endswith("_mean"))]
+        if name == "cumsum":
+            x = a["self"]
+            rows, n = self.rows(x, int(a["dim"]))
+            return [] if rows * n == 0 else [self.rec("cumsum", name, batch=1, rows=rows,
+                                                      row_len=n)]
+        if name in ("sort", "topk"):
+            x = a["self"]
+            rows, n = self.rows(x, int(a.get("dim", -1)))
+            if rows * n == 0:
+                return []
+            idx = float(out[1].element_size())
+            if name == "sort":
+                return [self.rec("sort", name, batch=1, rows=rows, row_len=n, index_bytes=idx)]
+            return [self.rec("topk", name, batch=1, rows=rows, row_len=n, k=int(a["k"]),
+                             sorted=bool(a.get("sorted", True)), index_bytes=idx)]
         if name in ("_adaptive_avg_pool2d", "adaptive_avg_pool2d"):
             x = a["self"]
             h, w = int(x.shape[-2]), int(x.shape[-1])
@@ -255,28 +281,48 @@ class _Tracer:
 
     def conv(self, a: dict[str, Any], o: Any) -> list[OpRecord] | str:
         x, w, b = a["input"], a["weight"], a["bias"]
-        if a["transposed"]:
-            return "transposed convolution has no formula"
-        if x.dim() == 3:  # conv1d [N, C, L] as a conv2d with H = 1
-            x_shape = (x.shape[0], x.shape[1], 1, x.shape[2])
-            k = (1, int(w.shape[-1]))
-            s, p, d = (1, a["stride"][0]), (0, a["padding"][0]), (1, a["dilation"][0])
-        elif x.dim() == 4:
-            x_shape = tuple(x.shape)
-            k = (int(w.shape[-2]), int(w.shape[-1]))
-            s, p, d = (tuple(a[f]) for f in ("stride", "padding", "dilation"))
-        else:
-            return f"{x.dim() - 2}-D convolution has no formula (conv2d covers 1-D and 2-D)"
-        if s[0] != s[1] and x.dim() == 4 or d[0] != d[1] and x.dim() == 4:
-            return f"conv2d takes one stride and dilation; got stride {s}, dilation {d}"
-        n, c, h, wd = (int(v) for v in x_shape)
-        pad: int = int(p[0])
-        if p[0] != p[1]:  # fold uneven padding into the input size (same output, same FLOPs)
-            h, wd, pad = h + 2 * int(p[0]), wd + 2 * int(p[1]), 0
-        return [self.rec("conv2d", "convolution", params=self.take_params(w, b), batch=n,
-                         c_in=c, h=h, w=wd, c_out=int(w.shape[0]), kernel=k,
-                         stride=int(s[-1]), padding=pad, dilation=int(d[-1]),
-                         groups=int(a["groups"]), bias=b is not None)]
+        nd = x.dim() - 2
+        if not 1 <= nd <= 3:
+            return f"{nd}-D convolution has no formula (conv covers 1-D to 3-D)"
+        st, pd, dl = (tuple(int(v) for v in a[f]) for f in ("stride", "padding", "dilation"))
+        st, pd, dl = ((v * nd if len(v) == 1 else v) for v in (st, pd, dl))
+        plain = not a["transposed"] and (nd == 1 or nd == 2 and st[0] == st[1] and
+                                         dl[0] == dl[1])
+        if plain:  # conv2d: 1-D as H = 1; uneven padding folded into the input size
+            if nd == 1:
+                n, c, h, wd = int(x.shape[0]), int(x.shape[1]), 1, int(x.shape[2])
+                k: tuple[int, int] = (1, int(w.shape[-1]))
+                pad = (0, pd[0])
+            else:
+                n, c, h, wd = (int(v) for v in x.shape)
+                k = (int(w.shape[-2]), int(w.shape[-1]))
+                pad = (pd[0], pd[1])
+            p0 = pad[0]
+            if pad[0] != pad[1]:  # same output, same FLOPs
+                h, wd, p0 = h + 2 * pad[0], wd + 2 * pad[1], 0
+            return [self.rec("conv2d", "convolution", params=self.take_params(w, b), batch=n,
+                             c_in=c, h=h, w=wd, c_out=int(w.shape[0]), kernel=k,
+                             stride=int(st[-1]), padding=p0, dilation=int(dl[-1]),
+                             groups=int(a["groups"]), bias=b is not None)]
+        g = int(a["groups"])
+        transposed = bool(a["transposed"])
+        op = tuple(int(v) for v in a.get("output_padding") or (0,))
+        op = op * nd if len(op) == 1 else op
+        shape: dict[str, Any] = dict(
+            batch=int(x.shape[0]), c_in=int(x.shape[1]), spatial=tuple(int(v) for v in
+                                                                        x.shape[2:]),
+            c_out=int(w.shape[1]) * g if transposed else int(w.shape[0]),
+            kernel=tuple(int(v) for v in w.shape[2:]), stride=st, padding=pd, dilation=dl,
+            groups=g, bias=b is not None, transposed=transposed,
+            output_padding=op if transposed else 0)
+        from ..ops.formulas import conv_geometry
+
+        got = conv_geometry(**{f: shape[f] for f in ("spatial", "kernel", "stride", "padding",
+                                                      "dilation", "transposed",
+                                                      "output_padding")})[2]
+        if got != tuple(int(v) for v in o.shape[2:]):
+            return f"the conv formula's output {got} differs from the traced {tuple(o.shape)}"
+        return [self.rec("conv", "convolution", params=self.take_params(w, b), **shape)]
 
     def matmul(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
                o: Any) -> list[OpRecord]:
@@ -339,23 +385,43 @@ class _Tracer:
 
     def pool(self, name: str, a: dict[str, Any], o: Any) -> list[OpRecord] | str:
         x = a["self"]
-        ks = list(a["kernel_size"])
-        st = list(a.get("stride") or ks)
-        pd = list(a.get("padding") or [0])
-        dl = list(a.get("dilation") or [1])
-        ks, st, pd, dl = ([v[0], v[0]] if len(v) == 1 else v for v in (ks, st, pd, dl))
-        if ks[0] != ks[1] or st[0] != st[1] or pd[0] != pd[1] or dl != [1, 1]:
-            return (f"pool2d takes a square kernel, one stride and padding, no dilation; got "
-                    f"kernel {ks}, stride {st}, padding {pd}, dilation {dl}")
-        h, w = int(x.shape[-2]), int(x.shape[-1])
+        nd = 3 if "3d" in name else 2 if "2d" in name else 1
+        ks = [int(v) for v in a["kernel_size"]]
+        st = [int(v) for v in a.get("stride") or ks]
+        pd = [int(v) for v in a.get("padding") or [0]]
+        dl = [int(v) for v in a.get("dilation") or [1]]
+        ks, st, pd, dl = ((v * nd if len(v) == 1 else v) for v in (ks, st, pd, dl))
+        ceil = bool(a.get("ceil_mode", False))
+        mode = "max" if "max" in name else "avg"
+        X = tuple(int(v) for v in x.shape[-nd:])
+        traced = tuple(int(v) for v in o.shape[-nd:])
+        n = int(math.prod(x.shape[:-nd]))
         from ..ops import conv_out
+        from ..ops.formulas import pool_out
 
-        if (conv_out(h, ks[0], st[0], pd[0], 1), conv_out(w, ks[0], st[0], pd[0], 1)) != \
-                (int(o.shape[-2]), int(o.shape[-1])):
-            return "ceil_mode output size differs from the pool2d formula's floor"
-        return [self.rec("pool2d", name, batch=int(math.prod(x.shape[:-2])), channels=1, h=h,
-                         w=w, kernel=int(ks[0]), stride=int(st[0]), padding=int(pd[0]),
-                         mode="max" if "max" in name else "avg")]
+        if nd == 2 and ks[0] == ks[1] and st[0] == st[1] and pd[0] == pd[1] and dl == [1, 1] \
+                and tuple(conv_out(v, ks[0], st[0], pd[0], 1) for v in X) == traced:
+            return [self.rec("pool2d", name, batch=n, channels=1, h=X[0], w=X[1],
+                             kernel=ks[0], stride=st[0], padding=pd[0], mode=mode)]
+        got = pool_out(spatial=X, kernel=ks, stride=st, padding=pd, dilation=dl,
+                       ceil_mode=ceil)
+        if got != traced:
+            return f"the pool formula's output {got} differs from the traced {traced}"
+        return [self.rec("pool", name, batch=n, channels=1, spatial=X, kernel=tuple(ks),
+                         stride=tuple(st), padding=tuple(pd), dilation=tuple(dl),
+                         ceil_mode=ceil, mode=mode)]
+
+    def rows(self, x: Any, dim: Any) -> tuple[int, int]:
+        """(rows, row length) of a reduction or scan of ``x`` over ``dim`` (an int, a list, or
+        None/empty for all)."""
+        shape = [int(v) for v in x.shape] or [1]
+        if dim is None or isinstance(dim, list | tuple) and len(dim) == 0:
+            dims = list(range(len(shape)))
+        else:
+            dims = [dim] if isinstance(dim, int) else list(dim)
+        dims = sorted({d % len(shape) for d in dims})
+        n = int(math.prod(shape[d] for d in dims))
+        return int(math.prod(shape)) // max(n, 1), n
 
     def elementwise(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
                     o: Any) -> list[OpRecord] | str:
