@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -102,7 +103,7 @@ def _save(model, path: Path) -> Path:
 
 def _hand_model(tmp_path: Path, *, seq: str | int = 16) -> Path:
     """x[batch, C=4, 8, 8] -> Conv 3x3 (8) -> BatchNorm -> Relu -> MaxPool 2 -> Flatten ->
-    Gemm 128x10 -> Softmax; plus a TopK branch (no formula)."""
+    Gemm 128x10 -> Softmax; plus a TopK branch and a Hardmax (no formula)."""
     def init(name: str, dims: list[int]) -> TensorProto:
         return helper.make_tensor(name, TensorProto.FLOAT, dims, [0.0] * int(_prod(dims)))
 
@@ -115,12 +116,14 @@ def _hand_model(tmp_path: Path, *, seq: str | int = 16) -> Path:
         helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1),
         helper.make_node("Softmax", ["y"], ["out"], axis=-1),
         helper.make_node("TopK", ["y", "k"], ["tv", "ti"], axis=-1),
+        helper.make_node("Hardmax", ["y"], ["hm"], axis=-1),
     ]
     graph = helper.make_graph(
         nodes, "hand", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                       ["batch", 4, 8, 8])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 10]),
-         helper.make_tensor_value_info("tv", TensorProto.FLOAT, None)],
+         helper.make_tensor_value_info("tv", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("hm", TensorProto.FLOAT, None)],
         [init("w", [8, 4, 3, 3]), init("g", [8]), init("b", [8]), init("mu", [8]),
          init("var", [8]), init("fc_w", [10, 128]), init("fc_b", [10]),
          helper.make_tensor("k", TensorProto.INT64, [1], [3])])
@@ -138,16 +141,18 @@ def _prod(xs: list[int]) -> int:
 def test_hand_built_graph_costs(tmp_path: Path) -> None:
     m = from_onnx(_hand_model(tmp_path))
     g = m.graph(precision="fp32")
-    assert g.kinds == ("conv2d", "norm", "elementwise", "pool2d", "linear", "softmax")
+    assert g.kinds == ("conv2d", "norm", "elementwise", "pool2d", "linear", "softmax", "topk")
     c = g.cost(2)
     # conv 2·B·8·8·8·4·9 = 36,864·B; bn 2·B·512; relu B·512; pool 4·B·128; gemm 2·B·128·10
-    # + bias B·10; softmax 5·B·10:  per sample 36,864 + 1,024 + 512 + 512 + 2,560 + 10 + 50
-    assert c.flops == 2 * (36_864 + 1_024 + 512 + 512 + 2_560 + 10 + 50)
+    # + bias B·10; softmax 5·B·10; top-3 of 10: 10 comparisons + 3·log2(3) to sort the 3:
+    # per sample 36,864 + 1,024 + 512 + 512 + 2,560 + 10 + 50 + 10 + 3·log2(3)
+    assert c.flops == pytest.approx(2 * (36_864 + 1_024 + 512 + 512 + 2_560 + 10 + 50 + 10
+                                         + 3 * math.log2(3)), rel=1e-12)
     # weights (fp32, read once): conv 288 + bn 4·8 + fc 1,280 + 10 = 1,610 × 4 B
     assert c.weight_bytes_read == 1_610 * 4
     assert m.params == 288 + 16 + 1_290  # BN running statistics are not parameters
     (u,) = m.unsupported_ops
-    assert u.op == "onnx:TopK" and u.input_shapes[0] == (1, 10)
+    assert u.op == "onnx:Hardmax" and u.input_shapes[0] == (1, 10)
     assert "UNSUPPORTED: 1 ops" in str(m)
 
 

@@ -104,7 +104,9 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
         t_kernel = t_kernel + cold[1]
     fault = fresh_output_seconds(q[_AW][None], list(effs))  # measured CPU specs: page faults
     if fault is not None:
-        t_kernel = t_kernel + fault
+        # while an op faults its output in page by page, its compute and its memory stream no
+        # longer overlap: both add up (docs/measure.md)
+        t_kernel = t_kernel + fault + np.where(fault > 0, np.minimum(t_c, t_m), 0.0)
 
     gap = _col([e.kernel_gap for e in effs])
     disp = np.stack([np.broadcast_to(e.dispatch_per_op(graph.classes), (len(graph),))
@@ -286,7 +288,8 @@ class Plan:
         if self.aw is not None:
             fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
             if fault is not None:
-                tk += fault[0] if fault.ndim > 1 else fault
+                f = fault[0] if fault.ndim > 1 else fault
+                tk += f + np.where(f > 0, np.minimum(tc, tm), 0.0)
         disp = self.disp
         if self.prev is not None:
             ev = evicted_dispatch_seconds(tb[None, None], self.prev, [self.eff])

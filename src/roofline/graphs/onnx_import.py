@@ -324,6 +324,9 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     path = Path(path)
     onnx, mp = _load(path)
     fixed = dict(dims or {})
+    for k, v in fixed.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SpecError(f"dims[{k!r}] must be a positive integer, got {v!r}")
     G = _Graph(onnx, mp)
     F = _Fusions(G)
     inputs = [i for i in mp.graph.input if i.name not in G.inits]
@@ -347,8 +350,9 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             f"{str(path)!r}: unresolvable input shapes: symbolic dimension(s) "
             f"{', '.join(unresolved)}; pass dims={{'name': value}} (or seq_dim='name' with "
             "seq_len= for the sequence length)", tuple(dict.fromkeys(names)))
-    symbols = {v for i in inputs for v in _dims(i)[0] if isinstance(v, str)}
-    for what, given in (("dims", [k for k in fixed if k not in symbols]),
+    symbols = {v for i in (*inputs, *mp.graph.value_info, *mp.graph.output)
+               for v in _dims(i)[0] if isinstance(v, str)}
+    for what, given in (("dims", [k for k in fixed if k not in symbols and k != batch_sym]),
                         ("seq_dim", [seq_dim] if seq_dim and seq_dim not in symbols else [])):
         if given:
             raise SpecError(f"{what} names {', '.join(map(repr, given))}, not a symbolic input "
