@@ -163,7 +163,11 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         conv_shapes=((1, 32, 64, 32, 3, 1), (1, 128, 32, 256, 1, 1), (4, 64, 32, 64, 3, 1),
                      (1, 256, 16, 256, 3, 1), (2, 3, 96, 32, 5, 2), (2, 512, 8, 512, 3, 1),
                      (2, 64, 40, 128, 1, 1), (1, 96, 32, 384, 1, 1), (1, 384, 16, 96, 1, 1),
-                     (4, 192, 12, 192, 3, 1)),
+                     (4, 192, 12, 192, 3, 1),
+                     # pointwise convolutions over large images (M in the tens of thousands),
+                     # a strided one, and a few-channel 7x7 stem-like one
+                     (4, 64, 48, 192, 1, 1), (4, 192, 48, 48, 1, 1), (2, 256, 40, 384, 1, 2),
+                     (2, 3, 160, 32, 7, 2)),
         sdpa_shapes=((1, 8, 256, 256, 64), (2, 16, 384, 384, 64)),
         # 4-16 MiB weight matrices (a transformer layer's), cycling through 384 MiB of them
         cold_shapes=((1024, 1024), (4096, 1024), (2048, 2048)), pool_bytes=384 * 2**20,
