@@ -226,3 +226,61 @@ def test_help_lists_the_commands(capsys):
     assert e.value.code == 0
     for cmd in ("zoo", "solve", "sweep", "plot", "tutorial"):
         assert cmd in out
+
+
+# -- ONNX files with symbolic dimensions: --dim / --seq-dim ---------------------------------------
+
+def _onnx_attention(tmp_path):
+    """x [batch, seq, 16] -> softmax(x xᵀ) x: one non-causal attention head over `seq`."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["x", "xt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "x"], ["o"])]
+    g = helper.make_graph(nodes, "attn", [x],
+                          [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
+    path = tmp_path / "attn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_onnx_symbolic_dims_from_the_command_line(capsys, tmp_path):
+    path = _onnx_attention(tmp_path)
+    # unvalued: the error names the dimension and the option that sets it
+    rc, _, err = run(capsys, "solve", path, "H100")
+    assert rc == 2 and "'seq'" in err and "--dim seq=VALUE" in err and "--seq-dim" in err
+    # --dim seq=8: 4·B·T·T·H = 4·2·8·8·16 = 8,192 FLOPs at batch 2
+    rc, out, _ = run(capsys, "solve", path, "H100", "-b", "2", "--dim", "seq=8", "--json",
+                     "--preset", "bound")
+    assert rc == 0 and json.loads(out)["flops"] == 4 * 2 * 8 * 8 * 16
+    # --seq-dim seq --seq-len 32: 4·1·32·32·16 = 65,536
+    rc, out, _ = run(capsys, "solve", path, "H100", "--seq-dim", "seq", "--seq-len", "32",
+                     "--json", "--preset", "bound")
+    assert rc == 0 and json.loads(out)["flops"] == 4 * 32 * 32 * 16
+    # sweep and plot take the same options
+    rc, out, _ = run(capsys, "sweep", path, "H100", "-b", "1,4", "--dim", "seq=8", "--json")
+    assert rc == 0 and len(json.loads(out)["rows"]) == 2
+    rc, out, _ = run(capsys, "plot", path, "H100", "--dim", "seq=8", "-o",
+                     str(tmp_path / "attn.svg"), "--json")
+    assert rc == 0 and json.loads(out)["bytes"] > 0
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--dim", "seq"], "NAME=VALUE"),
+    (["--dim", "seq=x"], "not an integer"),
+    (["--dim", "seq=0"], ">= 1"),
+    (["--dim", "sequence=8"], "'sequence', not a symbolic input dimension"),
+    (["--seq-dim", "seq"], "needs --seq-len"),
+])
+def test_onnx_dim_options_reject_bad_input(capsys, tmp_path, argv, says):
+    path = _onnx_attention(tmp_path)
+    rc, _, err = run(capsys, "solve", path, "H100", *argv)
+    assert rc == 2 and says in err
+
+
+def test_dim_options_need_an_onnx_file(capsys):
+    rc, _, err = run(capsys, "solve", "resnet50", "H100", "--dim", "seq=8")
+    assert rc == 2 and ".onnx" in err

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .solve import add_scenario_args, dump_json, parse_batches, scenario_kwargs
+from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
 
 __all__ = ["FORMATS", "register", "run"]
 
@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         description="Draw the hardware's ceilings with the workload's operators (area ∝ time "
                     "share, colour = bound) and the whole-model point. Several batch sizes "
                     "(1..256 or 1,8,64) put one whole-model point per batch on one chart.")
-    p.add_argument("model", help="zoo name or config path")
+    p.add_argument("model", help="zoo name, config path or .onnx file")
     p.add_argument("hardware", help="zoo name / alias or .toml path")
     p.add_argument("--batch", "-b", default="1", help="8, 1,8,64 or 1..256 (default 1)")
     add_scenario_args(p)
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                         "exist")
     batches = parse_batches(args.batch)
     kw = scenario_kwargs(args)
-    results = [solve(args.model, args.hardware, batch=b, precision=args.precision, **kw)
+    m = model_arg(args)
+    results = [solve(m, args.hardware, batch=b, precision=args.precision, **kw)
                for b in batches]
     bad = [r for r in results if not r.feasible and r.latency != r.latency]
     if bad:

@@ -21,7 +21,9 @@ __all__ = [
     "add_scenario_args",
     "dump_json",
     "jsonable",
+    "model_arg",
     "op_rows",
+    "parse_dims",
     "parse_batches",
     "register",
     "run",
@@ -97,6 +99,64 @@ def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = Fal
                    help="tokens per sample (forward/prefill)")
     p.add_argument("--context", type=int, default=None, metavar="S",
                    help="decode: tokens already in the KV cache")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="ONNX files: the value of a symbolic input dimension other than the "
+                        "batch, e.g. --dim past_len=0 (repeatable)")
+    p.add_argument("--seq-dim", default=None, metavar="NAME",
+                   help="ONNX files: the symbolic input dimension that is the sequence "
+                        "length; its value is --seq-len")
+
+
+def parse_dims(items: Sequence[str]) -> dict[str, int]:
+    """``["seq=128", "past=0"]`` -> {"seq": 128, "past": 0}``; a repeated name keeps the last."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise SpecError(f"--dim {item!r}: write NAME=VALUE, e.g. --dim seq=128")
+        try:
+            v = int(value.strip())
+        except ValueError:
+            raise SpecError(f"--dim {item!r}: {value.strip()!r} is not an integer; a "
+                            "dimension is a positive integer, e.g. --dim seq=128") from None
+        if v < 1:
+            raise SpecError(f"--dim {item!r}: a dimension must be >= 1, got {v}")
+        out[name] = v
+    return out
+
+
+def model_arg(args: argparse.Namespace) -> Any:
+    """The model a scenario command prices: the name as given, or for an ``.onnx`` path the
+    imported Model with ``--dim`` / ``--seq-dim`` applied (a file with a symbolic dimension
+    left unvalued is an error naming it and the option that sets it)."""
+    dims = parse_dims(getattr(args, "dim", None) or [])
+    seq_dim = getattr(args, "seq_dim", None)
+    spec = str(args.model)
+    if not spec.lower().endswith(".onnx"):
+        if dims or seq_dim is not None:
+            raise SpecError(f"--dim and --seq-dim name symbolic dimensions of an ONNX file; "
+                            f"model {spec!r} is not a .onnx path")
+        return args.model
+    if seq_dim is not None and args.seq_len is None:
+        raise SpecError(f"--seq-dim {seq_dim} needs --seq-len T (the sequence length to price)")
+    from ..errors import ImportGraphError
+    from ..graphs.model import model
+
+    kw: dict[str, Any] = {"dims": dims} if dims else {}
+    if seq_dim is not None:
+        kw.update(seq_dim=seq_dim, seq_len=args.seq_len)
+    try:
+        return model(spec, **kw)
+    except ImportGraphError as e:
+        missing = getattr(e, "dims", None)
+        if not missing:
+            raise
+        opts = " ".join(f"--dim {d}=VALUE" for d in missing)
+        raise ImportGraphError(
+            f"{spec!r} has symbolic input dimension(s) with no value: "
+            f"{', '.join(map(repr, missing))}; pass {opts} (or --seq-dim NAME --seq-len T for "
+            "the sequence length)") from None
 
 
 def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -149,8 +209,8 @@ def register(sub: Any) -> None:
         "solve", help="predict latency, throughput and the bottleneck of one configuration",
         description="Predict one model x hardware x scenario. FLOPs count 2 per multiply-add "
                     "(except preset mlsysim, whose zoo counts 1).")
-    p.add_argument("model", help="zoo name (see `roofline zoo models`) or a config.json/.toml "
-                                 "path")
+    p.add_argument("model", help="zoo name (see `roofline zoo models`), a config.json/.toml "
+                                 "path or an .onnx file")
     p.add_argument("hardware", help="zoo name or alias (see `roofline zoo hardware`) or a .toml "
                                     "path")
     p.add_argument("--batch", "-b", type=int, default=1, help="batch size (default 1)")
@@ -166,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.ops is not None and args.ops < 1:
         raise SpecError(f"--ops must be >= 1, got {args.ops}")
-    r = solve(args.model, args.hardware, batch=args.batch, precision=args.precision,
+    r = solve(model_arg(args), args.hardware, batch=args.batch, precision=args.precision,
               **scenario_kwargs(args))
     if args.json:
         data: dict[str, Any] = r.to_dict()

@@ -8,7 +8,7 @@ import io
 import math
 from typing import Any
 
-from .solve import add_scenario_args, dump_json, parse_batches, scenario_kwargs
+from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
 
 __all__ = ["register", "run"]
 
@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
         "sweep", help="sweep batch sizes, hardware and precisions; find the crossover",
         description="Price every (hardware, precision, batch) and report the smallest batch at "
                     "which each hardware turns compute-bound.")
-    p.add_argument("model", help="zoo name or config path")
+    p.add_argument("model", help="zoo name, config path or .onnx file")
     p.add_argument("hardware", nargs="+", help="one or more zoo names / .toml paths")
     p.add_argument("--batch", "-b", default="1..256",
                    help="8, a list 1,2,4 or a range 1..256 (powers of two from 1 to 256; "
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios.sweep import sweep
 
     batches = parse_batches(args.batch)
-    s = sweep(args.model, args.hardware, batch=batches, precision=args.precision,
+    s = sweep(model_arg(args), args.hardware, batch=batches, precision=args.precision,
               **scenario_kwargs(args))
     if args.json:
         print(dump_json({"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover()}))

@@ -338,6 +338,14 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
                                "must be the batch")
     batch_sym = first[0] if isinstance(first[0], str) else None
     batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[0])
+    symbols = {v for i in (*inputs, *mp.graph.value_info, *mp.graph.output)
+               for v in _dims(i)[0] if isinstance(v, str)}
+    for what, given in (("dims", [k for k in fixed if k not in symbols and k != batch_sym]),
+                        ("seq_dim", [seq_dim] if seq_dim and seq_dim not in symbols else [])):
+        if given:
+            raise SpecError(f"{what} names {', '.join(map(repr, given))}, not a symbolic input "
+                            f"dimension of {path.name}; its symbolic dimensions: "
+                            f"{', '.join(map(repr, sorted(symbols))) or 'none'}")
     unresolved, names = [], []
     for i in inputs:
         d, _ = _dims(i)
@@ -350,14 +358,6 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             f"{str(path)!r}: unresolvable input shapes: symbolic dimension(s) "
             f"{', '.join(unresolved)}; pass dims={{'name': value}} (or seq_dim='name' with "
             "seq_len= for the sequence length)", tuple(dict.fromkeys(names)))
-    symbols = {v for i in (*inputs, *mp.graph.value_info, *mp.graph.output)
-               for v in _dims(i)[0] if isinstance(v, str)}
-    for what, given in (("dims", [k for k in fixed if k not in symbols and k != batch_sym]),
-                        ("seq_dim", [seq_dim] if seq_dim and seq_dim not in symbols else [])):
-        if given:
-            raise SpecError(f"{what} names {', '.join(map(repr, given))}, not a symbolic input "
-                            f"dimension of {path.name}; its symbolic dimensions: "
-                            f"{', '.join(map(repr, sorted(symbols))) or 'none'}")
     if seq_dim is not None and (seq_len is None or seq_len < 1):
         raise SpecError(f"seq_dim={seq_dim!r} needs seq_len= (a positive example length)")
     seq0 = seq_len if seq_dim is not None else None
