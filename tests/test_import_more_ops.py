@@ -267,6 +267,14 @@ def test_onnx_conv3d_and_pool1d(tmp_path: Path) -> None:
                               strides=[1, 2, 1]),
              helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 2, 2],
                               strides=[1, 2, 2])]
+    # 1-D MaxPool, ceil mode, 2 wide / 2 with pads 1 on L = 5: ONNX shape inference keeps the
+    # last window (it starts at 6, in the right padding): ceil((5 + 2 − 2)/2) + 1 = 4 outputs
+    x1 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 5])
+    p1 = from_onnx(_model(tmp_path, [helper.make_node("MaxPool", ["y"], ["q"], kernel_shape=[2],
+                                                      strides=[2], pads=[1, 1], ceil_mode=1)],
+                          [x1], [], "p1d"))
+    assert p1.unsupported_ops == ()
+    assert p1.graph(precision="fp32").cost(2).flops == 2 * 3 * 4 * 2  # B·C·4 outputs·2
     m = from_onnx(_model(tmp_path, nodes, [x], [_w("w", [3, 2, 3, 3, 3])], "c3d"))
     g = m.graph(precision="fp32")
     # conv: D' = 3 + 2 − 3 + 1 = 3, H' = (4 − 3)//2 + 1 = 1, W' = 5 + 2 − 3 + 1 = 5:

@@ -214,6 +214,10 @@ def test_pool_ceil_mode_and_per_axis_hand_count():
     # p = 1: ceil((5 + 2 − 2)/2) + 1 = 4, but window 4 starts at 6 >= 5 + 1: 3 outputs
     assert cost("pool", batch=1, channels=1, spatial=(5,), kernel=2, stride=2, padding=1,
                 ceil_mode=True, act_bytes=4).act_bytes_written == 3 * 4
+    # ... which ONNX shape inference (onnx 1.23) keeps: 4 outputs, 2 adds each
+    kept = cost("pool", batch=1, channels=1, spatial=(5,), kernel=2, stride=2, padding=1,
+                ceil_mode=True, drop_last_window=False, act_bytes=4)
+    assert kept.act_bytes_written == 4 * 4 and kept.flops == 4 * 2
 
 
 def test_variance_hand_count():

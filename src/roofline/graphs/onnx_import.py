@@ -324,9 +324,9 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     path = Path(path)
     onnx, mp = _load(path)
     fixed = dict(dims or {})
-    for k, v in fixed.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SpecError(f"dims[{k!r}] must be a positive integer, got {v!r}")
+    for key, val in fixed.items():
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise SpecError(f"dims[{key!r}] must be a positive integer, got {val!r}")
     G = _Graph(onnx, mp)
     F = _Fusions(G)
     inputs = [i for i in mp.graph.input if i.name not in G.inits]
@@ -346,7 +346,8 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             raise SpecError(f"{what} names {', '.join(map(repr, given))}, not a symbolic input "
                             f"dimension of {path.name}; its symbolic dimensions: "
                             f"{', '.join(map(repr, sorted(symbols))) or 'none'}")
-    unresolved, names = [], []
+    unresolved: list[str] = []
+    names: list[str] = []
     for i in inputs:
         d, _ = _dims(i)
         for ax, v in enumerate(d):
@@ -578,10 +579,10 @@ def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, ite
     if op in ("MaxPool", "AveragePool"):
         return _pool(node, shape(ins[0]), shape(out))
     if op == "CumSum":
-        ax = _const_int(G, ins[1]) if len(ins) > 1 else None
-        if ax is None:
+        axis = _const_int(G, ins[1]) if len(ins) > 1 else None
+        if axis is None:
             return "CumSum's axis is not a constant"
-        rows, n = _rows(shape(ins[0]), ax)
+        rows, n = _rows(shape(ins[0]), axis)
         return [] if rows * n == 0 else [("cumsum", dict(rows=rows, row_len=n), 0, 0.0, None)]
     if op == "TopK":
         x = shape(ins[0])
@@ -773,14 +774,18 @@ def _pool(node: Any, x: list[int], o: list[int]) -> list[_Rec] | str:
                 (o[2], o[3]):
             return [("pool2d", dict(batch=x[0], channels=x[1], h=h, w=w_, kernel=k[0],
                                     stride=st[0], padding=pad, mode=mode), 0, 0.0, None)]
-    got = pool_out(spatial=x[2:], kernel=k, stride=st, padding=pads[:nd],
-                   padding_end=pads[nd:], dilation=dl, ceil_mode=ceil)
+    geo: dict[str, Any] = dict(spatial=tuple(x[2:]), kernel=tuple(k), stride=tuple(st),
+                               padding=tuple(pads[:nd]), padding_end=tuple(pads[nd:]),
+                               dilation=tuple(dl), ceil_mode=ceil)
+    got = pool_out(**geo)
+    if ceil and list(got) != o[2:]:
+        # ONNX shape inference (onnx 1.23) keeps a last ceil-mode window that starts in the
+        # right padding, which PyTorch drops
+        geo["drop_last_window"] = False
+        got = pool_out(**geo)
     if list(got) != o[2:]:
         return f"the pool formula's output {list(got)} differs from the inferred {o}"
-    return [("pool", dict(batch=x[0], channels=x[1], spatial=tuple(x[2:]), kernel=tuple(k),
-                          stride=tuple(st), padding=tuple(pads[:nd]),
-                          padding_end=tuple(pads[nd:]), dilation=tuple(dl), ceil_mode=ceil,
-                          mode=mode), 0, 0.0, None)]
+    return [("pool", dict(batch=x[0], channels=x[1], mode=mode, **geo), 0, 0.0, None)]
 
 
 def _rows(x: list[int], axis: int) -> tuple[int, int]:

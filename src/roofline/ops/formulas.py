@@ -333,18 +333,19 @@ def _per_axis(name: str, value: int | Sequence[int], n: int, *, zero_ok: bool = 
 
 
 def _window_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int,
-                dilation: int, ceil_mode: bool = False) -> int:
+                dilation: int, ceil_mode: bool = False, drop_last: bool = True) -> int:
     """Output length of a strided window along one axis (PyTorch's rule, asymmetric padding).
 
     floor((X + p0 + p1 − d·(k−1) − 1) / s) + 1, or the ceiling with ``ceil_mode``; in ceil
-    mode a last window that would start past the input and the leading padding is dropped.
+    mode a last window that would start past the input and the leading padding is dropped
+    (unless ``drop_last`` is False).
     """
     span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
     if span < 0:
         raise SpecError(f"kernel {kernel} (dilation {dilation}) does not fit input {size} with "
                         f"padding {pad_begin}+{pad_end}")
     out = (-(-span // stride) if ceil_mode else span // stride) + 1
-    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+    if ceil_mode and drop_last and (out - 1) * stride >= size + pad_begin:
         out -= 1
     return out
 
@@ -429,13 +430,15 @@ def conv(*, batch: int, c_in: int, spatial: Sequence[int], c_out: int,
 def pool(*, batch: int, channels: int, spatial: Sequence[int], kernel: int | Sequence[int],
          stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
          padding_end: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
-         ceil_mode: bool = False, mode: str = "max", act_bytes: float) -> OpCost:
+         ceil_mode: bool = False, drop_last_window: bool = True, mode: str = "max",
+         act_bytes: float) -> OpCost:
     """Max/average pooling over 1 to 3 spatial axes ``[B, C, *X] -> [B, C, *X']`` with
     per-axis kernel, stride (default: the kernel), padding and dilation.
 
     X' per axis as PyTorch computes it: floor((X + p0 + p1 − d·(k−1) − 1)/s) + 1, or the
     ceiling with ``ceil_mode`` (a last window that would start beyond the input and its leading
-    padding is dropped). FLOPs: Πk per output (comparisons or adds; the average's one divide is
+    padding is dropped; ``drop_last_window=False`` keeps it, as ONNX shape inference in onnx
+    1.23 does). FLOPs: Πk per output (comparisons or adds; the average's one divide is
     folded in), as ``pool2d`` counts: equal to it on every shape ``pool2d`` takes. Assumption:
     a window clipped by the edge (ceil mode, padding) is counted whole, an upper bound.
     Bytes: input and output once (max pooling's argmax indices are not counted, as in
@@ -445,7 +448,8 @@ def pool(*, batch: int, channels: int, spatial: Sequence[int], kernel: int | Seq
     if mode not in ("max", "avg"):
         raise SpecError(f"pool mode {mode!r}; allowed: max, avg")
     Xo = pool_out(spatial=spatial, kernel=kernel, stride=stride, padding=padding,
-                  padding_end=padding_end, dilation=dilation, ceil_mode=ceil_mode)
+                  padding_end=padding_end, dilation=dilation, ceil_mode=ceil_mode,
+                  drop_last_window=drop_last_window)
     X = tuple(spatial)
     out = batch * channels * math.prod(Xo)
     return OpCost(flops=math.prod(_per_axis("kernel", kernel, len(X))) * out,
@@ -456,7 +460,7 @@ def pool(*, batch: int, channels: int, spatial: Sequence[int], kernel: int | Seq
 def pool_out(*, spatial: Sequence[int], kernel: int | Sequence[int],
              stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
              padding_end: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
-             ceil_mode: bool = False) -> tuple[int, ...]:
+             ceil_mode: bool = False, drop_last_window: bool = True) -> tuple[int, ...]:
     """The output size per axis that ``pool`` computes (importers check it against the
     framework's)."""
     X = tuple(spatial)
@@ -469,7 +473,8 @@ def pool_out(*, spatial: Sequence[int], kernel: int | Sequence[int],
     d = _per_axis("dilation", dilation, n)
     p0 = _per_axis("padding", padding, n, zero_ok=True)
     p1 = p0 if padding_end is None else _per_axis("padding_end", padding_end, n, zero_ok=True)
-    return tuple(_window_out(*a, ceil_mode) for a in zip(X, k, s, p0, p1, d))
+    return tuple(_window_out(x, kk, ss, a, b, dd, ceil_mode, drop_last_window)
+                 for x, kk, ss, a, b, dd in zip(X, k, s, p0, p1, d))
 
 
 # -- row-wise reductions and scans: variance, cumulative sum, sort, top-k -------------------------
