@@ -9,6 +9,7 @@ import pytest
 
 from roofline.calibrate.fit import fit_gemm, fit_levels, geomean
 from roofline.calibrate.timing import runqueue_wait_ns, sample_from_times, time_call
+from roofline.engine.core import plan_for as engine_plan
 from roofline.engine.core import price
 from roofline.engine.presets import Efficiency, class_vector_fractions, fresh_output_seconds
 from roofline.graphs.graph import GraphBuilder
@@ -175,3 +176,33 @@ def test_main_read_fraction_prices_weights_only() -> None:
     if hasattr(core, "plan_for"):
         W, _ = core.plan_for(g, hw, e).evaluate(1.0)
         assert W[0][0] == pytest.approx(t[0])
+
+
+def test_convolution_temporaries_fault_with_their_output() -> None:
+    # a conv with a 24.5 MiB output (ResNet-50's stem at batch 8): alone under the 32 MiB
+    # fresh-mapping threshold, but with conv_fresh_factor 2 (oneDNN's blocked copy of the
+    # output) it maps 49 MiB per call: 2 x 25690112 B / 4096 = 12544 pages at 1 us
+    b = GraphBuilder("stem", "forward", precision("fp32"))
+    b.add("conv2d", "stem", c_in=3, h=224, w=224, c_out=64, kernel=7, stride=2, padding=3)
+    b.add("elementwise", "relu", elements=64 * 112 * 112, op="relu")  # same 24.5 MiB output
+    g = b.build()
+    base = dict(page_fault=1e-6, fresh_alloc_min=32 * 2**20, synchronous=True)
+    on = price(g, [_hw()], [Efficiency(**base, conv_fresh_factor=2.0, label="f")],
+               np.array([8.0]), keep_ops=True)
+    off = price(g, [_hw()], [Efficiency(**base, label="nf")], np.array([8.0]), keep_ops=True)
+    tc, tm = on["op_t_compute"][0, 0], on["op_t_memory"][0, 0]
+    d = on["op_time"][0, 0] - off["op_time"][0, 0]
+    assert d[0] == pytest.approx(12544e-6 + min(tc[0], tm[0]))  # faults, no overlap
+    assert d[1] == 0.0  # the elementwise op's own 24.5 MiB output stays under the threshold
+    p = engine_plan(g, _hw(), Efficiency(**base, conv_fresh_factor=2.0, label="f"))
+    assert p.evaluate(8.0)[0][0] == pytest.approx(on["op_time"][0, 0])
+
+
+def test_measure_recovers_the_conv_fresh_factor() -> None:
+    from roofline.calibrate.backends import FakeBackend, FakeMachine
+    from roofline.calibrate.measure import derive, plan_for, run_plan
+
+    fit = derive(run_plan(plan_for("cpu"), [FakeBackend(FakeMachine(conv_fresh=2.25))]))
+    assert fit.conv_fresh is not None and fit.conv_fresh[0] == pytest.approx(2.25)
+    gpu = FakeMachine(kind="gpu", page_s=0.0)
+    assert derive(run_plan(plan_for("gpu"), [FakeBackend(gpu)])).conv_fresh is None

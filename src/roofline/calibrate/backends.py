@@ -24,6 +24,11 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
 - ``tiny_class(op_class)``: one call of an op of that class (``TINY_CLASSES``: attention,
   embedding, movement) on a minimal input: that class's fixed per-op cost.
 - ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
+- ``conv_fresh_bytes(batch, c_in, hw, c_out)``: bytes of fresh memory one 1×1 convolution
+  call maps (minor page faults × 4 KiB, counted by the OS over repeated calls); with an output
+  of at least 32 MiB everything it allocates is freshly mapped, so this is the output plus the
+  framework's temporaries (oneDNN computes into a blocked copy of the output and reorders it
+  into PyTorch's layout).
 - ``after_flush(op, flush_bytes, other=False)``: one call of a small op (``EVICT_OPS``:
   LayerNorm over 4 × 1024, a one-element add, a 3×3 convolution on 8 × 8 × 8, attention over
   8 keys) timed right after an ``a + b`` that moves ``flush_bytes`` (reads + writes); 0:
@@ -70,6 +75,7 @@ class Backend(Protocol):
     def tiny(self) -> Sample: ...
     def tiny_class(self, op_class: str) -> Sample: ...
     def fresh(self, n: int) -> Sample: ...
+    def conv_fresh_bytes(self, batch: int, c_in: int, hw: int, c_out: int) -> float: ...
     def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample: ...
     def info(self) -> dict[str, str]: ...
 
@@ -174,6 +180,9 @@ class NumpyBackend(_Timed):
 
     def tiny_class(self, op_class: str) -> Sample:
         raise NotImplementedError("per-class call costs are measured through PyTorch")
+
+    def conv_fresh_bytes(self, batch: int, c_in: int, hw: int, c_out: int) -> float:
+        raise NotImplementedError("convolutions are measured through PyTorch")
 
     def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
         raise NotImplementedError("evicted call costs are measured through PyTorch")
@@ -321,6 +330,24 @@ class TorchBackend(_Timed):
         with torch.inference_mode():
             return self._time(lambda: a + a)
 
+    def conv_fresh_bytes(self, batch: int, c_in: int, hw: int, c_out: int) -> float:
+        try:
+            import resource
+        except ImportError:  # no getrusage: not measurable here
+            raise NotImplementedError("page-fault counts need the resource module") from None
+        torch = self.torch
+        x, w = self._t(batch, c_in, hw, hw), self._t(c_out, c_in, 1, 1)
+        conv = torch.nn.functional.conv2d
+        calls = 5
+        with torch.inference_mode():
+            conv(x, w)
+            conv(x, w)
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(calls):
+                conv(x, w)
+            f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        return (f1 - f0) * 4096.0 / calls
+
     def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
         torch = self.torch
         F = torch.nn.functional
@@ -398,6 +425,8 @@ class FakeMachine:
     cold_pack_fraction: float = 0.35
     pack_rows: int = 4
     page_s: float = 0.75e-6  #: per 4 KiB page of fresh output ≥ 32 MiB (0 on GPUs)
+    #: fresh memory a convolution call maps per byte of its output (output + temporaries)
+    conv_fresh: float = 2.0
     #: extra fixed cost of a call after an op that moved more than ``evict_bytes``: common
     #: framework code (reloaded by any op) and the op kind's own (0: none)
     evicted_s: float = 12e-6
@@ -485,6 +514,11 @@ class FakeBackend:
         base = self.stream("add", n).median_s
         extra = self.m.page_s * math.ceil(4 * n / 4096) if 4 * n >= 32 * 2**20 else 0.0
         return self._s(base + extra)
+
+    def conv_fresh_bytes(self, batch: int, c_in: int, hw: int, c_out: int) -> float:
+        if self.kind != "cpu":
+            raise NotImplementedError("page faults are measured on CPUs")
+        return self.m.conv_fresh * 4.0 * batch * c_out * hw * hw
 
     def after_flush(self, op: str, flush_bytes: int, other: bool = False) -> Sample:
         if op not in EVICT_OPS:

@@ -112,6 +112,9 @@ class MeasurePlan:
     #: (intercept) and a marginal rate (slope); 0: one size only
     vector_elems_small: int = 0
     fresh_elems: int  #: 0: skip the page-fault benchmark (GPUs)
+    #: (B, C, HW, C') of a 1×1 convolution whose output is ≥ 32 MiB: fresh bytes it maps per
+    #: call; empty: skipped
+    conv_fresh_shape: tuple[int, ...] = ()
     min_time_s: float
     quick: bool
 
@@ -179,7 +182,9 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         stream_kernels=("copy", "scale", "add", "triad"),
         # 1 MiB and 256 KiB per array: both in L2, both above PyTorch's parallel grain
         # (32768 elements), as a model's ops are
-        vector_elems=2**18, vector_elems_small=2**16, fresh_elems=2**24, min_time_s=0.08)
+        vector_elems=2**18, vector_elems_small=2**16, fresh_elems=2**24, min_time_s=0.08,
+        # 16 -> 512 channels at 64 x 64, batch 4: a 32 MiB output (not a validation shape)
+        conv_fresh_shape=(4, 16, 64, 512))
 
 
 @dataclass
@@ -199,6 +204,8 @@ class Measurements:
     vector_small: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
     tiny_class: dict[str, Sample] = field(default_factory=dict)  #: op class -> minimal call
     fresh: tuple[int, Sample, Sample] | None = None
+    #: (B, C, HW, C', fresh bytes per call) of the conv_fresh_shape benchmark
+    conv_fresh: tuple[int, int, int, int, float] | None = None
     cold: list[tuple[int, int, Sample]] = field(default_factory=list)
     #: (rows, sample) of the cold-weight GEMM at plan.pack_shape
     pack: list[tuple[int, Sample]] = field(default_factory=list)
@@ -233,6 +240,7 @@ def _count(plan: MeasurePlan, n_backends: int) -> int:
             + len(plan.conv_shapes) + len(plan.sdpa_shapes) + len(plan.bf16_shapes)
             + len(VECTOR_OPS) * (2 if plan.vector_elems_small else 1) + len(TINY_CLASSES)
             + len(plan.cold_shapes) + (1 if plan.fresh_elems else 0)
+            + (1 if plan.conv_fresh_shape else 0)
             + (len(plan.pack_rows) if plan.pack_shape else 0)
             + ((3 * len(EVICT_OPS) + len(plan.evict_flush) - 1) if plan.evict_flush else 0))
 
@@ -347,6 +355,15 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
         ms.fresh = (n, fresh, reused)
         pr.step(f"fresh {n * _FP32 / 2**20:.0f} MiB output vs preallocated",
                 f"{fresh.median_s * 1e3:.2f} ms vs {reused.median_s * 1e3:.2f} ms")
+    if plan.conv_fresh_shape:
+        b, c, hw, co = plan.conv_fresh_shape
+        try:
+            fb = main.conv_fresh_bytes(b, c, hw, co)
+            ms.conv_fresh = (b, c, hw, co, fb)
+            pr.step(f"fresh memory of a convolution ({4 * b * co * hw * hw / 2**20:.0f} MiB "
+                    "output)", f"{fb / 2**20:.1f} MiB per call")
+        except NotImplementedError:
+            ms.skipped.append("fresh memory of a convolution call (needs PyTorch)")
     # after the page-fault benchmark: freeing the weight pool changes what malloc maps fresh
     for n, k in plan.cold_shapes:
         smp = keep(main.cold_gemv(n, k, plan.pool_bytes))
@@ -494,6 +511,8 @@ class Fitted:
     cold: dict[str, tuple[float, str]] = field(default_factory=dict)
     #: ``evicted_dispatch`` (s), ``evict_after`` (bytes) -> (value, derivation); CPUs only
     evicted: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: fresh bytes a convolution call maps per byte of output, with its derivation
+    conv_fresh: tuple[float, str] | None = None
 
 
 def _cold_terms(ms: Measurements, levels: list[Any], main_bw: float,
@@ -749,7 +768,18 @@ def derive(ms: Measurements) -> Fitted:
                 f"{fresh.median_s * 1e3:.3f} ms) - (same into a preallocated output: "
                 f"{reused.median_s * 1e3:.3f} ms), / {pages} pages of 4 KiB")
     cold = _cold_terms(ms, levels, main_bw, main_read)
-    return Fitted(dispatch_s=disp, levels=levels, gemm=gemm, gemm_used=len(pts["gemm"]),
+    conv_fresh = None
+    if ms.conv_fresh is not None and pf is not None:
+        b, c, hw_, co, fb = ms.conv_fresh
+        out_b = _FP32 * b * co * hw_ * hw_
+        if fb > 0:
+            conv_fresh = (fb / out_b, (
+                f"minor page faults x 4 KiB of a 1x1 convolution {b}x{c}x{hw_}x{hw_} -> {co} "
+                f"channels, per call: {fb / 2**20:.1f} MiB for a {out_b / 2**20:.1f} MiB output "
+                f"(its output and the framework's temporaries, all freshly mapped at this "
+                f"size)"))
+    return Fitted(conv_fresh=conv_fresh, dispatch_s=disp, levels=levels, gemm=gemm,
+                  gemm_used=len(pts["gemm"]),
                   cold=cold, evicted=_evicted_terms(ms, disp),
                   scales=scales, main_read=main_read, dispatch_class=disp_cls,
                   vector_frac=frac, page_fault_s=pf, page_derivation=pder,
@@ -870,6 +900,8 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
     if fit.page_fault_s is not None:
         L.append("page_fault = " + _q(fit.page_fault_s * 1e6, "us", "m", fit.page_derivation))
         L.append("fresh_alloc_min = " + _q(FRESH_ALLOC_MIN_BYTES / 2**20, "MiB", "glibc"))
+        if fit.conv_fresh is not None:
+            L.append("conv_fresh_factor = " + _q(fit.conv_fresh[0], "1", "m", fit.conv_fresh[1]))
     for fld in ("cold_after", "cold_read_max", "cold_pack_max", "pack_min_rows"):
         if fld in fit.cold:
             v, der = fit.cold[fld]

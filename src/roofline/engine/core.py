@@ -102,7 +102,8 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     t_kernel = np.maximum(t_c, t_m)
     if cold is not None:
         t_kernel = t_kernel + cold[1]
-    fault = fresh_output_seconds(q[_AW][None], list(effs))  # measured CPU specs: page faults
+    fault = fresh_output_seconds(q[_AW][None], list(effs),  # measured CPU specs: page faults
+                                 np.array([c == "conv" for c in graph.classes]))
     if fault is not None:
         # while an op faults its output in page by page, its compute and its memory stream no
         # longer overlap: both add up (docs/measure.md)
@@ -181,7 +182,8 @@ class Plan:
         if cvm is not None and not eff.is_bound:
             rate_vec = vpeak * cvm[0, 0]
         # written activation bytes (c0, c1), for page faults of fresh outputs (measured CPUs)
-        self.aw = (c0[_AW], c1[_AW]) if eff.page_fault > 0 else None
+        self.aw = ((c0[_AW], c1[_AW], np.array([c == "conv" for c in graph.classes]))
+                   if eff.page_fault > 0 else None)
         # weight bytes (c0, c1) and GEMM rows per sample, for cold-weight terms (measured CPUs)
         self.cold = ((c0[_WR], c1[_WR], graph.gemm[0], graph.classes) if eff.has_cold
                      else None)
@@ -286,7 +288,7 @@ class Plan:
         if pack is not None:
             tk += pack
         if self.aw is not None:
-            fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff])
+            fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff], self.aw[2])
             if fault is not None:
                 f = fault[0] if fault.ndim > 1 else fault
                 tk += f + np.where(f > 0, np.minimum(tc, tm), 0.0)

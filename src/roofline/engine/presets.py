@@ -45,7 +45,8 @@ _DIM = {"gemm_max": "ratio", "gemm_a": "ratio", "gemm_b": "ratio", "gemm_c": "ra
         "conv_b": "ratio", "conv_c": "ratio", "cold_after": "bytes", "cold_read_max": "ratio",
         "cold_pack_max": "ratio", "pack_min_rows": "ratio", "evicted_dispatch": "time",
         "evicted_kind_dispatch": "time", "evict_after": "bytes", "gemm_max_bf16": "ratio",
-        "gemm_a_bf16": "ratio", "gemm_b_bf16": "ratio", "gemm_c_bf16": "ratio"}
+        "gemm_a_bf16": "ratio", "gemm_b_bf16": "ratio", "gemm_c_bf16": "ratio",
+        "conv_fresh_factor": "ratio"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +71,9 @@ class Efficiency:
     pool_max: float = 0.0
     page_fault: float = 0.0  #: s per 4 KiB page of a freshly mapped op output (0: off)
     fresh_alloc_min: float = 0.0  #: outputs of at least this many bytes are freshly mapped
+    #: fresh memory a convolution call maps per byte of output (its output and the
+    #: framework's temporaries: oneDNN's blocked copy of it); 0: the output only
+    conv_fresh_factor: float = 0.0
     #: multipliers on the GEMM efficiency for convolutions / fused attention (1: same as GEMM)
     conv_scale: float = 1.0
     attention_scale: float = 1.0
@@ -132,7 +136,7 @@ class Efficiency:
                             "must be in [0, 2] (0: the fp32 GEMM model; above 1 when the bf16 "
                             "peak is the best measured rate, short of the asymptote)")
         for f in ("evicted_dispatch", "evicted_kind_dispatch", "evict_after", "gemm_a_bf16",
-                  "gemm_b_bf16", "gemm_c_bf16"):
+                  "gemm_b_bf16", "gemm_c_bf16", "conv_fresh_factor"):
             if getattr(self, f) < 0:
                 raise SpecError(f"efficiency {self.label}: {f}={getattr(self, f)!r} must be "
                                 ">= 0 (0: off)")
@@ -324,18 +328,23 @@ PAGE_BYTES = 4096
 
 
 def fresh_output_seconds(act_bytes_written: np.ndarray,
-                         effs: list[Efficiency] | tuple[Efficiency, ...]) -> np.ndarray | None:
-    """Page-fault time of outputs large enough to be freshly mapped (≥ ``fresh_alloc_min``):
-    ``page_fault · ceil(bytes / 4096)``; broadcasts to [h, ...]. None when no efficiency has
-    a page-fault cost (then nothing is added)."""
+                         effs: list[Efficiency] | tuple[Efficiency, ...],
+                         conv: np.ndarray | None = None) -> np.ndarray | None:
+    """Page-fault time of the fresh memory an op maps, ``page_fault · ceil(bytes / 4096)``,
+    when it is at least ``fresh_alloc_min``: its output, and for convolutions (``conv``: a
+    bool mask over the last axis) ``conv_fresh_factor`` times that (output + temporaries).
+    Broadcasts to [h, ...]. None when no efficiency has a page-fault cost."""
     if not any(e.page_fault > 0 for e in effs):
         return None
-    pf = np.array([e.page_fault for e in effs], dtype=np.float64)
-    lo = np.array([e.fresh_alloc_min for e in effs], dtype=np.float64)
     shape = (-1,) + (1,) * (act_bytes_written.ndim - 1)
-    pf, lo = pf.reshape(shape), lo.reshape(shape)
-    pages = np.ceil(act_bytes_written / PAGE_BYTES)
-    return np.where((act_bytes_written >= lo) & (act_bytes_written > 0), pf * pages, 0.0)
+    pf = np.array([e.page_fault for e in effs], dtype=np.float64).reshape(shape)
+    lo = np.array([e.fresh_alloc_min for e in effs], dtype=np.float64).reshape(shape)
+    fresh = act_bytes_written * np.ones_like(pf)
+    if conv is not None:
+        cf = np.array([e.conv_fresh_factor or 1.0 for e in effs]).reshape(shape)
+        fresh = np.where(conv, fresh * cf, fresh)
+    pages = np.ceil(fresh / PAGE_BYTES)
+    return np.where((fresh >= lo) & (fresh > 0), pf * pages, 0.0)
 
 
 def check_preset(preset: str) -> str:
