@@ -24,11 +24,12 @@ Benchmarks (fp32 unless said; FLOPs from ``roofline.ops`` formulas, bytes read +
 - ``tiny_class(op_class)``: one call of an op of that class (``TINY_CLASSES``: attention,
   embedding, movement) on a minimal input: that class's fixed per-op cost.
 - ``fresh(n)``: ``a + b`` into a newly allocated output (page faults of fresh memory).
-- ``conv_fresh_bytes(batch, c_in, hw, c_out)``: bytes of fresh memory one 1×1 convolution
+- ``conv_fresh_bytes(batch, c_in, hw, c_out)``: bytes of fresh memory one 3×3 convolution
   call maps (minor page faults × 4 KiB, counted by the OS over repeated calls); with an output
-  of at least 32 MiB everything it allocates is freshly mapped, so this is the output plus the
+  above 32 MiB everything it allocates is freshly mapped, so this is the output plus the
   framework's temporaries (oneDNN computes into a blocked copy of the output and reorders it
-  into PyTorch's layout).
+  into PyTorch's layout). 3×3, because PyTorch sends some 1×1 convolutions on one thread to
+  another path without that copy.
 - ``after_flush(op, flush_bytes, other=False)``: one call of a small op (``EVICT_OPS``:
   LayerNorm over 4 × 1024, a one-element add, a 3×3 convolution on 8 × 8 × 8, attention over
   8 keys) timed right after an ``a + b`` that moves ``flush_bytes`` (reads + writes); 0:
@@ -336,15 +337,15 @@ class TorchBackend(_Timed):
         except ImportError:  # no getrusage: not measurable here
             raise NotImplementedError("page-fault counts need the resource module") from None
         torch = self.torch
-        x, w = self._t(batch, c_in, hw, hw), self._t(c_out, c_in, 1, 1)
+        x, w = self._t(batch, c_in, hw, hw), self._t(c_out, c_in, 3, 3)
         conv = torch.nn.functional.conv2d
         calls = 5
         with torch.inference_mode():
-            conv(x, w)
-            conv(x, w)
+            conv(x, w, padding=1)
+            conv(x, w, padding=1)
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             for _ in range(calls):
-                conv(x, w)
+                conv(x, w, padding=1)
             f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         return (f1 - f0) * 4096.0 / calls
 
