@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Sample", "time_call", "time_after", "runqueue_wait_ns", "sample_from_times",
            "thread_limit"]
@@ -75,15 +76,19 @@ def runqueue_wait_ns() -> int:
 def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
               max_reps: int = 200, min_time_s: float = 0.05, inner: int = 1,
               sync: Callable[[], object] | None = None, max_wait_fraction: float = 0.05,
-              max_time_s: float = 5.0) -> Sample:
+              max_time_s: float = 5.0, before: Callable[[], object] | None = None) -> Sample:
     """Time ``fn`` (``inner`` calls per sample) until ``min_reps`` kept samples and
     ``min_time_s`` have passed; per-call median and spread.
 
     ``sync`` (e.g. ``torch.cuda.synchronize``) is called before reading the clock. Samples whose
     run-queue wait exceeds ``max_wait_fraction`` of their duration are dropped; if every sample
-    was disturbed the least disturbed half is kept rather than nothing.
+    was disturbed the least disturbed half is kept rather than nothing. ``before``: called
+    untimed ahead of every sample (e.g. an op that evicts the caches); its run-queue wait counts
+    against the sample too.
     """
     for _ in range(warmup):
+        if before:
+            before()
         for _ in range(inner):
             fn()
     if sync:
@@ -93,16 +98,21 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
     start = time.perf_counter()
     while True:
         w0 = runqueue_wait_ns()
+        s0 = time.perf_counter_ns()
+        if before:
+            before()
+            if sync:
+                sync()
         t0 = time.perf_counter_ns()
         for _ in range(inner):
             fn()
         if sync:
             sync()
-        dt_ns = time.perf_counter_ns() - t0
+        t1 = time.perf_counter_ns()
         wait = runqueue_wait_ns() - w0
-        per_call = dt_ns * 1e-9 / inner
-        if wait > max_wait_fraction * dt_ns:
-            disturbed.append((wait / max(dt_ns, 1), per_call))
+        per_call = (t1 - t0) * 1e-9 / inner
+        if wait > max_wait_fraction * (t1 - s0):
+            disturbed.append((wait / max(t1 - s0, 1), per_call))
         else:
             kept.append(per_call)
         elapsed = time.perf_counter() - start
@@ -117,41 +127,10 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
     return sample_from_times(kept, discarded=len(disturbed))
 
 
-def time_after(fn: Callable[[], object], before: Callable[[], object], *, warmup: int = 2,
-               min_reps: int = 5, max_reps: int = 200, min_time_s: float = 0.05,
-               max_wait_fraction: float = 0.05, max_time_s: float = 5.0) -> Sample:
-    """Time one call of ``fn`` right after an untimed call of ``before`` (e.g. an op that
-    evicts the caches), sample after sample; per-call median and spread. A sample is dropped
-    when the run-queue wait during ``before`` and ``fn`` together exceeds
-    ``max_wait_fraction`` of their duration (as ``time_call``)."""
-    for _ in range(warmup):
-        before()
-        fn()
-    kept: list[float] = []
-    disturbed: list[tuple[float, float]] = []
-    start = time.perf_counter()
-    while True:
-        w0 = runqueue_wait_ns()
-        s0 = time.perf_counter_ns()
-        before()
-        t0 = time.perf_counter_ns()
-        fn()
-        t1 = time.perf_counter_ns()
-        wait = runqueue_wait_ns() - w0
-        if wait > max_wait_fraction * (t1 - s0):
-            disturbed.append((wait / max(t1 - s0, 1), (t1 - t0) * 1e-9))
-        else:
-            kept.append((t1 - t0) * 1e-9)
-        elapsed = time.perf_counter() - start
-        n = len(kept) + len(disturbed)
-        if (len(kept) >= min_reps and elapsed >= min_time_s) or n >= max_reps \
-                or elapsed >= max_time_s:
-            break
-    if len(kept) < max(1, min_reps // 2):
-        disturbed.sort()
-        kept += [t for _, t in disturbed[: max(1, len(disturbed) // 2)]]
-        disturbed = disturbed[max(1, len(disturbed) // 2):]
-    return sample_from_times(kept, discarded=len(disturbed))
+def time_after(fn: Callable[[], object], before: Callable[[], object], **kw: Any) -> Sample:
+    """Time one call of ``fn`` right after an untimed call of ``before``, sample after sample
+    (``time_call`` with ``before``; keyword arguments as there)."""
+    return time_call(fn, before=before, **kw)
 
 
 @contextlib.contextmanager
