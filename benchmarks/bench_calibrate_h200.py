@@ -4,6 +4,11 @@ Prepared for the project's H200 machine (budget: at most 5 minutes of device tim
 
     python3 benchmarks/bench_calibrate_h200.py --out "$OUT"            # on the GPU machine
 
+The device machine has PyTorch but not this package installed (and no network to install it):
+the script puts the checkout's ``src`` on ``sys.path`` when ``roofline`` is not importable.
+Through the project's device tool: ``run(command='PYTHONUNBUFFERED=1 python3
+benchmarks/bench_calibrate_h200.py --out "$OUT"', timeout_s=420)`` (5 files come back).
+
 It writes into ``--out``:
   h200-sxm-measured.toml   the measured spec (provenance "measured: ..."), ready to commit as
                            src/roofline/data/hardware/nvidia/h200-sxm-measured.toml
@@ -45,7 +50,11 @@ def main() -> int:
 
     import torch
 
-    import roofline as rl
+    try:
+        import roofline as rl
+    except ImportError:  # a bare checkout on the device machine: use its src/
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        import roofline as rl
 
     if not torch.cuda.is_available():
         print("no CUDA device visible: nothing to do", file=sys.stderr)
