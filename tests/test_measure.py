@@ -233,3 +233,25 @@ def test_bf16_gets_its_own_gemm_model(tmp_path: Path) -> None:
         assert pred == pytest.approx(truth, rel=0.06)
     # fp32 matmuls keep the fp32 model
     assert eff.gemm_model("fp32") == (eff.gemm_max, eff.gemm_a, eff.gemm_b, eff.gemm_c)
+
+
+def test_vector_sizes_stay_inside_the_innermost_stream_plateau() -> None:
+    from roofline.calibrate.measure import PARALLEL_MIN_ELEMS, vector_sizes
+    from roofline.calibrate.timing import Sample
+
+    def stream(curve: dict[float, float]) -> list[tuple[str, float, Sample]]:
+        return [("copy", ws, Sample(median_s=ws / bw, p10_s=ws / bw, p90_s=ws / bw, n=5))
+                for ws, bw in curve.items()]
+
+    KiB = 1024.0
+    # best rate up to 1.5 MiB, then a cache boundary: 1.5 MiB / 8 B = 196,608 -> 2^17
+    two_threads = {512 * KiB: 60e9, 1536 * KiB: 94e9, 2048 * KiB: 72e9, 4096 * KiB: 47e9}
+    assert vector_sizes(stream(two_threads), 2**18) == (2**17, PARALLEL_MIN_ELEMS)
+    # one core's plateau ends at 768 KiB: 98,304 elements -> 2^16, raised to twice the
+    # parallel minimum so the two sizes still differ by 2x
+    one_thread = {384 * KiB: 69e9, 768 * KiB: 67e9, 1024 * KiB: 46e9, 2048 * KiB: 27e9}
+    assert vector_sizes(stream(one_thread), 2**18) == (2 * PARALLEL_MIN_ELEMS,
+                                                       PARALLEL_MIN_ELEMS)
+    # a large cache: capped at the plan's largest size, the smaller a quarter of it
+    big_cache = {4096 * KiB: 200e9, 16384 * KiB: 190e9, 65536 * KiB: 40e9}
+    assert vector_sizes(stream(big_cache), 2**18) == (2**18, 2**16)

@@ -180,8 +180,8 @@ def plan_for(kind: str, quick: bool = False) -> MeasurePlan:
         evict_flush=tuple(m * 2**20 for m in (1, 2, 4, 8, 16)),
         stream_elems=tuple(2**e for e in range(11, 26)),  # 24 KiB .. 384 MiB (triad)
         stream_kernels=("copy", "scale", "add", "triad"),
-        # 1 MiB and 256 KiB per array: both in L2, both above PyTorch's parallel grain
-        # (32768 elements), as a model's ops are
+        # at most 1 MiB per array; run_plan shrinks both sizes into the innermost plateau the
+        # STREAM sweep saw (vector_sizes), keeping them above PyTorch's parallel grain
         vector_elems=2**18, vector_elems_small=2**16, fresh_elems=2**24, min_time_s=0.08,
         # 16 -> 640 channels at 64 x 64, batch 4: a 40 MiB output (not a validation shape;
         # above glibc's 32 MiB cap, so freeing it leaves malloc's dynamic threshold alone)
@@ -203,6 +203,7 @@ class Measurements:
     vector: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
     #: the same ops at the plan's smaller size
     vector_small: dict[str, tuple[float, float, str, Sample]] = field(default_factory=dict)
+    vector_sizes: tuple[int, int] = (0, 0)  #: (smaller, larger) element counts used
     tiny_class: dict[str, Sample] = field(default_factory=dict)  #: op class -> minimal call
     fresh: tuple[int, Sample, Sample] | None = None
     #: (B, C, HW, C', fresh bytes per call) of the conv_fresh_shape benchmark
@@ -244,6 +245,31 @@ def _count(plan: MeasurePlan, n_backends: int) -> int:
             + (1 if plan.conv_fresh_shape else 0)
             + (len(plan.pack_rows) if plan.pack_shape else 0)
             + ((3 * len(EVICT_OPS) + len(plan.evict_flush) - 1) if plan.evict_flush else 0))
+
+
+#: PyTorch's parallel grain (at::internal::GRAIN_SIZE, 32768 elements) plus a margin: CPU vector
+#: benchmarks stay above it, as a model's ops are, so they time the parallel path
+PARALLEL_MIN_ELEMS = 40960
+
+
+def vector_sizes(stream: list[tuple[str, float, Sample]], largest: int) -> tuple[int, int]:
+    """(larger, smaller) element counts for the two-size vector benchmarks on a CPU: both inside
+    the innermost bandwidth plateau the STREAM sweep saw (the working sets within 0.8 of the
+    best rate), so slope and intercept are not bent by a cache boundary; the smaller a quarter
+    of the larger but above PyTorch's parallel grain; the larger at most ``largest`` and at
+    least twice the smaller."""
+    by_ws: dict[float, list[float]] = {}
+    for _k, ws, smp in stream:
+        by_ws.setdefault(ws, []).append(ws / smp.median_s)
+    bw = {ws: statistics.median(v) for ws, v in by_ws.items()}
+    if not bw:
+        return largest, max(PARALLEL_MIN_ELEMS, largest // 4)
+    best = max(bw.values())
+    inner = max(ws for ws, b in bw.items() if b >= 0.8 * best)
+    # the vector ops move about 8 bytes per element (4 read, 4 written)
+    big = 2 ** int(math.log2(max(inner / 8, 1.0)))
+    big = max(min(big, largest), 2 * PARALLEL_MIN_ELEMS)
+    return big, max(PARALLEL_MIN_ELEMS, big // 4)
 
 
 def run_plan(plan: MeasurePlan, backends: list[Backend],
@@ -324,10 +350,13 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
                                smp))
         pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
                 f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
-    vsizes: list[tuple[int, dict[str, tuple[float, float, str, Sample]]]] = [
-        (plan.vector_elems, ms.vector)]
-    if plan.vector_elems_small:
-        vsizes.append((plan.vector_elems_small, ms.vector_small))
+    big, small = plan.vector_elems, plan.vector_elems_small
+    if plan.kind == "cpu" and small and not plan.quick:
+        big, small = vector_sizes(ms.stream, big)
+    ms.vector_sizes = (small, big)
+    vsizes: list[tuple[int, dict[str, tuple[float, float, str, Sample]]]] = [(big, ms.vector)]
+    if small:
+        vsizes.append((small, ms.vector_small))
     for op in VECTOR_OPS:
         try:
             for n_el, dest in vsizes:
@@ -712,6 +741,8 @@ def derive(ms: Measurements) -> Fitted:
         if net > 0:
             per_op[op] = (cls, f1 / net, None, f"{op}: {f1 / net / 1e9:.3g} GFLOP/s (time "
                                                  "minus the per-op cost)")
+    vs_note = (f" ({ms.vector_sizes[0]:,} and {ms.vector_sizes[1]:,} elements, inside the "
+               f"innermost STREAM plateau)" if all(ms.vector_sizes) else "")
     field_of = {"elementwise": "vector_max", "norm": "norm_max", "softmax": "softmax_max",
                 "pool": "pool_max"}
     frac: dict[str, tuple[float, str]] = {}
@@ -730,7 +761,8 @@ def derive(ms: Measurements) -> Fitted:
         frac[field_of[cls]] = (min(1.0, rate / peak32), (
             f"rate of {heavy} (the class's most FLOP-heavy op per element, FLOPs per ops.formulas) "
             f"/ fp32 peak {peak32 / 1e9:.4g} GFLOP/s; measured at "
-            f"{'two sizes' if per_op[heavy][2] is not None else 'one size'} "
+            f"{'two sizes' if per_op[heavy][2] is not None else 'one size'}"
+            f"{vs_note} "
             f"({allhow})"))
         icpts = {o: x for o, x in ((o, per_op[o][2]) for o in ops)
                  if x is not None and 0.5 * disp <= x <= 1e-3}
@@ -936,6 +968,7 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "cold_gemm_rows = [" + ", ".join(str(r) for r, _ in ms.pack) + "]",
           "cold_gemm_seconds = [" + ", ".join(_num(x.median_s) for _, x in ms.pack) + "]",
           "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
+          f"vector_elements = [{ms.vector_sizes[0]}, {ms.vector_sizes[1]}]",
           "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
           "vector_small_seconds = [" + ", ".join(_num(v[3].median_s)
                                                  for v in ms.vector_small.values()) + "]",
