@@ -23,3 +23,14 @@ def test_worked_example_output_matches_page():
             assert line in got, line
             checked += 1
     assert checked >= len(keys)
+
+
+def test_sliding_window_example_output_matches_page():
+    text = DOC.read_text().split("## Sliding-window layers", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {})
+    assert buf.getvalue().splitlines() == shown
+    assert len(shown) == 2

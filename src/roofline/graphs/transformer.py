@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import SpecError
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder
@@ -126,6 +128,35 @@ class TransformerConfig:
         if self.mla:
             return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * kv_bytes
+
+    def kv_bytes_per_sequence(self, tokens: Any, kv_bytes: float, *,
+                              layers: range | None = None) -> Any:
+        """KV cache one sequence holds at ``tokens`` tokens (a number or a numpy array):
+        Σ over layers of min(tokens, window of the layer) × the layer's bytes per token; global
+        layers hold every token. ``layers``: the layer indices counted (a pipeline stage);
+        default all.
+
+        Sliding-window layers keep only their window, as serving engines store them:
+        TensorRT-LLM's cyclic (rolling-buffer) KV cache and its per-window-size pools
+        (variable sliding-window attention, ``max_attention_window`` per layer); vLLM V1's
+        hybrid KV-cache manager, which reserves sliding-window layers' slots for the most
+        recent ``sliding_window`` tokens only; Hugging Face's ``HybridCache`` for Gemma 2
+        (sources in docs/serving.md, "Sliding-window layers"). Without a window (and without
+        ``layers``) this is exactly ``tokens × kv_bytes_per_token``.
+        """
+        if layers is None:
+            if self.sliding_window is None:
+                return tokens * self.kv_bytes_per_token(kv_bytes)
+            layers = range(self.n_layers)
+        if self.mla:  # latent + RoPE key, shared by K and V
+            per_layer = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes
+        else:
+            per_layer = 2 * self.n_kv_heads * self.head_dim * kv_bytes
+        n_win = sum(1 for i in layers if self.layer_window(i) is not None)
+        held = (len(layers) - n_win) * tokens
+        if n_win and self.sliding_window is not None:
+            held = held + n_win * np.minimum(tokens, self.sliding_window)
+        return per_layer * held
 
 
 def _req(cfg: dict[str, Any], *names: str, where: str) -> Any:
@@ -438,7 +469,7 @@ def transformer_graph(
         b.add("linear", "classifier", params=D * cfg.classes + cfg.classes, tokens=1, d_in=D,
               d_out=cfg.classes, bias=True)
     if cached:
-        b.state_bytes_per_sample = S * cfg.kv_bytes_per_token(precision.kv_bytes)
+        b.state_bytes_per_sample = float(cfg.kv_bytes_per_sequence(S, precision.kv_bytes))
     tokens = 1 if phase == "decode" else T
     return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
 

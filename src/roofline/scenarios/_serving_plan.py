@@ -33,8 +33,10 @@ from ..specs.sourced import Provenance, read_quantity
 
 __all__ = [
     "ENGINES",
+    "KV_WINDOWS",
     "Plan",
     "ServingFactors",
+    "check_kv_window",
     "compress",
     "plan_for",
     "serving_factors",
@@ -43,6 +45,20 @@ __all__ = [
 ]
 
 ENGINES = ("trtllm", "trtllm-legacy", "vllm", "eager")
+
+#: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
+#: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,
+#: Hugging Face's HybridCache), "full" keeps every token in every layer (vLLM with the hybrid
+#: manager disabled, which stores windowed layers of a mixed model like global ones)
+KV_WINDOWS = ("ring", "full")
+
+
+def check_kv_window(kv_window: Any) -> str:
+    if kv_window not in KV_WINDOWS:
+        raise SpecError(f"kv_window={kv_window!r} is not a KV-cache layout; allowed: "
+                        f"{', '.join(repr(k) for k in KV_WINDOWS)} (ring: sliding-window layers "
+                        "hold at most their window; full: every layer holds every token)")
+    return str(kv_window)
 
 
 # -- fitted factors ----------------------------------------------------------------------------
@@ -339,8 +355,31 @@ class Plan:
         return hit
 
     def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes per token on one device."""
+        """KV-cache bytes per token on one device (every layer at every token)."""
         return self.cfg.kv_bytes_per_token(self.precision.kv_bytes)
+
+    def kv_bytes_per_sequence(self, tokens: Any, kv_window: str = "ring") -> Any:
+        """KV cache one sequence holds on one device at ``tokens`` tokens (number or array).
+
+        ``kv_window="ring"``: sliding-window layers hold at most their window
+        (``TransformerConfig.kv_bytes_per_sequence``); ``"full"``: every layer holds every
+        token (``tokens × kv_bytes_per_token``, engines that store windowed layers like global
+        ones). With pp > 1 the stages hold different layers — for Gemma 2 with 21 layers per
+        stage one stage has 11 global layers, the other 10 — so the footprint is that of the
+        stage holding the most; the weights are those of the priced stage (the one with the
+        embedding and LM head), so the per-device sum is an upper bound on every device.
+        """
+        check_kv_window(kv_window)
+        kvb = self.precision.kv_bytes
+        if kv_window == "full" or self.full.sliding_window is None:
+            return tokens * self.cfg.kv_bytes_per_token(kvb)
+        if self.pp == 1:
+            return self.cfg.kv_bytes_per_sequence(tokens, kvb)
+        tp_cfg = shard_config(self.full, self.tp, 1)  # KV heads per device, all L layers
+        L, per = self.full.n_layers, self.cfg.n_layers  # ⌈L/pp⌉ layers per stage
+        stages = [range(lo, min(L, lo + per)) for lo in range(0, L, per)]
+        return np.max([tp_cfg.kv_bytes_per_sequence(tokens, kvb, layers=r) for r in stages],
+                      axis=0)
 
 
 _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()

@@ -89,6 +89,9 @@ class ServeResult:
     precision: str
     preset: str
     engine: str
+    #: KV layout of sliding-window layers: "ring" (hold at most the window), "full" (every
+    #: token); "" when the model has no sliding-window layer (the layout changes nothing)
+    kv_window: str = ""
     tp: int = 1
     pp: int = 1
     devices: int = 1
@@ -148,7 +151,10 @@ class ServeResult:
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "
             f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"),
             f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}",
-            f"  KV cache        {fmt_bytes(self.kv_cache_bytes)}",
+            f"  KV cache        {fmt_bytes(self.kv_cache_bytes)}" + (
+                f" (kv_window {self.kv_window!r}: sliding-window layers hold "
+                + ("their window)" if self.kv_window == "ring" else "every token)")
+                if self.kv_window else ""),
             "  memory/device   " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in
                                               self.memory_breakdown.items())
             + f" of {fmt_bytes(self.memory_capacity)}; max batch {self.max_batch}"
@@ -251,7 +257,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
           chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
           acceptance: float = 0.7, decode_hardware: Any = None,
-          kv_link_bytes_per_s: float | None = None) -> ServeResult:
+          kv_link_bytes_per_s: float | None = None, kv_window: str = "ring") -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
 
     ``precision`` sets the compute dtype (its tensor-core peak) and, by default, weights and
@@ -265,7 +271,13 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     rate). ``decode_hardware``: disaggregated serving — prefill on ``hardware``, decode there,
     the prompt's KV cache sent over ``kv_link_bytes_per_s`` (default: the prefill device's
     scale-up link).
+    ``kv_window``: how the KV cache stores sliding-window layers (Mistral, Gemma 2's local
+    layers): ``"ring"`` (default) keeps at most the window per such layer, as TensorRT-LLM,
+    vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
+    every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
+    "Sliding-window layers"). Attention reads only the window either way.
     """
+    kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
     B = check_batch(batch)
@@ -283,8 +295,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
     base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
                 "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
-                "preset": preset, "engine": factors.name, "tp": tp, "pp": pp,
-                "devices": tp * pp * (1 if hw_d is hw else 2)}
+                "preset": preset, "engine": factors.name,
+                "kv_window": kv_window if cfg.sliding_window is not None else "",
+                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2)}
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
@@ -293,8 +306,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         if not h.has(p.compute):
             return _infeasible(base, f"{h.name} has no {p.compute} peak; it has "
                                f"{', '.join(h.dtypes)}")
-    if preset == "mlsysim":
-        return _serve_mlsysim(m, hw, base, B, P, n, p)
+    if preset == "mlsysim":  # mlsysim's convention: every layer holds every token
+        return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
+                              B, P, n, p)
     plan = sp.plan_for(cfg, p, tp=tp, pp=pp, fuse=factors.fuse, fused_attention=fused_attention)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
@@ -331,14 +345,14 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                                _p2p(B * c * D * ab, pp, hw, factors))
         pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
         pre_flops, _pre_bytes = tot["flops"] * pp, tot["bytes"] * pp
-    kv_tok_dev = plan.kv_bytes_per_token()
     kv_transfer = 0.0
     if hw_d is not hw:
         bw = kv_link_bytes_per_s or _link(hw)[0]
         if not (bw and math.isfinite(bw) and bw > 0):
             raise SpecError("disaggregated serving needs kv_link_bytes_per_s (no scale-up link "
                             f"on {hw.name})")
-        kv_transfer = B * P * kv_tok_dev / bw
+        # the prompt's KV as the prefill device holds it (windowed layers: the window only)
+        kv_transfer = B * float(plan.kv_bytes_per_sequence(P, kv_window)) / bw
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
     ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
 
@@ -380,14 +394,15 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     cg = plan.graph("prefill", seq_len=min(T_new, chunk_size or T_new), context=pc, batch=B)
     weights = cg.graph.weight_footprint_bytes
     act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
-    kv_dev = Bm * (P + n) * kv_tok_dev if pp > 1 else B * (P + n) * kv_tok_dev
+    kv_seq_dev = float(plan.kv_bytes_per_sequence(P + n, kv_window))  # one sequence, 1 device
+    kv_dev = Bm * kv_seq_dev if pp > 1 else B * kv_seq_dev
     ws = eff.workspace
     breakdown = {"weights": weights, "kv_cache": kv_dev, "activations": act, "workspace": ws}
     cap = hw.memory_capacity_bytes
     if hw_d is not hw:
         cap = min(cap, hw_d.memory_capacity_bytes)
     footprint = sum(breakdown.values())
-    per_seq = (P + n) * kv_tok_dev + (act / B if B else 0.0)
+    per_seq = kv_seq_dev + (act / B if B else 0.0)
     max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
     if pp > 1:
         max_batch *= pp
@@ -396,7 +411,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         f"needs {footprint / 1e9:,.2f} GB per device (weights {weights / 1e9:,.2f}, KV "
         f"{kv_dev / 1e9:,.2f}, activations {act / 1e9:,.2f}, workspace {ws / 1e9:,.2f}) but "
         f"{hw.name} has {cap / 1e9:,.2f} GB; the largest batch that fits is {max_batch}")
-    kv_total = B * (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
+    kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
 
     peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
@@ -566,14 +582,16 @@ class Capacity:
 def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: int,
                      ttft_slo: float, tpot_slo: float, precision: str = "bf16",
                      kv_precision: str | None = None, weight_precision: str | None = None,
-                     tp: int = 1, preset: str = "default", engine: str = "trtllm") -> Capacity:
-    """Highest Poisson request rate whose mean TTFT and TPOT meet the SLOs (``QUEUE_MODEL``)."""
+                     tp: int = 1, preset: str = "default", engine: str = "trtllm",
+                     kv_window: str = "ring") -> Capacity:
+    """Highest Poisson request rate whose mean TTFT and TPOT meet the SLOs (``QUEUE_MODEL``).
+    ``kv_window``: KV layout of sliding-window layers, as in ``serve``."""
     for nm, v in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):
         if not (isinstance(v, int | float) and v > 0):
             raise SpecError(f"{nm} must be > 0 seconds, got {v!r}")
     one = serve(model, hardware, batch=1, prompt_len=prompt_len, output_len=output_len,
                 precision=precision, kv_precision=kv_precision, weight_precision=weight_precision,
-                tp=tp, preset=preset, engine=engine)
+                tp=tp, preset=preset, engine=engine, kv_window=kv_window)
     if not one.feasible and math.isnan(one.ttft):
         raise SpecError(f"cannot serve at all: {one.reason}")
     s = one.ttft  # prefill of one prompt + request overhead
@@ -586,7 +604,8 @@ def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: 
         if c not in step_cache:
             r = serve(model, hardware, batch=c, prompt_len=prompt_len, output_len=output_len,
                       precision=precision, kv_precision=kv_precision,
-                      weight_precision=weight_precision, tp=tp, preset=preset, engine=engine)
+                      weight_precision=weight_precision, tp=tp, preset=preset, engine=engine,
+                      kv_window=kv_window)
             step_cache[c] = r.tpot
         return step_cache[c]
 
@@ -639,15 +658,17 @@ def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: 
 
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                 precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
-                preset: str = "default", engine: str = "trtllm") -> dict[str, np.ndarray]:
+                preset: str = "default", engine: str = "trtllm",
+                kv_window: str = "ring") -> dict[str, np.ndarray]:
     """Decode-step time (TPOT at a context), decode throughput and memory fit over a grid
     hardware × precision × batch × context, vectorised (one engine call per precision).
 
     Returns arrays shaped [hardware, precision, batch, context]: ``tpot`` (s), ``tokens_per_s``
     (= batch / tpot, per deployment), ``fits`` (weights + KV + workspace ≤ capacity) and
-    ``kv_cache_bytes`` (per device), plus the axes. Dense models only (MoE graphs are built per
-    batch; use ``serve``).
+    ``kv_cache_bytes`` (per device; sliding-window layers per ``kv_window``, as in ``serve``),
+    plus the axes. Dense models only (MoE graphs are built per batch; use ``serve``).
     """
+    kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
     cfg = m.config
     if cfg is None or cfg.arch != "decoder":
@@ -708,7 +729,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         t = tin[..., None] + td + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
         out_t[ok_hw, j] = t
-        kv = plan.kv_bytes_per_token() * Bs[:, None] * Ss[None, :]
+        kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]
         kvb[ok_hw, j] = kv
         cap = np.array([h.memory_capacity_bytes - e.workspace for h, e in zip(hsel, effs)])
         fits[ok_hw, j] = (c1.graph.weight_footprint_bytes + kv)[None] <= cap[:, None, None]
