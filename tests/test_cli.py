@@ -284,3 +284,18 @@ def test_onnx_dim_options_reject_bad_input(capsys, tmp_path, argv, says):
 def test_dim_options_need_an_onnx_file(capsys):
     rc, _, err = run(capsys, "solve", "resnet50", "H100", "--dim", "seq=8")
     assert rc == 2 and ".onnx" in err
+
+
+def test_serve_kv_window_option(capsys):
+    # Gemma-2-9B at 8192 tokens: half its layers hold 4096 (ring) or 8192 (full) tokens
+    args = ("serve", "gemma-2-9b", "H100", "--batch", "8", "--prompt", "7936", "--output", "256",
+            "--json")
+    rc, out, _ = run(capsys, *args)
+    ring = json.loads(out)
+    rc2, out2, _ = run(capsys, *args, "--kv-window", "full")
+    full = json.loads(out2)
+    assert rc == rc2 == 0 and ring["kv_window"] == "ring" and full["kv_window"] == "full"
+    # (21 x 4096 + 21 x 8192) / (42 x 8192) = 0.75
+    assert ring["kv_cache_bytes"] == pytest.approx(0.75 * full["kv_cache_bytes"])
+    with pytest.raises(SystemExit):
+        main(["serve", "gemma-2-9b", "H100", "--kv-window", "half"])

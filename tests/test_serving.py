@@ -252,3 +252,14 @@ def test_bad_input():
 def test_solve_decode_step_still_works():
     r = rl.solve(rl.model(M), "A100", phase="decode", batch=1, context=1024)
     assert r.phase == "decode" and r.context == 1024 and r.latency > 0
+
+
+def test_pipeline_stages_keep_kv_for_every_sequence():
+    # pp=2 halves the layers per device, not the sequences: each micro-batch passes through
+    # both stages, and each stage keeps its layers' KV for all of them. Llama-3.1-8B bf16:
+    # 8 KV heads x 128 x 2 (K, V) x 2 B = 4096 B per layer per token; 16 layers per stage;
+    # 8 sequences x (512 + 64) tokens x 16 x 4096 B = 301,989,888 B per device
+    b = rl.serve(M, "H100", batch=8, prompt_len=512, output_len=64, pp=2)
+    assert b.memory_breakdown["kv_cache"] == 8 * 576 * 16 * 4096
+    a = rl.serve(M, "H100", batch=8, prompt_len=512, output_len=64)
+    assert b.memory_breakdown["kv_cache"] == pytest.approx(a.memory_breakdown["kv_cache"] / 2)

@@ -110,9 +110,10 @@ def test_tensor_and_pipeline_split_per_device():
     assert t2.memory_breakdown["kv_cache"] == 8 * 2_113_929_216 // 2
     assert t2.kv_cache_bytes == 8 * 2_113_929_216  # the whole cache, all devices
     # pp=2: 21 layers per stage; stage 0 (layers 0…20) has 10 global layers, stage 1
-    # (21…41) has 11: the device footprint is the larger, for a micro-batch of 4 sequences
+    # (21…41) has 11: the device footprint is the larger, for all 8 sequences (each of the
+    # two micro-batches of 4 passes through both stages, which keep their layers' KV for it)
     p2 = rl.serve(G, "H100", pp=2, **kw)
-    assert p2.memory_breakdown["kv_cache"] == 4 * (11 * 8192 + 10 * 4096) * G_LAYER
+    assert p2.memory_breakdown["kv_cache"] == 8 * (11 * 8192 + 10 * 4096) * G_LAYER
     plan = sp.plan_for(rl.model(G).config, rl.precision("bf16"), tp=1, pp=2, fuse=True,
                        fused_attention=True)
     assert plan.kv_bytes_per_sequence(8192, "full") == 21 * 8192 * G_LAYER

@@ -30,6 +30,9 @@ def register(sub: Any) -> None:
                         "(current TensorRT-LLM), trtllm-legacy (v0.5/v0.6), vllm, eager")
     p.add_argument("--prefix-cached", type=int, default=0, help="prompt tokens already cached")
     p.add_argument("--chunk", type=int, default=None, help="chunked-prefill chunk size")
+    p.add_argument("--kv-window", default="ring", choices=("ring", "full"),
+                   help="sliding-window layers: keep only the window in the KV cache (ring, "
+                        "the default) or every token (full)")
     p.add_argument("--ops", action="store_true", help="also print the decode step per op")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -43,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
               output_len=args.output, precision=args.precision, kv_precision=args.kv_precision,
               weight_precision=args.weight_precision, group_size=args.group_size, tp=args.tp,
               pp=args.pp, preset=args.preset, engine=args.engine,
-              prefix_cached=args.prefix_cached, chunk_size=args.chunk)
+              prefix_cached=args.prefix_cached, chunk_size=args.chunk,
+              kv_window=args.kv_window)
     if args.json:
         d = s.to_dict()
         if args.ops and s.feasible:

@@ -395,7 +395,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     weights = cg.graph.weight_footprint_bytes
     act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
     kv_seq_dev = float(plan.kv_bytes_per_sequence(P + n, kv_window))  # one sequence, 1 device
-    kv_dev = Bm * kv_seq_dev if pp > 1 else B * kv_seq_dev
+    # every stage keeps its layers' KV for all B sequences (each micro-batch passes every stage)
+    kv_dev = B * kv_seq_dev
     ws = eff.workspace
     breakdown = {"weights": weights, "kv_cache": kv_dev, "activations": act, "workspace": ws}
     cap = hw.memory_capacity_bytes
@@ -404,8 +405,6 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     footprint = sum(breakdown.values())
     per_seq = kv_seq_dev + (act / B if B else 0.0)
     max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
-    if pp > 1:
-        max_batch *= pp
     feasible = footprint <= cap
     reason = "" if feasible else (
         f"needs {footprint / 1e9:,.2f} GB per device (weights {weights / 1e9:,.2f}, KV "
