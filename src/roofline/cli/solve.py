@@ -65,14 +65,16 @@ def parse_batches(text: str | Sequence[str]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def _int(s: str, whole: str) -> int:
+def _int(s: str, whole: str, option: str = "--batch",
+         what: str = "batch sizes are positive integers, e.g. 8, 1,2,4 or 1..256",
+         noun: str = "batch") -> int:
+    """A positive integer from command-line text, or a SpecError naming the option."""
     try:
         v = int(s.strip())
     except ValueError:
-        raise SpecError(f"--batch {whole!r}: {s.strip()!r} is not an integer; batch sizes are "
-                        "positive integers, e.g. 8, 1,2,4 or 1..256") from None
+        raise SpecError(f"{option} {whole!r}: {s.strip()!r} is not an integer; {what}") from None
     if v < 1:
-        raise SpecError(f"--batch {whole!r}: batch must be >= 1, got {v}")
+        raise SpecError(f"{option} {whole!r}: {noun} must be >= 1, got {v}")
     return v
 
 
@@ -115,14 +117,8 @@ def parse_dims(items: Sequence[str]) -> dict[str, int]:
         name = name.strip()
         if not eq or not name:
             raise SpecError(f"--dim {item!r}: write NAME=VALUE, e.g. --dim seq=128")
-        try:
-            v = int(value.strip())
-        except ValueError:
-            raise SpecError(f"--dim {item!r}: {value.strip()!r} is not an integer; a "
-                            "dimension is a positive integer, e.g. --dim seq=128") from None
-        if v < 1:
-            raise SpecError(f"--dim {item!r}: a dimension must be >= 1, got {v}")
-        out[name] = v
+        out[name] = _int(value, item, "--dim",
+                         "a dimension is a positive integer, e.g. --dim seq=128", "a dimension")
     return out
 
 
