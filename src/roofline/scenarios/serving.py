@@ -38,12 +38,12 @@ from ..engine.result import Result
 from ..engine.solve import check_batch
 from ..errors import SpecError
 from ..graphs.model import Model, transformer_model
-from ..graphs.model import model as resolve_model
+from ..graphs.resolve import model as resolve_model
 from ..ops import collectives
 from ..specs.dtypes import DTYPE_BYTES, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from ..units import fmt_bytes, fmt_time
 from . import _serving_plan as sp
 

@@ -59,13 +59,13 @@ from ..engine.presets import Efficiency, check_preset, efficiency_for
 from ..engine.table import Table
 from ..errors import SpecError, UnsupportedDtypeError
 from ..graphs.model import Model
-from ..graphs.model import model as resolve_model
+from ..graphs.resolve import model as resolve_model
 from ..graphs.training import GROUPS, TrainingGraph, training_graph
 from ..graphs.transformer import TransformerConfig
 from ..specs.cluster import Cluster
-from ..specs.cluster import cluster as resolve_cluster
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
+from ..specs.resolve import cluster as resolve_cluster
 from ..specs.sourced import Provenance, read_quantity
 from ..units import fmt_time
 from . import _training_comm as comm
