@@ -7,8 +7,8 @@ import pytest
 
 import roofline as rl
 from roofline.errors import SpecError
-from roofline.scenarios.serving import plan as sp
 from roofline.scenarios.serving import expected_tokens_per_step, serve_sweep
+from roofline.scenarios.serving import plan as sp
 
 M = "llama-3.1-8b"
 

@@ -8,8 +8,8 @@ import pytest
 
 import roofline as rl
 from roofline.ops.collectives import one_shot_all_reduce, two_shot_all_reduce
-from roofline.scenarios.serving import plan as sp
 from roofline.scenarios.serving import allreduce_time
+from roofline.scenarios.serving import plan as sp
 
 H100 = rl.hardware("H100")
 
