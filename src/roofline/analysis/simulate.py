@@ -187,8 +187,8 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                         "sequence takes one token of the step's budget")
     arr, isl, osl = workload.sample(requests, seed)
     n = len(arr)
-    kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, engine=engine, preset=preset,
-              block_size=block_size)
+    kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, engine=engine,
+                              preset=preset, block_size=block_size)
     refs = _ref_prompts(isl)
     n_max = (budget + mc) if chunk_size is not None else max(budget, int(isl.max())) + mc
     if costs is None:
