@@ -40,7 +40,7 @@ def test_published_cases_within_tolerance(errs):
 
 
 def test_every_case_names_a_known_source_and_engine():
-    from roofline.scenarios._serving_plan import ENGINES
+    from roofline.scenarios.serving.plan import ENGINES
 
     doc = load_cases("serving")
     assert len(doc.sources) == 6

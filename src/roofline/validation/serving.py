@@ -50,7 +50,7 @@ _ROUNDS, _STEPS = 4, 18
 
 
 def _factors(engine: str) -> Any:
-    from ..scenarios._serving_plan import serving_factors
+    from ..scenarios.serving.plan import serving_factors
 
     return serving_factors(engine)
 

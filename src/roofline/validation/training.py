@@ -124,7 +124,7 @@ def predict_training(case: Case, preset: str = "default") -> tuple[float, dict[s
 @contextmanager
 def _factors(values: Mapping[str, float] | None) -> Iterator[None]:
     """Price with these [gpu] training factors instead of the shipped ones (None: shipped)."""
-    from ..scenarios import training as T
+    from ..scenarios.training import factors as T
 
     if values is None:
         yield
