@@ -93,3 +93,17 @@ def test_holdout_is_worse_out_of_sample(holdout) -> None:
 def test_doc_carries_the_holdout_tables(holdout) -> None:
     assert v.training_holdout_table(holdout) in DOC.read_text(encoding="utf-8"), \
         "docs/validation/training.md is stale: paste training_holdout_table()"
+
+
+def test_each_refit_trial_is_priced_with_its_own_factors() -> None:
+    """Successive trial factor sets (each freed before the next is made) give different
+    step times: the training context cache keys on the factors' values, not on an id() the
+    next trial reuses."""
+    c = [load_cases("training").case("K22 22B full")]
+    base = dict(v.START)
+    t = [v.training_errors({**base, "gemm_max": g}, c)[0][1] for g in (0.6, 0.8, 0.6)]
+    # compute-bound: 0.6 of peak is slower than 0.8 (not by the full 0.8/0.6, links stay)
+    assert t[0] > 1.1 * t[1]
+    assert t[2] == t[0]
+    shipped = {x.id: t for x, t, _, _ in v.training_errors()}
+    assert v.training_errors(None, c)[0][1] == shipped["K22 22B full"]
