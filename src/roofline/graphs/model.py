@@ -16,7 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._data import DATA, alias_index, load_toml_file, read_toml, zoo_key
+from .. import _args as A
+from .._data import DATA, alias_index, load_toml_file, read_text, read_toml, zoo_key
 from ..errors import SpecError, unknown
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
@@ -228,12 +229,15 @@ def _zoo_model(key: str) -> Model:
 def _load_json_config(path: Path) -> Model:
     import json
 
+    text = read_text(path, "model config")
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError(f"cannot read model config {str(path)!r}: {e.strerror}") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SpecError(f"model config {str(path)!r} is not valid JSON: {e}") from None
+        raise SpecError(f"model config {str(path)!r} is not valid JSON: {e.msg} (line "
+                        f"{e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise SpecError(f"model config {str(path)!r} nests too deeply to be a config.json"
+                        ) from None
     name = path.parent.name if path.name == "config.json" else path.stem
     from .transformer import from_hf_config
 
@@ -241,6 +245,7 @@ def _load_json_config(path: Path) -> Model:
                              source=str(path))
 
 
+@A.checked(spec=A.anything)
 def model(spec: Any, **kwargs: Any) -> Model:
     """A Model from a zoo name/alias, a config.json/.toml/.onnx path, or a torch module."""
     if isinstance(spec, Model):
@@ -266,8 +271,11 @@ def model(spec: Any, **kwargs: Any) -> Model:
             from .onnx_import import from_onnx  # type: ignore[import-not-found]
 
             return from_onnx(path, **kwargs)  # type: ignore[no-any-return]
-        if path.is_dir() and (path / "config.json").exists():
-            path = path / "config.json"
+        try:
+            if path.is_dir() and (path / "config.json").exists():
+                path = path / "config.json"
+        except (OSError, ValueError) as e:
+            raise SpecError(f"cannot read model path {str(path)[:200]!r}: {e}") from None
         if suffix == ".toml":
             return _model_from_doc(load_toml_file(path, "model"), str(path), path.stem)
         return _load_json_config(path)

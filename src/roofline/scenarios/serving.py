@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.presets import check_preset
 from ..engine.result import Result
 from ..engine.solve import check_batch
@@ -40,7 +41,7 @@ from ..errors import SpecError
 from ..graphs.model import Model, transformer_model
 from ..graphs.model import model as resolve_model
 from ..ops import collectives
-from ..specs.dtypes import DTYPE_BYTES, Precision
+from ..specs.dtypes import DTYPE_BYTES, PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
@@ -250,6 +251,23 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
 
 # -- serve ---------------------------------------------------------------------------------------
 
+#: argument rules shared by serve, serving_capacity and serve_sweep
+_TOK = A.count(1, A.MAX_TOKENS)
+_DEG = A.count(1, A.MAX_DEVICES)
+_ENGINE = A.either(A.text, A.instance_of(sp.ServingFactors, what="ServingFactors"),
+                   what="a serving-engine name ('trtllm', 'vllm', ...) or ServingFactors")
+_KVW = A.choice(*sp.KV_WINDOWS)
+_OPT_DTYPE = A.optional(A.dtype)
+
+
+@A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=_TOK,
+           output_len=_TOK, precision=PRECISION_ARG, kv_precision=_OPT_DTYPE,
+           weight_precision=_OPT_DTYPE, group_size=A.optional(A.count()), tp=_DEG, pp=_DEG,
+           preset=A.text, engine=_ENGINE, fused_attention=A.flag,
+           prefix_cached=A.count(0, A.MAX_TOKENS), chunk_size=A.optional(_TOK),
+           draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
+           decode_hardware=A.anything,
+           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=_KVW)
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
@@ -578,6 +596,10 @@ class Capacity:
         return asdict(self)
 
 
+@A.checked(model=A.anything, hardware=A.anything, prompt_len=_TOK, output_len=_TOK,
+           ttft_slo=A.real(0, 1e6, unit="s"), tpot_slo=A.real(0, 1e6, unit="s"),
+           precision=PRECISION_ARG, kv_precision=_OPT_DTYPE, weight_precision=_OPT_DTYPE,
+           tp=_DEG, preset=A.text, engine=_ENGINE, kv_window=_KVW)
 def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: int,
                      ttft_slo: float, tpot_slo: float, precision: str = "bf16",
                      kv_precision: str | None = None, weight_precision: str | None = None,
@@ -655,6 +677,13 @@ def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: 
 
 # -- vectorised sweep --------------------------------------------------------------------------
 
+@A.checked(model=A.anything, hardware=A.anything,
+           batch=A.seq(A.count(), scalar=True, what="positive integers",
+                       ints=(1, A.MAX_COUNT)),
+           context=A.seq(_TOK, scalar=True, what="positive integers",
+                         ints=(1, A.MAX_TOKENS)),
+           precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
+           kv_precision=_OPT_DTYPE, tp=_DEG, preset=A.text, engine=_ENGINE, kv_window=_KVW)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                 precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",

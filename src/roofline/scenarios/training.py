@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from .._data import DATA, read_toml
 from ..engine.core import price
 from ..engine.presets import Efficiency, check_preset, efficiency_for
@@ -64,7 +65,7 @@ from ..graphs.training import GROUPS, TrainingGraph, training_graph
 from ..graphs.transformer import TransformerConfig
 from ..specs.cluster import Cluster
 from ..specs.cluster import cluster as resolve_cluster
-from ..specs.dtypes import Precision
+from ..specs.dtypes import PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.sourced import Provenance, read_quantity
 from ..units import fmt_time
@@ -512,9 +513,17 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 # -- validation of one split -----------------------------------------------------------------------
 
 def _check_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    return A.check_count(name, v, lo)
+
+
+#: argument rules shared by train and best_parallelism
+_DEG = A.count(1, A.MAX_DEVICES)
+_OPT_DEG = A.optional(_DEG)
+_ZERO = A.choice(0, 1, 2, 3)
+_RC = A.choice(*RECOMPUTE)
+_COMMON = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
+               seq_len=A.count(1, A.MAX_TOKENS), precision=PRECISION_ARG, nodes=_OPT_DEG,
+               fused_attention=A.flag, dropout=A.flag, dp_overlap=A.flag, preset=A.text)
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
@@ -546,6 +555,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
 
 
+@A.checked(**_COMMON, micro_batch=A.count(), tp=_DEG, pp=_DEG, dp=_OPT_DEG, ep=_DEG,
+           interleave=A.count(1, 1024), recompute=_RC, zero=_ZERO, sequence_parallel=A.flag)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
           recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
@@ -627,6 +638,11 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+@A.checked(**_COMMON, micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
+           interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
+           recomputes=A.seq(_RC, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
+           zeros=A.seq(_ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=_OPT_DEG,
+           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag)
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
