@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import roofline as rl
 from roofline._data import toml_escape
 from roofline.calibrate.backends import FakeBackend, FakeMachine
 from roofline.calibrate.measure import last_text, measure
