@@ -29,6 +29,17 @@ class Capacity:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ...report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ...report import repr_html
+
+        return repr_html(self)
+
 
 @A.checked(model=A.anything, hardware=A.anything, prompt_len=R.TOKENS, output_len=R.TOKENS,
            ttft_slo=A.real(0, 1e6, unit="s"), tpot_slo=A.real(0, 1e6, unit="s"),
