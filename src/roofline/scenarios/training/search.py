@@ -8,6 +8,7 @@ import numpy as np
 
 from ...engine.table import Table
 from ...errors import SpecError
+from ...graphs.shard import tp_problem
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
 from .context import _context, _graph, _group_times, model_flops_per_sample
@@ -37,8 +38,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     max_tp = max_tp or ctx.cl.domain
-    tps = [t for t in _divisors(devices) if t <= max_tp and cfg.n_heads % t == 0
-           and (cfg.n_kv_heads % t == 0 or t % cfg.n_kv_heads == 0) and cfg.d_ff % t == 0]
+    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
     rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
     for t in tps:
         for p in _divisors(cfg.n_layers):
