@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.memory import fits as mem_fits
 from ...engine.table import Table
 from ...errors import SpecError
 from ...graphs.shard import tp_problem
@@ -80,7 +81,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap)
     cap = ctx.cl.device.memory_capacity_bytes
-    fits = r["total"] <= cap
+    fits = mem_fits(r["total"], cap)
     mf = np.array([model_flops_per_sample(ctx.m, seq_len, micro_batch=int(b),
                                           precision=ctx.prec)[0] for b in arr["b"]]) \
         if cfg.n_experts else model_flops_per_sample(ctx.m, seq_len, precision=ctx.prec)[0]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
@@ -205,12 +206,9 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     mem = {"weights": float(r["weights"][i]), "gradients": float(r["gradients"][i]),
            "optimizer": float(r["opt"][i]), "activations": float(r["activations"][i]),
            "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
-    feasible = mem["total"] <= cap
-    reason = "" if feasible else (
-        f"needs {mem['total'] / 2**30:.1f} GiB per device, {ctx.cl.device.name} has "
-        f"{cap / 2**30:.0f} GiB (weights {mem['weights'] / 2**30:.1f}, gradients "
-        f"{mem['gradients'] / 2**30:.1f}, optimizer {mem['optimizer'] / 2**30:.1f}, activations "
-        f"{mem['activations'] / 2**30:.1f} GiB)")
+    feasible = bool(fits(mem["total"], cap))
+    reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
+        k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
