@@ -68,7 +68,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from .xp import SCALAR as _SC
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
@@ -84,14 +83,17 @@ Arr = Any
 
 # -- the two formulas every collective here is made of ------------------------------------------
 
-def _ring_all_reduce(n: Arr, p: Arr, bw: Arr, alpha: Arr, xp: Any = np) -> Arr:
-    """2(p−1)·α + 2(p−1)/p · n/bw (0 for p = 1); ``bw`` already times the link efficiency."""
-    return xp.where(p > 1, 2 * (p - 1) * alpha + 2 * (p - 1) / xp.maximum(p, 1) * n / bw, 0.0)
+# Plain arithmetic, so one function serves Python floats and numpy arrays alike; p >= 1 (a
+# group of one rank gives exactly 0).
+
+def _ring_all_reduce(n: Arr, p: Arr, bw: Arr, alpha: Arr) -> Arr:
+    """2(p−1)·α + 2(p−1)/p · n/bw; ``bw`` already times the link efficiency."""
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n / bw
 
 
-def _one_pass_time(n: Arr, p: Arr, bw: Arr, alpha: Arr, xp: Any = np) -> Arr:
-    """(p−1)·α + (p−1)/p · n/bw (0 for p = 1): reduce-scatter, all-gather, all-to-all."""
-    return xp.where(p > 1, (p - 1) * alpha + (p - 1) / xp.maximum(p, 1) * n / bw, 0.0)
+def _one_pass_time(n: Arr, p: Arr, bw: Arr, alpha: Arr) -> Arr:
+    """(p−1)·α + (p−1)/p · n/bw: reduce-scatter, all-gather, all-to-all."""
+    return (p - 1) * alpha + (p - 1) / p * n / bw
 
 
 def _latency(latency: str) -> bool:
@@ -141,11 +143,11 @@ def all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
         return 0.0
     bw_e = bw * link_efficiency
     if per_call:  # one α, and the ring's (= the tree's) bandwidth term
-        return alpha + float(_ring_all_reduce(n, p, bw_e, 0.0, _SC))
-    ring = float(_ring_all_reduce(n, p, bw_e, alpha, _SC))
+        return alpha + _ring_all_reduce(n, p, bw_e, 0.0)
+    ring = _ring_all_reduce(n, p, bw_e, alpha)
     if algorithm == "ring":
         return ring
-    tree = 2 * math.ceil(math.log2(p)) * alpha + float(_ring_all_reduce(n, p, bw_e, 0.0, _SC))
+    tree = 2 * math.ceil(math.log2(p)) * alpha + _ring_all_reduce(n, p, bw_e, 0.0)
     if algorithm == "tree":
         return tree
     if algorithm == "auto":
@@ -184,8 +186,8 @@ def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float, latency: st
     if p == 1 or n == 0:
         return 0.0
     if per_call:
-        return alpha + float(_one_pass_time(n, p, bw * eff, 0.0, _SC))
-    return float(_one_pass_time(n, p, bw * eff, alpha, _SC))
+        return alpha + _one_pass_time(n, p, bw * eff, 0.0)
+    return _one_pass_time(n, p, bw * eff, alpha)
 
 
 def all_gather(n: float, p: int, bw: float, alpha: float = 0.0, *,
@@ -254,8 +256,8 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     an all-reduce of n/inner across), α per ring step."""
     n = xp.asarray(n, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
-    inside = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha, xp)
-    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha, xp)
+    inside = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
+    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha)
     return xp.where((p > 1) & (n > 0), inside + across, 0.0)
 
 
@@ -278,7 +280,7 @@ def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     inner, outer = group_split(p, stride, links.domain, xp)
     bw = xp.where(outer > 1, links.out_bw, links.up_bw)
     alpha = xp.where(outer > 1, links.out_alpha, links.up_alpha)
-    return xp.where((p > 1) & (n > 0), _one_pass_time(n, p, bw, alpha, xp), 0.0)
+    return xp.where((p > 1) & (n > 0), _one_pass_time(n, p, bw, alpha), 0.0)
 
 
 def group_send_recv(n: Arr, cross_domain: Arr, links: Links, xp: Any = np) -> Arr:
