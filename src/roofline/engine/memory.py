@@ -3,9 +3,9 @@
 One check and one message for ``solve``, ``sweep``, ``serve``, ``serve_sweep``, ``train`` and
 ``best_parallelism``: a configuration fits when the bytes it needs per device (every part —
 weights, activations, KV cache, gradients, optimizer states, workspace) are at most the
-device's memory capacity. Messages give bytes in **GiB = 2**30 bytes** (docs/notation.md):
-HBM and DRAM capacities are binary (an "80 GB" A100 holds 80 GiB), so the capacity a message
-quotes is the number on the box.
+device's memory capacity. Messages give bytes with **decimal prefixes** (GB = 10⁹ B, through
+``units.fmt_bytes``), as every printout of the library does (docs/notation.md): an "80 GB" A100,
+which holds 80 GiB, has 85.9 GB.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..units import GiB
+from ..units import fmt_bytes
 
 __all__ = ["fits", "fit_reason", "memory_fit"]
 
@@ -26,20 +26,15 @@ def fits(total_bytes: Any, capacity_bytes: Any) -> Any:
     return total_bytes <= capacity_bytes
 
 
-def _gib(n: float) -> str:
-    g = n / GiB
-    return f"{g:.1f}" if g >= 1 else f"{g:.3g}"
-
-
 def fit_reason(total_bytes: float, capacity_bytes: float, device: str,
                parts: Mapping[str, float] | None = None, *, tail: str = "") -> str:
-    """Why a configuration does not fit: ``needs T GiB per device, <device> has C GiB (part a,
-    part b, … GiB)`` + ``tail``. ``parts``: the non-zero parts to list (label: bytes)."""
-    cap = f"{capacity_bytes / GiB:.1f}".removesuffix(".0")
+    """Why a configuration does not fit: ``needs T per device, <device> has C (part a, part b,
+    …)`` + ``tail``, sizes by ``fmt_bytes``; ``parts``: the non-zero parts to list."""
     shown = [(k, v) for k, v in (parts or {}).items() if v]
-    listed = (" (" + ", ".join(f"{_LABEL.get(k, k.replace('_', ' '))} {_gib(v)}"
-                               for k, v in shown) + " GiB)") if shown else ""
-    return f"needs {_gib(total_bytes)} GiB per device, {device} has {cap} GiB{listed}{tail}"
+    listed = (" (" + ", ".join(f"{_LABEL.get(k, k.replace('_', ' '))} {fmt_bytes(v)}"
+                               for k, v in shown) + ")") if shown else ""
+    return (f"needs {fmt_bytes(total_bytes)} per device, {device} has {fmt_bytes(capacity_bytes)}"
+            f"{listed}{tail}")
 
 
 def memory_fit(breakdown: Mapping[str, float], capacity_bytes: float, device: str, *,
