@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import _args as A
 from ..engine.core import plan_for
+from ..engine.memory import fit_reason
+from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
 from ..engine.table import Table
@@ -200,10 +202,12 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
-        fits = foot <= cap
+        fits = mem_fits(foot, cap)
         reason = np.full(fits.shape, "", dtype=object)
-        for hi, bi in zip(*np.nonzero(~fits)):
-            reason[hi, bi] = f"needs {foot[hi, bi] / 1e9:.2f} GB of {cap[hi, 0] / 1e9:.2f} GB"
+        for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
+            reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
+                "weights": g.weight_footprint_bytes, "activations": arr["live"][hi, bi],
+                "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
