@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Sample", "time_call", "time_after", "runqueue_wait_ns", "sample_from_times",
-           "thread_limit"]
+           "thread_limit", "stable_sample", "AGREE", "MAX_SPREAD"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +125,41 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
         kept += [t for _, t in disturbed[: max(1, len(disturbed) // 2)]]
         disturbed = disturbed[max(1, len(disturbed) // 2):]
     return sample_from_times(kept, discarded=len(disturbed))
+
+
+#: two timing rounds of one item agree when their medians are within this factor
+AGREE = 1.25
+#: a round whose p10-p90 spread exceeds this fraction of its median is not trusted alone
+MAX_SPREAD = 0.5
+
+
+def stable_sample(time_round: Callable[[], Sample], *, max_rounds: int = 4,
+                  agree: float = AGREE, max_spread: float = MAX_SPREAD) -> tuple[Sample, str]:
+    """Time one item in rounds until two consecutive rounds agree, so a spike (another
+    process's load, a frequency dip, a page-cache storm during one round) is never reported as
+    the item's time.
+
+    ``time_round()`` times the item once (a ``Sample``). Rounds are added until the medians of
+    the last two agree within ``agree``× and neither round's spread exceeds ``max_spread``;
+    the faster of those two is returned with an empty note. After ``max_rounds`` without
+    agreement the fastest round is returned with a note saying the item is unstable (its
+    medians listed): callers keep such items out of error statistics.
+    """
+    rounds = [time_round()]
+    while True:
+        if len(rounds) >= 2:
+            a, b = rounds[-2], rounds[-1]
+            ok = max(a.median_s, b.median_s) <= agree * min(a.median_s, b.median_s) and \
+                a.spread <= max_spread and b.spread <= max_spread
+            if ok:
+                return min(a, b, key=lambda s: s.median_s), ""
+        if len(rounds) >= max_rounds:
+            break
+        rounds.append(time_round())
+    meds = ", ".join(f"{s.median_s * 1e3:.4g}" for s in rounds)
+    return min(rounds, key=lambda s: s.median_s), (
+        f"unstable: {len(rounds)} timing rounds never agreed within {agree}x "
+        f"(medians {meds} ms)")
 
 
 def time_after(fn: Callable[[], object], before: Callable[[], object], **kw: Any) -> Sample:

@@ -8,6 +8,7 @@ import io
 import math
 from typing import Any
 
+from .._text import csv_cell
 from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
 
 __all__ = ["register", "run"]
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         w = csv.DictWriter(buf, fieldnames=s.table.columns, lineterminator="\n")
         w.writeheader()
         for row in s.to_dicts():
-            w.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
+            w.writerow({k: "" if isinstance(v, float) and math.isnan(v) else csv_cell(v)
                         for k, v in row.items()})
         print(buf.getvalue(), end="")
     else:

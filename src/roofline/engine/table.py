@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import printable_str
 from ..errors import require_extra
 
 __all__ = ["Table"]
@@ -80,6 +81,7 @@ class Table:
     def where(self, mask: np.ndarray) -> Table:
         return Table({k: v[mask] for k, v in self._cols.items()}, self.units, self.title)
 
+    @printable_str
     def to_string(self, columns: Sequence[str] | None = None, max_rows: int = 40) -> str:
         cols = list(columns or self._cols)
         head = [c + (f" [{self.units[c]}]" if self.units.get(c) else "") for c in cols]
@@ -99,6 +101,7 @@ class Table:
                                    for j, (v, w) in enumerate(zip(r, widths))))
         return "\n".join(lines)
 
+    @printable_str
     def __str__(self) -> str:
         return self.to_string()
 

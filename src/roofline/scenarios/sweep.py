@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._text import printable_str
 from ..engine.core import plan_for
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
@@ -80,6 +81,7 @@ class Sweep:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
                 "arithmetic_intensity", "mfu", "feasible"]
@@ -201,7 +203,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     cols["batch"] = cols["batch"].astype(np.int64)
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
-    return Sweep(table, m.name, preset, runtime)
+    out = Sweep(table, m.name, preset, runtime)
+    out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
+    return out
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

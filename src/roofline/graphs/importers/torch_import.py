@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
@@ -580,6 +581,10 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: i
                  n_views=len(tracer.views), view_names=tracer.views, module_params=module_params)
 
 
+@A.checked(module=A.anything, example_inputs=A.anything,
+           example_kwargs=A.optional(A.mapping(A.text, A.anything,
+                                               what="argument names to values")),
+           seq_dim=A.optional(A.count(0, 64)), name=A.optional(A.text), keep_views=A.flag)
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, name: str | None = None,
                keep_views: bool = False) -> ImportedModel:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..._text import printable_str
 from ...units import fmt_time
 
 
@@ -91,6 +92,7 @@ class TrainingResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         gib = 2.0**30
         mem = self.memory_per_device
