@@ -49,6 +49,13 @@ def test_a_noisy_round_is_not_trusted_even_when_medians_agree():
     assert "unstable" in note
 
 
+def test_rounds_under_load_from_other_processes_are_not_trusted():
+    loaded = sample_from_times([0.3, 0.31, 0.3], discarded=3, disturbed=3, wait_fraction=0.78)
+    it = iter([loaded] * 4)
+    s, note = stable_sample(lambda: next(it))
+    assert "under load from other processes" in note and "78%" in note
+
+
 def _fake_timer(monkeypatch, medians):
     it = iter(medians)
 
