@@ -154,8 +154,9 @@ def stable_sample(time_round: Callable[[], Sample], *, max_rounds: int = 4,
     the last two agree within ``agree``×, neither round's spread exceeds ``max_spread`` and
     neither was disturbed (``Sample.disturbed``: every sample waited on the run queue while
     other processes held the cores); the faster of those two is returned with an empty note.
-    After ``max_rounds`` without agreement the fastest round is returned with a note saying the item is unstable (its
-    medians listed): callers keep such items out of error statistics.
+    After ``max_rounds`` without agreement the fastest round is returned with a note saying
+    the item is unstable (its medians listed): callers keep such items out of error
+    statistics.
     """
     rounds = [time_round()]
     while True:
