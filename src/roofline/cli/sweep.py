@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import math
+import sys
 from typing import Any
 
 from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     s = sweep(model_arg(args), args.hardware, batch=batches, precision=args.precision,
               **scenario_kwargs(args))
     if args.json:
-        print(dump_json({"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover()}))
+        print(dump_json({"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover(),
+                         "warnings": list(s.warnings)}))
     elif args.csv:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=s.table.columns, lineterminator="\n")
@@ -47,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
             w.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
                         for k, v in row.items()})
         print(buf.getvalue(), end="")
+        for w in s.warnings:  # on stderr: the CSV on stdout stays a table
+            print(f"WARNING: {w}", file=sys.stderr)
     else:
         print(s)
     return 0
