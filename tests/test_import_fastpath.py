@@ -10,7 +10,7 @@ from torch import nn  # noqa: E402
 
 import roofline as rl  # noqa: E402
 from roofline.errors import ImportGraphError, SpecError  # noqa: E402
-from roofline.graphs.torch_import import from_torch  # noqa: E402
+from roofline.graphs.importers.torch_import import from_torch  # noqa: E402
 
 E, N, F, L = 64, 4, 128, 2  # embed, heads, feed-forward width, layers
 

@@ -26,7 +26,7 @@ from ..engine.presets import efficiency_for
 from ..engine.solve import solve
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from .timing import thread_limit, time_call
 from .workloads import Item, suite
 
@@ -186,6 +186,17 @@ class Validation:
                 raise SpecError(f"cannot write plot {str(path)!r}: {e.strerror}") from None
             plt.close(fig)
         return fig
+
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
 
     def __str__(self) -> str:
         return self.to_string()

@@ -6,16 +6,16 @@ then their backward ops in reverse order. Each backward op's cost is a fixed lin
 combination of its forward op's quantities (FLOPs F, weight bytes read W, activation bytes read
 X and written Y), so the training graph stays affine in the batch like the forward one.
 
-| kind (forward)                    | backward ops                     | FLOPs | reads          | writes   |
-|-----------------------------------|----------------------------------|-------|----------------|----------|
-| linear, conv, conv2d, matmul with a weight operand | dX = dY·Wᵀ (transposed conv) | F | W, dY (= Y) | dX (= X) |
-|                                   | dW = Xᵀ·dY, accumulated in fp32  | F     | X, dY; grad    | grad     |
-| matmul of two activations         | dA = dC·Bᵀ and dB = Aᵀ·dC       | 2F    | A, B, dC       | dA, dB   |
-| attention (fused, Flash)          | dQ, dK, dV                       | 2.5F  | Q, K, V, O, dO | dQ, dK, dV |
-| elementwise, norm, softmax, pools, variance, cumsum, sort, topk | dX | 2F | saved input(s), dY | dX |
-| copy (cat, transpose, pad, ...)   | dX (the inverse movement)        | 0     | dY             | dX       |
-| embedding                         | scatter-add of dY into fp32 rows | rows·D | dY; grad rows | grad rows |
-| view, kv_cache_write              | none                             |       |                |          |
+- linear, conv, conv2d, and matmul with a weight operand: dX = dY·Wᵀ (a transposed conv)
+  with F FLOPs, reading W and dY (= Y bytes), writing dX (= X); and dW = Xᵀ·dY, F FLOPs,
+  reading X and dY and accumulating into the fp32 gradient ("grad").
+- matmul of two activations: dA = dC·Bᵀ and dB = Aᵀ·dC, 2F; reads A, B, dC; writes dA, dB.
+- attention (fused, Flash): dQ, dK, dV with 2.5F; reads Q, K, V, O and dO; writes dQ, dK, dV.
+- elementwise, norm, softmax, pools, variance, cumsum, sort, topk: dX with 2F; reads the
+  saved input(s) and dY, writes dX (a norm's γ/β gradients accumulate into "grad").
+- copy (cat, transpose, pad, ...): the inverse movement, 0 FLOPs; reads dY, writes dX.
+- embedding: a scatter-add of dY into fp32 gradient rows, one add per element of dY.
+- view, kv_cache_write: nothing.
 
 "grad" is the fp32 gradient accumulator: a weight-gradient op reads and writes ``grad_bytes``
 (4) per weight element (Megatron's fused gradient accumulation; the decoder training graph,

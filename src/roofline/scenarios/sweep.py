@@ -14,10 +14,10 @@ from ..engine.solve import check_batch, solve
 from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
-from ..graphs.model import model as resolve_model
+from ..graphs.resolve import model as resolve_model
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 
 __all__ = ["sweep", "Sweep"]
 
@@ -62,6 +62,23 @@ class Sweep:
                 hits = b[cb]
                 out[key] = int(hits.min()) if len(hits) else None
         return out
+
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
+    def to_html(self, path: Any = None) -> str:
+        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
+        from ..report import to_html
+
+        return to_html(self, path)
 
     def __str__(self) -> str:
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",

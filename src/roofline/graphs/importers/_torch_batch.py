@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImportGraphError, SpecError
-from ..specs.dtypes import Precision
+from ...errors import ImportGraphError, SpecError
+from ...specs.dtypes import Precision
 from ._import_common import Trace, price_records
 
 __all__ = ["BatchDims", "check_batch_dim", "find_batch_dims", "assign_dims"]
