@@ -11,7 +11,7 @@ data-parallel devices, each holding the whole model:
 * **Gradient accumulation.** ``m = global_batch / (dp · b)`` micro-batches per step.
 * **Data parallelism.** An all-reduce of the gradients (``grad_bytes`` per parameter: 4,
   fp32; 2 with fp16 training) over the dp ranks (ring, hierarchical across the cluster's
-  scale-up domains; training/comm.py), bucketed and overlapped with the last micro-batch's
+  scale-up domains; ops/collectives.py), bucketed and overlapped with the last micro-batch's
   backward when ``dp_overlap`` (what does not fit under it, and at least the last bucket of
   ``DP_BUCKET_BYTES``, is exposed), as DDP and Megatron run it.
 * **Optimizer step.** A memory-bound pass over the parameters: Adam(W) 34 bytes and 16 FLOPs
@@ -38,9 +38,10 @@ from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
 from ...graphs.resolve import model as resolve_model
+from ...ops import collectives as coll
+from ...ops.xp import SCALAR
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
-from . import comm
 from .factors import training_factors
 from .result import TrainingResult
 
@@ -127,13 +128,13 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     grad_b = 2.0 if p.weights == "fp16" else 4.0
     opt_bytes, opt_flops, state_b = (OPTIMIZERS_FP32 if fp32 else OPTIMIZERS)[optimizer]
     f = training_factors(hw.kind) if preset != "bound" else None
-    links = comm.Links(domain=c.domain,
+    links = coll.Links(domain=c.domain,
                        up_bw=c.scale_up_bytes_per_s * (f.scale_up_efficiency if f else 1.0),
                        up_alpha=c.scale_up_latency_s,
                        out_bw=c.scale_out_bytes_per_s * (f.scale_out_efficiency if f else 1.0),
                        out_alpha=c.scale_out_latency_s)
     g_bytes = P * grad_b
-    t_ar = float(comm.all_reduce(g_bytes, dp, 1, links, comm.SCALAR)) if dp > 1 else 0.0
+    t_ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR)) if dp > 1 else 0.0
     if dp_overlap and dp > 1:
         last = t_ar * min(1.0, DP_BUCKET_BYTES / max(g_bytes, 1.0))
         dp_exp = max(t_ar - t_b, last)
