@@ -56,6 +56,7 @@ class Result:
     power_model: str = POWER_MODEL
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
     @property
     def ops(self) -> Table:

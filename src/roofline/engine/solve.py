@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._call import records_call
 from ..errors import SpecError, UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
@@ -45,12 +46,13 @@ def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, p
                   feasible=False, reason=reason)
 
 
+@records_call("solve")
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
-          group_size: int | None = None, fuse: bool = False,
-          runtime: str = "eager") -> Result:
+          group_size: int | None = None, fuse: bool | Any = False,
+          runtime: str = "eager", sparsity: str | float | None = None) -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
@@ -61,7 +63,10 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     is the eager graph, one kernel per op. ``runtime``: "eager" (every kernel launched from
     the host, each paying the preset's per-op ``dispatch``) or "compiled" (the whole graph
     submitted at once — CUDA graph, XLA program: no per-op host dispatch, the device-side
-    kernel gap stays). A configuration that cannot run (dtype missing, does not fit) is a
+    kernel gap stays). ``fuse`` also takes a set of kinds ("bn", "activation", "residual",
+    "attention", "qkv"; graphs/fusion.py). ``sparsity``: "2:4" (structured; only on parts
+    whose hardware file gives sparse tensor throughput) or a weight density in (0, 1)
+    (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run (dtype missing, does not fit) is a
     Result with ``feasible=False`` and the ``reason``.
     """
     m = resolve_model(model)
@@ -77,8 +82,19 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     if not hw.has(p.compute):
         return _infeasible(m, hw, batch, p, preset, phase,
                            f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+    sparse = None
+    if sparsity is not None:
+        from ..graphs.sparsity import check_sparsity
+
+        pattern = check_sparsity(sparsity)
+        if pattern == "2:4" and "2:4" not in hw.sparsity:
+            return _infeasible(m, hw, batch, p, preset, phase,
+                               f"{hw.name} has no 2:4 sparse tensor throughput in its hardware "
+                               "file; unstructured sparsity (a density) still compresses weights")
+        if pattern is not None:
+            sparse = (pattern, hw.sparsity.get("2:4", 1.0) if pattern == "2:4" else 1.0)
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
-                fused_attention=fused_attention, fuse=fuse)
+                fused_attention=fused_attention, fuse=fuse, sparsity=sparse)
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)

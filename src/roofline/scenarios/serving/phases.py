@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._call import records_call
 from ...engine.presets import check_preset
 from ...engine.result import Result
 from ...engine.solve import check_batch
@@ -57,6 +58,7 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
 
 
 
+@records_call("serve")
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,

@@ -67,6 +67,7 @@ class ServeResult:
     notes: tuple[str, ...] = ()
     _prefill: Any = field(default=None, repr=False)
     _decode: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
     @property
     def prefill(self) -> Result:

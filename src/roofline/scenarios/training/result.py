@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...units import fmt_time
@@ -45,6 +45,7 @@ class TrainingResult:
     feasible: bool
     reason: str = ""
     power_w: float = math.nan  #: cluster power while training (devices at TDP + node overhead)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
     @property
     def samples_per_s(self) -> float:

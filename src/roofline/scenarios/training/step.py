@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._call import records_call
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
@@ -152,6 +153,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
 
 
+@records_call("train")
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
           recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
