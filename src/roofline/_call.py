@@ -36,9 +36,28 @@ class Call:
         return _entry(self.fn)(self.model, self.hardware, **self.kwargs)
 
     def __str__(self) -> str:
+        defaults = _defaults(self.fn)
         args = [_show(self.model), _show(self.hardware)]
-        args += [f"{k}={_show(v)}" for k, v in self.kwargs.items()]
+        args += [f"{k}={_show(v)}" for k, v in self.kwargs.items()
+                 if k == "precision" or not (k in defaults and _same(defaults[k], v))]
         return f"rl.{self.fn}({', '.join(args)})"
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+@functools.lru_cache(maxsize=8)
+def _defaults(fn: str) -> dict[str, Any]:
+    """Keyword defaults of an entry point (a call string leaves them out)."""
+    import inspect
+
+    sig = inspect.signature(_entry(fn))
+    return {k: p.default for k, p in sig.parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
 
 def _show(v: Any) -> str:

@@ -69,7 +69,7 @@ def _pct(a: float, b: float) -> str:
     return f"{(b / a - 1.0) * 100:+.1f} %" if a > 0 else "n/a"
 
 
-# -- batch ------------------------------------------------------------------------------------------
+# -- batch ----------------------------------------------------------------------------------------
 def _solve_batch(ctx: Any) -> Iterator[Lever]:
     r = ctx.base
     B = r.batch
@@ -182,7 +182,7 @@ def _serve_batch(ctx: Any) -> Iterator[Lever]:
                             lambda res: f"TPOT {fmt_time(res.tpot)} <= SLO {fmt_time(ctx.slo)}")
 
 
-# -- precision and quantization ---------------------------------------------------------------------
+# -- precision and quantization -------------------------------------------------------------------
 def _precision_rows(ctx: Any, llm: bool, kv: bool) -> Iterator[Lever]:
     hw = _hw(ctx)
     p = _prec(ctx)
@@ -261,7 +261,7 @@ def _train_precision(ctx: Any) -> Iterator[Lever]:
                         note=accuracy_notes()["fp8"])
 
 
-# -- fusion, runtime --------------------------------------------------------------------------------
+# -- fusion, runtime ------------------------------------------------------------------------------
 def _solve_fusion(ctx: Any) -> Iterator[Lever]:
     from ..graphs.fusion import EPILOGUE_KINDS, check_fuse
 
@@ -332,7 +332,7 @@ def _serve_runtime(ctx: Any) -> Iterator[Lever]:
                     lambda res: f"TPOT {fmt_time(ctx.base.tpot)} -> {fmt_time(res.tpot)}")
 
 
-# -- sparsity --------------------------------------------------------------------------------------
+# -- sparsity -------------------------------------------------------------------------------------
 def _solve_sparsity(ctx: Any) -> Iterator[Lever]:
     hw = _hw(ctx)
     notes = accuracy_notes()
@@ -355,28 +355,57 @@ def _solve_sparsity(ctx: Any) -> Iterator[Lever]:
                     note=notes["unstructured"])
 
 
-# -- activation, shape ------------------------------------------------------------------------------
+# -- activation, shape ----------------------------------------------------------------------------
 def _variant(ctx: Any, lever: str, setting: str, cfg: Any, why: Callable[[Any], str]) -> Lever:
-    from ..graphs.model import transformer_model
+    from ..graphs.knobs import variant_of
 
     m = _model(ctx)
     try:
-        new = transformer_model(cfg, key=m.key, name=f"{m.name} ({setting})")
+        new = variant_of(cfg, key=m.key, name=f"{m.name} ({setting})")
     except Exception as e:  # a config the builder refuses is a row, not a crash
         return ctx.na(lever, setting, f"cannot build: {e}")
     return ctx.price(lever, setting, Change(model=new), why)
 
 
+def _knob_variant(ctx: Any, lever: str, setting: str, why: Callable[[Any], str],
+                  **knobs: Any) -> Lever:
+    from ..graphs.knobs import resize
+
+    try:
+        new = resize(_model(ctx), **knobs)
+    except Exception as e:  # a variant the builder refuses is a row, not a crash
+        return ctx.na(lever, setting, f"cannot build: {e}")
+    return ctx.price(lever, setting, Change(model=new), why)
+
+
+def _cnn_knobs(ctx: Any) -> bool:
+    from ..graphs.knobs import _RESNETS
+
+    return _model(ctx).key in _RESNETS and isinstance(ctx.call.model, str)
+
+
 def _solve_activation(ctx: Any) -> Iterator[Lever]:
-    m = _model(ctx)
-    cfg = m.config
-    if cfg is None:
-        yield ctx.na("activation", "activation swap", f"{m.name} is built from fixed layers "
-                     "(ReLU CNN); the activation is not a knob of this zoo model")
-        return
     from ..ops.formulas import ELEMENTWISE_FLOPS
 
+    m = _model(ctx)
+    cfg = m.config
     base = ctx.base
+    if cfg is None and _cnn_knobs(ctx):
+        for act in ("gelu_tanh", "silu"):
+            f1 = ELEMENTWISE_FLOPS[act]
+            yield _knob_variant(
+                ctx, "activation", f"relu -> {act}",
+                lambda res, f1=f1, act=act: f"{act} costs {f1} FLOP/element against ReLU's 1, "
+                f"but the op is memory-bound"
+                + (" and fused into the conv epilogue" if _kw(ctx, "fuse") else "")
+                + f": {_pct(base.latency, res.latency)}, intensity "
+                f"{base.arithmetic_intensity:.1f} -> {res.arithmetic_intensity:.1f} FLOP/B",
+                act=act)
+        return
+    if cfg is None:
+        yield ctx.na("activation", "activation swap", f"{m.name} is built from fixed layers; "
+                     "the activation is a knob of the ResNet and transformer zoo models")
+        return
     f0 = ELEMENTWISE_FLOPS.get(cfg.act, math.nan)
     for act in _ACT_SWAPS:
         if act == cfg.act:
@@ -401,11 +430,23 @@ def _round(x: float, mult: int) -> int:
 def _solve_shape(ctx: Any) -> Iterator[Lever]:
     m = _model(ctx)
     cfg = m.config
+    base = ctx.base
+
+    def cnn_why(res: Any) -> str:
+        return (f"intensity {base.arithmetic_intensity:.0f}"
+                f" -> {res.arithmetic_intensity:.0f} FLOP/B (ridge {base.ridge_point:.0f}); "
+                f"FLOPs {_pct(base.flops, res.flops)}")
+
+    if cfg is None and _cnn_knobs(ctx):
+        for w in (0.5, 2.0):
+            yield _knob_variant(ctx, "shape", f"width x{w:g}", cnn_why, width=w)
+        for d in (0.5, 2.0):
+            yield _knob_variant(ctx, "shape", f"depth x{d:g}", cnn_why, depth=d)
+        return
     if cfg is None:
         yield ctx.na("shape", "width / depth", f"{m.name} is built from fixed layers; width "
-                     "and depth are knobs of the transformer zoo models")
+                     "and depth are knobs of the ResNet and transformer zoo models")
         return
-    base = ctx.base
     D, L, H = cfg.d_model, cfg.n_layers, cfg.head_dim
 
     def why(res: Any) -> str:
@@ -430,7 +471,7 @@ def _solve_shape(ctx: Any) -> Iterator[Lever]:
                        replace(cfg, d_model=D4), why)
 
 
-# -- parallelism -----------------------------------------------------------------------------------
+# -- parallelism ----------------------------------------------------------------------------------
 def _serve_parallelism(ctx: Any) -> Iterator[Lever]:
     s = ctx.base
     for arg, cur in (("tp", s.tp), ("pp", s.pp)):
@@ -479,7 +520,7 @@ def _train_parallelism(ctx: Any) -> Iterator[Lever]:
                     f"{fmt_time(res.breakdown.get('bubble', 0))}")
 
 
-# -- hardware ----------------------------------------------------------------------------------------
+# -- hardware -------------------------------------------------------------------------------------
 def _hardware_rows(ctx: Any, dtype: str) -> Iterator[Lever]:
     from ..specs.resolve import hardware as resolve_hardware
     from ..specs.resolve import list_hardware
@@ -515,6 +556,37 @@ def _serve_hardware(ctx: Any) -> Iterator[Lever]:
     yield from _hardware_rows(ctx, _prec(ctx).compute)
 
 
+def _train_hardware(ctx: Any) -> Iterator[Lever]:
+    """Every zoo cluster, sized to the same number of devices where its node size allows."""
+    from ..specs.resolve import cluster as resolve_cluster
+    from ..specs.resolve import list_clusters
+
+    cur = resolve_cluster(ctx.call.hardware)
+    devices = ctx.base.devices
+    for key in list_clusters():
+        cl = resolve_cluster(key)
+        if cl.key == cur.key:
+            continue
+        if devices % cl.devices_per_node:
+            yield ctx.na("hardware", cl.name, f"{devices} devices is not a whole number of "
+                         f"{cl.devices_per_node}-device nodes")
+            continue
+        nodes = devices // cl.devices_per_node
+        if cl.max_nodes is not None and nodes > cl.max_nodes:
+            yield ctx.na("hardware", cl.name, f"{nodes} nodes exceeds its largest published "
+                         f"configuration ({cl.max_nodes})")
+            continue
+        yield ctx.price("hardware", f"{cl.name} x{nodes} nodes",
+                        Change({"nodes": nodes}, hardware=key),
+                        lambda res, cl=cl: f"{cl.device.name}: step {fmt_time(ctx.base.step_time)} -> "
+                        f"{fmt_time(res.step_time)}")
+
+
+def _train_batch(ctx: Any) -> Iterator[Lever]:
+    yield ctx.na("batch", "global batch", "the global batch is a convergence hyperparameter, "
+                 "not a free lever; the micro-batch is under parallelism")
+
+
 GENERATORS: dict[str, dict[str, Gen]] = {
     "solve": {"batch": _solve_batch, "precision": _solve_precision, "fusion": _solve_fusion,
               "runtime": _solve_runtime, "sparsity": _solve_sparsity,
@@ -522,5 +594,6 @@ GENERATORS: dict[str, dict[str, Gen]] = {
               "hardware": _solve_hardware},
     "serve": {"batch": _serve_batch, "precision": _serve_precision, "runtime": _serve_runtime,
               "parallelism": _serve_parallelism, "hardware": _serve_hardware},
-    "train": {"precision": _train_precision, "parallelism": _train_parallelism},
+    "train": {"batch": _train_batch, "precision": _train_precision,
+              "parallelism": _train_parallelism, "hardware": _train_hardware},
 }

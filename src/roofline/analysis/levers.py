@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._call import Call, call_of
@@ -161,7 +161,7 @@ class Levers(Sequence[Lever]):
                 + (f"{b.lever} {b.setting} {b.speedup:.2f}x>" if b else "none>"))
 
 
-# -- the metric each kind of result is ranked by ------------------------------------------------
+# -- the metric each kind of result is ranked by --------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Metric:
     unit: str
@@ -204,7 +204,8 @@ METRICS = {
 # -- entry points ---------------------------------------------------------------------------------
 def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
            fn: str | None = None, latency_slo: float | None = None,
-           only: Sequence[str] | None = None, combine: int = 3, **scenario: Any) -> Levers:
+           only: Sequence[str] | None = None, combine: int = 3, objective: str = "throughput",
+           **scenario: Any) -> Levers:
     """Every lever for one call, ranked.
 
     Either ``result=`` (a Result, ServeResult or TrainingResult from ``rl.solve`` / ``serve``
@@ -213,7 +214,11 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     (solve: latency; serve: TPOT; train: step time) exceeds it, and adds "the largest batch
     under the SLO". ``only`` limits the families (LEVER_FAMILIES). ``combine``: also price
     the best 2- (and 3-) lever combinations of different families (0 or 1: none).
+    ``objective``: "throughput" ranks by time per unit of work (a bigger batch helps);
+    "latency" by the latency the user waits (solve latency, serve TPOT, train step time).
     """
+    if objective not in ("throughput", "latency"):
+        raise SpecError(f"objective={objective!r}; allowed: throughput, latency")
     if result is not None:
         base_call = call_of(result)
     else:
@@ -240,6 +245,8 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     if isinstance(combine, bool) or not isinstance(combine, int) or not 0 <= combine <= 3:
         raise SpecError(f"combine must be 0, 1, 2 or 3, got {combine!r}")
     metric = METRICS[base_call.fn]
+    if objective == "latency":
+        metric = replace(metric, time=metric.latency, unit="latency")
     ctx = _Ctx(base_call, result, metric, latency_slo)
     from . import _lever_rules as rules
 
@@ -252,7 +259,7 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     return Levers(rows, result, metric.unit, base_call)
 
 
-# -- pricing one change -----------------------------------------------------------------------------
+# -- pricing one change ---------------------------------------------------------------------------
 class _Ctx:
     """The base call and result, and how to price a change against them."""
 

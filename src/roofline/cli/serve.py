@@ -35,6 +35,10 @@ def register(sub: Any) -> None:
                         "the default) or every token (full)")
     p.add_argument("--ops", action="store_true", help="also print the decode step per op")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--advise", action="store_true",
+                   help="rank the levers (batch, quantization, KV precision, tp/pp, hardware)")
+    p.add_argument("--latency-slo-ms", type=float, default=None, metavar="X",
+                   help="with --advise: TPOT SLO in ms")
     p.set_defaults(func=run)
 
 
@@ -48,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
               pp=args.pp, preset=args.preset, engine=args.engine,
               prefix_cached=args.prefix_cached, chunk_size=args.chunk,
               kv_window=args.kv_window)
+    if args.advise:
+        from .advise import print_levers
+
+        args.only, args.objective, args.rows = None, "throughput", 25
+        return print_levers(s, args)
     if args.json:
         d = s.to_dict()
         if args.ops and s.feasible:

@@ -66,8 +66,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     kernel gap stays). ``fuse`` also takes a set of kinds ("bn", "activation", "residual",
     "attention", "qkv"; graphs/fusion.py). ``sparsity``: "2:4" (structured; only on parts
     whose hardware file gives sparse tensor throughput) or a weight density in (0, 1)
-    (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run (dtype missing, does not fit) is a
-    Result with ``feasible=False`` and the ``reason``.
+    (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run
+    (dtype missing, does not fit) is a Result with ``feasible=False`` and the ``reason``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)

@@ -47,6 +47,12 @@ class TrainingResult:
     power_w: float = math.nan  #: cluster power while training (devices at TDP + node overhead)
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ...analysis.levers import levers
+
+        return levers(result=self, **kw)
+
     @property
     def samples_per_s(self) -> float:
         return self.global_batch / self.step_time
@@ -68,7 +74,7 @@ class TrainingResult:
         return self.time_to_train(tokens) * self.power_w
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
         d["breakdown"] = dict(self.breakdown)
         d["memory_per_device"] = dict(self.memory_per_device)
         d["samples_per_s"] = self.samples_per_s
