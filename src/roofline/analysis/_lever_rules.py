@@ -578,8 +578,8 @@ def _train_hardware(ctx: Any) -> Iterator[Lever]:
             continue
         yield ctx.price("hardware", f"{cl.name} x{nodes} nodes",
                         Change({"nodes": nodes}, hardware=key),
-                        lambda res, cl=cl: f"{cl.device.name}: step {fmt_time(ctx.base.step_time)} -> "
-                        f"{fmt_time(res.step_time)}")
+                        lambda res, cl=cl: f"{cl.device.name}: step "
+                        f"{fmt_time(ctx.base.step_time)} -> {fmt_time(res.step_time)}")
 
 
 def _train_batch(ctx: Any) -> Iterator[Lever]:
