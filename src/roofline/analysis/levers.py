@@ -130,26 +130,35 @@ class Levers(Sequence[Lever]):
         pd = require_extra("pandas", "pandas", "Levers.to_pandas()")
         return pd.DataFrame(self.to_dicts())
 
-    def to_string(self, max_rows: int = 30) -> str:
+    def to_string(self, max_rows: int | None = 30, width: int | None = 100) -> str:
+        """The ranked rows, two lines each (the row, then its ``why``), ``width`` characters
+        wide (None: no limit); ``max_rows`` rows (None: all), saying how many are hidden."""
         from ..units import fmt_bytes, fmt_time
 
-        lines = [f"Levers for {self.base_call} — speed-up per {self.unit}"]
-        head = f"{'lever':<12} {'setting':<34} {'time':>10} {'speed-up':>8}  {'bound':<19} " \
-               f"{'memory':>9} fits"
+        def cut(text: str, n: int) -> str:
+            return text if width is None or len(text) <= n else text[:n - 1] + "…"
+
+        W = width or 10**6
+        lines = [cut(f"Levers for {self.base_call} — speed-up per {self.unit}", W)]
+        head = (f"{'lever':<16} {'setting':<30} {'latency':>9} {'speed-up':>8} "
+                f"{'bound':<18} {'memory':>9} fits")
         lines += [head, "-" * len(head)]
-        for r in self._rows[:max_rows]:
+        shown = self._rows if max_rows is None else self._rows[:max_rows]
+        for r in shown:
+            setting = r.setting if width is None else cut(r.setting, 30)
+            lever = r.lever if width is None else cut(r.lever, 16)
             if not r.applies:
-                lines.append(f"{r.lever:<12} {r.setting[:34]:<34} {'—':>10} {'—':>8}  "
-                             f"{'':<19} {'':>9}      {r.why}")
-                continue
-            bound = f"{r.bottleneck_before}->{r.bottleneck_after}"
-            slo = "" if r.meets_slo is not False else " (misses SLO)"
-            lines.append(f"{r.lever:<12} {r.setting[:34]:<34} {fmt_time(r.latency):>10} "
-                         f"{r.speedup:>7.2f}x  {bound:<19} {fmt_bytes(r.memory):>9} "
-                         f"{'yes' if r.fits else 'no':<4} {r.why}{slo}")
-        if len(self._rows) > max_rows:
-            lines.append(f"... {len(self._rows) - max_rows} more rows (Levers.to_string("
-                         f"max_rows={len(self._rows)}) shows all)")
+                lines.append(f"{lever:<16} {setting:<30} {'—':>9} {'—':>8}")
+            else:
+                bound = f"{r.bottleneck_before}->{r.bottleneck_after}"
+                lines.append(f"{lever:<16} {setting:<30} {fmt_time(r.latency):>9} "
+                             f"{r.speedup:>7.2f}x {bound:<18} {fmt_bytes(r.memory):>9} "
+                             f"{'yes' if r.fits else 'no'}")
+            slo = " (misses the SLO)" if r.meets_slo is False else ""
+            lines.append(cut(f"    {r.why}{slo}", W))
+        if max_rows is not None and len(self._rows) > max_rows:
+            lines.append(f"... {len(self._rows) - max_rows} more rows "
+                         "(to_string(max_rows=None) / --wide shows all)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -308,11 +317,14 @@ def _inv(t: float) -> float:
 def _combinations(ctx: _Ctx, rows: list[Lever], upto: int) -> list[Lever]:
     """The best 2- and 3-lever combinations of the top single levers of distinct families."""
     best: dict[str, Lever] = {}
-    for r in sorted((r for r in rows if r.usable and r.speedup > 1.0 and r.change is not None),
+    # the shape and activation levers change the model (and its quality): never combined
+    free = [r for r in rows if r.lever not in ("shape", "activation")]
+    for r in sorted((r for r in free if r.usable and r.speedup > 1.0 and r.change is not None),
                     key=lambda r: -r.speedup):
         best.setdefault(r.lever, r)
     top = list(best.values())[:5]
     out: list[Lever] = []
+    priced: dict[frozenset[str], float] = {frozenset([r.lever]): r.speedup for r in top}
     for k in range(2, upto + 1):
         for combo in itertools.combinations(top, k):
             keys: set[str] = set()
@@ -330,7 +342,14 @@ def _combinations(ctx: _Ctx, rows: list[Lever], upto: int) -> list[Lever]:
             lever = " + ".join(r.lever for r in combo)
             setting = " + ".join(r.setting for r in combo)
             single = math.prod(r.speedup for r in combo)
-            out.append(ctx.price(lever, setting, merged, lambda res, s=single: (
+            row = ctx.price(lever, setting, merged, lambda res, s=single: (
                 f"together x{ctx.base_time / ctx.metric.time(res):.2f} against x{s:.2f} if "
-                "the gains multiplied")))
+                "the gains multiplied"))
+            fam = frozenset(r.lever for r in combo)
+            # a combination is shown only when it beats every smaller one it contains by 1 %
+            subs = [v for f, v in priced.items() if f < fam]
+            if row.usable and math.isfinite(row.speedup):
+                priced[fam] = row.speedup
+                if row.speedup > 1.01 * max(subs, default=0.0):
+                    out.append(row)
     return out

@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
 
 
 def add_advise_args(p: argparse.ArgumentParser, families: tuple[str, ...]) -> None:
+    """The advisor's options (and the output options), shared with nothing else yet."""
     p.add_argument("--latency-slo-ms", type=float, default=None, metavar="X",
                    help="mark rows whose latency (solve) or TPOT (serve) exceeds X ms, and "
                         "add the largest batch that meets it")
@@ -37,7 +38,9 @@ def add_advise_args(p: argparse.ArgumentParser, families: tuple[str, ...]) -> No
     p.add_argument("--objective", choices=("throughput", "latency"), default="throughput",
                    help="rank by time per unit of work (throughput, default) or by latency")
     p.add_argument("--rows", type=int, default=25, help="rows to print (default 25)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    from .output import add_output_args
+
+    add_output_args(p)
 
 
 def _slo(args: argparse.Namespace) -> float | None:
@@ -52,8 +55,10 @@ def _slo(args: argparse.Namespace) -> float | None:
 
 
 def print_levers(result: Any, args: argparse.Namespace, sensitivity: bool = True) -> int:
+    """Print the levers of ``result`` (and its elasticities) in the chosen ``--format``."""
     from ..analysis.levers import levers
-    from .solve import dump_json
+    from ..engine.table import Table
+    from .output import emit
 
     lv = levers(result=result, latency_slo=_slo(args), only=args.only,
                 objective=args.objective)
@@ -63,24 +68,29 @@ def print_levers(result: Any, args: argparse.Namespace, sensitivity: bool = True
         from ..analysis.sensitivity import sensitivity as elasticity
 
         sens = elasticity(result)
-    if args.json:
-        out: dict[str, Any] = {"call": str(lv.base_call), "unit": lv.unit,
-                               "levers": lv.to_dicts()}
-        if sens is not None:
-            out["sensitivity"] = sens.to_dict()
-        print(dump_json(out))
-        return 0
-    print(lv.to_string(max_rows=args.rows))
+    rows = lv.to_dicts()
+    data: dict[str, Any] = {"call": str(lv.base_call), "unit": lv.unit, "levers": rows}
     if sens is not None:
-        print()
-        print(sens)
-    return 0
+        data["sensitivity"] = sens.to_dict()
+    cols = ("lever", "setting", "latency", "speedup", "bottleneck_before", "bottleneck_after",
+            "memory", "fits", "why", "call")
+    table = Table({c: [r[c] for r in rows] for c in cols},
+                  units={"latency": "s", "memory": "B"}, title=f"Levers for {lv.base_call}")
+
+    def text() -> str:
+        wide = getattr(args, "wide", False)
+        out = lv.to_string(max_rows=None if wide else args.rows, width=None if wide else 100)
+        return out + ("\n\n" + str(sens) if sens is not None else "")
+
+    return emit(args, text=text, data=data, tables=[table], title=f"Levers for {lv.base_call}",
+                pairs=[("call", str(lv.base_call)), ("ranked by", f"time per {lv.unit}")])
 
 
 def run(args: argparse.Namespace) -> int:
     from ..engine.solve import solve
-    from .solve import model_arg, scenario_kwargs
+    from .solve import model_arg, natural_precision, scenario_kwargs
 
-    r = solve(model_arg(args), args.hardware, batch=args.batch, precision=args.precision,
+    precision = args.precision or natural_precision(args.hardware)[0]
+    r = solve(model_arg(args), args.hardware, batch=args.batch, precision=precision,
               **scenario_kwargs(args))
     return print_levers(r, args)

@@ -27,14 +27,17 @@ def register(sub: Any) -> None:
     from .solve import add_scenario_args
 
     add_scenario_args(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    from .output import add_output_args
+
+    add_output_args(p, wide=False)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.requirements import requirements
     from ..errors import SpecError
-    from .solve import dump_json, model_arg, scenario_kwargs
+    from .output import emit
+    from .solve import model_arg, natural_precision, scenario_kwargs
 
     kw: dict[str, Any] = {}
     if args.target_latency_ms is not None:
@@ -44,19 +47,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         kw["target_throughput"] = args.target_throughput
     sc = {k: v for k, v in scenario_kwargs(args).items() if v is not None}
+    precision = args.precision or natural_precision(args.reference)[0]
     q = requirements(model_arg(args), reference=args.reference, batch=args.batch,
-                     precision=args.precision, **kw, **sc)
-    if args.json:
-        print(dump_json({"target": q.target, "reference": q.reference,
-                         "reference_time_s": q.reference_time, "floor_s": q.floor,
-                         "reachable": q.reachable, "reason": q.reason,
-                         "peak_flops_per_s": q.peak_flops_per_s,
-                         "bandwidth_bytes_per_s": q.bandwidth_bytes_per_s,
-                         "capacity_bytes": q.capacity_bytes,
-                         "link_bytes_per_s": q.link_bytes_per_s,
-                         "frontier": [list(x) for x in q.frontier],
-                         "parts": [{"name": n, "time_s": t, "meets": ok}
-                                   for n, t, ok in q.parts]}))
-        return 0
-    print(q)
-    return 0
+                     precision=precision, **kw, **sc)
+    data = {"target": q.target, "reference": q.reference, "reference_time_s": q.reference_time,
+            "floor_s": q.floor, "reachable": q.reachable, "reason": q.reason,
+            "peak_flops_per_s": q.peak_flops_per_s,
+            "bandwidth_bytes_per_s": q.bandwidth_bytes_per_s,
+            "capacity_bytes": q.capacity_bytes, "link_bytes_per_s": q.link_bytes_per_s,
+            "frontier": [list(x) for x in q.frontier],
+            "parts": [{"name": n, "time_s": t, "meets": ok} for n, t, ok in q.parts]}
+    return emit(args, text=str(q), data=data, title=f"Requirements: {q.target}",
+                pairs=[("target", q.target), ("reference", q.reference),
+                       ("reachable", "yes" if q.reachable else f"no: {q.reason}")])

@@ -20,6 +20,7 @@ from ..specs.dtypes import PRECISION_ARG
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
+from ..units import FRACTION
 
 __all__ = ["sweep", "Sweep"]
 
@@ -80,16 +81,29 @@ class Sweep:
 
         return to_html(self, path)
 
-    def __str__(self) -> str:
+    def to_string(self, max_rows: int | None = 60, width: int | None = 100,
+                  more: str = "") -> str:
+        """The sweep as text: one unit per column, at most ``width`` characters a line and
+        ``max_rows`` rows (what is left out is counted and named; ``None`` lifts a limit)."""
+        t = self.table
+        one_prec = len(set(t["precision"])) == 1 if len(t) else True
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
-                "arithmetic_intensity", "mfu", "feasible"]
-        body = self.table.to_string(cols, max_rows=60)
-        cross = ", ".join(f"{k}: {v if v is not None else 'never'}"
-                          for k, v in self.crossover().items())
+                "feasible", "mfu", "arithmetic_intensity"]
+        if one_prec:
+            cols.remove("precision")
+        body = t.to_string(cols, max_rows=max_rows, width=width, more=more)
         how = f"preset {self.preset}" + (
             f", runtime {self.runtime}" if self.runtime != "eager" else "")
-        return (f"{self.model} sweep ({how})\n{body}\n"
-                f"compute-bound from batch — {cross}")
+        if one_prec and len(t):
+            how = f"{t['precision'][0]}, {how}"
+        items = [f"{k}: {v if v is not None else 'never'}" for k, v in self.crossover().items()]
+        cross = "compute-bound from batch — " + ", ".join(items)
+        if width is not None and len(cross) > width:
+            cross = "compute-bound from batch:\n" + "\n".join(f"  {i}" for i in items)
+        return f"{self.model} sweep ({how})\n{body}\n{cross}"
+
+    def __str__(self) -> str:
+        return self.to_string()
 
 
 def _as_list(x: Any) -> list[Any]:
@@ -200,7 +214,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     cols["feasible"] = cols["feasible"].astype(bool)
     cols["batch"] = cols["batch"].astype(np.int64)
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
-                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
+                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
+                               "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     return Sweep(table, m.name, preset, runtime)
 
 

@@ -11,6 +11,7 @@ from ...engine.table import Table
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
+from ...units import FRACTION
 from .context import _context, _graph, _group_times, model_flops_per_sample
 from .step import COMMON_ARGS, OPT_DEGREE, RECOMPUTE, RECOMPUTE_ARG, ZERO, _check_int, _evaluate
 
@@ -99,7 +100,6 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         order = order[fits[order]]
     if top is not None:
         order = order[:top]
-    gib = 2.0**30
     cols = {
         "tp": arr["tp"][order].astype(int), "pp": arr["pp"][order].astype(int),
         "dp": arr["dp"][order].astype(int), "ep": arr["ep"][order].astype(int),
@@ -108,12 +108,14 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "zero": arr["zero"][order].astype(int),
         "step_time": r["step"][order], "mfu": mfu[order],
         "tokens_per_s": global_batch * seq_len / r["step"][order],
-        "memory": r["total"][order] / gib, "bubble": r["bubble"][order],
+        "memory": r["total"][order], "bubble": r["bubble"][order],
         "comm": (r["tp_comm"] + r["dp_comm"] + r["pp_comm"] + r["ep_comm"])[order],
         "fits": fits[order],
     }
-    return Table(cols, units={"step_time": "s", "memory": "GiB", "bubble": "s", "comm": "s",
-                              "tokens_per_s": "tok/s"},
+    return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
+                              "tokens_per_s": "tokens/s", "mfu": FRACTION},
+                 show=("tp", "pp", "dp", "ep", "micro_batch", "recompute", "zero", "step_time",
+                       "mfu", "memory", "fits", "interleave", "tokens_per_s", "bubble", "comm"),
                  title=f"{cfg.name} on {ctx.cl.name} × {ctx.cl.nodes} nodes ({devices} devices), "
                        f"global batch {global_batch} × {seq_len}: {int(fits.sum())} of {n} splits "
                        f"fit")

@@ -12,6 +12,7 @@ from ..._call import records_call
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...specs.dtypes import PRECISION_ARG, Precision
+from ...units import fmt_bytes
 from . import comm
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
@@ -221,10 +222,10 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
            "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
     feasible = mem["total"] <= cap
     reason = "" if feasible else (
-        f"needs {mem['total'] / 2**30:.1f} GiB per device, {ctx.cl.device.name} has "
-        f"{cap / 2**30:.0f} GiB (weights {mem['weights'] / 2**30:.1f}, gradients "
-        f"{mem['gradients'] / 2**30:.1f}, optimizer {mem['optimizer'] / 2**30:.1f}, activations "
-        f"{mem['activations'] / 2**30:.1f} GiB)")
+        f"needs {fmt_bytes(mem['total'])} per device, {ctx.cl.device.name} has "
+        f"{fmt_bytes(cap)} (weights {fmt_bytes(mem['weights'])}, gradients "
+        f"{fmt_bytes(mem['gradients'])}, optimizer {fmt_bytes(mem['optimizer'])}, activations "
+        f"{fmt_bytes(mem['activations'])})")
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
