@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
 from .core import plan_for
+from .memory import memory_fit
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
 
@@ -101,9 +103,6 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     phase = phase or m.default_phase
     if phase == "decode" and context is None and m.default_seq_len is not None:
         context = m.default_seq_len
-    if not hw.has(p.compute):
-        return _infeasible(m, hw, batch, p, preset, phase,
-                           f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
     sparse = None
     if sparsity is not None:
         from ..graphs.sparsity import check_sparsity
@@ -117,6 +116,10 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
             sparse = (pattern, hw.sparsity.get("2:4", 1.0) if pattern == "2:4" else 1.0)
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
                 fused_attention=fused_attention, fuse=fuse, sparsity=sparse)
+    if not hw.has(p.compute):
+        r = _infeasible(m, hw, batch, p, preset, phase,
+                        f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+        return replace(r, warnings=tuple(g.meta.get("warnings", ())))
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)
@@ -159,13 +162,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
             "kv_cache": g.state_bytes_per_sample * batch,
             "workspace": workspace,
         }
-    footprint = sum(breakdown.values())
     cap = hw.memory_capacity_bytes
-    feasible = footprint <= cap
-    reason = "" if feasible else (
-        f"needs {footprint / 1e9:,.2f} GB ("
-        + ", ".join(f"{k} {v / 1e9:,.2f}" for k, v in breakdown.items() if v) + ") "
-        f"but {hw.name} has {cap / 1e9:,.2f} GB")
+    feasible, footprint, reason = memory_fit(breakdown, cap, hw.name)
     seq = g.meta.get("seq_len")
     tokens_per_s = None
     if seq is not None:
@@ -182,6 +180,7 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
         feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+        warnings=tuple(g.meta.get("warnings", ())),
     )
 
 

@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import _args as A
 from ..engine.core import plan_for
+from ..engine.memory import fit_reason
+from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
 from ..engine.table import Table
@@ -29,11 +31,13 @@ class Sweep:
     """The sweep table plus crossover detection."""
 
     def __init__(self, table: Table, model_name: str, preset: str = "default",
-                 runtime: str = "eager") -> None:
+                 runtime: str = "eager", warnings: tuple[str, ...] = ()) -> None:
         self.table = table
         self.model = model_name
         self.preset = preset  #: the preset every row was priced with
         self.runtime = runtime  #: "eager" or "compiled" (see ``solve``)
+        #: what every row leaves out (ops without a formula), as ``Result.warnings``
+        self.warnings = warnings
 
     def __len__(self) -> int:
         return len(self.table)
@@ -100,7 +104,8 @@ class Sweep:
         cross = "compute-bound from batch — " + ", ".join(items)
         if width is not None and len(cross) > width:
             cross = "compute-bound from batch:\n" + "\n".join(f"  {i}" for i in items)
-        return f"{self.model} sweep ({how})\n{body}\n{cross}"
+        return f"{self.model} sweep ({how})\n{body}\n{cross}" + "".join(
+            f"\nWARNING: {w}" for w in self.warnings)
 
     def __str__(self) -> str:
         return self.to_string()
@@ -150,6 +155,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         blocks.append(out)
 
     nb = len(batches)
+    warnings: list[str] = []
     for p in precs:
         ok = [hw for hw in hws if hw.has(p.compute)]
         for hw in hws:
@@ -165,9 +171,11 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         if preset == "mlsysim" or m.batch_dependent:
             # aggregate preset and MoE graphs: per-config solves (each is microseconds)
             for hw in ok:
-                rows = [_row(solve(m, hw, batch=int(b), precision=p, preset=preset,
-                                   phase=phase, seq_len=seq_len, context=context,
-                                   fuse=fuse, runtime=runtime).to_dict()) for b in batches]
+                rs = [solve(m, hw, batch=int(b), precision=p, preset=preset, phase=phase,
+                            seq_len=seq_len, context=context, fuse=fuse, runtime=runtime)
+                      for b in batches]
+                warnings += [w for r in rs for w in r.warnings]
+                rows = [_row(r.to_dict()) for r in rs]
                 block([hw.name], p.label, nb, **{k: np.array([[r[k] for r in rows]],
                                                                dtype=object if k in (
                                                                    "bottleneck", "reason")
@@ -175,6 +183,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                                   for k in rows[0]})
             continue
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
+        warnings += g.meta.get("warnings", ())
         effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
         T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
@@ -193,10 +202,12 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
-        fits = foot <= cap
+        fits = mem_fits(foot, cap)
         reason = np.full(fits.shape, "", dtype=object)
-        for hi, bi in zip(*np.nonzero(~fits)):
-            reason[hi, bi] = f"needs {foot[hi, bi] / 1e9:.2f} GB of {cap[hi, 0] / 1e9:.2f} GB"
+        for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
+            reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
+                "weights": g.weight_footprint_bytes, "activations": arr["live"][hi, bi],
+                "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
@@ -216,7 +227,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
-    return Sweep(table, m.name, preset, runtime)
+    return Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

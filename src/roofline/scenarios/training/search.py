@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ...engine.memory import fits as mem_fits
 from ...engine.table import Table
 from ...errors import SpecError
+from ...graphs.shard import tp_problem
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
@@ -45,8 +47,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     max_tp = max_tp or ctx.cl.domain
-    tps = [t for t in _divisors(devices) if t <= max_tp and cfg.n_heads % t == 0
-           and (cfg.n_kv_heads % t == 0 or t % cfg.n_kv_heads == 0) and cfg.d_ff % t == 0]
+    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
     rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
     for t in tps:
         for p in _divisors(cfg.n_layers):
@@ -88,7 +89,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap)
     cap = ctx.cl.device.memory_capacity_bytes
-    fits = r["total"] <= cap
+    fits = mem_fits(r["total"], cap)
     mf = np.array([model_flops_per_sample(ctx.m, seq_len, micro_batch=int(b),
                                           precision=ctx.prec)[0] for b in arr["b"]]) \
         if cfg.n_experts else model_flops_per_sample(ctx.m, seq_len, precision=ctx.prec)[0]

@@ -9,11 +9,13 @@ import numpy as np
 
 from ... import _args as A
 from ..._call import records_call
+from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
+from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
+from ...ops import collectives as coll
+from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
-from ...units import fmt_bytes
-from . import comm
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
 from .result import TrainingResult
@@ -33,13 +35,13 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               dp_overlap: bool, sp: Any = True, xp: Any = np) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
-    With ``xp=comm.SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
+    With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
     formulas price one configuration without numpy's per-call overhead."""
     cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
-    if xp is comm.SCALAR:
+    if xp is SCALAR:
         gtl = [float(x) for x in gt]
         f = lambda g: gtl[_GI[g]]  # noqa: E731
     else:
@@ -55,14 +57,14 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 
     # -- tensor parallelism
     n_act = b * s * D * ab
-    t_ar = comm.all_reduce(n_act, tp, one, links, xp)
+    t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
     tp_f = 2 * t_ar * (1 + (rc == 2))
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
     # -- expert parallelism (MoE layers: every layer of an MoE model here)
     if cfg.n_experts:
         tok = b * s / tp * cfg.top_k * D * ab
-        t_a2a = comm.all_to_all(tok, ep, tp, links, xp)
+        t_a2a = coll.group_all_to_all(tok, ep, tp, links, xp)
         ep_l = t_a2a * (4 + 2 * (rc == 2))
     else:
         ep_l = xp.zeros_like(one)
@@ -74,7 +76,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     ext_f = xp.where(pp1, t_hf + t_ef, xp.where(last_heavier, t_hf, t_ef))
     ext_b = xp.where(pp1, t_hb + t_eb, xp.where(last_heavier, t_hb, t_eb))
     cross = tp * pp * dp > links.domain
-    t_p2p = comm.send_recv(b * s * D * ab / tp, cross, links, xp)
+    t_p2p = coll.group_send_recv(b * s * D * ab / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
     f_mb = n_lps * t_lf + ext_f
     b_mb = n_lps * t_lb + ext_b
@@ -91,9 +93,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     # -- data parallelism (+ ZeRO)
     g_bytes = p_dev * ctx.grad_bytes
     w_bytes = p_dev * wb
-    ar = comm.all_reduce(g_bytes, dp, tp, links, xp)
+    ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
     rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
-    ag = comm.all_gather(w_bytes, dp, tp, links, xp)
+    ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
     t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag, rs + ag))
     if dp_overlap:
@@ -165,16 +167,23 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 
 
 @records_call("train")
-@A.checked(**COMMON_ARGS, micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
+@A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
+           micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
-           sequence_parallel=A.flag)
-def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
-          tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
-          recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
-          nodes: int | None = None, sequence_parallel: bool = True,
-          fused_attention: bool = True, dropout: bool = False, dp_overlap: bool = True,
-          preset: str = "default") -> TrainingResult:
+           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"))
+def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
+          micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
+          interleave: int = 1, recompute: str = "selective", zero: int = 1,
+          precision: str | Precision = "bf16", nodes: int | None = None,
+          sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
+          dp_overlap: bool = True, preset: str = "default",
+          optimizer: str = "adam") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
+
+    Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
+    parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
+    ``optimizer`` "adam" | "adamw" | "sgd"; tp, pp, ep, interleave, recompute and zero do not
+    apply (a value other than their default is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
@@ -183,6 +192,21 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_ba
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
     """
+    m = resolve_model(model)
+    if m.config is None or m.config.arch != "decoder":
+        from .generic import train_graph
+
+        return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
+                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
+                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
+                           pp=pp, ep=ep, interleave=interleave,
+                           recompute=None if recompute == "selective" else recompute,
+                           zero=None if zero == 1 else zero)
+    if seq_len is None:
+        raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
+    if optimizer not in ("adam", "adamw"):
+        raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
+                        "mixed-precision Adam(W) only")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
@@ -200,7 +224,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_ba
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
     rc = RECOMPUTE.index(recompute)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
-                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, comm.SCALAR)
+                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp)
@@ -220,12 +244,9 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     mem = {"weights": float(r["weights"][i]), "gradients": float(r["gradients"][i]),
            "optimizer": float(r["opt"][i]), "activations": float(r["activations"][i]),
            "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
-    feasible = mem["total"] <= cap
-    reason = "" if feasible else (
-        f"needs {fmt_bytes(mem['total'])} per device, {ctx.cl.device.name} has "
-        f"{fmt_bytes(cap)} (weights {fmt_bytes(mem['weights'])}, gradients "
-        f"{fmt_bytes(mem['gradients'])}, optimizer {fmt_bytes(mem['optimizer'])}, activations "
-        f"{fmt_bytes(mem['activations'])})")
+    feasible = bool(fits(mem["total"], cap))
+    reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
+        k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
