@@ -45,12 +45,22 @@ class _Ctx:
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
 
 
+def _override_key(kind: str) -> tuple[float, ...] | None:
+    """The content of an overriding factor set (a refit's trial), for the cache key: an id()
+    is reused by the next trial once the previous one is freed, which returned its stale
+    context (every trial of a refit priced with the first trial's factors)."""
+    f = _OVERRIDE.get(kind)
+    if f is None:
+        return None
+    return (f.gemm_max, f.gemm_half_size, f.scale_up_efficiency, f.scale_out_efficiency)
+
+
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context)."""
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             id(_OVERRIDE.get("gpu")), id(_OVERRIDE.get("tpu")))
+             _override_key("gpu"), _override_key("tpu"))
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
