@@ -111,3 +111,10 @@ def test_refit_reproduces_the_shipped_factors(holdout):
 def test_doc_carries_the_holdout_tables(holdout):
     assert v.serving_holdout_table(holdout) in DOC.read_text(encoding="utf-8"), \
         "docs/validation/serving.md is stale: paste serving_holdout_table()"
+
+
+def test_readme_states_the_holdout_error(holdout):
+    readme = (DOC.parents[2] / "README.md").read_text(encoding="utf-8")
+    lo = holdout.loso
+    assert (f"(held out: median {lo.median_abs:.1%}, RMS {lo.rms_log:.3f}, "
+            f"worst {lo.worst:+.0%})").replace("%", " %") in readme

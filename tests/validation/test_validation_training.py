@@ -107,3 +107,10 @@ def test_each_refit_trial_is_priced_with_its_own_factors() -> None:
     assert t[2] == t[0]
     shipped = {x.id: t for x, t, _, _ in v.training_errors()}
     assert v.training_errors(None, c)[0][1] == shipped["K22 22B full"]
+
+
+def test_readme_states_the_holdout_error(holdout) -> None:
+    readme = (DOC.parents[2] / "README.md").read_text(encoding="utf-8")
+    lo = holdout.loso
+    assert f"(held out: median {lo.median_abs:.1%}, worst {lo.worst:+.1%})".replace(
+        "%", " %") in readme

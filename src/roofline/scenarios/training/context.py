@@ -4,7 +4,7 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
     f = _OVERRIDE.get(kind)
     if f is None:
         return None
-    return (f.gemm_max, f.gemm_half_size, f.scale_up_efficiency, f.scale_out_efficiency)
+    return tuple(getattr(f, x.name) for x in fields(f) if x.name != "provenance")
 
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
