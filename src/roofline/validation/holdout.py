@@ -134,16 +134,19 @@ def _row(label: str, s: ErrorSummary) -> str:
             f"({s.worst_case}) |")
 
 
-def holdout_tables(rep: FitReport, fmt: Callable[[str, float], str] | None = None) -> str:
-    """Markdown: the factors (shipped, refit, each fit without a source) and the errors."""
+def holdout_tables(rep: FitReport, fmt: Callable[[str, float], str] | None = None,
+                   labels: Mapping[str, str] | None = None) -> str:
+    """Markdown: the factors (shipped, refit, each fit without a source) and the errors;
+    ``fmt(name, value)`` formats a factor value, ``labels`` renames factor rows."""
     f = fmt or (lambda _k, v: f"{v:.4g}")
+    lab = labels or {}
     srcs = [p.source for p in rep.per_source]
     fs = rep.refit_from_shipped
     lines = ["| factor | shipped | " + ("refit from the shipped values | " if fs else "") +
              "refit, all cases | " + " | ".join(f"fit without {s}" for s in srcs) + " |",
              "|---|---:|---:|" + ("---:|" if fs else "") + "---:|" * len(srcs)]
     for k in rep.params:
-        lines.append(f"| {k} | {f(k, rep.shipped[k])} | " +
+        lines.append(f"| {lab.get(k, k)} | {f(k, rep.shipped[k])} | " +
                      (f"{f(k, fs.values[k])} | " if fs else "") +
                      f"{f(k, rep.refit.values[k])} | " +
                      " | ".join(f(k, p.fitted_without.values[k]) for p in rep.per_source) + " |")

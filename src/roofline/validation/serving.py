@@ -29,7 +29,7 @@ from typing import Any
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, leave_one_source_out
 
-__all__ = ["FIT_PARAMS", "START", "BOUNDS", "serving_cases", "predict_serving",
+__all__ = ["FIT_PARAMS", "HAND_SET", "START", "BOUNDS", "serving_cases", "predict_serving",
            "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
            "serving_case_table", "serving_holdout_table", "shipped_serving_values"]
 
@@ -39,6 +39,8 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "trtllm-legacy": ("step_overhead", "layer_overhead", "request_overhead"),
     "vllm": ("step_overhead", "layer_overhead", "request_overhead"),
 }
+#: factors set by hand, not fitted: held at their shipped value in every fit (a fit of that value)
+HAND_SET: dict[str, tuple[str, ...]] = {"trtllm": ("step_overhead",)}
 #: search interval of each factor (s, or a fraction of the fp8 peak)
 BOUNDS = {"step_overhead": (0.0, 5e-3), "layer_overhead": (0.0, 150e-6),
           "request_overhead": (0.0, 20e-3), "gemm_max_fp8": (0.3, 0.9)}
@@ -64,10 +66,14 @@ def _keys() -> list[str]:
     return [f"{e}.{n}" for e, ns in FIT_PARAMS.items() for n in ns]
 
 
+def _hand_keys() -> list[str]:
+    return [f"{e}.{n}" for e, ns in HAND_SET.items() for n in ns]
+
+
 def shipped_serving_values() -> dict[str, float]:
-    """The shipped values of FIT_PARAMS ('engine.factor' -> value)."""
-    return {f"{e}.{n}": float(getattr(_factors(e), n)) for e, ns in FIT_PARAMS.items()
-            for n in ns}
+    """The shipped values of FIT_PARAMS and HAND_SET ('engine.factor' -> value)."""
+    return {k: float(getattr(_factors(k.split(".", 1)[0]), k.split(".", 1)[1]))
+            for k in _keys() + _hand_keys()}
 
 
 def _profiles(values: Mapping[str, float] | None) -> dict[str, Any] | None:
@@ -190,6 +196,8 @@ def fit_serving(cases: Sequence[Case] | None = None,
                      f" take the mean of the fitted engines' values")
     if not has_fp8:
         notes.append("no fp8 case left: gemm_max_fp8 stays at its start value")
+    ship = shipped_serving_values()
+    cur.update({k: ship[k] for k in _hand_keys()})
     return Refit(values=cur, note="; ".join(notes))
 
 
@@ -203,8 +211,9 @@ def serving_holdout(cases: Sequence[Case] | None = None) -> FitReport:
     def from_shipped(sub: Sequence[Case]) -> Refit:
         return fit_serving(sub, start=shipped_serving_values())
 
-    return leave_one_source_out("serving engines", cs, _keys(), shipped_serving_values(),
-                                fit_serving, log_errors, fit_from_shipped=from_shipped)
+    return leave_one_source_out("serving engines", cs, _keys() + _hand_keys(),
+                                shipped_serving_values(), fit_serving, log_errors,
+                                fit_from_shipped=from_shipped)
 
 
 def _fmt(k: str, v: float) -> str:
@@ -215,7 +224,8 @@ def serving_holdout_table(rep: FitReport | None = None) -> str:
     """The markdown hold-out tables of docs/validation/serving.md."""
     from .holdout import holdout_tables
 
-    return holdout_tables(serving_holdout() if rep is None else rep, _fmt)
+    return holdout_tables(serving_holdout() if rep is None else rep, _fmt,
+                          labels={k: f"{k} (set by hand, not fitted)" for k in _hand_keys()})
 
 
 def serving_case_table(errs: Sequence[tuple[Case, float, float]] | None = None) -> str:
