@@ -16,11 +16,11 @@ from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, TrainingGraph, training_graph
 from ...graphs.transformer import TransformerConfig
+from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
-from . import comm
 from .factors import _OVERRIDE, training_factors
 
 
@@ -35,7 +35,7 @@ class _Ctx:
     fused: bool
     dropout: bool
     eff: Efficiency
-    links: comm.Links
+    links: coll.Links
     peak: float
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
@@ -100,7 +100,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                       gemm_b=f.gemm_half_size, gemm_c=f.gemm_half_size / 2,
                       label=f"training/{hw.kind}")
         up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
-    links = comm.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
+    links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                        up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
                        out_alpha=c.scale_out_latency_s)
     if p.compute == "fp16" or p.weights == "fp16":
