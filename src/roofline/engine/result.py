@@ -59,6 +59,9 @@ class Result:
     reason: str = ""  #: why it is infeasible (or notes)
     energy: float = math.nan  #: J per batch (see POWER_MODEL)
     power_model: str = POWER_MODEL
+    #: what the numbers leave out or assume (ops without a formula: "N ops unpriced (x % of
+    #: bytes)"); empty when nothing is
+    warnings: tuple[str, ...] = ()
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
 
@@ -87,6 +90,7 @@ class Result:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["memory_breakdown"] = dict(self.memory_breakdown)
+        d["warnings"] = list(self.warnings)
         for k, v in d.items():
             if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
                 d[k] = None
@@ -118,7 +122,8 @@ class Result:
     def __str__(self) -> str:
         if not self.feasible and math.isnan(self.latency):
             return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "
-                    f"preset {self.preset}): cannot run — {self.reason}")
+                    f"preset {self.preset}): cannot run — {self.reason}") + "".join(
+                        f"\n  WARNING         {w}" for w in self.warnings)
         unit = "tokens/s" if self.phase == "decode" else "samples/s"
         lines = [
             f"{self.model} on {self.hardware} — batch {self.batch}, {self.precision}, "
@@ -149,6 +154,7 @@ class Result:
         if not math.isnan(self.energy):
             lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
                          f"({fmt_rate(self.energy_per_sample, 'J')} per sample, TDP × latency)")
+        lines += [f"  WARNING         {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
