@@ -33,7 +33,7 @@ def check_batch(batch: Any, field: str = "batch") -> int:
 def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
                 reason: str) -> Result:
     nan = math.nan
-    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch,
+    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
                   precision=p.label, preset=preset, phase=phase, latency=nan, latency_bound=nan,
                   t_compute=nan, t_memory=nan, t_overhead=nan, throughput=0.0, bottleneck="none",
                   flops=nan, bytes=nan, arithmetic_intensity=nan, ridge_point=nan,
@@ -137,7 +137,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
     if seq is not None:
         tokens_per_s = batch * g.tokens_per_sample / latency
     return Result(
-        model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch, precision=p.label,
+        model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
+        precision=p.label,
         preset=preset, phase=phase, seq_len=seq, context=g.meta.get("kv_len") if phase ==
         "decode" else (context or None),
         latency=latency, latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,

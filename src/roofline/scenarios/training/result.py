@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..._text import printable_str
 from ...units import fmt_bytes, fmt_time
 
 
@@ -94,6 +95,7 @@ class TrainingResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         mem = self.memory_per_device
         b = fmt_bytes
