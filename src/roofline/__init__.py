@@ -29,7 +29,8 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
            "plot_sweep", "plot_serving", "plot_training", "plot_layers",
-           "Workload", "lengths", "SLO", "simulate_serving"]
+           "Workload", "lengths", "SLO", "simulate_serving", "plan_serving", "levers",
+           "sensitivity", "requirements"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -50,6 +51,9 @@ _LAZY = {
     "plot_training": "roofline.viz.charts", "plot_layers": "roofline.viz.charts",
     "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
     "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
+    "plan_serving": "roofline.analysis.plan",
+    "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
+    "requirements": "roofline.analysis.requirements",
 }
 
 
