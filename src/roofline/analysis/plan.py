@@ -412,8 +412,10 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
                 dev = R * p.costs.devices + X * p.pcosts.devices
             if best is not None and dev > best[0]:
                 break
+    show = ("layout", "max_concurrency", "chunk", "devices", "ttft_p99_s", "tpot_p99_ms",
+            "e2e_p99_s", "meets_slo", "goodput_req_per_s", "overloaded", "mode")
     if best is None:
-        return None, Table(rows, title="sizing simulations")
+        return None, Table(rows, title="sizing simulations", show=show)
     choice = best[2]
     # chunked-prefill size: the other budgets on the winner, same replicas
     for cs in chunk_sizes[1:]:
@@ -425,7 +427,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
         if ch.sim.meets() and ch.sim.ttft.p99 < choice.sim.ttft.p99:
             choice = ch
     choice = _explain(choice, slo, devices, len(cand))
-    return choice, Table(rows, title="sizing simulations")
+    return choice, Table(rows, title="sizing simulations", show=show)
 
 
 def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Workload, slo: SLO,
