@@ -25,7 +25,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kv-policy", default="dynamic", choices=("dynamic", "reserve"),
                    help="dynamic (vLLM: allocate, preempt) or reserve (TensorRT-LLM)")
-    add_output_args(p, formats=("text", "json", "markdown", "csv"))
+    add_output_args(p)
 
 
 def workload_from(args: argparse.Namespace) -> Any:
@@ -71,5 +71,6 @@ def run(args: argparse.Namespace) -> int:
         text += "\n\n" + str(p.pareto)
     if len(p.infeasible):
         text += "\n\n" + str(p.infeasible)
-    emit(args, text=text, data=p.to_dict(), tables=[p.pareto, p.simulated])
+    emit(args, text=text, data=p.to_dict(), tables=[p.pareto, p.simulated, p.infeasible],
+         title=f"Serving plan: {p.model} on {p.hardware}")
     return 0 if p.best is not None else 1
