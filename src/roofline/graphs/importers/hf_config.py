@@ -14,6 +14,7 @@ from ..._data import read_text
 from ...errors import SpecError
 from ..model import Model, transformer_model
 from ..transformer import TransformerConfig
+from .hf_families import check_family, weight_format
 
 __all__ = ["from_hf_config", "hf_model"]
 
@@ -34,7 +35,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
     """Normalise a HuggingFace ``config.json`` dict (read as plain JSON; no transformers import)."""
     if not isinstance(cfg, dict):
         raise SpecError(f"{name}: a config must be a JSON object")
-    mt = str(cfg.get("model_type", "")).lower()
+    mt = check_family(cfg, name)
     w = name
     if mt in ("gpt2",) or "n_embd" in cfg:
         D = int(_req(cfg, "n_embd", "hidden_size", where=w))
@@ -69,7 +70,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
                 cfg.get("qkv_bias", True)), o_bias=True, mlp_bias=True, positions="learned",
             image_size=int(_req(cfg, "image_size", where=w)),
             patch_size=int(_req(cfg, "patch_size", where=w)),
-            channels=int(cfg.get("num_channels", 3)), classes=int(cfg.get("num_labels", 1000)),
+            channels=int(cfg.get("num_channels", 3)), classes=_classes(cfg),
         )
     # Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3, ...
     K = int(cfg.get("num_key_value_heads") or N)
@@ -104,7 +105,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
         final_logit_softcap=bool(cfg.get("final_logit_softcapping")),
         moe_d_ff=int(cfg.get("moe_intermediate_size") or 0) if E else 0,
-        n_shared_experts=int(cfg.get("n_shared_experts") or 0) if E else 0,
+        n_shared_experts=_shared_experts(cfg) if E else 0,
         first_dense_layers=int(cfg.get("first_k_dense_replace") or 0) if E else 0,
         router_bias=E > 0 and cfg.get("topk_method") == "noaux_tc",
         q_lora_rank=int(cfg.get("q_lora_rank") or 0) if mla else 0,
@@ -113,6 +114,30 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
         v_head_dim=int(cfg.get("v_head_dim") or 0) if mla else 0,
     )
+
+
+def _classes(cfg: dict[str, Any]) -> int:
+    """Classifier width: num_labels, or the size of id2label (how config.json files store it:
+    transformers writes id2label and derives num_labels from it), else ImageNet's 1000."""
+    if cfg.get("num_labels"):
+        return int(cfg["num_labels"])
+    labels = cfg.get("id2label")
+    return len(labels) if isinstance(labels, dict) and labels else 1000
+
+
+def _shared_experts(cfg: dict[str, Any]) -> int:
+    """Always-on experts of width moe_intermediate_size: DeepSeek's n_shared_experts, or
+    Qwen2-MoE's one shared expert of shared_expert_intermediate_size (a multiple of it)."""
+    if cfg.get("n_shared_experts"):
+        return int(cfg["n_shared_experts"])
+    shared, moe = cfg.get("shared_expert_intermediate_size"), cfg.get("moe_intermediate_size")
+    if not shared:
+        return 0
+    if not moe or shared % moe:
+        raise SpecError(f"shared_expert_intermediate_size={shared} must be a multiple of "
+                        f"moe_intermediate_size={moe} (the shared expert is priced as that many "
+                        "routed-width experts)")
+    return int(shared // moe)
 
 
 def hf_model(path: Path) -> Model:
@@ -129,5 +154,7 @@ def hf_model(path: Path) -> Model:
         raise SpecError(f"model config {str(path)!r} nests too deeply to be a config.json"
                         ) from None
     name = path.parent.name if path.name == "config.json" else path.stem
-    return transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
-                             source=str(path))
+    m = transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
+                          source=str(path))
+    m.weight_format = weight_format(cfg, name)
+    return m

@@ -671,13 +671,14 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
         def trace_dims(dims: BatchDims, batch: int) -> Trace:
             return _trace(module, args, kwargs, dims, batch, seq_dim, seq0, seq0, keep_views)
 
-        dims, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
+        dims, first, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
         state["dims"] = dims
         d0 = dims[0]
         assert d0 is not None
-        batch0 = shapes[0][d0]
-        base.batch = batch0
-        early[(batch0, seq0)] = base
+        if first is base:
+            base.batch = shapes[0][d0]
+        batch0 = first.batch
+        early[(batch0, seq0)] = first
         early[(2 * batch0, seq0)] = doubled
     else:
         d0 = given[0]
