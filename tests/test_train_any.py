@@ -10,8 +10,8 @@ import pytest
 
 import roofline as rl
 from roofline.errors import SpecError
-from roofline.scenarios._training_graph_validation import report_table, rows, summary
 from roofline.scenarios.training.generic import OPTIMIZERS
+from roofline.validation.training_graphs import report_table, rows, summary
 
 
 @pytest.mark.parametrize("model,seq", [("resnet50", None), ("vit-b-16", None),

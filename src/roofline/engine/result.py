@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import printable_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
@@ -64,6 +65,15 @@ class Result:
     warnings: tuple[str, ...] = ()
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
+    #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
+    _hardware: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ..analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def ops(self) -> Table:
@@ -85,6 +95,15 @@ class Result:
     @property
     def energy_per_sample(self) -> float:
         return self.energy / self.batch
+
+    def hardware_spec(self) -> Any:
+        """The Hardware this result was priced on (the zoo entry of ``hardware_key`` for a
+        result built without one)."""
+        if self._hardware is not None:
+            return self._hardware
+        from ..specs.resolve import hardware
+
+        return hardware(self.hardware_key)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
@@ -119,6 +138,7 @@ class Result:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         if not self.feasible and math.isnan(self.latency):
             return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._text import printable_str
 from ..engine.core import plan_for
 from ..engine.memory import fit_reason
 from ..engine.memory import fits as mem_fits
@@ -85,6 +86,7 @@ class Sweep:
 
         return to_html(self, path)
 
+    @printable_str
     def to_string(self, max_rows: int | None = 60, width: int | None = 100,
                   more: str = "") -> str:
         """The sweep as text: one unit per column, at most ``width`` characters a line and
@@ -227,7 +229,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
-    return Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
+    out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
+    out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
+    return out
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

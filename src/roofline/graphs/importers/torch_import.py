@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
@@ -613,6 +614,10 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
                  meta={"out_elements": out_elements})
 
 
+@A.checked(module=A.anything, example_inputs=A.anything,
+           example_kwargs=A.optional(A.mapping(A.text, A.anything,
+                                               what="argument names to values")),
+           seq_dim=A.optional(A.count(0, 64)), name=A.optional(A.text), keep_views=A.flag)
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, batch_dim: Any = None,
                name: str | None = None, keep_views: bool = False) -> ImportedModel:
