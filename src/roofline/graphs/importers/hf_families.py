@@ -80,9 +80,12 @@ def check_family(cfg: dict[str, Any], name: str) -> str:
                                f"Supported: {', '.join(sorted(SUPPORTED_MODEL_TYPES))} "
                                "(docs/import.md, 'HuggingFace config.json')")
     for f in SUPPORTED_MODEL_TYPES[mt][1]:
-        if cfg.get(f) in (None, 0, ""):
+        v = cfg.get(f)
+        # missing; or, for an MoE family, no experts (its range is checked where it is read)
+        if v is None or v == "" or (v == 0 and "expert" in f):
             raise SpecError(f"{name}: a {mt!r} config needs {f!r} "
-                            f"({SUPPORTED_MODEL_TYPES[mt][0]}); it is missing or 0")
+                            f"({SUPPORTED_MODEL_TYPES[mt][0]}); it is "
+                            + ("0" if v == 0 else "missing"))
     return mt
 
 
