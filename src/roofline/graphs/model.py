@@ -194,4 +194,5 @@ def _cnn_registry() -> dict[str, Callable[[Precision], Graph]]:
         "resnet50": lambda p: cnn.resnet(50, p), "resnet101": lambda p: cnn.resnet(101, p),
         "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
+        "alexnet": cnn.alexnet,
     }
