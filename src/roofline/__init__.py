@@ -28,7 +28,8 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
-           "Workload", "lengths", "SLO", "simulate_serving"]
+           "Workload", "lengths", "SLO", "simulate_serving", "plan_serving", "levers",
+           "sensitivity", "requirements"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -47,6 +48,9 @@ _LAZY = {
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
     "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
     "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
+    "plan_serving": "roofline.analysis.plan",
+    "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
+    "requirements": "roofline.analysis.requirements",
 }
 
 

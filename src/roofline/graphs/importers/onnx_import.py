@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     ImportedModel,
@@ -37,7 +38,7 @@ from ._import_common import (
     dedupe_names,
     imported_model,
 )
-from .onnx_nodes import _FREE, _SMALL_INIT, _Fusions, _Graph, _node, _Unresolved
+from .onnx_nodes import _FREE, _SMALL_INIT, MAX_DIM, _Fusions, _Graph, _node, _Unresolved
 
 __all__ = ["UnresolvedDimsError", "from_onnx"]
 
@@ -54,6 +55,9 @@ def _dims(vi: Any) -> tuple[list[int | str], int]:
     t = vi.type.tensor_type
     dims: list[int | str] = []
     for d in t.shape.dim:
+        if d.HasField("dim_value") and not 0 <= d.dim_value <= MAX_DIM:
+            raise ImportGraphError(f"{vi.name!r} has a static dimension of {d.dim_value:,}; "
+                                   f"dimensions are at most {MAX_DIM:,} (2**40)")
         dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
     return dims, t.elem_type
 
@@ -95,6 +99,10 @@ def _skeleton(onnx: Any, mp: Any) -> Any:
     return sk
 
 
+@A.checked(path=A.path, dims=A.optional(A.mapping(A.text, A.count(1, MAX_DIM),
+                                                  what="symbolic dimension names to sizes")),
+           seq_dim=A.optional(A.text), seq_len=A.optional(A.count(1, A.MAX_TOKENS)),
+           name=A.optional(A.text), keep_views=A.flag)
 def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               seq_dim: str | None = None, seq_len: int | None = None, name: str | None = None,
               keep_views: bool = False) -> ImportedModel:

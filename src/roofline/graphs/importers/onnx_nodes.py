@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...errors import ImportGraphError
 from ._import_common import Bytes
 
 _ELEMENTWISE = {
@@ -34,6 +35,13 @@ _NORMS = {"BatchNormalization": "batchnorm", "LayerNormalization": "layernorm",
           "GroupNormalization": "groupnorm", "InstanceNormalization": "groupnorm",
           "RMSNormalization": "rmsnorm", "SimplifiedLayerNormalization": "rmsnorm"}
 _SCORE_CHAIN = {"Add", "Sub", "Mul", "Div", "Where", "Cast"}
+#: inputs an op needs before it can be priced (a malformed file may hold fewer)
+_MIN_INPUTS = {"MatMul": 2, "Gemm": 2, "MatMulInteger": 2, "Conv": 2, "ConvTranspose": 2,
+               "Attention": 3, "Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Pow": 2, "Where": 3,
+               "Gather": 2, "Reshape": 2, "Expand": 2, "BatchNormalization": 5,
+               "LayerNormalization": 2, "Einsum": 1, "Softmax": 1}
+#: the largest static dimension read from a file: far beyond any tensor that fits anywhere
+MAX_DIM = 2**40
 _SMALL_INIT = 4096  #: initializers up to this many elements keep their data for inference
 
 
@@ -54,6 +62,12 @@ class _Graph:
                 if x:
                     self.consumers.setdefault(x, []).append(i)
         self.graph_outputs = {o.name for o in g.output}
+        for n in self.nodes:
+            need = _MIN_INPUTS.get(n.op_type)
+            if need is not None and len(n.input) < need:
+                raise ImportGraphError(
+                    f"node {n.name or '(unnamed)'!r}: {n.op_type} needs at least {need} inputs, "
+                    f"this one has {len(n.input)} (not a valid ONNX graph)")
         # static: initializers, constants and values computed from them and from shapes
         self.static: set[str] = set(self.inits)
         self.worigin: dict[str, str] = {k: k for k in self.inits}  #: value -> initializer
@@ -82,8 +96,12 @@ class _Graph:
         try:
             scopes = ast.literal_eval(props.get("pkg.torch.onnx.name_scopes", "[]"))
             classes = ast.literal_eval(props.get("pkg.torch.onnx.class_hierarchy", "[]"))
-        except (ValueError, SyntaxError):
-            scopes, classes = [], []
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            scopes, classes = [], []  # unreadable metadata: it only names ops
+        if not isinstance(scopes, list | tuple):
+            scopes = []
+        if not isinstance(classes, list | tuple):
+            classes = []
         mods = [s for s in scopes[:-1] if s]
         if not mods:
             return short if scopes else (n.name or f"{n.op_type}_{i}")
