@@ -99,18 +99,45 @@ def _skeleton(onnx: Any, mp: Any) -> Any:
     return sk
 
 
+def _batch_symbol(first: list[int | str], batch_dim: str | None, seq_dim: str | None,
+                  fixed: Mapping[str, int], input_name: str) -> str | None:
+    """The symbolic dimension of the first input that is the batch: ``batch_dim`` when given;
+    else its only symbolic dimension not valued by ``dims``/``seq_dim``; else the one whose
+    name says batch ("batch", "batch_size", ...). None: a static first input (its dimension
+    0 is re-set to price other batches). Several candidates: an error naming batch_dim=."""
+    syms = [v for v in first if isinstance(v, str)]
+    if batch_dim is not None:
+        if batch_dim not in syms:
+            raise SpecError(f"batch_dim={batch_dim!r} is not a symbolic dimension of input "
+                            f"{input_name!r}; its dimensions: {first}")
+        return batch_dim
+    free = [v for v in dict.fromkeys(syms) if v != seq_dim and v not in fixed]
+    if not syms:
+        return None
+    if len(free) == 1:
+        return free[0]
+    named = [v for v in dict.fromkeys(syms) if "batch" in v.lower()]
+    if len(named) == 1:
+        return named[0]
+    raise ImportGraphError(
+        f"input {input_name!r} has symbolic dimensions {first}: which is the batch? pass "
+        f"batch_dim='name' (and dims={{'name': value}} or seq_dim= for the others)")
+
+
 @A.checked(path=A.path, dims=A.optional(A.mapping(A.text, A.count(1, MAX_DIM),
                                                   what="symbolic dimension names to sizes")),
            seq_dim=A.optional(A.text), seq_len=A.optional(A.count(1, A.MAX_TOKENS)),
-           name=A.optional(A.text), keep_views=A.flag)
+           batch_dim=A.optional(A.text), name=A.optional(A.text), keep_views=A.flag)
 def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
-              seq_dim: str | None = None, seq_len: int | None = None, name: str | None = None,
+              seq_dim: str | None = None, seq_len: int | None = None,
+              batch_dim: str | None = None, name: str | None = None,
               keep_views: bool = False) -> ImportedModel:
     """A Model from an ONNX file (shapes by ONNX shape inference; the file is only parsed).
 
     ``dims``: values for symbolic input dimensions other than the batch. ``seq_dim``: the
     symbolic dimension that is the sequence length; the model then takes ``seq_len=`` (default
-    ``seq_len`` given here). ``keep_views=True`` keeps free ops in the graph as kind "view".
+    ``seq_len`` given here). ``batch_dim``: the symbolic dimension that is the batch (default:
+    ``_batch_symbol``). ``keep_views=True`` keeps free ops in the graph as kind "view".
     """
     path = Path(path)
     onnx, mp = _load(path)
@@ -127,7 +154,7 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     if not first:
         raise ImportGraphError(f"input {inputs[0].name!r} is a scalar: its first dimension "
                                "must be the batch")
-    batch_sym = first[0] if isinstance(first[0], str) else None
+    batch_sym = _batch_symbol(first, batch_dim, seq_dim, fixed, inputs[0].name)
     batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[0])
     symbols = {v for i in (*inputs, *mp.graph.value_info, *mp.graph.output)
                for v in _dims(i)[0] if isinstance(v, str)}
@@ -168,8 +195,8 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             if inp.name in G.inits:
                 continue
             for ax, d in enumerate(inp.type.tensor_type.shape.dim):
-                if ax == 0 and (batch_sym is not None and d.dim_param == batch_sym or
-                                batch_sym is None):
+                if batch_sym is not None and d.dim_param == batch_sym or \
+                        batch_sym is None and ax == 0:
                     d.dim_value = batch
                 elif d.dim_param in values:
                     d.dim_value = int(values[d.dim_param])
