@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.core import plan_for
+from ..engine.core import TOTALS, time_model
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import check_batch, solve
 from ..engine.table import Table
@@ -138,10 +138,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
         effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
-        T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
-        arr = {k: T[:, i, :] for i, k in enumerate((
-            "latency", "latency_bound", "t_compute", "t_memory", "t_overhead", "flops",
-            "bytes", "t_compute_bound_ops", "live"))}
+        T = np.stack([time_model(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
+        arr = {k: T[:, i, :] for i, k in enumerate(TOTALS)}
+        arr["live"] = arr["live_activation_bytes"]
         arr["t_memory_bound_ops"] = arr["latency"] - arr["t_overhead"] - \
             arr["t_compute_bound_ops"]
         parts = np.stack([arr["t_compute_bound_ops"], arr["t_memory_bound_ops"],

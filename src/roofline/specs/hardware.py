@@ -23,7 +23,7 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "hardware", "list_hardware", "load_hardware_file",
-    "parse_hardware", "KINDS",
+    "parse_hardware", "KINDS", "spec_key",
 ]
 
 KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
@@ -165,6 +165,34 @@ class Hardware:
         m = self.main_memory
         return (f"{self.name} [{self.kind}]: {peaks} FLOP/s (dense); {m.name} "
                 f"{m.capacity_bytes / 2**30:.4g} GiB @ {m.bytes_per_s / 1e9:.4g} GB/s")
+
+
+#: id -> (the Hardware, its content key); holding the object keeps its id from being reused
+_KEYS: dict[int, tuple[Hardware, tuple[Any, ...]]] = {}
+
+
+def spec_key(hw: Hardware) -> tuple[Any, ...]:
+    """A hashable value of everything in ``hw`` that a timing can depend on (not provenance):
+    equal specs give equal keys, an edited copy (``with_peak``, a reloaded file) another one.
+    Caches key on this, never on ``id()`` or ``hw.key``."""
+    hit = _KEYS.get(id(hw))
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    eff = hw.efficiency_table
+    def num(v: float) -> float | None:  # NaN != NaN: a key must equal itself
+        return None if v != v else v
+
+    links = tuple(None if ln is None else (ln.name, num(ln.bytes_per_s), num(ln.latency_s))
+                  for ln in (hw.host_link, hw.scale_up_link))
+    k = (hw.key, hw.kind, tuple(sorted(hw.peak_flops_per_s.items())),
+         tuple((m.name, m.capacity_bytes, num(m.bytes_per_s)) for m in hw.memory), links,
+         num(hw.tdp_w),
+         tuple(sorted(hw.sustained_fraction.items())),
+         None if eff is None else repr(sorted((str(a), repr(b)) for a, b in eff.items())))
+    if len(_KEYS) >= 1024:
+        _KEYS.pop(next(iter(_KEYS)))
+    _KEYS[id(hw)] = (hw, k)
+    return k
 
 
 # -- loading -------------------------------------------------------------------------------------

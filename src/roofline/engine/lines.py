@@ -1,0 +1,138 @@
+"""Sums of maxima of lines: the one helper every consumer of the time model evaluates through.
+
+Each op's time is the maximum of a few straight lines in one variable x (the batch B for a
+solve, a sweep and the batch envelope; the context S for serving's sum over decode steps):
+its compute line, its memory line and, per the launch rule, a dispatch floor. A total over
+ops is then ``Σ_n max_k (a[k, n] + b[k, n]·x)``: convex per op, piecewise linear in sum.
+
+- ``launch_lines``: the launch rule, written once: kernel lines -> time lines;
+- ``launch``: the same rule at a point (a kernel time as a line of slope 0);
+- ``sum_max_int``: ``Σ_{x=lo}^{hi} max_k (a_k + b_k·x)`` over integers, exactly;
+- ``envelope``: the piecewise-linear closed form of ``Σ_n max_k`` over x >= x0 (breakpoints,
+  and one intercept and slope per interval), for evaluation at any x by bisection.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["launch_lines", "launch", "sum_max_int", "envelope", "crossings"]
+
+Line = tuple[Any, Any]  #: (intercept, slope), scalars or arrays over ops
+
+
+def launch_lines(kernel: Sequence[Line], gap: Any, disp: Any, synchronous: bool) -> list[Line]:
+    """The time lines of an op whose kernel time is ``max`` of ``kernel`` lines.
+
+    Synchronous device (CPU): the host dispatch adds to the kernel, ``kernel + dispatch``.
+    Asynchronous device (GPU, TPU, accelerator): the host enqueues ahead, so an op takes
+    ``max(kernel + gap, dispatch)`` — a kernel shorter than the dispatch leaves the device idle.
+    """
+    if synchronous:
+        return [(a + disp, b) for a, b in kernel]
+    return [(a + gap, b) for a, b in kernel] + [(disp + 0.0 * kernel[0][0], 0.0 * kernel[0][1])]
+
+
+def launch(t_kernel: Any, gap: Any, disp: Any, synchronous: bool) -> Any:
+    """``launch_lines`` at one point: the op time of kernel time ``t_kernel``."""
+    lines = launch_lines(((t_kernel, 0.0),), gap, disp, synchronous)
+    out = lines[0][0]
+    for a, _ in lines[1:]:
+        out = np.maximum(out, a)
+    return out
+
+
+def crossings(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """x where each pair of lines crosses, per op (NaN/inf where parallel)."""
+    out = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(a.shape[0]):
+            for j in range(i + 1, a.shape[0]):
+                out.append((a[i] - a[j]) / (b[j] - b[i]))
+    return out
+
+
+def sum_max_int(a: Any, b: Any, lo: Any, hi: Any) -> Any:
+    """``Σ_{x=lo}^{hi} max_k (a[k] + b[k]·x)`` over integers x, exactly; ``a``, ``b``: [k, ...]
+    (the rest broadcasts against ``lo``, ``hi``). Empty ranges (hi < lo) give 0.
+
+    Between consecutive crossings one line dominates, so each integer run between the floors of
+    the crossings sums to ``max_k (n·a_k + b_k·Σx)``.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim == 1 and np.ndim(lo) == 0 and np.ndim(hi) == 0:
+        return _sum_max_scalar(tuple(zip(a.tolist(), b.tolist())), float(lo), float(hi))
+    lo_ = np.asarray(lo, dtype=np.float64) - 1.0  # segments are (e_j, e_j+1]
+    hi_ = np.maximum(np.asarray(hi, dtype=np.float64), lo_)
+    shape = np.broadcast_shapes(a.shape[1:], np.shape(lo_), np.shape(hi_))
+    cuts = []
+    for x in crossings(a, b):
+        x = np.where(np.isfinite(x), np.floor(x), lo_)
+        cuts.append(np.broadcast_to(np.clip(x, lo_, hi_), shape))
+    edges = np.sort(np.stack([np.broadcast_to(lo_, shape)] + cuts +
+                             [np.broadcast_to(hi_, shape)]), axis=0)
+    total = np.zeros(shape)
+    for j in range(edges.shape[0] - 1):
+        s, e = edges[j], edges[j + 1]
+        n = e - s
+        ssum = (e * (e + 1) - s * (s + 1)) / 2.0  # Σ_{x=s+1}^{e} x
+        seg = np.max(a * n + b * ssum, axis=0)
+        total = total + np.where(n > 0, seg, 0.0)
+    return total
+
+
+def _sum_max_scalar(lines: tuple[tuple[float, float], ...], lo: float, hi: float) -> float:
+    """``sum_max_int`` for one op on Python floats (a serving call has 1-3 such ops)."""
+    if hi < lo:
+        return 0.0
+    e0 = lo - 1.0
+    edges = [e0, float(hi)]
+    for i in range(len(lines)):
+        for j in range(i + 1, len(lines)):
+            db = lines[j][1] - lines[i][1]
+            if db:
+                x = math.floor((lines[i][0] - lines[j][0]) / db)
+                if e0 < x < hi:
+                    edges.append(float(x))
+    edges.sort()
+    tot = 0.0
+    for s, e in itertools.pairwise(edges):
+        if e > s:
+            n = e - s
+            ss = (e * (e + 1) - s * (s + 1)) / 2.0
+            tot += max(a * n + b * ss for a, b in lines)
+    return tot
+
+
+def envelope(cands: list[np.ndarray], x0: float, lines_at: Any) -> tuple[list[float], dict[str, np.ndarray]]:
+    """Closed form of per-op sums of maxima of lines over x >= ``x0``.
+
+    ``cands``: candidate breakpoints (a superset is fine: it only splits intervals further);
+    ``lines_at(xs)`` -> ``{row: (a [k, K, n], b [k, K, n], weight-mask or None)}``: the lines
+    each op's row takes around sample points ``xs`` [K] (lines may switch at a breakpoint, e.g.
+    where activations stop fitting an on-chip level). Returns the interval starts and, per row,
+    [K, 2] (intercept, slope) of the row's sum over ops on each interval.
+    """
+    bp = np.concatenate([np.ravel(c) for c in cands]) if cands else np.array([])
+    bp = np.unique(bp[np.isfinite(bp) & (bp > x0)])
+    edges = np.concatenate([[x0], bp])
+    samples = np.concatenate([(edges[:-1] + edges[1:]) / 2, [edges[-1] * 2 + 1]])
+    out: dict[str, np.ndarray] = {}
+    for name, (a, b, pick) in lines_at(samples).items():
+        if a.shape[0] == 1:
+            ia, ib = a[0], b[0]
+        else:
+            k = np.argmax(a + b * samples[None, :, None], axis=0)  # [K, n]
+            ia = np.take_along_axis(a, k[None], 0)[0]
+            ib = np.take_along_axis(b, k[None], 0)[0]
+            if pick is not None:  # keep only ops whose chosen line is ``pick`` (an index)
+                keep = k == pick
+                ia, ib = np.where(keep, ia, 0.0), np.where(keep, ib, 0.0)
+        out[name] = np.stack([ia.sum(-1), ib.sum(-1)], axis=-1)
+    return edges.tolist(), out
