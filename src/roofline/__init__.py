@@ -34,15 +34,15 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
 # (the CLI starts fast), and the first `rl.solve` pays for numpy and the engine (~0.1 s).
 _LAZY = {
     "solve": "roofline.engine.solve", "Result": "roofline.engine.result",
-    "model": "roofline.graphs.model", "Model": "roofline.graphs.model",
-    "list_models": "roofline.graphs.model",
-    "hardware": "roofline.specs.hardware", "Hardware": "roofline.specs.hardware",
-    "list_hardware": "roofline.specs.hardware",
+    "model": "roofline.graphs.resolve", "Model": "roofline.graphs.model",
+    "list_models": "roofline.graphs.resolve",
+    "hardware": "roofline.specs.resolve", "Hardware": "roofline.specs.hardware",
+    "list_hardware": "roofline.specs.resolve",
     "precision": "roofline.specs.dtypes", "Precision": "roofline.specs.dtypes",
     "sweep": "roofline.scenarios.sweep", "Sweep": "roofline.scenarios.sweep",
     "serve": "roofline.scenarios.serving", "serving_capacity": "roofline.scenarios.serving",
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
-    "cluster": "roofline.specs.cluster", "list_clusters": "roofline.specs.cluster",
+    "cluster": "roofline.specs.resolve", "list_clusters": "roofline.specs.resolve",
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
 }
 
