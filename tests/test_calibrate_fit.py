@@ -9,8 +9,8 @@ import pytest
 
 from roofline.calibrate.fit import fit_gemm, fit_levels, geomean
 from roofline.calibrate.timing import runqueue_wait_ns, sample_from_times, time_call
-from roofline.engine.core import time_model as engine_plan
 from roofline.engine.core import price
+from roofline.engine.core import time_model as engine_plan
 from roofline.engine.efficiency import flat_efficiency
 from roofline.graphs.graph import GraphBuilder
 from roofline.specs.dtypes import precision
@@ -167,7 +167,7 @@ def test_convolution_temporaries_fault_with_their_output() -> None:
     g = b.build()
     base = dict(page_fault=1e-6, fresh_alloc_min=32 * 2**20, synchronous=True)
     on = price(g, [_hw()], [flat_efficiency(**base, conv_fresh_factor=2.0, label="f")],
-               np.array([8.0]), keep_ops=True)
+                                            np.array([8.0]), keep_ops=True)
     off = price(g, [_hw()], [flat_efficiency(**base, label="nf")], np.array([8.0]), keep_ops=True)
     tc, tm = on["op_t_compute"][0, 0], on["op_t_memory"][0, 0]
     d = on["op_time"][0, 0] - off["op_time"][0, 0]

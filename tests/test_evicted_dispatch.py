@@ -9,15 +9,14 @@ import pytest
 
 from roofline.calibrate.backends import FakeBackend, FakeMachine
 from roofline.calibrate.measure import derive, measure_plan, run_plan
+from roofline.engine.core import previous_kernel, price
 from roofline.engine.core import time_model as engine_plan
-from roofline.engine.core import price
+from roofline.engine.efficiency import flat_efficiency
 from roofline.engine.presets import (
     BOUND,
     default_tables,
     for_runtime,
 )
-from roofline.engine.core import previous_kernel
-from roofline.engine.efficiency import flat_efficiency
 from roofline.errors import SpecError
 from roofline.graphs.graph import GraphBuilder
 from roofline.specs import precision
@@ -26,7 +25,7 @@ from roofline.specs.hardware import Hardware, MemoryLevel
 HW = Hardware(key="evict-t", name="evict-t", kind="cpu", peak_flops_per_s={"fp32": 1e15},
               memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=10e9),))
 ON = flat_efficiency(evicted_dispatch=10e-6, evicted_kind_dispatch=30e-6, evict_after=1e6,
-                dispatch=1e-6, synchronous=True, label="evict")
+                     dispatch=1e-6, synchronous=True, label="evict")
 OFF = flat_efficiency(dispatch=1e-6, synchronous=True, label="no-evict")
 
 

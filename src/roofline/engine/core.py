@@ -97,6 +97,9 @@ class OpTimes:
     act_bytes: np.ndarray
     t_kernel: np.ndarray
     compute_bound: np.ndarray
+    dispatch: np.ndarray  #: host dispatch per op (with evicted-dispatch terms)
+    t_bound_compute: np.ndarray  #: flops / peak
+    t_bound_memory: np.ndarray  #: the bound's memory roof (same levels, peak bandwidths)
 
     def totals(self) -> Totals:
         ax = -1
@@ -233,11 +236,14 @@ class TimeModel:
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
-        self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk, 1 / rate_vec)
-        with np.errstate(divide="ignore"):
+        # an absurd spec (a peak of 1e-320) gives inf here, and the result says it is not finite
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            gpk_a = np.asarray(gpk, dtype=np.float64)
+            self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk_a,
+                                   1.0 / np.asarray(rate_vec, dtype=np.float64))
             a_m1 = np.where(m1 > 0, ga / np.where(m1 > 0, m1, 1.0), 0.0)
-        self.inv_c1 = np.where(is_c, a_m1 / gpk, 0.0)
-        self.inv_cap = np.where(is_c, ga / gpk, 0.0)
+            self.inv_c1 = np.where(is_c, a_m1 / gpk_a, 0.0)
+            self.inv_cap = np.where(is_c, ga / gpk_a, 0.0)
 
     # -- per op, at any batch (or many: B of shape [b] gives [b, n]) ---------------------------
     def ops(self, batch: Any) -> OpTimes:
@@ -255,7 +261,8 @@ class TimeModel:
             inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
             inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
         tm = main_b * self.inv_main + act_b * inv_a
-        bound = np.maximum(flops / self.peak, main_b / self.bw + act_b * inv_ab)
+        b_c, b_m = flops / self.peak, main_b / self.bw + act_b * inv_ab
+        bound = np.maximum(b_c, b_m)
         pack = None
         if self.cold is not None:
             extra, pack = self._cold(Bc, tb)
@@ -280,7 +287,13 @@ class TimeModel:
                        t_compute=np.broadcast_to(tc, shape), t_memory=np.broadcast_to(tm, shape),
                        overhead=t_op - tk, flops=np.broadcast_to(flops, shape),
                        bytes=np.broadcast_to(tb, shape), act_bytes=np.broadcast_to(act_b, shape),
-                       t_kernel=tk, compute_bound=np.broadcast_to(tc >= tm, shape))
+                       t_kernel=tk, compute_bound=np.broadcast_to(tc >= tm, shape),
+                       dispatch=np.broadcast_to(disp, shape), t_bound_compute=np.broadcast_to(
+                           b_c, shape), t_bound_memory=np.broadcast_to(b_m, shape))
+
+    def select(self, ot: OpTimes, idx: Any) -> OpTimes:
+        """``ot`` restricted to ops ``idx`` (last axis)."""
+        return OpTimes(**{f.name: getattr(ot, f.name)[..., idx] for f in fields(OpTimes)})
 
     def evaluate(self, batch: float) -> OpTimes:
         """Per-op arrays [n] at one batch."""

@@ -33,7 +33,7 @@ from ..specs.sourced import Provenance, read_quantity
 
 __all__ = ["Efficiency", "Gemm", "Conv", "Attention", "Vector", "Memory", "Launch", "Cpu",
            "PageFaults", "ColdWeights", "EvictedDispatch", "BOUND", "read_efficiency",
-           "flat_efficiency", "FLAT_KEYS"]
+           "read_patch", "EfficiencyPatch", "flat_efficiency", "FLAT_KEYS"]
 
 
 def _check(label: str, name: str, v: float | None, lo: float, hi: float, *,
@@ -339,6 +339,7 @@ def _range_check(label: str, name: str, v: float | None) -> None:
     lo, hi, lo_open = _RANGES.get(name, (0.0, _INF, False))
     _check(label, name, v, lo, hi, lo_open=lo_open)
 
+
 #: groups that exist only when one of these fields is set (the others alone change nothing)
 _SWITCHES = {"gemm_bf16": ("max",), "cpu.page_faults": ("seconds",),
              "cpu.cold": ("read_max", "pack_max"), "cpu.evicted": ("dispatch", "kind_dispatch")}
@@ -348,19 +349,46 @@ def _is_quantity(raw: Any) -> bool:
     return isinstance(raw, dict) and "value" in raw
 
 
+@dataclass(frozen=True, slots=True)
+class EfficiencyPatch:
+    """The factors one table sets, to apply to any base: ``groups`` ((group, ((field, value),
+    ...)), ...), per-class dispatch and workspace. A serving or training profile is a patch
+    applied to the device's preset (``apply``: ``dataclasses.replace`` of the base's groups)."""
+
+    groups: tuple[tuple[str, tuple[tuple[str, float | None], ...]], ...] = ()
+    by_class: tuple[tuple[str, float], ...] = ()
+    workspace: float | None = None
+    provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False,
+                                              repr=False)
+
+    def apply(self, base: Efficiency, *, label: str,
+              synchronous: bool | None = None) -> Efficiency:
+        vals = {g: dict(fv) for g, fv in self.groups}
+        by = dict(base.launch.by_class) | dict(self.by_class)
+        return _build(base, vals, by, base.workspace if self.workspace is None
+                      else self.workspace, dict(base.provenance) | self.provenance, label,
+                      synchronous)
+
+
 def read_efficiency(tbl: dict[str, Any], *, base: Efficiency = BOUND,
                     sources: dict[str, str], origin: str, label: str,
-                    synchronous: bool | None = None, ignore: tuple[str, ...] = ()
-                    ) -> Efficiency:
-    """``base`` with the factors ``tbl`` sets: grouped sub-tables (``gemm = {max = ...}``,
-    ``cpu.cold = {...}``), flat keys of earlier files (``gemm_max``), ``dispatch_<op class>``
-    (in ``launch`` or flat) and ``workspace``. Every number is a sourced quantity. ``ignore``:
-    keys of ``tbl`` that belong to the caller (e.g. a serving profile's own factors)."""
-    vals: dict[str, dict[str, float | None]] = {}
-    prov: dict[str, Provenance] = dict(base.provenance)
-    by_class = dict(base.launch.by_class)
-    workspace = base.workspace
+                    synchronous: bool | None = None) -> Efficiency:
+    """``base`` with the factors ``tbl`` sets (``read_patch``)."""
+    return read_patch(tbl, sources=sources, origin=origin, label=label).apply(
+        base, label=label, synchronous=synchronous)
 
+
+def read_patch(tbl: dict[str, Any], *, sources: dict[str, str], origin: str,
+               label: str = "", ignore: tuple[str, ...] = ()) -> EfficiencyPatch:
+    """The one loader of factor tables: grouped sub-tables (``gemm = {max = ...}``,
+    ``cpu.cold = {...}``), flat keys of earlier files (``gemm_max``), ``dispatch_<op class>``
+    (in ``launch`` or flat) and ``workspace``. Every number is a sourced quantity, range-checked
+    here. ``ignore``: keys of ``tbl`` that belong to the caller."""
+    label = label or origin
+    vals: dict[str, dict[str, float | None]] = {}
+    prov: dict[str, Provenance] = {}
+    by_class: dict[str, float] = {}
+    workspace: float | None = None
     def q(raw: Any, name: str, dim: str) -> float:
         v, p = read_quantity(raw, field=name, dimension=dim, sources=sources, origin=origin)
         prov[name] = p
@@ -412,7 +440,9 @@ def read_efficiency(tbl: dict[str, Any], *, base: Efficiency = BOUND,
                             f"{', '.join(g for g in _GROUPS if '.' not in g)}, cpu, workspace, "
                             f"the flat keys {', '.join(FLAT_KEYS)}, dispatch_<op class> "
                             f"({', '.join(OP_CLASSES)})")
-    return _build(base, vals, by_class, workspace, prov, label, synchronous)
+    return EfficiencyPatch(groups=tuple((g, tuple(fv.items())) for g, fv in vals.items()),
+                           by_class=tuple(sorted(by_class.items())), workspace=workspace,
+                           provenance=prov)
 
 
 def _build(base: Efficiency, vals: dict[str, dict[str, float | None]],

@@ -17,11 +17,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["launch_lines", "launch", "sum_max_int", "envelope", "crossings"]
+__all__ = ["launch_lines", "launch", "sum_max_int", "sum_max_lines", "max_at", "envelope",
+           "crossings", "OpLines", "op_lines"]
 
 Line = tuple[Any, Any]  #: (intercept, slope), scalars or arrays over ops
 
@@ -47,6 +49,11 @@ def launch(t_kernel: Any, gap: Any, disp: Any, synchronous: bool) -> Any:
     return out
 
 
+def max_at(a: Any, b: Any, x: Any) -> Any:
+    """``max_k (a[k] + b[k]·x)``: the lines at a point (``x`` broadcasts)."""
+    return np.max(np.asarray(a) + np.asarray(b) * x, axis=0)
+
+
 def crossings(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     """x where each pair of lines crosses, per op (NaN/inf where parallel)."""
     out = []
@@ -67,7 +74,7 @@ def sum_max_int(a: Any, b: Any, lo: Any, hi: Any) -> Any:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.ndim == 1 and np.ndim(lo) == 0 and np.ndim(hi) == 0:
-        return _sum_max_scalar(tuple(zip(a.tolist(), b.tolist())), float(lo), float(hi))
+        return sum_max_lines(tuple(zip(a.tolist(), b.tolist())), float(lo), float(hi))
     lo_ = np.asarray(lo, dtype=np.float64) - 1.0  # segments are (e_j, e_j+1]
     hi_ = np.maximum(np.asarray(hi, dtype=np.float64), lo_)
     shape = np.broadcast_shapes(a.shape[1:], np.shape(lo_), np.shape(hi_))
@@ -87,8 +94,9 @@ def sum_max_int(a: Any, b: Any, lo: Any, hi: Any) -> Any:
     return total
 
 
-def _sum_max_scalar(lines: tuple[tuple[float, float], ...], lo: float, hi: float) -> float:
-    """``sum_max_int`` for one op on Python floats (a serving call has 1-3 such ops)."""
+def sum_max_lines(lines: tuple[tuple[float, float], ...], lo: float, hi: float) -> float:
+    """``sum_max_int`` of one op's ``lines`` ((a, b), ...) on Python floats (a serving call
+    sums 1-3 such ops: faster than arrays)."""
     if hi < lo:
         return 0.0
     e0 = lo - 1.0
@@ -110,7 +118,8 @@ def _sum_max_scalar(lines: tuple[tuple[float, float], ...], lo: float, hi: float
     return tot
 
 
-def envelope(cands: list[np.ndarray], x0: float, lines_at: Any) -> tuple[list[float], dict[str, np.ndarray]]:
+def envelope(cands: list[np.ndarray], x0: float,
+             lines_at: Any) -> tuple[list[float], dict[str, np.ndarray]]:
     """Closed form of per-op sums of maxima of lines over x >= ``x0``.
 
     ``cands``: candidate breakpoints (a superset is fine: it only splits intervals further);
@@ -136,3 +145,51 @@ def envelope(cands: list[np.ndarray], x0: float, lines_at: Any) -> tuple[list[fl
                 ia, ib = np.where(keep, ia, 0.0), np.where(keep, ib, 0.0)
         out[name] = np.stack([ia.sum(-1), ib.sum(-1)], axis=-1)
     return edges.tolist(), out
+
+
+@dataclass(frozen=True, slots=True)
+class OpLines:
+    """Each op's rows as lines in a second variable x (serving: the context S), from the time
+    model's per-op arrays at x = 1 and x = 2 (costs are affine in x for a fixed batch).
+    Each row is (a [k, ..., n], b [k, ..., n]): the op's value is ``max_k (a + b·x)``."""
+
+    time: tuple[np.ndarray, np.ndarray]  #: launch_lines of the kernel lines
+    kernel: tuple[np.ndarray, np.ndarray]  #: compute line, memory line (+ serial CPU terms)
+    bound: tuple[np.ndarray, np.ndarray]  #: the bound's compute and memory roofs
+    flops: tuple[np.ndarray, np.ndarray]
+    bytes: tuple[np.ndarray, np.ndarray]
+    depends: np.ndarray  #: [n] ops whose time changes with x
+
+    ROWS = ("time", "kernel", "bound", "flops", "bytes")
+
+
+def op_lines(o1: Any, o2: Any, gap: float, synchronous: bool, has: np.ndarray) -> OpLines:
+    """``OpLines`` from the time model's ``OpTimes`` at x = 1 (``o1``) and x = 2 (``o2``).
+    The kernel's terms beyond max(compute, memory) (page faults, repacking) and the dispatch are
+    taken as they are at x = 1 and x = 2 too; ops without a kernel (``has`` False) are 0."""
+
+    def line(v1: np.ndarray, v2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = v2 - v1
+        return v1 - s, s
+
+    c, m = line(o1.t_compute, o2.t_compute), line(o1.t_memory, o2.t_memory)
+    e1 = o1.t_kernel - np.maximum(o1.t_compute, o1.t_memory)  # serial terms (0 off CPUs)
+    e2 = o2.t_kernel - np.maximum(o2.t_compute, o2.t_memory)
+    ea, eb = line(e1, e2)
+    kern = ((c[0] + ea, c[1] + eb), (m[0] + ea, m[1] + eb))
+    d = np.asarray(o1.dispatch)
+    t = launch_lines(kern, gap, d, synchronous)
+    h = np.asarray(has, dtype=np.float64)
+
+    def stack(ls: Sequence[Line]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.stack([np.broadcast_to(a, c[0].shape) for a, _ in ls]) * h,
+                np.stack([np.broadcast_to(b, c[0].shape) for _, b in ls]) * h)
+
+    bnd = (line(o1.t_bound_compute, o2.t_bound_compute), line(o1.t_bound_memory,
+                                                              o2.t_bound_memory))
+    fl, by = line(o1.flops, o2.flops), line(o1.bytes, o2.bytes)
+    dep = (np.abs(c[1]) + np.abs(m[1]) + np.abs(by[1]) + np.abs(eb)) > 0
+    while dep.ndim > 1:
+        dep = dep.any(0)
+    return OpLines(time=stack(t), kernel=stack(kern), bound=stack(bnd), flops=stack([fl]),
+                   bytes=stack([by]), depends=dep)

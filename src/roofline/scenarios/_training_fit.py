@@ -32,7 +32,7 @@ GRID = {
 
 def score(factors: dict[str, float], cases: Sequence[Case]) -> tuple[float, list[float]]:
     """Mean |log(pred / published)| and the signed relative errors."""
-    T._OVERRIDE["gpu"] = T.TrainingFactors(
+    T._OVERRIDE["gpu"] = T.TrainingFactors.fitted(
         gemm_max=factors["gemm_max"], gemm_half_size=factors["gemm_half_size"],
         scale_up_efficiency=factors["scale_up_efficiency"],
         scale_out_efficiency=factors["scale_out_efficiency"])

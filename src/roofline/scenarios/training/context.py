@@ -3,13 +3,14 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...engine.core import price
+from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
@@ -19,6 +20,7 @@ from ...graphs.transformer import TransformerConfig
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
+from ...specs.hardware import spec_key
 from ...specs.resolve import cluster as resolve_cluster
 from . import comm
 from .factors import _OVERRIDE, training_factors
@@ -47,7 +49,11 @@ _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
-    """The split-independent part of a training scenario (cached: same inputs, same context)."""
+    """The split-independent part of a training scenario (cached: same inputs, same context;
+    a file path is read again every call, since the file may have changed)."""
+    if _is_path(model) or _is_path(cl):
+        return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
+                             preset)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              id(_OVERRIDE.get("gpu")), id(_OVERRIDE.get("tpu")))
@@ -60,6 +66,11 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, os.PathLike) or (isinstance(x, str) and x.lower().endswith(
+        (".toml", ".json", ".onnx", ".pt")))
 
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
@@ -86,9 +97,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         up_e = out_e = 1.0
     else:
         f = training_factors(hw.kind)
-        eff = replace(base, gemm_max=f.gemm_max, gemm_a=f.gemm_half_size,
-                      gemm_b=f.gemm_half_size, gemm_c=f.gemm_half_size / 2,
-                      label=f"training/{hw.kind}")
+        eff = f.efficiency(base, hw.kind)
         up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
     links = comm.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                        up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
@@ -97,7 +106,9 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         grad_b, opt_b = 2.0, 16.0
     else:
         grad_b, opt_b = 4.0, 12.0
-    key = (id(m), m.key, hw.key, p, preset, seq_len, fused_attention, eff.gemm_max, eff.gemm_a)
+    # the graphs and timings cached under this key depend on the model's shape and on the
+    # device's and the factors' values: key on those, never on an id or a name
+    key = (m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention)
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key)
@@ -147,9 +158,8 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
         batches_per_graph = [todo]
     for batches in batches_per_graph:
         tg = _graph(ctx, tp, ep, batches[0], sp)
-        arr = price(tg.graph, [hw], [ctx.eff], np.asarray(batches, dtype=np.float64),
-                    keep_ops=True)
-        op_t = arr["op_time"][0]  # [b, n]
+        op_t = time_model(tg.graph, hw, ctx.eff).ops(
+            np.asarray(batches, dtype=np.float64)).time  # [b, n]
         onehot = np.zeros((len(tg.group), len(GROUPS)))
         onehot[np.arange(len(tg.group)), tg.group] = 1.0
         gt = op_t @ onehot  # [b, G]
