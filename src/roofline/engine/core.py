@@ -9,8 +9,9 @@ For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
                where bw_level is the fastest on-chip level whose usable share holds the op's
                activations, else main memory
     bound      t_b = max(flops / peak, main bytes / bw + act bytes / bw_level)
-               (the roofline of the same memory levels, at their peak bandwidths: an estimate
-               never undercuts its bound — issue 11)
+               (the roofline of the same memory levels, at their peak bandwidths, and of the
+               peak — or of a faster rate a fitted factor above 1 claims: an estimate never
+               undercuts its bound, issue 11)
     kernel     t_k = max(t_c, t_m)  (+ the CPU terms below)
     op         t   = launch(t_k): t_k + dispatch (synchronous device) or
                max(t_k + kernel_gap, dispatch) (lines.launch_lines)
@@ -147,12 +148,29 @@ def previous_kernel(kinds: tuple[str, ...], has_kernel: np.ndarray
     return prev, same
 
 
+def _upper_lines(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines (a + b·B) among ``a``, ``b`` that are the largest somewhere at B >= 1 (a
+    superset: those no other line beats at B = 1 and in slope), so that the largest
+    activation bytes of one op at many batches is a max over a few lines, not every op."""
+    if len(a) == 0:
+        return a, b
+    at1 = a + b
+    order = np.lexsort((-at1, -b))  # steepest first, then the highest at B = 1
+    keep, best = [], -np.inf
+    for i in order.tolist():
+        if at1[i] > best:
+            keep.append(i)
+            best = at1[i]
+    return a[keep], b[keep]
+
+
 class TimeModel:
     """Each op's time on one (hardware, efficiency) as data; see the module docstring."""
 
     __slots__ = ("graph", "hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
-                 "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "envelope_ok",
+                 "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
+                 "live0", "live1", "inv_bound",
                  "ridge_effective")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
@@ -166,6 +184,11 @@ class TimeModel:
         self.peak = hw.peak_flops_per_s.get(dtype, math.nan)
         self.bw = hw.memory_bytes_per_s
         self._compute_lines(graph, hw, eff, dtype)
+        # the bound's compute roof: the peak, or the faster rate a fitted factor above 1 claims
+        # (a measured bf16 GEMM model fitted against a peak below its asymptote), so that no
+        # estimate undercuts its bound
+        with np.errstate(divide="ignore"):
+            self.inv_bound = np.minimum(1.0 / self.peak, self.inv_c0)
         mem = eff.memory
         self.inv_main = 1.0 / (self.bw * mem.main_read_fraction)  # weights/KV
         self.inv_act = 1.0 / (self.bw * mem.max)
@@ -204,7 +227,9 @@ class TimeModel:
                        float((self.C1[1] + self.C1[2]).sum()),
                        float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
                        float((self.C1[0] * self.inv_c0).sum()))
+        self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+        self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
 
@@ -261,7 +286,7 @@ class TimeModel:
             inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
             inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
         tm = main_b * self.inv_main + act_b * inv_a
-        b_c, b_m = flops / self.peak, main_b / self.bw + act_b * inv_ab
+        b_c, b_m = flops * self.inv_bound, main_b / self.bw + act_b * inv_ab
         bound = np.maximum(b_c, b_m)
         pack = None
         if self.cold is not None:
@@ -352,7 +377,7 @@ class TimeModel:
         f0, f1, mb0, mb1, ab0, ab1 = C0[0], C1[0], C0[1], C1[1], C0[2], C1[2]
         p0 = f0 * self.inv_c0 + f1 * self.inv_c1
         p1 = f1 * self.inv_c0
-        c0_, c1_ = f0 / self.peak, f1 / self.peak
+        c0_, c1_ = f0 * self.inv_bound, f1 * self.inv_bound
         variants = [(self.inv_act, 1.0 / self.bw)] + [
             (self.inv_act * self.bw / lbw, 1.0 / lbw) for _, lbw in self.levels]
         cands = []
@@ -369,29 +394,27 @@ class TimeModel:
             cands += [(cap - ab0) / ab1 for cap, _ in self.levels]
 
         def lines_at(xs: np.ndarray) -> dict[str, Any]:
-            Bs = xs[:, None]
-            act = ab0 + ab1 * Bs
-            inv_a = np.full_like(act, self.inv_act)
-            inv_ab = np.full_like(act, 1.0 / self.bw)
-            for cap, lbw in self.levels:
-                fits = act <= cap
-                inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
-                inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+            if self.levels:  # the level an op's activations live in changes along B
+                act = ab0 + ab1 * xs[:, None]
+                inv_a = np.full_like(act, self.inv_act)
+                inv_ab = np.full_like(act, 1.0 / self.bw)
+                for cap, lbw in self.levels:
+                    fits = act <= cap
+                    inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
+                    inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+            else:
+                inv_a, inv_ab = self.inv_act, 1.0 / self.bw
             q0, q1 = mb0 * self.inv_main + ab0 * inv_a, mb1 * self.inv_main + ab1 * inv_a
             m0, m1 = mb0 / self.bw + ab0 * inv_ab, mb1 / self.bw + ab1 * inv_ab
-            P0, P1 = np.broadcast_to(p0, q0.shape), np.broadcast_to(p1, q0.shape)
-            kern = ((P0, P1), (q0, q1))
-            t = launch_lines(kern, self.gap, np.broadcast_to(self.disp, q0.shape) + 0.0,
-                             self.sync)
-            st = lambda ls: (np.stack([a for a, _ in ls]), np.stack([b for _, b in ls]))  # noqa: E731
-            bnd = ((np.broadcast_to(c0_, q0.shape), np.broadcast_to(c1_, q0.shape)), (m0, m1))
-            return {"bound": (*st(bnd), None), "time": (*st(t), None),
-                    "kernel": (*st(kern), None), "cbt": (*st(kern), 0),
-                    "memory": (q0[None], q1[None], None)}
+            kern = ((p0, p1), (q0, q1))
+            return {"bound": (((c0_, c1_), (m0, m1)), None),
+                    "time": (launch_lines(kern, self.gap, self.disp, self.sync), None),
+                    "kernel": (kern, None), "cbt": (kern, 0), "memory": (((q0, q1),), None)}
 
         edges, rows = envelope(cands, 1.0, lines_at)
         keys = ("bound", "time", "kernel", "cbt", "memory")
         table = np.concatenate([rows[k] for k in keys], axis=1)  # [K, 10]
+        self._env_arr = (np.asarray(edges), table)
         return edges, [tuple(r) for r in table.tolist()]
 
     def totals_at(self, batch: float) -> Totals:
@@ -407,7 +430,7 @@ class TimeModel:
                 b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = rows[k]
                 time = t_i + t_s * B
                 f0, f1, y0, y1, tc0, tc1 = self.a_sums
-                live = float((self.C0[2] + self.C1[2] * B).max())
+                live = float((self.live0 + self.live1 * B).max())
                 return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
                               time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B,
                               live)
@@ -420,16 +443,17 @@ class TimeModel:
             return self.ops(B).rows()
         if self._env is None:
             self._env = self._envelope()
-        edges = np.asarray(self._env[0])
-        r = np.asarray(self._env[1])[np.maximum(np.searchsorted(edges, B, side="right") - 1, 0)]
+        assert self._env_arr is not None
+        edges, table = self._env_arr
+        k = np.searchsorted(edges, B, side="right") - 1
+        r = table[np.maximum(k, 0)]
         time = r[:, 2] + r[:, 3] * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
         out = np.stack([time, r[:, 0] + r[:, 1] * B, tc0 + tc1 * B, r[:, 8] + r[:, 9] * B,
                         time - (r[:, 4] + r[:, 5] * B), f0 + f1 * B, y0 + y1 * B,
                         r[:, 6] + r[:, 7] * B,
-                        (self.C0[2][None, :] + self.C1[2][None, :] * B[:, None]).max(1)
+                        (self.live0[None, :] + self.live1[None, :] * B[:, None]).max(1)
                         if self.C0.shape[1] else 0.0 * B])
-        k = np.searchsorted(edges, B, side="right") - 1
         redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()

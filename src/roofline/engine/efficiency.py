@@ -195,8 +195,14 @@ class Efficiency:
     label: str = "bound"
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False,
                                               repr=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:  # computed once: caches look efficiencies up on every call
+        return self._hash
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
         lb = self.label
         self.gemm.check(lb, "gemm")
         if self.gemm_bf16 is not None:

@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,7 +37,8 @@ def launch_lines(kernel: Sequence[Line], gap: Any, disp: Any, synchronous: bool)
     """
     if synchronous:
         return [(a + disp, b) for a, b in kernel]
-    return [(a + gap, b) for a, b in kernel] + [(disp + 0.0 * kernel[0][0], 0.0 * kernel[0][1])]
+    a0, b0 = kernel[0]
+    return [(a + gap, b) for a, b in kernel] + [(disp + np.zeros_like(a0), np.zeros_like(b0))]
 
 
 def launch(t_kernel: Any, gap: Any, disp: Any, synchronous: bool) -> Any:
@@ -51,7 +52,10 @@ def launch(t_kernel: Any, gap: Any, disp: Any, synchronous: bool) -> Any:
 
 def max_at(a: Any, b: Any, x: Any) -> Any:
     """``max_k (a[k] + b[k]·x)``: the lines at a point (``x`` broadcasts)."""
-    return np.max(np.asarray(a) + np.asarray(b) * x, axis=0)
+    out = a[0] + b[0] * x
+    for j in range(1, len(a)):
+        out = np.maximum(out, a[j] + b[j] * x, out=out if out.ndim else None)
+    return out
 
 
 def crossings(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
@@ -123,27 +127,35 @@ def envelope(cands: list[np.ndarray], x0: float,
     """Closed form of per-op sums of maxima of lines over x >= ``x0``.
 
     ``cands``: candidate breakpoints (a superset is fine: it only splits intervals further);
-    ``lines_at(xs)`` -> ``{row: (a [k, K, n], b [k, K, n], weight-mask or None)}``: the lines
-    each op's row takes around sample points ``xs`` [K] (lines may switch at a breakpoint, e.g.
-    where activations stop fitting an on-chip level). Returns the interval starts and, per row,
-    [K, 2] (intercept, slope) of the row's sum over ops on each interval.
+    ``lines_at(xs)`` -> ``{row: (((a, b), ...), pick)}``, each a and b broadcastable to
+    [K, n]: the lines each op's row takes around sample points ``xs`` [K] (lines may switch at
+    a breakpoint, e.g. where activations stop fitting an on-chip level); ``pick`` 0: sum only
+    the ops whose first line is the largest (the time of compute-bound ops), None: every op.
+    Returns the interval starts and, per row, [K, 2] (intercept, slope) of the row's sum over
+    ops on each interval.
     """
     bp = np.concatenate([np.ravel(c) for c in cands]) if cands else np.array([])
     bp = np.unique(bp[np.isfinite(bp) & (bp > x0)])
     edges = np.concatenate([[x0], bp])
     samples = np.concatenate([(edges[:-1] + edges[1:]) / 2, [edges[-1] * 2 + 1]])
     out: dict[str, np.ndarray] = {}
-    for name, (a, b, pick) in lines_at(samples).items():
-        if a.shape[0] == 1:
-            ia, ib = a[0], b[0]
-        else:
-            k = np.argmax(a + b * samples[None, :, None], axis=0)  # [K, n]
-            ia = np.take_along_axis(a, k[None], 0)[0]
-            ib = np.take_along_axis(b, k[None], 0)[0]
-            if pick is not None:  # keep only ops whose chosen line is ``pick`` (an index)
-                keep = k == pick
-                ia, ib = np.where(keep, ia, 0.0), np.where(keep, ib, 0.0)
-        out[name] = np.stack([ia.sum(-1), ib.sum(-1)], axis=-1)
+    xs = samples[:, None]
+    for name, (lines, pick) in lines_at(samples).items():
+        ia, ib = lines[0]
+        if len(lines) > 1:  # the line with the largest value at each sample, first on ties
+            best = ia + ib * xs
+            first = None
+            for aj, bj in lines[1:]:
+                vj = aj + bj * xs
+                take = vj > best
+                ia, ib = np.where(take, aj, ia), np.where(take, bj, ib)
+                best = np.where(take, vj, best)
+                first = ~take if first is None else first & ~take
+            if pick is not None:  # keep only ops whose chosen line is the first one
+                ia, ib = np.where(first, ia, 0.0), np.where(first, ib, 0.0)
+        shape = (len(samples), np.shape(ia)[-1])
+        out[name] = np.stack([np.broadcast_to(ia, shape).sum(-1),
+                              np.broadcast_to(ib, shape).sum(-1)], axis=-1)
     return edges.tolist(), out
 
 
@@ -160,13 +172,15 @@ class OpLines:
     bytes: tuple[np.ndarray, np.ndarray]
     depends: np.ndarray  #: [n] ops whose time changes with x
 
-    ROWS = ("time", "kernel", "bound", "flops", "bytes")
+    ROWS: ClassVar[tuple[str, ...]] = ("time", "kernel", "bound", "flops", "bytes")
 
 
-def op_lines(o1: Any, o2: Any, gap: float, synchronous: bool, has: np.ndarray) -> OpLines:
+def op_lines(o1: Any, o2: Any, gap: float, synchronous: bool, has: np.ndarray,
+             rows: Sequence[str] = OpLines.ROWS) -> OpLines:
     """``OpLines`` from the time model's ``OpTimes`` at x = 1 (``o1``) and x = 2 (``o2``).
     The kernel's terms beyond max(compute, memory) (page faults, repacking) and the dispatch are
-    taken as they are at x = 1 and x = 2 too; ops without a kernel (``has`` False) are 0."""
+    taken as they are at x = 1 and x = 2 too; ops without a kernel (``has`` False) are 0.
+    ``rows``: the rows to build (the others are left empty)."""
 
     def line(v1: np.ndarray, v2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = v2 - v1
@@ -176,20 +190,35 @@ def op_lines(o1: Any, o2: Any, gap: float, synchronous: bool, has: np.ndarray) -
     e1 = o1.t_kernel - np.maximum(o1.t_compute, o1.t_memory)  # serial terms (0 off CPUs)
     e2 = o2.t_kernel - np.maximum(o2.t_compute, o2.t_memory)
     ea, eb = line(e1, e2)
-    kern = ((c[0] + ea, c[1] + eb), (m[0] + ea, m[1] + eb))
-    d = np.asarray(o1.dispatch)
-    t = launch_lines(kern, gap, d, synchronous)
+    if ea.any() or eb.any():
+        kern = ((c[0] + ea, c[1] + eb), (m[0] + ea, m[1] + eb))
+    else:
+        kern = (c, m)
     h = np.asarray(has, dtype=np.float64)
+    shape = c[0].shape
 
     def stack(ls: Sequence[Line]) -> tuple[np.ndarray, np.ndarray]:
-        return (np.stack([np.broadcast_to(a, c[0].shape) for a, _ in ls]) * h,
-                np.stack([np.broadcast_to(b, c[0].shape) for _, b in ls]) * h)
+        return (np.stack([np.broadcast_to(a, shape) for a, _ in ls]) * h,
+                np.stack([np.broadcast_to(b, shape) for _, b in ls]) * h)
 
-    bnd = (line(o1.t_bound_compute, o2.t_bound_compute), line(o1.t_bound_memory,
-                                                              o2.t_bound_memory))
-    fl, by = line(o1.flops, o2.flops), line(o1.bytes, o2.bytes)
-    dep = (np.abs(c[1]) + np.abs(m[1]) + np.abs(by[1]) + np.abs(eb)) > 0
+    empty = (np.zeros((0,) + shape), np.zeros((0,) + shape))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for r in rows:
+        if r == "time":
+            out[r] = stack(launch_lines(kern, gap, np.asarray(o1.dispatch), synchronous))
+        elif r == "kernel":
+            out[r] = stack(kern)
+        elif r == "bound":
+            out[r] = stack((line(o1.t_bound_compute, o2.t_bound_compute),
+                            line(o1.t_bound_memory, o2.t_bound_memory)))
+        elif r == "flops":
+            out[r] = stack([line(o1.flops, o2.flops)])
+        elif r == "bytes":
+            out[r] = stack([line(o1.bytes, o2.bytes)])
+        else:
+            raise ValueError(f"unknown row {r!r}; allowed: {', '.join(OpLines.ROWS)}")
+    by = o2.bytes - o1.bytes
+    dep = (np.abs(c[1]) + np.abs(m[1]) + np.abs(by) + np.abs(eb)) > 0
     while dep.ndim > 1:
         dep = dep.any(0)
-    return OpLines(time=stack(t), kernel=stack(kern), bound=stack(bnd), flops=stack([fl]),
-                   bytes=stack([by]), depends=dep)
+    return OpLines(**{r: out.get(r, empty) for r in OpLines.ROWS}, depends=dep)

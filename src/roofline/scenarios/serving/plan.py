@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -82,6 +82,14 @@ class ServingFactors:
     allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
     p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
     provenance: dict[str, Provenance] | None = field(default=None, compare=False, hash=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:  # computed once: the efficiency cache looks it up every call
+        return self._hash
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
 
     def efficiency(self, base: Efficiency, compute_dtype: str) -> Efficiency:
         """The default preset's factors with this engine's launch model (and fp8 fraction):

@@ -73,7 +73,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
             tm = time_model(g, h, e)
             ot = tm.ops(Bs)  # [b, 2u]
             ln = op_lines(tm.select(ot, slice(0, u)), tm.select(ot, slice(u, 2 * u)), tm.gap,
-                          tm.sync, tm.has[:u])
+                          tm.sync, tm.has[:u], rows=("time",))
             a, sl = ln.time  # [k, b, u]
             dep = ln.depends
             t_in = max_at(a[..., ~dep], sl[..., ~dep], 1.0) @ cnt[~dep]  # [b]

@@ -56,7 +56,7 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                              preset)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             id(_OVERRIDE.get("gpu")), id(_OVERRIDE.get("tpu")))
+             _OVERRIDE.get("gpu"), _OVERRIDE.get("tpu"))  # the factors' values
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
@@ -116,7 +116,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
 _TIMES: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-_MODEL_FLOPS: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+_MODEL_FLOPS: dict[tuple[Any, ...], tuple[Model, tuple[float, float, float]]] = {}
 
 
 def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
@@ -183,8 +183,8 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     p = make_precision(precision)
     k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p)
     hit = _MODEL_FLOPS.get(k)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused
+        return hit[1]
     g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
                 batch=micro_batch, logits="all")
     B = g.fixed_batch or 1
@@ -194,5 +194,7 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     core = np.array([(".attn.scores" in n or ".attn.context" in n) for n in g.names])
     fwd = float(flops[mm].sum())
     out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()))
-    _MODEL_FLOPS[k] = out
+    if len(_MODEL_FLOPS) >= 256:
+        _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
+    _MODEL_FLOPS[k] = (m, out)
     return out

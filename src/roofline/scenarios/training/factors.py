@@ -20,7 +20,7 @@ class TrainingFactors:
     gemm: Gemm  #: the training matmul model (replaces the preset's ``gemm``)
     scale_up_efficiency: float  #: busbw / link bandwidth on NVLink/ICI
     scale_out_efficiency: float  #: busbw / link bandwidth on the NICs
-    provenance: dict[str, Provenance] = field(default_factory=dict)
+    provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def fitted(cls, *, gemm_max: float, gemm_half_size: float, scale_up_efficiency: float,
