@@ -13,8 +13,8 @@ from roofline.cli import main
 from roofline.errors import SpecError, UnknownNameError
 from roofline.graphs.training import GROUPS, training_graph
 from roofline.scenarios import training as T
-from roofline.scenarios._training_validation import gpt_model
 from roofline.specs.dtypes import precision
+from roofline.validation.training import gpt_model
 
 GPT3 = rl.model("gpt3-175b")
 

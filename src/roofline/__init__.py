@@ -27,7 +27,8 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "plot_roofline", "Result", "Sweep", "Model", "Hardware", "Precision",
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
-           "best_parallelism", "cluster", "list_clusters", "measure", "validate"]
+           "best_parallelism", "cluster", "list_clusters", "measure", "validate",
+           "Workload", "lengths", "SLO", "simulate_serving"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -44,6 +45,8 @@ _LAZY = {
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
     "cluster": "roofline.specs.resolve", "list_clusters": "roofline.specs.resolve",
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
+    "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
+    "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.core import time_model
 from ..engine.presets import efficiency_for
 from ..engine.solve import solve
@@ -187,6 +188,17 @@ class Validation:
             plt.close(fig)
         return fig
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
     def __str__(self) -> str:
         return self.to_string()
 
@@ -221,6 +233,10 @@ def _predict(item: Item, hw: Hardware) -> tuple[float, float, bool]:
     return r.latency, rb.latency, r.bottleneck == "compute"
 
 
+@A.checked(hardware=A.anything, quick=A.flag, models=A.flag, csv_path=A.optional(A.path),
+           plot_path=A.optional(A.path), progress=A.progress,
+           items=A.optional(A.seq(A.anything, what="validation items")),
+           min_time_s=A.optional(A.real(0, 3600, unit="s")), threads=A.optional(A.count(1, 4096)))
 def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
              quick: bool = False, models: bool = True, csv_path: str | os.PathLike[str] | None
              = None, plot_path: str | os.PathLike[str] | None = None,

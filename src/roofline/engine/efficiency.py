@@ -488,7 +488,7 @@ def _nullable(cls: type, name: str) -> bool:
     return False
 
 
-def flat_efficiency(*, label: str, synchronous: bool = False, base: Efficiency = BOUND,
+def flat_efficiency(*, label: str, synchronous: bool | None = None, base: Efficiency = BOUND,
                     dispatch_by_class: dict[str, float] | None = None,
                     workspace: float | None = None, **flat: float) -> Efficiency:
     """``base`` with factors given by their flat names in SI units (``gemm_max=0.8``,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.result import Result
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
@@ -43,14 +44,15 @@ def op_points(result: Result) -> dict[str, np.ndarray]:
     """The per-op points a chart draws: ops with FLOPs > 0, bytes > 0 and time > 0.
 
     Returns columns ``name``, ``intensity`` (FLOP/B), ``achieved`` (FLOP/s = flops / time),
-    ``share`` (of latency) and ``bound``. Zero-FLOP ops (views, copies, lookups) have no
-    place on a log FLOP/s axis and are left out; preset "mlsysim" has no per-op table (its
-    single aggregate row is the whole-model point), so it gives none.
+    ``share`` (of latency), ``bound`` and ``index`` (the op's row in ``result.ops``).
+    Zero-FLOP ops (views, copies, lookups) have no place on a log FLOP/s axis and are left
+    out; preset "mlsysim" has no per-op table (its single aggregate row is the whole-model
+    point), so it gives none.
     """
     t = result.ops
     empty = {"name": np.array([], dtype=object), "intensity": np.array([]),
              "achieved": np.array([]), "share": np.array([]),
-             "bound": np.array([], dtype=object)}
+             "bound": np.array([], dtype=object), "index": np.array([], dtype=np.int64)}
     if result.preset == "mlsysim" or not len(t) or "time" not in t.columns:
         return empty
     flops = np.asarray(t["flops"], dtype=float)
@@ -60,7 +62,8 @@ def op_points(result: Result) -> dict[str, np.ndarray]:
     return {"name": np.asarray(t["name"], dtype=object)[keep],
             "intensity": flops[keep] / byts[keep], "achieved": flops[keep] / time[keep],
             "share": np.asarray(t["share"], dtype=float)[keep],
-            "bound": np.asarray(t["bound"], dtype=object)[keep]}
+            "bound": np.asarray(t["bound"], dtype=object)[keep],
+            "index": np.nonzero(keep)[0]}
 
 
 def plot_result(result: Result, path: str | Path | None = None, ax: Any = None,
@@ -69,6 +72,11 @@ def plot_result(result: Result, path: str | Path | None = None, ax: Any = None,
     return plot_roofline(result, path=path, ax=ax, **kw)
 
 
+@A.checked(results_or_hardware=A.anything, path=A.optional(A.path), ax=A.anything,
+           ops=A.optional(A.flag), dtypes=A.optional(A.seq(A.dtype, what="dtype names")),
+           title=A.optional(A.text),
+           figsize=A.seq(A.real(0, 1000), min_len=2, max_len=2, what="inches (width, height)"),
+           dpi=A.count(1, 2400))
 def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, ax: Any = None,
                   ops: bool | None = None, dtypes: Sequence[str] | None = None,
                   title: str | None = None, figsize: tuple[float, float] = (9.0, 6.0),

@@ -6,7 +6,8 @@ Why it is fast: a transformer's layers repeat, so ``compress`` keeps one op per 
 costs are affine in the context S for every op (attention FLOPs and KV bytes grow linearly;
 everything else is constant), so the per-op compute and memory times at S = 1 and S = 2 give
 the times at any S, and the sum over S = S0+1 … S0+n of ``max(compute, memory) (+ launch)``
-is a sum of a maximum of affine functions: exact in closed form (``sum_max_affine``).
+is a sum of a maximum of affine functions: exact in closed form (the engine's one sum-of-max
+helper, ``engine.lines``).
 """
 
 from __future__ import annotations

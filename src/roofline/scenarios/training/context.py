@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,16 @@ class _Ctx:
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
 
 
+def _override_key(kind: str) -> tuple[float, ...] | None:
+    """The content of an overriding factor set (a refit's trial), for the cache key: an id()
+    is reused by the next trial once the previous one is freed, which returned its stale
+    context (every trial of a refit priced with the first trial's factors)."""
+    f = _OVERRIDE.get(kind)
+    if f is None:
+        return None
+    return tuple(getattr(f, x.name) for x in fields(f) if x.name != "provenance")
+
+
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
@@ -56,7 +66,7 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                              preset)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             _OVERRIDE.get("gpu"), _OVERRIDE.get("tpu"))  # the factors' values
+             _override_key("gpu"), _override_key("tpu"))
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
