@@ -35,6 +35,11 @@ class TrainingFactors:
     def gemm_max(self) -> float:
         return self.gemm.max
 
+    @property
+    def gemm_half_size(self) -> float:
+        """The fit's size h at which M and N halve the efficiency (``gemm.a``)."""
+        return self.gemm.a
+
     def efficiency(self, base: Efficiency, kind: str) -> Efficiency:
         """The preset's factors on the device with the training matmul model."""
         return replace(base, gemm=self.gemm, label=f"training/{kind}")
