@@ -17,12 +17,12 @@ from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, TrainingGraph, training_graph
 from ...graphs.transformer import TransformerConfig
+from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import spec_key
 from ...specs.resolve import cluster as resolve_cluster
-from . import comm
 from .factors import _OVERRIDE, training_factors
 
 
@@ -37,7 +37,7 @@ class _Ctx:
     fused: bool
     dropout: bool
     eff: Efficiency
-    links: comm.Links
+    links: coll.Links
     peak: float
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
@@ -109,7 +109,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         f = training_factors(hw.kind)
         eff = f.efficiency(base, hw.kind)
         up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
-    links = comm.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
+    links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                        up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
                        out_alpha=c.scale_out_latency_s)
     if p.compute == "fp16" or p.weights == "fp16":
