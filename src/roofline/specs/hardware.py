@@ -22,7 +22,7 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
-    "spec_key",
+    "spec_key", "SpecKey",
 ]
 
 KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")

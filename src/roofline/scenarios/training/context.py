@@ -21,7 +21,7 @@ from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
-from ...specs.hardware import spec_key
+from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
 from .factors import _OVERRIDE, training_factors
 
@@ -41,7 +41,7 @@ class _Ctx:
     peak: float
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
-    key: tuple[Any, ...]
+    key: SpecKey  #: the content the cached graphs and timings depend on (hash computed once)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -118,7 +118,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         grad_b, opt_b = 4.0, 12.0
     # the graphs and timings cached under this key depend on the model's shape and on the
     # device's and the factors' values: key on those, never on an id or a name
-    key = (m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention)
+    key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key)
@@ -137,7 +137,7 @@ def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
 
 def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> TrainingGraph:
     moe = bool(ctx.cfg.n_experts)
-    k = ctx.key + (tp, ep, b if moe else None, sp, ctx.dropout)
+    k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout)
     g = _GRAPHS.get(k)
     if g is None:
         g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len, tp=tp, sequence_parallel=sp,
@@ -153,7 +153,7 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
     out: dict[int, np.ndarray] = {}
     todo = []
     for b in bs:
-        t = _TIMES.get(ctx.key + (tp, ep, b, sp, ctx.dropout))
+        t = _TIMES.get((ctx.key, tp, ep, b, sp, ctx.dropout))
         if t is None:
             todo.append(b)
         else:
@@ -175,7 +175,7 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
         gt = op_t @ onehot  # [b, G]
         for i, b in enumerate(batches):
             out[b] = gt[i]
-            _lru_put(_TIMES, ctx.key + (tp, ep, b, sp, ctx.dropout), gt[i], 4096)
+            _lru_put(_TIMES, (ctx.key, tp, ep, b, sp, ctx.dropout), gt[i], 4096)
     return out
 
 
