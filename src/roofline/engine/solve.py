@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ def check_batch(batch: Any, field: str = "batch") -> int:
 def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
                 reason: str) -> Result:
     nan = math.nan
-    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch,
+    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
                   precision=p.label, preset=preset, phase=phase, latency=nan, latency_bound=nan,
                   t_compute=nan, t_memory=nan, t_overhead=nan, throughput=0.0, bottleneck="none",
                   flops=nan, bytes=nan, arithmetic_intensity=nan, ridge_point=nan,
@@ -81,11 +82,12 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     phase = phase or m.default_phase
     if phase == "decode" and context is None and m.default_seq_len is not None:
         context = m.default_seq_len
-    if not hw.has(p.compute):
-        return _infeasible(m, hw, batch, p, preset, phase,
-                           f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
                 fused_attention=fused_attention, fuse=fuse)
+    if not hw.has(p.compute):
+        r = _infeasible(m, hw, batch, p, preset, phase,
+                        f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+        return replace(r, warnings=tuple(g.meta.get("warnings", ())))
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)
@@ -132,7 +134,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
     if seq is not None:
         tokens_per_s = batch * g.tokens_per_sample / latency
     return Result(
-        model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch, precision=p.label,
+        model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
+        precision=p.label,
         preset=preset, phase=phase, seq_len=seq, context=g.meta.get("kv_len") if phase ==
         "decode" else (context or None),
         latency=latency, latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
@@ -143,6 +146,7 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
         feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+        warnings=tuple(g.meta.get("warnings", ())),
     )
 
 

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..._text import printable_str
 from ...engine.result import Result
 from ...errors import SpecError
 from ...units import fmt_bytes, fmt_time
@@ -110,6 +111,7 @@ class ServeResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}) — "
                 f"batch {self.batch}, prompt {self.prompt_len}, output {self.output_len}, "

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..._text import printable_str
 from ...units import fmt_bytes, fmt_time
 
 
@@ -45,6 +46,9 @@ class TrainingResult:
     feasible: bool
     reason: str = ""
     power_w: float = math.nan  #: cluster power while training (devices at TDP + node overhead)
+    optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
+    warnings: tuple[str, ...] = ()
 
     @property
     def samples_per_s(self) -> float:
@@ -91,13 +95,15 @@ class TrainingResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         mem = self.memory_per_device
         b = fmt_bytes
         sp = "on" if self.sequence_parallel else "off"
         lines = [
             f"{self.model} on {self.cluster} ({self.devices} × {self.device}), {self.precision}, "
-            f"global batch {self.global_batch} × {self.seq_len} tokens",
+            f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
+                                                    if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}",
@@ -108,9 +114,11 @@ class TrainingResult:
         ]
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
-            return "\n".join(lines)
-        lines.append(f"  step time {fmt_time(self.step_time)}, {self.tokens_per_s:,.0f} "
-                     f"tokens/s, MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
+            return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
+        rate = (f"{self.tokens_per_s:,.0f} tokens/s" if self.seq_len > 1 else
+                f"{self.samples_per_s:,.1f} samples/s")
+        lines.append(f"  step time {fmt_time(self.step_time)}, {rate}, MFU {self.mfu:.1%}, "
+                     f"HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
