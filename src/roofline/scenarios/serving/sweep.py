@@ -19,7 +19,7 @@ from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import hardware as resolve_hardware
 from . import args as R
 from . import plan as sp
-from .comm import _allreduce
+from .comm import allreduce_times
 
 
 @A.checked(model=A.anything, hardware=A.anything, batch=R.BATCHES, context=R.CONTEXTS,
@@ -87,8 +87,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
             S = np.minimum(Ss[:, None], W[dep])  # [s, ud]: windowed ops stop growing at W
             t_d = max_at(a[:, :, None, dep], sl[:, :, None, dep], S) @ cnt[dep]  # [b, s]
             t_dev[i] = t_in[:, None] + t_d
-        comm = np.array([[_allreduce(b * cfg.d_model * p.act_bytes, tp, h, factors,
-                                     2 * plan.cfg.n_layers + 1) for b in Bs] for h in hsel])
+        comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
+            Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
         out_t[ok_hw, j] = t
