@@ -121,7 +121,9 @@ class ServeResult:
         lines = [
             head,
             f"  TTFT            {fmt_time(self.ttft)}",
-            f"  TPOT            {fmt_time(self.tpot)} ({1 / self.tpot:,.1f} tokens/s per request)",
+            f"  TPOT            {fmt_time(self.tpot)} " + (
+                f"({1 / self.tpot:,.1f} tokens/s per request)" if self.tpot > 0 else
+                "(output_len 1: the first token comes from prefill, no decode step)"),
             f"  end to end      {fmt_time(self.e2e_latency)}",
             (f"  throughput      {self.tokens_per_s:,.0f} output tokens/s "
             f"({self.tokens_per_s_per_device:,.0f} per device)"),
