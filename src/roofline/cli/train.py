@@ -49,6 +49,8 @@ def register(sub: Any) -> None:
     p.add_argument("--preset", default="default", choices=("default", "bound"))
     p.add_argument("--tokens", type=float, default=None,
                    help="also report time, GPU-hours and energy to train this many tokens")
+    p.add_argument("--advise", action="store_true",
+                   help="rank the levers (fp8, the best split, recompute, ZeRO, micro-batch)")
     add_output_args(p)
     p.set_defaults(func=run)
 
@@ -71,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               **common)  # type: ignore[arg-type]
+    if args.advise:
+        from .advise import print_levers
+
+        args.latency_slo_ms, args.only, args.objective, args.rows = None, None, "throughput", 25
+        return print_levers(r, args)
     extra: dict[str, float] = {}
     if args.tokens and r.feasible:  # a split that does not run has no time to train
         extra = {"tokens": args.tokens, "time_to_train_s": r.time_to_train(args.tokens),

@@ -67,6 +67,13 @@ class Result:
     _op_table: Any = field(default=None, repr=False)
     #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
     _hardware: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ..analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def ops(self) -> Table:
@@ -130,6 +137,12 @@ class Result:
         from ..report import to_html
 
         return to_html(self, path)
+
+    def plot_layers(self, path: str | None = None, **kw: Any) -> Any:
+        """Time per layer as stacked bars (``roofline.viz.charts.plot_layers``)."""
+        from ..viz.charts import plot_layers
+
+        return plot_layers(self, path=path, **kw)
 
     @printable_str
     def __str__(self) -> str:

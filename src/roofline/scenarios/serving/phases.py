@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._call import records_call
 from ...engine.memory import memory_fit
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -59,7 +60,7 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
-
+@records_call("serve")
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=R.TOKENS,
            output_len=R.TOKENS, precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE,
            weight_precision=R.OPT_DTYPE, group_size=A.optional(A.count()), tp=R.DEGREE,

@@ -3,8 +3,9 @@ model's statement and the speculative-decoding token expectation."""
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..._text import printable_str
@@ -68,6 +69,13 @@ class ServeResult:
     notes: tuple[str, ...] = ()
     _prefill: Any = field(default=None, repr=False)
     _decode: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ...analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def prefill(self) -> Result:
@@ -82,7 +90,8 @@ class ServeResult:
         return r() if callable(r) else r
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+             if not f.name.startswith("_")}  # asdict would deep-copy the call's model too
         for k, v in d.items():
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._text import printable_str
@@ -49,6 +49,13 @@ class TrainingResult:
     optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ...analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def samples_per_s(self) -> float:
@@ -71,7 +78,7 @@ class TrainingResult:
         return self.time_to_train(tokens) * self.power_w
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
         d["breakdown"] = dict(self.breakdown)
         d["memory_per_device"] = dict(self.memory_per_device)
         d["samples_per_s"] = self.samples_per_s

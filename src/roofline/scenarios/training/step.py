@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._call import records_call
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -165,6 +166,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
 
 
+@records_call("train")
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,

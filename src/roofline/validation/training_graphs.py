@@ -1,8 +1,9 @@
 """Validation of ``rl.train`` on non-decoder models (the generic data-parallel model) against
 published ResNet-50 and BERT-large training throughput (data/validation/training_graphs.toml).
 
-``rows()`` prices every case; ``report_table()`` is the markdown table in
-docs/validation/training.md ("Any graph"), which tests/test_train_any.py checks.
+Cases: ``roofline.validation.load_cases("training_graphs")``. ``rows()`` prices every case;
+``report_table()`` is the markdown table in docs/validation/training.md ("Any graph"), which
+tests/validation/test_validation_training_graphs.py checks.
 """
 
 from __future__ import annotations
@@ -11,25 +12,21 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from .._data import DATA, read_toml
+from .cases import load_cases
 
 __all__ = ["cases", "rows", "report_table", "summary"]
 
 
 @lru_cache(maxsize=1)
 def cases() -> tuple[dict[str, Any], ...]:
-    doc = read_toml(DATA / "validation" / "training_graphs.toml")
-    out = []
-    for c in doc["case"]:
-        pub = c["published"]
-        if pub.get("source") not in doc["sources"]:
-            raise ValueError(f"training_graphs.toml: case {c} cites no known source")
-        out.append(dict(c, published=float(pub["value"]), source=pub["source"]))
-    return tuple(out)
+    """Each case's scenario with its published samples/s (``published``) and ``source``, read
+    by the one loader (load_cases refuses a case without a source or its table and row)."""
+    return tuple(dict(c.scenario, id=c.id, published=c.value_si, source=c.source)
+                 for c in load_cases("training_graphs").cases)
 
 
 def rows() -> list[dict[str, Any]]:
-    from .training import train
+    from ..scenarios.training import train
 
     out = []
     for c in cases():
