@@ -617,7 +617,8 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
 @A.checked(module=A.anything, example_inputs=A.anything,
            example_kwargs=A.optional(A.mapping(A.text, A.anything,
                                                what="argument names to values")),
-           seq_dim=A.optional(A.count(0, 64)), name=A.optional(A.text), keep_views=A.flag)
+           seq_dim=A.optional(A.count(0, 64)), batch_dim=A.anything, name=A.optional(A.text),
+           keep_views=A.flag)
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, batch_dim: Any = None,
                name: str | None = None, keep_views: bool = False) -> ImportedModel:
