@@ -54,6 +54,8 @@ _LAZY = {
     "plan_serving": "roofline.analysis.plan",
     "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
     "requirements": "roofline.analysis.requirements",
+    "Space": "roofline.spaces", "hardware_grid": "roofline.spaces",
+    "explore": "roofline.spaces",
 }
 
 
