@@ -153,3 +153,54 @@ def test_bad_objectives_constraints_and_scheduler():
     pytest.importorskip("dask.distributed")
     with pytest.raises(rl.RooflineError, match="does not answer"):
         rl.explore(s, objectives=OBJ, scheduler="tcp://127.0.0.1:9", timeout=1.0)
+
+
+def test_vectorised_allreduce_equals_the_scalar_formula():
+    """serve_sweep prices a tp all-reduce for every batch at once: the array form reads each
+    algorithm's α-β line off ops.collectives and must equal the scalar call everywhere."""
+    from roofline.scenarios.serving import plan as sp
+    from roofline.scenarios.serving.comm import allreduce_time, allreduce_times
+
+    n = np.array([0, 1e3, 8192 * 2, 8192 * 2 * 64, 8192 * 2 * 512, 1e8])
+    for eng in ("trtllm", "vllm", "eager"):
+        f = sp.serving_factors(eng)
+        for hw in ("H100", "A100", "MI300X", "gaudi3"):
+            h = rl.hardware(hw)
+            for tp in (1, 2, 4, 8):
+                want = np.array([allreduce_time(x, tp, h, f) for x in n])
+                np.testing.assert_allclose(allreduce_times(n, tp, h, f), want, rtol=1e-12)
+
+
+def test_cli_explore(tmp_path, capsys):
+    from roofline.cli import main
+
+    f = tmp_path / "space.toml"
+    f.write_text('''kind = "decode"
+model = ["llama-3.2-1b"]
+hardware = ["H100"]
+objectives = ["tokens_per_s_per_device", "-power_w"]
+constraints = ["tpot <= 0.010", "fits"]
+
+[[grid]]
+base = "H100"
+bandwidth_scale = [2]
+
+[scenario]
+phase = "decode"
+batch = {start = 1, stop = 9}
+context = [1024]
+tp = [1]
+''', encoding="utf-8")
+    out_file = tmp_path / "points.parquet"
+    assert main(["explore", str(f), "--json", "-o", str(out_file)]) == 0
+    import json
+
+    got = json.loads(capsys.readouterr().out)
+    assert got["size"] == 2 * 8 and got["evaluated"] == 16
+    assert got["pareto"] and all(r["tpot"] <= 0.010 for r in got["pareto"])
+    assert out_file.exists()
+    f.write_text('model = ["llama-3.2-1b"]\nhardware = ["H100"]\nobjectives = ["speed"]\n'
+                 '[scenario]\nphase = "decode"\nbatch = [1]\ncontext = [8]\ntp = [1]\n',
+                 encoding="utf-8")
+    assert main(["explore", str(f)]) == 2
+    assert "unknown field 'speed'" in capsys.readouterr().err

@@ -1,4 +1,6 @@
-"""Design-space exploration (the package is `spaces`: `roofline.explore` is the function): ``Space``, ``hardware_grid``, ``explore`` (local or on Dask)."""
+"""Design-space exploration: ``Space``, ``hardware_grid``, ``explore`` (local or on Dask).
+
+The package is ``spaces`` because ``roofline.explore`` is the function."""
 
 from .run import ExploreResult, explore
 from .space import GridPart, HardwareGrid, Space, hardware_grid

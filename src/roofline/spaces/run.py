@@ -53,10 +53,17 @@ class ExploreResult:
     def points_per_s(self) -> float:
         return self.evaluated / self.seconds if self.seconds > 0 else math.inf
 
+    def _lead(self) -> list[str]:
+        """Columns shown first: coordinates, then the objectives' and constraints' fields."""
+        lead = ["model", "hardware", "precision", "tp", "batch", "context"]
+        lead += [o.field for o in self.objectives] + [c.field for c in self.constraints]
+        return list(dict.fromkeys(lead))
+
     @property
     def pareto(self) -> Any:
         """The non-dominated points meeting the constraints, as a Table."""
-        return _table(self._front, "Pareto front: " + ", ".join(map(str, self.objectives)))
+        return _table(self._front, "Pareto front: " + ", ".join(map(str, self.objectives)),
+                      self._lead())
 
     def top(self, k: int = 20, by: str | None = None) -> Any:
         """The ``k`` points with the largest ``by`` (``"-field"``: smallest) among those
@@ -72,7 +79,7 @@ class ExploreResult:
             raise SpecError(f"top: {key!r} was not tracked; tracked fields: "
                             f"{', '.join(tracked)} (pass explore(top=[...]) or keep=True)")
         t = self._tops[key]
-        return _table({c: v[:k] for c, v in t.items()}, f"top {k} by {key}")
+        return _table({c: v[:k] for c, v in t.items()}, f"top {k} by {key}", self._lead())
 
     def to_pandas(self) -> Any:
         """Every point (needs ``keep=True``) as a DataFrame."""
@@ -88,7 +95,8 @@ class ExploreResult:
         """Every point (needs ``keep=True``) to a Parquet file."""
         self.to_pandas().to_parquet(path, index=False)
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
+        """Two or three lines: counts, speed, the front's size, failures."""
         lines = [f"Explored {self.evaluated:,} of {self.size:,} points in {self.seconds:.2f} s "
                  f"({self.points_per_s:,.0f} points/s); {self.passed:,} meet "
                  + (" and ".join(map(str, self.constraints)) or "no constraint"),
@@ -97,19 +105,22 @@ class ExploreResult:
         if self.failed:
             lines.append(f"{len(self.failed)} chunks failed (see .failed): "
                          f"{self.failed[0]['error'][:120]}")
-        if self._front:
-            lines.append(self.pareto.to_string(max_rows=20))
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary() + ("\n" + self.pareto.to_string(max_rows=20)
+                                 if self._front else "")
 
     def __repr__(self) -> str:
         return (f"<ExploreResult {self.evaluated:,} points, {self.passed:,} pass, "
                 f"{len(self._front.get('_chunk', []))} on the front>")
 
 
-def _table(cols: dict[str, np.ndarray], title: str) -> Any:
+def _table(cols: dict[str, np.ndarray], title: str, lead: Sequence[str] = ()) -> Any:
     from ..engine.table import Table
 
-    shown = {k: v for k, v in cols.items() if not k.startswith("_")}
+    order = [c for c in lead if c in cols] + [c for c in cols if c not in lead]
+    shown = {k: cols[k] for k in order if not k.startswith("_")}
     if not shown:
         return Table({"model": []}, title=title)
     return Table(shown, title=title)

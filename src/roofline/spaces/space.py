@@ -62,9 +62,9 @@ class GridPart:
 
     @property
     def label(self) -> str:
-        cap = "" if self.capacity_gib is None else f" {self.capacity_gib:g} GiB"
-        return (f"{self.base} x{self.peak_scale:g} peak x{self.bandwidth_scale:g} bw{cap}"
-                + (f" x{self.link_scale:g} link" if self.link_scale != 1 else ""))
+        cap = "" if self.capacity_gib is None else f" {self.capacity_gib:g}GiB"
+        return (f"{self.base} peak x{self.peak_scale:g} bw x{self.bandwidth_scale:g}{cap}"
+                + (f" link x{self.link_scale:g}" if self.link_scale != 1 else ""))
 
     def build(self) -> Any:
         from dataclasses import replace
@@ -82,7 +82,7 @@ class GridPart:
             main = h.memory[0]
             h = replace(h, memory=(replace(main, capacity_bytes=self.capacity_gib * 2**30),
                                    *h.memory[1:]))
-        return replace(h, name=f"{self.label} (hypothetical)")
+        return replace(h, name=f"{self.label} (hypothetical)")  # the name says so
 
 
 class HardwareGrid(Sequence[GridPart]):
