@@ -206,9 +206,6 @@ def test_solve_invariants(m, hw, kw):
     assert r.flops / r.latency <= r.peak_flops_per_s * (1 + 1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 §1, engine helper: on mi300x and gaudi3 the "
-                   "default preset prices activations at on-chip SRAM bandwidth while the bound "
-                   "uses HBM, so the estimate undercuts the bound")
 @example("mobilenet_v2", "mi300x", {"batch": 154, "precision": "fp16"})  # found by the deep run
 @given(st.sampled_from(MODELS), st.sampled_from(ALL_HW), VALID_SOLVE)
 def test_solve_estimate_never_undercuts_its_bound(m, hw, kw):
