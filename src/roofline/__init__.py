@@ -27,7 +27,8 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "plot_roofline", "Result", "Sweep", "Model", "Hardware", "Precision",
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
-           "best_parallelism", "cluster", "list_clusters", "measure", "validate"]
+           "best_parallelism", "cluster", "list_clusters", "measure", "validate",
+           "tco", "reliability", "region", "list_regions", "place", "price_quotes"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -44,6 +45,9 @@ _LAZY = {
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
     "cluster": "roofline.specs.cluster", "list_clusters": "roofline.specs.cluster",
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
+    "tco": "roofline.analysis.tco", "reliability": "roofline.analysis.reliability",
+    "region": "roofline.analysis.data", "list_regions": "roofline.analysis.data",
+    "place": "roofline.analysis.carbon", "price_quotes": "roofline.analysis.data",
 }
 
 
