@@ -94,7 +94,7 @@ def main() -> None:
     precs = ["fp16", "bf16", "fp8", "int8"]
     for label in ("cold", "warm"):
         if label == "cold":
-            from roofline.graphs.model import _zoo_model
+            from roofline.graphs.resolve import _zoo_model
 
             _zoo_model("resnet50")._cache.clear()  # drop cached graphs and plans
         t = time.perf_counter()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from roofline.calibrate.backends import FakeBackend, FakeMachine
-from roofline.calibrate.measure import derive, plan_for, run_plan
+from roofline.calibrate.measure import derive, measure_plan, run_plan
 from roofline.engine.core import plan_for as engine_plan
 from roofline.engine.core import price
 from roofline.engine.presets import BOUND, Efficiency, _default_tables
@@ -85,7 +85,7 @@ def test_bad_values_name_the_field(kw: dict[str, float]) -> None:
 
 def test_measure_recovers_the_cold_terms_of_a_known_machine() -> None:
     m = FakeMachine(cold_pack_fraction=0.3, pack_rows=4, cold_read_fraction=0.7)
-    fit = derive(run_plan(plan_for("cpu"), [FakeBackend(m)]))
+    fit = derive(run_plan(measure_plan("cpu"), [FakeBackend(m)]))
     assert fit.cold["cold_pack_max"][0] == pytest.approx(0.3, rel=0.02)
     assert fit.cold["pack_min_rows"][0] == 4
     assert fit.cold["cold_read_max"][0] == pytest.approx(0.7, rel=0.02)
@@ -95,11 +95,11 @@ def test_measure_recovers_the_cold_terms_of_a_known_machine() -> None:
 
 def test_gpu_plan_has_no_cold_terms() -> None:
     gm = FakeMachine(kind="gpu", page_s=0.0)
-    fit = derive(run_plan(plan_for("gpu", quick=True), [FakeBackend(gm)]))
+    fit = derive(run_plan(measure_plan("gpu", quick=True), [FakeBackend(gm)]))
     assert fit.cold == {}
 
 
 def test_quick_plan_sets_no_cold_terms() -> None:
     # the quick plan's 1 MiB weight pool stays in cache, so it cannot see cold weights
-    fit = derive(run_plan(plan_for("cpu", quick=True), [FakeBackend()]))
+    fit = derive(run_plan(measure_plan("cpu", quick=True), [FakeBackend()]))
     assert fit.cold == {}

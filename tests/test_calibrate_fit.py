@@ -200,9 +200,9 @@ def test_convolution_temporaries_fault_with_their_output() -> None:
 
 def test_measure_recovers_the_conv_fresh_factor() -> None:
     from roofline.calibrate.backends import FakeBackend, FakeMachine
-    from roofline.calibrate.measure import derive, plan_for, run_plan
+    from roofline.calibrate.measure import derive, measure_plan, run_plan
 
-    fit = derive(run_plan(plan_for("cpu"), [FakeBackend(FakeMachine(conv_fresh=2.25))]))
+    fit = derive(run_plan(measure_plan("cpu"), [FakeBackend(FakeMachine(conv_fresh=2.25))]))
     assert fit.conv_fresh is not None and fit.conv_fresh[0] == pytest.approx(2.25)
     gpu = FakeMachine(kind="gpu", page_s=0.0)
-    assert derive(run_plan(plan_for("gpu"), [FakeBackend(gpu)])).conv_fresh is None
+    assert derive(run_plan(measure_plan("gpu"), [FakeBackend(gpu)])).conv_fresh is None

@@ -1,5 +1,5 @@
 """α-β collectives (ops/collectives.py) against hand calculations and NCCL's conventions, and
-the vectorised training copies (scenarios/_training_comm.py) against them."""
+the vectorised training copies (scenarios/training/comm.py) against them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from roofline.errors import SpecError
 from roofline.ops import collectives as C
-from roofline.scenarios import _training_comm as V
+from roofline.scenarios.training import comm as V
 
 
 def test_ring_all_reduce_hand() -> None:

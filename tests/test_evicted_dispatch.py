@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from roofline.calibrate.backends import FakeBackend, FakeMachine
-from roofline.calibrate.measure import derive, plan_for, run_plan
+from roofline.calibrate.measure import derive, measure_plan, run_plan
 from roofline.engine.core import plan_for as engine_plan
 from roofline.engine.core import price
 from roofline.engine.presets import (
@@ -102,7 +102,7 @@ def test_bad_values_name_the_field(kw: dict[str, float]) -> None:
 
 def test_measure_recovers_the_evicted_costs_of_a_known_machine() -> None:
     m = FakeMachine(evicted_s=15e-6, evicted_kind_s=35e-6, evict_bytes=5e6)
-    fit = derive(run_plan(plan_for("cpu"), [FakeBackend(m)]))
+    fit = derive(run_plan(measure_plan("cpu"), [FakeBackend(m)]))
     assert fit.evicted["evicted_dispatch"][0] == pytest.approx(15e-6, rel=1e-6)
     assert fit.evicted["evicted_kind_dispatch"][0] == pytest.approx(35e-6, rel=1e-6)
     # the swept flushes are 1, 2, 4, 8, 16 MiB: 5 MB lies between 4 and 8 MiB
@@ -110,8 +110,8 @@ def test_measure_recovers_the_evicted_costs_of_a_known_machine() -> None:
 
 
 def test_no_terms_without_the_benchmark_or_on_a_gpu() -> None:
-    assert derive(run_plan(plan_for("cpu", quick=True), [FakeBackend()])).evicted == {}
+    assert derive(run_plan(measure_plan("cpu", quick=True), [FakeBackend()])).evicted == {}
     gm = FakeMachine(kind="gpu", page_s=0.0)
-    assert derive(run_plan(plan_for("gpu", quick=True), [FakeBackend(gm)])).evicted == {}
+    assert derive(run_plan(measure_plan("gpu", quick=True), [FakeBackend(gm)])).evicted == {}
     flat = FakeMachine(evicted_s=0.0, evicted_kind_s=0.0)  # nothing to see: no terms
-    assert derive(run_plan(plan_for("cpu"), [FakeBackend(flat)])).evicted == {}
+    assert derive(run_plan(measure_plan("cpu"), [FakeBackend(flat)])).evicted == {}

@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import roofline as rl  # noqa: E402
-from roofline.graphs.torch_import import from_torch  # noqa: E402
+from roofline.graphs.importers.torch_import import from_torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -158,7 +158,7 @@ def test_data_dependent_sort_axis_is_retraced() -> None:
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-from roofline.graphs.onnx_import import from_onnx  # noqa: E402
+from roofline.graphs.importers.onnx_import import from_onnx  # noqa: E402
 
 
 @pytest.fixture(scope="module")

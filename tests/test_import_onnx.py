@@ -16,7 +16,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import roofline as rl  # noqa: E402
 from roofline.errors import ImportGraphError  # noqa: E402
-from roofline.graphs.onnx_import import from_onnx  # noqa: E402
+from roofline.graphs.importers.onnx_import import from_onnx  # noqa: E402
 
 
 def _rel(a: float, b: float) -> float:

@@ -13,7 +13,7 @@ from fixtures.torch_models import GPT2, ResNet50, TinyNet  # noqa: E402
 
 import roofline as rl  # noqa: E402
 from roofline.errors import ImportGraphError, SpecError  # noqa: E402
-from roofline.graphs.torch_import import from_torch  # noqa: E402
+from roofline.graphs.importers.torch_import import from_torch  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional

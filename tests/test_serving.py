@@ -7,8 +7,8 @@ import pytest
 
 import roofline as rl
 from roofline.errors import SpecError
-from roofline.scenarios import _serving_plan as sp
 from roofline.scenarios.serving import expected_tokens_per_step, serve_sweep
+from roofline.scenarios.serving import plan as sp
 
 M = "llama-3.1-8b"
 
@@ -30,7 +30,7 @@ def test_mlsysim_anchors():
 
 
 def test_decode_step_is_affine_in_context():
-    plan = sp.plan_for(rl.model(M).config, rl.precision("bf16"), tp=1, pp=1, fuse=True,
+    plan = sp.device_plan(rl.model(M).config, rl.precision("bf16"), tp=1, pp=1, fuse=True,
                        fused_attention=True)
     g = {S: plan.graph("decode", context=S, batch=4, compressed=False).cost(4)
          for S in (100, 1100, 2100)}
@@ -44,7 +44,7 @@ def test_decode_step_is_affine_in_context():
 
 def test_closed_form_sum_equals_loop_over_steps():
     hw = rl.hardware("H100")
-    plan = sp.plan_for(rl.model(M).config, rl.precision("bf16"), tp=1, pp=1, fuse=True,
+    plan = sp.device_plan(rl.model(M).config, rl.precision("bf16"), tp=1, pp=1, fuse=True,
                        fused_attention=True)
     f = sp.serving_factors("trtllm")
     eff = sp.efficiency(hw, "default", f, "bf16")

@@ -8,8 +8,8 @@ import pytest
 
 import roofline as rl
 from roofline.ops.collectives import one_shot_all_reduce, two_shot_all_reduce
-from roofline.scenarios import _serving_plan as sp
 from roofline.scenarios.serving import allreduce_time
+from roofline.scenarios.serving import plan as sp
 
 H100 = rl.hardware("H100")
 
@@ -66,7 +66,7 @@ def test_against_published_h100_allreduce_microbenchmarks():
 
 def test_pipeline_send_pays_its_latency():
     f = sp.serving_factors("trtllm")
-    from roofline.scenarios.serving import _p2p
+    from roofline.scenarios.serving.comm import _p2p
 
     # 3 sends of 8192·2 B: 3·(4 µs + 16384 / 337.5 GB/s)
     assert _p2p(16384, 4, H100, f) == pytest.approx(3 * (4e-6 + 16384 / 337.5e9))

@@ -5,7 +5,7 @@ import pytest
 
 import roofline as rl
 from roofline.errors import SpecError
-from roofline.scenarios import _serving_plan as sp
+from roofline.scenarios.serving import plan as sp
 from roofline.scenarios.serving import serve_sweep
 
 G = "gemma-2-9b"  # 42 layers, layers 0, 2, …, 40 windowed at 4096, K=8, H=256
@@ -114,11 +114,11 @@ def test_tensor_and_pipeline_split_per_device():
     # two micro-batches of 4 passes through both stages, which keep their layers' KV for it)
     p2 = rl.serve(G, "H100", pp=2, **kw)
     assert p2.memory_breakdown["kv_cache"] == 8 * (11 * 8192 + 10 * 4096) * G_LAYER
-    plan = sp.plan_for(rl.model(G).config, rl.precision("bf16"), tp=1, pp=2, fuse=True,
+    plan = sp.device_plan(rl.model(G).config, rl.precision("bf16"), tp=1, pp=2, fuse=True,
                        fused_attention=True)
     assert plan.kv_bytes_per_sequence(8192, "full") == 21 * 8192 * G_LAYER
     # tp=16 > 8 KV heads: one (replicated) KV head per device
-    t16 = sp.plan_for(rl.model(G).config, rl.precision("bf16"), tp=16, pp=1, fuse=True,
+    t16 = sp.device_plan(rl.model(G).config, rl.precision("bf16"), tp=16, pp=1, fuse=True,
                       fused_attention=True)
     assert t16.kv_bytes_per_sequence(8192) == (21 * 8192 + 21 * 4096) * 2 * 1 * 256 * 2
 

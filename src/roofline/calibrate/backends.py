@@ -490,7 +490,7 @@ class FakeBackend:
         return self._s(self.m.per_call_s + ws / self._bw(ws))
 
     def vector(self, op: str, n: int) -> Sample:
-        from .measure import vector_cost
+        from .plan import vector_cost
 
         flops, byts, cls = vector_cost(op, n)
         fixed = self.m.class_call_s.get(cls, self.m.per_call_s)

@@ -26,7 +26,7 @@ from ..engine.presets import efficiency_for
 from ..engine.solve import solve
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from .timing import thread_limit, time_call
 from .workloads import Item, suite
 

@@ -266,7 +266,7 @@ def _gpt2_item(phase: str, batch: int, tokens: int) -> Item:
     """prefill: ``tokens`` new tokens into an empty cache; decode: one token with ``tokens``
     in the cache (the new one included)."""
     def make(torch: Any) -> Callable[[], object]:
-        from ..graphs.model import model as zoo_model
+        from ..graphs.resolve import model as zoo_model
 
         cfg = zoo_model("gpt2").config
         if cfg is None:

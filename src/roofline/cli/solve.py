@@ -137,7 +137,7 @@ def model_arg(args: argparse.Namespace) -> Any:
     if seq_dim is not None and args.seq_len is None:
         raise SpecError(f"--seq-dim {seq_dim} needs --seq-len T (the sequence length to price)")
     from ..errors import ImportGraphError
-    from ..graphs.model import model
+    from ..graphs.resolve import model
 
     kw: dict[str, Any] = {"dims": dims} if dims else {}
     if seq_dim is not None:

@@ -13,7 +13,7 @@ __all__ = ["hardware_rows", "model_rows", "register", "run"]
 
 def hardware_rows() -> list[dict[str, Any]]:
     """One row per zoo device: key, name, kind, dtypes, main memory (GiB, GB/s), TDP (W)."""
-    from ..specs.hardware import hardware, list_hardware
+    from ..specs.resolve import hardware, list_hardware
 
     rows = []
     for key in list_hardware():
@@ -30,7 +30,7 @@ def hardware_rows() -> list[dict[str, Any]]:
 
 def model_rows() -> list[dict[str, Any]]:
     """One row per zoo model: key, name, family, parameter count."""
-    from ..graphs.model import list_models, model
+    from ..graphs.resolve import list_models, model
 
     rows = []
     for key in list_models():

@@ -14,10 +14,10 @@ from ..engine.solve import check_batch, solve
 from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
-from ..graphs.model import model as resolve_model
+from ..graphs.resolve import model as resolve_model
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 
 __all__ = ["sweep", "Sweep"]
 

@@ -6,11 +6,10 @@ from .hardware import (
     Hardware,
     Link,
     MemoryLevel,
-    hardware,
-    list_hardware,
     load_hardware_file,
     parse_hardware,
 )
+from .resolve import hardware, list_hardware
 from .sourced import Provenance, read_quantity
 
 __all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision", "KINDS", "Hardware", "Link",

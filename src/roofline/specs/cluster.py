@@ -17,18 +17,16 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._data import DATA, alias_index, load_toml_file, zoo_key
+from .._data import load_toml_file
 from ..errors import SpecError
 from .hardware import Hardware
-from .hardware import hardware as resolve_hardware
 from .sourced import Provenance, read_quantity
 
-__all__ = ["Cluster", "cluster", "list_clusters", "parse_cluster", "load_cluster_file"]
+__all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
 
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
@@ -102,6 +100,12 @@ _TOP = {"schema", "key", "name", "aliases", "device", "devices_per_node", "scale
         "max_nodes", "sources", "scale_up", "scale_out", "power", "notes"}
 
 
+def _resolve_hardware(spec: Any) -> Hardware:
+    from .resolve import hardware
+
+    return hardware(spec)
+
+
 def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int = 1) -> Cluster:
     """Build a Cluster from a parsed TOML document (every number needs a source)."""
     extra = set(doc) - _TOP
@@ -152,7 +156,7 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
     return Cluster(
-        key=doc["key"], name=doc["name"], device=resolve_hardware(doc["device"]), nodes=nodes,
+        key=doc["key"], name=doc["name"], device=_resolve_hardware(doc["device"]), nodes=nodes,
         devices_per_node=dpn, scale_up_domain=dom, scale_up_bytes_per_s=links["scale_up"][0],
         scale_up_latency_s=links["scale_up"][1], scale_out_bytes_per_s=links["scale_out"][0],
         scale_out_latency_s=links["scale_out"][1], node_overhead_w=overhead, max_nodes=max_nodes,
@@ -163,39 +167,10 @@ def load_cluster_file(path: str | os.PathLike[str], *, nodes: int = 1) -> Cluste
     return parse_cluster(load_toml_file(path, "cluster"), origin=str(Path(path)), nodes=nodes)
 
 
-@lru_cache(maxsize=1)
-def _zoo() -> tuple[dict[str, Cluster], dict[str, str]]:
-    by_key: dict[str, Cluster] = {}
-    for path in sorted((DATA / "clusters").glob("*.toml")):
-        c = load_cluster_file(path)
-        if c.key != path.stem:
-            raise SpecError(f"cluster zoo file {path.name}: key {c.key!r} must equal the file name")
-        by_key[c.key] = c
-    return by_key, alias_index(((c.key, (c.name, *c.aliases)) for c in by_key.values()),
-                               "cluster")
+def __getattr__(name: str) -> Any:
+    # the zoo resolvers moved to specs/resolve.py; the old import path keeps working.
+    if name in ("cluster", "list_clusters"):
+        from . import resolve
 
-
-def list_clusters() -> list[str]:
-    """Cluster zoo keys, sorted."""
-    return sorted(_zoo()[0])
-
-
-def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) -> Cluster:
-    """A Cluster from a zoo name/alias (case-insensitive), a TOML path, or a Cluster.
-
-    ``nodes`` sets the number of nodes (default 1 for a zoo/file cluster; unchanged for a
-    Cluster passed in).
-    """
-    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
-        raise SpecError(f"nodes must be a positive integer, got {nodes!r}")
-    if isinstance(spec, Cluster):
-        return spec if nodes is None else spec.with_nodes(nodes)
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
-        return load_cluster_file(spec, nodes=nodes or 1)
-    if not isinstance(spec, str):
-        raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
-                        f"{type(spec).__name__}")
-    by_key, alias = _zoo()
-    base = by_key[zoo_key(spec, "cluster", alias,
-                          [n for c in by_key.values() for n in (c.key, *c.aliases)])]
-    return base.with_nodes(nodes or 1)
+        return getattr(resolve, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

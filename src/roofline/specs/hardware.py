@@ -11,19 +11,17 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._data import DATA, alias_index, load_toml_file, zoo_key
+from .._data import load_toml_file
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .sourced import Provenance, read_quantity
 
 __all__ = [
-    "MemoryLevel", "Link", "Hardware", "hardware", "list_hardware", "load_hardware_file",
-    "parse_hardware", "KINDS",
+    "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
 ]
 
 KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
@@ -281,46 +279,10 @@ def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:
     return parse_hardware(load_toml_file(path, "hardware"), origin=str(Path(path)))
 
 
-@lru_cache(maxsize=1)
-def _zoo() -> tuple[dict[str, Hardware], dict[str, str]]:
-    """Load every zoo file once: key -> Hardware, normalised alias -> key."""
-    by_key: dict[str, Hardware] = {}
-    root = DATA / "hardware"
-    paths = sorted(root.rglob("*.toml"))
-    for path in paths:
-        hw = load_hardware_file(path)
-        rel = path.relative_to(root)
-        if hw.key != path.stem:
-            raise SpecError(f"hardware zoo file {rel}: key {hw.key!r} must equal the file name")
-        if hw.key in by_key:
-            raise SpecError(f"hardware zoo: duplicate key {hw.key!r} ({rel})")
-        by_key[hw.key] = hw
-    alias = alias_index(((h.key, (h.name, *h.aliases)) for h in by_key.values()), "hardware")
-    return by_key, alias
+def __getattr__(name: str) -> Any:
+    # the zoo resolvers moved to specs/resolve.py; the old import path keeps working.
+    if name in ("hardware", "list_hardware"):
+        from . import resolve
 
-
-def list_hardware() -> list[str]:
-    """Zoo keys, sorted."""
-    return sorted(_zoo()[0])
-
-
-def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
-    """A Hardware from a zoo name or alias (case-insensitive), a TOML path, or a Hardware."""
-    if isinstance(spec, Hardware):
-        return spec
-    hit = _BY_NAME.get(spec) if isinstance(spec, str) else None
-    if hit is not None:
-        return hit
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
-        return load_hardware_file(spec)
-    if not isinstance(spec, str):
-        raise SpecError(f"hardware must be a zoo name, a .toml path or a Hardware, got "
-                        f"{type(spec).__name__}")
-    by_key, alias = _zoo()
-    key = zoo_key(spec, "hardware", alias,
-                  [n for h in by_key.values() for n in (h.key, *h.aliases)])
-    _BY_NAME[spec] = by_key[key]
-    return by_key[key]
-
-
-_BY_NAME: dict[str, Hardware] = {}  # exact strings already resolved (zoo entries are immutable)
+        return getattr(resolve, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

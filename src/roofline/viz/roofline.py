@@ -24,7 +24,7 @@ import numpy as np
 from ..engine.result import Result
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 
 __all__ = ["BOUND_COLOURS", "op_points", "plot_result", "plot_roofline"]
 

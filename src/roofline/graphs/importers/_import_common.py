@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
-from ..ops import QUANTITIES, OpCost, formula
-from ..specs.dtypes import Precision
-from .graph import Graph, Q, _auto_gemm
-from .model import Model
+from ...errors import SpecError
+from ...ops import QUANTITIES, OpCost, formula
+from ...specs.dtypes import Precision
+from ..graph import Graph, Q, _auto_gemm
+from ..model import Model
 
 __all__ = [
     "Bytes",
@@ -165,7 +165,7 @@ def _conv_gemm(s: dict[str, Any]) -> tuple[float, float, float]:
     """Implicit-GEMM (M per sample, N, K) of a ``conv`` record, M·N·K = its multiply-adds per
     sample: direct (ΠX'·g, C'/g, (C/g)·Πk) as ``conv2d``; transposed as the GEMM followed by
     col2im, (ΠX·g, (C'/g)·Πk, C/g)."""
-    from ..ops.formulas import conv_geometry
+    from ...ops.formulas import conv_geometry
 
     X, k, Xo = conv_geometry(**{f: s[f] for f in ("spatial", "kernel", "stride", "padding",
                                                    "padding_end", "dilation", "transposed",

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportGraphError, SpecError, require_extra
+from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
     ImportedModel,
@@ -698,7 +698,7 @@ def _auto_pads(node: Any, x: list[int], k: list[int], st: list[int], dl: list[in
 def _conv(node: Any, ins: list[str], out: str, shape: Any, take: Any) -> list[_Rec] | str:
     """Conv and ConvTranspose: conv2d for the 1-D and 2-D convs it takes (one stride and
     dilation), else the general ``conv`` formula (3-D, per-axis strides, transposed)."""
-    from ..ops.formulas import conv_geometry
+    from ...ops.formulas import conv_geometry
 
     x, w, o = shape(ins[0]), shape(ins[1]), shape(out)
     b = ins[2] if len(ins) > 2 and ins[2] else ""
@@ -753,8 +753,8 @@ def _conv(node: Any, ins: list[str], out: str, shape: Any, take: Any) -> list[_R
 def _pool(node: Any, x: list[int], o: list[int]) -> list[_Rec] | str:
     """MaxPool and AveragePool: pool2d for the square 2-D windows it takes, else ``pool``
     (1-D to 3-D, per-axis kernel and stride, dilation, ceil_mode)."""
-    from ..ops import conv_out
-    from ..ops.formulas import pool_out
+    from ...ops import conv_out
+    from ...ops.formulas import pool_out
 
     nd = len(x) - 2
     if not 1 <= nd <= 3:

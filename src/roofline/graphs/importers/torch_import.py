@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ImportGraphError, SpecError, require_extra
+from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
     ImportedModel,
@@ -315,7 +315,7 @@ class _Tracer:
             kernel=tuple(int(v) for v in w.shape[2:]), stride=st, padding=pd, dilation=dl,
             groups=g, bias=b is not None, transposed=transposed,
             output_padding=op if transposed else 0)
-        from ..ops.formulas import conv_geometry
+        from ...ops.formulas import conv_geometry
 
         got = conv_geometry(**{f: shape[f] for f in ("spatial", "kernel", "stride", "padding",
                                                       "dilation", "transposed",
@@ -396,8 +396,8 @@ class _Tracer:
         X = tuple(int(v) for v in x.shape[-nd:])
         traced = tuple(int(v) for v in o.shape[-nd:])
         n = int(math.prod(x.shape[:-nd]))
-        from ..ops import conv_out
-        from ..ops.formulas import pool_out
+        from ...ops import conv_out
+        from ...ops.formulas import pool_out
 
         if nd == 2 and ks[0] == ks[1] and st[0] == st[1] and pd[0] == pd[1] and dl == [1, 1] \
                 and tuple(conv_out(v, ks[0], st[0], pd[0], 1) for v in X) == traced:

@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from .._data import DATA, read_toml
-from ..engine.core import price
-from ..engine.presets import Efficiency, efficiency_for
-from ..errors import SpecError, unknown
-from ..graphs.graph import Graph, Q
-from ..graphs.transformer import TransformerConfig, transformer_graph
-from ..specs.dtypes import Precision
-from ..specs.hardware import Hardware
-from ..specs.sourced import Provenance, read_quantity
+from ..._data import DATA, read_toml
+from ...engine.core import price
+from ...engine.presets import Efficiency, efficiency_for
+from ...errors import SpecError, unknown
+from ...graphs.graph import Graph, Q
+from ...graphs.transformer import TransformerConfig, transformer_graph
+from ...specs.dtypes import Precision
+from ...specs.hardware import Hardware
+from ...specs.sourced import Provenance, read_quantity
 
 __all__ = [
     "ENGINES",
@@ -38,7 +38,7 @@ __all__ = [
     "ServingFactors",
     "check_kv_window",
     "compress",
-    "plan_for",
+    "device_plan",
     "serving_factors",
     "shard_config",
     "sum_max_affine",
@@ -312,7 +312,7 @@ class Plan:
                               context=context, fused_attention=self.fused_attention,
                               batch=batch if self.moe else None, logits=logits)
         if self.fuse:
-            from ..graphs.fusion import fuse_epilogues
+            from ...graphs.fusion import fuse_epilogues
 
             g = fuse_epilogues(g)
         out: Any = compress(g, _op_windows(cfg, g.names)) if compressed else g
@@ -385,7 +385,7 @@ class Plan:
 _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
 
 
-def plan_for(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
+def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
              fused_attention: bool) -> Plan:
     key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention)
     pl = _PLANS.get(key)

@@ -1,0 +1,295 @@
+"""The spec file: a measured machine as hardware TOML (same format as the zoo), written
+atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import platform
+import re
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .derive import _num, _spread, derive
+from .plan import FRESH_ALLOC_MIN_BYTES
+from .run import Measurements
+
+__all__ = ["spec_toml", "write_atomic", "check_writable"]
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def _q(value: float, unit: str, source: str, derivation: str = "", note: str = "") -> str:
+    parts = [f"value = {_num(value)}", f'unit = "{unit}"', f'source = "{source}"']
+    if derivation:
+        parts.append(f'derivation = "{_esc(derivation)}"')
+    if note:
+        parts.append(f'note = "{_esc(note)}"')
+    return "{ " + ", ".join(parts) + " }"
+
+
+def _host() -> str:
+    return socket.gethostname() or platform.node() or "unknown-host"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def _sysfs_caches() -> list[tuple[str, float]]:
+    """(name, total bytes over all instances) of the data/unified caches sysfs lists,
+    innermost first; [] where unavailable."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    out = []
+    try:
+        ncpu = len([d for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*")])
+        for d in sorted(root.glob("index*")):
+            typ = (d / "type").read_text().strip()
+            if typ == "Instruction":
+                continue
+            lvl = (d / "level").read_text().strip()
+            size = (d / "size").read_text().strip()
+            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+            b = float(size.rstrip("KMG")) * mult
+            shared = (d / "shared_cpu_list").read_text().strip()
+            n_share = sum(int(r.split("-")[1]) - int(r.split("-")[0]) + 1 if "-" in r else 1
+                          for r in shared.split(",") if r)
+            out.append((f"L{lvl}{'d' if typ == 'Data' else ''}", b * max(1, ncpu // n_share)))
+    except (OSError, ValueError, IndexError):
+        return []
+    return out
+
+
+def _cache_name(largest_ws: float, caches: list[tuple[str, float]]) -> str:
+    """The innermost cache whose total capacity holds this plateau's working sets."""
+    for name, cap in caches:
+        if largest_ws <= cap:
+            return name
+    return f"{caches[-1][0]} (beyond its size)"
+
+
+def _mem_total_bytes() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * 2**30
+
+
+def _default_eff_rows(kind: str) -> dict[str, Any]:
+    from ..engine.presets import _default_tables
+
+    return {k: getattr(_default_tables()[kind], k) for k in
+            ("gemm_max", "gemm_a", "gemm_b", "gemm_c", "vector_max", "workspace")}
+
+
+def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = None,
+              date: str | None = None, host: str | None = None,
+              memory_bytes: float | None = None) -> str:
+    """The hardware TOML text of a measured machine (same format as the zoo)."""
+    fit = derive(ms)
+    host = host or _host()
+    date = date or _dt.date.today().isoformat()
+    key = key or ("measured-" + (re.sub(r"[^a-z0-9.-]+", "-", host.lower()).strip("-.")
+                                 or "host"))
+    dev = ms.info.get("device") or (_cpu_name() if ms.kind == "cpu" else "GPU")
+    name = name or f"{dev} (measured on {host})"
+    mem_total = memory_bytes or float(ms.info.get("memory_bytes") or _mem_total_bytes())
+    method = (f"roofline measure ({ms.info.get('framework', '?')}, "
+              f"{ms.info.get('threads', '?')} threads)")
+    mem_src = "/proc/meminfo MemTotal" if ms.kind == "cpu" else "device total memory"
+    L: list[str] = [
+        "# Measured by `roofline measure`: every number below is a median of repeated timings",
+        "# on this machine (see each derivation); [efficiency] is the model fitted from them.",
+        "schema = 1", f'key = "{key}"', f'name = "{_esc(name)}"', 'vendor = "measured"',
+        f'kind = "{ms.kind}"', f"year = {date[:4]}", "", "[sources]",
+        f'm = "measured: {_esc(method)}, {date}, {_esc(host)}; BLAS: '
+        f'{_esc(ms.info.get("blas", "") or "n/a")}"',
+        f'mem = "measured: {mem_src}, {date}, {_esc(host)}"',
+        'glibc = "Linux man-pages mallopt(3), M_MMAP_THRESHOLD: the dynamic threshold is capped at '
+        'DEFAULT_MMAP_THRESHOLD_MAX = 4*1024*1024*sizeof(long) = 32 MiB on 64-bit systems; GNU C '
+        'Library manual, Malloc Tunable Parameters (chunks above the threshold are mmapped)"',
+        'default = "roofline data/presets/default.toml (per-kind default preset; not measured '
+        'here)"',
+        "", "[peak]",
+    ]
+    for dtype in ("fp64", "fp32", "tf32", "bf16", "fp16"):
+        if dtype not in ms.peaks:
+            continue
+        rate, how, s = ms.peaks[dtype]
+        others = "; ".join(f"{be} {sz}: {r / 1e9:.4g}" for d, be, sz, r in ms.peak_candidates
+                           if d == dtype)
+        L.append(f"{dtype} = " + _q(rate / 1e9, "GFLOP/s", "m",
+                                    f"best GEMM rate, {how}: 2*n^3 / median time ({_spread(s)})",
+                                    f"all candidates (GFLOP/s): {others}"))
+    names = {1: ["DRAM"], 2: ["DRAM", "cache"], 3: ["DRAM", "LLC", "L2"],
+             4: ["DRAM", "LLC", "L2", "L1"]}
+    if ms.kind == "gpu":
+        names = {1: ["HBM"], 2: ["HBM", "L2"], 3: ["HBM", "L2", "L1/shared"],
+                 4: ["HBM", "L2", "L1/shared", "registers"]}
+    lv = list(reversed(fit.levels))  # main first
+    nm = names[min(len(lv), 4)]
+    caches = _sysfs_caches() if ms.kind == "cpu" and not ms.info.get("framework", "").startswith(
+        "fake") else []
+    if caches:
+        nm = ["DRAM"] + [_cache_name(p.largest_bytes, caches) for p in lv[1:]]
+    nm = [nm[i] if i < len(nm) else f"level {i}" for i in range(len(lv))]
+    total = {n: nm.count(n) for n in nm}
+    seen: dict[str, int] = {}
+    for i, p in enumerate(lv):
+        nme = nm[i]
+        if total[nme] > 1:  # one cache, several plateaus (e.g. a large shared L3): outer first
+            seen[nme] = seen.get(nme, 0) + 1
+            nme = (f"{nme} (outer part)" if seen[nme] == 1 else f"{nme} (inner part)"
+                   if seen[nme] == total[nme] else f"{nme} (part {seen[nme]})")
+        L += ["", "[[memory]]", f'name = "{nme}"']
+        der_bw = (f"median over STREAM {'/'.join(sorted({k for k, _, _ in ms.stream}))} of "
+                  f"bytes read+written / (time - per-op cost) at {p.n} working sets "
+                  f"{p.smallest_bytes / 2**10:,.0f}-{p.largest_bytes / 2**10:,.0f} KiB")
+        if i == 0:
+            L.append("capacity = " + _q(mem_total / 2**30, "GiB", "mem"))
+        else:
+            L.append("capacity = " + _q(p.capacity_bytes / 2**10, "KiB", "m",
+                     "effective: geometric midpoint between the largest working set at this "
+                     f"bandwidth ({p.largest_bytes / 2**10:,.0f} KiB) and the smallest at the next "
+                     "level's"))
+        L.append("bandwidth = " + _q(p.bytes_per_s / 1e9, "GB/s", "m", der_bw))
+    # -- efficiency
+    d = _default_eff_rows(ms.kind)
+    L += ["", "[efficiency]"]
+    g = fit.gemm
+    if g is not None:
+        gd = (f"least-squares fit (relative residuals, a,b,c >= 0) of 1/eff = (1 + a/M + b/N + "
+              f"c/K)/gemm_max to {fit.gemm_used} fp32 GEMM shapes; rms log error "
+              f"{g.rms_log_error:.3f}")
+        L += [f"gemm_max = {_q(g.gemm_max, '1', 'm', gd)}", f"gemm_a = {_q(g.a, '1', 'm', gd)}",
+              f"gemm_b = {_q(g.b, '1', 'm', gd)}", f"gemm_c = {_q(g.c, '1', 'm', gd)}"]
+    else:
+        for k in ("gemm_max", "gemm_a", "gemm_b", "gemm_c"):
+            L.append(f"{k} = {_q(d[k], '1', 'default', 'too few compute-bound GEMM shapes')}")
+    for fld, (v, der) in fit.scales.items():
+        L.append(f"{fld} = {_q(v, '1', 'm', der)}")
+    for fld in ("vector_max", "norm_max", "softmax_max", "pool_max"):
+        if fld in fit.vector_frac:
+            v, der = fit.vector_frac[fld]
+            L.append(f"{fld} = {_q(v, '1', 'm', der)}")
+        elif fld == "vector_max":
+            L.append(f"vector_max = {_q(d['vector_max'], '1', 'default', 'not measured')}")
+    L.append("memory_max = " + _q(1.0, "1", "m", "the level bandwidths above are already "
+                                  "measured achievable STREAM rates"))
+    L.append("cache_fraction = " + _q(1.0, "1", "m", "the level capacities above are measured "
+                                      "effective working sets"))
+    L.append("dispatch = " + _q(fit.dispatch_s * 1e6, "us", "m",
+                                f"{fit.dispatch_note} ({_spread(ms.tiny)})" if ms.tiny else ""))
+    for k, (v, der) in sorted(fit.dispatch_class.items()):
+        L.append(f"{k} = " + _q(v * 1e6, "us", "m", der))
+    L.append("kernel_gap = " + _q(0.0, "us", "m", "synchronous CPU execution: the per-op cost "
+                                  "is all in dispatch" if ms.kind == "cpu" else
+                                  "not measured separately: back-to-back launch cost is in "
+                                  "dispatch"))
+    if fit.page_fault_s is not None:
+        L.append("page_fault = " + _q(fit.page_fault_s * 1e6, "us", "m", fit.page_derivation))
+        L.append("fresh_alloc_min = " + _q(FRESH_ALLOC_MIN_BYTES / 2**20, "MiB", "glibc"))
+        if fit.conv_fresh is not None:
+            L.append("conv_fresh_factor = " + _q(fit.conv_fresh[0], "1", "m", fit.conv_fresh[1]))
+    for fld in ("cold_after", "cold_read_max", "cold_pack_max", "pack_min_rows"):
+        if fld in fit.cold:
+            v, der = fit.cold[fld]
+            L.append(f"{fld} = " + (_q(v / 2**20, "MiB", "m", der) if fld == "cold_after"
+                                    else _q(v, "1", "m", der)))
+    if "evicted_dispatch" in fit.evicted:
+        for fld in ("evicted_dispatch", "evicted_kind_dispatch"):
+            v, der = fit.evicted[fld]
+            L.append(f"{fld} = " + _q(v * 1e6, "us", "m", der))
+        v, der = fit.evicted["evict_after"]
+        L.append("evict_after = " + _q(v / 2**20, "MiB", "m", der))
+    L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
+    # -- raw data (ignored by the loader; kept for plots and audits)
+    L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{date}"',
+          f'method = "{_esc(method)}"', f'blas = "{_esc(ms.info.get("blas", ""))}"',
+          f"samples_dropped_for_runqueue_delay = {ms.discarded}",
+          "skipped = [" + ", ".join(f'"{_esc(s)}"' for s in ms.skipped) + "]",
+          "stream_working_set_bytes = [" + ", ".join(_num(w) for _, w, _ in ms.stream) + "]",
+          "stream_kernel = [" + ", ".join(f'"{k}"' for k, _, _ in ms.stream) + "]",
+          "stream_seconds = [" + ", ".join(_num(s.median_s) for _, _, s in ms.stream) + "]",
+          "gemm_label = [" + ", ".join(f'"{lb}"' for lb, *_ in ms.gemm_points) + "]",
+          "gemm_mnk = [" + ", ".join(f"[{_num(M)}, {_num(N)}, {_num(K)}]"
+                                     for _, M, N, K, _, _ in ms.gemm_points) + "]",
+          "gemm_seconds = [" + ", ".join(_num(s.median_s) for *_, s in ms.gemm_points) + "]",
+          # one op reading cold weights: used as cold_read_max (weights a whole model evicts
+          # between uses), not as main_read_max (a standalone op re-run reads them warm or as
+          # one long stream; see docs/validation/cpu.md)
+          "cold_read_bytes_per_s = [" + ", ".join(
+              _num(4.0 * n * k / s.median_s) for n, k, s in ms.cold) + "]",
+          f'cold_read_note = "{_esc(fit.main_read[1]) if fit.main_read else ""}"',
+          "cold_gemm_rows = [" + ", ".join(str(r) for r, _ in ms.pack) + "]",
+          "cold_gemm_seconds = [" + ", ".join(_num(x.median_s) for _, x in ms.pack) + "]",
+          "vector_ops = [" + ", ".join(f'"{k}"' for k in ms.vector) + "]",
+          f"vector_elements = [{ms.vector_sizes[0]}, {ms.vector_sizes[1]}]",
+          "vector_seconds = [" + ", ".join(_num(v[3].median_s) for v in ms.vector.values()) + "]",
+          "vector_small_seconds = [" + ", ".join(_num(v[3].median_s)
+                                                 for v in ms.vector_small.values()) + "]",
+          "evict_ops = [" + ", ".join(f'"{k}"' for k in ms.evict_hot) + "]",
+          "evict_hot_seconds = [" + ", ".join(_num(v.median_s)
+                                              for v in ms.evict_hot.values()) + "]",
+          "evict_after_op = [" + ", ".join(f'"{op}"' for op, _, _ in ms.evict) + "]",
+          "evict_flush_bytes = [" + ", ".join(_num(f) for _, f, _ in ms.evict) + "]",
+          "evict_seconds = [" + ", ".join(_num(x.median_s) for _, _, x in ms.evict) + "]",
+          "evict_other_seconds = [" + ", ".join(_num(x.median_s)
+                                                for x in ms.evict_other.values()) + "]",
+          ""]
+    return "\n".join(L)
+
+
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """Fail early (before minutes of measuring) if ``path`` cannot be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise SpecError(f"output path {str(p)!r} is a directory; give a file name such as "
+                        f"{str(p / 'my_machine.toml')!r}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise SpecError(f"cannot write {str(p)!r}: directory {str(parent)!r} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".check")
+    except OSError as e:
+        raise SpecError(f"cannot write {str(p)!r}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return p
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename:
+    readers see the old file or the complete new one, never half of it."""
+    p = check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a spec is an ordinary file
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return p

@@ -1,0 +1,326 @@
+"""``serve``: a static batch's prefill (TTFT), its decode steps summed in closed form, the
+continuous-batching steady state and the per-device memory; speculative decoding."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...engine.presets import check_preset
+from ...engine.result import Result
+from ...engine.solve import check_batch
+from ...errors import SpecError
+from ...graphs.model import Model, transformer_model
+from ...graphs.resolve import model as resolve_model
+from ...specs.dtypes import Precision
+from ...specs.dtypes import precision as make_precision
+from ...specs.hardware import Hardware
+from ...specs.resolve import hardware as resolve_hardware
+from . import plan as sp
+from .comm import _allreduce, _link, _p2p
+from .mlsysim import _serve_mlsysim
+from .result import ServeResult, expected_tokens_per_step
+
+
+def _pos_int(v: Any, name: str, zero_ok: bool = False) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < (0 if zero_ok else 1):
+        raise SpecError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} integer, "
+                        f"got {v!r}")
+    return int(v)
+
+
+_PREC: dict[tuple[Any, ...], Precision] = {}
+
+
+def _precision(spec: Any, kv: Any, weights: Any, group_size: Any) -> Precision:
+    """make_precision, memoised for string specs (a serve call is ~tens of µs)."""
+    key = (spec, kv, weights, group_size)
+    try:
+        hit = _PREC.get(key)
+    except TypeError:  # unhashable spec: no cache
+        hit = None
+    if hit is None:
+        hit = make_precision(spec, kv=kv, weights=weights, group_size=group_size)
+        if len(_PREC) < 1024:
+            _PREC[key] = hit
+    return hit
+
+
+def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
+    nan = math.nan
+    return ServeResult(**base, ttft=nan, tpot=nan, e2e_latency=nan, tokens_per_s=0.0,
+                       tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
+
+
+
+def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
+          output_len: int = 128, precision: str | Precision = "bf16",
+          kv_precision: str | None = None, weight_precision: str | None = None,
+          group_size: int | None = None, tp: int = 1, pp: int = 1, preset: str = "default",
+          engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
+          chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
+          acceptance: float = 0.7, decode_hardware: Any = None,
+          kv_link_bytes_per_s: float | None = None, kv_window: str = "ring") -> ServeResult:
+    """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
+
+    ``precision`` sets the compute dtype (its tensor-core peak) and, by default, weights and
+    activations; ``weight_precision`` ("int8", "int4", "fp8") and ``group_size`` quantise the
+    weights (a 2-byte scale per group), ``kv_precision`` the KV cache. ``tp``/``pp``: tensor
+    and pipeline parallel degrees. ``engine``: serving-engine factors from
+    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
+    ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
+    ``chunk_size``: chunked prefill.
+    ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
+    rate). ``decode_hardware``: disaggregated serving — prefill on ``hardware``, decode there,
+    the prompt's KV cache sent over ``kv_link_bytes_per_s`` (default: the prefill device's
+    scale-up link).
+    ``kv_window``: how the KV cache stores sliding-window layers (Mistral, Gemma 2's local
+    layers): ``"ring"`` (default) keeps at most the window per such layer, as TensorRT-LLM,
+    vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
+    every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
+    "Sliding-window layers"). Attention reads only the window either way.
+    """
+    kv_window = sp.check_kv_window(kv_window)
+    m = resolve_model(model)
+    hw = resolve_hardware(hardware)
+    B = check_batch(batch)
+    P = _pos_int(prompt_len, "prompt_len")
+    n = _pos_int(output_len, "output_len")
+    preset = check_preset(preset)
+    cfg = m.config
+    if cfg is None or cfg.arch != "decoder":
+        raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
+    p = _precision(precision, kv_precision, weight_precision, group_size)
+    pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
+    if pc >= P:
+        raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
+    factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
+    hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
+    base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
+                "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
+                "preset": preset, "engine": factors.name,
+                "kv_window": kv_window if cfg.sliding_window is not None else "",
+                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2)}
+    S_end = P + n - 1  # context of the last decode step
+    if cfg.max_positions and P + n > cfg.max_positions + 1:
+        return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
+                           f"max_position_embeddings={cfg.max_positions} of {m.name}")
+    for h in {hw.key: hw, hw_d.key: hw_d}.values():
+        if not h.has(p.compute):
+            return _infeasible(base, f"{h.name} has no {p.compute} peak; it has "
+                               f"{', '.join(h.dtypes)}")
+    if preset == "mlsysim":  # mlsysim's convention: every layer holds every token
+        return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
+                              B, P, n, p)
+    plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
+                          fused_attention=fused_attention)
+    eff = sp.efficiency(hw, preset, factors, p.compute)
+    eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
+    D = cfg.d_model
+    ab = p.act_bytes
+    L_dev = plan.cfg.n_layers
+    n_ar = 2 * L_dev + 1
+
+    # -- prefill (batch B, all stages in turn for pp > 1)
+    Bm = -(-B // pp)  # micro-batch per stage
+    T_new = P - pc
+    if chunk_size is None or chunk_size >= T_new:
+        pre = plan.prefill_times(hw, eff, B, T_new, pc)
+        pre_comm = _allreduce(B * T_new * D * ab, tp, hw, factors, n_ar) + \
+            _p2p(B * T_new * D * ab, pp, hw, factors)
+        pre_parts = (pre.bound * pp, pre.kernel * pp, pre.total * pp)
+        pre_flops, _pre_bytes = pre.flops * pp, pre.bytes * pp
+    else:
+        c = _pos_int(chunk_size, "chunk_size")
+        k_full, rest = divmod(T_new, c)
+        cl = plan.lines(hw, eff, B, phase="prefill", seq_len=c)
+        # chunk i has a cached prefix of pc + i·c tokens: sum over those prefixes
+        tot = {k: 0.0 for k in ("total", "kernel", "bound", "flops", "bytes")}
+        for i in range(k_full):
+            for k, v in cl.step(pc + i * c).items():
+                tot[k] += v
+        if rest:
+            r = plan.prefill_times(hw, eff, B, rest, pc + k_full * c)
+            for k, v in (("total", r.total), ("kernel", r.kernel), ("bound", r.bound),
+                         ("flops", r.flops), ("bytes", r.bytes)):
+                tot[k] += v
+        n_chunks = k_full + (1 if rest else 0)
+        pre_comm = n_chunks * (_allreduce(B * c * D * ab, tp, hw, factors, n_ar) +
+                               _p2p(B * c * D * ab, pp, hw, factors))
+        pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
+        pre_flops, _pre_bytes = tot["flops"] * pp, tot["bytes"] * pp
+    kv_transfer = 0.0
+    if hw_d is not hw:
+        bw = kv_link_bytes_per_s or _link(hw)[0]
+        if not (bw and math.isfinite(bw) and bw > 0):
+            raise SpecError("disaggregated serving needs kv_link_bytes_per_s (no scale-up link "
+                            f"on {hw.name})")
+        # the prompt's KV as the prefill device holds it (windowed layers: the window only)
+        kv_transfer = B * float(plan.kv_bytes_per_sequence(P, kv_window)) / bw
+    req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
+    ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
+
+    # -- decode steps S = P+1 … P+n−1 (closed form)
+    steps = n - 1
+    lines = plan.lines(hw_d, eff_d, Bm)
+    S_mean = P + n / 2.0
+    dec_comm_step = (_allreduce(Bm * D * ab, tp, hw_d, factors, n_ar) +
+                     _p2p(Bm * D * ab, pp, hw_d, factors))
+    notes: list[str] = []
+    if steps > 0:
+        dec = {k: v * pp for k, v in lines.total(P + 1, S_end).items()}
+    else:
+        dec = {"total": 0.0, "kernel": 0.0, "bound": 0.0, "flops": 0.0, "bytes": 0.0}
+    dec_comm = steps * dec_comm_step
+    step_fixed = factors.step_overhead + factors.layer_overhead * L_dev * pp
+    dec_over = steps * step_fixed
+    decode_time = dec["total"] + dec_comm + dec_over
+    spec_note = None
+    if draft is not None and steps > 0:
+        decode_time, dec, spec_note = _speculative(
+            draft, cfg, plan, p, hw_d, eff_d, factors, Bm, P, S_end, steps, draft_len,
+            acceptance, pp, tp, dec_comm_step, fused_attention)
+        dec_comm = dec.pop("comm")
+        dec_over = dec.pop("overhead")
+        notes.append(spec_note)
+    tpot = decode_time / steps if steps else 0.0
+    e2e = ttft + decode_time
+    devices = base["devices"]
+    tokens_per_s = B * n / e2e
+
+    # -- continuous batching steady state at concurrency B
+    single = pre_parts[2] if B == 1 or pre_parts[2] != pre_parts[2] else \
+        plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
+    steady_tpot = (tpot if steps else 0.0) + (B / n) * (single + req_fixed)
+    steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
+
+    # -- memory (per device)
+    cg = plan.graph("prefill", seq_len=min(T_new, chunk_size or T_new), context=pc, batch=B)
+    weights = cg.graph.weight_footprint_bytes
+    act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
+    kv_seq_dev = float(plan.kv_bytes_per_sequence(P + n, kv_window))  # one sequence, 1 device
+    # every stage keeps its layers' KV for all B sequences (each micro-batch passes every stage)
+    kv_dev = B * kv_seq_dev
+    ws = eff.workspace
+    breakdown = {"weights": weights, "kv_cache": kv_dev, "activations": act, "workspace": ws}
+    cap = hw.memory_capacity_bytes
+    if hw_d is not hw:
+        cap = min(cap, hw_d.memory_capacity_bytes)
+    footprint = sum(breakdown.values())
+    per_seq = kv_seq_dev + (act / B if B else 0.0)
+    max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
+    feasible = footprint <= cap
+    reason = "" if feasible else (
+        f"needs {footprint / 1e9:,.2f} GB per device (weights {weights / 1e9:,.2f}, KV "
+        f"{kv_dev / 1e9:,.2f}, activations {act / 1e9:,.2f}, workspace {ws / 1e9:,.2f}) but "
+        f"{hw.name} has {cap / 1e9:,.2f} GB; the largest batch that fits is {max_batch}")
+    kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
+
+    peak = hw_d.peak(p.compute)
+    dec_dev_time = dec["total"] if dec["total"] else math.nan
+    mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
+    mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
+
+    shares = {
+        "roofline": pre_parts[0] + dec["bound"],
+        "efficiency": (pre_parts[1] - pre_parts[0]) + (dec["kernel"] - dec["bound"]),
+        "launch": (pre_parts[2] - pre_parts[1]) + (dec["total"] - dec["kernel"]),
+        "step_overhead": dec_over + req_fixed,
+        "tp_comm": (pre_comm + dec_comm) if tp > 1 else 0.0,
+        "pp_comm": 0.0,
+        "kv_transfer": kv_transfer,
+    }
+    if pp > 1:  # split the comm into its TP and PP parts
+        ppc = (_p2p(B * T_new * D * ab, pp, hw, factors) +
+               steps * _p2p(Bm * D * ab, pp, hw_d, factors))
+        shares["pp_comm"] = ppc
+        shares["tp_comm"] = pre_comm + dec_comm - ppc
+    if tp > cfg.n_kv_heads and not cfg.mla:
+        notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
+                     f"{tp // cfg.n_kv_heads} devices")
+
+    sh = plan  # closures for the lazy per-op Results
+
+    def _pre() -> Result:
+        return _phase_result(m, sh, hw, eff, preset, "prefill", B, T_new, pc)
+
+    def _dec() -> Result:
+        return _phase_result(m, sh, hw_d, eff_d, preset, "decode", Bm, 1, round(S_mean))
+
+    return ServeResult(
+        **base, ttft=ttft, tpot=tpot, e2e_latency=e2e, tokens_per_s=tokens_per_s,
+        tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
+        steady_tokens_per_s=steady_tps, mbu=mbu, mfu=mfu, kv_cache_bytes=kv_total,
+        memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
+        feasible=feasible, reason=reason, shares=shares, notes=tuple(notes),
+        _prefill=_pre, _decode=_dec)
+
+
+def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, phase: str,
+                  B: int, T: int, context: int) -> Result:
+    """The per-op Result of one phase on one device: the engine's pricing of the full graph
+    (as ``solve`` does it, with the serving engine's launch model)."""
+    from ...engine.core import plan_for
+    from ...engine.result import OpTableSource
+    from ...engine.solve import _result
+
+    g = plan.graph(phase, seq_len=T, context=context, batch=B, compressed=False)
+    ep = plan_for(g, hw, eff)
+    W, cb = ep.evaluate(B)
+    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb,
+     live) = ep.totals(W)
+    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    dev_model = m if plan.cfg is plan.full else transformer_model(
+        plan.cfg, key=m.key, name=f"{m.name} (one of tp={plan.tp} × pp={plan.pp} devices)")
+    return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=latency,
+                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
+                   t_overhead=overhead, bottleneck=max(parts, key=parts.__getitem__),
+                   flops=flops, byts=byts,
+                   ridge_eff=hw.peak(plan.precision.compute)
+                   * eff.gemm_model(plan.precision.compute)[0] /
+                   (hw.memory_bytes_per_s * eff.memory_max), workspace=eff.workspace,
+                   ops=OpTableSource(g, W, cb, B, latency, ep), seq_len=T,
+                   context=context if phase == "decode" else (context or None), live=live)
+
+
+def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware, eff: Any,
+                 factors: sp.ServingFactors, Bm: int, P: int, S_end: int, steps: int, k: int,
+                 alpha: float, pp: int, tp: int, comm_step: float,
+                 fused_attention: bool) -> tuple[float, dict[str, float], str]:
+    """Speculative decoding: per iteration k draft decode steps + one target verification of
+    k+1 tokens over the cache; E = (1−α^(k+1))/(1−α) tokens per iteration. Costs are affine in
+    the context, so the generation costs (steps/E) iterations at the mean context."""
+    dm = resolve_model(draft)
+    if dm.config is None or dm.config.arch != "decoder":
+        raise SpecError(f"draft must be a decoder LLM, got {dm.name}")
+    if dm.config.vocab != cfg.vocab:
+        raise SpecError(f"draft {dm.name} has vocab_size={dm.config.vocab}, the target has "
+                        f"{cfg.vocab}: speculative decoding needs a shared vocabulary")
+    E = expected_tokens_per_step(alpha, k)
+    dplan = sp.device_plan(dm.config, p, tp=1, pp=1, fuse=plan.fuse,
+                           fused_attention=fused_attention)
+    lo, hi = P + 1, S_end
+    dd = dplan.lines(hw, eff, Bm).total(lo, hi)
+    vv = plan.lines(hw, eff, Bm, phase="prefill", seq_len=k + 1, logits="all").total(lo, hi)
+    iters = steps / E
+    # means over the contexts, times the number of iterations
+    per = {q: (k * float(dd[q]) + float(vv[q]) * pp) / steps for q in dd}
+    dec = {q: per[q] * iters for q in per}
+    D, ab = cfg.d_model, p.act_bytes
+    n_ar = 2 * plan.cfg.n_layers + 1
+    comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
+                    _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
+    # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the
+    # target's layers on each of the pp stages), each a step with its per-layer cost
+    over = iters * (k * (factors.step_overhead + factors.layer_overhead * dm.config.n_layers) +
+                    factors.step_overhead + factors.layer_overhead * plan.cfg.n_layers * pp)
+    dec["comm"] = comm
+    dec["overhead"] = over
+    note = (f"speculative decoding with {dm.name}: k={k}, acceptance {alpha:g} -> "
+            f"{E:.3f} tokens per target step")
+    return dec["total"] + comm + over, dec, note

@@ -1,0 +1,120 @@
+"""``ServeResult``: one serving scenario's latencies, throughput, memory and shares; the queueing
+model's statement and the speculative-decoding token expectation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...engine.result import Result
+from ...errors import SpecError
+from ...units import fmt_bytes, fmt_time
+
+QUEUE_MODEL = ("Poisson arrivals; the prefill queue is M/D/1 (deterministic service s = TTFT of "
+               "one prompt at batch 1 + request overhead): wait = ρ·s / (2(1−ρ)), ρ = λ·s, plus "
+               "half a decode step (the step in flight finishes first); decode concurrency by "
+               "Little's law C = λ·(TTFT + (n−1)·TPOT), and decode steps stretch by 1/(1−ρ) "
+               "because prefills take the device for a fraction ρ of the time")
+
+
+def expected_tokens_per_step(acceptance: float, draft_len: int) -> float:
+    """Speculative decoding: expected tokens per target step, (1 − α^(k+1)) / (1 − α)
+    (Leviathan et al. 2023, eq. 1), with acceptance rate α and k drafted tokens."""
+    if not 0 <= acceptance <= 1:
+        raise SpecError(f"acceptance must be in [0, 1], got {acceptance!r}")
+    if isinstance(draft_len, bool) or not isinstance(draft_len, int) or draft_len < 1:
+        raise SpecError(f"draft_len must be a positive integer, got {draft_len!r}")
+    if acceptance == 1:
+        return float(draft_len + 1)
+    return (1 - acceptance ** (draft_len + 1)) / (1 - acceptance)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ServeResult:
+    """One serving scenario: latencies, throughput, memory and why. SI units."""
+
+    model: str
+    hardware: str
+    batch: int  #: concurrent requests (static batch / continuous-batching concurrency)
+    prompt_len: int
+    output_len: int
+    precision: str
+    preset: str
+    engine: str
+    #: KV layout of sliding-window layers: "ring" (hold at most the window), "full" (every
+    #: token); "" when the model has no sliding-window layer (the layout changes nothing)
+    kv_window: str = ""
+    tp: int = 1
+    pp: int = 1
+    devices: int = 1
+    ttft: float  #: s, time to first token (prefill of the batch, + KV transfer if disaggregated)
+    tpot: float  #: s, mean time per output token after the first (inter-token latency)
+    e2e_latency: float  #: s, ttft + (output_len − 1)·tpot
+    tokens_per_s: float  #: output tokens/s of the deployment
+    tokens_per_s_per_device: float
+    steady_tpot: float = math.nan  #: s, continuous batching at concurrency=batch
+    steady_tokens_per_s: float = math.nan  #: output tokens/s in that steady state
+    mbu: float = math.nan  #: decode bytes / (decode time × bandwidth × devices)
+    mfu: float = math.nan  #: all FLOPs / (e2e × peak × devices)
+    kv_cache_bytes: float = math.nan  #: whole KV cache at the end of the generation (all devices)
+    memory_breakdown: dict[str, float] = field(default_factory=dict)  #: per device, bytes
+    memory_capacity: float = math.nan  #: per device, bytes
+    max_batch: int = 0  #: largest batch whose memory fits
+    feasible: bool = True
+    reason: str = ""
+    shares: dict[str, float] = field(default_factory=dict)  #: s of e2e per cause (sum = e2e)
+    notes: tuple[str, ...] = ()
+    _prefill: Any = field(default=None, repr=False)
+    _decode: Any = field(default=None, repr=False)
+
+    @property
+    def prefill(self) -> Result:
+        """The prefill pass as a roofline Result (per-op table ``.ops``), one device."""
+        r = self._prefill
+        return r() if callable(r) else r
+
+    @property
+    def decode(self) -> Result:
+        """One decode step at the mean context of the generation, one device."""
+        r = self._decode
+        return r() if callable(r) else r
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        for k, v in d.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                d[k] = None
+        d["notes"] = list(self.notes)
+        return d
+
+    def __str__(self) -> str:
+        head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}) — "
+                f"batch {self.batch}, prompt {self.prompt_len}, output {self.output_len}, "
+                f"{self.precision}, preset {self.preset}, engine {self.engine}")
+        if not self.feasible and math.isnan(self.ttft):
+            return f"{head}\n  cannot run — {self.reason}"
+        lines = [
+            head,
+            f"  TTFT            {fmt_time(self.ttft)}",
+            f"  TPOT            {fmt_time(self.tpot)} ({1 / self.tpot:,.1f} tokens/s per request)",
+            f"  end to end      {fmt_time(self.e2e_latency)}",
+            (f"  throughput      {self.tokens_per_s:,.0f} output tokens/s "
+            f"({self.tokens_per_s_per_device:,.0f} per device)"),
+            (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "
+            f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"),
+            f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}",
+            f"  KV cache        {fmt_bytes(self.kv_cache_bytes)}" + (
+                f" (kv_window {self.kv_window!r}: sliding-window layers hold "
+                + ("their window)" if self.kv_window == "ring" else "every token)")
+                if self.kv_window else ""),
+            "  memory/device   " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in
+                                              self.memory_breakdown.items())
+            + f" of {fmt_bytes(self.memory_capacity)}; max batch {self.max_batch}"
+            + ("" if self.feasible else f" — DOES NOT FIT: {self.reason}"),
+        ]
+        if self.shares:
+            tot = sum(self.shares.values()) or 1.0
+            lines.append("  where e2e goes  " + ", ".join(
+                f"{k} {v / tot:.1%}" for k, v in self.shares.items() if v > 0))
+        return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""``serve_sweep``: decode-step time and memory fit over hardware × precision × batch × context,
+vectorised (one engine call per precision)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...engine.presets import check_preset
+from ...errors import SpecError
+from ...graphs.resolve import model as resolve_model
+from ...specs.dtypes import Precision
+from ...specs.dtypes import precision as make_precision
+from ...specs.resolve import hardware as resolve_hardware
+from . import plan as sp
+from .comm import _allreduce
+
+
+def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
+                precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
+                preset: str = "default", engine: str = "trtllm",
+                kv_window: str = "ring") -> dict[str, np.ndarray]:
+    """Decode-step time (TPOT at a context), decode throughput and memory fit over a grid
+    hardware × precision × batch × context, vectorised (one engine call per precision).
+
+    Returns arrays shaped [hardware, precision, batch, context]: ``tpot`` (s), ``tokens_per_s``
+    (= batch / tpot, per deployment), ``fits`` (weights + KV + workspace ≤ capacity) and
+    ``kv_cache_bytes`` (per device; sliding-window layers per ``kv_window``, as in ``serve``),
+    plus the axes. Dense models only (MoE graphs are built per batch; use ``serve``).
+    """
+    kv_window = sp.check_kv_window(kv_window)
+    m = resolve_model(model)
+    cfg = m.config
+    if cfg is None or cfg.arch != "decoder":
+        raise SpecError(f"serve_sweep needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg.n_experts:
+        raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
+                        "(its weight traffic depends on the batch): call serve per batch")
+    preset = check_preset(preset)
+    if preset == "mlsysim":
+        raise SpecError("serve_sweep supports preset 'default' or 'bound'")
+    hws = [resolve_hardware(h) for h in (hardware if isinstance(hardware, list | tuple)
+                                         else [hardware])]
+    precs = [precision] if isinstance(precision, str | Precision) else list(precision)
+    Bs = np.asarray(batch, dtype=np.float64).ravel()
+    Ss = np.asarray(context, dtype=np.float64).ravel()
+    if (Bs < 1).any() or (Ss < 1).any():
+        raise SpecError("batch and context values must be >= 1")
+    factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
+    out_t = np.full((len(hws), len(precs), len(Bs), len(Ss)), np.nan)
+    fits = np.zeros(out_t.shape, dtype=bool)
+    kvb = np.zeros(out_t.shape)
+    from ...engine.core import price
+
+    for j, pr in enumerate(precs):
+        p = make_precision(pr, kv=kv_precision)
+        plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True)
+        c1 = plan.graph("decode", context=1)
+        c2 = plan.graph("decode", context=2)
+        g = sp.concat([c1.graph, c2.graph])
+        ok_hw = [i for i, h in enumerate(hws) if h.has(p.compute)]
+        if not ok_hw:
+            continue
+        hsel = [hws[i] for i in ok_hw]
+        effs = [sp.efficiency(h, preset, factors, p.compute) for h in hsel]
+        arr = price(g, hsel, effs, Bs, keep_ops=True)  # [h, b, 2u]
+        u = len(c1.graph)
+        tc, tm = arr["op_t_compute"], arr["op_t_memory"]
+        tc1, tm1 = tc[..., u:] - tc[..., :u], tm[..., u:] - tm[..., :u]
+        tc0, tm0 = tc[..., :u] - tc1, tm[..., :u] - tm1
+        gap = np.array([e.kernel_gap for e in effs]).reshape(-1, 1, 1, 1)
+        disp = np.array([e.dispatch for e in effs]).reshape(-1, 1, 1, 1)
+        q = arr["op_q"]
+        has = ((q[0] + q[1:].sum(0))[..., :u] > 0)  # [b, u]
+        dep = (np.abs(tc1) + np.abs(tm1)).max(axis=(0, 1)) > 0  # ops whose time depends on S
+        W = np.where(np.isfinite(c1.window), c1.window, np.inf)
+        cnt = c1.counts
+        S = np.minimum(Ss.reshape(1, 1, -1, 1), W[dep])  # [1, 1, s, ud]
+        # S-independent ops: one time per (h, b)
+        kin = np.maximum(tc0[..., ~dep], tm0[..., ~dep])  # tc1=tm1=0 there
+        tin = np.maximum(kin + gap[..., 0], disp[..., 0])
+        tin = np.where(has[None][..., ~dep], tin, 0.0) @ cnt[~dep]  # [h, b]
+        kd = np.maximum(tc0[..., dep][:, :, None] + tc1[..., dep][:, :, None] * S,
+                        tm0[..., dep][:, :, None] + tm1[..., dep][:, :, None] * S)
+        td = np.maximum(kd + gap, disp)
+        td = np.where(has[None][..., dep][:, :, None], td, 0.0) @ cnt[dep]  # [h, b, s]
+        comm = np.array([[_allreduce(b * cfg.d_model * p.act_bytes, tp, h, factors,
+                                     2 * plan.cfg.n_layers + 1) for b in Bs] for h in hsel])
+        t = tin[..., None] + td + comm[..., None] + factors.step_overhead + \
+            factors.layer_overhead * plan.cfg.n_layers
+        out_t[ok_hw, j] = t
+        kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]
+        kvb[ok_hw, j] = kv
+        cap = np.array([h.memory_capacity_bytes - e.workspace for h, e in zip(hsel, effs)])
+        fits[ok_hw, j] = (c1.graph.weight_footprint_bytes + kv)[None] <= cap[:, None, None]
+    return {"tpot": out_t, "tokens_per_s": Bs.reshape(1, 1, -1, 1) / out_t, "fits": fits,
+            "kv_cache_bytes": kvb, "hardware": np.array([h.name for h in hws]),
+            "precision": np.array([str(x) for x in precs]), "batch": Bs, "context": Ss}

@@ -1,0 +1,188 @@
+"""The split-independent part of a training scenario (model, cluster, precision, efficiency,
+links), the per-rank training graphs and their group times per micro-batch (cached)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ...engine.core import price
+from ...engine.presets import Efficiency, check_preset, efficiency_for
+from ...errors import SpecError, UnsupportedDtypeError
+from ...graphs.model import Model
+from ...graphs.resolve import model as resolve_model
+from ...graphs.training import GROUPS, TrainingGraph, training_graph
+from ...graphs.transformer import TransformerConfig
+from ...specs.cluster import Cluster
+from ...specs.dtypes import Precision
+from ...specs.dtypes import precision as make_precision
+from ...specs.resolve import cluster as resolve_cluster
+from . import comm
+from .factors import _OVERRIDE, training_factors
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class _Ctx:
+    m: Model
+    cfg: TransformerConfig
+    cl: Cluster
+    prec: Precision
+    preset: str
+    seq_len: int
+    fused: bool
+    dropout: bool
+    eff: Efficiency
+    links: comm.Links
+    peak: float
+    grad_bytes: float  #: gradient buffer bytes per parameter
+    opt_bytes: float  #: optimizer-state bytes per parameter
+    key: tuple[Any, ...]
+
+
+_CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
+
+
+def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
+             fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
+    """The split-independent part of a training scenario (cached: same inputs, same context)."""
+    try:
+        k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
+             id(_OVERRIDE.get("gpu")), id(_OVERRIDE.get("tpu")))
+        hit = _CTX.get(k)
+    except TypeError:  # an unhashable argument: no caching
+        k, hit = None, None
+    if hit is not None and hit[0] is model and hit[1] is cl:
+        return hit[2]
+    ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset)
+    if k is not None:
+        _lru_put(_CTX, k, (model, cl, ctx), 64)
+    return ctx
+
+
+def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
+                  seq_len: int, fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
+    m = resolve_model(model)
+    if m.config is None or m.config.arch != "decoder":
+        raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
+                        f"a {m.family} model")
+    c = resolve_cluster(cl, nodes)
+    p = make_precision(precision)
+    preset = check_preset(preset)
+    if preset == "mlsysim":
+        raise SpecError("preset='mlsysim' prices whole inference passes only; for training use "
+                        "'default' or 'bound'")
+    hw = c.device
+    if not hw.has(p.compute):
+        raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
+                                    f"{', '.join(hw.dtypes)}")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
+    base = efficiency_for(hw, preset)
+    if preset == "bound":
+        eff = base
+        up_e = out_e = 1.0
+    else:
+        f = training_factors(hw.kind)
+        eff = replace(base, gemm_max=f.gemm_max, gemm_a=f.gemm_half_size,
+                      gemm_b=f.gemm_half_size, gemm_c=f.gemm_half_size / 2,
+                      label=f"training/{hw.kind}")
+        up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
+    links = comm.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
+                       up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
+                       out_alpha=c.scale_out_latency_s)
+    if p.compute == "fp16" or p.weights == "fp16":
+        grad_b, opt_b = 2.0, 16.0
+    else:
+        grad_b, opt_b = 4.0, 12.0
+    key = (id(m), m.key, hw.key, p, preset, seq_len, fused_attention, eff.gemm_max, eff.gemm_a)
+    return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
+                fused=fused_attention, dropout=dropout, eff=eff, links=links,
+                peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key)
+
+
+_GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
+_TIMES: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+_MODEL_FLOPS: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+
+
+def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
+    d[k] = v
+    if len(d) > cap:
+        d.popitem(last=False)
+
+
+def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> TrainingGraph:
+    moe = bool(ctx.cfg.n_experts)
+    k = ctx.key + (tp, ep, b if moe else None, sp, ctx.dropout)
+    g = _GRAPHS.get(k)
+    if g is None:
+        g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len, tp=tp, sequence_parallel=sp,
+                           fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
+                           dropout=ctx.dropout)
+        _lru_put(_GRAPHS, k, g)
+    return g
+
+
+def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
+                 sp: bool = True) -> dict[int, np.ndarray]:
+    """Seconds per group (GROUPS) for one micro-batch on one rank, for each micro-batch size."""
+    out: dict[int, np.ndarray] = {}
+    todo = []
+    for b in bs:
+        t = _TIMES.get(ctx.key + (tp, ep, b, sp, ctx.dropout))
+        if t is None:
+            todo.append(b)
+        else:
+            out[b] = t
+    if not todo:
+        return out
+    hw = ctx.cl.device
+    onehot = None
+    if ctx.cfg.n_experts:
+        batches_per_graph = [[b] for b in todo]
+    else:
+        batches_per_graph = [todo]
+    for batches in batches_per_graph:
+        tg = _graph(ctx, tp, ep, batches[0], sp)
+        arr = price(tg.graph, [hw], [ctx.eff], np.asarray(batches, dtype=np.float64),
+                    keep_ops=True)
+        op_t = arr["op_time"][0]  # [b, n]
+        onehot = np.zeros((len(tg.group), len(GROUPS)))
+        onehot[np.arange(len(tg.group)), tg.group] = 1.0
+        gt = op_t @ onehot  # [b, G]
+        for i, b in enumerate(batches):
+            out[b] = gt[i]
+            _lru_put(_TIMES, ctx.key + (tp, ep, b, sp, ctx.dropout), gt[i], 4096)
+    return out
+
+
+def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
+                           precision: str | Precision = "bf16") -> tuple[float, float, float]:
+    """(model FLOPs, extra FLOPs of selective recompute, extra FLOPs of full recompute) per
+    sequence of ``seq_len`` tokens, for one training step (forward + backward).
+
+    Model FLOPs = 3 × the forward matmul-class FLOPs of the unfused graph (attention scores
+    counted over the full T×S matrix, logits for every token), as PaLM App. B / Korthikanti et
+    al. 2022 App. A count them; recompute adds the re-run forward matmuls (selective: scores
+    and context; full: every layer matmul).
+    """
+    m = resolve_model(model)
+    p = make_precision(precision)
+    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p)
+    hit = _MODEL_FLOPS.get(k)
+    if hit is not None:
+        return hit
+    g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
+                batch=micro_batch, logits="all")
+    B = g.fixed_batch or 1
+    flops = (g.c0[0] + g.c1[0] * B) / B
+    mm = g.is_compute
+    layer = np.array([n.startswith("layers.") for n in g.names])
+    core = np.array([(".attn.scores" in n or ".attn.context" in n) for n in g.names])
+    fwd = float(flops[mm].sum())
+    out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()))
+    _MODEL_FLOPS[k] = out
+    return out

@@ -1,0 +1,100 @@
+"""``TrainingResult``: one training configuration priced on a cluster."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ...units import fmt_time
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingResult:
+    """One training configuration priced on a cluster. Times in s, bytes in B, energy in J."""
+
+    model: str
+    cluster: str
+    device: str
+    devices: int
+    precision: str
+    preset: str
+    global_batch: int  #: sequences per optimizer step
+    seq_len: int
+    micro_batch: int
+    microbatches: int  #: m, micro-batches per data-parallel replica per step
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    interleave: int  #: v, model chunks per device (1: plain 1F1B)
+    recompute: str
+    zero: int
+    sequence_parallel: bool
+    step_time: float  #: seconds per optimizer step
+    tokens_per_s: float
+    mfu: float  #: model FLOPs / (step_time × devices × peak)
+    hfu: float  #: hardware FLOPs (with recompute) / (step_time × devices × peak)
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    breakdown: dict[str, float]  #: seconds per step: forward, backward, recompute, optimizer,
+    #: tp_comm, dp_comm, pp_comm, ep_comm (exposed parts), bubble; they sum to step_time
+    memory_per_device: dict[str, float]  #: bytes: weights, gradients, optimizer, activations,
+    #: workspace, total
+    memory_capacity: float  #: bytes per device
+    feasible: bool
+    reason: str = ""
+    power_w: float = math.nan  #: cluster power while training (devices at TDP + node overhead)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.global_batch / self.step_time
+
+    @property
+    def energy_per_step(self) -> float:
+        return self.power_w * self.step_time
+
+    def time_to_train(self, tokens: float) -> float:
+        """Seconds to train on ``tokens`` tokens."""
+        return tokens / self.tokens_per_s
+
+    def gpu_hours(self, tokens: float) -> float:
+        """Device-hours to train on ``tokens`` tokens."""
+        return self.time_to_train(tokens) * self.devices / 3600.0
+
+    def energy_to_train(self, tokens: float) -> float:
+        """Joules to train on ``tokens`` tokens (at the ``power_w`` assumption)."""
+        return self.time_to_train(tokens) * self.power_w
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["breakdown"] = dict(self.breakdown)
+        d["memory_per_device"] = dict(self.memory_per_device)
+        d["samples_per_s"] = self.samples_per_s
+        d["energy_per_step"] = self.energy_per_step
+        return d
+
+    def __str__(self) -> str:
+        gib = 2.0**30
+        mem = self.memory_per_device
+        sp = "on" if self.sequence_parallel else "off"
+        lines = [
+            f"{self.model} on {self.cluster} ({self.devices} × {self.device}), {self.precision}, "
+            f"global batch {self.global_batch} × {self.seq_len} tokens",
+            f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
+            f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
+            f" recompute={self.recompute} zero={self.zero} sp={sp}",
+            f"  memory/device: {mem['total'] / gib:.1f} GiB of "
+            f"{self.memory_capacity / gib:.0f} GiB "
+            f"(weights {mem['weights'] / gib:.1f}, grads {mem['gradients'] / gib:.1f}, "
+            f"optimizer {mem['optimizer'] / gib:.1f}, activations {mem['activations'] / gib:.1f}, "
+            f"workspace {mem['workspace'] / gib:.1f})",
+        ]
+        if not self.feasible:
+            lines.append(f"  does not run: {self.reason}")
+            return "\n".join(lines)
+        lines.append(f"  step time {fmt_time(self.step_time)}, {self.tokens_per_s:,.0f} "
+                     f"tokens/s, MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
+        parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
+        lines.append(f"  breakdown: {parts}")
+        return "\n".join(lines)

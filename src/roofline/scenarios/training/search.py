@@ -1,0 +1,112 @@
+"""``best_parallelism``: every valid split of a model on a cluster, priced at once, ranked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...engine.table import Table
+from ...errors import SpecError
+from ...graphs.training import GROUPS
+from ...specs.dtypes import Precision
+from .context import _context, _graph, _group_times, model_flops_per_sample
+from .step import RECOMPUTE, _check_int, _evaluate
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
+                     precision: str | Precision = "bf16", nodes: int | None = None,
+                     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+                     interleaves: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+                     recomputes: tuple[str, ...] = RECOMPUTE, zeros: tuple[int, ...] = (0, 1, 2, 3),
+                     max_tp: int | None = None, fused_attention: bool = True,
+                     dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
+                     top: int | None = 20, include_infeasible: bool = False) -> Table:
+    """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
+    on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
+
+    ``tp`` ranges over divisors of the device count that divide the heads (and the KV heads or
+    vice versa) up to ``max_tp`` (default: the scale-up domain); ``pp`` over divisors of the
+    layers; ``ep`` over divisors of the experts (MoE only). Returns a ``Table`` (best first).
+    """
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
+    global_batch = _check_int("global_batch", global_batch)
+    cfg, devices = ctx.cfg, ctx.cl.devices
+    max_tp = max_tp or ctx.cl.domain
+    tps = [t for t in _divisors(devices) if t <= max_tp and cfg.n_heads % t == 0
+           and (cfg.n_kv_heads % t == 0 or t % cfg.n_kv_heads == 0) and cfg.d_ff % t == 0]
+    rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
+    for t in tps:
+        for p in _divisors(cfg.n_layers):
+            if devices % (t * p):
+                continue
+            d = devices // (t * p)
+            eps = [e for e in _divisors(d) if cfg.n_experts % e == 0] if cfg.n_experts else [1]
+            for b in micro_batches:
+                if global_batch % (d * b):
+                    continue
+                mcount = global_batch // (d * b)
+                vs = [1] if p == 1 else [v for v in interleaves if (cfg.n_layers // p) % v == 0
+                                         and (v == 1 or mcount % p == 0)]
+                for e in eps:
+                    for v in vs:
+                        for rc in recomputes:
+                            for z in zeros:
+                                if d == 1 and z > 0:
+                                    continue
+                                for k, x in zip(rows, (t, p, d, e, b, v, RECOMPUTE.index(rc), z)):
+                                    rows[k].append(x)
+    if not rows["tp"]:
+        raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
+                        f"{global_batch} and micro-batches {micro_batches}")
+    arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
+    n = len(arr["tp"])
+    gt = np.empty((n, len(GROUPS)))
+    lp, emb, head = np.empty(n), np.empty(n), np.empty(n)
+    keys = sorted({(int(t), int(e)) for t, e in zip(arr["tp"], arr["ep"])})
+    for t, e in keys:
+        sel = (arr["tp"] == t) & (arr["ep"] == e)
+        bs = sorted({int(x) for x in arr["b"][sel]})
+        times = _group_times(ctx, t, e, bs)
+        for b in bs:
+            s2 = sel & (arr["b"] == b)
+            gt[s2] = times[b]
+            tg = _graph(ctx, t, e, b)
+            lp[s2], emb[s2], head[s2] = tg.layer_params, tg.embed_params, tg.head_params
+    r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
+                  arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap)
+    cap = ctx.cl.device.memory_capacity_bytes
+    fits = r["total"] <= cap
+    mf = np.array([model_flops_per_sample(ctx.m, seq_len, micro_batch=int(b),
+                                          precision=ctx.prec)[0] for b in arr["b"]]) \
+        if cfg.n_experts else model_flops_per_sample(ctx.m, seq_len, precision=ctx.prec)[0]
+    mfu = mf * global_batch / (r["step"] * devices * ctx.peak)
+    # fastest first; among equally fast splits, the one needing less memory
+    order = np.lexsort((r["total"], np.where(fits, r["step"], np.inf) if not include_infeasible
+                        else r["step"]))
+    if not include_infeasible:
+        order = order[fits[order]]
+    if top is not None:
+        order = order[:top]
+    gib = 2.0**30
+    cols = {
+        "tp": arr["tp"][order].astype(int), "pp": arr["pp"][order].astype(int),
+        "dp": arr["dp"][order].astype(int), "ep": arr["ep"][order].astype(int),
+        "micro_batch": arr["b"][order].astype(int), "interleave": arr["v"][order].astype(int),
+        "recompute": [RECOMPUTE[int(x)] for x in arr["rc"][order]],
+        "zero": arr["zero"][order].astype(int),
+        "step_time": r["step"][order], "mfu": mfu[order],
+        "tokens_per_s": global_batch * seq_len / r["step"][order],
+        "memory": r["total"][order] / gib, "bubble": r["bubble"][order],
+        "comm": (r["tp_comm"] + r["dp_comm"] + r["pp_comm"] + r["ep_comm"])[order],
+        "fits": fits[order],
+    }
+    return Table(cols, units={"step_time": "s", "memory": "GiB", "bubble": "s", "comm": "s",
+                              "tokens_per_s": "tok/s"},
+                 title=f"{cfg.name} on {ctx.cl.name} × {ctx.cl.nodes} nodes ({devices} devices), "
+                       f"global batch {global_batch} × {seq_len}: {int(fits.sum())} of {n} splits "
+                       f"fit")

@@ -1,0 +1,227 @@
+"""``train``: one optimizer step priced for a (tp, pp, dp, ep) split — the vectorised step model
+(also evaluated by ``best_parallelism`` over many splits at once) and the checks of a split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import SpecError
+from ...graphs.training import GROUPS
+from ...specs.dtypes import Precision
+from . import comm
+from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
+from .memory import _memory
+from .result import TrainingResult
+
+RECOMPUTE = ("none", "selective", "full")
+_GI = {g: i for i, g in enumerate(GROUPS)}
+#: Adam step, bytes moved per local parameter (see module docstring)
+ADAM_BYTES_PER_PARAM = 34.0
+#: Adam step, FLOPs per local parameter (moments, bias correction, sqrt, divide, decay, clip)
+ADAM_FLOPS_PER_PARAM = 16.0
+#: gradient bucket for DP overlap, bytes (Megatron's default 40 M parameters in fp32)
+DP_BUCKET_BYTES = 40e6 * 4
+
+
+def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, b: Any, v: Any,
+              rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
+              dp_overlap: bool, sp: Any = True, xp: Any = np) -> dict[str, Any]:
+    """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
+    ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
+    With ``xp=comm.SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
+    formulas price one configuration without numpy's per-call overhead."""
+    cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
+    D, L = float(cfg.d_model), float(cfg.n_layers)
+    ab = ctx.prec.act_bytes
+    wb = ctx.prec.weight_bytes
+    if xp is comm.SCALAR:
+        gtl = [float(x) for x in gt]
+        f = lambda g: gtl[_GI[g]]  # noqa: E731
+    else:
+        f = lambda g: gt[:, _GI[g]]  # noqa: E731
+    t_lf = f("layer_fwd") + f("layer_fwd_core")
+    t_core = f("layer_fwd_core")
+    t_lb = f("layer_bwd") + f("layer_bwd_dw") + f("layer_bwd_dw_col")
+    t_dwc = f("layer_bwd_dw_col")
+    t_hf, t_hb, t_ef, t_eb = f("head_fwd"), f("head_bwd"), f("embed_fwd"), f("embed_bwd")
+    n_lps = L / pp
+    m = global_batch / (dp * b)
+    one = xp.ones_like(tp, dtype=float)
+
+    # -- tensor parallelism
+    n_act = b * s * D * ab
+    t_ar = comm.all_reduce(n_act, tp, one, links, xp)
+    tp_f = 2 * t_ar * (1 + (rc == 2))
+    tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
+    t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
+    # -- expert parallelism (MoE layers: every layer of an MoE model here)
+    if cfg.n_experts:
+        tok = b * s / tp * cfg.top_k * D * ab
+        t_a2a = comm.all_to_all(tok, ep, tp, links, xp)
+        ep_l = t_a2a * (4 + 2 * (rc == 2))
+    else:
+        ep_l = xp.zeros_like(one)
+    # -- one micro-batch through this device's layers, plus the heavier end of the pipeline
+    pp1 = pp == 1
+    head = t_hf + t_hb
+    emb = t_ef + t_eb
+    last_heavier = head >= emb
+    ext_f = xp.where(pp1, t_hf + t_ef, xp.where(last_heavier, t_hf, t_ef))
+    ext_b = xp.where(pp1, t_hb + t_eb, xp.where(last_heavier, t_hb, t_eb))
+    cross = tp * pp * dp > links.domain
+    t_p2p = comm.send_recv(b * s * D * ab / tp, cross, links, xp)
+    pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
+    f_mb = n_lps * t_lf + ext_f
+    b_mb = n_lps * t_lb + ext_b
+    rc_mb = n_lps * t_rc
+    tp_mb = n_lps * (tp_f + tp_b)
+    ep_mb = n_lps * ep_l
+    t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + pp_mb
+    bubble = (pp - 1) / v * t_mb
+
+    # -- parameters on the fullest stage
+    tied = ctx.cfg.tied_embeddings
+    p_dev = n_lps * lp + xp.where(pp1, emb_p + head_p,
+                                  xp.maximum(emb_p, head_p + (emb_p if tied else 0.0)))
+    # -- data parallelism (+ ZeRO)
+    g_bytes = p_dev * ctx.grad_bytes
+    w_bytes = p_dev * wb
+    ar = comm.all_reduce(g_bytes, dp, tp, links, xp)
+    rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
+    ag = comm.all_gather(w_bytes, dp, tp, links, xp)
+    # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
+    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag, rs + ag))
+    if dp_overlap:
+        window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
+        last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
+        dp_exp = xp.where(dp > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
+    else:
+        dp_exp = xp.where(dp > 1, t_dp, 0.0)
+    # ZeRO-3: two parameter all-gathers and a gradient reduce-scatter per micro-batch,
+    # prefetched/overlapped under its compute
+    z3 = xp.where(zero == 3, xp.maximum(2 * ag + rs - (f_mb + b_mb) * dp_overlap, 0.0), 0.0)
+    dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
+    # -- optimizer over the local shard
+    p_opt = p_dev / xp.where(zero >= 1, dp, 1)
+    hw = ctx.cl.device
+    vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
+    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory_max),
+                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector_max))
+    step = m * t_mb + bubble + dp_exp + t_opt
+
+    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, n_lps, p_dev, w_bytes, g_bytes, xp)
+    return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
+                recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
+                dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _check_int(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
+        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
+              interleave: int, recompute: str, zero: int) -> None:
+    cfg, devices = ctx.cfg, ctx.cl.devices
+    if tp * pp * dp != devices:
+        raise SpecError(f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal the cluster's "
+                        f"{devices} devices ({ctx.cl.nodes} nodes × {ctx.cl.devices_per_node})")
+    if cfg.n_layers % pp:
+        raise SpecError(f"pp={pp} must divide the {cfg.n_layers} layers of {cfg.name}")
+    if (cfg.n_layers // pp) % interleave:
+        raise SpecError(f"interleave={interleave} must divide the {cfg.n_layers // pp} layers per "
+                        f"pipeline stage")
+    if interleave > 1 and pp == 1:
+        raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
+    if dp % ep:
+        raise SpecError(f"ep={ep} must divide dp={dp} (expert-parallel groups are slices of the "
+                        "data-parallel group)")
+    if global_batch % (dp * micro_batch):
+        raise SpecError(f"global_batch={global_batch} must be divisible by dp·micro_batch = "
+                        f"{dp}·{micro_batch} = {dp * micro_batch}")
+    m = global_batch // (dp * micro_batch)
+    if interleave > 1 and m % pp:
+        raise SpecError(f"the interleaved schedule needs the {m} micro-batches per replica to be "
+                        f"a multiple of pp={pp}")
+    if recompute not in RECOMPUTE:
+        raise SpecError(f"recompute={recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+    if zero not in (0, 1, 2, 3):
+        raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
+
+
+def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
+          tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
+          recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
+          nodes: int | None = None, sequence_parallel: bool = True,
+          fused_attention: bool = True, dropout: bool = False, dp_overlap: bool = True,
+          preset: str = "default") -> TrainingResult:
+    """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
+
+    ``dp`` defaults to devices / (tp·pp). ``interleave`` is v, model chunks per device
+    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
+    ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
+    2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
+    overlap the gradient reduction with backward. A split that does not fit in memory is a
+    result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
+    """
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
+    global_batch = _check_int("global_batch", global_batch)
+    micro_batch = _check_int("micro_batch", micro_batch)
+    tp, pp, ep = (_check_int(n, x) for n, x in (("tp", tp), ("pp", pp), ("ep", ep)))
+    interleave = _check_int("interleave", interleave)
+    if dp is None:
+        if ctx.cl.devices % (tp * pp):
+            raise SpecError(f"tp·pp = {tp * pp} must divide the cluster's {ctx.cl.devices} devices")
+        dp = ctx.cl.devices // (tp * pp)
+    dp = _check_int("dp", dp)
+    zero = _check_int("zero", zero, 0)
+    _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
+    sp = bool(sequence_parallel) and tp > 1
+    tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
+    gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
+    rc = RECOMPUTE.index(recompute)
+    r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
+                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, comm.SCALAR)
+    r = {k: [v] for k, v in r.items()}
+    return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
+                   zero, sp)
+
+
+def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,
+            tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
+            zero: int, sp: bool = True) -> TrainingResult:
+    step = float(r["step"][i])
+    mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
+                                           precision=ctx.prec)
+    extra = {"none": 0.0, "selective": sel, "full": full}[recompute]
+    model_flops = mf * global_batch
+    hw_flops = (mf + extra) * global_batch
+    devices = ctx.cl.devices
+    cap = ctx.cl.device.memory_capacity_bytes
+    mem = {"weights": float(r["weights"][i]), "gradients": float(r["gradients"][i]),
+           "optimizer": float(r["opt"][i]), "activations": float(r["activations"][i]),
+           "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
+    feasible = mem["total"] <= cap
+    reason = "" if feasible else (
+        f"needs {mem['total'] / 2**30:.1f} GiB per device, {ctx.cl.device.name} has "
+        f"{cap / 2**30:.0f} GiB (weights {mem['weights'] / 2**30:.1f}, gradients "
+        f"{mem['gradients'] / 2**30:.1f}, optimizer {mem['optimizer'] / 2**30:.1f}, activations "
+        f"{mem['activations'] / 2**30:.1f} GiB)")
+    bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
+                                      "dp_comm", "pp_comm", "ep_comm", "bubble")}
+    hw = ctx.cl.device
+    power = devices * hw.tdp_w + ctx.cl.nodes * ctx.cl.node_overhead_w
+    return TrainingResult(
+        model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
+        precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
+        seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
+        tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
+        sequence_parallel=sp and tp > 1, step_time=step,
+        tokens_per_s=global_batch * ctx.seq_len / step,
+        mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
+        memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
+        power_w=power)
