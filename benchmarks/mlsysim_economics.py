@@ -7,7 +7,8 @@ roofline is not imported here and mlsysim is never a dependency of roofline. The
 committed as tests/fixtures/mlsysim_economics.json; tests/test_economics_mlsysim.py checks that
 roofline's preset="mlsysim" reproduces every number within 0.5 %.
 
-    "$MLSYSIM_VENV/bin/python" benchmarks/mlsysim_economics.py > tests/fixtures/mlsysim_economics.json
+    "$MLSYSIM_VENV/bin/python" benchmarks/mlsysim_economics.py \
+        > tests/fixtures/mlsysim_economics.json
 """
 import json
 import warnings

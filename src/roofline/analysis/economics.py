@@ -146,11 +146,12 @@ class Economics:
                                     f"(${self.usd_per_device_hour:,.4g}/device-h × "
                                     f"{self.devices})" if c is not None else
                                     f"n/a — {self.price_source}"),
-            f"  energy          {self.energy_per_unit * per:,.4g} J per {lbl} "
+            f"  energy          {self.energy_per_unit * per / 3.6e6:,.4g} kWh per {lbl} "
             f"({self.power_w_per_device:,.0f} W/device at u={self.utilisation:.0%}, "
             f"PUE {self.pue:g})",
-            "  carbon          " + (f"{g * per:,.4g} kg CO2e per {lbl} ({self.intensity_source})"
-                                    if g is not None else f"n/a — {self.intensity_source}"),
+            "  carbon          " + (f"{g * per:,.4g} kg CO2e per {lbl} "
+                                    f"({self.intensity_source.split(';')[0]})"
+                                    if g is not None else "n/a — no region given (region=...)"),
         ]
         return out
 
@@ -204,6 +205,8 @@ def economics(hw: Hardware, *, devices: int, units_per_s: float, utilisation: fl
 
 def _hw_of(obj: Any, name_attr: str) -> Hardware:
     hw = getattr(obj, "_hw", None)
+    if callable(hw):
+        hw = hw()
     if isinstance(hw, Hardware):
         return hw
     from ..specs.hardware import hardware
@@ -234,7 +237,7 @@ def for_serve(s: Any) -> Economics:
 def for_train(t: Any) -> Economics:
     """Per training token of a TrainingResult (the whole cluster; node overhead included)."""
     hw = _hw_of(t, "device")
-    other = getattr(t, "node_overhead_w", 0.0) or 0.0
+    other = getattr(t, "other_power_w", 0.0) or 0.0
     return economics(hw, devices=t.devices, units_per_s=t.tokens_per_s,
                      utilisation=binding_utilisation(t.mfu), unit="token", preset=t.preset,
                      price_per_hour=getattr(t, "price_per_hour", None),

@@ -147,8 +147,9 @@ class Reliability:
             f"  checkpoint      {ck}{self.checkpoint_s:,.4g} s to write; every "
             f"{self.interval_s / 60:,.4g} min ({self.method})",
             f"  failures        {self.expected_failures:,.4g} expected "
-            f"(P(any) {self.p_any_failure:.1%}); each loses ~{self.lost_work_per_failure_s / 60:,.3g}"
-            f" min of work + {self.restart_s / 60:,.3g} min restart",
+            f"(P(any) {self.p_any_failure:.1%}); each loses "
+            f"~{self.lost_work_per_failure_s / 60:,.3g} min of work + "
+            f"{self.restart_s / 60:,.3g} min restart",
             f"  wall-clock      {self.wallclock_s / h:,.4g} h (goodput {self.goodput:.1%})",
         ])
 

@@ -13,8 +13,9 @@ from .table import Table
 
 __all__ = ["Result", "POWER_MODEL"]
 
-POWER_MODEL = ("energy = TDP × latency: the device is assumed to draw its thermal design power "
-               "for the whole run (an upper bound when it is under-utilised)")
+POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisation of the binding "
+               "resource (max of MFU and MBU), idle = 30 % of TDP (assumed; "
+               "data/economics/power.toml); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -52,8 +53,11 @@ class Result:
     memory_capacity: float = math.nan  #: bytes of main memory
     feasible: bool = True
     reason: str = ""  #: why it is infeasible (or notes)
-    energy: float = math.nan  #: J per batch (see POWER_MODEL)
+    energy: float = math.nan  #: J per batch (see POWER_MODEL), device only (no PUE)
     power_model: str = POWER_MODEL
+    price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
+    region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
+    pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
 
@@ -76,6 +80,25 @@ class Result:
     @property
     def energy_per_sample(self) -> float:
         return self.energy / self.batch
+
+    # -- money, energy with PUE, carbon (roofline.analysis.economics) --------------------------
+    @property
+    def economics(self) -> Any:
+        """Cost, facility energy, carbon and water per sample, with their sources and the
+        reasons a figure is missing (``analysis.economics.Economics``)."""
+        from ..analysis.economics import for_solve
+
+        return for_solve(self)
+
+    @property
+    def cost_per_sample(self) -> float | None:
+        """USD per sample (None without a price: see ``economics.price_source``)."""
+        return self.economics.cost_per_unit
+
+    @property
+    def carbon_per_sample(self) -> float | None:
+        """kg CO2e per sample (None without ``region``)."""
+        return self.economics.carbon_per_unit
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
@@ -124,7 +147,10 @@ class Result:
         ]
         if not math.isnan(self.energy):
             lines.append(f"  energy          {self.energy * 1e3:,.4g} mJ per batch "
-                         f"({self.energy_per_sample * 1e3:,.4g} mJ per sample, TDP × latency)")
+                         f"({self.energy_per_sample * 1e3:,.4g} mJ per sample, device power "
+                         f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
+        if self.price_per_hour is not None or self.region is not None or self.pue is not None:
+            lines += self.economics.lines(per=1e6, per_label="1M samples")
         return "\n".join(lines)
 
 

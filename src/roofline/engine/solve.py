@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._econ_args import with_economics
 from ..errors import SpecError, UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
@@ -45,6 +46,7 @@ def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, p
                   feasible=False, reason=reason)
 
 
+@with_economics
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
@@ -62,7 +64,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     the host, each paying the preset's per-op ``dispatch``) or "compiled" (the whole graph
     submitted at once — CUDA graph, XLA program: no per-op host dispatch, the device-side
     kernel gap stays). A configuration that cannot run (dtype missing, does not fit) is a
-    Result with ``feasible=False`` and the ``reason``.
+    Result with ``feasible=False`` and the ``reason``. ``price_per_hour`` (USD per device-hour),
+    ``region`` (grid, for carbon) and ``pue`` feed ``r.economics`` / ``r.cost_per_sample``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -143,8 +146,17 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
         bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
-        feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+        feasible=feasible, reason=reason, _op_table=ops,
+        energy=_energy_j(hw, preset, latency, flops / (latency * peak), byts / (latency * bw)),
     )
+
+
+def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
+    """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
+    from ..analysis.power import binding_utilisation, device_power_w
+
+    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
+    return device_power_w(hw, u, preset) * latency
 
 
 def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,

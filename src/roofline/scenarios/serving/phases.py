@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._econ_args import with_economics
 from ...engine.presets import check_preset
 from ...engine.result import Result
 from ...engine.solve import check_batch
@@ -57,6 +58,7 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
 
 
 
+@with_economics
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
@@ -83,6 +85,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
     every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
     "Sliding-window layers"). Attention reads only the window either way.
+    ``price_per_hour`` (USD per device-hour; default: the part's public price), ``region``
+    (grid, for carbon) and ``pue`` feed ``cost_per_million_output_tokens``,
+    ``energy_per_output_token`` and ``carbon_per_million_output_tokens``.
     """
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
@@ -104,7 +109,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                 "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
                 "preset": preset, "engine": factors.name,
                 "kv_window": kv_window if cfg.sliding_window is not None else "",
-                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2)}
+                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2),
+                "_hw": lambda: hw}
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._econ_args import with_economics
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
@@ -152,6 +153,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
 
 
+@with_economics
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
           recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
@@ -166,6 +168,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_ba
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
+    ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
+    ``energy_to_train`` and ``carbon_to_train``.
     """
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
     global_batch = _check_int("global_batch", global_batch)
@@ -213,7 +217,11 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
-    power = devices * hw.tdp_w + ctx.cl.nodes * ctx.cl.node_overhead_w
+    from ...analysis.power import device_power_w
+
+    mfu = model_flops / (step * devices * ctx.peak)
+    other = ctx.cl.nodes * ctx.cl.node_overhead_w
+    power = devices * device_power_w(hw, mfu) + other
     return TrainingResult(
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
@@ -224,4 +232,4 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power)
+        power_w=power, other_power_w=other, _hw=hw)
