@@ -1,10 +1,11 @@
 """Docs are product: every worked example's printed output is checked against the code.
 
-In docs/solve.md, sweep.md, plots.md: a ```python block followed by ``<!-- output -->`` and a
-```text block is run (blocks of a page share one namespace) and its stdout must equal the text
-block. In docs/cli.md: each ``$ roofline ...`` line of a ```console block is run through
-``roofline.cli.main`` and must print the lines below it. After a deliberate change, rerun with
-``ROOFLINE_UPDATE_DOCS=1`` to rewrite the expected outputs, and review the diff.
+In docs/solve.md, sweep.md, plots.md, report.md: a ```python block followed by
+``<!-- output -->`` and a ```text block is run (blocks of a page share one namespace) and its
+stdout must equal the text block. In docs/cli.md: each ``$ roofline ...`` line of a
+```console block is run through ``roofline.cli.main`` and must print the lines below it.
+After a deliberate change, rerun with ``ROOFLINE_UPDATE_DOCS=1`` to rewrite the expected
+outputs, and review the diff.
 """
 
 import contextlib
@@ -33,7 +34,7 @@ def _run_python(code: str, ns: dict) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("page", ["solve.md", "sweep.md", "plots.md"])
+@pytest.mark.parametrize("page", ["solve.md", "sweep.md", "plots.md", "report.md"])
 def test_python_examples(page, tmp_path, monkeypatch):
     pytest.importorskip("pandas")
     pytest.importorskip("matplotlib")

@@ -8,11 +8,15 @@ binary GiB (sold as "GB").
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "KILO", "MEGA", "GIGA", "TERA", "PETA",
     "ms", "us", "ns", "KWH",
     "UNIT_SCALE", "UNIT_DIMENSION", "to_si", "fmt_bytes", "fmt_time", "fmt_rate", "fmt_flops",
+    "FRACTION", "column_unit", "fmt_num",
 ]
 
 KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
@@ -94,3 +98,70 @@ def fmt_time(t: float) -> str:
     if t >= 1e-6:
         return f"{t * 1e6:.4g} µs"
     return f"{t * 1e9:.4g} ns"
+
+
+# -- display: one engineering unit per column ------------------------------------------------------
+
+#: units that take SI prefixes when displayed; time goes down (ms, µs, ns), the others go up
+#: (decimal: k = 1e3, M = 1e6, G = 1e9 — bytes too: kB/MB/GB, never KiB/MiB/GiB in tables)
+_UP = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_PREFIXED = ("B", "FLOP", "FLOP/s", "B/s", "J", "W", "tokens/s", "Wh")
+#: a stored fraction displayed as a percentage
+FRACTION = "fraction"
+
+
+def column_unit(values: Any, unit: str) -> tuple[float, str]:
+    """``(scale, label)`` for showing a whole column in one unit: divide by ``scale``.
+
+    The prefix is chosen so that the column's largest finite magnitude lands in [1, 1000):
+    seconds -> s/ms/µs/ns, bytes and FLOPs -> decimal k/M/G/T/P prefixes; ``"fraction"`` ->
+    (0.01, "%"); any other unit is shown as stored.
+    """
+    if unit == FRACTION:
+        return 0.01, "%"
+    if unit != "s" and unit not in _PREFIXED:
+        return 1.0, unit
+    mags = [abs(float(v)) for v in values if _is_num(v) and math.isfinite(float(v)) and v != 0]
+    if not mags:
+        return 1.0, unit
+    top = max(mags)
+    if unit == "s":
+        for scale, label in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if top >= scale:
+                return scale, label
+        return 1e-9, "ns"
+    for scale, prefix in _UP:
+        if top >= scale:
+            return scale, prefix + unit
+    return 1.0, unit
+
+
+def fmt_num(v: Any) -> str:
+    """A number for a table cell: no exponents; 4 significant digits below 1,000 (so a
+    column in one unit lines up), thousands separators above; NaN -> "-"."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if not _is_num(v):
+        return str(v)
+    f = float(v)
+    if math.isnan(f):
+        return "-"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == 0:
+        return "0"
+    if isinstance(v, int) or (hasattr(v, "dtype") and v.dtype.kind in "iu"):
+        return f"{int(v):,}"
+    if abs(f) >= 1000:
+        return f"{f:,.0f}"
+    digits = 4 - 1 - math.floor(math.log10(abs(f)))
+    s = f"{f:.{max(digits, 0)}f}"
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def _is_num(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int | float):
+        return True
+    return hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iuf"

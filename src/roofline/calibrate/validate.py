@@ -187,6 +187,17 @@ class Validation:
             plt.close(fig)
         return fig
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
     def __str__(self) -> str:
         return self.to_string()
 

@@ -17,7 +17,7 @@ from ..errors import RooflineError
 __all__ = ["main", "COMMANDS"]
 
 #: subcommand modules, in help order; a module that does not exist yet is skipped
-COMMANDS = ("zoo", "solve", "sweep", "plot", "tutorial", "serve", "train", "measure",
+COMMANDS = ("zoo", "solve", "sweep", "plot", "report", "tutorial", "serve", "train", "measure",
             "validate")
 
 

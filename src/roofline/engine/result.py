@@ -115,6 +115,23 @@ class Result:
 
         return plot_result(self, path=path, **kw)
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
+    def to_html(self, path: Any = None) -> str:
+        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
+        from ..report import to_html
+
+        return to_html(self, path)
+
     def __str__(self) -> str:
         if not self.feasible and math.isnan(self.latency):
             return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "

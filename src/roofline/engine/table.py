@@ -103,7 +103,20 @@ class Table:
         return self.to_string()
 
     def __repr__(self) -> str:
-        return f"<Table {len(self)} rows × {len(self._cols)} columns: {', '.join(self._cols)}>"
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
+    def to_html(self, path: Any = None, max_rows: int | None = None) -> str:
+        """A self-contained HTML page of the table (sortable; every row unless ``max_rows``)."""
+        from ..report import to_html
+
+        return to_html(self, path, max_rows=max_rows)
 
 
 def _py(v: Any) -> Any:

@@ -61,6 +61,23 @@ class Sweep:
                 out[key] = int(hits.min()) if len(hits) else None
         return out
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ..report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
+    def to_html(self, path: Any = None) -> str:
+        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
+        from ..report import to_html
+
+        return to_html(self, path)
+
     def __str__(self) -> str:
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
                 "arithmetic_intensity", "mfu", "feasible"]

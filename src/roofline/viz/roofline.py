@@ -43,14 +43,15 @@ def op_points(result: Result) -> dict[str, np.ndarray]:
     """The per-op points a chart draws: ops with FLOPs > 0, bytes > 0 and time > 0.
 
     Returns columns ``name``, ``intensity`` (FLOP/B), ``achieved`` (FLOP/s = flops / time),
-    ``share`` (of latency) and ``bound``. Zero-FLOP ops (views, copies, lookups) have no
-    place on a log FLOP/s axis and are left out; preset "mlsysim" has no per-op table (its
-    single aggregate row is the whole-model point), so it gives none.
+    ``share`` (of latency), ``bound`` and ``index`` (the op's row in ``result.ops``).
+    Zero-FLOP ops (views, copies, lookups) have no place on a log FLOP/s axis and are left
+    out; preset "mlsysim" has no per-op table (its single aggregate row is the whole-model
+    point), so it gives none.
     """
     t = result.ops
     empty = {"name": np.array([], dtype=object), "intensity": np.array([]),
              "achieved": np.array([]), "share": np.array([]),
-             "bound": np.array([], dtype=object)}
+             "bound": np.array([], dtype=object), "index": np.array([], dtype=np.int64)}
     if result.preset == "mlsysim" or not len(t) or "time" not in t.columns:
         return empty
     flops = np.asarray(t["flops"], dtype=float)
@@ -60,7 +61,8 @@ def op_points(result: Result) -> dict[str, np.ndarray]:
     return {"name": np.asarray(t["name"], dtype=object)[keep],
             "intensity": flops[keep] / byts[keep], "achieved": flops[keep] / time[keep],
             "share": np.asarray(t["share"], dtype=float)[keep],
-            "bound": np.asarray(t["bound"], dtype=object)[keep]}
+            "bound": np.asarray(t["bound"], dtype=object)[keep],
+            "index": np.nonzero(keep)[0]}
 
 
 def plot_result(result: Result, path: str | Path | None = None, ax: Any = None,

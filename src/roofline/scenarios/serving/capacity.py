@@ -26,6 +26,17 @@ class Capacity:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ...report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ...report import repr_html
+
+        return repr_html(self)
+
 
 def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: int,
                      ttft_slo: float, tpot_slo: float, precision: str = "bf16",

@@ -119,6 +119,23 @@ class ServeResult:
         d["notes"] = list(self.notes)
         return d
 
+    # -- display (the presentation layer, imported on first use) --------------------------------
+    def __repr__(self) -> str:
+        from ...report import repr_line
+
+        return repr_line(self)
+
+    def _repr_html_(self) -> str:
+        from ...report import repr_html
+
+        return repr_html(self)
+
+    def to_html(self, path: Any = None) -> str:
+        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
+        from ...report import to_html
+
+        return to_html(self, path)
+
     def __str__(self) -> str:
         head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}) — "
                 f"batch {self.batch}, prompt {self.prompt_len}, output {self.output_len}, "
