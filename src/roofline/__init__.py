@@ -28,6 +28,7 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
+           "Workload", "lengths", "SLO", "simulate_serving",
            "tco", "reliability", "region", "list_regions", "place", "price_quotes"]
 
 
@@ -45,6 +46,8 @@ _LAZY = {
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
     "cluster": "roofline.specs.resolve", "list_clusters": "roofline.specs.resolve",
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
+    "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
+    "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
     "tco": "roofline.analysis.tco", "reliability": "roofline.analysis.reliability",
     "region": "roofline.analysis.data", "list_regions": "roofline.analysis.data",
     "place": "roofline.analysis.carbon", "price_quotes": "roofline.analysis.data",

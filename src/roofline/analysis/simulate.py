@@ -1,0 +1,333 @@
+"""``simulate_serving``: a deployment's latency distribution under a request mix.
+
+Requests (``Workload``: Poisson or a trace) are routed round-robin to ``replicas`` copies of one
+layout (tp × pp devices each); each replica runs the iteration-level scheduler of
+``scheduler.run_replica`` with step costs from ``rl.serve`` (``stepcost``). Disaggregated
+serving (``prefill_replicas=``): prompts are prefilled on a prefill pool, their KV cache crosses
+the link (prompt tokens × KV bytes per token per device / link bandwidth per device, as
+``rl.serve`` prices it), and decoding runs on the decode pool, admitted by its KV capacity.
+
+Results: percentiles of TTFT, TPOT (per request: (done − first token)/(output − 1)), end to
+end and queueing delay (arrival to first scheduled); goodput (requests/s meeting every SLO);
+``overloaded`` when the arrival rate exceeds what the layout serves — then TTFT, e2e and queue
+delay are reported as inf (a queue growing without bound has no p99), TPOT stays (it is the
+saturated batch's).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from .scheduler import run_replica
+from .stepcost import StepCosts, step_costs
+from .workload import SLO, Workload
+
+__all__ = ["Stat", "ServingSim", "simulate_serving", "KV_POLICIES"]
+
+KV_POLICIES = ("dynamic", "reserve")
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """Summary of one latency metric over the requests (s)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+    @staticmethod
+    def of(x: np.ndarray) -> Stat:
+        x = x[np.isfinite(x)]
+        if len(x) == 0:
+            return Stat(math.nan, math.nan, math.nan, math.nan, math.nan)
+        p = np.percentile(x, [50, 90, 99])
+        return Stat(float(x.mean()), float(p[0]), float(p[1]), float(p[2]), float(x.max()))
+
+    @staticmethod
+    def unbounded() -> Stat:
+        i = math.inf
+        return Stat(i, i, i, i, i)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ServingSim:
+    """A simulated serving run (SI units)."""
+
+    layout: str  #: what was simulated
+    devices: int  #: devices used
+    requests: int
+    rate: float  #: offered requests/s
+    ttft: Stat
+    tpot: Stat
+    e2e: Stat
+    queue_delay: Stat
+    throughput_tokens_per_s: float  #: output tokens/s over the run
+    tokens_per_s_per_device: float
+    completed_rate: float  #: requests/s completed while requests arrived
+    overloaded: bool
+    overload_reason: str
+    goodput: float  #: requests/s meeting every SLO (nan without an SLO)
+    goodput_fraction: float  #: share of requests meeting every SLO
+    slo: SLO | None
+    preemptions: int
+    rejected: int  #: requests whose KV can never fit
+    iterations: int
+    mean_in_system: float  #: time-average requests waiting or running (the scheduler's count)
+    littles_rhs: float  #: λ·W over the same span
+    mean_batch: float  #: time-average decoding sequences per replica, from the run
+    notes: tuple[str, ...] = ()
+    _raw: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def meets(self, slo: SLO | None = None) -> bool:
+        """p99s within ``slo`` (default: the run's) and not overloaded."""
+        s = slo or self.slo
+        if s is None:
+            raise SpecError("meets() needs an SLO (none was given to simulate_serving)")
+        if self.overloaded or self.rejected:
+            return False
+        return all(getattr(self, k.replace("_p99", "")).p99 <= v for k, v in s.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d["slo"] = None if self.slo is None else asdict(self.slo)
+
+        def clean(v: Any) -> Any:
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, float) and not math.isfinite(v):
+                return None if math.isnan(v) else "inf"
+            return v
+
+        return clean(d)
+
+    def __str__(self) -> str:
+        def row(name: str, s: Stat) -> str:
+            def f(v: float) -> str:
+                return "unbounded" if math.isinf(v) else f"{v * 1e3:,.1f} ms"
+
+            return (f"  {name:<12} mean {f(s.mean)}, p50 {f(s.p50)}, p90 {f(s.p90)}, "
+                    f"p99 {f(s.p99)}")
+        lines = [f"{self.layout}: {self.requests:,} requests at {self.rate:g} req/s on "
+                 f"{self.devices} devices",
+                 row("TTFT", self.ttft), row("TPOT", self.tpot), row("end to end", self.e2e),
+                 row("queue delay", self.queue_delay),
+                 f"  throughput   {self.throughput_tokens_per_s:,.0f} output tokens/s "
+                 f"({self.tokens_per_s_per_device:,.0f} per device), mean decode batch "
+                 f"{self.mean_batch:.1f} per replica"]
+        if self.slo is not None:
+            lines.append(f"  goodput      {self.goodput:.2f} req/s ({self.goodput_fraction:.1%} "
+                         f"of requests meet {self.slo}); SLO met at p99: "
+                         f"{'yes' if self.meets() else 'no'}")
+        if self.overloaded:
+            lines.append(f"  OVERLOADED   {self.overload_reason}")
+        if self.preemptions or self.rejected:
+            lines.append(f"  KV pressure  {self.preemptions} preemptions, {self.rejected} "
+                         "requests that never fit")
+        return "\n".join(lines)
+
+
+def _check_int(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
+        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
+                     requests: int | None = 10_000,
+                     tp: int = 1, pp: int = 1, replicas: int = 1, max_concurrency: int = 256,
+                     chunk_size: int | None = 2048, max_batched_tokens: int = 8192,
+                     precision: str = "bf16", kv_precision: str | None = None,
+                     engine: str = "trtllm", preset: str = "default",
+                     kv_policy: str = "dynamic", block_size: int = 16, slo: SLO | None = None,
+                     seed: int = 0, devices: int | None = None,
+                     prefill_replicas: int | None = None, prefill_tp: int | None = None,
+                     kv_link_bytes_per_s: float | None = None,
+                     costs: StepCosts | None = None,
+                     prefill_costs: StepCosts | None = None) -> ServingSim:
+    """Simulate serving ``workload`` on ``replicas`` × (tp × pp) devices of ``hardware``.
+
+    ``chunk_size``: chunked prefill with that token budget per step (None: whole prompts,
+    batched up to ``max_batched_tokens`` per step). ``kv_policy``: "dynamic" (vLLM: allocate as
+    tokens are written, preempt and recompute the newest request when blocks run out) or
+    "reserve" (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output reserved at admission).
+    ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
+    workers; ``replicas`` are then the decode workers. ``devices``: what you have; a layout
+    needing more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
+    """
+    if not isinstance(workload, Workload):
+        raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
+    if slo is not None and not isinstance(slo, SLO):
+        raise SpecError(f"slo must be an rl.SLO, got {type(slo).__name__}")
+    tp, pp, R = _check_int("tp", tp), _check_int("pp", pp), _check_int("replicas", replicas)
+    mc = _check_int("max_concurrency", max_concurrency)
+    budget = _check_int("chunk_size", chunk_size) if chunk_size is not None else \
+        _check_int("max_batched_tokens", max_batched_tokens)
+    if kv_policy not in KV_POLICIES:
+        raise SpecError(f"kv_policy {kv_policy!r} is not known; allowed: {', '.join(KV_POLICIES)}")
+    disagg = prefill_replicas is not None
+    Rp = _check_int("prefill_replicas", prefill_replicas) if disagg else 0
+    tpp = _check_int("prefill_tp", prefill_tp if prefill_tp is not None else tp) if disagg else 0
+    used = R * tp * pp + Rp * tpp * pp
+    if devices is not None:
+        have = _check_int("devices", devices)
+        if used > have:
+            raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
+                            f"({R} replicas × tp {tp} × pp {pp}"
+                            + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
+                            + ")")
+    if chunk_size is not None and mc >= budget:
+        raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
+                        "sequence takes one token of the step's budget")
+    arr, isl, osl = workload.sample(requests, seed)
+    n = len(arr)
+    kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, engine=engine,
+                              preset=preset, block_size=block_size)
+    refs = _ref_prompts(isl)
+    n_max = (budget + mc) if chunk_size is not None else max(budget, int(isl.max())) + mc
+    if costs is None:
+        costs = step_costs(model, hardware, tp=tp, pp=pp, max_tokens=n_max, ref_prompts=refs,
+                           **kw)
+    if not costs.feasible:
+        raise SpecError(f"{costs.label} cannot serve {model}: {costs.reason}")
+    notes: list[str] = []
+    done = np.full(n, math.nan)
+    first = np.full(n, math.nan)
+    admit = np.full(n, math.nan)
+    pre = iters = 0
+    area = 0.0
+    chunked = chunk_size is not None
+    if not disagg:
+        for r in range(R):
+            sel = slice(r, None, R)
+            o = run_replica(arr[sel], isl[sel], osl[sel], costs, max_concurrency=mc,
+                            budget=budget, chunked=chunked, kv_policy=kv_policy)
+            done[sel], first[sel], admit[sel] = o["done"], o["first"], o["admit"]
+            pre += int(o["preemptions"])
+            iters += int(o["iterations"])
+            area += float(o["area"])
+        label = f"{R} × {costs.label}"
+    else:
+        if prefill_costs is None:
+            prefill_costs = step_costs(model, hardware, tp=tpp, pp=pp, max_tokens=n_max,
+                                       ref_prompts=refs, **kw)
+        if not prefill_costs.feasible:
+            raise SpecError(f"prefill {prefill_costs.label}: {prefill_costs.reason}")
+        ones = np.ones(n, dtype=np.int64)
+        for r in range(Rp):
+            sel = slice(r, None, Rp)
+            o = run_replica(arr[sel], isl[sel], ones[sel], prefill_costs, max_concurrency=mc,
+                            budget=budget, chunked=chunked, kv_policy=kv_policy)
+            first[sel], admit[sel] = o["done"], o["admit"]
+            iters += int(o["iterations"])
+            area += float(o["area"])
+        bw = kv_link_bytes_per_s or _link_bw(hardware)
+        # each prefill device sends its shard of the prompt's KV over its own link
+        transfer = isl * prefill_costs.kv_bytes_per_token / bw
+        first = first + transfer
+        area += float(transfer[np.isfinite(first)].sum())  # requests in flight on the link
+        order = np.argsort(first, kind="stable")
+        ok = np.isfinite(first[order])
+        order = order[ok]
+        for r in range(R):
+            idx = order[r::R]
+            o = run_replica(first[idx], isl[idx], osl[idx], costs, max_concurrency=mc,
+                            budget=budget, chunked=chunked, kv_policy=kv_policy, prefill=False)
+            done[idx] = o["done"]
+            pre += int(o["preemptions"])
+            iters += int(o["iterations"])
+            area += float(o["area"])
+        done[~np.isfinite(first)] = math.inf
+        label = f"{Rp}P × {prefill_costs.label} + {R}D × {costs.label}"
+        notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
+    return _summarise(arr, isl, osl, admit, first, done, label=label, devices=used, slo=slo,
+                      preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),
+                      rate=workload.arrival_rate, area=area)
+
+
+def _ref_prompts(isl: np.ndarray) -> tuple[int, ...]:
+    """Prompt lengths at which prefill attention is read from rl.serve: the distinct lengths
+    when there are few, else 4 quantiles."""
+    u = np.unique(isl)
+    if len(u) <= 4:
+        return tuple(int(x) for x in u)
+    return tuple(int(x) for x in np.unique(np.percentile(isl, [5, 50, 90, 100]).round()))
+
+
+def _link_bw(hardware: Any) -> float:
+    from ..specs.hardware import hardware as resolve
+
+    hw = resolve(hardware)
+    lk = hw.scale_up_link or hw.host_link
+    if lk is None or not (lk.bytes_per_s > 0):
+        raise SpecError(f"disaggregated serving needs kv_link_bytes_per_s: {hw.name} has no link")
+    return float(lk.bytes_per_s)
+
+
+def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndarray,
+               first: np.ndarray, done: np.ndarray, *, label: str, devices: int,
+               slo: SLO | None, preemptions: int, iterations: int, replicas: int,
+               notes: tuple[str, ...], rate: float, area: float) -> ServingSim:
+    n = len(arr)
+    ok = np.isfinite(done)
+    rejected = int((~ok).sum())
+    ttft = first - arr
+    e2e = done - arr
+    qd = admit - arr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(osl > 1, (done - first) / np.maximum(osl - 1, 1), np.nan)
+    t0, t_last = float(arr[0]), float(arr[-1])
+    t_end = float(done[ok].max()) if ok.any() else t_last
+    span = max(t_end - t0, 1e-12)
+    out_tokens = float(osl[ok].sum())
+    # overload: over the second half of the arrival window, fewer completions than arrivals by
+    # more than queue fluctuation explains (a stable queue's backlog stays bounded)
+    mid = t0 + (t_last - t0) / 2
+    arrived = int(((arr > mid) & (arr <= t_last)).sum())
+    completed = int(((done > mid) & (done <= t_last)).sum())
+    backlog_growth = arrived - completed
+    win = max(t_last - mid, 1e-12)
+    completed_rate = completed / win
+    overloaded = n >= 50 and backlog_growth > max(0.03 * arrived, 20)
+    reason = ""
+    if overloaded:
+        reason = (f"arrivals {arrived / win:.3g} req/s > completions {completed_rate:.3g} req/s "
+                  f"over the second half of the run: the queue grew by {backlog_growth} requests "
+                  "and keeps growing")
+    good_frac, good = math.nan, math.nan
+    if slo is not None:
+        m = ok.copy()
+        if slo.ttft_p99 is not None:
+            m &= ttft <= slo.ttft_p99
+        if slo.tpot_p99 is not None:
+            m &= ~(tpot > slo.tpot_p99)
+        if slo.e2e_p99 is not None:
+            m &= e2e <= slo.e2e_p99
+        good_frac = float(m.mean())
+        good = 0.0 if overloaded else float(m.sum()) / max(t_last - t0, 1e-12) if n > 1 else \
+            math.nan
+    # Little's law over [t0, t_end]: L from the scheduler's own counts of waiting and running
+    # requests, λ·W from the recorded times
+    L = area / span
+    lam_w = (int(ok.sum()) / span) * float(e2e[ok].mean()) if ok.any() else math.nan
+    # time-average decoding sequences per replica
+    dec_time = float(((done - first)[ok & (osl > 1)]).sum())
+    mean_batch = dec_time / span / replicas
+    unb = Stat.unbounded()
+    return ServingSim(
+        layout=label, devices=devices, requests=n, rate=rate,
+        ttft=unb if overloaded else Stat.of(ttft), tpot=Stat.of(tpot),
+        e2e=unb if overloaded else Stat.of(e2e), queue_delay=unb if overloaded else Stat.of(qd),
+        throughput_tokens_per_s=out_tokens / span, tokens_per_s_per_device=out_tokens / span /
+        devices, completed_rate=completed_rate, overloaded=overloaded, overload_reason=reason,
+        goodput=good, goodput_fraction=good_frac, slo=slo, preemptions=preemptions,
+        rejected=rejected, iterations=iterations, mean_in_system=L, littles_rhs=lam_w,
+        mean_batch=mean_batch, notes=notes,
+        _raw={"arrival": arr, "prompt": isl, "output": osl, "admit": admit, "first": first,
+              "done": done})

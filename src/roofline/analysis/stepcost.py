@@ -1,0 +1,199 @@
+"""Closed-form costs of one continuous-batching iteration, from ``rl.serve``'s per-step model.
+
+An engine iteration (vLLM, TensorRT-LLM in-flight batching) runs the ``b`` sequences that are
+decoding (one token each, total cached context ``C``) together with ``T`` prefill tokens of
+newly admitted prompts (whole, or a chunk over an already-cached prefix ``c``). Its time is
+
+    t(b, C, chunks) = dec(b) + slope(b)·C + [pre(b + T) − pre(b)]
+                      + Σ_chunks a(T_i)·T_i·(c_i + (T_i + 1)/2)
+
+- ``dec(b)``: a decode step of b sequences at context → 0 — weights, GEMMs and logits of b
+  tokens, all-reduces, launch, the engine's fixed per-step cost — from ``serve_sweep`` (dense,
+  pp = 1) or ``rl.serve(batch=b, output_len=2)``; ``slope(b)``: its cost per token of cached
+  context (KV reads), from the steps at two contexts;
+- ``pre(N)``: the context-free part of a prefill of N tokens (logits of its last tokens only):
+  ``rl.serve(batch=N/16, prompt_len=16, output_len=1).ttft`` (16-token prompts carry ~1e-4 of
+  their time in attention); ``pre(b + T) − pre(b)`` is what T prompt tokens add to a pass that
+  already runs b tokens through the weights (nothing while memory-bound, T tokens' GEMMs
+  once compute-bound);
+- ``a(T)``: prefill attention per (query, key) pair for a chunk of T tokens:
+  (``rl.serve(batch=1, prompt_len=T, output_len=1).ttft`` − pre(T)) / (T(T+1)/2) at a few T,
+  interpolated in log T. A lone prompt therefore costs exactly ``rl.serve``'s unloaded TTFT at
+  those T, and a decode-only step exactly ``rl.serve``'s step at the same batch and context.
+
+Assumptions: decode attention is affine in the context (sliding windows are not capped here);
+the per-pair attention cost of a chunk over a cached prefix is that of the same pairs in a
+fresh prompt. KV capacity: per-device HBM − weights − workspace − activations of the largest step,
+in blocks of ``block_size`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["StepCosts", "step_costs"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class StepCosts:
+    """Per-iteration cost tables of one replica layout (SI units)."""
+
+    label: str  #: the layout, e.g. "tp8 bf16/kv fp8"
+    devices: int  #: devices per replica (tp × pp)
+    lin: np.ndarray  #: [N+1] s, decode step of N sequences at context 0 (index 0: 0)
+    slope: np.ndarray  #: [N+1] s per token of cached context, for b decoding sequences
+    pre: np.ndarray  #: [N+1] s, context-free prefill of N tokens (index 0: 0)
+    pair: np.ndarray  #: [N+1] s per (query, key) attention pair of a T-token prefill chunk
+    kv_bytes_per_token: float  #: per device
+    kv_budget_bytes: float  #: per device, for the KV cache
+    block_size: int  #: tokens per KV block
+    total_blocks: int  #: KV blocks that fit
+    weights_bytes: float
+    capacity_bytes: float
+    ttft_ref: dict[int, float] = field(default_factory=dict)  #: serve's unloaded TTFT by T
+    tpot_ref: float = math.nan  #: serve's batch-1 TPOT at the reference lengths
+    feasible: bool = True
+    reason: str = ""
+
+    @property
+    def n_max(self) -> int:
+        return len(self.lin) - 1
+
+    def _at(self, tbl: np.ndarray, n: float) -> float:
+        N = self.n_max
+        if n <= N:
+            return float(tbl[int(n)])
+        return float(tbl[N] + (tbl[N] - tbl[N - 1]) * (n - N))
+
+    def prefill_time(self, tokens: int, cached: int = 0) -> float:
+        """One prompt of ``tokens`` new tokens over ``cached`` cached ones, alone in a step."""
+        T = int(tokens)
+        return self._at(self.pre, T) + float(self.pair[min(T, self.n_max)]) * T * \
+            (cached + (T + 1) / 2)
+
+    def decode_time(self, batch: int, context_total: float) -> float:
+        """A decode-only step of ``batch`` sequences holding ``context_total`` tokens (their
+        attention contexts, the token being written included)."""
+        return self._at(self.lin, batch) + float(self.slope[min(batch, self.n_max)]) * \
+            context_total
+
+    def step_time(self, batch: int, context_total: float, chunks: list[tuple[int, int]]) -> float:
+        """One mixed iteration: ``batch`` decoding sequences and prefill ``chunks`` of
+        (tokens, cached prefix)."""
+        T = sum(t for t, _ in chunks)
+        att = sum(float(self.pair[min(t, self.n_max)]) * t * (c + (t + 1) / 2) for t, c in chunks)
+        dec = self.decode_time(batch, context_total) if batch else 0.0
+        return dec + self._at(self.pre, batch + T) - self._at(self.pre, batch) + att
+
+    def kv_capacity_batch(self, tokens_per_seq: float) -> int:
+        """Sequences of ``tokens_per_seq`` tokens whose KV blocks fit."""
+        per = math.ceil(tokens_per_seq / self.block_size)
+        return int(self.total_blocks // per) if per > 0 else 0
+
+
+def _grid(n_max: int) -> np.ndarray:
+    """Every integer to 64, then steps of ~6 % (the step time is piecewise linear in N)."""
+    g = list(range(1, min(n_max, 64) + 1))
+    x = 64.0
+    while g[-1] < n_max:
+        x *= 1.06
+        g.append(min(n_max, int(round(x))))
+    return np.unique(np.asarray(g, dtype=np.float64))
+
+
+def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision: str = "bf16",
+               kv_precision: str | None = None, engine: str = "trtllm", preset: str = "default",
+               max_tokens: int = 8192, ref_prompts: tuple[int, ...] = (1024,),
+               ref_output: int = 128, block_size: int = 16,
+               kv_window: str = "ring") -> StepCosts:
+    """Build the tables for one replica layout from ``rl.serve`` / ``serve_sweep``.
+
+    ``max_tokens``: the most tokens one step can carry (chunk budget + decoding sequences);
+    ``ref_prompts``: prompt lengths at which prefill attention is read from ``rl.serve`` (the
+    step model reproduces its TTFT exactly there).
+    """
+    from ..scenarios.serving import serve, serve_sweep
+
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise SpecError(f"block_size must be a positive integer (tokens per KV block), got "
+                        f"{block_size!r}")
+    n_max = max(int(max_tokens), 2)
+    refs = sorted({max(1, min(int(t), n_max)) for t in ref_prompts})
+    kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, tp=tp, preset=preset,
+              engine=engine, kv_window=kv_window)
+    label = f"tp{tp}" + (f" pp{pp}" if pp > 1 else "") + f" {precision}" + \
+        (f"/kv {kv_precision}" if kv_precision and kv_precision != precision else "")
+    one = serve(model, hardware, batch=1, prompt_len=refs[-1], output_len=ref_output, pp=pp, **kw)
+    nan = np.full(2, math.nan)
+    if not one.feasible:
+        return StepCosts(label=label, devices=tp * pp, lin=nan, slope=nan, pair=nan, pre=nan,
+                         kv_bytes_per_token=math.nan, kv_budget_bytes=0.0,
+                         block_size=block_size, total_blocks=0,
+                         weights_bytes=one.memory_breakdown.get("weights", math.nan),
+                         capacity_bytes=one.memory_capacity, feasible=False, reason=one.reason)
+    grid = np.union1d(_grid(n_max), np.asarray(refs, dtype=np.float64))
+    s1, s2 = 1, refs[-1] + 1  # decode contexts
+    from ..graphs.model import model as resolve_model
+
+    cfg = resolve_model(model).config
+    if pp == 1 and cfg is not None and not cfg.n_experts and preset != "mlsysim":
+        sw = serve_sweep(model, hardware, batch=grid, context=[s1, s2], **kw)
+        t1, t2 = sw["tpot"][0, 0, :, 0], sw["tpot"][0, 0, :, 1]
+    else:  # MoE or pipeline stages: serve per batch (decode step at context P + 1)
+        if cfg is not None and cfg.n_experts:  # MoE graphs are built per batch: fewer points
+            grid = np.union1d(np.rint(np.geomspace(1, n_max, 14)), refs)
+        s1 = 2  # prompt of 1 token + its first decode step: context 2
+        t1 = np.array([serve(model, hardware, batch=int(b), prompt_len=1, output_len=2, pp=pp,
+                             **kw).tpot for b in grid])
+        t2 = np.array([serve(model, hardware, batch=int(b), prompt_len=s2 - 1, output_len=2,
+                             pp=pp, **kw).tpot for b in grid])
+    d1 = (t2 - t1) / (s2 - s1)  # per sequence-context token, at batch b: whole-step slope / b
+    t0 = t1 - d1 * s1
+    Ns = np.arange(n_max + 1, dtype=np.float64)
+    lin = np.interp(Ns, grid, t0)
+    slope = np.interp(Ns, grid, d1 / grid)
+    lin[0] = 0.0
+    # context-free prefill: batches of 16-token prompts (attention ~1e-4 of their time)
+    T0 = 16
+    pb = np.unique(np.maximum(1, np.rint(grid / T0)))
+    if cfg is not None and cfg.n_experts:
+        pb = np.unique(np.rint(np.geomspace(1, pb[-1], 10)))
+    pt = np.array([serve(model, hardware, batch=int(B), prompt_len=T0, output_len=1, pp=pp,
+                         **kw).ttft for B in pb])
+    pre = np.interp(Ns, pb * T0, pt)
+    pre[0] = 0.0
+    # prefill attention per pair, from serve's TTFT at the reference prompt lengths
+    ttft = {}
+    pairs_cost = []
+    for T in refs:
+        r = one if T == refs[-1] else serve(model, hardware, batch=1, prompt_len=T,
+                                            output_len=ref_output, pp=pp, **kw)
+        ttft[T] = r.ttft
+        pairs_cost.append(max(0.0, (r.ttft - pre[T]) / (T * (T + 1) / 2)))
+    if len(refs) == 1:
+        pair = np.full(n_max + 1, pairs_cost[0])
+    else:
+        pair = np.interp(np.log(np.maximum(Ns, 1)), np.log(refs), pairs_cost)
+    # KV capacity (per device): what serve's memory model leaves after weights, workspace and
+    # the activations of the largest step
+    mb = one.memory_breakdown
+    kv_tok = mb["kv_cache"] / (refs[-1] + ref_output)
+    act_tok = mb["activations"] / refs[-1]
+    budget = one.memory_capacity - mb["weights"] - mb["workspace"] - act_tok * n_max
+    blocks = int(budget // (kv_tok * block_size)) if budget > 0 and kv_tok > 0 else 0
+    feasible, reason = blocks > 0, ""
+    if not feasible:
+        reason = (f"no room for the KV cache: {one.memory_capacity / 1e9:.1f} GB per device − "
+                  f"weights {mb['weights'] / 1e9:.1f} GB − workspace and step activations "
+                  f"{(mb['workspace'] + act_tok * n_max) / 1e9:.1f} GB")
+    return StepCosts(label=label, devices=tp * pp, lin=lin, slope=slope, pair=pair, pre=pre,
+                     kv_bytes_per_token=kv_tok, kv_budget_bytes=max(budget, 0.0),
+                     block_size=block_size, total_blocks=blocks, weights_bytes=mb["weights"],
+                     capacity_bytes=one.memory_capacity, ttft_ref=ttft, tpot_ref=one.tpot,
+                     feasible=feasible, reason=reason)
