@@ -161,7 +161,7 @@ def test_price_plan_and_closed_form_agree_with_sustained_and_runtime(model: str,
 
 @pytest.mark.parametrize("bad, msg", [
     ({"bf16": {"value": 0.5, "unit": "1", "source": "s"}}, "sustained.bf16 needs a peak"),
-    ({"fp16": {"value": 1.5, "unit": "1", "source": "s"}}, r"\(0, 1\]"),
+    ({"fp16": {"value": 1.5, "unit": "1", "source": "s"}}, r"\[0.05, 1\]"),
     ({"fp16": {"value": 0.5, "unit": "1"}}, "source"),
     ({"fp16": {"value": 0.5, "unit": "GB/s", "source": "s"}}, "unit"),
 ])

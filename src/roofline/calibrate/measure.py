@@ -25,6 +25,7 @@ import sys
 import tomllib
 from typing import TextIO
 
+from .. import _args as A
 from ..errors import SpecError
 from ..specs.hardware import Hardware, parse_hardware
 from .backends import Backend, NumpyBackend, TorchBackend
@@ -77,6 +78,10 @@ def last_text() -> str:
     return _LAST[0]
 
 
+@A.checked(output=A.optional(A.path), device=A.choice("auto", "cpu", "cuda"), quick=A.flag,
+           progress=A.progress, backends=A.optional(A.seq(A.anything, what="backends")),
+           key=A.optional(A.text), name=A.optional(A.text), date=A.optional(A.iso_date),
+           host=A.optional(A.text), threads=A.optional(A.count(1, 4096)))
 def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto",
             quick: bool = False, progress: bool | TextIO = True,
             backends: list[Backend] | None = None, key: str | None = None,

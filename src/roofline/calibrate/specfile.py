@@ -22,7 +22,10 @@ __all__ = ["spec_toml", "write_atomic", "check_writable"]
 
 
 def _esc(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    """``s`` as the inside of a TOML basic string (between double quotes)."""
+    from .._data import toml_escape
+
+    return toml_escape(str(s))
 
 
 def _q(value: float, unit: str, source: str, derivation: str = "", note: str = "") -> str:
@@ -115,11 +118,11 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
     L: list[str] = [
         "# Measured by `roofline measure`: every number below is a median of repeated timings",
         "# on this machine (see each derivation); [efficiency] is the model fitted from them.",
-        "schema = 1", f'key = "{key}"', f'name = "{_esc(name)}"', 'vendor = "measured"',
-        f'kind = "{ms.kind}"', f"year = {date[:4]}", "", "[sources]",
-        f'm = "measured: {_esc(method)}, {date}, {_esc(host)}; BLAS: '
+        "schema = 1", f'key = "{_esc(key)}"', f'name = "{_esc(name)}"', 'vendor = "measured"',
+        f'kind = "{ms.kind}"', f"year = {int(date[:4])}", "", "[sources]",
+        f'm = "measured: {_esc(method)}, {_esc(date)}, {_esc(host)}; BLAS: '
         f'{_esc(ms.info.get("blas", "") or "n/a")}"',
-        f'mem = "measured: {mem_src}, {date}, {_esc(host)}"',
+        f'mem = "measured: {mem_src}, {_esc(date)}, {_esc(host)}"',
         'glibc = "Linux man-pages mallopt(3), M_MMAP_THRESHOLD: the dynamic threshold is capped at '
         'DEFAULT_MMAP_THRESHOLD_MAX = 4*1024*1024*sizeof(long) = 32 MiB on 64-bit systems; GNU C '
         'Library manual, Malloc Tunable Parameters (chunks above the threshold are mmapped)"',
@@ -219,7 +222,7 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
         L.append("evict_after = " + _q(v / 2**20, "MiB", "m", der))
     L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
     # -- raw data (ignored by the loader; kept for plots and audits)
-    L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{date}"',
+    L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{_esc(date)}"',
           f'method = "{_esc(method)}"', f'blas = "{_esc(ms.info.get("blas", ""))}"',
           f"samples_dropped_for_runqueue_delay = {ms.discarded}",
           "skipped = [" + ", ".join(f'"{_esc(s)}"' for s in ms.skipped) + "]",

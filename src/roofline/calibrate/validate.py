@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.core import price
 from ..engine.presets import efficiency_for
 from ..engine.solve import solve
@@ -234,6 +235,10 @@ def _predict(item: Item, hw: Hardware) -> tuple[float, float, bool]:
     return r.latency, rb.latency, r.bottleneck == "compute"
 
 
+@A.checked(hardware=A.anything, quick=A.flag, models=A.flag, csv_path=A.optional(A.path),
+           plot_path=A.optional(A.path), progress=A.progress,
+           items=A.optional(A.seq(A.anything, what="validation items")),
+           min_time_s=A.optional(A.real(0, 3600, unit="s")), threads=A.optional(A.count(1, 4096)))
 def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
              quick: bool = False, models: bool = True, csv_path: str | os.PathLike[str] | None
              = None, plot_path: str | os.PathLike[str] | None = None,

@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from .._econ_args import with_economics
-from ..errors import SpecError, UnsupportedDtypeError
+from ..errors import UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
 from ..graphs.model import model as resolve_model
-from ..specs.dtypes import Precision
+from ..specs.dtypes import PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
@@ -24,13 +25,8 @@ __all__ = ["solve", "check_batch"]
 
 
 def check_batch(batch: Any, field: str = "batch") -> int:
-    if isinstance(batch, bool) or not isinstance(batch, int | np.integer):
-        if isinstance(batch, float) and batch.is_integer() and batch >= 1:
-            return int(batch)
-        raise SpecError(f"{field} must be a positive integer, got {batch!r}")
-    if batch < 1:
-        raise SpecError(f"{field} must be >= 1, got {batch!r}")
-    return int(batch)
+    """``batch`` as a positive int (numpy integers and integral floats accepted)."""
+    return A.check_count(field, batch)
 
 
 def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
@@ -46,7 +42,17 @@ def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, p
                   feasible=False, reason=reason)
 
 
+#: the argument rules of ``solve`` (``sweep`` and the CLI share the scenario ones)
+PHASE_ARG = A.optional(A.choice("forward", "prefill", "decode"))
+TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
+
+
 @with_economics
+@A.checked(model=A.anything, hardware=A.anything, batch=A.count(), precision=PRECISION_ARG,
+           preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
+           fused_attention=A.flag, kv_precision=A.optional(A.dtype),
+           weight_precision=A.optional(A.dtype), group_size=A.optional(A.count()), fuse=A.flag,
+           runtime=A.text)
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .. import _args as A
 from .._data import DATA, alias_index, load_toml_file, read_toml, zoo_key
 from ..errors import SpecError, unknown
 from ..specs.sourced import Provenance
@@ -95,6 +96,7 @@ def _zoo_model(key: str) -> Model:
     return m
 
 
+@A.checked(spec=A.anything)
 def model(spec: Any, **kwargs: Any) -> Model:
     """A Model from a zoo name/alias, a config.json/.toml/.onnx path, or a torch module."""
     if isinstance(spec, Model):
@@ -120,8 +122,11 @@ def model(spec: Any, **kwargs: Any) -> Model:
             from .importers.onnx_import import from_onnx  # type: ignore[import-not-found]
 
             return from_onnx(path, **kwargs)  # type: ignore[no-any-return]
-        if path.is_dir() and (path / "config.json").exists():
-            path = path / "config.json"
+        try:
+            if path.is_dir() and (path / "config.json").exists():
+                path = path / "config.json"
+        except (OSError, ValueError) as e:
+            raise SpecError(f"cannot read model path {str(path)[:200]!r}: {e}") from None
         if suffix == ".toml":
             return _model_from_doc(load_toml_file(path, "model"), str(path), path.stem)
         from .importers.hf_config import hf_model

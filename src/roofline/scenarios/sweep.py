@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.core import plan_for
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
-from ..engine.solve import check_batch, solve
+from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
 from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
 from ..graphs.resolve import model as resolve_model
+from ..specs.dtypes import PRECISION_ARG
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
@@ -96,6 +98,12 @@ def _as_list(x: Any) -> list[Any]:
     return list(x)
 
 
+@A.checked(model=A.anything, hardware=A.anything,
+           batch=A.seq(A.count(), scalar=True, what="positive integers",
+                       ints=(1, A.MAX_COUNT)),
+           precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
+           preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
+           fuse=A.flag, runtime=A.text)
 def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
           precision: str | Sequence[str] = "fp16", preset: str = "default",
           phase: str | None = None, seq_len: int | None = None,

@@ -108,6 +108,10 @@ def _resolve_hardware(spec: Any) -> Hardware:
 
 def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int = 1) -> Cluster:
     """Build a Cluster from a parsed TOML document (every number needs a source)."""
+    if not isinstance(doc, Mapping) or "device" not in doc and "devices_per_node" not in doc:
+        # not a cluster file: say so without echoing what it holds
+        raise SpecError(f"{origin}: is not a cluster spec (it has neither 'device' nor "
+                        "'devices_per_node')")
     extra = set(doc) - _TOP
     if extra:
         raise SpecError(f"{origin}: unknown top-level keys {sorted(extra)}; allowed: "
@@ -124,8 +128,9 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
     prov: dict[str, Provenance] = {}
 
-    def q(raw: Any, fld: str, dim: str) -> float:
-        v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin)
+    def q(raw: Any, fld: str, dim: str, hi: float | None = None) -> float:
+        v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
+                             hi=hi)
         prov[fld] = p
         return v
 
@@ -133,7 +138,7 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         raw = doc.get(fld)
         if raw is None:
             raise SpecError(f"{origin}: '{fld}' is required")
-        v = q(raw, fld, "ratio")
+        v = q(raw, fld, "ratio", hi=1e6)
         if v != int(v) or v < 1:
             raise SpecError(f"{origin}: {fld} must be a positive integer, got {v!r}")
         return int(v)
@@ -145,8 +150,11 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
             raise SpecError(f"{origin}: [{lk}] needs 'bandwidth' (per device, per direction) and "
                             "'latency'")
         links[lk] = (q(raw["bandwidth"], f"{lk}.bandwidth", "bandwidth"),
-                     q(raw["latency"], f"{lk}.latency", "time"))
+                     q(raw["latency"], f"{lk}.latency", "time", hi=1.0))
     power = doc.get("power") or {}
+    if not isinstance(power, dict):
+        raise SpecError(f"{origin}: [power] must be a table (node_overhead = {{ value, unit, "
+                        "source }})")
     overhead = q(power["node_overhead"], "power.node_overhead", "power") \
         if "node_overhead" in power else 0.0
     dpn = count("devices_per_node")
@@ -156,11 +164,22 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
     return Cluster(
-        key=doc["key"], name=doc["name"], device=_resolve_hardware(doc["device"]), nodes=nodes,
+        key=doc["key"], name=doc["name"], device=_resolve_hardware(device_path(doc["device"],
+                                                                               origin)),
+        nodes=nodes,
         devices_per_node=dpn, scale_up_domain=dom, scale_up_bytes_per_s=links["scale_up"][0],
         scale_up_latency_s=links["scale_up"][1], scale_out_bytes_per_s=links["scale_out"][0],
         scale_out_latency_s=links["scale_out"][1], node_overhead_w=overhead, max_nodes=max_nodes,
         aliases=tuple(aliases), provenance=prov, origin=origin)
+
+
+def device_path(device: str, origin: str) -> str:
+    """A cluster's ``device``: a zoo name as it is; a ``.toml`` path relative to the cluster
+    file that names it (not to the current directory), absolute paths as they are."""
+    if not device.lower().endswith(".toml") or origin.startswith("<"):
+        return device
+    p = Path(device)
+    return str(p if p.is_absolute() else Path(origin).parent / p)
 
 
 def load_cluster_file(path: str | os.PathLike[str], *, nodes: int = 1) -> Cluster:

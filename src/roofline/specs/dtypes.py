@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .. import _args
 from ..errors import SpecError, closest
 
-__all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision"]
+__all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision", "PRECISION_ARG"]
 
 #: bytes per stored element
 DTYPE_BYTES: dict[str, float] = {
@@ -77,9 +78,21 @@ class Precision:
         return f"{self.compute}(w={self.weights},a={self.activations},kv={self.kv})"
 
 
+def PRECISION_ARG(name: str, v: object) -> object:  # noqa: N802 (a rule, named as a constant)
+    """The argument rule of a ``precision=`` parameter (see roofline._args): a dtype name or a
+    Precision."""
+    if isinstance(v, str | Precision):
+        return v
+    raise _args.ArgumentError(f"{name} must be a dtype name ({', '.join(DTYPES)}) or a "
+                              f"Precision, got {_args.show(v)} ({type(v).__name__})")
+
+
 _SIMPLE: dict[str, Precision] = {}  # "fp16" -> Precision, filled on first use
 
 
+@_args.checked(spec=PRECISION_ARG, weights=_args.optional(_args.dtype),
+               kv=_args.optional(_args.dtype), activations=_args.optional(_args.dtype),
+               group_size=_args.optional(_args.count()))
 def precision(
     spec: str | Precision = "fp16",
     *,

@@ -173,6 +173,11 @@ _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sour
 
 def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     """Build a Hardware from a parsed TOML document; every number must carry a source."""
+    if not isinstance(doc, Mapping) or "peak" not in doc and "memory" not in doc:
+        # not a hardware file at all: say so without echoing what it holds (it may be any
+        # TOML a path pointed at)
+        raise SpecError(f"{origin}: is not a hardware spec (it has neither [peak] nor "
+                        "[[memory]]; see docs/hardware-data.md)")
     unknown_keys = set(doc) - _TOP_KEYS
     if unknown_keys:
         raise SpecError(f"{origin}: unknown top-level keys {sorted(unknown_keys)}; allowed: "
@@ -190,8 +195,10 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
     prov: dict[str, Provenance] = {}
 
-    def q(raw: Any, fld: str, dim: str) -> float:
-        value, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin)
+    def q(raw: Any, fld: str, dim: str, lo: float | None = None,
+          hi: float | None = None) -> float:
+        value, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
+                                 lo=lo, hi=hi)
         prov[fld] = p
         return value
 
@@ -218,7 +225,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
                             "name, capacity, bandwidth, note")
         if "capacity" not in lvl:
             raise SpecError(f"{origin}: memory.{i} ({lvl['name']}) needs a 'capacity'")
-        cap = q(lvl["capacity"], f"memory.{i}.capacity", "bytes")
+        cap = q(lvl["capacity"], f"memory.{i}.capacity", "bytes", lo=1024.0)
         bw = q(lvl["bandwidth"], f"memory.{i}.bandwidth", "bandwidth") if "bandwidth" in lvl \
             else math.nan
         if i == 0 and math.isnan(bw):
@@ -227,13 +234,18 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         levels.append(MemoryLevel(name=lvl["name"], capacity_bytes=cap, bytes_per_s=bw))
 
     links: dict[str, Link] = {}
-    for lk, raw in (doc.get("links") or {}).items():
+    links_raw = doc.get("links") or {}
+    if not isinstance(links_raw, dict):
+        raise SpecError(f"{origin}: [links] must be a table of host / scale_up / scale_out "
+                        f"links, got a {type(links_raw).__name__}")
+    for lk, raw in links_raw.items():
         if lk not in ("host", "scale_up", "scale_out"):
             raise SpecError(f"{origin}: links.{lk}; allowed: host, scale_up, scale_out")
         if not isinstance(raw, dict) or "bandwidth" not in raw:
             raise SpecError(f"{origin}: links.{lk} needs a 'bandwidth' (per direction)")
         bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
-        lat = q(raw["latency"], f"links.{lk}.latency", "time") if "latency" in raw else math.nan
+        lat = q(raw["latency"], f"links.{lk}.latency", "time", hi=1.0) if "latency" in raw \
+            else math.nan
         links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
 
     sus_raw = doc.get("sustained") or {}
@@ -244,17 +256,26 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         if dtype not in peaks:
             raise SpecError(f"{origin}: sustained.{dtype} needs a peak.{dtype}; this file has "
                             f"peaks for {', '.join(peaks)}")
-        sustained[dtype] = q(raw, f"sustained.{dtype}", "ratio")
+        # a board that sustains under 5 % of its peak is a typo, not a power cap
+        sustained[dtype] = q(raw, f"sustained.{dtype}", "ratio", lo=0.05, hi=1.0)
 
     tdp = math.nan
     power = doc.get("power") or {}
+    if not isinstance(power, dict):
+        raise SpecError(f"{origin}: [power] must be a table (tdp = {{ value, unit, source }})")
     if "tdp" in power:
-        tdp = q(power["tdp"], "power.tdp", "power")
+        tdp = q(power["tdp"], "power.tdp", "power", lo=0.1, hi=1e6)
 
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
     year = doc.get("year")
+    if year is not None and (isinstance(year, bool) or not isinstance(year, int)
+                             or not 1940 <= year <= 2100):
+        raise SpecError(f"{origin}: year={year!r} must be an integer year in [1940, 2100]")
+    for fld in ("vendor", "kind"):
+        if not isinstance(doc.get(fld, ""), str):
+            raise SpecError(f"{origin}: {fld} must be a string, got {type(doc[fld]).__name__}")
     eff_raw = doc.get("efficiency")
     eff_tbl: dict[str, Any] | None = None
     if eff_raw is not None:

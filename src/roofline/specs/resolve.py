@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
+from .. import _args as A
 from .._data import DATA, alias_index, zoo_key
 from ..errors import SpecError
 from .cluster import Cluster, load_cluster_file
@@ -39,6 +40,7 @@ def list_hardware() -> list[str]:
     return sorted(_zoo()[0])
 
 
+@A.checked(spec=A.anything)
 def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
     """A Hardware from a zoo name or alias (case-insensitive), a TOML path, or a Hardware."""
     if isinstance(spec, Hardware):
@@ -78,6 +80,7 @@ def list_clusters() -> list[str]:
     return sorted(_cluster_zoo()[0])
 
 
+@A.checked(spec=A.anything, nodes=A.optional(A.count(1, A.MAX_DEVICES)))
 def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) -> Cluster:
     """A Cluster from a zoo name/alias (case-insensitive), a TOML path, or a Cluster.
 

@@ -14,7 +14,22 @@ from typing import Any
 from ..errors import SourceError, SpecError
 from ..units import UNIT_DIMENSION, UNIT_SCALE
 
-__all__ = ["Provenance", "read_quantity"]
+__all__ = ["Provenance", "read_quantity", "PLAUSIBLE"]
+
+#: dimension -> (lowest, highest) plausible value in SI units. Generous bounds, not physics:
+#: they refuse a typo or a fuzzed value (a 1e-300 fraction, a 1.7e308 s overhead) that would
+#: otherwise give an absurd result marked feasible. Fields with a tighter meaning pass their
+#: own ``lo``/``hi`` (a sustained-clock fraction, a device count).
+PLAUSIBLE: dict[str, tuple[float, float]] = {
+    "compute": (1e3, 1e20),  # FLOP/s: a microcontroller to far beyond a wafer-scale part
+    "bytes": (0.0, 1e17),  # B: workspaces may be 0; capacities are also checked > 0
+    "bandwidth": (1e3, 1e18),  # B/s: a serial link to far beyond wafer-scale SRAM
+    "time": (0.0, 60.0),  # s: per-op, per-step and per-collective overheads and latencies
+    "power": (0.0, 1e7),  # W
+    "ratio": (0.0, 1e12),  # fractions, factors, counts
+    "money": (0.0, 1e12),  # USD
+    "money_rate": (0.0, 1e6),  # USD/s
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,9 +56,14 @@ class Provenance:
 
 
 def read_quantity(
-    raw: Any, *, field: str, dimension: str, sources: dict[str, str], origin: str
+    raw: Any, *, field: str, dimension: str, sources: dict[str, str], origin: str,
+    lo: float | None = None, hi: float | None = None,
 ) -> tuple[float, Provenance]:
-    """Parse one sourced number; return (value in SI units, provenance)."""
+    """Parse one sourced number; return (value in SI units, provenance).
+
+    The value must be finite and within [lo, hi] (SI units; default: ``PLAUSIBLE`` for the
+    dimension); the error names the file, the field, the value and the allowed range in the
+    unit the file wrote."""
     where = f"{origin}: {field}"
     if not isinstance(raw, dict):
         raise SourceError(
@@ -65,13 +85,22 @@ def read_quantity(
     if not isinstance(src, str) or not src.strip():
         raise SourceError(f"{where} has no 'source': every number in a data file must cite one")
     unit = raw.get("unit")
-    if unit not in UNIT_SCALE:
+    if not isinstance(unit, str) or unit not in UNIT_SCALE:
         raise SpecError(f"{where}.unit={unit!r} is not a known unit. Allowed: "
                         + ", ".join(u for u, d in UNIT_DIMENSION.items() if d == dimension))
     if UNIT_DIMENSION[unit] != dimension:
         raise SpecError(f"{where}.unit={unit!r} measures {UNIT_DIMENSION[unit]}, expected a "
                         f"{dimension} unit: "
                         + ", ".join(u for u, d in UNIT_DIMENSION.items() if d == dimension))
+    si = float(value) * UNIT_SCALE[unit]
+    d_lo, d_hi = PLAUSIBLE.get(dimension, (0.0, math.inf))
+    lo = d_lo if lo is None else lo
+    hi = d_hi if hi is None else hi
+    if not (lo <= si <= hi and math.isfinite(si)):
+        k = UNIT_SCALE[unit]
+        u = "" if unit == "1" else f" {unit}"
+        raise SpecError(f"{where}.value = {value:g}{u} is outside the plausible range "
+                        f"[{lo / k:g}, {hi / k:g}]{u}")
     prov = Provenance(
         source=sources.get(src, src),
         derivation=str(raw.get("derivation", "")),
@@ -79,4 +108,4 @@ def read_quantity(
         unit=unit,
         value=float(value),
     )
-    return float(value) * UNIT_SCALE[unit], prov
+    return si, prov

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from ..engine.result import Result
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
@@ -71,6 +72,11 @@ def plot_result(result: Result, path: str | Path | None = None, ax: Any = None,
     return plot_roofline(result, path=path, ax=ax, **kw)
 
 
+@A.checked(results_or_hardware=A.anything, path=A.optional(A.path), ax=A.anything,
+           ops=A.optional(A.flag), dtypes=A.optional(A.seq(A.dtype, what="dtype names")),
+           title=A.optional(A.text),
+           figsize=A.seq(A.real(0, 1000), min_len=2, max_len=2, what="inches (width, height)"),
+           dpi=A.count(1, 2400))
 def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, ax: Any = None,
                   ops: bool | None = None, dtypes: Sequence[str] | None = None,
                   title: str | None = None, figsize: tuple[float, float] = (9.0, 6.0),

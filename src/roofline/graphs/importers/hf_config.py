@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..._data import read_text
 from ...errors import SpecError
 from ..model import Model, transformer_model
 from ..transformer import TransformerConfig
@@ -118,12 +119,15 @@ def hf_model(path: Path) -> Model:
     """A Model from a HuggingFace ``config.json`` file (named after its folder)."""
     import json
 
+    text = read_text(path, "model config")
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError(f"cannot read model config {str(path)!r}: {e.strerror}") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SpecError(f"model config {str(path)!r} is not valid JSON: {e}") from None
+        raise SpecError(f"model config {str(path)!r} is not valid JSON: {e.msg} (line "
+                        f"{e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise SpecError(f"model config {str(path)!r} nests too deeply to be a config.json"
+                        ) from None
     name = path.parent.name if path.name == "config.json" else path.stem
     return transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
                              source=str(path))

@@ -6,7 +6,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ... import _args as A
 from ...errors import SpecError
+from ...specs.dtypes import PRECISION_ARG
+from . import args as R
 from .phases import serve
 from .result import QUEUE_MODEL
 
@@ -38,6 +41,10 @@ class Capacity:
         return repr_html(self)
 
 
+@A.checked(model=A.anything, hardware=A.anything, prompt_len=R.TOKENS, output_len=R.TOKENS,
+           ttft_slo=A.real(0, 1e6, unit="s"), tpot_slo=A.real(0, 1e6, unit="s"),
+           precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
+           tp=R.DEGREE, preset=A.text, engine=R.ENGINE, kv_window=R.KV_WINDOW)
 def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: int,
                      ttft_slo: float, tpot_slo: float, precision: str = "bf16",
                      kv_precision: str | None = None, weight_precision: str | None = None,

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args as A
 from ..._econ_args import with_economics
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -15,10 +16,11 @@ from ...engine.solve import check_batch
 from ...errors import SpecError
 from ...graphs.model import Model, transformer_model
 from ...graphs.resolve import model as resolve_model
-from ...specs.dtypes import Precision
+from ...specs.dtypes import PRECISION_ARG, Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import Hardware
 from ...specs.resolve import hardware as resolve_hardware
+from . import args as R
 from . import plan as sp
 from .comm import _allreduce, _link, _p2p
 from .mlsysim import _serve_mlsysim
@@ -59,6 +61,14 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
 
 
 @with_economics
+@A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=R.TOKENS,
+           output_len=R.TOKENS, precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE,
+           weight_precision=R.OPT_DTYPE, group_size=A.optional(A.count()), tp=R.DEGREE,
+           pp=R.DEGREE, preset=A.text, engine=R.ENGINE, fused_attention=A.flag,
+           prefix_cached=A.count(0, A.MAX_TOKENS), chunk_size=A.optional(R.TOKENS),
+           draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
+           decode_hardware=A.anything,
+           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=R.KV_WINDOW)
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,

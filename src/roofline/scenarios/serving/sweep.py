@@ -7,16 +7,22 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args as A
 from ...engine.presets import check_preset
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
-from ...specs.dtypes import Precision
+from ...specs.dtypes import PRECISION_ARG, Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import hardware as resolve_hardware
+from . import args as R
 from . import plan as sp
 from .comm import _allreduce
 
 
+@A.checked(model=A.anything, hardware=A.anything, batch=R.BATCHES, context=R.CONTEXTS,
+           precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
+           kv_precision=R.OPT_DTYPE, tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
+           kv_window=R.KV_WINDOW)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                 precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",

@@ -6,18 +6,25 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args as A
 from ...engine.table import Table
 from ...errors import SpecError
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
 from .context import _context, _graph, _group_times, model_flops_per_sample
-from .step import RECOMPUTE, _check_int, _evaluate
+from .step import COMMON_ARGS, OPT_DEGREE, RECOMPUTE, RECOMPUTE_ARG, ZERO, _check_int, _evaluate
 
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+@A.checked(**COMMON_ARGS,
+           micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
+           interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
+           recomputes=A.seq(RECOMPUTE_ARG, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
+           zeros=A.seq(ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=OPT_DEGREE,
+           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag)
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from ... import _args as A
 from ..._econ_args import with_economics
 from ...errors import SpecError
 from ...graphs.training import GROUPS
-from ...specs.dtypes import Precision
+from ...specs.dtypes import PRECISION_ARG, Precision
 from . import comm
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
@@ -119,9 +120,18 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 
 
 def _check_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    return A.check_count(name, v, lo)
+
+
+#: argument rules shared by train and best_parallelism (see roofline._args)
+DEGREE = A.count(1, A.MAX_DEVICES)
+OPT_DEGREE = A.optional(DEGREE)
+ZERO = A.choice(0, 1, 2, 3)
+RECOMPUTE_ARG = A.choice(*RECOMPUTE)
+COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
+                   seq_len=A.count(1, A.MAX_TOKENS), precision=PRECISION_ARG,
+                   nodes=OPT_DEGREE, fused_attention=A.flag, dropout=A.flag, dp_overlap=A.flag,
+                   preset=A.text)
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
@@ -154,6 +164,9 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 
 
 @with_economics
+@A.checked(**COMMON_ARGS, micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
+           ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
+           sequence_parallel=A.flag)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
           recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
