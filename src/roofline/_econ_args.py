@@ -44,4 +44,10 @@ def with_economics(fn: F) -> F:
 
     wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=[*sig.parameters.values(), *extra])
+    rules = getattr(fn, "__checked_rules__", None)
+    if rules is not None:  # roofline._args.checked: the three are checked by check_economics
+        from . import _args as A
+
+        wrapper.__checked_rules__ = {  # type: ignore[attr-defined]
+            **rules, **{k: A.anything for k in ECON_KW}}
     return wrapper  # type: ignore[return-value]

@@ -27,6 +27,16 @@ __all__ = [
 
 ECON = DATA / "economics"
 
+#: plausible ranges (SI) of the economics dimensions, beyond specs.sourced.PLAUSIBLE: a typo
+#: (a 1e9 g/kWh grid, a negative-looking 1e-30 price) is refused at load, naming the field
+_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "time": (0.0, 1e10),  # s: run durations (days), MTTFs (1e5 h), restart and checkpoint costs
+    "carbon_intensity": (0.0, 2.0 / 3.6e6),  # kg/J: 0..2,000 gCO2e/kWh
+    "energy_price": (0.0, 10.0 / 3.6e6),  # USD/J: 0..10 $/kWh
+    "water_intensity": (0.0, 100.0 / 3.6e6),  # L/J: 0..100 L/kWh
+    "money_rate": (1e-9, 1e6 / 3600.0),  # USD/s: a positive price up to 1e6 $/h
+}
+
 
 def _reader(doc: Mapping[str, Any], origin: str) -> Any:
     sources = doc.get("sources", {})
@@ -36,7 +46,9 @@ def _reader(doc: Mapping[str, Any], origin: str) -> Any:
     def q(raw: Any, fld: str, dim: str) -> tuple[float, Provenance]:
         if isinstance(raw, dict) and "date" in raw:
             raw = {k: v for k, v in raw.items() if k != "date"}
-        return read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin)
+        lo, hi = _BOUNDS.get(dim, (None, None))
+        return read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
+                             lo=lo, hi=hi)
 
     return q
 
