@@ -52,17 +52,19 @@ def main() -> None:
 
 
 def refit() -> None:
-    """The one fit of the engine factors (roofline.scenarios._serving_validation.fit): prints
-    the errors before, the fitted values (copy them into data/presets/serving.toml with their
-    derivations) and the per-case table after."""
-    from roofline.scenarios import _serving_validation as v
+    """The one fit of the engine factors (roofline.validation.serving.fit_serving, started from
+    the shipped values): prints the errors before, the fitted values (copy them into
+    data/presets/serving.toml with their derivations) and the per-case table after. The
+    leave-one-source-out report is roofline.validation.serving.serving_holdout_table()."""
+    from roofline.validation import serving as v
 
-    print("before:", v.summary(v.errors()))
-    cur, vals, summ = v.fit()
-    for k, x in vals.items():
+    print("before:", v.serving_summary(v.serving_errors()))
+    r = v.fit_serving(start=v.shipped_serving_values())
+    for k, x in r.values.items():
         print(f"  {k:32s} {x:.6g}")
-    print("after: ", summ)
-    print(v.report_table(v.errors(cur)))
+    errs = v.serving_errors(r.values)
+    print("after: ", v.serving_summary(errs))
+    print(v.serving_case_table(errs))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_zoo_hardware_json_has_the_fields(capsys):
     rows = json.loads(out)
     assert rc == 0 and len(rows) == len(rl.list_hardware())
     a100 = next(r for r in rows if r["key"] == "a100-sxm4-80gb")
-    assert a100["memory_gib"] == pytest.approx(80.0)  # 85,899,345,920 B / 2^30
+    assert a100["memory_gb"] == pytest.approx(85.89934592)  # 80 GiB = 85,899,345,920 B / 1e9
     assert a100["memory_gb_per_s"] == pytest.approx(2039.0)
     assert a100["tdp_w"] == 400 and a100["kind"] == "gpu"
     assert "fp16" in a100["dtypes"] and "fp8" not in a100["dtypes"]
@@ -288,7 +288,8 @@ def test_dim_options_need_an_onnx_file(capsys):
 
 def test_serve_kv_window_option(capsys):
     # Gemma-2-9B at 8192 tokens: half its layers hold 4096 (ring) or 8192 (full) tokens
-    args = ("serve", "gemma-2-9b", "H100", "--batch", "8", "--prompt", "7936", "--output", "256",
+    args = ("serve", "gemma-2-9b", "H100", "--batch", "8", "--prompt", "7936", "--output-len",
+            "256",
             "--json")
     rc, out, _ = run(capsys, *args)
     ring = json.loads(out)

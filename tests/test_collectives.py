@@ -1,5 +1,5 @@
-"""α-β collectives (ops/collectives.py) against hand calculations and NCCL's conventions, and
-the vectorised training copies (scenarios/training/comm.py) against them."""
+"""α-β collectives (ops/collectives.py) against hand calculations and NCCL's conventions; the
+cluster-group functions (vectorised, used by training) against the one-call ones."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from roofline.errors import SpecError
 from roofline.ops import collectives as C
-from roofline.scenarios.training import comm as V
+from roofline.ops.xp import SCALAR
 
 
 def test_ring_all_reduce_hand() -> None:
@@ -70,30 +70,63 @@ def test_bad_arguments(kw: dict[str, float]) -> None:
         C.all_reduce(args["n"], int(args["p"]), args["bw"], link_efficiency=args["eff"])
 
 
-LINKS = V.Links(domain=8, up_bw=300e9, up_alpha=2e-6, out_bw=25e9, out_alpha=6e-6)
+LINKS = C.Links(domain=8, up_bw=300e9, up_alpha=2e-6, out_bw=25e9, out_alpha=6e-6)
 
 
 def test_vectorised_matches_scalar_reference() -> None:
     n = 2e9
     # a group inside one domain: a ring on NVLink
-    assert V.all_reduce(n, 8, 1, LINKS) == pytest.approx(C.all_reduce(n, 8, 300e9, 2e-6))
+    assert C.group_all_reduce(n, 8, 1, LINKS) == pytest.approx(C.all_reduce(n, 8, 300e9, 2e-6))
     # one rank per domain (stride 8): a ring on the NICs
-    assert V.all_reduce(n, 16, 8, LINKS) == pytest.approx(C.all_reduce(n, 16, 25e9, 6e-6))
+    assert C.group_all_reduce(n, 16, 8, LINKS) == pytest.approx(C.all_reduce(n, 16, 25e9, 6e-6))
     # 2 per domain (stride 4) × 32 domains: hierarchical, ring steps included
     want = C.hierarchical_all_reduce(n, 2, 32, 300e9, 25e9, 2e-6, 6e-6)
-    assert V.all_reduce(n, 64, 4, LINKS) == pytest.approx(want)
-    assert V.reduce_scatter(n, 64, 4, LINKS) == pytest.approx(want / 2)
-    assert V.all_to_all(n, 8, 1, LINKS) == pytest.approx(C.all_to_all(n, 8, 300e9, 2e-6))
-    assert V.all_to_all(n, 16, 1, LINKS) == pytest.approx(C.all_to_all(n, 16, 25e9, 6e-6))
-    assert V.send_recv(n, True, LINKS) == pytest.approx(C.send_recv(n, 25e9, 6e-6))
+    assert C.group_all_reduce(n, 64, 4, LINKS) == pytest.approx(want)
+    assert C.group_reduce_scatter(n, 64, 4, LINKS) == pytest.approx(want / 2)
+    assert C.group_all_to_all(n, 8, 1, LINKS) == pytest.approx(C.all_to_all(n, 8, 300e9, 2e-6))
+    assert C.group_all_to_all(n, 16, 1, LINKS) == pytest.approx(C.all_to_all(n, 16, 25e9, 6e-6))
+    assert C.group_send_recv(n, True, LINKS) == pytest.approx(C.send_recv(n, 25e9, 6e-6))
 
 
 def test_vectorised_arrays_equal_scalar_path() -> None:
     n = np.array([1e6, 1e9, 3e9, 0.0])
     p = np.array([1.0, 8.0, 64.0, 4.0])
     s = np.array([1.0, 1.0, 2.0, 8.0])
-    arr = V.all_reduce(n, p, s, LINKS)
+    arr = C.group_all_reduce(n, p, s, LINKS)
     for i in range(4):
-        one = V.all_reduce(float(n[i]), float(p[i]), float(s[i]), LINKS, V.SCALAR)
+        one = C.group_all_reduce(float(n[i]), float(p[i]), float(s[i]), LINKS, SCALAR)
         assert math.isclose(arr[i], one, rel_tol=1e-12, abs_tol=0.0)
     assert arr[0] == 0.0 and arr[3] == 0.0
+
+
+def test_per_call_latency_convention_hand() -> None:
+    # serving's convention: α once per call, whatever p. 1 GB over 8 ranks at 100 GB/s:
+    # 2·7/8·1e9/100e9 = 0.0175 s, + 5 us once (not 2·7·5 us = 70 us per ring step)
+    assert C.all_reduce(1e9, 8, 100e9, 5e-6, latency="call") == pytest.approx(0.0175 + 5e-6)
+    # all-gather of 1 GB over 4 ranks at 50 GB/s: 3/4·1e9/50e9 = 15 ms, + 1 us once
+    assert C.all_gather(1e9, 4, 50e9, 1e-6, latency="call") == pytest.approx(0.015 + 1e-6)
+    assert C.reduce_scatter(1e9, 4, 50e9, 1e-6, latency="call") == pytest.approx(0.015 + 1e-6)
+    assert C.all_to_all(1e9, 4, 50e9, 1e-6, latency="call") == pytest.approx(0.015 + 1e-6)
+    # the two conventions agree when α = 0, and on one rank nothing moves
+    assert C.all_reduce(1e9, 8, 100e9, 0.0, latency="call") == C.all_reduce(1e9, 8, 100e9)
+    assert C.all_reduce(1e9, 1, 100e9, 5e-6, latency="call") == 0.0
+    with pytest.raises(SpecError, match="latency='hop'.*step, call"):
+        C.all_reduce(1e9, 8, 100e9, latency="hop")
+
+
+def test_serving_all_reduce_is_the_per_call_collective() -> None:
+    """Serving's NCCL path (engine 'eager') is ops.collectives with latency='call' (one module,
+    one formula): α(p) = allreduce_alpha + allreduce_alpha_per_rank·(p − 2), floored by the link
+    latency."""
+    import roofline as rl
+    from roofline.scenarios.serving import allreduce_time
+    from roofline.scenarios.serving.plan import serving_factors
+
+    hw, f = rl.hardware("H100"), serving_factors("eager")
+    lk = hw.scale_up_link
+    assert lk is not None and not f.allreduce_custom
+    n, p = 8 * 4096 * 2.0, 8
+    alpha = max(lk.latency_s if math.isfinite(lk.latency_s) else 0.0,
+                f.allreduce_alpha + f.allreduce_alpha_per_rank * (p - 2))
+    want = alpha + 2 * (p - 1) / p * n / (lk.bytes_per_s * f.allreduce_efficiency)
+    assert allreduce_time(n, p, hw, f) == pytest.approx(want, rel=1e-12)

@@ -119,7 +119,7 @@ def test_missing_dtype_is_a_result_not_a_crash():
 def test_model_that_does_not_fit():
     r = rl.solve("llama-3.1-70b", "T4", batch=1, precision="fp16", seq_len=128)
     assert not r.feasible
-    assert "GB" in r.reason and r.memory_breakdown["weights"] > r.memory_capacity
+    assert " GB per device" in r.reason and r.memory_breakdown["weights"] > r.memory_capacity
 
 
 def test_memory_footprint_parts():

@@ -42,23 +42,41 @@ class ImportGraphError(RooflineError, ValueError):
     """A user model (module, ONNX file) could not be turned into an operator graph."""
 
 
-def closest(name: str, choices: Iterable[str], n: int = 3) -> str:
-    """A ' Did you mean ...?' suffix naming the closest valid choices, or ''."""
-    import difflib
-
-    pool = list(choices)
-    lowered = {c.lower(): c for c in pool}
-    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
+def closest(name: str, choices: Iterable[str], n: int = 5) -> str:
+    """A ' Did you mean ...?' suffix naming the (at most ``n``) closest valid choices, or ''."""
+    hits = nearest(name, choices, n, cutoff=0.5)
     if not hits:
         return ""
-    return " Did you mean " + " or ".join(repr(lowered[h]) for h in hits) + "?"
+    quoted = [repr(h) for h in hits]
+    return " Did you mean " + (", ".join(quoted[:-1]) + " or " + quoted[-1]
+                               if len(quoted) > 1 else quoted[0]) + "?"
+
+
+def nearest(name: str, choices: Iterable[str], n: int = 5, cutoff: float = 0.0) -> list[str]:
+    """The ``n`` valid choices closest to ``name`` (case-insensitive), best first."""
+    import difflib
+
+    lowered = {c.lower(): c for c in choices}
+    return [lowered[h] for h in difflib.get_close_matches(name.lower(), list(lowered), n=n,
+                                                          cutoff=cutoff)]
+
+
+#: a pool this small is listed whole in an unknown-name error
+LIST_ALL = 8
 
 
 def unknown(what: str, name: str, choices: Iterable[str]) -> UnknownNameError:
-    """Build the standard 'unknown X' error listing valid names and the closest ones."""
+    """The standard 'unknown X' error: the 5 closest valid names (never the whole zoo; a
+    pool of up to 8 names is listed whole)."""
     pool = sorted(set(choices))
-    shown = ", ".join(pool[:40]) + (", ..." if len(pool) > 40 else "")
-    return UnknownNameError(f"unknown {what} {name!r}.{closest(name, pool)} Known: {shown}")
+    if len(pool) <= LIST_ALL:
+        return UnknownNameError(f"unknown {what} {name!r}.{closest(name, pool)} Known: "
+                                f"{', '.join(pool)}")
+    near = closest(name, pool)
+    if not near:
+        near = " Closest: " + ", ".join(repr(h) for h in nearest(name, pool, 5)) + "."
+    return UnknownNameError(f"unknown {what} {name!r}.{near} ({len(pool)} known; "
+                            "`roofline zoo` lists models and hardware)")
 
 
 def require_extra(module: str, extra: str, purpose: str):  # type: ignore[no-untyped-def]

@@ -85,6 +85,9 @@ def fmt_flops(n: float) -> str:
 
 
 def fmt_rate(n: float, unit: str) -> str:
+    """A quantity with a decimal prefix (k, M, G, T, P; m below 1: ``0.348 J`` -> 348 mJ)."""
+    if n == n and 0 < abs(n) < 1:
+        return _fmt(n, unit, ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n")))
     return _fmt(n, unit, _DEC)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
+
+from .output import add_output_args, emit
 
 __all__ = ["register", "run"]
 
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", type=int, help="compute threads for PyTorch and BLAS during "
                                                "the run (default: as configured)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help="print a JSON summary of the spec")
+    add_output_args(p, wide=False)
     p.set_defaults(func=run)
 
 
@@ -41,16 +42,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("roofline measure: interrupted; nothing was written", file=sys.stderr)
         return 130
-    if args.json:
-        print(json.dumps({
+    if args.format != "text":
+        return emit(args, text="", title=f"measured spec {hw.key}", data={
             "key": hw.key, "name": hw.name, "kind": hw.kind, "output": args.output,
             "peak_flops_per_s": dict(hw.peak_flops_per_s),
             "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
                         "bytes_per_s": m.bytes_per_s} for m in hw.memory],
             "efficiency": {k: (v.get("value"), v.get("unit")) for k, v in
                            (hw.efficiency_table or {}).items()},
-        }, indent=2))
-    elif args.output is None:
+        })
+    if args.output is None:
         from ..calibrate.measure import last_text
 
         sys.stdout.write(last_text())

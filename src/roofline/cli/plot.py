@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
+from .output import add_output_args, emit
+from .solve import (
+    add_scenario_args,
+    model_arg,
+    natural_precision,
+    parse_batches,
+    scenario_kwargs,
+)
 
 __all__ = ["FORMATS", "register", "run"]
 
@@ -21,15 +28,16 @@ def register(sub: Any) -> None:
                     "share, colour = bound) and the whole-model point. Several batch sizes "
                     "(1..256 or 1,8,64) put one whole-model point per batch on one chart.")
     p.add_argument("model", help="zoo name, config path or .onnx file")
-    p.add_argument("hardware", help="zoo name / alias or .toml path")
+    p.add_argument("hardware", nargs="+",
+                   help="one or more zoo names / aliases or .toml paths (several devices share "
+                        "one chart, each its own colour)")
     p.add_argument("--batch", "-b", default="1", help="8, 1,8,64 or 1..256 (default 1)")
     add_scenario_args(p)
     p.add_argument("--ops", action=argparse.BooleanOptionalAction, default=None,
                    help="draw each operator (default: only for a single batch)")
     p.add_argument("-o", "--output", required=True, metavar="PATH",
                    help="output file: .png, .svg or .pdf")
-    p.add_argument("--json", action="store_true",
-                   help="print {path, bytes, points} as JSON instead of a sentence")
+    add_output_args(p, wide=False)
     p.set_defaults(func=run)
 
 
@@ -47,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     batches = parse_batches(args.batch)
     kw = scenario_kwargs(args)
     m = model_arg(args)
-    results = [solve(m, args.hardware, batch=b, precision=args.precision, **kw)
-               for b in batches]
+    results = [solve(m, hw, batch=b, precision=args.precision or natural_precision(hw)[0],
+                     **kw)
+               for hw in args.hardware for b in batches]
     bad = [r for r in results if not r.feasible and r.latency != r.latency]
     if bad:
         raise SpecError(f"cannot plot: {bad[0].reason}")
@@ -56,11 +65,8 @@ def run(args: argparse.Namespace) -> int:
     show_ops = len(results) == 1 if args.ops is None else args.ops
     n_ops = sum(len(op_points(r)["name"]) for r in results) if show_ops else 0
     size = out.stat().st_size
-    if args.json:
-        print(dump_json({"path": str(out), "bytes": size, "op_points": n_ops,
-                         "model_points": len(results)}))
-    else:
-        print(f"wrote {out} ({size / 1e3:,.1f} kB): {n_ops} operator points and "
-              f"{len(results)} whole-model point{'s' if len(results) > 1 else ''}")
     del fig
-    return 0
+    data = {"path": str(out), "bytes": size, "op_points": n_ops, "model_points": len(results)}
+    return emit(args, text=f"wrote {out} ({size / 1e3:,.1f} kB): {n_ops} operator points and "
+                           f"{len(results)} whole-model point{'s' if len(results) > 1 else ''}",
+                data=data, title="roofline plot")

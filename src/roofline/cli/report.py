@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .solve import add_scenario_args, model_arg, scenario_kwargs
+from .solve import add_scenario_args, model_arg, natural_precision, scenario_kwargs
 
 __all__ = ["register", "run"]
 
@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError(f"-o/--output {args.output!r}: a report is an .html file")
     kw = scenario_kwargs(args)
     m = model_arg(args)
-    scenario = dict(batch=args.batch, precision=args.precision, **kw)
+    scenario = dict(batch=args.batch,
+                    precision=args.precision or natural_precision(args.hardware)[0], **kw)
     r = solve(m, args.hardware, **scenario)
     text = result_page(r, model=m, sweeps=not args.no_sweeps, scenario=scenario)
     if out is None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .output import add_output_args, emit, limits
 
 __all__ = [
     "OP_COLUMNS",
@@ -24,6 +25,7 @@ __all__ = [
     "model_arg",
     "op_rows",
     "parse_dims",
+    "natural_precision",
     "parse_batches",
     "register",
     "run",
@@ -81,13 +83,17 @@ def _int(s: str, whole: str, option: str = "--batch",
 def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = False) -> None:
     """Options shared by solve, sweep and plot."""
     from ..engine.presets import PRESETS, RUNTIMES
+    from ..specs.dtypes import DTYPES
 
     if many_precisions:
-        p.add_argument("--precision", "-p", nargs="+", default=["fp16"], metavar="P",
-                       help="compute dtype(s), e.g. fp16 bf16 fp8 (default fp16)")
+        p.add_argument("--precision", "-p", nargs="+", default=None, metavar="P",
+                       choices=DTYPES,
+                       help="compute dtype(s), e.g. fp16 bf16 fp8 (default: the 16-bit dtype "
+                            "of the parts, fp16 where they have it, else bf16)")
     else:
-        p.add_argument("--precision", "-p", default="fp16", metavar="P",
-                       help="compute dtype, e.g. fp16, bf16, fp8, int8 (default fp16)")
+        p.add_argument("--precision", "-p", default=None, metavar="P", choices=DTYPES,
+                       help="compute dtype, e.g. fp16, bf16, fp8, int8 (default: the part's "
+                            "16-bit dtype, fp16 where it has one, else bf16)")
     p.add_argument("--preset", default="default", choices=PRESETS,
                    help="default: fitted efficiencies and launch overheads; bound: the pure "
                         "roofline; mlsysim: mlsysim 0.1.1's whole-model conventions")
@@ -107,6 +113,21 @@ def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = Fal
     p.add_argument("--seq-dim", default=None, metavar="NAME",
                    help="ONNX files: the symbolic input dimension that is the sequence "
                         "length; its value is --seq-len")
+
+
+def natural_precision(hardware: Sequence[Any] | Any, prefer: str = "fp16") -> list[str]:
+    """The 16-bit dtype(s) to use when ``--precision`` is not given: ``prefer`` if every part
+    has it, else the other 16-bit float every part has, else one per part."""
+    from ..specs.resolve import hardware as resolve_hardware
+
+    hws = [resolve_hardware(h) for h in (hardware if isinstance(hardware, list | tuple)
+                                         else [hardware])]
+    order = (prefer, "bf16" if prefer == "fp16" else "fp16")
+    for d in order:
+        if all(h.has(d) for h in hws):
+            return [d]
+    picks = [next((d for d in order if h.has(d)), h.dtypes[0]) for h in hws]
+    return list(dict.fromkeys(picks))
 
 
 def parse_dims(items: Sequence[str]) -> dict[str, int]:
@@ -213,8 +234,21 @@ def register(sub: Any) -> None:
     add_scenario_args(p)
     p.add_argument("--ops", nargs="?", type=int, const=10, default=None, metavar="K",
                    help="also show the K most expensive operators (default K=10)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_args(p)
     p.set_defaults(func=run)
+
+
+def op_table(result: Any, k: int | None) -> Any:
+    """The top-``k`` operators as a Table (one unit per column, shares in %)."""
+    from ..engine.result import OP_SHOW
+    from ..engine.table import Table
+
+    rows = op_rows(result, k)
+    t = result.ops
+    cols = [c for c in OP_SHOW if c in t.columns]
+    return Table({c: [row[c] for row in rows] for c in cols}, t.units,
+                 title=f"top {len(rows)} of {len(t)} operators by time "
+                       "(FLOPs: 2 per multiply-add)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -222,28 +256,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.ops is not None and args.ops < 1:
         raise SpecError(f"--ops must be >= 1, got {args.ops}")
-    r = solve(model_arg(args), args.hardware, batch=args.batch, precision=args.precision,
+    precision = args.precision or natural_precision(args.hardware)[0]
+    r = solve(model_arg(args), args.hardware, batch=args.batch, precision=precision,
               **scenario_kwargs(args))
-    if args.json:
-        data: dict[str, Any] = r.to_dict()
-        if args.ops is not None:
-            data["ops"] = op_rows(r, args.ops)
-        print(dump_json(data))
-        return 0
-    print(r)
+    data: dict[str, Any] = r.to_dict()
+    tables = []
     if args.ops is not None and len(r.ops):
-        from ..engine.table import Table
+        data["ops"] = op_rows(r, args.ops)
+        tables.append(op_table(r, args.ops))
 
-        rows = op_rows(r, args.ops)
-        t = r.ops
-        cols = [c for c in OP_COLUMNS if c in t.columns]
-        scale = {c: 1e6 for c in ("t_compute", "t_memory", "overhead", "time")}
-        scale["share"] = 100.0
-        units = {**t.units, **{c: "µs" for c in scale}, "share": "%"}
-        top = Table({c: [row[c] * scale[c] if c in scale else row[c] for row in rows]
-                     for c in cols}, units,
-                    title=f"top {len(rows)} of {len(t)} operators by time "
-                          "(FLOPs: 2 per multiply-add)")
-        print()
-        print(top.to_string(max_rows=max(40, len(rows))))
-    return 0
+    def text() -> str:
+        out = str(r)
+        if tables:
+            out += "\n\n" + tables[0].to_string(**{**limits(args), "max_rows": None})
+        return out
+
+    return emit(args, text=text, data=data, tables=tables, obj=r)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import math
 from typing import Any
 
-from .solve import add_scenario_args, dump_json, model_arg, parse_batches, scenario_kwargs
+from .output import add_output_args, emit, limits
+from .solve import (
+    add_scenario_args,
+    model_arg,
+    natural_precision,
+    parse_batches,
+    scenario_kwargs,
+)
 
 __all__ = ["register", "run"]
 
@@ -24,10 +28,9 @@ def register(sub: Any) -> None:
                    help="8, a list 1,2,4 or a range 1..256 (powers of two from 1 to 256; "
                         "default 1..256)")
     add_scenario_args(p, many_precisions=True)
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true",
-                     help="print rows and crossover as JSON")
-    out.add_argument("--csv", action="store_true", help="print the table as CSV")
+    add_output_args(p)
+    p.add_argument("--csv", dest="format", action="store_const", const="csv",
+                   help="the same as --format csv")
     p.set_defaults(func=run)
 
 
@@ -35,18 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from ..scenarios.sweep import sweep
 
     batches = parse_batches(args.batch)
-    s = sweep(model_arg(args), args.hardware, batch=batches, precision=args.precision,
+    precision = args.precision or natural_precision(args.hardware)
+    s = sweep(model_arg(args), args.hardware, batch=batches, precision=precision,
               **scenario_kwargs(args))
-    if args.json:
-        print(dump_json({"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover()}))
-    elif args.csv:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=s.table.columns, lineterminator="\n")
-        w.writeheader()
-        for row in s.to_dicts():
-            w.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v
-                        for k, v in row.items()})
-        print(buf.getvalue(), end="")
-    else:
-        print(s)
-    return 0
+    data = {"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover()}
+    return emit(args, text=lambda: s.to_string(**limits(args)), data=data, tables=[s.table],
+                obj=s, title=f"{s.model} sweep (preset {s.preset})")

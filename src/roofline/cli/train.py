@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from typing import Any
 
-import numpy as np
+from .output import add_output_args, emit, limits
+from .solve import natural_precision
 
 __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
+    from ..specs.dtypes import DTYPES
+
     p = sub.add_parser(
         "train", help="distributed training: step time, MFU, memory per device; --search",
         description="Price one optimizer step of a decoder LM on a cluster with a tensor/"
@@ -23,7 +24,9 @@ def register(sub: Any) -> None:
     p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
     p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq-len", type=int, required=True, help="tokens per sequence")
-    p.add_argument("--precision", default="bf16", help="bf16 (default), fp16, fp8, ...")
+    p.add_argument("--precision", default=None, choices=DTYPES, metavar="P",
+                   help="compute dtype (default: the device's 16-bit dtype, bf16 where it has "
+                        "one, else fp16)")
     p.add_argument("--search", action="store_true",
                    help="rank every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, "
                         "zero) split that fits")
@@ -42,49 +45,40 @@ def register(sub: Any) -> None:
     p.add_argument("--preset", default="default", choices=("default", "bound"))
     p.add_argument("--tokens", type=float, default=None,
                    help="also report time, GPU-hours and energy to train this many tokens")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_output_args(p)
     p.set_defaults(func=run)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple | np.ndarray):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
 
 
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.training import best_parallelism, train
+    from ..specs.cluster import cluster as resolve_cluster
 
+    precision = args.precision or natural_precision(resolve_cluster(args.cluster).device,
+                                                    prefer="bf16")[0]
     common = dict(global_batch=args.global_batch, seq_len=args.seq_len,
-                  precision=args.precision, nodes=args.nodes,
+                  precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
     if args.search:
         t = best_parallelism(args.model, args.cluster, top=args.top, **common)  # type: ignore[arg-type]
-        if args.json:
-            print(json.dumps(_jsonable({"title": t.title, "rows": t.to_dicts()}), indent=2))
-        else:
-            print(t)
-        return 0
+        return emit(args, text=lambda: t.to_string(**limits(args)),
+                    data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
+                    title=t.title)
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, **common)  # type: ignore[arg-type]
     extra: dict[str, float] = {}
-    if args.tokens:
+    if args.tokens and r.feasible:  # a split that does not run has no time to train
         extra = {"tokens": args.tokens, "time_to_train_s": r.time_to_train(args.tokens),
                  "gpu_hours": r.gpu_hours(args.tokens),
                  "energy_to_train_j": r.energy_to_train(args.tokens)}
-    if args.json:
-        print(json.dumps(_jsonable({**r.to_dict(), **extra}), indent=2))
-    else:
-        print(r)
+
+    def text() -> str:
+        out = str(r)
         if extra:
-            print(f"  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days, "
-                  f"{extra['gpu_hours']:,.0f} device-hours, "
-                  f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh")
+            out += (f"\n  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days,"
+                    f" {extra['gpu_hours']:,.0f} device-hours, "
+                    f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh")
+        return out
+
+    emit(args, text=text, data={**r.to_dict(), **extra}, obj=r)
     return 0 if r.feasible else 1

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
+
+from .output import add_output_args, emit
 
 __all__ = ["register", "run"]
 
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", type=int, help="compute threads for PyTorch and BLAS during "
                                                "the run (default: as configured)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--json", action="store_true", help="rows and summary as JSON")
+    add_output_args(p, wide=False)
     p.set_defaults(func=run)
 
 
@@ -40,9 +41,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("roofline validate: interrupted", file=sys.stderr)
         return 130
-    if args.json:
-        print(json.dumps({"hardware": v.hardware, "rows": v.to_dicts(), "summary": v.summary,
-                          "wall_s": v.wall_s}, indent=2))
+    if args.format != "text":
+        from ..engine.table import Table
+
+        rows = v.to_dicts()
+        t = Table({k: [r[k] for r in rows] for k in rows[0]} if rows else {"name": []},
+                  {"measured_s": "s", "predicted_s": "s", "bound_s": "s"},
+                  title=f"predicted vs measured on {v.hardware}")
+        return emit(args, text="", data={"hardware": v.hardware, "rows": rows,
+                                         "summary": v.summary, "wall_s": v.wall_s},
+                    tables=[t], obj=v, title=t.title)
     else:
         print(v.to_string())
         print(f"\n({len(v.rows)} items in {v.wall_s:.0f} s"

@@ -6,13 +6,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from ..units import GB, GiB
+from ..units import GB
+from .output import add_output_args, emit
 
 __all__ = ["hardware_rows", "model_rows", "register", "run"]
 
 
 def hardware_rows() -> list[dict[str, Any]]:
-    """One row per zoo device: key, name, kind, dtypes, main memory (GiB, GB/s), TDP (W)."""
+    """One row per zoo device: key, name, kind, dtypes, main memory (GB, GB/s), TDP (W)."""
     from ..specs.resolve import hardware, list_hardware
 
     rows = []
@@ -21,7 +22,7 @@ def hardware_rows() -> list[dict[str, Any]]:
         mem = hw.main_memory
         rows.append({
             "key": hw.key, "name": hw.name, "kind": hw.kind, "dtypes": list(hw.dtypes),
-            "memory": mem.name, "memory_gib": mem.capacity_bytes / GiB,
+            "memory": mem.name, "memory_gb": mem.capacity_bytes / GB,
             "memory_gb_per_s": mem.bytes_per_s / GB, "tdp_w": hw.tdp_w,
             "aliases": list(hw.aliases),
         })
@@ -40,12 +41,19 @@ def model_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def _hw_table(rows: list[dict[str, Any]]) -> str:
-    head = ("key", "name", "kind", "dtypes", "memory GiB", "GB/s", "TDP W")
-    body = [(r["key"], r["name"], r["kind"], ",".join(r["dtypes"]), f"{r['memory_gib']:.4g}",
+def _hw_table(rows: list[dict[str, Any]], wide: bool = False) -> str:
+    def cut(name: str) -> str:
+        return name if wide or len(name) <= 34 else name[:33] + "…"
+
+    head = ("key", "name", "kind", "memory GB", "GB/s", "TDP W") + (("dtypes",) if wide else ())
+    body = [(r["key"], cut(r["name"]), r["kind"], f"{r['memory_gb']:.4g}",
              f"{r['memory_gb_per_s']:,.0f}",
-             "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}") for r in rows]
-    return _grid(head, body, right=(4, 5, 6))
+             "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}")
+            + ((",".join(r["dtypes"]),) if wide else ()) for r in rows]
+    out = _grid(head, body, right=(3, 4, 5))
+    if not wide:
+        out += "\n(the dtypes each part has, and full names: --wide shows all)"
+    return out
 
 
 def _model_table(rows: list[dict[str, Any]]) -> str:
@@ -75,23 +83,30 @@ def register(sub: Any) -> None:
                                    "TDP) and the model zoo (parameter counts).")
     p.add_argument("what", nargs="?", choices=("hardware", "models"), default=None,
                    help="only this zoo (default: both)")
-    p.add_argument("--json", action="store_true", help="print the zoo as JSON")
+    add_output_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from .solve import dump_json
+    from ..engine.table import Table
 
     want = (args.what,) if args.what else ("hardware", "models")
     data = {w: hardware_rows() if w == "hardware" else model_rows() for w in want}
-    if args.json:
-        print(dump_json(data if len(want) > 1 else data[want[0]]))
-        return 0
+    tables = []
+    for w, rows in data.items():
+        keys = [k for k in rows[0] if k not in ("aliases", "phases")] if rows else []
+        units = {"memory_gb": "", "memory_gb_per_s": "", "tdp_w": "W", "params": ""}
+        tables.append(Table({k: [",".join(r[k]) if isinstance(r[k], list) else r[k]
+                                 for r in rows] for k in keys}, units, title=f"{w} zoo"))
+    return emit(args, text=lambda: _text(data, getattr(args, "wide", False)),
+                data=data if len(want) > 1 else data[want[0]], tables=tables, title="roofline zoo")
+
+
+def _text(data: dict[str, list[dict[str, Any]]], wide: bool) -> str:
     parts = []
     if "hardware" in data:
         parts.append(f"hardware ({len(data['hardware'])}): dense peaks; memory = main memory "
-                     "(GiB = 2^30 B, GB/s decimal)\n" + _hw_table(data["hardware"]))
+                     "(GB = 1e9 B, GB/s decimal)\n" + _hw_table(data["hardware"], wide))
     if "models" in data:
         parts.append(f"models ({len(data['models'])})\n" + _model_table(data["models"]))
-    print("\n\n".join(parts))
-    return 0
+    return "\n\n".join(parts)

@@ -8,10 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from ..units import fmt_bytes, fmt_time
+from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
-__all__ = ["Result", "POWER_MODEL"]
+__all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
+
+#: per-op columns printed by default (``print(r.ops)``), most wanted first: the last ones are
+#: left out first when a line would pass 100 characters
+OP_SHOW = ("name", "kind", "bound", "time", "share", "flops", "bytes", "intensity", "t_compute",
+           "t_memory", "overhead")
 
 POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisation of the binding "
                "resource (max of MFU and MBU), idle = 30 % of TDP (assumed; "
@@ -71,7 +76,8 @@ class Result:
             src = src.build()
             object.__setattr__(self, "_op_table", src)
         return Table(src["columns"], src["units"],
-                     title=f"{self.model} on {self.hardware}, batch {self.batch}, {self.precision}")
+                     title=f"{self.model} on {self.hardware}, batch {self.batch}, {self.precision}",
+                     show=OP_SHOW)
 
     @property
     def latency_per_sample(self) -> float:
@@ -150,21 +156,22 @@ class Result:
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
                "decode" else ""),
-            f"  work            {self.flops / 1e9:,.4g} GFLOP ("
+            f"  work            {fmt_flops(self.flops)} ("
             + ("mlsysim's zoo figure: MACs for CNNs, 2 × params per token for LLMs"
                if self.preset == "mlsysim" else "2 FLOPs per multiply-add")
             + f"), {fmt_bytes(self.bytes)} moved",
-            f"  intensity       {self.arithmetic_intensity:,.4g} FLOP/B vs ridge "
+            f"  intensity       {self.arithmetic_intensity:,.4g} FLOP/B vs {self.precision} ridge "
             f"{self.ridge_point:,.4g} (effective {self.ridge_point_effective:,.4g})",
             f"  utilisation     MFU {self.mfu:.2%}, MBU {self.mbu:.2%}",
             f"  memory          {fmt_bytes(self.memory_footprint)} of "
-            f"{fmt_bytes(self.memory_capacity)}: " + ", ".join(
-                f"{k} {fmt_bytes(v)}" for k, v in self.memory_breakdown.items() if v)
+            f"{fmt_bytes(self.memory_capacity)}"
             + (" — fits" if self.feasible else f" — DOES NOT FIT: {self.reason}"),
+            "    " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in self.memory_breakdown.items()
+                               if v),
         ]
         if not math.isnan(self.energy):
-            lines.append(f"  energy          {self.energy * 1e3:,.4g} mJ per batch "
-                         f"({self.energy_per_sample * 1e3:,.4g} mJ per sample, device power "
+            lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
+                         f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
                          f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
@@ -212,5 +219,5 @@ class OpTableSource:
         }
         units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
                  "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
-                 "t_bound": "s", "overhead": "s", "time": "s"}
+                 "t_bound": "s", "overhead": "s", "time": "s", "share": FRACTION}
         return {"columns": cols, "units": units}

@@ -18,6 +18,7 @@ from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
 from .core import plan_for
+from .memory import memory_fit
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
 
@@ -130,13 +131,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
             "kv_cache": g.state_bytes_per_sample * batch,
             "workspace": workspace,
         }
-    footprint = sum(breakdown.values())
     cap = hw.memory_capacity_bytes
-    feasible = footprint <= cap
-    reason = "" if feasible else (
-        f"needs {footprint / 1e9:,.2f} GB ("
-        + ", ".join(f"{k} {v / 1e9:,.2f}" for k, v in breakdown.items() if v) + ") "
-        f"but {hw.name} has {cap / 1e9:,.2f} GB")
+    feasible, footprint, reason = memory_fit(breakdown, cap, hw.name)
     seq = g.meta.get("seq_len")
     tokens_per_s = None
     if seq is not None:

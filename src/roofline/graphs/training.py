@@ -41,9 +41,10 @@ from ..errors import SpecError
 from ..ops import QUANTITIES
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder, Q
+from .shard import shard_config
 from .transformer import TransformerConfig, transformer_graph
 
-__all__ = ["TrainingGraph", "training_graph", "GROUPS", "shard_config"]
+__all__ = ["TrainingGraph", "training_graph", "GROUPS"]
 
 #: op groups of a training graph
 GROUPS = ("layer_fwd", "layer_fwd_core", "layer_bwd", "layer_bwd_dw", "layer_bwd_dw_col",
@@ -68,28 +69,7 @@ class TrainingGraph:
     tp: int
     sequence_parallel: bool
     seq_len: int
-
-
-def shard_config(cfg: TransformerConfig, tp: int, ep: int = 1) -> TransformerConfig:
-    """The per-rank shape of one layer under ``tp``-way tensor parallelism.
-
-    Raises a SpecError when ``tp`` does not divide the heads, the MLP width, or (for GQA)
-    neither divides the other with the KV heads; or when ``ep`` does not divide the experts.
-    """
-    N, K, F = cfg.n_heads, cfg.n_kv_heads, cfg.d_ff
-    if N % tp:
-        raise SpecError(f"tp={tp} must divide the {N} attention heads of {cfg.name}")
-    if K % tp and tp % K:
-        raise SpecError(f"tp={tp} and the {K} KV heads of {cfg.name} must divide one another")
-    if F % tp:
-        raise SpecError(f"tp={tp} must divide the MLP width d_ff={F} of {cfg.name}")
-    if cfg.n_experts and cfg.n_experts % ep:
-        raise SpecError(f"ep={ep} must divide the {cfg.n_experts} experts of {cfg.name}")
-    if not cfg.n_experts and ep != 1:
-        raise SpecError(f"ep={ep}: {cfg.name} has no experts (dense model); use ep=1")
-    return replace(cfg, name=f"{cfg.name}[tp{tp}]", n_layers=1, n_heads=N // tp,
-                   n_kv_heads=max(K // tp, 1), d_ff=F // tp,
-                   vocab=-(-cfg.vocab // tp) if cfg.vocab else 0)
+    local: TransformerConfig | None = None  #: one layer's per-rank config (``shard_config``)
 
 
 def _is_core(name: str) -> bool:
@@ -112,7 +92,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     """
     if cfg.arch != "decoder":
         raise SpecError(f"training graphs are built for decoder LMs; {cfg.name} is an {cfg.arch}")
-    local = shard_config(cfg, tp, ep)
+    # one layer of the per-rank shape (the embedding and head are priced apart)
+    local = replace(shard_config(cfg, tp, ep=ep), name=f"{cfg.name}[tp{tp}]", n_layers=1)
     T = seq_len
     fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
                             fused_attention=fused_attention,
@@ -244,7 +225,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                   meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
     return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
                          embed_params=embed_params, head_params=head_params, tp=tp,
-                         sequence_parallel=sp, seq_len=T)
+                         sequence_parallel=sp, seq_len=T, local=local)
 
 
 def _append(names: list[str], kinds: list[str], classes: list[str], c0: list[np.ndarray],

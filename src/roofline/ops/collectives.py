@@ -1,43 +1,109 @@
-"""Collective communication time with the α-β (latency-bandwidth) model.
+"""Collective communication time with the α-β (latency-bandwidth) model — the one collectives
+module: serving's tensor/pipeline parallelism and training's data/tensor/pipeline/expert
+parallelism all price their collectives here.
 
 Conventions (as NCCL's performance notes): ``n`` is the size of the user buffer in bytes;
 ``bw`` is the link bandwidth per direction per rank (bytes/s) — what a ring pushes through
-each rank's link at once; ``alpha`` is the per-step latency (s). NCCL reports an
-*algorithm bandwidth* ``algbw = n / t`` and a *bus bandwidth* ``busbw = algbw × factor``,
-factor = 2(p−1)/p for all-reduce and (p−1)/p for all-gather / reduce-scatter / all-to-all,
-so busbw is comparable to the link bandwidth. ``link_efficiency`` is the fraction of the
-link bandwidth busbw reaches (a fitted factor, kept as data by the caller).
+each rank's link at once; ``alpha`` is a latency (s). NCCL reports an *algorithm bandwidth*
+``algbw = n / t`` and a *bus bandwidth* ``busbw = algbw × factor``, factor = 2(p−1)/p for
+all-reduce and (p−1)/p for all-gather / reduce-scatter / all-to-all, so busbw is comparable to
+the link bandwidth. ``link_efficiency`` is the fraction of the link bandwidth busbw reaches (a
+fitted factor, kept as data by the caller).
 
-| collective     | ring time                                   |
-|----------------|---------------------------------------------|
-| all-reduce     | 2(p−1)·α + 2(p−1)/p · n/bw                  |
-| reduce-scatter | (p−1)·α + (p−1)/p · n/bw    (n = full input) |
-| all-gather     | (p−1)·α + (p−1)/p · n/bw    (n = full output)|
-| all-to-all     | (p−1)·α + (p−1)/p · n/bw    (n = bytes each rank holds) |
-| send/recv      | α + n/bw                                    |
-| one-shot AR    | α + (p−1)·n/bw      (switched fabric, α per call) |
-| two-shot AR    | 2α + 2(p−1)/p · n/bw (switched fabric)       |
+**The α convention** (``latency=``), both named, both used:
+
+- ``"step"`` (default): α is paid once per *ring step* — a ring all-reduce has 2(p−1) steps,
+  so it pays 2(p−1)·α (Thakur, Rabenseifner & Gropp 2005, §4: ring = 2(p−1)·α + 2(p−1)/p·n·β).
+  α is then a per-hop latency, as a cluster spec's link latency is (``Cluster.scale_up_latency_s``,
+  ``scale_out_latency_s``). Training uses it.
+- ``"call"``: α is paid once per *collective call*, whatever p: t = α + (the bandwidth term).
+  α is then the whole fixed cost of a call as measured end to end (kernel launch, handshake,
+  synchronisation), fitted per serving engine and group size
+  (``data/presets/serving.toml`` ``allreduce_alpha`` + ``allreduce_alpha_per_rank``·(p − 2), from
+  published all-reduce microbenchmarks). Serving uses it.
+
+NCCL's own tuner carries both terms — a base latency per call plus a hardware latency per
+ring step (NVIDIA NCCL, ``src/graph/tuning.cc``: ``baseLat`` and ``hwLat`` × steps); each of our
+two conventions keeps the term that dominates where it is fitted (one fitted per-call number for
+NVLink-sized serving groups; per-hop link latencies for training's large rings). Unifying them
+would move published numbers, so both stay, explicitly.
+
+| collective     | ring time, ``latency="step"``               | ``latency="call"``      |
+|----------------|---------------------------------------------|-------------------------|
+| all-reduce     | 2(p−1)·α + 2(p−1)/p · n/bw                  | α + 2(p−1)/p · n/bw     |
+| reduce-scatter | (p−1)·α + (p−1)/p · n/bw    (n = full input) | α + (p−1)/p · n/bw      |
+| all-gather     | (p−1)·α + (p−1)/p · n/bw    (n = full output)| α + (p−1)/p · n/bw      |
+| all-to-all     | (p−1)·α + (p−1)/p · n/bw    (n = bytes each rank holds) | α + (p−1)/p · n/bw |
+| send/recv      | α + n/bw                                    | α + n/bw                |
+| one-shot AR    | α + (p−1)·n/bw      (switched fabric, one step) |                     |
+| two-shot AR    | 2α + 2(p−1)/p · n/bw (switched fabric, two steps) |                   |
 
 A tree all-reduce (NCCL's double binary tree) takes 2⌈log₂p⌉·α + 2·n/bw·(p−1)/p: fewer
 latency steps, the same bandwidth term; ``algorithm="auto"`` takes the faster. A
 hierarchical all-reduce over ``p_inner`` ranks on a fast link and ``p_outer`` groups on a slow
 one does reduce-scatter inside, all-reduce of n/p_inner across, all-gather inside.
 
+**On a cluster** (``Links``, ``group_*``): the same formulas, vectorised over configurations
+(``xp=numpy``, or ``xp=ops.xp.SCALAR`` for one), for a group of ``p`` ranks spaced ``stride``
+apart in Megatron-LM's rank order (tensor-parallel ranks adjacent, then data-parallel —
+expert-parallel groups are slices of it —, pipeline stages outermost). The group has ``inner``
+members inside one scale-up domain (NVLink/ICI) and ``outer = p / inner`` domains to cross on
+the scale-out network: ``inner = min(p, domain // stride)`` when the stride fits in a domain,
+else 1. A group inside one domain runs a ring on the scale-up link; one rank per domain, a ring
+on the scale-out link (each rank drives its own NIC); otherwise the hierarchical all-reduce.
+Reduce-scatter and all-gather are half the corresponding all-reduce (a ring all-reduce is
+exactly reduce-scatter + all-gather); an all-to-all runs on the slowest level it spans.
+
 References: Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
-Operations in MPICH"; NCCL tests PERFORMANCE.md (algbw vs busbw).
+Operations in MPICH", IJHPCA 19(1) (the α-β ring, per-step latency); NCCL tests PERFORMANCE.md
+(algbw vs busbw); NVIDIA NCCL src/graph/tuning.cc (base latency per call + latency per step).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..errors import SpecError
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
-           "bus_factor", "COLLECTIVES"]
+           "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
+           "group_all_reduce", "group_reduce_scatter", "group_all_gather", "group_all_to_all",
+           "group_send_recv"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+#: where α is paid: once per ring step (Thakur et al. 2005) or once per collective call
+LATENCY_CONVENTIONS = ("step", "call")
+Arr = Any
+
+
+# -- the two formulas every collective here is made of ------------------------------------------
+
+# Plain arithmetic, so one function serves Python floats and numpy arrays alike; p >= 1 (a
+# group of one rank gives exactly 0).
+
+def _ring_all_reduce(n: Arr, p: Arr, bw: Arr, alpha: Arr) -> Arr:
+    """2(p−1)·α + 2(p−1)/p · n/bw; ``bw`` already times the link efficiency."""
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n / bw
+
+
+def _one_pass_time(n: Arr, p: Arr, bw: Arr, alpha: Arr) -> Arr:
+    """(p−1)·α + (p−1)/p · n/bw: reduce-scatter, all-gather, all-to-all."""
+    return (p - 1) * alpha + (p - 1) / p * n / bw
+
+
+def _latency(latency: str) -> bool:
+    """True for the per-call convention."""
+    if latency == "step":
+        return False
+    if latency == "call":
+        return True
+    raise SpecError(f"latency={latency!r}; allowed: {', '.join(LATENCY_CONVENTIONS)} "
+                    "(α per ring step, or once per collective call)")
 
 
 def _check(n: float, p: int, bw: float, alpha: float, eff: float) -> None:
@@ -67,16 +133,21 @@ def bus_factor(collective: str, p: int) -> float:
 
 
 def all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
-               link_efficiency: float = 1.0, algorithm: str = "ring") -> float:
-    """Seconds to all-reduce ``n`` bytes over ``p`` ranks."""
+               link_efficiency: float = 1.0, algorithm: str = "ring",
+               latency: str = "step") -> float:
+    """Seconds to all-reduce ``n`` bytes over ``p`` ranks (``latency``: where α is paid, see the
+    module docstring)."""
     _check(n, p, bw, alpha, link_efficiency)
+    per_call = _latency(latency)
     if p == 1 or n == 0:
         return 0.0
-    beta = n / (bw * link_efficiency) * 2 * (p - 1) / p
-    ring = 2 * (p - 1) * alpha + beta
-    tree = 2 * math.ceil(math.log2(p)) * alpha + beta
+    bw_e = bw * link_efficiency
+    if per_call:  # one α, and the ring's (= the tree's) bandwidth term
+        return alpha + _ring_all_reduce(n, p, bw_e, 0.0)
+    ring = _ring_all_reduce(n, p, bw_e, alpha)
     if algorithm == "ring":
         return ring
+    tree = 2 * math.ceil(math.log2(p)) * alpha + _ring_all_reduce(n, p, bw_e, 0.0)
     if algorithm == "tree":
         return tree
     if algorithm == "auto":
@@ -109,29 +180,32 @@ def two_shot_all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
     return 2 * alpha + 2 * (p - 1) / p * n / (bw * link_efficiency)
 
 
-def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float) -> float:
+def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float, latency: str) -> float:
     _check(n, p, bw, alpha, eff)
+    per_call = _latency(latency)
     if p == 1 or n == 0:
         return 0.0
-    return (p - 1) * alpha + (p - 1) / p * n / (bw * eff)
+    if per_call:
+        return alpha + _one_pass_time(n, p, bw * eff, 0.0)
+    return _one_pass_time(n, p, bw * eff, alpha)
 
 
 def all_gather(n: float, p: int, bw: float, alpha: float = 0.0, *,
-               link_efficiency: float = 1.0) -> float:
+               link_efficiency: float = 1.0, latency: str = "step") -> float:
     """Seconds to all-gather into an ``n``-byte output on each of ``p`` ranks."""
-    return _one_pass(n, p, bw, alpha, link_efficiency)
+    return _one_pass(n, p, bw, alpha, link_efficiency, latency)
 
 
 def reduce_scatter(n: float, p: int, bw: float, alpha: float = 0.0, *,
-                   link_efficiency: float = 1.0) -> float:
+                   link_efficiency: float = 1.0, latency: str = "step") -> float:
     """Seconds to reduce-scatter an ``n``-byte input (each rank keeps n/p)."""
-    return _one_pass(n, p, bw, alpha, link_efficiency)
+    return _one_pass(n, p, bw, alpha, link_efficiency, latency)
 
 
 def all_to_all(n: float, p: int, bw: float, alpha: float = 0.0, *,
-               link_efficiency: float = 1.0) -> float:
+               link_efficiency: float = 1.0, latency: str = "step") -> float:
     """Seconds for an all-to-all where each rank holds ``n`` bytes and keeps 1/p of them."""
-    return _one_pass(n, p, bw, alpha, link_efficiency)
+    return _one_pass(n, p, bw, alpha, link_efficiency, latency)
 
 
 def send_recv(n: float, bw: float, alpha: float = 0.0, *, link_efficiency: float = 1.0) -> float:
@@ -149,3 +223,70 @@ def hierarchical_all_reduce(n: float, p_inner: int, p_outer: int, bw_inner: floa
     ar = all_reduce(n / p_inner, p_outer, bw_outer, alpha_outer, link_efficiency=eff_outer)
     ag = all_gather(n, p_inner, bw_inner, alpha_inner, link_efficiency=eff_inner)
     return rs + ar + ag
+
+
+# -- on a cluster: groups of ranks over two link levels, vectorised ------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Links:
+    """Effective link numbers of a cluster (bandwidth already times the link efficiency)."""
+
+    domain: int  #: devices per scale-up domain
+    up_bw: float  #: scale-up bytes/s per device per direction × efficiency
+    up_alpha: float  #: s per ring step (``latency="step"``)
+    out_bw: float  #: scale-out bytes/s per device per direction × efficiency
+    out_alpha: float  #: s per ring step
+
+
+def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Arr]:
+    """(inner, outer) ranks of a group of ``p`` ranks spaced ``stride`` apart."""
+    p = xp.asarray(p, dtype=float)
+    stride = xp.asarray(stride, dtype=float)
+    fits = stride <= domain
+    inner = xp.where(fits, xp.minimum(p, xp.maximum(domain // xp.maximum(stride, 1), 1)), 1.0)
+    inner = xp.maximum(inner, 1.0)
+    # inner must divide p; round down to a divisor (p and domain are powers of two in practice)
+    inner = xp.where(xp.mod(p, inner) == 0, inner, 1.0)
+    return inner, p / inner
+
+
+def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Seconds to all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: a ring on one
+    level, or hierarchical (reduce-scatter + all-gather inside = a ring all-reduce inside, plus
+    an all-reduce of n/inner across), α per ring step."""
+    n = xp.asarray(n, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    inside = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
+    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha)
+    return xp.where((p > 1) & (n > 0), inside + across, 0.0)
+
+
+def group_reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Half of the group all-reduce (n = the full input)."""
+    return 0.5 * group_all_reduce(n, p, stride, links, xp)
+
+
+def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Half of the group all-reduce (n = the full output)."""
+    return 0.5 * group_all_reduce(n, p, stride, links, xp)
+
+
+def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Each rank holds ``n`` bytes and keeps 1/p: (p−1)·α + (p−1)/p · n/bw, on the slowest
+    level the group spans (an all-to-all crosses every pair, so the scale-out link binds as soon
+    as the group leaves one domain)."""
+    n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    bw = xp.where(outer > 1, links.out_bw, links.up_bw)
+    alpha = xp.where(outer > 1, links.out_alpha, links.up_alpha)
+    return xp.where((p > 1) & (n > 0), _one_pass_time(n, p, bw, alpha), 0.0)
+
+
+def group_send_recv(n: Arr, cross_domain: Arr, links: Links, xp: Any = np) -> Arr:
+    """Point-to-point: α + n/bw on the scale-out link if ``cross_domain`` else scale-up."""
+    n = xp.asarray(n, dtype=float)
+    bw = xp.where(cross_domain, links.out_bw, links.up_bw)
+    alpha = xp.where(cross_domain, links.out_alpha, links.up_alpha)
+    return xp.where(n > 0, alpha + n / bw, 0.0)
+

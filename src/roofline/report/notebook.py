@@ -17,7 +17,7 @@ import numpy as np
 from ..units import fmt_bytes, fmt_time
 from .html import card, esc, pct, table_html
 
-__all__ = ["repr_html", "repr_line", "OP_TABLE_COLUMNS", "CARD_OP_ROWS"]
+__all__ = ["repr_html", "repr_line", "summary_pairs", "OP_TABLE_COLUMNS", "CARD_OP_ROWS"]
 
 #: columns of the per-op table in cards and the report
 OP_TABLE_COLUMNS = ("name", "kind", "flops", "bytes", "intensity", "bound", "t_compute",
@@ -254,17 +254,21 @@ def _bar(parts: dict[str, float]) -> str:
             f'<div class="rl-legend rl-note">{"".join(legend)}</div>')
 
 
-def _html_serve(s: Any) -> str:
-    head = (f"<b>{esc(s.model)}</b> on <b>{s.devices}× {esc(s.hardware)}</b> "
+def serve_head(s: Any) -> str:
+    return (f"<b>{esc(s.model)}</b> on <b>{s.devices}× {esc(s.hardware)}</b> "
             f'<span class="rl-sub">— tp {s.tp}, pp {s.pp}, batch {s.batch}, prompt '
             f"{s.prompt_len}, output {s.output_len}, {esc(s.precision)}, preset "
             f"{esc(s.preset)}, engine {esc(s.engine)}</span>")
+
+
+def serve_rows(s: Any) -> list[tuple[str, str]]:
+    """The summary rows of a ServeResult card (HTML)."""
     if not s.feasible and math.isnan(s.ttft):
-        return card(head, [("cannot run", f'<span class="rl-bad">{esc(s.reason)}</span>')])
+        return [("cannot run", f'<span class="rl-bad">{esc(s.reason)}</span>')]
     fit = ('<span class="rl-ok">fits</span>' if s.feasible
            else f'<span class="rl-bad">does not fit: {esc(s.reason)}</span>')
     mem = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in s.memory_breakdown.items())
-    rows = [("TTFT", f"<b>{esc(fmt_time(s.ttft))}</b>"),
+    return [("TTFT", f"<b>{esc(fmt_time(s.ttft))}</b>"),
             ("TPOT", f"<b>{esc(fmt_time(s.tpot))}</b>"),
             ("end to end", esc(fmt_time(s.e2e_latency))),
             ("throughput", esc(f"{s.tokens_per_s:,.0f} output tokens/s "
@@ -274,6 +278,12 @@ def _html_serve(s: Any) -> str:
             ("utilisation", esc(f"MBU {pct(s.mbu, 1)} (decode), MFU {pct(s.mfu, 1)}")),
             ("memory/device", f"{esc(mem)} of {esc(fmt_bytes(s.memory_capacity))}; max batch "
                               f"{s.max_batch} — {fit}")]
+
+
+def _html_serve(s: Any) -> str:
+    rows = serve_rows(s)
+    if not s.feasible and math.isnan(s.ttft):
+        return card(serve_head(s), rows)
     extra = ("<div class=\"rl-note\">where the end-to-end time goes</div>" + _bar(s.shares)
              if s.shares else "")
     det, label = "", ""
@@ -283,13 +293,17 @@ def _html_serve(s: Any) -> str:
                          max_rows=CARD_OP_ROWS,
                          note_more="s.decode.ops.to_html(max_rows=None)")
         label = f"decode step per operator ({len(dec.ops)} operators)"
-    return card(head, rows, extra=extra, details=det, details_label=label)
+    return card(serve_head(s), rows, extra=extra, details=det, details_label=label)
 
 
-def _html_train(t: Any) -> str:
-    head = (f"<b>{esc(t.model)}</b> on <b>{esc(t.cluster)}</b> "
+def train_head(t: Any) -> str:
+    return (f"<b>{esc(t.model)}</b> on <b>{esc(t.cluster)}</b> "
             f'<span class="rl-sub">— {t.devices} × {esc(t.device)}, {esc(t.precision)}, '
             f"global batch {t.global_batch} × {t.seq_len} tokens</span>")
+
+
+def train_rows(t: Any) -> list[tuple[str, str]]:
+    """The summary rows of a TrainingResult card (HTML); no time when it does not run."""
     mem = t.memory_per_device
     split = (f"tp={t.tp} pp={t.pp} dp={t.dp} ep={t.ep} micro-batch={t.micro_batch} "
              f"(m={t.microbatches}) interleave={t.interleave} recompute={t.recompute} "
@@ -300,12 +314,39 @@ def _html_train(t: Any) -> str:
                                   f"{fmt_bytes(t.memory_capacity)} ({parts})"))]
     if not t.feasible:
         rows.append(("does not run", f'<span class="rl-bad">{esc(t.reason)}</span>'))
-        return card(head, rows)
+        return rows
     rows += [("step time", f"<b>{esc(fmt_time(t.step_time))}</b>"),
              ("throughput", esc(f"{t.tokens_per_s:,.0f} tokens/s")),
              ("utilisation", esc(f"MFU {pct(t.mfu, 1)}, HFU {pct(t.hfu, 1)}"))]
+    return rows
+
+
+def _html_train(t: Any) -> str:
+    rows = train_rows(t)
+    if not t.feasible:
+        return card(train_head(t), rows)
     extra = "<div class=\"rl-note\">step time breakdown</div>" + _bar(t.breakdown)
-    return card(head, rows, extra=extra)
+    return card(train_head(t), rows, extra=extra)
+
+
+def summary_pairs(obj: Any) -> list[tuple[str, str]]:
+    """The card's summary as plain ``(quantity, value)`` text, headline first (markdown and
+    the CLI's other formats use it)."""
+    import html
+    import re
+
+    name = type(obj).__name__
+    fn = {"Result": lambda o: (result_head(o), result_rows(o)),
+          "ServeResult": lambda o: (serve_head(o), serve_rows(o)),
+          "TrainingResult": lambda o: (train_head(o), train_rows(o))}.get(name)
+    if fn is None:
+        return []
+
+    def plain(h: str) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", h))
+
+    head, rows = fn(obj)
+    return [("scenario", plain(head))] + [(k, plain(v)) for k, v in rows]
 
 
 def _html_capacity(c: Any) -> str:

@@ -31,7 +31,7 @@ from .notebook import (
 )
 
 __all__ = ["to_html", "report", "result_page", "SWEEP_BATCHES", "BYTE_CONVENTION",
-           "write_page"]
+           "write_page", "page"]
 
 #: batches of the report's batch sweep (powers of two)
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -53,7 +53,7 @@ def to_html(obj: Any, path: Any = None, **kw: Any) -> str:
         max_rows = kw.get("max_rows")
         body = repr_html(obj) if max_rows is not None or type(obj).__name__ != "Table" else \
             _full_table(obj)
-        text = _page(f"roofline: {type(obj).__name__}", body)
+        text = page(f"roofline: {type(obj).__name__}", body)
     if path is not None:
         write_page(path, text)
     return text
@@ -82,7 +82,8 @@ def write_page(path: Any, text: str) -> None:
         raise SpecError(f"cannot write {str(path)!r}: {e.strerror}") from None
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str) -> str:
+    """A whole HTML document around ``body``: inline styles, a CSP that forbids any fetch."""
     from .. import __version__
 
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -125,7 +126,7 @@ def result_page(r: Any, *, model: Any = None, sweeps: bool = True,
                                 row_ids=[f"op{i}" for i in order])]
     sections += ["<h2>Conventions and sources</h2>", _conventions(r)]
     body = f'<div class="rl">{"".join(sections)}<script>{JS}</script></div>'
-    return _page(f"roofline: {r.model} on {r.hardware}", body)
+    return page(f"roofline: {r.model} on {r.hardware}", body)
 
 
 def _time_breakdown(r: Any) -> str:

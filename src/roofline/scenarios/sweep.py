@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import _args as A
 from ..engine.core import plan_for
+from ..engine.memory import fit_reason
+from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
 from ..engine.table import Table
@@ -20,6 +22,7 @@ from ..specs.dtypes import PRECISION_ARG
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
+from ..units import FRACTION
 
 __all__ = ["sweep", "Sweep"]
 
@@ -80,16 +83,29 @@ class Sweep:
 
         return to_html(self, path)
 
-    def __str__(self) -> str:
+    def to_string(self, max_rows: int | None = 60, width: int | None = 100,
+                  more: str = "") -> str:
+        """The sweep as text: one unit per column, at most ``width`` characters a line and
+        ``max_rows`` rows (what is left out is counted and named; ``None`` lifts a limit)."""
+        t = self.table
+        one_prec = len(set(t["precision"])) == 1 if len(t) else True
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
-                "arithmetic_intensity", "mfu", "feasible"]
-        body = self.table.to_string(cols, max_rows=60)
-        cross = ", ".join(f"{k}: {v if v is not None else 'never'}"
-                          for k, v in self.crossover().items())
+                "feasible", "mfu", "arithmetic_intensity"]
+        if one_prec:
+            cols.remove("precision")
+        body = t.to_string(cols, max_rows=max_rows, width=width, more=more)
         how = f"preset {self.preset}" + (
             f", runtime {self.runtime}" if self.runtime != "eager" else "")
-        return (f"{self.model} sweep ({how})\n{body}\n"
-                f"compute-bound from batch — {cross}")
+        if one_prec and len(t):
+            how = f"{t['precision'][0]}, {how}"
+        items = [f"{k}: {v if v is not None else 'never'}" for k, v in self.crossover().items()]
+        cross = "compute-bound from batch — " + ", ".join(items)
+        if width is not None and len(cross) > width:
+            cross = "compute-bound from batch:\n" + "\n".join(f"  {i}" for i in items)
+        return f"{self.model} sweep ({how})\n{body}\n{cross}"
+
+    def __str__(self) -> str:
+        return self.to_string()
 
 
 def _as_list(x: Any) -> list[Any]:
@@ -179,10 +195,12 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
-        fits = foot <= cap
+        fits = mem_fits(foot, cap)
         reason = np.full(fits.shape, "", dtype=object)
-        for hi, bi in zip(*np.nonzero(~fits)):
-            reason[hi, bi] = f"needs {foot[hi, bi] / 1e9:.2f} GB of {cap[hi, 0] / 1e9:.2f} GB"
+        for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
+            reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
+                "weights": g.weight_footprint_bytes, "activations": arr["live"][hi, bi],
+                "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
@@ -200,7 +218,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     cols["feasible"] = cols["feasible"].astype(bool)
     cols["batch"] = cols["batch"].astype(np.int64)
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
-                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B"})
+                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
+                               "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     return Sweep(table, m.name, preset, runtime)
 
 

@@ -1,5 +1,6 @@
-"""Serving communication: tensor-parallel all-reduces and pipeline-stage sends (α–β model from
-``ops.collectives``, latency per collective call)."""
+"""Serving communication: tensor-parallel all-reduces and pipeline-stage sends, priced by
+``ops.collectives`` with its per-call α convention (``latency="call"``: one fitted latency per
+collective call, from published all-reduce microbenchmarks)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def allreduce_time(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors) -
     if f.allreduce_custom:
         return min(collectives.one_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff),
                    collectives.two_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff))
-    return alpha + collectives.all_reduce(nbytes, tp, bw, 0.0, link_efficiency=eff)
+    return collectives.all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff, latency="call")
 
 
 def _allreduce(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors, count: int) -> float:

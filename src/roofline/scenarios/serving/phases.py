@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import _args as A
 from ..._econ_args import with_economics
+from ...engine.memory import memory_fit
 from ...engine.presets import check_preset
 from ...engine.result import Result
 from ...engine.solve import check_batch
@@ -226,14 +227,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     cap = hw.memory_capacity_bytes
     if hw_d is not hw:
         cap = min(cap, hw_d.memory_capacity_bytes)
-    footprint = sum(breakdown.values())
     per_seq = kv_seq_dev + (act / B if B else 0.0)
     max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
-    feasible = footprint <= cap
-    reason = "" if feasible else (
-        f"needs {footprint / 1e9:,.2f} GB per device (weights {weights / 1e9:,.2f}, KV "
-        f"{kv_dev / 1e9:,.2f}, activations {act / 1e9:,.2f}, workspace {ws / 1e9:,.2f}) but "
-        f"{hw.name} has {cap / 1e9:,.2f} GB; the largest batch that fits is {max_batch}")
+    feasible, footprint, reason = memory_fit(
+        breakdown, cap, hw.name, tail=f"; the largest batch that fits is {max_batch}")
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
                          else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
 

@@ -26,6 +26,7 @@ from ...engine.core import price
 from ...engine.presets import Efficiency, efficiency_for
 from ...errors import SpecError, unknown
 from ...graphs.graph import Graph, Q
+from ...graphs.shard import shard_config
 from ...graphs.transformer import TransformerConfig, transformer_graph
 from ...specs.dtypes import Precision
 from ...specs.hardware import Hardware
@@ -133,49 +134,6 @@ def serving_factors(engine: str | ServingFactors) -> ServingFactors:
     if engine not in tbl:
         raise unknown("engine", str(engine), list(tbl))
     return tbl[engine]
-
-
-# -- tensor / pipeline sharding ----------------------------------------------------------------
-
-def shard_config(cfg: TransformerConfig, tp: int = 1, pp: int = 1) -> TransformerConfig:
-    """The per-device transformer of a TP × PP split (Megatron-style tensor parallelism).
-
-    TP splits query heads N/tp, KV heads K/tp, MLP (and expert) width F/tp and the vocabulary
-    (LM head, embedding) ⌈V/tp⌉. When tp > K, each KV head is replicated on tp/K devices (as
-    vLLM and TensorRT-LLM do): every device keeps one KV head, so the KV cache per device is
-    1·H per layer and token, not K·H/tp. MLA's latent is replicated on every TP rank. PP puts
-    ⌈L/pp⌉ layers on each device; the stage priced is the one that also holds the embedding and
-    LM head (the heaviest).
-    """
-    for nm, v in (("tp", tp), ("pp", pp)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SpecError(f"{nm} must be a positive integer, got {v!r}")
-    if tp == 1 and pp == 1:
-        return cfg
-    N, K = cfg.n_heads, cfg.n_kv_heads
-    if N % tp:
-        raise SpecError(f"tp={tp} must divide num_attention_heads={N} of {cfg.name}")
-    if cfg.mla or K % tp == 0:
-        k_loc = K // tp
-    elif tp % K == 0:
-        k_loc = 1  # each KV head replicated on tp/K devices
-    else:
-        raise SpecError(f"tp={tp} and num_key_value_heads={K} of {cfg.name}: tp must divide K "
-                        f"(split KV heads) or be a multiple of it (replicate them); allowed tp: "
-                        f"{', '.join(str(t) for t in _allowed_tp(N, K))}")
-    for nm, width in (("intermediate_size", cfg.d_ff), ("moe_intermediate_size", cfg.moe_d_ff)):
-        if width and width % tp:
-            raise SpecError(f"tp={tp} must divide {nm}={width} of {cfg.name}")
-    if pp > cfg.n_layers:
-        raise SpecError(f"pp={pp} exceeds the {cfg.n_layers} layers of {cfg.name}")
-    return replace(cfg, n_heads=N // tp, n_kv_heads=k_loc, d_ff=cfg.d_ff // tp,
-                   moe_d_ff=cfg.moe_d_ff // tp, vocab=-(-cfg.vocab // tp),
-                   n_layers=-(-cfg.n_layers // pp),
-                   first_dense_layers=min(cfg.first_dense_layers, -(-cfg.n_layers // pp)))
-
-
-def _allowed_tp(N: int, K: int) -> list[int]:
-    return [t for t in range(1, N + 1) if N % t == 0 and (K % t == 0 or t % K == 0)]
 
 
 # -- compression -------------------------------------------------------------------------------

@@ -117,6 +117,11 @@ class ServeResult:
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
         d["notes"] = list(self.notes)
+        # "shares" are shares (fractions of the end-to-end latency, summing to 1); the seconds
+        # per cause are "time_by_cause_s" (the ``shares`` field itself holds seconds)
+        tot = sum(self.shares.values())
+        d["time_by_cause_s"] = dict(self.shares)
+        d["shares"] = {k: (v / tot if tot > 0 else math.nan) for k, v in self.shares.items()}
         return d
 
     # -- display (the presentation layer, imported on first use) --------------------------------

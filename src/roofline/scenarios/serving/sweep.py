@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ...engine.memory import fits as mem_fits
 from ...engine.presets import check_preset
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -98,8 +99,9 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         out_t[ok_hw, j] = t
         kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]
         kvb[ok_hw, j] = kv
-        cap = np.array([h.memory_capacity_bytes - e.workspace for h, e in zip(hsel, effs)])
-        fits[ok_hw, j] = (c1.graph.weight_footprint_bytes + kv)[None] <= cap[:, None, None]
+        ws = np.array([e.workspace for e in effs])[:, None, None]
+        cap = np.array([h.memory_capacity_bytes for h in hsel])[:, None, None]
+        fits[ok_hw, j] = mem_fits((c1.graph.weight_footprint_bytes + kv)[None] + ws, cap)
     return {"tpot": out_t, "tokens_per_s": Bs.reshape(1, 1, -1, 1) / out_t, "fits": fits,
             "kv_cache_bytes": kvb, "hardware": np.array([h.name for h in hws]),
             "precision": np.array([str(x) for x in precs]), "batch": Bs, "context": Ss}

@@ -44,7 +44,7 @@ each recompute mode and sequence parallelism, for the ``min(m, p)`` micro-batche
 
 Modules: ``step`` (``train``: the vectorised step model, validation of a split), ``memory``
 (bytes per device), ``search`` (``best_parallelism``), ``context`` (the split-independent part,
-cached group times), ``comm`` (collectives over the cluster's links), ``factors`` (the fitted
+cached group times; collectives are ``ops.collectives``), ``factors`` (the fitted
 training factors), ``result`` (``TrainingResult``).
 """
 

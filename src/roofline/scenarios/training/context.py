@@ -4,7 +4,7 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -16,11 +16,11 @@ from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, TrainingGraph, training_graph
 from ...graphs.transformer import TransformerConfig
+from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
-from . import comm
 from .factors import _OVERRIDE, training_factors
 
 
@@ -35,7 +35,7 @@ class _Ctx:
     fused: bool
     dropout: bool
     eff: Efficiency
-    links: comm.Links
+    links: coll.Links
     peak: float
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
@@ -45,12 +45,22 @@ class _Ctx:
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
 
 
+def _override_key(kind: str) -> tuple[float, ...] | None:
+    """The content of an overriding factor set (a refit's trial), for the cache key: an id()
+    is reused by the next trial once the previous one is freed, which returned its stale
+    context (every trial of a refit priced with the first trial's factors)."""
+    f = _OVERRIDE.get(kind)
+    if f is None:
+        return None
+    return tuple(getattr(f, x.name) for x in fields(f) if x.name != "provenance")
+
+
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context)."""
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             id(_OVERRIDE.get("gpu")), id(_OVERRIDE.get("tpu")))
+             _override_key("gpu"), _override_key("tpu"))
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
@@ -90,7 +100,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                       gemm_b=f.gemm_half_size, gemm_c=f.gemm_half_size / 2,
                       label=f"training/{hw.kind}")
         up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
-    links = comm.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
+    links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                        up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
                        out_alpha=c.scale_out_latency_s)
     if p.compute == "fp16" or p.weights == "fp16":

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...units import fmt_time
+from ...units import fmt_bytes, fmt_time
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,8 +135,8 @@ class TrainingResult:
         return to_html(self, path)
 
     def __str__(self) -> str:
-        gib = 2.0**30
         mem = self.memory_per_device
+        b = fmt_bytes
         sp = "on" if self.sequence_parallel else "off"
         lines = [
             f"{self.model} on {self.cluster} ({self.devices} × {self.device}), {self.precision}, "
@@ -144,11 +144,10 @@ class TrainingResult:
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}",
-            f"  memory/device: {mem['total'] / gib:.1f} GiB of "
-            f"{self.memory_capacity / gib:.0f} GiB "
-            f"(weights {mem['weights'] / gib:.1f}, grads {mem['gradients'] / gib:.1f}, "
-            f"optimizer {mem['optimizer'] / gib:.1f}, activations {mem['activations'] / gib:.1f}, "
-            f"workspace {mem['workspace'] / gib:.1f})",
+            f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
+            f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
+            f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "
+            f"workspace {b(mem['workspace'])}",
         ]
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")

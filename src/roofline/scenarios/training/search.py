@@ -7,10 +7,13 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ...engine.memory import fits as mem_fits
 from ...engine.table import Table
 from ...errors import SpecError
+from ...graphs.shard import tp_problem
 from ...graphs.training import GROUPS
 from ...specs.dtypes import Precision
+from ...units import FRACTION
 from .context import _context, _graph, _group_times, model_flops_per_sample
 from .step import COMMON_ARGS, OPT_DEGREE, RECOMPUTE, RECOMPUTE_ARG, ZERO, _check_int, _evaluate
 
@@ -44,8 +47,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     max_tp = max_tp or ctx.cl.domain
-    tps = [t for t in _divisors(devices) if t <= max_tp and cfg.n_heads % t == 0
-           and (cfg.n_kv_heads % t == 0 or t % cfg.n_kv_heads == 0) and cfg.d_ff % t == 0]
+    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
     rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
     for t in tps:
         for p in _divisors(cfg.n_layers):
@@ -87,7 +89,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap)
     cap = ctx.cl.device.memory_capacity_bytes
-    fits = r["total"] <= cap
+    fits = mem_fits(r["total"], cap)
     mf = np.array([model_flops_per_sample(ctx.m, seq_len, micro_batch=int(b),
                                           precision=ctx.prec)[0] for b in arr["b"]]) \
         if cfg.n_experts else model_flops_per_sample(ctx.m, seq_len, precision=ctx.prec)[0]
@@ -99,7 +101,6 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         order = order[fits[order]]
     if top is not None:
         order = order[:top]
-    gib = 2.0**30
     cols = {
         "tp": arr["tp"][order].astype(int), "pp": arr["pp"][order].astype(int),
         "dp": arr["dp"][order].astype(int), "ep": arr["ep"][order].astype(int),
@@ -108,12 +109,14 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "zero": arr["zero"][order].astype(int),
         "step_time": r["step"][order], "mfu": mfu[order],
         "tokens_per_s": global_batch * seq_len / r["step"][order],
-        "memory": r["total"][order] / gib, "bubble": r["bubble"][order],
+        "memory": r["total"][order], "bubble": r["bubble"][order],
         "comm": (r["tp_comm"] + r["dp_comm"] + r["pp_comm"] + r["ep_comm"])[order],
         "fits": fits[order],
     }
-    return Table(cols, units={"step_time": "s", "memory": "GiB", "bubble": "s", "comm": "s",
-                              "tokens_per_s": "tok/s"},
+    return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
+                              "tokens_per_s": "tokens/s", "mfu": FRACTION},
+                 show=("tp", "pp", "dp", "ep", "micro_batch", "recompute", "zero", "step_time",
+                       "mfu", "memory", "fits", "interleave", "tokens_per_s", "bubble", "comm"),
                  title=f"{cfg.name} on {ctx.cl.name} × {ctx.cl.nodes} nodes ({devices} devices), "
                        f"global batch {global_batch} × {seq_len}: {int(fits.sum())} of {n} splits "
                        f"fit")

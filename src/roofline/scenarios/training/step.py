@@ -9,10 +9,12 @@ import numpy as np
 
 from ... import _args as A
 from ..._econ_args import with_economics
+from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.training import GROUPS
+from ...ops import collectives as coll
+from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
-from . import comm
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
 from .result import TrainingResult
@@ -32,13 +34,13 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               dp_overlap: bool, sp: Any = True, xp: Any = np) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
-    With ``xp=comm.SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
+    With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
     formulas price one configuration without numpy's per-call overhead."""
     cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
-    if xp is comm.SCALAR:
+    if xp is SCALAR:
         gtl = [float(x) for x in gt]
         f = lambda g: gtl[_GI[g]]  # noqa: E731
     else:
@@ -54,14 +56,14 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 
     # -- tensor parallelism
     n_act = b * s * D * ab
-    t_ar = comm.all_reduce(n_act, tp, one, links, xp)
+    t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
     tp_f = 2 * t_ar * (1 + (rc == 2))
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
     # -- expert parallelism (MoE layers: every layer of an MoE model here)
     if cfg.n_experts:
         tok = b * s / tp * cfg.top_k * D * ab
-        t_a2a = comm.all_to_all(tok, ep, tp, links, xp)
+        t_a2a = coll.group_all_to_all(tok, ep, tp, links, xp)
         ep_l = t_a2a * (4 + 2 * (rc == 2))
     else:
         ep_l = xp.zeros_like(one)
@@ -73,7 +75,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     ext_f = xp.where(pp1, t_hf + t_ef, xp.where(last_heavier, t_hf, t_ef))
     ext_b = xp.where(pp1, t_hb + t_eb, xp.where(last_heavier, t_hb, t_eb))
     cross = tp * pp * dp > links.domain
-    t_p2p = comm.send_recv(b * s * D * ab / tp, cross, links, xp)
+    t_p2p = coll.group_send_recv(b * s * D * ab / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
     f_mb = n_lps * t_lf + ext_f
     b_mb = n_lps * t_lb + ext_b
@@ -90,9 +92,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     # -- data parallelism (+ ZeRO)
     g_bytes = p_dev * ctx.grad_bytes
     w_bytes = p_dev * wb
-    ar = comm.all_reduce(g_bytes, dp, tp, links, xp)
+    ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
     rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
-    ag = comm.all_gather(w_bytes, dp, tp, links, xp)
+    ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
     t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag, rs + ag))
     if dp_overlap:
@@ -201,7 +203,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_ba
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
     rc = RECOMPUTE.index(recompute)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
-                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, comm.SCALAR)
+                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp)
@@ -221,12 +223,9 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     mem = {"weights": float(r["weights"][i]), "gradients": float(r["gradients"][i]),
            "optimizer": float(r["opt"][i]), "activations": float(r["activations"][i]),
            "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
-    feasible = mem["total"] <= cap
-    reason = "" if feasible else (
-        f"needs {mem['total'] / 2**30:.1f} GiB per device, {ctx.cl.device.name} has "
-        f"{cap / 2**30:.0f} GiB (weights {mem['weights'] / 2**30:.1f}, gradients "
-        f"{mem['gradients'] / 2**30:.1f}, optimizer {mem['optimizer'] / 2**30:.1f}, activations "
-        f"{mem['activations'] / 2**30:.1f} GiB)")
+    feasible = bool(fits(mem["total"], cap))
+    reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
+        k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device

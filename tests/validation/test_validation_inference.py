@@ -1,9 +1,10 @@
 """rl.solve (default and bound presets) against published GPU inference measurements.
 
-Cases, with their sources, live in src/roofline/data/validation/inference.toml; the report is
+Cases, with their sources, live in src/roofline/data/validation/inference.toml (read by
+roofline.validation.load_cases, which refuses a case without a source); the report is
 docs/validation/inference.md. Its case table and summary are generated from the data by
-``render()`` below (``python3 tests/test_validation_inference.py`` prints them) and a test checks
-that the doc carries exactly that text.
+``render()`` below (``python3 tests/validation/test_validation_inference.py`` prints them) and a
+test checks that the doc carries exactly that text.
 
 Error convention: r = predicted time per batch / measured time per batch (for throughput cases
 the measured time is batch / samples-per-second). r < 1: we predict faster than measured. The
@@ -23,19 +24,16 @@ from __future__ import annotations
 
 import math
 import statistics
-import tomllib
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import roofline as rl
+from roofline.validation import Case, ValidationSet, load_cases, parse_cases
 
-DOC = Path(__file__).parents[1] / "docs" / "validation" / "inference.md"
-REQUIRED = ("id", "model", "hardware", "batch", "precision", "fuse", "runtime", "engine",
-            "metric", "measured", "unit", "source", "where", "date")
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "inference.md"
 RUNTIMES = ("eager", "compiled")  # rl.solve's runtime
 METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
@@ -45,40 +43,39 @@ WORST_MAX = 1.85
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
 
-def load() -> dict[str, Any]:
-    path = resources.files("roofline") / "data" / "validation" / "inference.toml"
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+def load() -> ValidationSet:
+    return load_cases("inference")
 
 
-def _precision(c: dict[str, Any]) -> Any:
-    if "activations" in c:
+def _precision(c: Case) -> Any:
+    if "activations" in c.scenario:
         return rl.precision(c["precision"], activations=c["activations"])
     return c["precision"]
 
 
-def _kwargs(c: dict[str, Any]) -> dict[str, Any]:
+def _kwargs(c: Case) -> dict[str, Any]:
     kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c), "fuse": c["fuse"],
                           "runtime": c["runtime"],
                           "fused_attention": c.get("fused_attention", True)}
-    if "seq_len" in c:
+    if "seq_len" in c.scenario:
         kw["seq_len"] = c["seq_len"]
     return kw
 
 
-def measured_seconds(c: dict[str, Any]) -> float:
+def measured_seconds(c: Case) -> float:
     """Measured time per batch in seconds."""
-    if c["metric"] == "throughput":
-        return float(c["batch"]) / c["measured"]
-    return float(c["measured"]) * 1e-3
+    if c.metric == "throughput":
+        return float(c["batch"]) / c.value_si
+    return c.value_si
 
 
-def predicted_seconds(c: dict[str, Any], preset: str, **override: Any) -> float:
+def predicted_seconds(c: Case, preset: str, **override: Any) -> float:
     r = rl.solve(c["model"], c["hardware"], preset=preset, **{**_kwargs(c), **override})
-    assert r.feasible, f"{c['id']}: {r.reason}"
+    assert r.feasible, f"{c.id}: {r.reason}"
     return float(r.latency)
 
 
-def seconds_with(c: dict[str, Any], **changes: float) -> float:
+def seconds_with(c: Case, **changes: float) -> float:
     """The default preset's time per batch for case ``c`` with some factors replaced, priced
     through the same engine plan as rl.solve (used for the what-if column and the refit grid)."""
     from roofline.engine.core import Plan
@@ -95,7 +92,7 @@ def seconds_with(c: dict[str, Any], **changes: float) -> float:
     return float(Plan.totals(W)[0])
 
 
-def graph_seconds(c: dict[str, Any]) -> float:
+def graph_seconds(c: Case) -> float:
     """What-if: the fused engine run as one CUDA graph (rl.solve runtime="compiled")."""
     return predicted_seconds(c, "default", runtime="compiled")
 
@@ -106,7 +103,7 @@ def grid_fit(exclude_hardware: tuple[str, ...] = ()) -> list[tuple[float, dict[s
     is scored too. Slow (about a minute): run by hand with ``--fit``."""
     import itertools
 
-    cases = [c for c in load()["case"] if not c.get("known_outlier")
+    cases = [c for c in load().cases if not c.known_outlier
              and c["hardware"] not in exclude_hardware]
     meas = [measured_seconds(c) for c in cases]
     grid = {"gemm_max": (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85),
@@ -124,7 +121,7 @@ def grid_fit(exclude_hardware: tuple[str, ...] = ()) -> list[tuple[float, dict[s
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
-    case: dict[str, Any]
+    case: Case
     measured_s: float
     default_s: float
     bound_s: float
@@ -140,7 +137,7 @@ class Row:
 
     @property
     def outlier(self) -> bool:
-        return bool(self.case.get("known_outlier", False))
+        return self.case.known_outlier
 
 
 def factor(r: float) -> float:
@@ -149,7 +146,7 @@ def factor(r: float) -> float:
 
 def rows() -> list[Row]:
     out = []
-    for c in load()["case"]:
+    for c in load().cases:
         nd = graph_seconds(c) if c["fuse"] else None
         out.append(Row(case=c, measured_s=measured_seconds(c),
                        default_s=predicted_seconds(c, "default"),
@@ -173,10 +170,11 @@ def _err(r: float) -> str:
     return f"{r - 1:+.0%}"
 
 
-def _measured(c: dict[str, Any]) -> str:
-    if c["metric"] == "throughput":
-        return f"{c['measured']:,} /s"
-    return f"{c['measured']} ms"
+def _measured(c: Case) -> str:
+    m = int(c.measured) if c.measured.is_integer() else c.measured
+    if c.metric == "throughput":
+        return f"{m:,} /s"
+    return f"{m} ms"
 
 
 def render(rs: list[Row] | None = None) -> str:
@@ -195,10 +193,10 @@ def render(rs: list[Row] | None = None) -> str:
             _ms(r.graph_s), _err(r.graph_s / r.measured_s))
         flag = " (outlier)" if r.outlier else ""
         lines.append(
-            f"| {i} | {c['id']}{flag} | {c['model']} | {c['hardware']} | {c['batch']} "
+            f"| {i} | {c.id}{flag} | {c['model']} | {c['hardware']} | {c['batch']} "
             f"| {c.get('seq_len', '—')} | {prec} | {c['engine']} "
             f"({'fused' if c['fuse'] else 'unfused'}, {c['runtime']}) "
-            f"| {c['source']} | {_measured(c)} | {_ms(r.measured_s)} | {_ms(r.default_s)} "
+            f"| {c.source} | {_measured(c)} | {_ms(r.measured_s)} | {_ms(r.default_s)} "
             f"| {_err(r.r_default)} | {_ms(r.bound_s)} | {_err(r.r_bound)} | {nd[0]} | {nd[1]} |")
     inl = [r for r in rs if not r.outlier]
     sd, sb = summary(inl, "r_default"), summary(inl, "r_bound")
@@ -218,7 +216,7 @@ def render(rs: list[Row] | None = None) -> str:
         f"| median / geometric-mean error factor, all cases | {sa['median']:.2f} / "
         f"{sa['geomean']:.2f} | {sab['median']:.2f} / {sab['geomean']:.2f} |",
         "",
-        f"Worst case (not an outlier): {worst.case['id']}, ours {_err(worst.r_default)}.",
+        f"Worst case (not an outlier): {worst.case.id}, ours {_err(worst.r_default)}.",
     ]
     if comp:
         nd_f = [factor(r.graph_s / r.measured_s) for r in comp]  # type: ignore[operator]
@@ -237,45 +235,48 @@ def computed() -> list[Row]:
 
 
 def test_every_case_is_complete_and_sourced() -> None:
-    doc = load()
-    sources = doc["sources"]
-    ids = [c["id"] for c in doc["case"]]
-    assert len(ids) == len(set(ids))
-    assert len(ids) >= 8
-    for c in doc["case"]:
-        missing = [k for k in REQUIRED if k not in c]
-        assert not missing, f"{c.get('id')}: missing {missing}"
-        assert c["source"] in sources, c["id"]
-        assert c["runtime"] in RUNTIMES and isinstance(c["fuse"], bool), c["id"]
+    doc = load()  # the loader refuses missing keys, unknown sources, units and duplicate ids
+    assert len(doc.cases) >= 8
+    for c in doc.cases:
+        assert c.source in doc.sources and c.where and c.date, c.id
+        assert c["runtime"] in RUNTIMES and isinstance(c["fuse"], bool), c.id
         if c["runtime"] == "compiled":  # only engines the source says run as CUDA graphs
-            assert "graph" in c["where"] + c["engine"], c["id"]
-        assert METRIC_UNITS[c["metric"]] == c["unit"], c["id"]
-        assert c["measured"] > 0 and c["batch"] >= 1
-        if c.get("known_outlier"):
-            assert c.get("reason"), f"{c['id']}: an outlier needs its reason"
-            assert c["id"] in OUTLIER_BANDS
+            assert "graph" in c.where + c["engine"], c.id
+        assert METRIC_UNITS[c.metric] == c.unit, c.id
+        assert c.measured > 0 and c["batch"] >= 1
+        if c.known_outlier:
+            assert c.reason, f"{c.id}: an outlier needs its reason"
+            assert c.id in OUTLIER_BANDS
         rl.hardware(c["hardware"])
         rl.model(c["model"])
     # breadth the validation claims: >= 3 GPU types, CNNs and transformers, batch 1 and large
-    assert len({c["hardware"].split("-")[0] for c in doc["case"]}) >= 3
-    assert {"resnet50", "bert-large-uncased"} <= {c["model"] for c in doc["case"]}
-    assert min(c["batch"] for c in doc["case"]) == 1
-    assert max(c["batch"] for c in doc["case"]) >= 128
+    assert len({c["hardware"].split("-")[0] for c in doc.cases}) >= 3
+    assert {"resnet50", "bert-large-uncased"} <= {c["model"] for c in doc.cases}
+    assert min(c["batch"] for c in doc.cases) == 1
+    assert max(c["batch"] for c in doc.cases) >= 128
+
+
+def _one(metric: str, measured: float, unit: str, batch: int) -> Case:
+    doc = {"sources": {"s": "a test document, Table 1"},
+           "case": [{"id": "x", "source": "s", "where": "Table 1", "metric": metric,
+                     "measured": measured, "unit": unit, "model": "resnet50",
+                     "hardware": "A100", "batch": batch, "precision": "fp16", "fuse": False,
+                     "runtime": "eager", "engine": "PyTorch eager"}]}
+    return parse_cases(doc, "inference").cases[0]
 
 
 def test_measured_time_conversion() -> None:
     # throughput: 2048 samples / 39152.4 samples/s = 0.052308 s per batch
-    c = {"metric": "throughput", "batch": 2048, "measured": 39152.4}
-    assert measured_seconds(c) == pytest.approx(0.052308, rel=1e-4)
-    assert measured_seconds({"metric": "latency", "batch": 1, "measured": 3.12}) == \
-        pytest.approx(3.12e-3)
+    assert measured_seconds(_one("throughput", 39152.4, "1/s", 2048)) == \
+        pytest.approx(0.052308, rel=1e-4)
+    assert measured_seconds(_one("latency", 3.12, "ms", 1)) == pytest.approx(3.12e-3)
 
 
 def test_default_preset_within_stated_tolerance(computed: list[Row]) -> None:
     s = summary([r for r in computed if not r.outlier])
     assert s["median"] <= MEDIAN_MAX, s
     assert s["geomean"] <= GEOMEAN_MAX, s
-    bad = [(r.case["id"], round(r.r_default, 2)) for r in computed
+    bad = [(r.case.id, round(r.r_default, 2)) for r in computed
            if not r.outlier and factor(r.r_default) > WORST_MAX]
     assert not bad
 
@@ -283,13 +284,13 @@ def test_default_preset_within_stated_tolerance(computed: list[Row]) -> None:
 def test_known_outliers_stay_in_their_documented_band(computed: list[Row]) -> None:
     for r in computed:
         if r.outlier:
-            lo, hi = OUTLIER_BANDS[r.case["id"]]
-            assert lo <= r.r_default <= hi, (r.case["id"], r.r_default)
+            lo, hi = OUTLIER_BANDS[r.case.id]
+            assert lo <= r.r_default <= hi, (r.case.id, r.r_default)
 
 
 def test_bound_is_faster_than_default_and_further_from_reality(computed: list[Row]) -> None:
     for r in computed:
-        assert r.bound_s < r.default_s, r.case["id"]
+        assert r.bound_s < r.default_s, r.case.id
     inl = [r for r in computed if not r.outlier]
     assert summary(inl, "r_bound")["median"] > summary(inl, "r_default")["median"]
 
@@ -305,17 +306,17 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
         if c["hardware"] != "t4" or c["precision"] == "fp32":
             continue
         raw = rl.solve(c["model"], uncapped, **_kwargs(c)).latency / r.measured_s
-        assert factor(r.r_default) < factor(raw), c["id"]
-        assert raw < 0.8, (c["id"], raw)
+        assert factor(r.r_default) < factor(raw), c.id
+        assert raw < 0.8, (c.id, raw)
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
     text = DOC.read_text(encoding="utf-8")
     block = render(computed)
     assert block in text, "docs/validation/inference.md is stale: regenerate with " \
-        "`python3 tests/test_validation_inference.py` and paste the block"
-    for c in load()["case"]:
-        assert c["id"] in text
+        "`python3 tests/validation/test_validation_inference.py` and paste the block"
+    for c in load().cases:
+        assert c.id in text
 
 
 if __name__ == "__main__":
@@ -323,7 +324,7 @@ if __name__ == "__main__":
 
     if "--fit" in sys.argv:
         for excl in ((), ("t4",)):
-            cases = [c for c in load()["case"] if not c.get("known_outlier")
+            cases = [c for c in load().cases if not c.known_outlier
                      and c["hardware"] not in excl]
             now = [math.log(predicted_seconds(c, "default") / measured_seconds(c))
                    for c in cases]

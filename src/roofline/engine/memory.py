@@ -1,0 +1,49 @@
+"""The memory-fit check: does a configuration's footprint fit one device, and if not, why.
+
+One check and one message for ``solve``, ``sweep``, ``serve``, ``serve_sweep``, ``train`` and
+``best_parallelism``: a configuration fits when the bytes it needs per device (every part —
+weights, activations, KV cache, gradients, optimizer states, workspace) are at most the
+device's memory capacity. Messages give bytes with **decimal prefixes** (GB = 10⁹ B, through
+``units.fmt_bytes``), as every printout of the library does (docs/notation.md): an "80 GB" A100,
+which holds 80 GiB, has 85.9 GB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..units import fmt_bytes
+
+__all__ = ["fits", "fit_reason", "memory_fit"]
+
+_LABEL = {"kv_cache": "KV cache"}
+
+
+def fits(total_bytes: Any, capacity_bytes: Any) -> Any:
+    """True where ``total_bytes`` (per device, every part included) fit ``capacity_bytes``;
+    scalars or numpy arrays (broadcast)."""
+    return total_bytes <= capacity_bytes
+
+
+def fit_reason(total_bytes: float, capacity_bytes: float, device: str,
+               parts: Mapping[str, float] | None = None, *, tail: str = "") -> str:
+    """Why a configuration does not fit: ``needs T per device, <device> has C (part a, part b,
+    …)`` + ``tail``, sizes by ``fmt_bytes``; ``parts``: the non-zero parts to list."""
+    shown = [(k, v) for k, v in (parts or {}).items() if v]
+    listed = (" (" + ", ".join(f"{_LABEL.get(k, k.replace('_', ' '))} {fmt_bytes(v)}"
+                               for k, v in shown) + ")") if shown else ""
+    return (f"needs {fmt_bytes(total_bytes)} per device, {device} has {fmt_bytes(capacity_bytes)}"
+            f"{listed}{tail}")
+
+
+def memory_fit(breakdown: Mapping[str, float], capacity_bytes: float, device: str, *,
+               shown: tuple[str, ...] | None = None, tail: str = "") -> tuple[bool, float, str]:
+    """(fits, total bytes, reason — "" when it fits) of a per-device ``breakdown``; ``shown``:
+    the parts the message lists (default all)."""
+    total = sum(breakdown.values())
+    ok = bool(fits(total, capacity_bytes))
+    if ok:
+        return True, total, ""
+    parts = breakdown if shown is None else {k: breakdown[k] for k in shown}
+    return False, total, fit_reason(total, capacity_bytes, device, parts, tail=tail)
