@@ -232,3 +232,36 @@ def for_train(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None
     return reliability(devices=t.devices, job_hours=t.time_to_train(tokens) / 3600.0,
                        checkpoint_s=size / bw, restart_s=restart_s, failure_rate=failure_rate,
                        method=method, checkpoint_bytes=size, checkpoint_source=src)
+
+
+def validation_rows() -> list[dict[str, Any]]:
+    """The failure model against published runs NOT used to set it (docs/validation/
+    economics.md): predicted events = devices × hours × λ (× the GPU share of interruptions
+    for a GPU-only count), observed, ratio; plus leave-one-source-out: λ fitted to each
+    published run in turn, predicting the others."""
+    from .data import failure_run, validation_runs
+
+    run = failure_run()
+    sources = [(run.name, run.devices, run.duration_s, run.unexpected, "interruptions", None)]
+    sources += [(v.name, v.devices, v.duration_s, v.events, v.kind, v.gpu_share)
+                for v in validation_runs()]
+    rows = []
+    for i, (name, dev, dur, ev, _, share) in enumerate(sources):  # leave-one-source-out
+        lam_i = ev / (dev * dur / 3600.0) / (share if share is not None else 1.0)
+        for j, (n2, d2, t2, e2, k2, s2) in enumerate(sources):
+            if i == j:
+                continue
+            pred = d2 * t2 / 3600.0 * lam_i * (s2 if s2 is not None else 1.0)
+            rows.append({"case": n2, "kind": k2, "fit": name.split(" (")[0],
+                         "predicted": pred, "observed": e2, "ratio": pred / e2})
+    return rows
+
+
+def validation_markdown() -> str:
+    """The validation table as markdown (generated from the data; a test pins the doc to it)."""
+    out = ["| case | counted | rate fitted to | predicted | observed | predicted / observed |",
+           "|---|---|---|---:|---:|---:|"]
+    for r in validation_rows():
+        out.append(f"| {r['case']} | {r['kind']} | {r['fit']} | {r['predicted']:.1f} | "
+                   f"{r['observed']:.1f} | {r['ratio']:.2f} |")
+    return "\n".join(out)
