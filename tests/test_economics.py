@@ -184,6 +184,9 @@ def test_tco_by_hand():
     assert c.maintenance_usd == pytest.approx(capex * 0.05 * 3)
     assert c.total_usd == pytest.approx(capex + kwh * 0.0892 + capex * 0.15)
     assert c.carbon_kg == pytest.approx(kwh * 0.348)  # 348 g/kWh
+    assert c.embodied_carbon_kg is None and any("embodied" in r for r in c.reasons)
+    a100 = rl.tco("a100-sxm4-40gb", devices=8, utilisation=0.5)
+    assert a100.embodied_carbon_kg == pytest.approx(8 * 318)  # Chien et al. 2023, per GPU
     none = rl.tco("A10", devices=2, utilisation=0.5)
     assert none.total_usd is None and "unit_price" in none.reasons[0]
     assert rl.tco("A10", devices=2, utilisation=0.5, unit_price=3000).total_usd > 0

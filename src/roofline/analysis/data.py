@@ -22,7 +22,7 @@ __all__ = [
     "PriceQuote", "PartPrices", "Region", "DatacenterType", "FailureRun", "ValidationRun",
     "part_prices", "region", "list_regions", "regions", "datacenter", "list_datacenters",
     "power_defaults", "failure_run", "validation_runs", "tco_defaults", "mlsysim_table",
-    "parse_prices", "price_quotes",
+    "parse_prices", "price_quotes", "embodied_carbon",
 ]
 
 ECON = DATA / "economics"
@@ -137,7 +137,7 @@ def part_prices(key: str) -> PartPrices:
 def price_quotes(hardware: Any) -> PartPrices:
     """The public prices of a part (zoo name, alias or Hardware): quotes with page and date,
     their median (the default ``price_per_hour``) and the street purchase price."""
-    from ..specs.hardware import hardware as resolve
+    from ..specs.resolve import hardware as resolve
 
     return part_prices(resolve(hardware).key)
 
@@ -396,6 +396,20 @@ def mlsysim_table() -> dict[str, Any]:
         "devices": {k: table(v, f"devices.{k}") for k, v in doc["devices"].items()},
         "grids": {k: table(v, f"grids.{k}") for k, v in doc["grids"].items()},
     }
+
+
+@lru_cache(maxsize=1)
+def _embodied() -> dict[str, tuple[float, Provenance]]:
+    path = ECON / "embodied.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    return {k: q(v["embodied"], f"parts.{k}.embodied", "carbon")
+            for k, v in (doc.get("parts") or {}).items()}
+
+
+def embodied_carbon(key: str) -> tuple[float, Provenance] | None:
+    """(kg CO2e to make one device, provenance), or None where none is published."""
+    return _embodied().get(key)
 
 
 def _finite(x: float) -> bool:

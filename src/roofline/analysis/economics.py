@@ -209,7 +209,7 @@ def _hw_of(obj: Any, name_attr: str) -> Hardware:
         hw = hw()
     if isinstance(hw, Hardware):
         return hw
-    from ..specs.hardware import hardware
+    from ..specs.resolve import hardware
 
     key = getattr(obj, "hardware_key", None) or getattr(obj, name_attr)
     return hardware(str(key).split(" → ")[0])

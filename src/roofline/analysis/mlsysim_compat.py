@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import SpecError, UnknownNameError
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from .reliability import Reliability, young_interval
 
 __all__ = ["mlsysim_device", "mlsysim_grid", "node_mtbf_hours", "tco_mlsysim",

@@ -210,8 +210,8 @@ def for_train(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None
               restart_s: float | None = None, failure_rate: float | None = None,
               method: str = "daly") -> Reliability:
     """Reliability of training ``t`` (a TrainingResult) on ``tokens`` tokens."""
-    from ..graphs.model import model as resolve_model
-    from ..specs.hardware import hardware
+    from ..graphs.resolve import model as resolve_model
+    from ..specs.resolve import hardware
     from .data import failure_run
 
     _pos(tokens, "tokens")
@@ -242,7 +242,8 @@ def validation_rows() -> list[dict[str, Any]]:
     from .data import failure_run, validation_runs
 
     run = failure_run()
-    sources = [(run.name, run.devices, run.duration_s, run.unexpected, "interruptions", None)]
+    sources: list[tuple[str, float, float, float, str, float | None]] = [
+        (run.name, run.devices, run.duration_s, run.unexpected, "interruptions", None)]
     sources += [(v.name, v.devices, v.duration_s, v.events, v.kind, v.gpu_share)
                 for v in validation_runs()]
     rows = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from .power import check_pue, check_utilisation, power_model
 
 __all__ = ["TCO", "tco"]
@@ -49,6 +49,8 @@ class TCO:
     carbon_kg: float | None
     water_l: float
     electricity_usd_per_kwh: float
+    #: kg CO2e to manufacture the fleet (data/economics/embodied.toml), None where unpublished
+    embodied_carbon_kg: float | None = None
     preset: str = "default"
     sources: dict[str, str] = field(default_factory=dict)
     reasons: tuple[str, ...] = ()
@@ -95,7 +97,9 @@ class TCO:
                if self.usd_per_device_hour is not None else ""),
             "  carbon          " + ("n/a (no region)" if self.carbon_kg is None else
                                     f"{self.carbon_kg / 1e3:,.4g} t CO2e")
-            + f"; water {self.water_l / 1e3:,.4g} m³",
+            + f"; water {self.water_l / 1e3:,.4g} m³"
+            + ("" if self.embodied_carbon_kg is None else
+               f"; embodied {self.embodied_carbon_kg / 1e3:,.4g} t CO2e"),
         ]
         lines += [f"  note: {r}" for r in self.reasons]
         return "\n".join(lines)
@@ -186,6 +190,13 @@ def tco(hardware: Any, *, devices: int, years: float | None = None, days: float 
     it = devices * pm.power_w(u) * seconds
     fac = it * pue_v
     capex = None if price is None else price * devices
+    from .data import embodied_carbon
+
+    emb = embodied_carbon(hw.key)
+    if emb is None:
+        reasons.append(f"no published embodied carbon for {hw.name}")
+    else:
+        srcs["embodied_carbon"] = str(emb[1])
     return TCO(
         hardware=hw.name, devices=devices, period_s=seconds, utilisation=u, pue=pue_v,
         region=None if reg is None else reg.key, unit_price_usd=price, capex_usd=capex,
@@ -195,4 +206,4 @@ def tco(hardware: Any, *, devices: int, years: float | None = None, days: float 
         it_energy_j=it, facility_energy_j=fac,
         carbon_kg=None if reg is None else fac * reg.intensity_kg_per_j,
         water_l=it * dc.wue_l_per_j, electricity_usd_per_kwh=kwh, sources=srcs,
-        reasons=tuple(reasons))
+        embodied_carbon_kg=None if emb is None else emb[0] * devices, reasons=tuple(reasons))
