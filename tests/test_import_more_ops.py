@@ -147,7 +147,9 @@ def test_data_dependent_sort_axis_is_retraced() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.sort(x, dim=0).values  # rows along the batch: B·log2(B) per column
 
-    m = from_torch(SortBatch(), torch.randn(2, 3))
+    # sorting along dim 0 mixes its rows: by tracing, the batch is dim 1 (independent columns)
+    assert from_torch(SortBatch(), torch.randn(2, 3)).batch_dims == (1,)
+    m = from_torch(SortBatch(), torch.randn(2, 3), batch_dim=0)  # the user says dim 0
     assert m.batch_dependent
     # batch 4: 3 columns of 4: 3·4·log2(4) = 24 comparisons
     assert m.graph(precision="fp32", batch=4).cost(4).flops == 24

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import math
 import warnings
@@ -207,3 +208,10 @@ def test_cli_solve_onnx(tmp_path: Path, capsys) -> None:
     assert main(["solve", str(path), "H100", "--batch", "32"]) == 0
     out = capsys.readouterr().out
     assert "hand" in out and "batch 32" in out
+    # the Hardmax has no formula: the printed result says so, with its share of the bytes
+    assert "WARNING         1 ops unpriced (" in out and "% of bytes" in out
+    assert main(["solve", str(path), "H100", "--batch", "32", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["warnings"]) == 1 and data["warnings"][0].startswith("1 ops unpriced (")
+    assert main(["sweep", str(path), "H100", "--batch", "1,2"]) == 0
+    assert "WARNING: 1 ops unpriced (" in capsys.readouterr().out

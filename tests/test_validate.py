@@ -55,7 +55,7 @@ def test_validate_without_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 def test_quick_subset_within_tolerance(tmp_path: Path) -> None:
     """Stated tolerance for the quick subset on a noisy shared 2-core machine: geometric-mean
-    error <= 1.5x and every item within 3x (the full suite's targets are in
+    error <= 1.5x and every stably measured item within 3x (the full suite's targets are in
     docs/validation/cpu.md). Measured ceilings and workloads run in the same call, on one
     thread: with two OpenMP threads on two shared cores, every parallel region waits for a
     descheduled thread and a whole model runs 10-20x slower than alone (seen here), which no
@@ -67,8 +67,12 @@ def test_quick_subset_within_tolerance(tmp_path: Path) -> None:
     for _attempt in range(3):
         v = validate(quick=True, progress=False, csv_path=csv_path, plot_path=png, threads=1)
         g = v.summary["default"]["all"]["geomean"]
-        worst = max(r.error for r in v.rows)
-        if g <= 1.5 and worst <= 3.0:
+        # items whose timing rounds never agreed undisturbed (load from other tenants) are
+        # marked and kept out of the summary (issue 11 §4); the tolerance holds for the rest,
+        # and at least half the items must be measurable
+        stable = [r for r in v.rows if not r.unstable]
+        worst = max(r.error for r in stable) if stable else math.inf
+        if g <= 1.5 and worst <= 3.0 and 2 * len(stable) >= len(v.rows):
             break
     else:
         pytest.fail(f"quick validation out of tolerance: geomean {g:.2f}x, worst {worst:.2f}x"

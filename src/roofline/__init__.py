@@ -28,8 +28,9 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
-           "Workload", "lengths", "SLO", "simulate_serving",
-           "tco", "reliability", "region", "list_regions", "place", "price_quotes"]
+           "Workload", "lengths", "SLO", "simulate_serving", "levers", "sensitivity",
+           "requirements", "tco", "reliability", "region", "list_regions", "place",
+           "price_quotes"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -48,6 +49,8 @@ _LAZY = {
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
     "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
     "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
+    "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
+    "requirements": "roofline.analysis.requirements",
     "tco": "roofline.analysis.tco", "reliability": "roofline.analysis.reliability",
     "region": "roofline.analysis.data", "list_regions": "roofline.analysis.data",
     "place": "roofline.analysis.carbon", "price_quotes": "roofline.analysis.data",

@@ -28,7 +28,7 @@ from .errors import SpecError, closest
 __all__ = [
     "ArgumentError", "Rule", "show", "checked", "count", "real", "flag", "text", "choice",
     "dtype", "seq", "optional", "instance_of", "path", "progress", "iso_date", "anything",
-    "either", "MAX_COUNT", "MAX_TOKENS", "MAX_DEVICES", "check_count",
+    "either", "mapping", "MAX_COUNT", "MAX_TOKENS", "MAX_DEVICES", "check_count",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -206,6 +206,18 @@ def iso_date(name: str, v: Any) -> str:
     except ValueError:
         pass
     raise ArgumentError(f"{name} must be a date written YYYY-MM-DD, got {show(v)}")
+
+
+def mapping(key: Rule, value: Rule, *, what: str) -> Rule:
+    """A dict whose keys and values pass ``key`` and ``value``; returned as a new dict."""
+
+    def rule(name: str, v: Any) -> dict[Any, Any]:
+        if not isinstance(v, dict):
+            raise ArgumentError(f"{name} must be a dict of {what}, got {show(v)} "
+                                f"({type(v).__name__})")
+        return {key(f"{name} key", k): value(f"{name}[{k!r}]", x) for k, x in v.items()}
+
+    return rule
 
 
 def optional(rule: Rule) -> Rule:

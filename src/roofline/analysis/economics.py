@@ -204,6 +204,9 @@ def economics(hw: Hardware, *, devices: int, units_per_s: float, utilisation: fl
 
 
 def _hw_of(obj: Any, name_attr: str) -> Hardware:
+    spec = getattr(obj, "hardware_spec", None)
+    if callable(spec):  # Result keeps the Hardware it priced
+        return spec()  # type: ignore[no-any-return]
     hw = getattr(obj, "_hw", None)
     if callable(hw):
         hw = hw()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Sample", "time_call", "time_after", "runqueue_wait_ns", "sample_from_times",
-           "thread_limit"]
+           "thread_limit", "stable_sample", "AGREE", "MAX_SPREAD"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +32,11 @@ class Sample:
     p90_s: float  #: 90th percentile, s
     n: int  #: samples kept
     discarded: int = 0  #: samples dropped for run-queue delay
+    #: kept samples that themselves waited on the run queue beyond the threshold (every
+    #: sample was disturbed: another process held the cores); 0 for an undisturbed Sample
+    disturbed: int = 0
+    #: the least run-queue wait, as a fraction of a sample's time, among disturbed kept samples
+    wait_fraction: float = 0.0
 
     @property
     def spread(self) -> float:
@@ -46,12 +51,14 @@ def _pct(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
 
 
-def sample_from_times(times_s: list[float], discarded: int = 0) -> Sample:
+def sample_from_times(times_s: list[float], discarded: int = 0, disturbed: int = 0,
+                      wait_fraction: float = 0.0) -> Sample:
     """A Sample from per-call times (s)."""
     if not times_s:
         raise ValueError("no timings")
     return Sample(median_s=statistics.median(times_s), p10_s=_pct(times_s, 0.1),
-                  p90_s=_pct(times_s, 0.9), n=len(times_s), discarded=discarded)
+                  p90_s=_pct(times_s, 0.9), n=len(times_s), discarded=discarded,
+                  disturbed=disturbed, wait_fraction=wait_fraction)
 
 
 _TASK_DIR = "/proc/self/task"
@@ -120,11 +127,57 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
         if (len(kept) >= min_reps and elapsed >= min_time_s) or n >= max_reps \
                 or elapsed >= max_time_s:
             break
+    n_dist, wait = 0, 0.0
     if len(kept) < max(1, min_reps // 2):
         disturbed.sort()
-        kept += [t for _, t in disturbed[: max(1, len(disturbed) // 2)]]
+        take = disturbed[: max(1, len(disturbed) // 2)]
+        kept += [t for _, t in take]
+        n_dist, wait = len(take), take[0][0]
         disturbed = disturbed[max(1, len(disturbed) // 2):]
-    return sample_from_times(kept, discarded=len(disturbed))
+    return sample_from_times(kept, discarded=len(disturbed), disturbed=n_dist,
+                             wait_fraction=wait)
+
+
+#: two timing rounds of one item agree when their medians are within this factor
+AGREE = 1.25
+#: a round whose p10-p90 spread exceeds this fraction of its median is not trusted alone
+MAX_SPREAD = 0.5
+
+
+def stable_sample(time_round: Callable[[], Sample], *, max_rounds: int = 4,
+                  agree: float = AGREE, max_spread: float = MAX_SPREAD) -> tuple[Sample, str]:
+    """Time one item in rounds until two consecutive rounds agree, so a spike (another
+    process's load, a frequency dip, a page-cache storm during one round) is never reported as
+    the item's time.
+
+    ``time_round()`` times the item once (a ``Sample``). Rounds are added until the medians of
+    the last two agree within ``agree``×, neither round's spread exceeds ``max_spread`` and
+    neither was disturbed (``Sample.disturbed``: every sample waited on the run queue while
+    other processes held the cores); the faster of those two is returned with an empty note.
+    After ``max_rounds`` without agreement the fastest round is returned with a note saying
+    the item is unstable (its medians listed): callers keep such items out of error
+    statistics.
+    """
+    rounds = [time_round()]
+    while True:
+        if len(rounds) >= 2:
+            a, b = rounds[-2], rounds[-1]
+            ok = max(a.median_s, b.median_s) <= agree * min(a.median_s, b.median_s) and \
+                a.spread <= max_spread and b.spread <= max_spread and \
+                not a.disturbed and not b.disturbed
+            if ok:
+                return min(a, b, key=lambda s: s.median_s), ""
+        if len(rounds) >= max_rounds:
+            break
+        rounds.append(time_round())
+    meds = ", ".join(f"{s.median_s * 1e3:.4g}" for s in rounds)
+    loaded = [s for s in rounds if s.disturbed]
+    why = (f"; {len(loaded)} of them under load from other processes (every sample waited "
+           f">= {min(s.wait_fraction for s in loaded):.0%} of its time on the run queue)"
+           if loaded else "")
+    return min(rounds, key=lambda s: s.median_s), (
+        f"unstable: {len(rounds)} timing rounds never agreed within {agree}x undisturbed "
+        f"(medians {meds} ms){why}")
 
 
 def time_after(fn: Callable[[], object], before: Callable[[], object], **kw: Any) -> Sample:

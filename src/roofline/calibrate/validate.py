@@ -22,13 +22,14 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import _args as A
+from .._text import csv_row, printable_str
 from ..engine.core import price
 from ..engine.presets import efficiency_for
 from ..engine.solve import solve
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
-from .timing import thread_limit, time_call
+from .timing import Sample, stable_sample, thread_limit, time_call
 from .workloads import Item, suite
 
 __all__ = ["validate", "Validation", "Row", "summarize", "error_factor", "THRESHOLDS"]
@@ -55,6 +56,9 @@ class Row:
     #: minor page faults per call while it was timed (fresh memory the allocator mapped);
     #: NaN where the OS does not report them
     faults_per_call: float = math.nan
+    #: why the item's timing is not trusted ("" when it is): its rounds never agreed, so it is
+    #: listed but kept out of the summary (timing.stable_sample)
+    unstable: str = ""
 
     @property
     def ratio(self) -> float:
@@ -78,7 +82,9 @@ def _stats(errs: Sequence[float]) -> dict[str, float]:
 
 
 def summarize(rows: Sequence[Row]) -> dict[str, dict[str, dict[str, float]]]:
-    """{"default"|"bound": {"all"|"compute"|"memory"|"model": {n, geomean, within_1.25, ...}}}."""
+    """{"default"|"bound": {"all"|"compute"|"memory"|"model": {n, geomean, within_1.25, ...}}}.
+    Unstable items (``Row.unstable``) are left out: a spike is not the model's error."""
+    rows = [r for r in rows if not r.unstable]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for preset, attr in (("default", "error"), ("bound", "bound_error")):
         out[preset] = {"all": _stats([getattr(r, attr) for r in rows])}
@@ -100,9 +106,10 @@ class Validation:
         return [{"name": r.name, "group": r.group, "measured_s": r.measured_s,
                  "spread": r.spread, "predicted_s": r.predicted_s, "bound_s": r.bound_s,
                  "ratio": r.ratio, "error": r.error, "bound_error": r.bound_error,
-                 "faults_per_call": r.faults_per_call}
+                 "faults_per_call": r.faults_per_call, "unstable": r.unstable}
                 for r in self.rows]
 
+    @printable_str
     def to_string(self) -> str:
         w = max([len(r.name) for r in self.rows] + [4])
         lines = [f"Predicted vs measured on {self.hardware} "
@@ -114,9 +121,11 @@ class Validation:
             flt = "" if math.isnan(r.faults_per_call) else f"{r.faults_per_call:,.0f}"
             lines.append(f"{r.name:<{w}}  {r.group:<7} {_ms(r.measured_s):>10} "
                          f"{r.spread:>6.0%} {_ms(r.predicted_s):>10} {r.ratio:>9.2f} "
-                         f"{_ms(r.bound_s):>10} {r.bound_s / r.measured_s:>8.2f} {flt:>7}")
+                         f"{_ms(r.bound_s):>10} {r.bound_s / r.measured_s:>8.2f} {flt:>7}"
+                         + ("  UNSTABLE, not in the summary" if r.unstable else ""))
         lines += ["(faults: minor page faults per call while timed: fresh memory the allocator "
                   "mapped)"]
+        lines += [f"{r.name}: {r.unstable}" for r in self.rows if r.unstable]
         lines += ["", self.summary_string()]
         return "\n".join(lines)
 
@@ -139,7 +148,7 @@ class Validation:
             with open(path, "w", newline="", encoding="utf-8") as f:
                 wr = csv.DictWriter(f, fieldnames=list(rows[0]))
                 wr.writeheader()
-                wr.writerows(rows)
+                wr.writerows(csv_row(r) for r in rows)
         except OSError as e:
             raise SpecError(f"cannot write CSV {str(path)!r}: {e.strerror}") from None
 
@@ -199,6 +208,7 @@ class Validation:
 
         return repr_html(self)
 
+    @printable_str
     def __str__(self) -> str:
         return self.to_string()
 
@@ -286,19 +296,31 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
             fn = it.make(torch)
             warm = 1 if it.group == "model" else 2
             f0 = _minor_faults()
-            s = time_call(fn, warmup=warm, sync=sync,
-                          min_reps=3 if it.group == "model" else 5, min_time_s=mt,
-                          max_time_s=8.0)
-            faults = (_minor_faults() - f0) / (warm + s.n + s.discarded)
+            calls: list[int] = []
+
+            def one_round(fn: Any = fn, warm: int = warm, it: Item = it,
+                          calls: list[int] = calls) -> Sample:
+                w = 0 if calls else warm
+                smp = time_call(fn, warmup=w, sync=sync,
+                                min_reps=3 if it.group == "model" else 5, min_time_s=mt,
+                                max_time_s=8.0)
+                calls.append(w + smp.n + smp.discarded)
+                return smp
+
+            # rounds until two agree: a spike in one round is never reported as an error
+            s, unstable = stable_sample(one_round)
+            faults = (_minor_faults() - f0) / max(sum(calls), 1)
             group = "model" if it.group == "model" else ("compute" if cb else "memory")
             row = Row(name=it.name, group=group, measured_s=s.median_s, spread=s.spread,
-                      predicted_s=pred, bound_s=bound, faults_per_call=faults)
+                      predicted_s=pred, bound_s=bound, faults_per_call=faults,
+                      unstable=unstable)
             rows.append(row)
             del fn
             if out:
                 print(f"[{i:>2}/{len(todo)}] {it.name}: measured {_ms(s.median_s)}, predicted "
-                      f"{_ms(pred)} ({row.ratio:.2f}x), bound {_ms(bound)}", file=out,
-                      flush=True)
+                      f"{_ms(pred)} ({row.ratio:.2f}x), bound {_ms(bound)}"
+                      + (f" — {unstable}; left out of the summary" if unstable else ""),
+                      file=out, flush=True)
     if not rows:
         raise SpecError(f"no validation item could run on {hw.name}")
     v = Validation(hardware=hw.name, rows=tuple(rows), summary=summarize(rows),

@@ -25,6 +25,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._text import csv_cell
+
 __all__ = ["FORMATS", "WIDE_HINT", "add_output_args", "emit", "limits", "flatten",
            "markdown_table", "csv_table"]
 
@@ -157,8 +159,12 @@ def csv_table(t: Any) -> str:
 
 
 def _csv_cell(v: Any) -> Any:
+    """A value as a CSV cell; text starting with = + - @ is quoted so that no spreadsheet runs
+    it as a formula (roofline._text.csv_cell)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
+    if isinstance(v, str):
+        return csv_cell(v)
     if isinstance(v, list | tuple):
         return ";".join(str(x) for x in v)
     return v

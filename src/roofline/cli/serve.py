@@ -50,6 +50,10 @@ def register(sub: Any) -> None:
                    help="sliding-window layers: keep only the window in the KV cache (ring, "
                         "the default) or every token (full)")
     p.add_argument("--ops", action="store_true", help="also print the decode step per op")
+    p.add_argument("--advise", action="store_true",
+                   help="rank the levers (batch, quantization, KV precision, tp/pp, hardware)")
+    p.add_argument("--latency-slo-ms", type=float, default=None, metavar="X",
+                   help="with --advise: TPOT SLO in ms")
     p.add_argument("-o", "--output", default=None, metavar="PATH",
                    help="write the output (in --format) to this file instead of stdout")
     add_econ_args(p)
@@ -72,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
               pp=args.pp, preset=args.preset, engine=args.engine,
               prefix_cached=args.prefix_cached, chunk_size=args.chunk,
               kv_window=args.kv_window, **econ_kwargs(args))
+    if args.advise:
+        from .advise import print_levers
+
+        args.only, args.objective, args.rows = None, "throughput", 25
+        return print_levers(s, args)
     d = {**s.to_dict(), **econ_data(s, args)}
     tables = []
     if args.ops and s.feasible and s.decode is not None:

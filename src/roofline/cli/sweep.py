@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     precision = args.precision or natural_precision(args.hardware)
     s = sweep(model_arg(args), args.hardware, batch=batches, precision=precision,
               **scenario_kwargs(args))
-    data = {"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover()}
+    data = {"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover(),
+            "warnings": list(s.warnings)}
     return emit(args, text=lambda: s.to_string(**limits(args)), data=data, tables=[s.table],
                 obj=s, title=f"{s.model} sweep (preset {s.preset})")

@@ -19,11 +19,15 @@ def register(sub: Any) -> None:
         "train", help="distributed training: step time, MFU, memory per device; --search",
         description="Price one optimizer step of a decoder LM on a cluster with a tensor/"
                     "pipeline/data/expert-parallel split, or (--search) rank every valid split.")
-    p.add_argument("model", help="zoo name or config path (decoder LM)")
+    p.add_argument("model", help="zoo name or config/ONNX path (decoder LMs: the full split "
+                   "model; any other graph: data parallel)")
     p.add_argument("cluster", help="cluster zoo name (roofline zoo has them) or .toml path")
     p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
     p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
-    p.add_argument("--seq-len", type=int, required=True, help="tokens per sequence")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per sequence (sequence models only)")
+    p.add_argument("--optimizer", default="adam", choices=("adam", "adamw", "sgd"),
+                   help="optimizer step priced (sgd: with momentum; decoders: adam only)")
     p.add_argument("--precision", default=None, choices=DTYPES, metavar="P",
                    help="compute dtype (default: the device's 16-bit dtype, bf16 where it has "
                         "one, else fp16)")
@@ -46,6 +50,8 @@ def register(sub: Any) -> None:
     p.add_argument("--tokens", type=float, default=None,
                    help="also report time, GPU-hours, energy, cost, carbon and failures to "
                         "train this many tokens")
+    p.add_argument("--advise", action="store_true",
+                   help="rank the levers (fp8, the best split, recompute, ZeRO, micro-batch)")
     from .econ import add_econ_args
 
     add_econ_args(p)
@@ -71,8 +77,13 @@ def run(args: argparse.Namespace) -> int:
 
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
-              zero=args.zero, sequence_parallel=not args.no_sp, **common,  # type: ignore[arg-type]
-              **econ_kwargs(args))
+              zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
+              **common, **econ_kwargs(args))  # type: ignore[arg-type]
+    if args.advise:
+        from .advise import print_levers
+
+        args.latency_slo_ms, args.only, args.objective, args.rows = None, None, "throughput", 25
+        return print_levers(r, args)
     extra: dict[str, Any] = {}
     rel = None
     if args.tokens and r.feasible:  # a split that does not run has no time to train

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import printable_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
@@ -60,11 +61,23 @@ class Result:
     reason: str = ""  #: why it is infeasible (or notes)
     energy: float = math.nan  #: J per batch (see POWER_MODEL), device only (no PUE)
     power_model: str = POWER_MODEL
+    #: what the numbers leave out or assume (ops without a formula: "N ops unpriced (x % of
+    #: bytes)"); empty when nothing is
+    warnings: tuple[str, ...] = ()
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
+    #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
+    _hardware: Any = field(default=None, repr=False)
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ..analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def ops(self) -> Table:
@@ -86,6 +99,15 @@ class Result:
     @property
     def energy_per_sample(self) -> float:
         return self.energy / self.batch
+
+    def hardware_spec(self) -> Any:
+        """The Hardware this result was priced on (the zoo entry of ``hardware_key`` for a
+        result built without one)."""
+        if self._hardware is not None:
+            return self._hardware
+        from ..specs.resolve import hardware
+
+        return hardware(self.hardware_key)
 
     # -- money, energy with PUE, carbon (roofline.analysis.economics) --------------------------
     @property
@@ -110,6 +132,7 @@ class Result:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["memory_breakdown"] = dict(self.memory_breakdown)
+        d["warnings"] = list(self.warnings)
         for k, v in d.items():
             if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
                 d[k] = None
@@ -138,10 +161,12 @@ class Result:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         if not self.feasible and math.isnan(self.latency):
             return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "
-                    f"preset {self.preset}): cannot run — {self.reason}")
+                    f"preset {self.preset}): cannot run — {self.reason}") + "".join(
+                        f"\n  WARNING         {w}" for w in self.warnings)
         unit = "tokens/s" if self.phase == "decode" else "samples/s"
         lines = [
             f"{self.model} on {self.hardware} — batch {self.batch}, {self.precision}, "
@@ -175,6 +200,7 @@ class Result:
                          f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
+        lines += [f"  WARNING         {w}" for w in self.warnings]
         return "\n".join(lines)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from .. import _args as A
+from .._call import records_call
 from .._econ_args import with_economics
 from ..errors import UnsupportedDtypeError
 from ..graphs.graph import Graph
@@ -33,7 +35,7 @@ def check_batch(batch: Any, field: str = "batch") -> int:
 def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
                 reason: str) -> Result:
     nan = math.nan
-    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch,
+    return Result(model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
                   precision=p.label, preset=preset, phase=phase, latency=nan, latency_bound=nan,
                   t_compute=nan, t_memory=nan, t_overhead=nan, throughput=0.0, bottleneck="none",
                   flops=nan, bytes=nan, arithmetic_intensity=nan, ridge_point=nan,
@@ -43,23 +45,40 @@ def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, p
                   feasible=False, reason=reason)
 
 
+def FUSE_ARG(name: str, v: Any) -> Any:  # noqa: N802 - a rule, named like the others
+    """``fuse``: a bool, or a set of fusion kinds (graphs/fusion.py), as a frozenset."""
+    if v is True or v is False:
+        return v
+    from ..graphs.fusion import check_fuse
+
+    return check_fuse(v)
+
+
+def SPARSITY_ARG(name: str, v: Any) -> Any:  # noqa: N802
+    """``sparsity``: None, "2:4" or a weight density in (0, 1) (graphs/sparsity.py)."""
+    from ..graphs.sparsity import check_sparsity
+
+    return check_sparsity(v)
+
+
 #: the argument rules of ``solve`` (``sweep`` and the CLI share the scenario ones)
 PHASE_ARG = A.optional(A.choice("forward", "prefill", "decode"))
 TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
 
 
+@records_call("solve")
 @with_economics
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), precision=PRECISION_ARG,
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
            fused_attention=A.flag, kv_precision=A.optional(A.dtype),
-           weight_precision=A.optional(A.dtype), group_size=A.optional(A.count()), fuse=A.flag,
-           runtime=A.text)
+           weight_precision=A.optional(A.dtype), group_size=A.optional(A.count()),
+           fuse=FUSE_ARG, runtime=A.text, sparsity=SPARSITY_ARG)
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
-          group_size: int | None = None, fuse: bool = False,
-          runtime: str = "eager") -> Result:
+          group_size: int | None = None, fuse: bool | Any = False,
+          runtime: str = "eager", sparsity: str | float | None = None) -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
@@ -70,9 +89,13 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     is the eager graph, one kernel per op. ``runtime``: "eager" (every kernel launched from
     the host, each paying the preset's per-op ``dispatch``) or "compiled" (the whole graph
     submitted at once — CUDA graph, XLA program: no per-op host dispatch, the device-side
-    kernel gap stays). A configuration that cannot run (dtype missing, does not fit) is a
-    Result with ``feasible=False`` and the ``reason``. ``price_per_hour`` (USD per device-hour),
-    ``region`` (grid, for carbon) and ``pue`` feed ``r.economics`` / ``r.cost_per_sample``.
+    kernel gap stays). ``fuse`` also takes a set of kinds ("bn", "activation", "residual",
+    "attention", "qkv"; graphs/fusion.py). ``sparsity``: "2:4" (structured; only on parts
+    whose hardware file gives sparse tensor throughput) or a weight density in (0, 1)
+    (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run
+    (dtype missing, does not fit) is a Result with ``feasible=False`` and the ``reason``.
+    ``price_per_hour`` (USD per device-hour), ``region`` (grid, for carbon) and ``pue`` feed
+    ``r.economics`` / ``r.cost_per_sample``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -84,11 +107,23 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     phase = phase or m.default_phase
     if phase == "decode" and context is None and m.default_seq_len is not None:
         context = m.default_seq_len
-    if not hw.has(p.compute):
-        return _infeasible(m, hw, batch, p, preset, phase,
-                           f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+    sparse = None
+    if sparsity is not None:
+        from ..graphs.sparsity import check_sparsity
+
+        pattern = check_sparsity(sparsity)
+        if pattern == "2:4" and "2:4" not in hw.sparsity:
+            return _infeasible(m, hw, batch, p, preset, phase,
+                               f"{hw.name} has no 2:4 sparse tensor throughput in its hardware "
+                               "file; unstructured sparsity (a density) still compresses weights")
+        if pattern is not None:
+            sparse = (pattern, hw.sparsity.get("2:4", 1.0) if pattern == "2:4" else 1.0)
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
-                fused_attention=fused_attention, fuse=fuse)
+                fused_attention=fused_attention, fuse=fuse, sparsity=sparse)
+    if not hw.has(p.compute):
+        r = _infeasible(m, hw, batch, p, preset, phase,
+                        f"{hw.name} has no {p.compute} peak; it has {', '.join(hw.dtypes)}")
+        return replace(r, warnings=tuple(g.meta.get("warnings", ())))
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)
@@ -138,7 +173,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
     if seq is not None:
         tokens_per_s = batch * g.tokens_per_sample / latency
     return Result(
-        model=m.name, hardware=hw.name, hardware_key=hw.key, batch=batch, precision=p.label,
+        model=m.name, hardware=hw.name, hardware_key=hw.key, _hardware=hw, batch=batch,
+        precision=p.label,
         preset=preset, phase=phase, seq_len=seq, context=g.meta.get("kv_len") if phase ==
         "decode" else (context or None),
         latency=latency, latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
@@ -150,6 +186,7 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
         feasible=feasible, reason=reason, _op_table=ops,
         energy=_energy_j(hw, preset, latency, flops / (latency * peak), byts / (latency * bw)),
+        warnings=tuple(g.meta.get("warnings", ())),
     )
 
 

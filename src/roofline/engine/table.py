@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import printable_str
 from ..errors import require_extra
 from ..units import column_unit, fmt_num
 
@@ -77,6 +78,7 @@ class Table:
         return Table({k: v[mask] for k, v in self._cols.items()}, self.units, self.title,
                      show=self.show)
 
+    @printable_str
     def to_string(self, columns: Sequence[str] | None = None, max_rows: int | None = 40,
                   width: int | None = TEXT_WIDTH, more: str = "") -> str:
         """The table as text: one unit per column (chosen for the column, in its header),

@@ -90,35 +90,48 @@ _RESNET = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
            152: ("bottleneck", (3, 8, 36, 3))}
 
 
-def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
-    """ResNet-18/34/50/101/152 v1.5 (stride in the 3×3 conv, as torchvision)."""
+def _ch(c: float) -> int:
+    """A channel count rounded to a multiple of 8 (tensor-core friendly), at least 8."""
+    return max(8, int(round(c / 8.0)) * 8)
+
+
+def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int = 1000,
+           width: float = 1.0, depth_mult: float = 1.0, act: str = "relu") -> Graph:
+    """ResNet-18/34/50/101/152 v1.5 (stride in the 3×3 conv, as torchvision).
+
+    Size knobs (the levers' width and depth): ``width`` multiplies every stage's channels
+    (rounded to a multiple of 8), ``depth_mult`` every stage's block count (rounded, >= 1);
+    ``act`` replaces ReLU (an ``ops.ELEMENTWISE_FLOPS`` name). The defaults are torchvision's.
+    """
     block, counts = _RESNET[depth]
+    counts = tuple(max(1, int(round(c * depth_mult))) for c in counts)
     n = _net(f"resnet{depth}", precision, image)
-    n.conv("conv1", 64, 7, 2, 3)
+    n.conv("conv1", _ch(64 * width), 7, 2, 3)
     n.bn("bn1")
-    n.act("relu")
+    n.act("relu", act)
     n.maxpool("maxpool", 3, 2, 1)
     expansion = 4 if block == "bottleneck" else 1
-    for li, (width, count) in enumerate(zip((64, 128, 256, 512), counts), start=1):
+    for li, (width0, count) in enumerate(zip((64, 128, 256, 512), counts), start=1):
+        width_c = _ch(width0 * width)
         for bi in range(count):
             p = f"layer{li}.{bi}"
             stride = 2 if (bi == 0 and li > 1) else 1
             c_in, h, w = n.c, n.h, n.w
-            out = width * expansion
+            out = width_c * expansion
             if block == "bottleneck":
-                n.conv(f"{p}.conv1", width, 1)
+                n.conv(f"{p}.conv1", width_c, 1)
                 n.bn(f"{p}.bn1")
-                n.act(f"{p}.relu1")
-                n.conv(f"{p}.conv2", width, 3, stride)
+                n.act(f"{p}.relu1", act)
+                n.conv(f"{p}.conv2", width_c, 3, stride)
                 n.bn(f"{p}.bn2")
-                n.act(f"{p}.relu2")
+                n.act(f"{p}.relu2", act)
                 n.conv(f"{p}.conv3", out, 1)
                 n.bn(f"{p}.bn3")
             else:
-                n.conv(f"{p}.conv1", width, 3, stride)
+                n.conv(f"{p}.conv1", width_c, 3, stride)
                 n.bn(f"{p}.bn1")
-                n.act(f"{p}.relu1")
-                n.conv(f"{p}.conv2", width, 3)
+                n.act(f"{p}.relu1", act)
+                n.conv(f"{p}.conv2", width_c, 3)
                 n.bn(f"{p}.bn2")
             if stride != 1 or c_in != out:
                 main = (n.c, n.h, n.w)
@@ -127,7 +140,7 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
                 n.bn(f"{p}.downsample.1")
                 n.c, n.h, n.w = main
             n.add(f"{p}.add")
-            n.act(f"{p}.relu3")
+            n.act(f"{p}.relu3", act)
     n.gap("avgpool")
     n.linear("fc", classes)
     return n.b.build()

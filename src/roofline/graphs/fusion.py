@@ -1,31 +1,80 @@
 """Epilogue fusion: the design lever a compiler (TensorRT, torch.compile, XLA) pulls.
 
-``fuse_epilogues(graph)`` folds each run of fusible ops (elementwise activations, residual
-adds, inference batch norm) that directly follows a matmul or convolution of the same output
-size into that op's epilogue: their FLOPs join the producer, the intermediate tensor is never
-written and re-read, and only their *other* inputs (a residual branch) are still read. Batch
-norm folds into the convolution's weights. Everything else is unchanged.
+``fuse_epilogues(graph, kinds)`` folds each run of fusible ops that directly follows a matmul
+or convolution of the same output size into that op's epilogue: their FLOPs join the
+producer, the intermediate tensor is never written and re-read, and only their *other* inputs
+(a residual branch) are still read. Batch norm folds into the convolution's weights.
+Everything else is unchanged. ``kinds`` picks what folds (``FUSION_KINDS``):
+
+- ``"bn"``: inference batch norm folded into the convolution (scale and shift in its weights);
+- ``"activation"``: single-input elementwise ops (ReLU, GELU, SiLU, scale) as an epilogue;
+- ``"residual"``: multi-input elementwise ops (residual add, gating multiply) as an epilogue.
+
+``"attention"`` (FlashAttention-style fused attention against materialised scores) and
+``"qkv"`` (one QKV projection instead of three) are graph-building choices, not folds; the
+model builders take them (``fused_attention=``, ``TransformerConfig.fused_qkv``) and
+``check_fuse`` passes them through.
 
 Assumptions: the runs are consecutive in graph order (true for the zoo's CNN and transformer
-builders); an op fuses only when its output has as many elements as the producer's.
+builders); an op fuses only when its output has as many elements as the producer's; an
+elementwise op's kind is read from its traffic (it reads more than it writes: multi-input).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from ..errors import SpecError
 from .graph import Graph, Q
 
-__all__ = ["fuse_epilogues"]
+__all__ = ["fuse_epilogues", "check_fuse", "FUSION_KINDS", "EPILOGUE_KINDS"]
 
 _AR, _AW = Q["act_bytes_read"], Q["act_bytes_written"]
 
+#: folds fuse_epilogues applies
+EPILOGUE_KINDS = ("bn", "activation", "residual")
+#: every fusion the ``fuse=`` option names (attention and qkv are applied by the builders)
+FUSION_KINDS = (*EPILOGUE_KINDS, "attention", "qkv")
 
-def fuse_epilogues(graph: Graph) -> Graph:
-    """A new Graph with fusible epilogue ops folded into their producers."""
-    if graph.fusible is None or not graph.fusible.any():
+
+def check_fuse(fuse: Any) -> frozenset[str]:
+    """``fuse=`` as a set of kinds: True = every epilogue fold, False/None = none, or an
+    iterable of names from ``FUSION_KINDS``."""
+    if fuse is True:
+        return frozenset(EPILOGUE_KINDS)
+    if fuse is False or fuse is None:
+        return frozenset()
+    if isinstance(fuse, str):
+        fuse = (fuse,)
+    if not isinstance(fuse, Iterable) or isinstance(fuse, bytes | dict):
+        raise SpecError(f"fuse must be a bool or a set of kinds from {', '.join(FUSION_KINDS)}; "
+                        f"got {fuse!r}")
+    kinds = []
+    for k in fuse:
+        if not isinstance(k, str) or k not in FUSION_KINDS:
+            raise SpecError(f"fuse: unknown fusion kind {k!r}; allowed: "
+                            f"{', '.join(FUSION_KINDS)}")
+        kinds.append(k)
+    return frozenset(kinds)
+
+
+def _kind(graph: Graph, i: int) -> str | None:
+    if not graph.fusible[i]:
+        return None
+    if graph.kinds[i] == "norm":
+        return "bn"
+    multi = graph.c1[_AR, i] > graph.c1[_AW, i] * 1.5 or graph.c0[_AR, i] > graph.c0[_AW, i] * 1.5
+    return "residual" if multi else "activation"
+
+
+def fuse_epilogues(graph: Graph, kinds: Iterable[str] = EPILOGUE_KINDS) -> Graph:
+    """A new Graph with the fusible epilogue ops of ``kinds`` folded into their producers."""
+    want = frozenset(kinds) & frozenset(EPILOGUE_KINDS)
+    if graph.fusible is None or not graph.fusible.any() or not want:
         return graph
     n = len(graph)
     c0, c1 = graph.c0.copy(), graph.c1.copy()
@@ -37,7 +86,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
         if graph.classes[i] in ("matmul", "conv"):
             producer = i
             continue
-        if producer >= 0 and graph.fusible[i] and np.allclose(
+        if producer >= 0 and _kind(graph, i) in want and np.allclose(
                 c1[_AW, i], graph.c1[_AW, producer]) and np.allclose(c0[_AW, i], c0[_AW, producer]):
             for c in (c0, c1):
                 extra_read = c[_AR, i] - c[_AW, i]  # inputs other than the producer's output
@@ -50,9 +99,13 @@ def fuse_epilogues(graph: Graph) -> Graph:
             continue
         producer = -1
     idx = np.flatnonzero(keep)
+    # ops of kinds not folded stay fusible (a later fold may still take them)
+    fusible = np.array([_kind(graph, int(i)) not in want and bool(graph.fusible[i])
+                        for i in idx], dtype=bool)
     return replace(
         graph, names=tuple(names[i] for i in idx), kinds=tuple(graph.kinds[i] for i in idx),
         classes=tuple(graph.classes[i] for i in idx), c0=c0[:, idx], c1=c1[:, idx],
-        gemm=graph.gemm[:, idx], params=params[idx], fusible=graph.fusible[idx] & False,
-        meta={k: v for k, v in graph.meta.items() if not k.startswith("_")} | {"fused": True},
+        gemm=graph.gemm[:, idx], params=params[idx], fusible=fusible,
+        meta={k: v for k, v in graph.meta.items() if not k.startswith("_")}
+        | {"fused": sorted(want)},
     )

@@ -65,7 +65,7 @@ class Model:
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,
               seq_len: int | None = None, context: int | None = None, batch: int | None = None,
               fused_attention: bool = True, logits: str | None = None,
-              fuse: bool = False) -> Graph:
+              fuse: Any = False, sparsity: tuple[Any, float] | None = None) -> Graph:
         """The op graph for one scenario (cached). ``fuse=True`` folds activations, residual
         adds and batch norm into the preceding matmul/conv epilogue (graphs/fusion.py)."""
         p = make_precision(precision)
@@ -82,23 +82,55 @@ class Model:
                 seq_len = 1 if phase == "decode" else self.default_seq_len
             if phase == "decode" and context is None:
                 context = self.default_seq_len
+        if fuse is not False and fuse is not True:  # a set of fusion kinds (graphs/fusion.py)
+            from .fusion import check_fuse
+
+            kinds = check_fuse(fuse)
+            if "attention" in kinds:
+                fused_attention = True
+            if "qkv" in kinds:
+                return self._fused_qkv().graph(
+                    precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
+                    fused_attention=fused_attention, logits=logits, fuse=kinds - {"qkv"},
+                    sparsity=sparsity)
+            fuse = kinds
         key = (p, phase, seq_len, context or 0, batch if self.batch_dependent else None,
-               fused_attention, logits, fuse)
+               fused_attention, logits, fuse, sparsity)
         g = self._cache.get(key)
         if g is None:
             g = self.builder(precision=p, phase=phase, seq_len=seq_len, context=context or 0,
                              batch=batch if self.batch_dependent else None,
                              fused_attention=fused_attention, logits=logits)
             if fuse:
-                from .fusion import fuse_epilogues
+                from .fusion import EPILOGUE_KINDS, fuse_epilogues
 
-                g = fuse_epilogues(g)
+                g = fuse_epilogues(g, EPILOGUE_KINDS if fuse is True else fuse)
+            if sparsity is not None:  # (pattern or density, sparse/dense throughput ratio)
+                from .sparsity import sparsify
+
+                g = sparsify(g, sparsity[0], sparsity[1])
             self._cache[key] = g
             if len(self._cache) > 64:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(key)
         return g
+
+    def _fused_qkv(self) -> Model:
+        """This transformer with one [D, (N+2K)·H] QKV projection instead of three."""
+        if self.config is None:
+            raise SpecError(f"fuse: 'qkv' needs a transformer; {self.name} has no q/k/v "
+                            "projections")
+        if self.config.fused_qkv:
+            return self
+        v = self._cache.get(("_fused_qkv",))
+        if v is None:
+            from dataclasses import replace as _replace
+
+            v = transformer_model(_replace(self.config, fused_qkv=True), key=self.key,
+                                  name=self.name)
+            self._cache[("_fused_qkv",)] = v  # type: ignore[assignment]
+        return v  # type: ignore[return-value]
 
     @property
     def params(self) -> int:

@@ -137,6 +137,10 @@ def model(spec: Any, **kwargs: Any) -> Model:
                         f"nn.Module, got {type(spec).__name__}")
     files, alias = _zoo()
     m = _zoo_model(zoo_key(spec, "model", alias, list(files)))
+    if kwargs:  # size knobs: width, depth, d_model, layers, ... (graphs/knobs.py)
+        from .knobs import resize
+
+        return resize(m, **kwargs)
     _LOADED_BY_NAME[spec] = m
     return m
 

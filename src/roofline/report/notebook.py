@@ -184,7 +184,7 @@ def result_chart(r: Any, row_prefix: str) -> str:
     from ..viz.roofline import op_points
     from .svg import roofline_svg
 
-    hw = hardware(r.hardware_key)
+    hw = r.hardware_spec() if hasattr(r, "hardware_spec") else hardware(r.hardware_key)
     pts = op_points(r) if r.preset != "mlsysim" else None
     idx = pts["index"].tolist() if pts is not None else None
     return roofline_svg(r, hw, pts, row_prefix=row_prefix, row_index=idx)

@@ -168,7 +168,7 @@ def _sweeps(r: Any, model: Any, scenario: dict[str, Any]) -> str:
     from ..scenarios.sweep import sweep
     from ..specs.hardware import hardware
 
-    hw = hardware(r.hardware_key)
+    hw = r.hardware_spec() if hasattr(r, "hardware_spec") else hardware(r.hardware_key)
     precs = [r.precision] + [d for d in SWEEP_DTYPES if hw.has(d) and d != r.precision]
     kw = {k: scenario[k] for k in ("preset", "phase", "seq_len", "context", "runtime")
           if scenario.get(k) is not None}
@@ -196,7 +196,7 @@ def _sweeps(r: Any, model: Any, scenario: dict[str, Any]) -> str:
 def _conventions(r: Any) -> str:
     from ..specs.hardware import hardware
 
-    hw = hardware(r.hardware_key)
+    hw = r.hardware_spec() if hasattr(r, "hardware_spec") else hardware(r.hardware_key)
     flop = ("mlsysim's zoo convention (CNNs: 1 FLOP per multiply-add)" if r.preset == "mlsysim"
             else "2 FLOPs per multiply-add")
     rows = [("FLOPs", flop),

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._text import printable_str
 from ..engine.core import plan_for
 from ..engine.memory import fit_reason
 from ..engine.memory import fits as mem_fits
@@ -31,11 +32,13 @@ class Sweep:
     """The sweep table plus crossover detection."""
 
     def __init__(self, table: Table, model_name: str, preset: str = "default",
-                 runtime: str = "eager") -> None:
+                 runtime: str = "eager", warnings: tuple[str, ...] = ()) -> None:
         self.table = table
         self.model = model_name
         self.preset = preset  #: the preset every row was priced with
         self.runtime = runtime  #: "eager" or "compiled" (see ``solve``)
+        #: what every row leaves out (ops without a formula), as ``Result.warnings``
+        self.warnings = warnings
 
     def __len__(self) -> int:
         return len(self.table)
@@ -83,6 +86,7 @@ class Sweep:
 
         return to_html(self, path)
 
+    @printable_str
     def to_string(self, max_rows: int | None = 60, width: int | None = 100,
                   more: str = "") -> str:
         """The sweep as text: one unit per column, at most ``width`` characters a line and
@@ -102,7 +106,8 @@ class Sweep:
         cross = "compute-bound from batch — " + ", ".join(items)
         if width is not None and len(cross) > width:
             cross = "compute-bound from batch:\n" + "\n".join(f"  {i}" for i in items)
-        return f"{self.model} sweep ({how})\n{body}\n{cross}"
+        return f"{self.model} sweep ({how})\n{body}\n{cross}" + "".join(
+            f"\nWARNING: {w}" for w in self.warnings)
 
     def __str__(self) -> str:
         return self.to_string()
@@ -152,6 +157,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         blocks.append(out)
 
     nb = len(batches)
+    warnings: list[str] = []
     for p in precs:
         ok = [hw for hw in hws if hw.has(p.compute)]
         for hw in hws:
@@ -167,9 +173,11 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         if preset == "mlsysim" or m.batch_dependent:
             # aggregate preset and MoE graphs: per-config solves (each is microseconds)
             for hw in ok:
-                rows = [_row(solve(m, hw, batch=int(b), precision=p, preset=preset,
-                                   phase=phase, seq_len=seq_len, context=context,
-                                   fuse=fuse, runtime=runtime).to_dict()) for b in batches]
+                rs = [solve(m, hw, batch=int(b), precision=p, preset=preset, phase=phase,
+                            seq_len=seq_len, context=context, fuse=fuse, runtime=runtime)
+                      for b in batches]
+                warnings += [w for r in rs for w in r.warnings]
+                rows = [_row(r.to_dict()) for r in rs]
                 block([hw.name], p.label, nb, **{k: np.array([[r[k] for r in rows]],
                                                                dtype=object if k in (
                                                                    "bottleneck", "reason")
@@ -177,6 +185,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                                   for k in rows[0]})
             continue
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
+        warnings += g.meta.get("warnings", ())
         effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
         T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
@@ -220,7 +229,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
-    return Sweep(table, m.name, preset, runtime)
+    out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
+    out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
+    return out
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

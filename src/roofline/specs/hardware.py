@@ -79,6 +79,9 @@ class Hardware:
     #: cap lowers the clock below the one the peak is quoted at (``[sustained]``; absent: 1).
     #: The default preset scales matmul-class ops by it; the bound preset keeps the datasheet peak
     sustained_fraction: Mapping[str, float] = field(default_factory=dict)
+    #: sparse tensor-core patterns the datasheet gives throughput for, pattern -> sparse/dense
+    #: throughput ratio (e.g. {"2:4": 2.0}); the dense peak stays the value
+    sparsity: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -168,7 +171,11 @@ class Hardware:
 # -- loading -------------------------------------------------------------------------------------
 
 _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
-             "memory", "links", "power", "notes", "measurement", "efficiency", "sustained"}
+             "memory", "links", "power", "notes", "measurement", "efficiency", "sustained",
+             "sparsity"}
+
+#: [sparsity] keys -> the pattern name solve(sparsity=) takes
+_SPARSITY_KEYS = {"structured_2_4": "2:4"}
 
 
 def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
@@ -259,6 +266,19 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         # a board that sustains under 5 % of its peak is a typo, not a power cap
         sustained[dtype] = q(raw, f"sustained.{dtype}", "ratio", lo=0.05, hi=1.0)
 
+    sparsity: dict[str, float] = {}
+    sp_raw = doc.get("sparsity") or {}
+    if not isinstance(sp_raw, dict):
+        raise SpecError(f"{origin}: [sparsity] must map patterns to sourced speed-up ratios")
+    for k, raw in sp_raw.items():
+        if k not in _SPARSITY_KEYS:
+            raise SpecError(f"{origin}: sparsity.{k}; allowed: {', '.join(_SPARSITY_KEYS)}")
+        ratio = q(raw, f"sparsity.{k}", "ratio")
+        if not 1.0 <= ratio <= 8.0:
+            raise SpecError(f"{origin}: sparsity.{k} = {ratio!r} is the sparse/dense tensor "
+                            "throughput ratio; allowed: 1 to 8")
+        sparsity[_SPARSITY_KEYS[k]] = ratio
+
     tdp = math.nan
     power = doc.get("power") or {}
     if not isinstance(power, dict):
@@ -292,6 +312,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
         provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
+        sparsity=sparsity,
     )
 
 

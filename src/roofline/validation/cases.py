@@ -1,7 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``training``) is one TOML file with a ``[sources]``
-table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
+Every domain (``inference``, ``serving``, ``training``, ``training_graphs``) is one TOML file
+with a ``[sources]`` table (key -> the document: title, version or commit, table / page) and
+``[[case]]`` entries.
 Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
@@ -10,7 +11,8 @@ Each case carries
   that metric; the loader converts to SI);
 * the scenario that reproduces the measurement: the domain's required keys, and optional ones
   (``[defaults]`` may give values shared by every case; a case's own value wins);
-* optionally ``note`` (what the source leaves open and we assume), ``date``, and
+* optionally ``note`` (what the source leaves open and we assume), ``derivation`` (how a
+  scenario value follows from the source), ``date``, and
   ``known_outlier`` with its ``reason``.
 
 An unknown key, a missing one or a value of the wrong type is a ``SpecError`` naming the file,
@@ -57,10 +59,17 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
     },
+    "training_graphs": {
+        "metrics": {"throughput": {"1/s": 1.0}},
+        "required": {"model": str, "cluster": str, "dp": int, "precision": str,
+                     "micro_batch": int, "accumulation": int, "optimizer": str},
+        "optional": {"seq_len": int},
+    },
 }
 
 _COMMON = {"id": str, "source": str, "where": str, "metric": str, "measured": _NUM, "unit": str}
-_COMMON_OPT = {"note": str, "date": str, "known_outlier": bool, "reason": str}
+_COMMON_OPT = {"note": str, "derivation": str, "date": str, "known_outlier": bool,
+               "reason": str}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +86,7 @@ class Case:
     value_si: float  #: ``measured`` in SI (1/s, s, tokens/s, FLOP/s)
     scenario: Mapping[str, Any]  #: the domain's scenario keys (read-only)
     note: str = ""  #: what the source leaves open and we assume
+    derivation: str = ""  #: how a scenario value was derived from the source, where it was
     date: str = ""
     known_outlier: bool = False  #: far off for a cause outside the model (``reason`` says which)
     reason: str = ""
@@ -162,7 +172,8 @@ def _parse_case(raw: Mapping[str, Any], domain: str, schema: Mapping[str, Any],
     return Case(id=cid, domain=domain, source=vals["source"], where=vals["where"],
                 metric=vals["metric"], measured=measured, unit=vals["unit"],
                 value_si=measured * units[vals["unit"]], scenario=MappingProxyType(scen),
-                note=vals.get("note", ""), date=vals.get("date", ""),
+                note=vals.get("note", ""), derivation=vals.get("derivation", ""),
+                date=vals.get("date", ""),
                 known_outlier=bool(vals.get("known_outlier", False)),
                 reason=vals.get("reason", ""))
 

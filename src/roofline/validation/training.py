@@ -129,10 +129,11 @@ def _factors(values: Mapping[str, float] | None) -> Iterator[None]:
     if values is None:
         yield
         return
-    T._OVERRIDE["gpu"] = T.TrainingFactors(
-        gemm_max=float(values["gemm_max"]), gemm_half_size=float(values["gemm_half_size"]),
-        scale_up_efficiency=float(values["scale_up_efficiency"]),
-        scale_out_efficiency=float(values["scale_out_efficiency"]))
+    kw = {k: float(values[k]) for k in PARAMS}
+    # the fit's parametrisation; a grouped TrainingFactors (gemm: Gemm) builds from it with
+    # ``fitted``, the flat one takes the four values as fields
+    make = getattr(T.TrainingFactors, "fitted", T.TrainingFactors)
+    T._OVERRIDE["gpu"] = make(**kw)
     try:
         yield
     finally:
@@ -176,13 +177,23 @@ def fit_training(cases: Sequence[Case] | None = None,
     return Refit(values=cur)
 
 
+def _fit_values(f: Any) -> dict[str, float]:
+    """A TrainingFactors in the fit's parametrisation (gemm_max, gemm_half_size = the M and N
+    half size, scale_up_efficiency, scale_out_efficiency)."""
+    gemm = getattr(f, "gemm", None)
+    if gemm is not None:  # grouped: gemm.max, gemm.a (= b = 2c by the fit's parametrisation)
+        return {"gemm_max": float(gemm.max), "gemm_half_size": float(gemm.a),
+                "scale_up_efficiency": float(f.scale_up_efficiency),
+                "scale_out_efficiency": float(f.scale_out_efficiency)}
+    return {k: float(getattr(f, k)) for k in PARAMS}
+
+
 def training_holdout(cases: Sequence[Case] | None = None) -> FitReport:
     """In-sample and leave-one-source-out error of the [gpu] training factors."""
     from ..scenarios.training import training_factors
 
     cs = list(training_cases() if cases is None else cases)
-    f = training_factors("gpu")
-    shipped = {k: float(getattr(f, k)) for k in PARAMS}
+    shipped = _fit_values(training_factors("gpu"))
     return leave_one_source_out("training [gpu]", cs, PARAMS, shipped, fit_training,
                                 _log_errors)
 

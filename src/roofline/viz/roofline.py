@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._text import mathtext_safe
 from ..engine.result import Result
 from ..errors import SpecError, require_extra
 from ..specs.hardware import Hardware
@@ -94,7 +95,7 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
     if not results and not hws:
         raise SpecError("plot_roofline needs at least one Result, Sweep or Hardware")
     for r in results:
-        hw = resolve_hardware(r.hardware_key)
+        hw = r.hardware_spec()
         if all(h.key != hw.key for h in hws):
             hws.append(hw)
     if dtypes is not None:
@@ -216,10 +217,12 @@ def _sweep_results(s: Any) -> list[Result]:
     for row in s.to_dicts():
         if not row["feasible"] and not _finite(row["latency"]):
             continue
-        hw = resolve_hardware(row["hardware"])
+        hw = getattr(s, "hardware_specs", {}).get(row["hardware"]) or \
+            resolve_hardware(row["hardware"])
         peak = hw.peak(row["precision"]) if hw.has(row["precision"]) else math.nan
         out.append(Result(
-            model=row["model"], hardware=hw.name, hardware_key=hw.key, batch=row["batch"],
+            model=row["model"], hardware=hw.name, hardware_key=hw.key, _hardware=hw,
+            batch=row["batch"],
             precision=row["precision"], preset=_sweep_preset(s), phase="", latency=row["latency"],
             latency_bound=row["latency_bound"], t_compute=math.nan, t_memory=math.nan,
             t_overhead=math.nan, throughput=row["throughput"], bottleneck=row["bottleneck"],
@@ -276,7 +279,7 @@ def _ceilings(ax: Any, hw: Hardware, main: str | None, only: Sequence[str] | Non
         x_end = top / lvl.bytes_per_s
         ax.plot([x_lo, x_end], [lvl.bytes_per_s * x_lo, top], color=colour,
                 lw=2.0 if j == 0 else 1.0, ls="-" if j == 0 else ":", zorder=2,
-                label=f"{prefix}{lvl.name} {lvl.bytes_per_s / 1e9:,.0f} GB/s")
+                label=f"{prefix}{mathtext_safe(lvl.name)} {lvl.bytes_per_s / 1e9:,.0f} GB/s")
     if main and hw.has(main):
         peak = hw.peak(main)
         ridge = peak / bw_main
@@ -299,11 +302,15 @@ def _result_label(r: Result, all_results: Sequence[Result]) -> str:
         parts.append(r.precision)
     if len({x.batch for x in all_results}) > 1 or not parts:
         parts.append(f"batch {r.batch}")
-    return (f"{', '.join(parts)}: {r.arithmetic_intensity:,.3g} FLOP/B, "
-            f"{r.flops / r.latency / 1e12:,.3g} TFLOP/s ({r.bottleneck})")
+    return mathtext_safe(f"{', '.join(parts)}: {r.arithmetic_intensity:,.3g} FLOP/B, "
+                         f"{r.flops / r.latency / 1e12:,.3g} TFLOP/s ({r.bottleneck})")
 
 
 def _title(results: Sequence[Result], hws: Sequence[Hardware]) -> str:
+    return mathtext_safe(_title_text(results, hws))
+
+
+def _title_text(results: Sequence[Result], hws: Sequence[Hardware]) -> str:
     if not results:
         return "Roofline: " + ", ".join(h.name for h in hws)
     batches = sorted({r.batch for r in results})
@@ -322,7 +329,7 @@ def _join(items: Iterable[str]) -> str:
 
 
 def _short(name: str) -> str:
-    return name.replace("NVIDIA ", "")
+    return mathtext_safe(name.replace("NVIDIA ", ""))
 
 
 def _finite(*vals: Any) -> bool:

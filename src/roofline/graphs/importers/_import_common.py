@@ -35,6 +35,7 @@ __all__ = [
     "dedupe_names",
     "imported_model",
     "price_records",
+    "unpriced_warning",
 ]
 
 
@@ -66,6 +67,7 @@ class OpRecord:
     params: int = 0  #: parameters first read by this op (tied weights count once)
     extra_act_read: float = 0.0  #: elements of smaller broadcast activation operands read
     act_fixed_bytes: float | None = None  #: element size when the output is not a float tensor
+    from_input: bool = True  #: reads data derived from the module's inputs (not constants only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,9 +178,28 @@ def _conv_gemm(s: dict[str, Any]) -> tuple[float, float, float]:
     return (float(np.prod(Xo)) * g, Co // g, C // g * taps)
 
 
+def unpriced_warning(unsupported: Sequence[UnsupportedOp], priced_bytes: float,
+                     act_bytes: float) -> str:
+    """"N ops unpriced (x % of bytes)": the line every result on such a graph carries.
+    ``priced_bytes``: the graph's bytes at the traced batch; the unsupported ops' elements
+    (at the traced batch too) count ``act_bytes`` each, the graph's activation size."""
+    ub = float(sum(u.elements for u in unsupported)) * act_bytes
+    share = ub / (priced_bytes + ub) if priced_bytes + ub > 0 else 0.0
+    ops = sorted({u.op for u in unsupported})
+    return (f"{len(unsupported)} ops unpriced ({share * 100:.1f} % of bytes at the traced "
+            f"batch), left out of these totals: " + ", ".join(ops[:5])
+            + (f" and {len(ops) - 5} more kinds" if len(ops) > 5 else "")
+            + " (the model's summary lists them)")
+
+
 def _graph(name: str, p: Precision, records: Sequence[OpRecord], c0: np.ndarray,
            c1: np.ndarray, batch: int, *, fixed_batch: int | None, tokens: int,
-           meta: dict[str, Any]) -> Graph:
+           meta: dict[str, Any], unsupported: Sequence[UnsupportedOp] = ()) -> Graph:
+    if unsupported:
+        q = c0 + c1 * batch
+        priced = float(q[[Q[k] for k in QUANTITIES if k != "flops"]].sum())
+        meta = {**meta, "warnings": (unpriced_warning(unsupported, priced, p.act_bytes),),
+                "unpriced_ops": len(unsupported)}
     params = np.array([float(r.params) for r in records])
     return Graph(name=name, phase="forward", precision=p, names=tuple(r.name for r in records),
                  kinds=tuple(r.kind for r in records),
@@ -220,6 +241,9 @@ class ImportedModel(Model):
     module_params: int = 0  #: parameters the module/file holds (shared ones once)
     how: str = ""  #: "torch" or "onnx"
     notes: tuple[str, ...] = ()
+    #: per tensor input, the dimension that is the batch (None: no batch); None: not recorded
+    batch_dims: tuple[int | None, ...] | None = None
+    batch_dims_given: bool = False  #: batch_dims passed by the user, not found by tracing
 
     def summary(self) -> str:
         """Op counts by kind, parameters, and every unsupported op with what it touches."""
@@ -233,6 +257,7 @@ class ImportedModel(Model):
                  f"{g.params_total:,} parameters read by ops ({self.module_params:,} held)"),
                  "  ops by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())),
                  f"  free (views, metadata, folded constants): {self.n_free_ops}",
+                 *self._batch_line(),
                  (f"  at batch {self.traced_batch}, fp32: {float(q[Q['flops']].sum()) / 1e9:,.3f}"
                  f" GFLOP, {total_bytes / 1e6:,.3f} MB")]
         if self.unsupported_ops:
@@ -247,6 +272,13 @@ class ImportedModel(Model):
             lines.append("  unsupported: none")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def _batch_line(self) -> list[str]:
+        if self.batch_dims is None:
+            return []
+        dims = [f"dim {d} of input {i}" for i, d in enumerate(self.batch_dims) if d is not None]
+        how = "given" if self.batch_dims_given else "found by tracing"
+        return [f"  batch: {', '.join(dims)} ({how}; size {self.traced_batch} traced)"]
 
     def __str__(self) -> str:
         return self.summary()
@@ -295,13 +327,14 @@ def imported_model(*, key: str, name: str, how: str,
             q = price_records(t.records, precision)
             meta["not_affine"] = reason
             return _graph(name, precision, t.records, q, np.zeros_like(q), batch,
-                          fixed_batch=batch, tokens=tokens, meta=meta)
+                          fixed_batch=batch, tokens=tokens, meta=meta,
+                          unsupported=t.unsupported)
         q1, q2 = price_records(a.records, precision), price_records(b.records, precision)
         c1 = (q2 - q1) / (b.batch - a.batch)
         c0 = q1 - c1 * a.batch
         c0[np.abs(c0) < 1e-9 * np.maximum(np.abs(q1), 1.0)] = 0.0  # rounding, not cost
         return _graph(name, precision, a.records, c0, c1, a.batch, fixed_batch=None,
-                      tokens=tokens, meta=meta)
+                      tokens=tokens, meta=meta, unsupported=a.unsupported)
 
     m = ImportedModel(
         key=key, name=name, family="imported", builder=build, phases=("forward",),

@@ -7,6 +7,7 @@ reads a ``config.json`` file into a ``Model``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -30,88 +31,177 @@ def _req(cfg: dict[str, Any], *names: str, where: str) -> Any:
                     + (f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""))
 
 
+#: plausibility caps on config fields: far beyond any published model, small enough that a
+#: typo or a fuzzed value (n_layer = 2**31) is refused at once instead of building for hours
+MAX_WIDTH = 2**22  # hidden_size, intermediate_size
+MAX_HEADS = 2**14  # attention heads, head_dim
+MAX_LAYERS = 4096
+MAX_VOCAB = 2**24
+MAX_POSITIONS = 2**30
+MAX_EXPERTS = 2**14
+_REQUIRED = object()
+
+
+class _Fields:
+    """Strict readers of config.json fields: integers must be JSON integers (or integral
+    floats such as 4096.0), never strings, booleans, fractions, Infinity or NaN; each within
+    its plausible range. ``null`` counts as absent, as HuggingFace writes it."""
+
+    def __init__(self, cfg: dict[str, Any], where: str) -> None:
+        self.cfg, self.where = cfg, where
+
+    def int(self, *names: str, default: Any = _REQUIRED, lo: int = 1,
+            hi: int = MAX_WIDTH) -> int:
+        for n in names:
+            v = self.cfg.get(n)
+            if v is None:
+                continue
+            ok = not isinstance(v, bool) and (isinstance(v, int) or (
+                isinstance(v, float) and math.isfinite(v) and v.is_integer()))
+            if not ok or not lo <= v <= hi:
+                raise SpecError(f"{self.where}: {n}={_shown(v)} must be an integer in "
+                                f"[{lo}, {hi:,}]")
+            return int(v)
+        if default is _REQUIRED:
+            _req(self.cfg, *names, where=self.where)  # raises: names the missing field
+        return int(default)
+
+    def flag(self, name: str, default: bool) -> bool:
+        v = self.cfg.get(name)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise SpecError(f"{self.where}: {name}={_shown(v)} must be true or false")
+        return v
+
+    def text(self, *names: str, default: str) -> str:
+        for n in names:
+            v = self.cfg.get(n)
+            if v is None or v == "":
+                continue
+            if not isinstance(v, str):
+                raise SpecError(f"{self.where}: {n}={_shown(v)} must be a string")
+            return v
+        return default
+
+    def number(self, name: str) -> float:
+        """A float field where only 'set or not' matters (0.0 when absent)."""
+        v = self.cfg.get(name)
+        if v is None:
+            return 0.0
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise SpecError(f"{self.where}: {name}={_shown(v)} must be a finite number")
+        return float(v)
+
+
+def _shown(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfig:
-    """Normalise a HuggingFace ``config.json`` dict (read as plain JSON; no transformers import)."""
+    """Normalise a HuggingFace ``config.json`` dict (read as plain JSON; no transformers import).
+    Every field is type- and range-checked (``_Fields``)."""
     if not isinstance(cfg, dict):
         raise SpecError(f"{name}: a config must be a JSON object")
-    mt = str(cfg.get("model_type", "")).lower()
-    w = name
+    f = _Fields(cfg, name)
+    mt = f.text("model_type", default="").lower()
     if mt in ("gpt2",) or "n_embd" in cfg:
-        D = int(_req(cfg, "n_embd", "hidden_size", where=w))
-        N = int(_req(cfg, "n_head", "num_attention_heads", where=w))
+        D = f.int("n_embd", "hidden_size")
+        N = f.int("n_head", "num_attention_heads", hi=MAX_HEADS)
+        _divides(name, D, N, "n_embd", "n_head")
         return TransformerConfig(
-            name=name, arch="decoder", d_model=D, n_layers=int(_req(cfg, "n_layer", where=w)),
-            n_heads=N, n_kv_heads=N, head_dim=D // N, d_ff=int(cfg.get("n_inner") or 4 * D),
-            vocab=int(_req(cfg, "vocab_size", where=w)),
-            max_positions=int(cfg.get("n_positions", cfg.get("n_ctx", 1024))), norm="layernorm",
-            gated_mlp=False, act=_ACT.get(cfg.get("activation_function", "gelu_new"), "gelu_tanh"),
+            name=name, arch="decoder", d_model=D, n_layers=f.int("n_layer", hi=MAX_LAYERS),
+            n_heads=N, n_kv_heads=N, head_dim=D // N, d_ff=f.int("n_inner", default=4 * D),
+            vocab=f.int("vocab_size", hi=MAX_VOCAB),
+            max_positions=f.int("n_positions", "n_ctx", default=1024, hi=MAX_POSITIONS),
+            norm="layernorm", gated_mlp=False,
+            act=_ACT.get(f.text("activation_function", default="gelu_new"), "gelu_tanh"),
             qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True, positions="learned",
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+            tied_embeddings=f.flag("tie_word_embeddings", True),
         )
-    D = int(_req(cfg, "hidden_size", where=w))
-    N = int(_req(cfg, "num_attention_heads", where=w))
-    L = int(_req(cfg, "num_hidden_layers", where=w))
-    F = int(_req(cfg, "intermediate_size", where=w))
+    D = f.int("hidden_size")
+    N = f.int("num_attention_heads", hi=MAX_HEADS)
+    L = f.int("num_hidden_layers", hi=MAX_LAYERS)
+    F = f.int("intermediate_size")
     if mt == "bert" or mt == "roberta":
+        _divides(name, D, N, "hidden_size", "num_attention_heads")
         return TransformerConfig(
             name=name, arch="encoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=N,
-            head_dim=D // N, d_ff=F, vocab=int(_req(cfg, "vocab_size", where=w)),
-            max_positions=int(cfg.get("max_position_embeddings", 512)), norm="layernorm",
-            gated_mlp=False, act=_ACT.get(cfg.get("hidden_act", "gelu"), "gelu_erf"),
+            head_dim=D // N, d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
+            max_positions=f.int("max_position_embeddings", default=512, hi=MAX_POSITIONS),
+            norm="layernorm", gated_mlp=False,
+            act=_ACT.get(f.text("hidden_act", default="gelu"), "gelu_erf"),
             qkv_bias=True, o_bias=True, mlp_bias=True, positions="learned", post_norm=True,
-            type_vocab=int(cfg.get("type_vocab_size", 2)), pooler=True, tied_embeddings=True,
+            type_vocab=f.int("type_vocab_size", default=2, lo=0, hi=2**16), pooler=True,
+            tied_embeddings=True,
         )
     if mt == "vit":
+        _divides(name, D, N, "hidden_size", "num_attention_heads")
+        image = f.int("image_size", hi=2**16)
         return TransformerConfig(
             name=name, arch="vision", d_model=D, n_layers=L, n_heads=N, n_kv_heads=N,
             head_dim=D // N, d_ff=F, vocab=0, max_positions=0, norm="layernorm", gated_mlp=False,
-            act=_ACT.get(cfg.get("hidden_act", "gelu"), "gelu_erf"), qkv_bias=bool(
-                cfg.get("qkv_bias", True)), o_bias=True, mlp_bias=True, positions="learned",
-            image_size=int(_req(cfg, "image_size", where=w)),
-            patch_size=int(_req(cfg, "patch_size", where=w)),
-            channels=int(cfg.get("num_channels", 3)), classes=int(cfg.get("num_labels", 1000)),
+            act=_ACT.get(f.text("hidden_act", default="gelu"), "gelu_erf"),
+            qkv_bias=f.flag("qkv_bias", True), o_bias=True, mlp_bias=True, positions="learned",
+            image_size=image, patch_size=f.int("patch_size", hi=image),
+            channels=f.int("num_channels", default=3, hi=2**12),
+            classes=f.int("num_labels", default=1000, lo=0, hi=MAX_VOCAB),
         )
-    # Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3, ...
-    K = int(cfg.get("num_key_value_heads") or N)
-    H = int(cfg.get("head_dim") or D // N)
-    if not cfg.get("head_dim") and D % N:
-        raise SpecError(f"{name}: hidden_size={D} is not divisible by num_attention_heads={N} "
-                        "and no head_dim is given")
+    return _decoder(f, mt, name, D, N, L, F)
+
+
+def _divides(name: str, D: int, N: int, d_field: str, n_field: str) -> None:
+    if D % N:
+        raise SpecError(f"{name}: {d_field}={D} is not divisible by {n_field}={N}")
+
+
+def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
+             F: int) -> TransformerConfig:
+    """Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3."""
+    cfg = f.cfg
+    K = f.int("num_key_value_heads", default=N, hi=N)
+    if cfg.get("head_dim") is None:
+        _divides(name, D, N, "hidden_size", "num_attention_heads")
+    H = f.int("head_dim", default=D // N, hi=MAX_HEADS)
     gemma = mt.startswith("gemma")
     # Gemma's config names the activation hidden_activation (hidden_act is a legacy field)
-    act_name = ((cfg.get("hidden_activation") if gemma else None) or cfg.get("hidden_act")
-                or cfg.get("hidden_activation") or "silu")
-    E = int(cfg.get("num_local_experts") or cfg.get("num_experts")
-            or cfg.get("n_routed_experts") or 0)
-    sw = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
-    mla = bool(cfg.get("kv_lora_rank"))
+    act_name = f.text(*(("hidden_activation", "hidden_act") if gemma else
+                        ("hidden_act", "hidden_activation")), default="silu")
+    E = f.int("num_local_experts", "num_experts", "n_routed_experts", default=0, lo=0,
+              hi=MAX_EXPERTS)
+    top_k = f.int("num_experts_per_tok", lo=1, hi=E) \
+        if E else 0
+    sw = f.int("sliding_window", default=0, hi=MAX_POSITIONS) \
+        if f.flag("use_sliding_window", True) and cfg.get("sliding_window") != 0 else 0
+    mla = f.int("kv_lora_rank", default=0, lo=0, hi=2**16) > 0
     if mla:
-        for f in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            _req(cfg, f, where=w)
+        for fld in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _req(cfg, fld, where=name)
     # Gemma/Gemma 2 tie the LM head to the embedding unless the file says otherwise
     # (GemmaConfig/Gemma2Config default tie_word_embeddings=True); others default to untied.
-    tied = bool(cfg.get("tie_word_embeddings", gemma))
+    tied = f.flag("tie_word_embeddings", gemma)
     return TransformerConfig(
         name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
-        d_ff=F, vocab=int(_req(cfg, "vocab_size", where=w)),
-        max_positions=int(cfg.get("max_position_embeddings", 4096)), norm="rmsnorm",
-        gated_mlp=True, act=_ACT.get(act_name, "silu"),
-        qkv_bias=bool(cfg.get("attention_bias", mt.startswith("qwen2"))),
-        o_bias=False, mlp_bias=bool(cfg.get("mlp_bias", False)), positions="rope",
+        d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
+        max_positions=f.int("max_position_embeddings", default=4096, hi=MAX_POSITIONS),
+        norm="rmsnorm", gated_mlp=True, act=_ACT.get(act_name, "silu"),
+        qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
+        o_bias=False, mlp_bias=f.flag("mlp_bias", False), positions="rope",
         tied_embeddings=tied,
-        n_experts=E, top_k=int(cfg.get("num_experts_per_tok") or 0) if E else 0,
-        sliding_window=int(sw) if sw else None, embed_scale=gemma,
+        n_experts=E, top_k=top_k,
+        sliding_window=sw or None, embed_scale=gemma,
         window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
-        final_logit_softcap=bool(cfg.get("final_logit_softcapping")),
-        moe_d_ff=int(cfg.get("moe_intermediate_size") or 0) if E else 0,
-        n_shared_experts=int(cfg.get("n_shared_experts") or 0) if E else 0,
-        first_dense_layers=int(cfg.get("first_k_dense_replace") or 0) if E else 0,
+        final_logit_softcap=bool(f.number("final_logit_softcapping")),
+        moe_d_ff=f.int("moe_intermediate_size", default=0, lo=0) if E else 0,
+        n_shared_experts=f.int("n_shared_experts", default=0, lo=0, hi=2**10) if E else 0,
+        first_dense_layers=f.int("first_k_dense_replace", default=0, lo=0, hi=L) if E else 0,
         router_bias=E > 0 and cfg.get("topk_method") == "noaux_tc",
-        q_lora_rank=int(cfg.get("q_lora_rank") or 0) if mla else 0,
-        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
-        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0) if mla else 0,
-        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
-        v_head_dim=int(cfg.get("v_head_dim") or 0) if mla else 0,
+        q_lora_rank=f.int("q_lora_rank", default=0, lo=0, hi=2**16) if mla else 0,
+        kv_lora_rank=f.int("kv_lora_rank", default=0, lo=0, hi=2**16),
+        qk_nope_head_dim=f.int("qk_nope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
+        qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
+        v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
@@ -74,6 +75,13 @@ _NORMS = {"BatchNormalization": "batchnorm", "LayerNormalization": "layernorm",
           "GroupNormalization": "groupnorm", "InstanceNormalization": "groupnorm",
           "RMSNormalization": "rmsnorm", "SimplifiedLayerNormalization": "rmsnorm"}
 _SCORE_CHAIN = {"Add", "Sub", "Mul", "Div", "Where", "Cast"}
+#: inputs an op needs before it can be priced (a malformed file may hold fewer)
+_MIN_INPUTS = {"MatMul": 2, "Gemm": 2, "MatMulInteger": 2, "Conv": 2, "ConvTranspose": 2,
+               "Attention": 3, "Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Pow": 2, "Where": 3,
+               "Gather": 2, "Reshape": 2, "Expand": 2, "BatchNormalization": 5,
+               "LayerNormalization": 2, "Einsum": 1, "Softmax": 1}
+#: the largest static dimension read from a file: far beyond any tensor that fits anywhere
+MAX_DIM = 2**40
 _SMALL_INIT = 4096  #: initializers up to this many elements keep their data for inference
 
 
@@ -94,6 +102,12 @@ class _Graph:
                 if x:
                     self.consumers.setdefault(x, []).append(i)
         self.graph_outputs = {o.name for o in g.output}
+        for n in self.nodes:
+            need = _MIN_INPUTS.get(n.op_type)
+            if need is not None and len(n.input) < need:
+                raise ImportGraphError(
+                    f"node {n.name or '(unnamed)'!r}: {n.op_type} needs at least {need} inputs, "
+                    f"this one has {len(n.input)} (not a valid ONNX graph)")
         # static: initializers, constants and values computed from them and from shapes
         self.static: set[str] = set(self.inits)
         self.worigin: dict[str, str] = {k: k for k in self.inits}  #: value -> initializer
@@ -122,8 +136,12 @@ class _Graph:
         try:
             scopes = ast.literal_eval(props.get("pkg.torch.onnx.name_scopes", "[]"))
             classes = ast.literal_eval(props.get("pkg.torch.onnx.class_hierarchy", "[]"))
-        except (ValueError, SyntaxError):
-            scopes, classes = [], []
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            scopes, classes = [], []  # unreadable metadata: it only names ops
+        if not isinstance(scopes, list | tuple):
+            scopes = []
+        if not isinstance(classes, list | tuple):
+            classes = []
         mods = [s for s in scopes[:-1] if s]
         if not mods:
             return short if scopes else (n.name or f"{n.op_type}_{i}")
@@ -271,6 +289,9 @@ def _dims(vi: Any) -> tuple[list[int | str], int]:
     t = vi.type.tensor_type
     dims: list[int | str] = []
     for d in t.shape.dim:
+        if d.HasField("dim_value") and not 0 <= d.dim_value <= MAX_DIM:
+            raise ImportGraphError(f"{vi.name!r} has a static dimension of {d.dim_value:,}; "
+                                   f"dimensions are at most {MAX_DIM:,} (2**40)")
         dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
     return dims, t.elem_type
 
@@ -312,6 +333,10 @@ def _skeleton(onnx: Any, mp: Any) -> Any:
     return sk
 
 
+@A.checked(path=A.path, dims=A.optional(A.mapping(A.text, A.count(1, MAX_DIM),
+                                                  what="symbolic dimension names to sizes")),
+           seq_dim=A.optional(A.text), seq_len=A.optional(A.count(1, A.MAX_TOKENS)),
+           name=A.optional(A.text), keep_views=A.flag)
 def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               seq_dim: str | None = None, seq_len: int | None = None, name: str | None = None,
               keep_views: bool = False) -> ImportedModel:

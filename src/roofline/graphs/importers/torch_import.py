@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import (
     Bytes,
@@ -31,6 +33,8 @@ from ._import_common import (
     dedupe_names,
     imported_model,
 )
+from ._torch_batch import BatchDims, check_batch_dim, find_batch_dims
+from ._torch_fastpath import FASTPATH_OPS, fastpath_records
 
 __all__ = ["from_torch"]
 
@@ -114,6 +118,7 @@ class _Tracer:
         self.views: list[tuple[str, str]] = []
         self.stack: list[tuple[str, int]] = [("", 0)]
         self.calls = 0
+        self.tainted: set[int] = set()  #: ids of tensors derived from the module's inputs
 
     # -- helpers
     def is_t(self, x: Any) -> bool:
@@ -142,6 +147,24 @@ class _Tracer:
             return float(out.element_size())
         return None
 
+    def taint(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> bool:
+        """Whether the op reads data derived from the inputs; if so its outputs are too."""
+        def tensors(xs: Any) -> list[Any]:
+            got = []
+            for x in xs:
+                if self.is_t(x):
+                    got.append(x)
+                elif isinstance(x, list | tuple):
+                    got += [t for t in x if self.is_t(t)]
+            return got
+
+        if not any(id(t) in self.tainted for t in tensors((*args, *kwargs.values()))):
+            return False
+        for o in tensors(out if isinstance(out, list | tuple) else (out,)):
+            self.keep.append(o)
+            self.tainted.add(id(o))
+        return True
+
     # -- dispatch
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         ns = func.namespace
@@ -149,6 +172,7 @@ class _Tracer:
             return  # prim.device and friends: metadata
         name = _base(func)
         path, call = self.stack[-1]
+        from_input = self.taint(args, kwargs, out)
         # parameters seen through views stay parameters (w.t() feeding addmm)
         if (func.is_view or name in _VIEWS or name in ("_to_copy", "clone", "contiguous")) \
                 and args and self.param(args[0]) is not None:
@@ -169,8 +193,11 @@ class _Tracer:
         except Exception as e:  # noqa: BLE001 - an op form the importer does not read: listed
             rec = f"the importer could not read this op ({type(e).__name__}: {e})"
         if isinstance(rec, list):
-            for r in rec:
-                self.records.append((call, _SHORT.get(name, name), r))
+            for r in rec:  # a fused op's parts come as (suffix, record)
+                short, r = r if isinstance(r, tuple) else (_SHORT.get(name, name), r)
+                if not from_input:
+                    r = replace(r, from_input=False)
+                self.records.append((call, short, r))
             return
         ins = tuple(tuple(a.shape) for a in args if self.is_t(a))
         for a in args:
@@ -191,7 +218,7 @@ class _Tracer:
                         params=params, extra_act_read=extra, act_fixed_bytes=fixed)
 
     def record(self, name: str, a: dict[str, Any], args: tuple[Any, ...],
-               out: Any) -> list[OpRecord] | str | None:
+               out: Any) -> list[Any] | str | None:
         """The records for one aten op, or a reason it is unsupported (None: no formula)."""
         T = self.is_t
         o = out[0] if isinstance(out, list | tuple) else out
@@ -201,6 +228,8 @@ class _Tracer:
             return self.matmul(name, a, args, o)
         if name in _SDPA:
             return self.sdpa(name, a)
+        if name in FASTPATH_OPS:
+            return fastpath_records(self, name, a)
         if name in ("_softmax", "softmax", "_log_softmax", "log_softmax",
                     "_safe_softmax"):
             return [self.rec("softmax", name, elements=self.numel(a["self"]))]
@@ -472,9 +501,11 @@ def _mode_class(torch: Any) -> type:
     return _Mode
 
 
-def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: int,
+def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: BatchDims | None,
            batch: int, seq_dim: int | None, seq0: int | None, seq: int | None,
            keep_views: bool) -> Trace:
+    """One trace with each tensor input's batch dimension (``dims``, per tensor leaf; None:
+    the example shapes) set to ``batch``, and the sequence dimension to ``seq``."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils import _pytree as pytree
@@ -498,20 +529,24 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: i
             params[id(state[n])] = (n, int(b.numel()), False)
         keep.extend(state.values())
 
-        def resize(t: Any) -> Any:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        n_t = 0
+        for i, t in enumerate(leaves):
             if not isinstance(t, torch.Tensor):
-                return t
+                continue
             shape = list(t.shape)
-            if shape and shape[0] == batch0:
-                shape[0] = batch
+            d = dims[n_t] if dims is not None else None
+            n_t += 1
+            if d is not None:
+                shape[d] = batch
                 if seq_dim is not None and seq is not None and len(shape) > seq_dim and \
                         shape[seq_dim] == seq0:
                     shape[seq_dim] = seq
-            return torch.empty(shape, dtype=t.dtype, device="cpu")
-
-        f_args = pytree.tree_map(resize, args)
-        f_kwargs = pytree.tree_map(resize, kwargs)
+            leaves[i] = torch.empty(shape, dtype=t.dtype, device="cpu")
+        f_args, f_kwargs = pytree.tree_unflatten(leaves, spec)
     tracer = _Tracer(torch, params, keep)
+    tracer.tainted = {id(t) for t in pytree.tree_leaves((f_args, f_kwargs))
+                      if isinstance(t, torch.Tensor)}
     mode = _mode_class(torch)(tracer)
     children = {n for n, m in module.named_modules() if next(m.children(), None) is None}
     handles = []
@@ -537,7 +572,9 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: i
                 handles.append(m.register_forward_hook(post(n)))
         module.eval()
         with fake_mode, mode, torch.no_grad():
-            torch.func.functional_call(module, state, f_args, f_kwargs, strict=False)
+            result = torch.func.functional_call(module, state, f_args, f_kwargs, strict=False)
+        out_elements = sum(int(t.numel()) for t in pytree.tree_leaves(result)
+                           if isinstance(t, torch.Tensor))
     except Exception as e:
         path = tracer.stack[-1][0] if len(tracer.stack) > 1 else ""
         mod = dict(modules).get(path, module)
@@ -564,32 +601,35 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], batch0: i
         else:
             names.append(f"{r.name}.{short.lstrip('_')}" if r.name else short.lstrip("_"))
     names = dedupe_names(names)
-    records = [OpRecord(name=nm, kind=r.kind, source=r.source, shape=r.shape, params=r.params,
-                        extra_act_read=r.extra_act_read, act_fixed_bytes=r.act_fixed_bytes)
-               for nm, (_, _, r) in zip(names, tracer.records)]
+    records = [replace(r, name=nm) for nm, (_, _, r) in zip(names, tracer.records)]
     if keep_views:
         view_recs = [OpRecord(name=(p or "<root>") + ".view", kind="view", source=op, shape={})
                      for p, op in tracer.views]
         records = records + view_recs
         names2 = dedupe_names([r.name for r in records])
-        records = [OpRecord(name=nm, kind=r.kind, source=r.source, shape=r.shape,
-                            params=r.params, extra_act_read=r.extra_act_read,
-                            act_fixed_bytes=r.act_fixed_bytes) for nm, r in zip(names2, records)]
+        records = [replace(r, name=nm) for nm, r in zip(names2, records)]
     unsupported = [u for _, _, u in tracer.unsupported]
     return Trace(batch=batch, records=records, unsupported=unsupported,
-                 n_views=len(tracer.views), view_names=tracer.views, module_params=module_params)
+                 n_views=len(tracer.views), view_names=tracer.views, module_params=module_params,
+                 meta={"out_elements": out_elements})
 
 
+@A.checked(module=A.anything, example_inputs=A.anything,
+           example_kwargs=A.optional(A.mapping(A.text, A.anything,
+                                               what="argument names to values")),
+           seq_dim=A.optional(A.count(0, 64)), name=A.optional(A.text), keep_views=A.flag)
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
-               = None, seq_dim: int | None = None, name: str | None = None,
-               keep_views: bool = False) -> ImportedModel:
+               = None, seq_dim: int | None = None, batch_dim: Any = None,
+               name: str | None = None, keep_views: bool = False) -> ImportedModel:
     """A Model from a PyTorch module, traced on fake tensors (no weights or data are read).
 
-    ``example_inputs``: a tensor or tuple of positional inputs (meta tensors work); their
-    dimension 0 is the batch. ``seq_dim``: the input dimension that is the sequence length
-    (e.g. 1 for token ids ``[B, T]``); the model then takes ``seq_len=`` like a zoo
-    transformer. ``keep_views=True`` keeps views and metadata ops in the graph (kind "view",
-    zero cost) instead of only counting them.
+    ``example_inputs``: a tensor or tuple of positional inputs (meta tensors work).
+    ``batch_dim``: the batch's dimension of the first tensor input (the other inputs' batch
+    is their dimension of the same size), or one entry per tensor input (None for an input
+    without a batch); by default it is found by tracing (``_torch_batch``). ``seq_dim``: the
+    input dimension that is the sequence length (e.g. 1 for token ids ``[B, T]``); the model
+    then takes ``seq_len=`` like a zoo transformer. ``keep_views=True`` keeps views and
+    metadata ops in the graph (kind "view", zero cost) instead of only counting them.
     """
     torch = require_extra("torch", "torch", "Importing a PyTorch module")
     if not isinstance(module, torch.nn.Module):
@@ -610,23 +650,47 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     if not tensors:
         raise ImportGraphError("example_inputs holds no tensor: pass the tensors forward() takes")
     if tensors[0].dim() == 0:
-        raise ImportGraphError("the first example input is a scalar: its dimension 0 must be "
-                               "the batch")
-    batch0 = int(tensors[0].shape[0])
-    if batch0 < 1:
-        raise ImportGraphError("the example batch (dimension 0 of the first input) is 0")
+        raise ImportGraphError("the first example input is a scalar: one of its dimensions "
+                               "must be the batch")
+    shapes = [tuple(int(v) for v in t.shape) for t in tensors]
     seq0: int | None = None
     if seq_dim is not None:
-        if isinstance(seq_dim, bool) or not isinstance(seq_dim, int) or seq_dim < 1 or \
+        if isinstance(seq_dim, bool) or not isinstance(seq_dim, int) or seq_dim < 0 or \
                 seq_dim >= tensors[0].dim():
             raise SpecError(f"seq_dim must be a dimension of the first input other than the "
-                            f"batch (1..{tensors[0].dim() - 1}), got {seq_dim!r}")
-        seq0 = int(tensors[0].shape[seq_dim])
+                            f"batch (0..{tensors[0].dim() - 1}), got {seq_dim!r}")
+        seq0 = shapes[0][seq_dim]
+    given = check_batch_dim(batch_dim, shapes, seq_dim)
     label = name or type(module).__name__
+    state: dict[str, Any] = {"dims": given}
+    early: dict[tuple[int, int | None], Trace] = {}  # traces made while finding the batch
 
     def trace(batch: int, seq: int | None) -> Trace:
-        return _trace(module, args, kwargs, batch0, batch, seq_dim, seq0, seq, keep_views)
+        t = early.pop((batch, seq), None)
+        return t if t is not None else _trace(module, args, kwargs, state["dims"], batch,
+                                              seq_dim, seq0, seq, keep_views)
 
-    return imported_model(key=label, name=label, how="torch", trace=trace, batch0=batch0,
-                          seq_len0=seq0)
+    if given is None:
+        base = _trace(module, args, kwargs, None, 1, seq_dim, seq0, seq0, keep_views)
 
+        def trace_dims(dims: BatchDims, batch: int) -> Trace:
+            return _trace(module, args, kwargs, dims, batch, seq_dim, seq0, seq0, keep_views)
+
+        dims, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
+        state["dims"] = dims
+        d0 = dims[0]
+        assert d0 is not None
+        batch0 = shapes[0][d0]
+        base.batch = batch0
+        early[(batch0, seq0)] = base
+        early[(2 * batch0, seq0)] = doubled
+    else:
+        d0 = given[0]
+        assert d0 is not None
+        batch0 = shapes[0][d0]
+    m = imported_model(key=label, name=label, how="torch", trace=trace, batch0=batch0,
+                       seq_len0=seq0)
+    early.clear()
+    m.batch_dims = tuple(state["dims"])
+    m.batch_dims_given = given is not None
+    return m

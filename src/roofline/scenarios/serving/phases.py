@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._call import records_call
 from ..._econ_args import with_economics
 from ...engine.memory import memory_fit
 from ...engine.presets import check_preset
@@ -61,6 +62,7 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
 
 
 
+@records_call("serve")
 @with_economics
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=R.TOKENS,
            output_len=R.TOKENS, precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE,

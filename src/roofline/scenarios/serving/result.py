@@ -3,10 +3,12 @@ model's statement and the speculative-decoding token expectation."""
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..._text import printable_str
 from ...engine.result import Result
 from ...errors import SpecError
 from ...units import fmt_bytes, fmt_time
@@ -71,6 +73,13 @@ class ServeResult:
     _prefill: Any = field(default=None, repr=False)
     _decode: Any = field(default=None, repr=False)
     _hw: Any = field(default=None, repr=False)  #: () -> the (prefill) Hardware
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ...analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def prefill(self) -> Result:
@@ -112,7 +121,8 @@ class ServeResult:
         return None if g is None else g * 1e6
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+             if not f.name.startswith("_")}  # asdict would deep-copy the call's model too
         for k, v in d.items():
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
@@ -141,6 +151,7 @@ class ServeResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}) — "
                 f"batch {self.batch}, prompt {self.prompt_len}, output {self.output_len}, "

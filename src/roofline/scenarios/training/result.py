@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._text import printable_str
 from ...units import fmt_bytes, fmt_time
 
 
@@ -51,7 +52,17 @@ class TrainingResult:
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
+    optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
+    warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
+    _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def levers(self, **kw: Any) -> Any:
+        """Every design lever for the call that made this result, ranked (``rl.levers``)."""
+        from ...analysis.levers import levers
+
+        return levers(result=self, **kw)
 
     @property
     def samples_per_s(self) -> float:
@@ -134,13 +145,15 @@ class TrainingResult:
 
         return to_html(self, path)
 
+    @printable_str
     def __str__(self) -> str:
         mem = self.memory_per_device
         b = fmt_bytes
         sp = "on" if self.sequence_parallel else "off"
         lines = [
             f"{self.model} on {self.cluster} ({self.devices} × {self.device}), {self.precision}, "
-            f"global batch {self.global_batch} × {self.seq_len} tokens",
+            f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
+                                                    if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}",
@@ -151,11 +164,13 @@ class TrainingResult:
         ]
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
-            return "\n".join(lines)
-        lines.append(f"  step time {fmt_time(self.step_time)}, {self.tokens_per_s:,.0f} "
-                     f"tokens/s, MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
+            return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
+        rate = (f"{self.tokens_per_s:,.0f} tokens/s" if self.seq_len > 1 else
+                f"{self.samples_per_s:,.1f} samples/s")
+        lines.append(f"  step time {fmt_time(self.step_time)}, {rate}, MFU {self.mfu:.1%}, "
+                     f"HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e9, per_label="1B tokens")
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._call import records_call
 from ..._econ_args import with_economics
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
+from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
 from ...ops.xp import SCALAR
@@ -165,17 +167,25 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
 
 
+@records_call("train")
 @with_economics
-@A.checked(**COMMON_ARGS, micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
+@A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
+           micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
-           sequence_parallel=A.flag)
-def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_batch: int = 1,
-          tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1, interleave: int = 1,
-          recompute: str = "selective", zero: int = 1, precision: str | Precision = "bf16",
-          nodes: int | None = None, sequence_parallel: bool = True,
-          fused_attention: bool = True, dropout: bool = False, dp_overlap: bool = True,
-          preset: str = "default") -> TrainingResult:
+           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"))
+def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
+          micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
+          interleave: int = 1, recompute: str = "selective", zero: int = 1,
+          precision: str | Precision = "bf16", nodes: int | None = None,
+          sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
+          dp_overlap: bool = True, preset: str = "default",
+          optimizer: str = "adam") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
+
+    Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
+    parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
+    ``optimizer`` "adam" | "adamw" | "sgd"; tp, pp, ep, interleave, recompute and zero do not
+    apply (a value other than their default is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
@@ -186,6 +196,21 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int, micro_ba
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
+    m = resolve_model(model)
+    if m.config is None or m.config.arch != "decoder":
+        from .generic import train_graph
+
+        return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
+                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
+                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
+                           pp=pp, ep=ep, interleave=interleave,
+                           recompute=None if recompute == "selective" else recompute,
+                           zero=None if zero == 1 else zero)
+    if seq_len is None:
+        raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
+    if optimizer not in ("adam", "adamw"):
+        raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
+                        "mixed-precision Adam(W) only")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)

@@ -1,0 +1,257 @@
+"""The inverse roofline: what hardware a target takes.
+
+``requirements(model, target_latency=... | target_throughput=..., reference="H100",
+**scenario)`` prices the scenario on a reference part and asks, for each ceiling with the
+others held at the reference: the least dense peak (every dtype scaled together), the least
+main-memory bandwidth, the memory capacity (the footprint), and — for tensor-parallel serving —
+the least scale-up link bandwidth that meet the target; then the frontier of (peak,
+bandwidth) pairs that meet it exactly, and which zoo parts meet it as they are.
+
+Time falls monotonically as a ceiling rises and is piecewise linear in its reciprocal, so
+each least value is found by bisection on the scale factor (relative tolerance ``rtol``) and
+a part built at that value meets the target to within ``rtol``. A target below the
+fixed-overhead floor (the time with every ceiling infinite: launches, dispatch, latencies) is
+reported as unreachable by any ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._call import Call
+from ..errors import SpecError
+from .sensitivity import scaled_hardware
+
+__all__ = ["requirements", "Requirements"]
+
+_HUGE = 1e6  # "infinite" ceiling scale for the floor
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What hardware meets a target (all values per device, SI units)."""
+
+    call: Call  #: the scenario on the reference part
+    target: str  #: "latency <= X s" or "throughput >= X /s"
+    reference: str  #: the reference part's name
+    reference_time: float  #: the reference part's latency (or 1/throughput), s
+    floor: float  #: the time with every ceiling infinite (fixed costs only), s
+    reachable: bool
+    peak_flops_per_s: float  #: least dense peak of the compute dtype, bandwidth at reference
+    #: (NaN: not reachable by peak alone)
+    bandwidth_bytes_per_s: float  #: least main-memory bandwidth, peak at reference
+    capacity_bytes: float  #: memory footprint the scenario needs
+    link_bytes_per_s: float  #: least scale-up link bandwidth (serving with tp/pp > 1), else NaN
+    frontier: tuple[tuple[float, float], ...]  #: (peak FLOP/s, bandwidth B/s) pairs meeting it
+    parts: tuple[tuple[str, float, bool], ...]  #: zoo parts: (name, time, meets target)
+    reason: str = ""
+    _hw: Any = field(default=None, repr=False)
+    _dtype: str = ""
+
+    @property
+    def meeting(self) -> list[str]:
+        """Zoo parts that meet the target as they are."""
+        return [n for n, _, ok in self.parts if ok]
+
+    def hardware(self, peak_flops_per_s: float | None = None,
+                 bandwidth_bytes_per_s: float | None = None) -> Any:
+        """A hypothetical part: the reference with the given (default: least) peak and
+        bandwidth, main-memory capacity at least the footprint (the other ceilings kept)."""
+        from dataclasses import replace
+
+        if not self.reachable:
+            raise SpecError(f"requirements: {self.reason}")
+        hw = self._hw
+        pk = self.peak_flops_per_s if peak_flops_per_s is None else peak_flops_per_s
+        bw = bandwidth_bytes_per_s
+        if bw is None:
+            bw = hw.memory_bytes_per_s if math.isfinite(pk) else self.bandwidth_bytes_per_s
+            pk = pk if math.isfinite(pk) else hw.peak(self._dtype)
+        h = scaled_hardware(hw, peak=pk / hw.peak(self._dtype),
+                            memory={0: bw / hw.memory_bytes_per_s}, tag="required")
+        main = h.memory[0]
+        if main.capacity_bytes < self.capacity_bytes:
+            h = replace(h, memory=(replace(main, capacity_bytes=self.capacity_bytes),
+                                   *h.memory[1:]))
+        return h
+
+    def __str__(self) -> str:
+        from ..units import fmt_bytes, fmt_time
+
+        lines = [f"Requirements for {self.target}: {self.call}",
+                 f"  reference      {self.reference}: {fmt_time(self.reference_time)}",
+                 f"  floor          {fmt_time(self.floor)} with every ceiling infinite "
+                 "(launch, dispatch, latencies)"]
+        if not self.reachable:
+            lines.append(f"  unreachable    {self.reason}")
+            return "\n".join(lines)
+
+        def show(v: float, unit: str) -> str:
+            return "not by this ceiling alone" if not math.isfinite(v) else f"{v:.4g} {unit}"
+
+        lines += [f"  peak           {show(self.peak_flops_per_s, 'FLOP/s')} (bandwidth at "
+                  "reference)",
+                  f"  bandwidth      {show(self.bandwidth_bytes_per_s, 'B/s')} (peak at "
+                  "reference)",
+                  f"  capacity       {fmt_bytes(self.capacity_bytes)}"]
+        if math.isfinite(self.link_bytes_per_s):
+            lines.append(f"  scale-up link  {self.link_bytes_per_s:.4g} B/s")
+        lines.append("  frontier       " + ", ".join(
+            f"({p / 1e12:,.0f} TFLOP/s, {b / 1e9:,.0f} GB/s)" for p, b in self.frontier))
+        ok = self.meeting
+        lines.append(f"  zoo parts      {len(ok)} meet it: {', '.join(ok) if ok else 'none'}")
+        return "\n".join(lines)
+
+
+def _bisect(ok: Any, lo: float, hi: float, rtol: float) -> float:
+    """Least scale in [lo, hi] with ok(scale) (ok monotone, ok(hi) True)."""
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def requirements(model: Any, *, target_latency: float | None = None,
+                 target_throughput: float | None = None, reference: Any = "H100",
+                 fn: str = "solve", rtol: float = 1e-4, frontier_points: int = 7,
+                 **scenario: Any) -> Requirements:
+    """The least ceilings that meet a target (see the module docstring).
+
+    ``target_latency`` (s): solve's latency, serve's TPOT. ``target_throughput`` (1/s):
+    solve's samples/s (tokens/s for decode), serve's output tokens/s per device.
+    ``reference``: the part whose other ceilings are held (zoo name, file or Hardware).
+    """
+    if (target_latency is None) == (target_throughput is None):
+        raise SpecError("requirements needs exactly one of target_latency= or "
+                        "target_throughput=")
+    tgt = target_latency if target_latency is not None else target_throughput
+    name = "target_latency" if target_latency is not None else "target_throughput"
+    if isinstance(tgt, bool) or not isinstance(tgt, int | float) or not math.isfinite(tgt) \
+            or tgt <= 0:
+        raise SpecError(f"{name} must be a positive finite number, got {tgt!r}")
+    if fn not in ("solve", "serve"):
+        raise SpecError(f"fn={fn!r}; allowed: solve, serve")
+    if not (isinstance(rtol, float) and 1e-9 <= rtol <= 0.1):
+        raise SpecError(f"rtol must be a float in [1e-9, 0.1], got {rtol!r}")
+    from ..specs.dtypes import precision as make_precision
+    from ..specs.resolve import hardware as resolve_hardware
+    from ..specs.resolve import list_hardware
+
+    hw = resolve_hardware(reference)
+    call = Call(fn, model, hw, dict(scenario))
+    dtype = make_precision(scenario.get("precision", "fp16" if fn == "solve" else "bf16")).compute
+    if not hw.has(dtype):
+        raise SpecError(f"reference {hw.name} has no {dtype} peak; pick a reference part that "
+                        f"has it (reference=...)")
+
+    def unit_time(res: Any) -> float:
+        if not getattr(res, "feasible", True) and "needs" not in getattr(res, "reason", ""):
+            return math.inf  # cannot run for another reason than memory
+        if target_latency is not None:
+            return res.latency if fn == "solve" else res.tpot
+        rate = res.throughput if fn == "solve" else res.tokens_per_s_per_device
+        return 1.0 / rate if rate > 0 else math.inf
+
+    goal = float(tgt) if target_latency is not None else 1.0 / float(tgt)
+    keep: list[Any] = []
+    counter = [0]
+
+    def at(peak: float = 1.0, bw: float = 1.0, link: float = 1.0) -> float:
+        counter[0] += 1
+        h = scaled_hardware(hw, peak=peak, memory={0: bw}, scale_up=link,
+                            tag=f"req{counter[0]}")
+        # capacity is its own requirement: never let the fit decide a time
+        main = h.memory[0]
+        from dataclasses import replace
+
+        h = replace(h, memory=(replace(main, capacity_bytes=1e18), *h.memory[1:]))
+        res = call.with_(hardware=h).run()
+        keep.append((h, res))
+        return unit_time(res)
+
+    base = call.run()
+    ref_time = at()
+    floor = at(_HUGE, _HUGE, _HUGE)
+    target_s = (f"latency <= {tgt:g} s" if target_latency is not None
+                else f"throughput >= {tgt:g} /s")
+    cap = _capacity(base, fn)
+    parts = []
+    for key in list_hardware():
+        p = resolve_hardware(key)
+        if not p.has(dtype):
+            continue
+        r = call.with_(hardware=p).run()
+        t = unit_time(r) if getattr(r, "feasible", True) else math.inf
+        parts.append((p.name, t, bool(t <= goal * (1 + 1e-12))))
+    common = dict(call=call, target=target_s, reference=hw.name, reference_time=ref_time,
+                  floor=floor, capacity_bytes=cap, parts=tuple(parts), _hw=hw, _dtype=dtype)
+    if floor > goal:
+        return Requirements(reachable=False, peak_flops_per_s=math.nan,
+                            bandwidth_bytes_per_s=math.nan, link_bytes_per_s=math.nan,
+                            frontier=(), reason=f"the target ({goal:.4g} s per unit) is below "
+                            f"the fixed-overhead floor ({floor:.4g} s): no ceiling reaches it; "
+                            "cut launches (runtime='compiled', fusion) or batch", **common)
+
+    def least(var: str) -> float:
+        def ok(s: float) -> bool:
+            return at(**{var: s}) <= goal
+
+        if not ok(_HUGE):
+            return math.nan
+        lo, hi = 1e-6, 1.0
+        while not ok(hi):
+            lo, hi = hi, hi * 4.0
+        if ok(lo):
+            return lo
+        return _bisect(ok, lo, hi, rtol)
+
+    s_peak = least("peak")
+    s_bw = least("bw")
+    link = math.nan
+    if fn == "serve" and (scenario.get("tp", 1) > 1 or scenario.get("pp", 1) > 1) \
+            and hw.scale_up_link is not None:
+        s_link = least("link")
+        link = hw.scale_up_link.bytes_per_s * s_link if math.isfinite(s_link) else math.nan
+    front = []
+    if math.isfinite(s_bw):
+        # bandwidth from its least value (peak infinite there) up to x4 the reference's
+        lo_bw = _least_bw_with_infinite_peak(at, goal, rtol)
+        for i in range(frontier_points):
+            b = lo_bw * (max(4.0, s_bw * 1.5) / lo_bw) ** (i / max(1, frontier_points - 1))
+
+            def ok_p(s: float, b: float = b) -> bool:
+                return at(peak=s, bw=b) <= goal
+
+            if not ok_p(_HUGE):
+                continue
+            hi = 1.0
+            lo = 1e-6
+            while not ok_p(hi):
+                lo, hi = hi, hi * 4.0
+            sp = lo if ok_p(lo) else _bisect(ok_p, lo, hi, rtol)
+            front.append((hw.peak(dtype) * sp, hw.memory_bytes_per_s * b))
+    return Requirements(reachable=True,
+                        peak_flops_per_s=hw.peak(dtype) * s_peak if math.isfinite(s_peak)
+                        else math.nan,
+                        bandwidth_bytes_per_s=hw.memory_bytes_per_s * s_bw
+                        if math.isfinite(s_bw) else math.nan,
+                        link_bytes_per_s=link, frontier=tuple(front), **common)
+
+
+def _least_bw_with_infinite_peak(at: Any, goal: float, rtol: float) -> float:
+    lo, hi = 1e-6, 1.0
+    while at(peak=_HUGE, bw=hi) > goal:
+        lo, hi = hi, hi * 4.0
+    return _bisect(lambda s: at(peak=_HUGE, bw=s) <= goal, lo, hi, max(rtol, 1e-3)) * \
+        (1.0 + max(rtol, 1e-3))
+
+
+def _capacity(res: Any, fn: str) -> float:
+    if fn == "solve":
+        return float(res.memory_footprint)
+    return float(sum(res.memory_breakdown.values()))

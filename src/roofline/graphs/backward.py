@@ -1,0 +1,188 @@
+"""The backward pass of any forward graph: one rule per op kind.
+
+``backward_graph(forward)`` takes a forward ``Graph`` — a CNN, a ViT, BERT, an imported
+PyTorch or ONNX module — and returns the training graph of one micro-batch: the forward ops,
+then their backward ops in reverse order. Each backward op's cost is a fixed linear
+combination of its forward op's quantities (FLOPs F, weight bytes read W, activation bytes read
+X and written Y), so the training graph stays affine in the batch like the forward one.
+
+- linear, conv, conv2d, and matmul with a weight operand: dX = dY·Wᵀ (a transposed conv)
+  with F FLOPs, reading W and dY (= Y bytes), writing dX (= X); and dW = Xᵀ·dY, F FLOPs,
+  reading X and dY and accumulating into the fp32 gradient ("grad").
+- matmul of two activations: dA = dC·Bᵀ and dB = Aᵀ·dC, 2F; reads A, B, dC; writes dA, dB.
+- attention (fused, Flash): dQ, dK, dV with 2.5F; reads Q, K, V, O and dO; writes dQ, dK, dV.
+- elementwise, norm, softmax, pools, variance, cumsum, sort, topk: dX with 2F; reads the
+  saved input(s) and dY, writes dX (a norm's γ/β gradients accumulate into "grad").
+- copy (cat, transpose, pad, ...): the inverse movement, 0 FLOPs; reads dY, writes dX.
+- embedding: a scatter-add of dY into fp32 gradient rows, one add per element of dY.
+- view, kv_cache_write: nothing.
+
+"grad" is the fp32 gradient accumulator: a weight-gradient op reads and writes ``grad_bytes``
+(4) per weight element (Megatron's fused gradient accumulation; the decoder training graph,
+graphs/training.py, counts the same); a norm's γ/β gradient does too. Matmul backward is 2×
+the forward FLOPs and fwd+bwd 3× (the 6·N·tokens rule); attention's 2.5× is
+FlashAttention-2's backward (5 matmuls to the forward's 2, recomputing QKᵀ) — the same rules
+as the decoder training graph.
+
+**Saved tensors** (activation memory per micro-batch): what each op's backward reads from the
+forward: its inputs X for matmul/conv (dW needs X), elementwise, norms, pools and the
+reductions; Q, K, V and O for attention (+ the row log-sum-exp, not counted); the output Y
+for softmax; nothing for copies, views and embeddings (indices are not counted). A tensor that
+two ops read (a residual) is counted for each: an upper bound on what autograd keeps (it
+keeps one tensor, and frees what backward no longer needs).
+
+Assumptions: the backward ops run with the forward ops' GEMM shapes for the efficiency model;
+no recomputation; dropout, loss and the optimizer step are not ops here (the training
+scenario adds the optimizer step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SpecError
+from ..ops import QUANTITIES
+from .graph import Graph, Q
+
+__all__ = ["BACKWARD_RULES", "TrainingGraph", "backward_graph", "saved_activation_bytes"]
+
+_F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in QUANTITIES)
+
+#: kind -> backward rule (see the module docstring)
+BACKWARD_RULES: dict[str, str] = {
+    "linear": "weight", "conv": "weight", "conv2d": "weight", "matmul": "matmul",
+    "attention": "attention", "elementwise": "pointwise", "norm": "pointwise",
+    "softmax": "pointwise", "pool": "pointwise", "pool2d": "pointwise",
+    "global_pool": "pointwise", "variance": "pointwise", "cumsum": "pointwise",
+    "sort": "pointwise", "topk": "pointwise", "copy": "copy", "embedding": "embedding",
+    "view": "none", "kv_cache_write": "none",
+}
+#: forward FLOPs multiple of each rule's backward (per backward op)
+FLOP_FACTOR = {"weight": 1.0, "matmul": 2.0, "attention": 2.5, "pointwise": 2.0, "copy": 0.0}
+
+#: op groups of the training graph
+GROUPS = ("forward", "backward", "backward_dw")
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class TrainingGraph:
+    """Forward and backward ops of one micro-batch on one device, with a group per op."""
+
+    graph: Graph  #: every op, costs affine in the micro-batch
+    group: np.ndarray  #: [n] index into GROUPS
+    saved_c0: float  #: saved-activation bytes, batch-independent part
+    saved_c1: float  #: saved-activation bytes per sample
+    params: float  #: parameters the forward graph holds
+
+    def saved_bytes(self, micro_batch: float) -> float:
+        """Activation bytes the forward keeps for the backward at ``micro_batch``."""
+        return self.saved_c0 + self.saved_c1 * micro_batch
+
+
+def _rule(kind: str) -> str:
+    r = BACKWARD_RULES.get(kind)
+    if r is None:
+        raise SpecError(f"no backward rule for op kind {kind!r}; known: "
+                        f"{', '.join(sorted(BACKWARD_RULES))}")
+    return r
+
+
+def _saved(rule: str, kind: str, c: np.ndarray) -> np.ndarray:
+    """Saved bytes of one op (rows of c0 or c1), see the module docstring."""
+    if rule in ("weight", "matmul", "pointwise"):
+        return c[_AR] + c[_KR] if kind != "softmax" else c[_AW]
+    if rule == "attention":
+        return c[_AR] + c[_KR] + c[_AW]
+    return np.zeros_like(c[_F])
+
+
+def saved_activation_bytes(forward: Graph) -> tuple[float, float]:
+    """(c0, c1) of the bytes the forward ops keep for the backward (module docstring)."""
+    s0 = s1 = 0.0
+    for i, k in enumerate(forward.kinds):
+        r = _rule(k)
+        if r == "matmul" and forward.c0[_WR, i] > 0:
+            r = "weight"
+        s0 += float(_saved(r, k, forward.c0[:, i]))
+        s1 += float(_saved(r, k, forward.c1[:, i]))
+    return s0, s1
+
+
+def _backward_ops(rule: str, c: np.ndarray, weight_elems: float, grad_bytes: float,
+                  act_bytes: float, batch_part: bool) -> list[tuple[str, str, np.ndarray]]:
+    """(suffix, group, quantities) of the backward ops of one forward op. ``c`` holds the
+    op's forward quantities (c0 or c1 column); ``weight_elems`` the weight elements it reads
+    (batch-independent: only in the c0 pass, ``batch_part`` False)."""
+    F, W, X, Y = c[_F], c[_WR], c[_AR] + c[_KR], c[_AW] + c[_KW]
+    z = np.zeros(len(QUANTITIES))
+    if rule == "none":
+        return []
+    if rule == "weight":
+        dx, dw = z.copy(), z.copy()
+        dx[_F], dx[_WR], dx[_AR], dx[_AW] = F, W, Y, X
+        dw[_F], dw[_AR] = F, X + Y
+        if not batch_part:
+            dw[_WR] = dw[_WW] = grad_bytes * weight_elems
+        return [("bwd", "backward", dx), ("bwd_dw", "backward_dw", dw)]
+    if rule == "embedding":
+        d = z.copy()
+        rows = Y / act_bytes  # elements of dY: tokens · D
+        d[_F], d[_AR] = rows, Y
+        d[_WR] = d[_WW] = grad_bytes * rows
+        return [("bwd", "backward", d)]
+    d = z.copy()
+    d[_F] = FLOP_FACTOR[rule] * F
+    if rule == "copy":
+        d[_AR], d[_AW] = Y, X
+    elif rule == "attention":  # reads Q, K, V, O and dO; writes dQ, dK, dV
+        d[_AR], d[_AW] = X + 2 * Y, X
+    else:  # matmul of activations, pointwise: saved input(s) and dY in, dX out
+        d[_AR], d[_AW] = X + Y, X
+        if rule == "pointwise" and not batch_part and W > 0:  # γ/β (norm) gradients
+            d[_WR], d[_WW] = W + grad_bytes * weight_elems, grad_bytes * weight_elems
+    return [("bwd", "backward", d)]
+
+
+def backward_graph(forward: Graph, *, grad_bytes: float = 4.0) -> TrainingGraph:
+    """The training graph (forward + backward ops) of ``forward`` (module docstring)."""
+    if forward.fixed_batch is not None:
+        raise SpecError(f"{forward.name}: the forward graph was built for batch "
+                        f"{forward.fixed_batch} only; build the training graph per batch")
+    p = forward.precision
+    names, kinds, classes = list(forward.names), list(forward.kinds), list(forward.classes)
+    c0 = [forward.c0[:, i] for i in range(len(names))]
+    c1 = [forward.c1[:, i] for i in range(len(names))]
+    gemm = [forward.gemm[:, i] for i in range(len(names))]
+    params = list(forward.params)
+    group = [0] * len(names)
+    for i in reversed(range(len(forward.names))):
+        kind = forward.kinds[i]
+        rule = _rule(kind)
+        if rule == "matmul" and forward.c0[_WR, i] > 0:  # a weight operand (experts, imports)
+            rule = "weight"
+        w_el = float(forward.c0[_WR, i]) / p.weight_bytes
+        b0 = _backward_ops(rule, forward.c0[:, i], w_el, grad_bytes, p.act_bytes, False)
+        b1 = _backward_ops(rule, forward.c1[:, i], w_el, grad_bytes, p.act_bytes, True)
+        for (suffix, grp, q0), (_, _, q1) in zip(b0, b1):
+            names.append(f"{forward.names[i]}.{suffix}")
+            kinds.append(kind)
+            classes.append(forward.classes[i])
+            c0.append(q0)
+            c1.append(q1)
+            gemm.append(forward.gemm[:, i])
+            params.append(0.0)
+            group.append(GROUPS.index(grp))
+    s0, s1 = saved_activation_bytes(forward)
+    n = len(names)
+    g = Graph(name=forward.name, phase="train", precision=p, names=tuple(names),
+              kinds=tuple(kinds), classes=tuple(classes),
+              c0=np.array(c0).T.reshape(len(QUANTITIES), n),
+              c1=np.array(c1).T.reshape(len(QUANTITIES), n),
+              gemm=np.array(gemm).T.reshape(3, n), params=np.array(params),
+              weight_footprint_bytes=forward.weight_footprint_bytes,
+              tokens_per_sample=forward.tokens_per_sample,
+              meta={k: v for k, v in forward.meta.items() if not k.startswith("_")})
+    return TrainingGraph(graph=g, group=np.array(group), saved_c0=s0, saved_c1=s1,
+                         params=float(forward.params.sum()))

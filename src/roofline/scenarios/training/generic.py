@@ -1,0 +1,180 @@
+"""Training any graph: CNNs, ViT, BERT, imported PyTorch and ONNX modules, data parallel.
+
+``train`` sends every model that is not a decoder LM here. One optimizer step on ``dp``
+data-parallel devices, each holding the whole model:
+
+* **Forward and backward, per op.** The model's forward graph at the micro-batch b becomes a
+  training graph by one backward rule per op kind (graphs/backward.py); the engine prices it op
+  by op with the preset's efficiencies (the inference-validated ones: no LLM-training GEMM fit
+  is applied to these graphs). Batch norm runs in training mode: batch statistics cost a
+  layer norm's 8 FLOPs per element and a second read of the input.
+* **Gradient accumulation.** ``m = global_batch / (dp · b)`` micro-batches per step.
+* **Data parallelism.** An all-reduce of the gradients (``grad_bytes`` per parameter: 4,
+  fp32; 2 with fp16 training) over the dp ranks (ring, hierarchical across the cluster's
+  scale-up domains; ops/collectives.py), bucketed and overlapped with the last micro-batch's
+  backward when ``dp_overlap`` (what does not fit under it, and at least the last bucket of
+  ``DP_BUCKET_BYTES``, is exposed), as DDP and Megatron run it.
+* **Optimizer step.** A memory-bound pass over the parameters: Adam(W) 34 bytes and 16 FLOPs
+  per parameter (as the decoder model counts it), SGD with momentum 22 bytes (read the fp32
+  gradient, read and write the fp32 master weight and momentum, write the 16-bit copy) and
+  4 FLOPs per parameter; with fp32 training (no 16-bit copy and no master) 28 and 20 bytes.
+* **Memory per device.** Weights, fp32 gradients, optimizer state (Adam 12 bytes per
+  parameter with the fp32 master; SGD momentum 8; fp32 training without the master copy: 8
+  and 4) and the saved activations of one micro-batch (graphs/backward.py, an upper bound).
+
+MFU counts model FLOPs as 3× the forward FLOPs of the matmul-class ops (convolutions, linears,
+attention), as for decoders (PaLM App. B); no recomputation, so HFU = MFU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...engine.core import price
+from ...engine.presets import check_preset, efficiency_for
+from ...errors import SpecError, UnsupportedDtypeError
+from ...graphs.backward import GROUPS, backward_graph
+from ...graphs.resolve import model as resolve_model
+from ...ops import collectives as coll
+from ...ops.xp import SCALAR
+from ...specs.dtypes import precision as make_precision
+from ...specs.resolve import cluster as resolve_cluster
+from .factors import training_factors
+from .result import TrainingResult
+
+__all__ = ["OPTIMIZERS", "train_graph"]
+
+#: optimizer -> (bytes moved per parameter, FLOPs per parameter, state bytes per parameter)
+#: with 16-bit weights and an fp32 master copy; see the module docstring
+OPTIMIZERS = {"adam": (34.0, 16.0, 12.0), "adamw": (34.0, 16.0, 12.0), "sgd": (22.0, 4.0, 8.0)}
+#: the same in pure fp32 training (no master copy, no 16-bit copy)
+OPTIMIZERS_FP32 = {"adam": (28.0, 16.0, 8.0), "adamw": (28.0, 16.0, 8.0), "sgd": (20.0, 4.0, 4.0)}
+DP_BUCKET_BYTES = 40e6 * 4
+
+
+def _train_bn(g: Any) -> Any:
+    """Training-mode batch norm: ×4 FLOPs (8 per element, a layer norm's) and the input read
+    twice (statistics pass, normalise pass). Batch norms are the fusible norms."""
+    from dataclasses import replace
+
+    from ...graphs.graph import Q
+
+    if g.fusible is None:
+        return g
+    bn = np.array([k == "norm" for k in g.kinds]) & g.fusible
+    if not bn.any():
+        return g
+    c0, c1 = g.c0.copy(), g.c1.copy()
+    for c in (c0, c1):
+        c[Q["flops"], bn] *= 4.0
+        c[Q["act_bytes_read"], bn] *= 2.0
+    return replace(g, c0=c0, c1=c1)
+
+
+def _check(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
+        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int = 1,
+                seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
+                nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
+                preset: str = "default", **unused: Any) -> TrainingResult:
+    """One data-parallel training step of any model (see the module docstring)."""
+    bad = {k: v for k, v in unused.items() if v not in (None, 1, 0, False, "none")}
+    if bad:
+        raise SpecError(f"training {getattr(model, 'name', model)!r} (not a decoder LM) is "
+                        f"modelled with data parallelism only; these options do not apply: "
+                        f"{', '.join(f'{k}={v!r}' for k, v in bad.items())}")
+    m = resolve_model(model)
+    c = resolve_cluster(cluster, nodes)
+    p = make_precision(precision)
+    preset = check_preset(preset)
+    if preset == "mlsysim":
+        raise SpecError("preset='mlsysim' prices whole inference passes only; for training use "
+                        "'default' or 'bound'")
+    if optimizer not in OPTIMIZERS:
+        raise SpecError(f"optimizer={optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    hw = c.device
+    if not hw.has(p.compute):
+        raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
+                                    f"{', '.join(hw.dtypes)}")
+    global_batch = _check("global_batch", global_batch)
+    b = _check("micro_batch", micro_batch)
+    dp = c.devices if dp is None else _check("dp", dp)
+    if dp > c.devices:
+        raise SpecError(f"dp={dp} exceeds the cluster's {c.devices} devices")
+    if global_batch % (dp * b):
+        raise SpecError(f"global_batch={global_batch} must be a multiple of dp·micro_batch = "
+                        f"{dp}·{b} = {dp * b}")
+    if m.default_seq_len is None and seq_len is not None:
+        raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
+    if m.default_seq_len is not None and seq_len is None:
+        raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
+    fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
+    tg = backward_graph(fwd)
+    eff = efficiency_for(hw, preset)
+    arr = price(tg.graph, [hw], [eff], np.array([float(b)]), keep_ops=True)
+    op_t = arr["op_time"][0, 0]
+    t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
+    t_f, t_b = t[0], t[1] + t[2]
+    n_mb = global_batch // (dp * b)
+    P = tg.params
+    fp32 = p.weights == "fp32"
+    grad_b = 2.0 if p.weights == "fp16" else 4.0
+    opt_bytes, opt_flops, state_b = (OPTIMIZERS_FP32 if fp32 else OPTIMIZERS)[optimizer]
+    f = training_factors(hw.kind) if preset != "bound" else None
+    links = coll.Links(domain=c.domain,
+                       up_bw=c.scale_up_bytes_per_s * (f.scale_up_efficiency if f else 1.0),
+                       up_alpha=c.scale_up_latency_s,
+                       out_bw=c.scale_out_bytes_per_s * (f.scale_out_efficiency if f else 1.0),
+                       out_alpha=c.scale_out_latency_s)
+    g_bytes = P * grad_b
+    t_ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR)) if dp > 1 else 0.0
+    if dp_overlap and dp > 1:
+        last = t_ar * min(1.0, DP_BUCKET_BYTES / max(g_bytes, 1.0))
+        dp_exp = max(t_ar - t_b, last)
+    else:
+        dp_exp = t_ar
+    vpeak = hw.peak_flops_per_s.get("fp32", hw.peak(p.compute))
+    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory_max),
+                P * opt_flops / (vpeak * eff.vector_max))
+    step = n_mb * (t_f + t_b) + dp_exp + t_opt
+    fl = fwd.c0[0] + fwd.c1[0] * b
+    mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch
+    mem = {"weights": fwd.weight_footprint_bytes, "gradients": P * grad_b,
+           "optimizer": P * state_b, "activations": tg.saved_bytes(b),
+           "workspace": float(eff.workspace)}
+    mem["total"] = sum(mem.values())
+    cap = hw.memory_capacity_bytes
+    feasible = mem["total"] <= cap and math.isfinite(step)
+    gib = 2.0**30
+    reason = "" if feasible else (
+        f"needs {mem['total'] / gib:.1f} GiB per device, {hw.name} has {cap / gib:.0f} GiB "
+        f"(weights {mem['weights'] / gib:.1f}, gradients {mem['gradients'] / gib:.1f}, "
+        f"optimizer {mem['optimizer'] / gib:.1f}, activations {mem['activations'] / gib:.1f} "
+        "GiB)")
+    bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": 0.0, "optimizer": t_opt,
+          "tp_comm": 0.0, "dp_comm": dp_exp, "pp_comm": 0.0, "ep_comm": 0.0, "bubble": 0.0}
+    devices = dp
+    tokens = fwd.tokens_per_sample
+    peak = hw.peak(p.compute)
+    nodes_used = math.ceil(devices / max(c.devices // max(c.nodes, 1), 1))
+    from ...analysis.power import device_power_w
+
+    other = nodes_used * c.node_overhead_w  # power model: analysis/power.py, u = MFU
+    power = devices * device_power_w(hw, mf_step / (step * devices * peak)) + other
+    return TrainingResult(
+        model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
+        preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
+        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, interleave=1, recompute="none", zero=0,
+        sequence_parallel=False, step_time=step, tokens_per_s=global_batch * tokens / step,
+        mfu=mf_step / (step * devices * peak), hfu=mf_step / (step * devices * peak),
+        model_flops_per_step=mf_step, hardware_flops_per_step=mf_step, breakdown=bd,
+        memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
+        power_w=power, other_power_w=other, _hw=hw,
+        warnings=tuple(fwd.meta.get("warnings", ())), optimizer=optimizer)

@@ -1,0 +1,111 @@
+"""rl.train for any graph (CNN, ViT, BERT, imported modules): the generic data-parallel model
+(graphs/backward.py + scenarios/training/generic.py) and its validation against published
+ResNet-50 and BERT-large training throughput (docs/validation/training.md)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+import roofline as rl
+from roofline.errors import SpecError
+from roofline.scenarios.training.generic import OPTIMIZERS
+from roofline.validation.training_graphs import report_table, rows, summary
+
+
+@pytest.mark.parametrize("model,seq", [("resnet50", None), ("vit-b-16", None),
+                                       ("bert-base-uncased", 128), ("mobilenet_v2", None)])
+def test_any_zoo_model_trains(model: str, seq: int | None) -> None:
+    r = rl.train(model, "dgx-a100", global_batch=64, micro_batch=8, seq_len=seq,
+                 precision="bf16")
+    assert r.feasible and r.dp == 8 and r.microbatches == 1 and r.tp == r.pp == 1
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time, rel=1e-12)
+    assert r.breakdown["backward"] > r.breakdown["forward"] > 0
+    # MFU: 3 × forward matmul-class FLOPs per sample
+    fwd = rl.model(model).graph(precision="bf16", seq_len=seq)
+    mm = float((fwd.c1[0] * 8 + fwd.c0[0])[fwd.is_compute].sum()) / 8
+    assert r.model_flops_per_step == pytest.approx(3 * mm * 64, rel=1e-9)
+    assert ("tokens/s" in str(r)) == (r.seq_len > 1)  # ViT: 197 tokens per image
+
+
+def test_optimizer_and_all_reduce_by_hand() -> None:
+    m = rl.model("resnet50")
+    P = m.params
+    one = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
+                   optimizer="sgd", preset="bound")
+    # SGD momentum: 22 B per parameter at the A100's 2,039 GB/s (bound preset: no efficiency)
+    hw = rl.hardware("a100-sxm4-80gb")
+    assert one.breakdown["optimizer"] == pytest.approx(P * 22 / hw.memory_bytes_per_s)
+    assert one.breakdown["dp_comm"] == 0.0
+    assert one.memory_per_device["optimizer"] == 8 * P  # fp32 master + momentum
+    assert one.memory_per_device["gradients"] == 4 * P  # bf16 training: fp32 gradients
+    fp16 = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="fp16",
+                    optimizer="sgd", preset="bound")
+    assert fp16.memory_per_device["gradients"] == 2 * P  # fp16 training: fp16 gradients
+    adam = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
+                    optimizer="adam", preset="bound")
+    assert adam.breakdown["optimizer"] == pytest.approx(P * 34 / hw.memory_bytes_per_s)
+    assert OPTIMIZERS["adam"][2] * P == adam.memory_per_device["optimizer"]
+    # 8-way data parallel, no overlap: a ring all-reduce of 4 B × P over NVLink (300 GB/s,
+    # 2 us per step): 2·7·2 us + 2·7/8 · 4P / 300 GB/s
+    eight = rl.train(m, "dgx-a100", global_batch=2048, micro_batch=256, dp=8,
+                     precision="bf16", optimizer="sgd", preset="bound", dp_overlap=False)
+    assert eight.breakdown["dp_comm"] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 4 * P / 300e9)
+    # with overlap only the last 160 MB bucket (more than the 102 MB of gradients: all of it)
+    # or what the backward does not hide stays exposed
+    over = rl.train(m, "dgx-a100", global_batch=2048, micro_batch=256, dp=8,
+                    precision="bf16", optimizer="sgd", preset="bound")
+    assert over.breakdown["dp_comm"] == pytest.approx(eight.breakdown["dp_comm"])
+    # gradient accumulation: 4 micro-batches of 64 take 4 forward+backward passes
+    acc = rl.train(m, "dgx-a100", global_batch=256, micro_batch=64, dp=1, precision="bf16",
+                   optimizer="sgd", preset="bound")
+    assert acc.microbatches == 4
+
+
+def test_imported_module_trains_and_keeps_warnings() -> None:
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.conv(x))
+            return self.fc(torch.cumprod(y, 1).mean(dim=(2, 3)))
+
+    m = rl.model(Net(), example_inputs=(torch.empty(2, 3, 16, 16),))
+    r = rl.train(m, "dgx-a100", global_batch=16, micro_batch=2, precision="bf16")
+    assert r.feasible and r.step_time > 0
+    (w,) = r.warnings
+    assert w.startswith("1 ops unpriced (") and f"WARNING: {w}" in str(r)
+
+
+def test_bad_options() -> None:
+    with pytest.raises(SpecError, match="tp=2"):
+        rl.train("resnet50", "dgx-a100", global_batch=64, micro_batch=8, tp=2)
+    with pytest.raises(SpecError, match="seq_len does not apply"):
+        rl.train("resnet50", "dgx-a100", global_batch=64, micro_batch=8, seq_len=128)
+    with pytest.raises(SpecError, match="pass seq_len"):
+        rl.train("bert-base-uncased", "dgx-a100", global_batch=64, micro_batch=8)
+    with pytest.raises(SpecError, match="multiple of dp"):
+        rl.train("resnet50", "dgx-a100", global_batch=60, micro_batch=8)
+    with pytest.raises(SpecError, match="optimizer"):
+        rl.train("resnet50", "dgx-a100", global_batch=64, micro_batch=8, optimizer="lion")
+    with pytest.raises(SpecError, match="optimizer"):
+        rl.train("llama-3.2-1b", "dgx-a100", global_batch=64, seq_len=128, optimizer="sgd")
+    with pytest.raises(SpecError, match="seq_len"):
+        rl.train("llama-3.2-1b", "dgx-a100", global_batch=64)
+
+
+def test_validation_against_published_throughput() -> None:
+    """docs/validation/training.md: median |error| ≤ 30 %, every case within 65 %."""
+    rs = rows()
+    s = summary(rs)
+    assert s["median_abs_error"] <= 0.30
+    assert all(abs(r["error"]) <= 0.65 for r in rs)
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "validation" / "training.md").read_text()
+    assert report_table() in page
