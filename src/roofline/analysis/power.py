@@ -61,8 +61,29 @@ def binding_utilisation(mfu: float, mbu: float = math.nan) -> float:
 
 
 def device_power_w(hw: Hardware, utilisation: float, preset: str = "default") -> float:
-    """W drawn by one ``hw`` at ``utilisation`` of its binding resource."""
-    return power_model(hw, preset).power_w(utilisation)
+    """W drawn by one ``hw`` at ``utilisation`` of its binding resource (the same arithmetic
+    as ``power_model(hw, preset).power_w(u)``, without building the description: solve calls
+    this once per result)."""
+    frac = _idle_fraction(preset)
+    tdp = hw.tdp_w
+    if not (isinstance(tdp, float | int) and math.isfinite(tdp) and tdp > 0):
+        return math.nan
+    u = min(1.0, max(0.0, float(utilisation)))
+    return frac * tdp + (1.0 - frac) * tdp * u
+
+
+_FRAC: dict[str, float] = {}
+
+
+def _idle_fraction(preset: str) -> float:
+    hit = _FRAC.get(preset)
+    if hit is None:
+        from .data import mlsysim_table, power_defaults
+
+        hit = mlsysim_table()["conventions"]["idle_fraction"] if preset == "mlsysim" else \
+            power_defaults()["idle_fraction"][0]
+        _FRAC[preset] = hit
+    return hit
 
 
 def check_utilisation(u: float, name: str = "utilisation") -> float:
