@@ -230,7 +230,7 @@ def for_solve(r: Any) -> Economics:
 def for_serve(s: Any) -> Economics:
     """Per output token of a ServeResult (all its devices)."""
     hw = _hw_of(s, "hardware")
-    u = binding_utilisation(s.mfu, s.mbu)
+    u = min(1.0, max(0.0, s.mfu)) if s.preset == "mlsysim" else binding_utilisation(s.mfu, s.mbu)
     return economics(hw, devices=s.devices, units_per_s=s.tokens_per_s, utilisation=u,
                      unit="output token", preset=s.preset,
                      price_per_hour=getattr(s, "price_per_hour", None),
