@@ -232,3 +232,20 @@ def test_requirements_below_floor_says_so():
         requirements("resnet50")
     with pytest.raises(rl.RooflineError, match="target_latency"):
         requirements("resnet50", target_latency=-1.0)
+
+
+def test_add_norm_fusion_hand_count():
+    """fuse={'norm'}: each residual add + the RMSNorm after it is one kernel. Llama-3.1-8B has
+    two per layer (attention residual -> post-attention norm, MLP residual -> next input norm;
+    the last one feeds the final norm): 32·2 = 64 kernels fewer, and the norm no longer re-reads
+    the sum: 64 · T·D·2 B = 64 · 128·4096·2 = 67,108,864 B at T = 128, bf16."""
+    kw = dict(phase="prefill", seq_len=128, precision="bf16", preset="bound")
+    a = rl.solve("llama-3.1-8b", "A100", **kw)
+    b = rl.solve("llama-3.1-8b", "A100", fuse={"norm"}, **kw)
+    assert len(a.ops) - len(b.ops) == 64
+    assert a.bytes - b.bytes == pytest.approx(64 * 128 * 4096 * 2, rel=1e-9)
+    assert a.flops == pytest.approx(b.flops, rel=1e-12)
+    # an add already folded into its GEMM (residual epilogue) is not taken again
+    c = rl.solve("llama-3.1-8b", "A100", fuse={"residual", "norm"}, **kw)
+    d = rl.solve("llama-3.1-8b", "A100", fuse={"residual"}, **kw)
+    assert len(c.ops) == len(d.ops)

@@ -92,7 +92,7 @@ def test_overload_verdict_and_stable_run():
     assert ok.goodput == pytest.approx(1.0, rel=0.1)  # every request meets it: ≈ the rate
     bad = rl.simulate_serving(M, HW, workload=wl.with_rate(200.0), requests=2000,
                               max_concurrency=8, seed=4)
-    assert bad.overloaded and "queue grew" in bad.overload_reason
+    assert bad.overloaded and "waiting for admission grew" in bad.overload_reason
     assert not math.isfinite(bad.queue_delay.p99)
 
 

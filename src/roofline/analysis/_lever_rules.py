@@ -263,19 +263,20 @@ def _train_precision(ctx: Any) -> Iterator[Lever]:
 
 # -- fusion, runtime ------------------------------------------------------------------------------
 def _solve_fusion(ctx: Any) -> Iterator[Lever]:
-    from ..graphs.fusion import EPILOGUE_KINDS, check_fuse
+    from ..graphs.fusion import EPILOGUE_KINDS, FOLD_KINDS, check_fuse
 
     m = _model(ctx)
     cur = check_fuse(_kw(ctx, "fuse", False))
     labels = {"bn": "conv+BN fold", "activation": "activation epilogue",
-              "residual": "residual-add epilogue"}
+              "residual": "residual-add epilogue", "norm": "add+norm kernel"}
     base = ctx.base
 
     def why(res: Any) -> str:
         return (f"{len(base.ops)} -> {len(res.ops)} kernels, bytes {fmt_bytes(base.bytes)} -> "
                 f"{fmt_bytes(res.bytes)}")
 
-    for k in EPILOGUE_KINDS:
+    present_kinds: set[str] = set()
+    for k in FOLD_KINDS:
         if k in cur:
             yield ctx.na("fusion", labels[k], "already fused")
             continue
@@ -283,14 +284,22 @@ def _solve_fusion(ctx: Any) -> Iterator[Lever]:
                      context=_kw(ctx, "context"), fuse=cur or False)
         from ..graphs.fusion import _kind
 
-        if not any(_kind(g0, i) == k for i in range(len(g0))):
+        present = (any(g0.kinds[i] == "norm" and not g0.fusible[i] for i in range(len(g0)))
+                   if k == "norm" else any(_kind(g0, i) == k for i in range(len(g0))))
+        if not present:
             yield ctx.na("fusion", labels[k], f"{m.name} has no {labels[k].split()[0]} op "
                          "to fold")
             continue
+        present_kinds.add(k)
         yield ctx.price("fusion", labels[k] + " alone", Change({"fuse": cur | {k}}), why)
     if not cur >= set(EPILOGUE_KINDS):
         yield ctx.price("fusion", "every epilogue (fuse=True)",
                         Change({"fuse": cur | set(EPILOGUE_KINDS)}), why)
+    everything = cur | present_kinds | set(EPILOGUE_KINDS) | (
+        {"qkv"} if m.config is not None and not m.config.fused_qkv else set())
+    if not cur >= everything and everything != cur | set(EPILOGUE_KINDS):
+        yield ctx.price("fusion", "every fusion (" + ", ".join(sorted(everything)) + ")",
+                        Change({"fuse": cur | everything}), why)
     if m.config is not None:
         if _kw(ctx, "fused_attention", True) is False:
             yield ctx.price("fusion", "fused attention (FlashAttention-style)",

@@ -150,7 +150,8 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      prefill_replicas: int | None = None, prefill_tp: int | None = None,
                      kv_link_bytes_per_s: float | None = None,
                      costs: StepCosts | None = None,
-                     prefill_costs: StepCosts | None = None) -> ServingSim:
+                     prefill_costs: StepCosts | None = None,
+                     warmup: float | None = None) -> ServingSim:
     """Simulate serving ``workload`` on ``replicas`` × (tp × pp) devices of ``hardware``.
 
     ``chunk_size``: chunked prefill with that token budget per step (None: whole prompts,
@@ -160,6 +161,8 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
     workers; ``replicas`` are then the decode workers. ``devices``: what you have; a layout
     needing more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
+    ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
+    but left out of the latency statistics and goodput.
     """
     if not isinstance(workload, Workload):
         raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
@@ -200,6 +203,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     done = np.full(n, math.nan)
     first = np.full(n, math.nan)
     admit = np.full(n, math.nan)
+    admit_d = None  # decode-pool admissions (disaggregated)
     pre = iters = 0
     area = 0.0
     chunked = chunk_size is not None
@@ -235,18 +239,23 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         order = np.argsort(first, kind="stable")
         ok = np.isfinite(first[order])
         order = order[ok]
+        admit_d = np.full(n, math.inf)
         for r in range(R):
             idx = order[r::R]
             o = run_replica(first[idx], isl[idx], osl[idx], costs, max_concurrency=mc,
                             budget=budget, chunked=chunked, kv_policy=kv_policy, prefill=False)
             done[idx] = o["done"]
+            admit_d[idx] = o["admit"]
             pre += int(o["preemptions"])
             iters += int(o["iterations"])
             area += float(o["area"])
         done[~np.isfinite(first)] = math.inf
         label = f"{Rp}P × {prefill_costs.label} + {R}D × {costs.label}"
         notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
-    return _summarise(arr, isl, osl, admit, first, done, label=label, devices=used, slo=slo,
+    if warmup is not None and not (isinstance(warmup, int | float) and warmup >= 0):
+        raise SpecError(f"warmup must be >= 0 seconds, got {warmup!r}")
+    return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
+                      label=label, devices=used, slo=slo,
                       preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),
                       rate=workload.arrival_rate, area=area)
 
@@ -271,7 +280,8 @@ def _link_bw(hardware: Any) -> float:
 
 
 def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndarray,
-               first: np.ndarray, done: np.ndarray, *, label: str, devices: int,
+               first: np.ndarray, done: np.ndarray, admit_d: np.ndarray | None, *,
+               warmup: float, label: str, devices: int,
                slo: SLO | None, preemptions: int, iterations: int, replicas: int,
                notes: tuple[str, ...], rate: float, area: float) -> ServingSim:
     n = len(arr)
@@ -282,27 +292,41 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
     qd = admit - arr
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(osl > 1, (done - first) / np.maximum(osl - 1, 1), np.nan)
+    tpot_all = tpot
     t0, t_last = float(arr[0]), float(arr[-1])
     t_end = float(done[ok].max()) if ok.any() else t_last
     span = max(t_end - t0, 1e-12)
     out_tokens = float(osl[ok].sum())
-    # overload: over the second half of the arrival window, fewer completions than arrivals by
-    # more than queue fluctuation explains (a stable queue's backlog stays bounded)
+    # overload: over the second half of the arrival window the waiting queue (arrived, not yet
+    # admitted; disaggregated: in either pool's queue) grows by more than fluctuation explains.
+    # A stable queue's length stays bounded; requests in service are bounded by the slots.
     mid = t0 + (t_last - t0) / 2
+
+    def waiting(t: float) -> int:
+        w = int((arr <= t).sum() - (admit <= t).sum())
+        if admit_d is not None:
+            w += int((first <= t).sum() - (admit_d <= t).sum())
+        return w
+
     arrived = int(((arr > mid) & (arr <= t_last)).sum())
-    completed = int(((done > mid) & (done <= t_last)).sum())
-    backlog_growth = arrived - completed
+    growth = waiting(t_last) - waiting(mid)
     win = max(t_last - mid, 1e-12)
-    completed_rate = completed / win
-    overloaded = n >= 50 and backlog_growth > max(0.03 * arrived, 20)
+    completed_rate = int(((done > mid) & (done <= t_last)).sum()) / win
+    overloaded = n >= 50 and growth > max(0.03 * arrived, 20)
     reason = ""
     if overloaded:
-        reason = (f"arrivals {arrived / win:.3g} req/s > completions {completed_rate:.3g} req/s "
-                  f"over the second half of the run: the queue grew by {backlog_growth} requests "
-                  "and keeps growing")
+        reason = (f"the queue of requests waiting for admission grew by {growth} over the "
+                  f"second half of the arrivals ({arrived / win:.3g} req/s arriving): the "
+                  "arrival rate exceeds what the layout serves, and the queue keeps growing")
+    # latency statistics: requests arriving after the warm-up
+    st = arr >= t0 + warmup
+    if not st.any():
+        raise SpecError(f"warmup={warmup:g} s leaves no request to measure (the last arrives at "
+                        f"{t_last - t0:.3g} s)")
     good_frac, good = math.nan, math.nan
     if slo is not None:
-        m = ok.copy()
+        m = ok[st].copy()
+        ttft, tpot, e2e = ttft[st], tpot[st], e2e[st]
         if slo.ttft_p99 is not None:
             m &= ttft <= slo.ttft_p99
         if slo.tpot_p99 is not None:
@@ -310,8 +334,10 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         if slo.e2e_p99 is not None:
             m &= e2e <= slo.e2e_p99
         good_frac = float(m.mean())
-        good = 0.0 if overloaded else float(m.sum()) / max(t_last - t0, 1e-12) if n > 1 else \
-            math.nan
+        t_st = float(arr[st][0])
+        good = 0.0 if overloaded else float(m.sum()) / max(t_last - t_st, 1e-12) \
+            if m.size > 1 else math.nan
+        ttft, tpot, e2e = first - arr, np.where(osl > 1, tpot_all, np.nan), done - arr
     # Little's law over [t0, t_end]: L from the scheduler's own counts of waiting and running
     # requests, λ·W from the recorded times
     L = area / span
@@ -322,8 +348,9 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
     unb = Stat.unbounded()
     return ServingSim(
         layout=label, devices=devices, requests=n, rate=rate,
-        ttft=unb if overloaded else Stat.of(ttft), tpot=Stat.of(tpot),
-        e2e=unb if overloaded else Stat.of(e2e), queue_delay=unb if overloaded else Stat.of(qd),
+        ttft=unb if overloaded else Stat.of(ttft[st]), tpot=Stat.of(tpot[st]),
+        e2e=unb if overloaded else Stat.of(e2e[st]),
+        queue_delay=unb if overloaded else Stat.of(qd[st]),
         throughput_tokens_per_s=out_tokens / span, tokens_per_s_per_device=out_tokens / span /
         devices, completed_rate=completed_rate, overloaded=overloaded, overload_reason=reason,
         goodput=good, goodput_fraction=good_frac, slo=slo, preemptions=preemptions,

@@ -110,13 +110,14 @@ def _grid(n_max: int) -> np.ndarray:
 def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision: str = "bf16",
                kv_precision: str | None = None, engine: str = "trtllm", preset: str = "default",
                max_tokens: int = 8192, ref_prompts: tuple[int, ...] = (1024,),
-               ref_output: int = 128, block_size: int = 16,
-               kv_window: str = "ring") -> StepCosts:
+               ref_output: int = 128, block_size: int = 16, kv_window: str = "ring",
+               pre_points: int = 16) -> StepCosts:
     """Build the tables for one replica layout from ``rl.serve`` / ``serve_sweep``.
 
     ``max_tokens``: the most tokens one step can carry (chunk budget + decoding sequences);
     ``ref_prompts``: prompt lengths at which prefill attention is read from ``rl.serve`` (the
-    step model reproduces its TTFT exactly there).
+    step model reproduces its TTFT exactly there); ``pre_points``: batch sizes at which the
+    context-free prefill is read (geometric; it is flat while memory-bound, then linear).
     """
     from ..scenarios.serving import serve, serve_sweep
 
@@ -146,10 +147,11 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
         sw = serve_sweep(model, hardware, batch=grid, context=[s1, s2], **kw)
         t1, t2 = sw["tpot"][0, 0, :, 0], sw["tpot"][0, 0, :, 1]
     else:  # MoE or pipeline stages: serve per batch (decode step at context P + 1)
-        if cfg is not None and cfg.n_experts:  # MoE graphs are built per batch: fewer points
-            grid = np.union1d(np.rint(np.geomspace(1, n_max, 14)), refs)
-        s1 = 2  # prompt of 1 token + its first decode step: context 2
-        t1 = np.array([serve(model, hardware, batch=int(b), prompt_len=1, output_len=2, pp=pp,
+        # one serve call per point: a coarser grid (MoE graphs are built per batch: coarser)
+        pts = 14 if cfg is not None and cfg.n_experts else 24
+        grid = np.union1d(np.unique(np.rint(np.geomspace(1, n_max, pts))), refs)
+        s1 = 17  # a 16-token prompt (the prefill graph below) + its first decode step
+        t1 = np.array([serve(model, hardware, batch=int(b), prompt_len=16, output_len=2, pp=pp,
                              **kw).tpot for b in grid])
         t2 = np.array([serve(model, hardware, batch=int(b), prompt_len=s2 - 1, output_len=2,
                              pp=pp, **kw).tpot for b in grid])
@@ -161,9 +163,9 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     lin[0] = 0.0
     # context-free prefill: batches of 16-token prompts (attention ~1e-4 of their time)
     T0 = 16
-    pb = np.unique(np.maximum(1, np.rint(grid / T0)))
-    if cfg is not None and cfg.n_experts:
-        pb = np.unique(np.rint(np.geomspace(1, pb[-1], 10)))
+    top = max(1, math.ceil(n_max / T0))
+    pb = np.unique(np.rint(np.geomspace(1, top, pre_points)))
+    pb = np.union1d(pb, np.maximum(1, np.rint(np.asarray(refs, dtype=np.float64) / T0)))
     pt = np.array([serve(model, hardware, batch=int(B), prompt_len=T0, output_len=1, pp=pp,
                          **kw).ttft for B in pb])
     pre = np.interp(Ns, pb * T0, pt)

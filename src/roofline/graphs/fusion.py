@@ -8,7 +8,12 @@ Everything else is unchanged. ``kinds`` picks what folds (``FUSION_KINDS``):
 
 - ``"bn"``: inference batch norm folded into the convolution (scale and shift in its weights);
 - ``"activation"``: single-input elementwise ops (ReLU, GELU, SiLU, scale) as an epilogue;
-- ``"residual"``: multi-input elementwise ops (residual add, gating multiply) as an epilogue.
+- ``"residual"``: multi-input elementwise ops (residual add, gating multiply) as an epilogue;
+- ``"norm"``: a residual add and the layer/RMS norm right after it as one kernel (vLLM's
+  ``fused_add_rms_norm``, TensorRT-LLM's add+norm plugin): the kernel reads both addends,
+  writes the sum (the residual stream) and the normalised output; the norm's re-read of the
+  sum and one launch are gone. An add already folded into a GEMM (``"residual"``) is not
+  taken again.
 
 ``"attention"`` (FlashAttention-style fused attention against materialised scores) and
 ``"qkv"`` (one QKV projection instead of three) are graph-building choices, not folds; the
@@ -31,19 +36,21 @@ import numpy as np
 from ..errors import SpecError
 from .graph import Graph, Q
 
-__all__ = ["fuse_epilogues", "check_fuse", "FUSION_KINDS", "EPILOGUE_KINDS"]
+__all__ = ["fuse_epilogues", "check_fuse", "FUSION_KINDS", "EPILOGUE_KINDS", "FOLD_KINDS"]
 
 _AR, _AW = Q["act_bytes_read"], Q["act_bytes_written"]
 
-#: folds fuse_epilogues applies
+#: what ``fuse=True`` folds (the compiler epilogues; unchanged since fuse took a bool)
 EPILOGUE_KINDS = ("bn", "activation", "residual")
+#: every fold fuse_epilogues applies
+FOLD_KINDS = (*EPILOGUE_KINDS, "norm")
 #: every fusion the ``fuse=`` option names (attention and qkv are applied by the builders)
-FUSION_KINDS = (*EPILOGUE_KINDS, "attention", "qkv")
+FUSION_KINDS = (*FOLD_KINDS, "attention", "qkv")
 
 
 def check_fuse(fuse: Any) -> frozenset[str]:
-    """``fuse=`` as a set of kinds: True = every epilogue fold, False/None = none, or an
-    iterable of names from ``FUSION_KINDS``."""
+    """``fuse=`` as a set of kinds: True = the epilogue folds (``EPILOGUE_KINDS``: bn,
+    activation, residual), False/None = none, or an iterable of names from ``FUSION_KINDS``."""
     if fuse is True:
         return frozenset(EPILOGUE_KINDS)
     if fuse is False or fuse is None:
@@ -73,7 +80,51 @@ def _kind(graph: Graph, i: int) -> str | None:
 
 def fuse_epilogues(graph: Graph, kinds: Iterable[str] = EPILOGUE_KINDS) -> Graph:
     """A new Graph with the fusible epilogue ops of ``kinds`` folded into their producers."""
-    want = frozenset(kinds) & frozenset(EPILOGUE_KINDS)
+    kinds = frozenset(kinds)
+    g = _fold_epilogues(graph, kinds - {"norm"})
+    return _fuse_add_norm(g) if "norm" in kinds else g
+
+
+def _fuse_add_norm(graph: Graph) -> Graph:
+    """Each multi-input elementwise add directly followed by a (non-batch) norm of the same
+    size becomes one kernel (see the module docstring)."""
+    n = len(graph)
+    c0, c1 = graph.c0.copy(), graph.c1.copy()
+    names = list(graph.names)
+    keep = np.ones(n, dtype=bool)
+    hits = 0
+    for i in range(n - 1):
+        j = i + 1
+        if graph.kinds[i] != "elementwise" or graph.kinds[j] != "norm" or not keep[i]:
+            continue
+        if _kind(graph, i) != "residual" or (graph.fusible is not None and graph.fusible[j]):
+            continue  # batch norm is fusible (it folds into a conv instead)
+        if not (np.allclose(c1[_AW, i], graph.c1[_AR, j]) and
+                np.allclose(c0[_AW, i], graph.c0[_AR, j])):
+            continue  # the norm reads more (or less) than the sum: not this pattern
+        for c in (c0, c1):
+            # the fused kernel reads the addends (not the sum) and writes sum + normed output
+            c[_AR, j] += c[_AR, i] - c[_AW, i]
+            c[_AW, j] += c[_AW, i]
+            c[Q["flops"], j] += c[Q["flops"], i]
+            c[Q["weight_bytes_read"], j] += c[Q["weight_bytes_read"], i]
+        names[j] = f"{graph.names[i].rsplit('.', 1)[-1]}+{names[j]}"
+        keep[i] = False
+        hits += 1
+    if not hits:
+        return graph
+    idx = np.flatnonzero(keep)
+    params = graph.params.copy()
+    return replace(
+        graph, names=tuple(names[i] for i in idx), kinds=tuple(graph.kinds[i] for i in idx),
+        classes=tuple(graph.classes[i] for i in idx), c0=c0[:, idx], c1=c1[:, idx],
+        gemm=graph.gemm[:, idx], params=params[idx],
+        fusible=graph.fusible[idx] if graph.fusible is not None else None,
+        meta={**graph.meta, "fused": sorted({*graph.meta.get("fused", ()), "norm"})})
+
+
+def _fold_epilogues(graph: Graph, kinds: frozenset[str]) -> Graph:
+    want = kinds & frozenset(FOLD_KINDS) - {"norm"}
     if graph.fusible is None or not graph.fusible.any() or not want:
         return graph
     n = len(graph)

@@ -3,7 +3,7 @@ published ResNet-50 and BERT-large training throughput (data/validation/training
 
 Cases: ``roofline.validation.load_cases("training_graphs")``. ``rows()`` prices every case;
 ``report_table()`` is the markdown table in docs/validation/training.md ("Any graph"), which
-tests/test_train_any.py checks.
+tests/validation/test_validation_training_graphs.py checks.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""rl.plan_serving: the search, the frontier, sizing by simulation, bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+import roofline as rl
+from roofline.errors import RooflineError
+
+M, HW = "llama-3.1-8b", "H100"
+
+
+@pytest.fixture(scope="module")
+def plan():
+    wl = rl.Workload(prompt=rl.lengths("lognormal", mean=1500, sigma=0.7, max=6000),
+                     output=rl.lengths("uniform", 100, 400), rate=30.0)
+    slo = rl.SLO(ttft_p99=1.0, tpot_p99=0.030)
+    return rl.plan_serving(M, HW, devices=16, workload=wl, slo=slo, requests=1500)
+
+
+def test_pareto_rows_are_non_dominated(plan):
+    P, L = plan.pareto, plan.layouts
+    assert 0 < len(P) <= len(L)
+    x, y = P["tokens_per_s_per_user"], P["tokens_per_s_per_device"]
+    X, Y = L["tokens_per_s_per_user"], L["tokens_per_s_per_device"]
+    for i in range(len(P)):
+        dominated = (X >= x[i]) & (Y >= y[i]) & ((X > x[i]) | (Y > y[i]))
+        assert not dominated.any(), P[i]
+    # and every layout point not on the frontier is dominated by one that is
+    on = set(zip(x.tolist(), y.tolist()))
+    for i in range(len(L)):
+        if (X[i], Y[i]) in on:
+            continue
+        assert ((x >= X[i]) & (y >= Y[i])).any()
+
+
+def test_best_meets_the_slo_in_its_own_simulation(plan):
+    b = plan.best
+    assert b is not None
+    s = b.sim
+    assert s.meets(plan.slo) and not s.overloaded
+    assert s.ttft.p99 <= 1.0 and s.tpot.p99 <= 0.030
+    assert b.devices <= 16 and b.devices == s.devices
+    assert s.rate == pytest.approx(30.0)
+    assert "fewest devices" in b.why
+    # no passing simulation used fewer devices
+    sims = plan.simulated
+    ok = sims["meets_slo"].astype(bool)
+    assert sims["devices"][ok].min() == b.devices
+    assert b.cross_check is not None and b.cross_check.stable
+    assert math.isfinite(b.cross_check.p99)
+
+
+def test_infeasible_layouts_are_listed_with_reasons():
+    wl = rl.Workload(prompt=8000, output=200, rate=2.0)
+    p = rl.plan_serving("llama-3.1-70b", "H100", devices=8, workload=wl,
+                        slo=rl.SLO(ttft_p99=0.5, tpot_p99=0.05), disaggregated=False,
+                        precisions=(("bf16", "bf16"),), pp_options=(1,), requests=300)
+    reasons = dict(zip(p.infeasible["layout"], p.infeasible["reason"]))
+    assert "does not fit" in reasons["tp1 bf16"]  # 141 GB of weights on an 80 GB device
+    # an 8000-token prompt takes > 0.5 s to prefill on 2 H100s even alone
+    assert "SLO impossible even unloaded" in reasons["tp2 bf16"]
+    for lay, why in reasons.items():
+        assert why, lay
+
+
+def test_plan_is_reported_as_data(plan):
+    d = plan.to_dict()
+    assert d["best"]["devices"] == plan.best.devices
+    assert len(d["pareto"]) == len(plan.pareto)
+    assert "Serving plan" in str(plan)
+
+
+def test_plot(plan, tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = plan.plot(path=str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert ax.get_xlabel().startswith("output tokens/s per user")
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"devices": 0}, "devices"),
+    ({"devices": 8, "workload": "x"}, "workload"),
+    ({"devices": 8, "slo": None}, "slo"),
+])
+def test_bad_input(kw, field):
+    wl = rl.Workload(prompt=100, output=10, rate=1.0)
+    args = {"workload": wl, "slo": rl.SLO(ttft_p99=1.0)} | kw
+    with pytest.raises(RooflineError, match=field):
+        rl.plan_serving(M, HW, **args)
+
+
+def test_frontier_points_follow_the_closed_form(plan):
+    # per-user tokens/s is 1/TPOT, per-device tokens/s = requests/s × mean output / devices
+    L = plan.layouts
+    np.testing.assert_allclose(L["tokens_per_s_per_user"], 1e3 / L["tpot_ms"], rtol=1e-9)
