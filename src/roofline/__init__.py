@@ -58,6 +58,8 @@ _LAZY = {
     "tco": "roofline.analysis.tco", "reliability": "roofline.analysis.reliability",
     "region": "roofline.analysis.data", "list_regions": "roofline.analysis.data",
     "place": "roofline.analysis.carbon", "price_quotes": "roofline.analysis.data",
+    "Space": "roofline.spaces", "hardware_grid": "roofline.spaces",
+    "explore": "roofline.spaces",
 }
 
 
