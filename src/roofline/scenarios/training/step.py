@@ -15,6 +15,7 @@ from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
+from ...ops import cost
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
@@ -23,10 +24,11 @@ from .result import TrainingResult
 
 RECOMPUTE = ("none", "selective", "full")
 _GI = {g: i for i, g in enumerate(GROUPS)}
-#: Adam step, bytes moved per local parameter (see module docstring)
-ADAM_BYTES_PER_PARAM = 34.0
-#: Adam step, FLOPs per local parameter (moments, bias correction, sqrt, divide, decay, clip)
-ADAM_FLOPS_PER_PARAM = 16.0
+#: the optimizer step per local parameter: mixed-precision AdamW with gradient clipping and
+#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs
+_ADAMW = cost("optimizer_step", params=1, optimizer="adamw")
+ADAM_BYTES_PER_PARAM = _ADAMW.bytes
+ADAM_FLOPS_PER_PARAM = _ADAMW.flops
 #: gradient bucket for DP overlap, bytes (Megatron's default 40 M parameters in fp32)
 DP_BUCKET_BYTES = 40e6 * 4
 
