@@ -150,6 +150,7 @@ class ServingPlan:
         if self.best is None:
             lines.append("  no layout meets the SLO on these devices (see .simulated and "
                          ".infeasible)")
+            lines.extend(f"  {n}" for n in self.notes)
         else:
             lines.append("best: " + str(self.best))
             cc = self.best.cross_check
@@ -220,8 +221,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     else bf16 only). ``pp_options``: pipeline depths. ``chunk_sizes``: chunked-prefill budgets
     tried on the winner (None: whole prompts). ``requests``: per sizing simulation.
     """
-    from ..graphs.model import model as resolve_model
-    from ..specs.hardware import hardware as resolve_hw
+    from ..graphs.resolve import model as resolve_model
+    from ..specs.resolve import hardware as resolve_hw
 
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise SpecError(f"devices must be a positive integer, got {devices!r}")
@@ -313,10 +314,30 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
                        kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset)
+    if best is None:
+        notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
                        slo=slo, best=best, pareto=pareto, layouts=layouts,
                        infeasible=Table(bad, title="infeasible layouts"), simulated=sims,
                        notes=tuple(notes))
+
+
+def _shortfall(pts: list[_Point], slo: SLO, devices: int, lam: float) -> str:
+    """Why nothing passed: the most requests/s any layout sustains on the devices given
+    (closed form, aggregated replicas at the TPOT target)."""
+    best_r, best_p = 0.0, None
+    for p in pts:
+        if p.mode != "aggregated" or (slo.tpot_p99 is not None and p.tpot > slo.tpot_p99):
+            continue
+        r = (devices // p.costs.devices) * p.rate
+        if r > best_r:
+            best_r, best_p = r, p
+    if best_p is None:
+        return "no layout meets the TPOT target even at batch 1 on these devices"
+    return (f"at most ~{best_r:.3g} req/s fit on {devices} devices within the TPOT target "
+            f"(closed form: {devices // best_p.costs.devices} × {best_p.costs.label} at max "
+            f"concurrency {best_p.conc}), against {lam:g} req/s asked: about "
+            f"{math.ceil(devices * lam / best_r)} devices would be needed")
 
 
 def _label(p: _Point, R: int = 0, X: int = 0) -> str:

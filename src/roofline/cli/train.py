@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.training import best_parallelism, train
-    from ..specs.cluster import cluster as resolve_cluster
+    from ..specs.resolve import cluster as resolve_cluster
 
     precision = args.precision or natural_precision(resolve_cluster(args.cluster).device,
                                                     prefer="bf16")[0]

@@ -312,27 +312,26 @@ def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, 
                   B: int, T: int, context: int) -> Result:
     """The per-op Result of one phase on one device: the engine's pricing of the full graph
     (as ``solve`` does it, with the serving engine's launch model)."""
-    from ...engine.core import plan_for
+    from ...engine.core import time_model
     from ...engine.result import OpTableSource
     from ...engine.solve import _result
 
     g = plan.graph(phase, seq_len=T, context=context, batch=B, compressed=False)
-    ep = plan_for(g, hw, eff)
-    W, cb = ep.evaluate(B)
-    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb,
-     live) = ep.totals(W)
-    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    tm = time_model(g, hw, eff)
+    ot = tm.evaluate(B)
+    tot = ot.totals()
+    parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
+             "overhead": tot.t_overhead}
     dev_model = m if plan.cfg is plan.full else transformer_model(
         plan.cfg, key=m.key, name=f"{m.name} (one of tp={plan.tp} × pp={plan.pp} devices)")
-    return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=latency,
-                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
-                   t_overhead=overhead, bottleneck=max(parts, key=parts.__getitem__),
-                   flops=flops, byts=byts,
-                   ridge_eff=hw.peak(plan.precision.compute)
-                   * eff.gemm_model(plan.precision.compute)[0] /
-                   (hw.memory_bytes_per_s * eff.memory_max), workspace=eff.workspace,
-                   ops=OpTableSource(g, W, cb, B, latency, ep), seq_len=T,
-                   context=context if phase == "decode" else (context or None), live=live)
+    return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=tot.latency,
+                   latency_bound=tot.latency_bound, t_compute=tot.t_compute,
+                   t_memory=tot.t_memory, t_overhead=tot.t_overhead,
+                   bottleneck=max(parts, key=parts.__getitem__), flops=tot.flops,
+                   byts=tot.bytes, ridge_eff=tm.ridge_effective, workspace=eff.workspace,
+                   ops=OpTableSource(g, ot, B, tot.latency, tm), seq_len=T,
+                   context=context if phase == "decode" else (context or None),
+                   live=tot.live_activation_bytes)
 
 
 def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware, eff: Any,

@@ -115,8 +115,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_opt = p_dev / xp.where(zero >= 1, dp, 1)
     hw = ctx.cl.device
     vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
-    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory_max),
-                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector_max))
+    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory.max),
+                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
     step = m * t_mb + bubble + dp_exp + t_opt
 
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, n_lps, p_dev, w_bytes, g_bytes, xp)
