@@ -94,10 +94,11 @@ def _mem_total_bytes() -> float:
 
 
 def _default_eff_rows(kind: str) -> dict[str, Any]:
-    from ..engine.presets import _default_tables
+    from ..engine.presets import default_tables
 
-    return {k: getattr(_default_tables()[kind], k) for k in
-            ("gemm_max", "gemm_a", "gemm_b", "gemm_c", "vector_max", "workspace")}
+    e = default_tables()[kind]
+    return {"gemm_max": e.gemm.max, "gemm_a": e.gemm.a, "gemm_b": e.gemm.b, "gemm_c": e.gemm.c,
+            "vector_max": e.vector.max, "workspace": e.workspace}
 
 
 def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = None,

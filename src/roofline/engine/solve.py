@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _args as A
 from .._call import records_call
+from .._econ_args import with_economics
 from ..errors import UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
@@ -18,7 +19,7 @@ from ..specs.dtypes import PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
-from .core import plan_for
+from .core import time_model
 from .memory import memory_fit
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
@@ -66,6 +67,7 @@ TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
 
 
 @records_call("solve")
+@with_economics
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), precision=PRECISION_ARG,
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
            fused_attention=A.flag, kv_precision=A.optional(A.dtype),
@@ -92,6 +94,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     whose hardware file gives sparse tensor throughput) or a weight density in (0, 1)
     (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run
     (dtype missing, does not fit) is a Result with ``feasible=False`` and the ``reason``.
+    ``price_per_hour`` (USD per device-hour), ``region`` (grid, for carbon) and ``pue`` feed
+    ``r.economics`` / ``r.cost_per_sample``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -123,28 +127,18 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)
-    plan = plan_for(g, hw, eff)
-    tot = plan.envelope_totals(batch) if plan.envelope_ok else None
-    if tot is None and plan.fast:
-        tot = plan.fast_totals(batch)
-    if tot is not None:
-        ops: Any = OpTableSource(g, None, None, batch, 0.0, plan)
-    else:
-        W, cb = plan.evaluate(batch)
-        tot = plan.totals(W)
-        ops = OpTableSource(g, W, cb, batch, 0.0, plan)
-    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb, live) = tot
-    ops.latency = latency
-    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    tm = time_model(g, hw, eff)
+    tot = tm.totals_at(batch)
+    ops = OpTableSource(g, None, batch, tot.latency, tm)
+    parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
+             "overhead": tot.t_overhead}
     bottleneck = max(parts, key=parts.__getitem__)
-    return _result(m, hw, g, batch, p, preset, phase, latency=latency,
-                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
-                   t_overhead=overhead, bottleneck=bottleneck, flops=flops, byts=byts,
-                   ridge_eff=plan.peak * eff.gemm_model(p.compute)[0] * (
-                       1.0 if eff.is_bound else hw.sustained(p.compute))
-                   / (plan.bw * eff.memory_max),
-                   workspace=eff.workspace, ops=ops,
-                   seq_len=seq_len, context=context, live=live)
+    return _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
+                   latency_bound=tot.latency_bound, t_compute=tot.t_compute,
+                   t_memory=tot.t_memory, t_overhead=tot.t_overhead, bottleneck=bottleneck,
+                   flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
+                   workspace=eff.workspace, ops=ops, seq_len=seq_len, context=context,
+                   live=tot.live_activation_bytes)
 
 
 def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: str, phase: str,
@@ -164,6 +158,13 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         }
     cap = hw.memory_capacity_bytes
     feasible, footprint, reason = memory_fit(breakdown, cap, hw.name)
+    bad = [k for k, v in (("latency", latency), ("latency_bound", latency_bound),
+                          ("flops", flops), ("bytes", byts), ("memory_footprint", footprint))
+           if not math.isfinite(v) or v < 0]
+    if feasible and bad:  # a result holding a non-finite number is never feasible
+        feasible = False
+        reason = (f"{', '.join(bad)} not a finite non-negative number (a spec or model value "
+                  "out of range)")
     seq = g.meta.get("seq_len")
     tokens_per_s = None
     if seq is not None:
@@ -180,9 +181,18 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
         bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
-        feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+        feasible=feasible, reason=reason, _op_table=ops,
+        energy=_energy_j(hw, preset, latency, flops / (latency * peak), byts / (latency * bw)),
         warnings=tuple(g.meta.get("warnings", ())),
     )
+
+
+def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
+    """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
+    from ..analysis.power import binding_utilisation, device_power_w
+
+    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
+    return device_power_w(hw, u, preset) * latency
 
 
 def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,

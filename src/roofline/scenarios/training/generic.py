@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.core import price
+from ...engine.core import time_model
 from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
@@ -118,8 +118,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
     tg = backward_graph(fwd)
     eff = efficiency_for(hw, preset)
-    arr = price(tg.graph, [hw], [eff], np.array([float(b)]), keep_ops=True)
-    op_t = arr["op_time"][0, 0]
+    op_t = time_model(tg.graph, hw, eff).evaluate(float(b)).time
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]
     n_mb = global_batch // (dp * b)
@@ -141,8 +140,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     else:
         dp_exp = t_ar
     vpeak = hw.peak_flops_per_s.get("fp32", hw.peak(p.compute))
-    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory_max),
-                P * opt_flops / (vpeak * eff.vector_max))
+    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory.max),
+                P * opt_flops / (vpeak * eff.vector.max))
     step = n_mb * (t_f + t_b) + dp_exp + t_opt
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch
@@ -164,6 +163,10 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     tokens = fwd.tokens_per_sample
     peak = hw.peak(p.compute)
     nodes_used = math.ceil(devices / max(c.devices // max(c.nodes, 1), 1))
+    from ...analysis.power import device_power_w
+
+    other = nodes_used * c.node_overhead_w  # power model: analysis/power.py, u = MFU
+    power = devices * device_power_w(hw, mf_step / (step * devices * peak)) + other
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
@@ -172,5 +175,5 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         mfu=mf_step / (step * devices * peak), hfu=mf_step / (step * devices * peak),
         model_flops_per_step=mf_step, hardware_flops_per_step=mf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=devices * hw.tdp_w + nodes_used * c.node_overhead_w,
+        power_w=power, other_power_w=other, _hw=hw,
         warnings=tuple(fwd.meta.get("warnings", ())), optimizer=optimizer)
