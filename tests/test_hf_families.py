@@ -129,3 +129,18 @@ def test_mistral_v03_differs_from_v01() -> None:
     assert v1.sliding_window == 4096 and v3.sliding_window is None
     # 768 more vocabulary rows in the embedding and the untied head: 2 × 768 × 4096
     assert rl.model("mistral-7b-v0.3").params - rl.model("mistral-7b").params == 2 * 768 * 4096
+
+
+def test_serve_prices_the_checkpoint_format_too(tmp_path: Path) -> None:
+    """rl.serve and rl.solve store the same weights for a quantized checkpoint."""
+    qc = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    m = rl.model(_write(tmp_path, {**LLAMA, "quantization_config": qc}))
+    s = rl.solve(m, "H100", batch=1, precision="fp16", phase="decode", context=64)
+    r = rl.serve(m, "H100", batch=1, prompt_len=32, output_len=8, precision="fp16")
+    assert r.memory_breakdown["weights"] == pytest.approx(s.memory_breakdown["weights"])
+    plain = rl.serve(rl.model(_write(tmp_path, LLAMA, "plain")), "H100", batch=1,
+                     prompt_len=32, output_len=8, precision="fp16")
+    lin = 2 * (256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 512)  # the quantized linears
+    P = plain.memory_breakdown["weights"] / 2  # fp16: 2 B per parameter
+    assert r.memory_breakdown["weights"] == pytest.approx(
+        lin * (0.5 + 2 / 128 + 0.5 / 128) + (P - lin) * 2)
