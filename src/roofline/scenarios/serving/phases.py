@@ -136,7 +136,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
                               B, P, n, p)
     plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
-                          fused_attention=fused_attention)
+                          fused_attention=fused_attention, weight_format=m.weight_format)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
     D = cfg.d_model
@@ -349,7 +349,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
                         f"{cfg.vocab}: speculative decoding needs a shared vocabulary")
     E = expected_tokens_per_step(alpha, k)
     dplan = sp.device_plan(dm.config, p, tp=1, pp=1, fuse=plan.fuse,
-                           fused_attention=fused_attention)
+                           fused_attention=fused_attention, weight_format=dm.weight_format)
     lo, hi = P + 1, S_end
     dd = dplan.lines(hw, eff, Bm).total(lo, hi)
     vv = plan.lines(hw, eff, Bm, phase="prefill", seq_len=k + 1, logits="all").total(lo, hi)
