@@ -16,6 +16,7 @@ reported as unreachable by any ceiling.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,6 +198,7 @@ def requirements(model: Any, *, target_latency: float | None = None,
     fast = fn == "solve" and tm is not None and hasattr(tm, "inv_c0")
     per_unit = 1.0 if target_latency is not None else 1.0 / float(base.batch)
 
+    @functools.cache  # the searches revisit their bracket ends
     def at(peak: float = 1.0, bw: float = 1.0, link: float = 1.0) -> float:
         if fast:  # a solve: its own time model at scaled ceilings (equal to a re-solve)
             from .sensitivity import scaled_time
@@ -242,9 +244,7 @@ def requirements(model: Any, *, target_latency: float | None = None,
 
         if not ok(_HUGE):
             return math.nan
-        lo, hi = 1e-6, 1.0
-        while not ok(hi):
-            lo, hi = hi, hi * 4.0
+        lo, hi = _bracket(ok)
         if ok(lo):
             return lo
         return _least(lambda x: at(**{var: x}), goal, lo, hi, rtol)
@@ -268,11 +268,9 @@ def requirements(model: Any, *, target_latency: float | None = None,
 
             if not ok_p(_HUGE):
                 continue
-            hi = 1.0
-            lo = 1e-6
-            while not ok_p(hi):
-                lo, hi = hi, hi * 4.0
-            sp = lo if ok_p(lo) else _least(lambda x, b=b: at(peak=x, bw=b), goal, lo, hi, rtol)
+            lo, hi = _bracket(ok_p)
+            sp = lo if ok_p(lo) else _least(lambda x, b=b: at(peak=x, bw=b), goal, lo, hi,
+                                            max(rtol, 1e-3))  # frontier: 0.1 % is plenty
             front.append((hw.peak(dtype) * sp, hw.memory_bytes_per_s * b))
     return Requirements(reachable=True,
                         peak_flops_per_s=hw.peak(dtype) * s_peak if math.isfinite(s_peak)
@@ -280,6 +278,22 @@ def requirements(model: Any, *, target_latency: float | None = None,
                         bandwidth_bytes_per_s=hw.memory_bytes_per_s * s_bw
                         if math.isfinite(s_bw) else math.nan,
                         link_bytes_per_s=link, frontier=tuple(front), **common)
+
+
+def _bracket(ok: Any) -> tuple[float, float]:
+    """(lo, hi) a factor 4 apart with ok(hi) and not ok(lo) (or lo = 1e-6 if every scale
+    down to it is ok): a tight start for the regula falsi."""
+    hi = 1.0
+    if ok(hi):
+        while hi > 1e-6:
+            lo = hi / 4.0
+            if not ok(lo):
+                return lo, hi
+            hi = lo
+        return 1e-6, hi
+    while not ok(hi):
+        hi *= 4.0
+    return hi / 4.0, hi
 
 
 def _least_bw_with_infinite_peak(at: Any, goal: float, rtol: float) -> float:
