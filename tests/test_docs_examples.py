@@ -34,7 +34,8 @@ def _run_python(code: str, ns: dict) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("page", ["solve.md", "sweep.md", "plots.md", "report.md", "levers.md"])
+@pytest.mark.parametrize("page", ["solve.md", "sweep.md", "plots.md", "report.md", "levers.md",
+                                  "explore.md"])
 def test_python_examples(page, tmp_path, monkeypatch):
     pytest.importorskip("pandas")
     pytest.importorskip("matplotlib")

@@ -28,6 +28,7 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "RooflineError", "SpecError", "UnknownNameError", "UnsupportedDtypeError",
            "MissingExtraError", "__version__", "serve", "serving_capacity", "train",
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
+           "plot_sweep", "plot_serving", "plot_training", "plot_layers",
            "Workload", "lengths", "SLO", "simulate_serving", "plan_serving", "levers",
            "sensitivity", "requirements"]
 
@@ -46,11 +47,15 @@ _LAZY = {
     "train": "roofline.scenarios.training", "best_parallelism": "roofline.scenarios.training",
     "cluster": "roofline.specs.resolve", "list_clusters": "roofline.specs.resolve",
     "measure": "roofline.calibrate.measure", "validate": "roofline.calibrate.validate",
+    "plot_sweep": "roofline.viz.charts", "plot_serving": "roofline.viz.charts",
+    "plot_training": "roofline.viz.charts", "plot_layers": "roofline.viz.charts",
     "Workload": "roofline.analysis.workload", "lengths": "roofline.analysis.workload",
     "SLO": "roofline.analysis.workload", "simulate_serving": "roofline.analysis.simulate",
     "plan_serving": "roofline.analysis.plan",
     "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
     "requirements": "roofline.analysis.requirements",
+    "Space": "roofline.spaces", "hardware_grid": "roofline.spaces",
+    "explore": "roofline.spaces",
 }
 
 

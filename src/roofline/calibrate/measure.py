@@ -21,12 +21,12 @@ half-written file.
 from __future__ import annotations
 
 import os
-import sys
 import tomllib
 from typing import TextIO
 
 from .. import _args as A
 from ..errors import SpecError
+from ..progress import progress_stream
 from ..specs.hardware import Hardware, parse_hardware
 from .backends import Backend, NumpyBackend, TorchBackend
 from .derive import Fitted, derive
@@ -93,12 +93,13 @@ def measure(output: str | os.PathLike[str] | None = None, *, device: str = "auto
     ``output``: also write the spec there (atomically; checked for writability first).
     ``device``: "auto" (CUDA when PyTorch sees one, else CPU), "cpu" or "cuda".
     ``quick``: tiny sizes and few repetitions (seconds; for tests, not for predictions).
-    ``progress``: True for stderr lines, False for silence, or a text stream.
+    ``progress``: True for lines with rate and time left on stderr when it is a terminal (a
+    live bar too with the optional tqdm), False for silence, or a text stream for lines there.
     ``backends``: inject benchmark backends (e.g. ``FakeBackend``) instead of real ones.
     ``threads``: compute threads for PyTorch and the BLAS pools during the run (default: as
     configured); the spec records the count.
     """
-    out: TextIO | None = sys.stderr if progress is True else (progress or None)  # type: ignore[assignment]
+    out = progress_stream(progress)  # type: ignore[arg-type]
     if output is not None:
         check_writable(output)
     notes: list[str] = []

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..ops.formulas import causal_pairs
+from ..progress import Progress
 from .backends import EVICT_OPS, STREAM_ARRAYS, TINY_CLASSES, VECTOR_OPS, Backend
 from .plan import _FP32, MeasurePlan, vector_cost
 from .timing import Sample
@@ -49,19 +50,7 @@ class Measurements:
     discarded: int = 0
 
 
-class _Progress:
-    def __init__(self, total: int, out: TextIO | None) -> None:
-        self.total, self.i, self.out = total, 0, out
-
-    def step(self, what: str, result: str = "") -> None:
-        self.i += 1
-        if self.out is not None:
-            print(f"[{self.i:>3}/{self.total}] {what}{': ' + result if result else ''}",
-                  file=self.out, flush=True)
-
-    def note(self, msg: str) -> None:
-        if self.out is not None:
-            print(msg, file=self.out, flush=True)
+_Progress = Progress  # the counted progress of a measurement (roofline.progress)
 
 
 def _count(plan: MeasurePlan, n_backends: int) -> int:
@@ -106,7 +95,7 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
     present), the others only add GEMM peak candidates."""
     main = backends[0]
     ms = Measurements(kind=plan.kind, info=dict(main.info()))
-    pr = _Progress(_count(plan, len(backends)), progress)
+    pr = Progress(_count(plan, len(backends)), progress, unit="benchmark")
 
     def keep(s: Sample) -> Sample:
         ms.discarded += s.discarded
@@ -238,6 +227,7 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
                     f"{smp.median_s * 1e3:.2f} ms")
     if plan.evict_flush:
         _run_evict(plan, main, ms, keep, pr)
+    pr.close()
     return ms
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -27,6 +26,7 @@ from ..engine.core import price
 from ..engine.presets import efficiency_for
 from ..engine.solve import solve
 from ..errors import SpecError, require_extra
+from ..progress import Progress, progress_stream
 from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
 from .timing import Sample, stable_sample, thread_limit, time_call
@@ -178,6 +178,11 @@ class Validation:
                            color=col, s=60 if g == "model" else 30, label=f"{g} (default)")
         ax.scatter(meas, [r.bound_s for r in self.rows], marker=".", color="0.6", s=12,
                    label="pure roofline (bound)")
+        # name the whole models and the items off by more than 1.5x (the rest would pile up)
+        named = [r for r in self.rows if r.group == "model" or r.error > 1.5]
+        for k, r in enumerate(sorted(named, key=lambda r: r.measured_s)):
+            ax.annotate(r.name, (r.measured_s, r.predicted_s), fontsize=6, alpha=0.85,
+                        xytext=(5, 6 if k % 2 else -9), textcoords="offset points")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -264,7 +269,7 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
     import time
 
     torch = require_extra("torch", "torch", "roofline validate (it runs real PyTorch workloads)")
-    out: TextIO | None = sys.stderr if progress is True else (progress or None)  # type: ignore[assignment]
+    out = progress_stream(progress)  # type: ignore[arg-type]
     t_start = time.perf_counter()
     if hardware is None:
         from .measure import measure
@@ -284,13 +289,12 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
                         "validate a spec on the machine it was measured on")
     sync = torch.cuda.synchronize if device == "cuda" else None
     rows = []
+    pr = Progress(len(todo), out, unit="workload")
     # workloads build their tensors and modules on the default device
     with torch.inference_mode(), torch.device(device), thread_limit(threads):
-        for i, it in enumerate(todo, 1):
+        for it in todo:
             if not hw.has(it.dtype):
-                if out:
-                    print(f"[{i:>2}/{len(todo)}] {it.name}: skipped ({hw.name} has no "
-                          f"{it.dtype} peak)", file=out, flush=True)
+                pr.step(it.name, f"skipped ({hw.name} has no {it.dtype} peak)")
                 continue
             pred, bound, cb = _predict(it, hw)
             fn = it.make(torch)
@@ -316,11 +320,10 @@ def validate(hardware: str | os.PathLike[str] | Hardware | None = None, *,
                       unstable=unstable)
             rows.append(row)
             del fn
-            if out:
-                print(f"[{i:>2}/{len(todo)}] {it.name}: measured {_ms(s.median_s)}, predicted "
-                      f"{_ms(pred)} ({row.ratio:.2f}x), bound {_ms(bound)}"
-                      + (f" — {unstable}; left out of the summary" if unstable else ""),
-                      file=out, flush=True)
+            pr.step(it.name, f"measured {_ms(s.median_s)}, predicted {_ms(pred)} "
+                             f"({row.ratio:.2f}x), bound {_ms(bound)}"
+                             + (f" — {unstable}; left out of the summary" if unstable else ""))
+    pr.close()
     if not rows:
         raise SpecError(f"no validation item could run on {hw.name}")
     v = Validation(hardware=hw.name, rows=tuple(rows), summary=summarize(rows),

@@ -35,6 +35,10 @@ def register(sub: Any) -> None:
     add_scenario_args(p)
     p.add_argument("--ops", action=argparse.BooleanOptionalAction, default=None,
                    help="draw each operator (default: only for a single batch)")
+    p.add_argument("--kind", choices=("roofline", "sweep", "layers"), default="roofline",
+                   help="roofline (default); sweep: throughput and latency vs batch per device "
+                        "(--batch default 1..256), crossover ringed; layers: time per layer "
+                        "(one device, one batch)")
     p.add_argument("-o", "--output", required=True, metavar="PATH",
                    help="output file: .png, .svg or .pdf")
     add_output_args(p, wide=False)
@@ -52,9 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.exists():
         raise SpecError(f"-o/--output {args.output!r}: folder {str(out.parent)!r} does not "
                         "exist")
-    batches = parse_batches(args.batch)
     kw = scenario_kwargs(args)
     m = model_arg(args)
+    if args.kind != "roofline":
+        return _other(args, out, m, kw)
+    batches = parse_batches(args.batch)
     results = [solve(m, hw, batch=b, precision=args.precision or natural_precision(hw)[0],
                      **kw)
                for hw in args.hardware for b in batches]
@@ -70,3 +76,31 @@ def run(args: argparse.Namespace) -> int:
     return emit(args, text=f"wrote {out} ({size / 1e3:,.1f} kB): {n_ops} operator points and "
                            f"{len(results)} whole-model point{'s' if len(results) > 1 else ''}",
                 data=data, title="roofline plot")
+
+
+def _other(args: argparse.Namespace, out: Path, m: Any, kw: dict[str, Any]) -> int:
+    """``--kind sweep`` and ``--kind layers``."""
+    from ..engine.solve import solve
+    from ..scenarios.sweep import sweep
+    from ..viz.charts import layer_times, plot_layers, plot_sweep
+
+    if args.kind == "sweep":
+        batches = parse_batches("1..256" if args.batch == "1" else args.batch)
+        s = sweep(m, args.hardware, batch=batches,
+                  precision=args.precision or natural_precision(args.hardware), **kw)
+        plot_sweep(s, path=out)
+        data: dict[str, Any] = {"path": str(out), "bytes": out.stat().st_size, "lines": len(
+            {(h, p) for h, p in zip(s["hardware"], s["precision"])}), "crossover":
+            s.crossover()}
+        text = f"wrote {out}: {data['lines']} lines over batches {batches[0]}–{batches[-1]}"
+    else:
+        if len(args.hardware) > 1 or "," in args.batch or ".." in args.batch:
+            raise SpecError("--kind layers draws one device at one batch")
+        hw = args.hardware[0]
+        r = solve(m, hw, batch=parse_batches(args.batch)[0],
+                  precision=args.precision or natural_precision(hw)[0], **kw)
+        plot_layers(r, path=out)
+        n = len(layer_times(r))
+        data = {"path": str(out), "bytes": out.stat().st_size, "layers": n}
+        text = f"wrote {out}: time of {n} layers"
+    return emit(args, text=text, data=data, title="roofline plot")

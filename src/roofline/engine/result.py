@@ -153,6 +153,12 @@ class Result:
 
         return to_html(self, path)
 
+    def plot_layers(self, path: str | None = None, **kw: Any) -> Any:
+        """Time per layer as stacked bars (``roofline.viz.charts.plot_layers``)."""
+        from ..viz.charts import plot_layers
+
+        return plot_layers(self, path=path, **kw)
+
     @printable_str
     def __str__(self) -> str:
         from ..uncertainty import fmt_band

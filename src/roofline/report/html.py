@@ -31,7 +31,7 @@ border-bottom:1px solid #dde2ea;padding-bottom:2px}
 white-space:nowrap}
 .rl td:first-child,.rl th:first-child{text-align:left}
 .rl table.rl-kv th{text-align:left;color:#5b6474;font-weight:500;padding-right:14px}
-.rl table.rl-kv td{text-align:left}
+.rl table.rl-kv td{text-align:left;white-space:normal}
 .rl table.rl-sort th{cursor:pointer;background:#f4f6f9;position:sticky;top:0}
 .rl table.rl-sort th:hover{background:#e6ebf2}
 .rl table.rl-sort tr.rl-hl td{background:#fff3b0}

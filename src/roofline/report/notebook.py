@@ -231,7 +231,8 @@ def sweep_charts(s: Any) -> str:
 
 def _html_sweep(s: Any) -> str:
     cross = ", ".join(f"{k}: {v if v is not None else 'never'}" for k, v in s.crossover().items())
-    rows = [("rows", esc(_line_sweep(s)[1:-1])), ("compute-bound from batch", esc(cross))]
+    rows = [("rows", esc(_line_sweep(s)[len("<Sweep "):-1])),
+            ("compute-bound from batch", esc(cross))]
     cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
             "arithmetic_intensity", "mfu", "memory_footprint", "feasible"]
     det = table_html(s.table, columns=cols, max_rows=None)

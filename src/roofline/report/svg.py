@@ -97,11 +97,15 @@ class LogChart:
 
 def _ticks(lo: float, hi: float, log: bool) -> list[tuple[float, str]]:
     if log:
+        decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        # under three decades in range: 2x and 5x ticks too, so the axis is readable
+        steps = (1.0,) if math.log10(hi / lo) >= 2.5 else (1.0, 2.0, 5.0)
         out = []
-        for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-            v = 10.0 ** e
-            if lo <= v <= hi:
-                out.append((v, _eng(v)))
+        for e in decades:
+            for m in steps:
+                v = m * 10.0 ** e
+                if lo <= v <= hi:
+                    out.append((v, _eng(v)))
         return out
     step = 10 ** math.floor(math.log10((hi - lo) / 4 or 1))
     for m in (1, 2, 5, 10):

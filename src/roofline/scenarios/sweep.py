@@ -86,6 +86,13 @@ class Sweep:
 
         return to_html(self, path)
 
+    def plot(self, path: Any = None, **kw: Any) -> Any:
+        """Throughput and latency vs batch per device, the crossover ringed
+        (``roofline.viz.charts.plot_sweep``; needs ``pip install 'roofline[plot]'``)."""
+        from ..viz.charts import plot_sweep
+
+        return plot_sweep(self, path=path, **kw)
+
     @printable_str
     def to_string(self, max_rows: int | None = 60, width: int | None = 100,
                   more: str = "") -> str:

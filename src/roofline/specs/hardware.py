@@ -10,7 +10,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -158,6 +158,15 @@ class Hardware:
         prov[f"peak.{dtype}"] = Provenance(source=source)
         return replace(self, peak_flops_per_s=peaks, provenance=prov)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Picklable (a Dask worker receives the spec): the read-only mappings travel as
+        dicts and are frozen again by ``__post_init__``."""
+        state = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            state[f.name] = dict(v) if isinstance(v, MappingProxyType) else v
+        return (_rebuild_hardware, (state,))
+
     def __repr__(self) -> str:
         return f"Hardware({self.key!r})"
 
@@ -176,6 +185,10 @@ _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sour
 
 #: [sparsity] keys -> the pattern name solve(sparsity=) takes
 _SPARSITY_KEYS = {"structured_2_4": "2:4"}
+
+
+def _rebuild_hardware(state: dict[str, Any]) -> Hardware:
+    return Hardware(**state)
 
 
 def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:

@@ -32,9 +32,11 @@ __all__ = ["BOUND_COLOURS", "op_points", "plot_result", "plot_roofline"]
 
 #: colour of an operator point by the roof that binds it
 BOUND_COLOURS = {"compute": "#1f77b4", "memory": "#d62728"}
-_MODEL_COLOURS = ("#000000", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                  "#bcbd22", "#17becf")
-_HW_COLOURS = ("#333333", "#6a3d9a", "#b15928", "#1b9e77")
+#: one colour per device (Okabe–Ito, colour-blind safe): its ceilings and its points share it
+_HW_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+#: one marker per batch (or per result on a single device), cycled
+_MARKERS = ("*", "o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p")
+_SIZES = {"*": 260}  # other markers get 90 points²
 _MIN_AREA, _MAX_AREA = 4.0, 320.0  # points²: floor, and the area of the largest time share
 FLOP_NOTE = "2 FLOPs per multiply-add"
 MLSYSIM_NOTE = ("preset mlsysim: whole-model aggregates in mlsysim's zoo convention (CNNs: "
@@ -128,16 +130,22 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
     y_hi = max([*peaks, *ys]) * 3
     y_lo = min([*ys, *(h.memory_bytes_per_s * x_lo for h in hws)]) / 3
 
-    for i, h in enumerate(hws):
-        _ceilings(ax, h, main_dtypes.get(h.key), dtypes, x_lo, x_hi,
-                  _HW_COLOURS[i % len(_HW_COLOURS)], label_hw=len(hws) > 1)
+    several = len(hws) > 1
+    hw_colour = {h.key: (_HW_COLOURS[i % len(_HW_COLOURS)] if several else "#333333")
+                 for i, h in enumerate(hws)}
+    labels: list[tuple[float, str, str]] = []
+    for h in hws:
+        labels += _ceilings(ax, h, main_dtypes.get(h.key), dtypes, x_lo, x_hi,
+                            hw_colour[h.key], label_hw=several)
+    _roof_labels(ax, labels, x_hi, y_lo, y_hi)
 
     all_pts: list[dict[str, np.ndarray] | None] = [op_points(r) if show_ops else None
                                                    for r in results]
     top_share = max([float(p["share"].max()) for p in all_pts if p is not None and
                      len(p["share"])] + [1e-300])
+    styles = _result_styles(results, hw_colour)
     for i, r in enumerate(results):
-        colour = _MODEL_COLOURS[i % len(_MODEL_COLOURS)]
+        colour, mk = styles[i]
         pts = all_pts[i]
         if pts is not None:
             for bound, c in BOUND_COLOURS.items():
@@ -150,9 +158,9 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
                                label=f"op, {bound}-bound (area ∝ time share)"
                                if i == 0 else None)
         if _finite(r.arithmetic_intensity, r.flops, r.latency):
-            ax.scatter([r.arithmetic_intensity], [r.flops / r.latency], marker="*", s=260,
-                       c=colour, edgecolors="white", linewidths=0.8, zorder=5,
-                       label=_result_label(r, results))
+            ax.scatter([r.arithmetic_intensity], [r.flops / r.latency], marker=mk,
+                       s=_SIZES.get(mk, 90), c=colour, edgecolors="white", linewidths=0.8,
+                       zorder=5, label=_result_label(r, results))
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -164,12 +172,13 @@ def plot_roofline(results_or_hardware: Any, *, path: str | Path | None = None, a
     ax.set_title(title or _title(results, hws), fontsize=11)
     handles, _labels = ax.get_legend_handles_labels()
     if handles:
-        leg = ax.legend(fontsize=7.5, loc="lower right", framealpha=0.9)
-        for h in getattr(leg, "legend_handles", getattr(leg, "legendHandles", [])):
-            if hasattr(h, "set_sizes") and getattr(h, "get_label", lambda: "")() != "*":
-                sizes = h.get_sizes()
-                if len(sizes) and sizes[0] < 200:  # op markers: one readable size
-                    h.set_sizes([30.0])
+        # outside the plot area, so it never covers a point
+        leg = ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                        borderaxespad=0.0, framealpha=0.9)
+        hs = getattr(leg, "legend_handles", getattr(leg, "legendHandles", []))
+        for h, text in zip(hs, leg.get_texts()):
+            if hasattr(h, "set_sizes") and text.get_text().startswith("op, "):
+                h.set_sizes([30.0])  # op markers: one readable size, whatever the first op's
     note = FLOP_NOTE
     if any(r.preset == "mlsysim" for r in results):
         note = MLSYSIM_NOTE
@@ -257,8 +266,11 @@ def _figure(ax: Any, path: Any, figsize: tuple[float, float], dpi: int) -> tuple
 
 
 def _ceilings(ax: Any, hw: Hardware, main: str | None, only: Sequence[str] | None, x_lo: float,
-              x_hi: float, colour: str, *, label_hw: bool) -> None:
-    """Compute roofs (one per distinct peak), memory slopes, the ridge point."""
+              x_hi: float, colour: str, *, label_hw: bool) -> list[tuple[float, str, str]]:
+    """Compute roofs (one per distinct peak), memory slopes (one per level with a bandwidth:
+    the hierarchical roofline), the ridge point (named with its dtype). Returns the roof labels
+    ``(y, text, colour)`` for :func:`_roof_labels` to place without overlap."""
+    out: list[tuple[float, str, str]] = []
     prefix = f"{_short(hw.name)}: " if label_hw else ""
     groups: dict[float, list[str]] = {}
     for d in hw.dtypes:
@@ -272,9 +284,7 @@ def _ceilings(ax: Any, hw: Hardware, main: str | None, only: Sequence[str] | Non
         ridge = peak / bw_main
         ax.plot([ridge, x_hi], [peak, peak], color=colour, lw=2.0 if is_main else 1.0,
                 ls="-" if is_main else "--", alpha=1.0 if is_main else 0.6, zorder=2)
-        ax.text(x_hi / 1.08, peak * 1.06,
-                f"{prefix}{'/'.join(names)} {peak / 1e12:.4g} TFLOP/s",
-                ha="right", va="bottom", fontsize=7.5, color=colour)
+        out.append((peak, f"{prefix}{'/'.join(names)} {peak / 1e12:.4g} TFLOP/s", colour))
     for j, lvl in enumerate(levels):
         x_end = top / lvl.bytes_per_s
         ax.plot([x_lo, x_end], [lvl.bytes_per_s * x_lo, top], color=colour,
@@ -288,8 +298,47 @@ def _ceilings(ax: Any, hw: Hardware, main: str | None, only: Sequence[str] | Non
         ax.axvline(ridge, color=colour, lw=0.6, ls=":", alpha=0.5, zorder=1)
     else:
         ridge = top / bw_main
+        top_names = "/".join(groups.get(top, []))
         ax.plot([ridge], [top], marker="o", ms=7, mfc="white", mec=colour, mew=1.5, zorder=4,
-                ls="none", label=f"{prefix}ridge: {ridge:,.4g} FLOP/B")
+                ls="none", label=f"{prefix}ridge {top_names}: {ridge:,.4g} FLOP/B")
+    return out
+
+
+def _roof_labels(ax: Any, labels: list[tuple[float, str, str]], x_hi: float, y_lo: float,
+                 y_hi: float) -> None:
+    """Roof labels at the right end of their roofs, pushed apart (downwards) so that no two
+    overlap: at least 3.2 % of the log y-range between baselines."""
+    gap = (math.log10(y_hi) - math.log10(y_lo)) * 0.032
+    placed: list[float] = []
+    for y, text, colour in sorted(labels, key=lambda t: -t[0]):
+        ly = math.log10(y * 1.06)
+        if placed and placed[-1] - ly < gap:
+            ly = placed[-1] - gap
+        placed.append(ly)
+        ax.text(x_hi / 1.08, 10 ** ly, text, ha="right", va="bottom", fontsize=7.5,
+                color=colour)
+
+
+def _result_styles(results: Sequence[Result], hw_colour: dict[str, str]
+                   ) -> list[tuple[str, str]]:
+    """(colour, marker) per whole-model point: several devices -> colour by device and marker
+    by batch; one device -> colour and marker by batch (viridis, so batches read in order)."""
+    batches = sorted({r.batch for r in results})
+    b_index = {b: i for i, b in enumerate(batches)}
+    several = len({r.hardware_key for r in results}) > 1
+    out = []
+    for k, r in enumerate(results):
+        bi = b_index[r.batch] if len(batches) > 1 else k
+        mk = _MARKERS[bi % len(_MARKERS)]
+        if several:
+            out.append((hw_colour[r.hardware_key], mk))
+        else:
+            import matplotlib
+
+            n = max(len(batches) if len(batches) > 1 else len(results), 2)
+            cmap = matplotlib.colormaps["viridis"]
+            out.append((matplotlib.colors.to_hex(cmap(0.85 * bi / (n - 1))), mk))
+    return out
 
 
 def _result_label(r: Result, all_results: Sequence[Result]) -> str:
@@ -317,11 +366,21 @@ def _title_text(results: Sequence[Result], hws: Sequence[Hardware]) -> str:
     b = f"batch {batches[0]}" if len(batches) == 1 else \
         f"batch {batches[0]}–{batches[-1]}" if len(batches) > 2 else \
         f"batch {batches[0]}, {batches[1]}"
-    phase = _join(r.phase for r in results if r.phase and r.phase != "forward")
+    phase = _join(_phase(r) for r in results if _phase(r))
     return (f"{_join(r.model for r in results)} on {_join(h.name for h in hws)}\n{b}, "
             f"{_join(r.precision for r in results)}" + (f", {phase}" if phase else "")
             + (f", preset {preset}" if (preset := _join(r.preset for r in results if r.preset))
                else ""))
+
+
+def _phase(r: Result) -> str:
+    """The phase with its lengths: "prefill, T=2048", "decode, context=4096", "T=128"."""
+    if r.phase == "decode":
+        return "decode" + (f", context={r.context}" if r.context else "")
+    t = f"T={r.seq_len}" if r.seq_len else ""
+    if r.phase and r.phase != "forward":
+        return r.phase + (f", {t}" if t else "")
+    return t
 
 
 def _join(items: Iterable[str]) -> str:

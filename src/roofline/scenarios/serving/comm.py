@@ -5,6 +5,9 @@ collective call, from published all-reduce microbenchmarks)."""
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from ...errors import SpecError
 from ...ops import collectives
@@ -42,6 +45,36 @@ def allreduce_time(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors) -
         return min(collectives.one_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff),
                    collectives.two_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff))
     return collectives.all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff, latency="call")
+
+
+def allreduce_times(nbytes: Any, tp: int, hw: Hardware, f: sp.ServingFactors) -> Any:
+    """``allreduce_time`` over an array of sizes at once (serve_sweep, explore).
+
+    Every collective of ops.collectives is affine in the bytes (α + n·β per algorithm), so
+    each algorithm's line is read off the scalar formulas at 1 and 2 MiB and the lines are
+    evaluated on the array; the faster algorithm wins per size, as in ``allreduce_time``.
+    """
+    n = np.asarray(nbytes, dtype=np.float64)
+    if tp == 1:
+        return np.zeros_like(n)
+    bw, lat = _link(hw)
+    if not math.isfinite(bw):
+        raise SpecError(f"tp={tp} needs a scale-up link on {hw.name}; its spec has none")
+    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (tp - 2))
+    eff = f.allreduce_efficiency
+    if f.allreduce_custom:
+        algos = (lambda x: collectives.one_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff),
+                 lambda x: collectives.two_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff))
+    else:
+        algos = (lambda x: collectives.all_reduce(x, tp, bw, alpha, link_efficiency=eff,
+                                                  latency="call"),)
+    out = np.full_like(n, np.inf)
+    x1, x2 = 2.0**20, 2.0**21  # far enough apart that the slope keeps its digits
+    for fn in algos:
+        t1, t2 = fn(x1), fn(x2)
+        slope = (t2 - t1) / (x2 - x1)
+        out = np.minimum(out, (t1 - slope * x1) + slope * n)
+    return np.where(n == 0, 0.0, out)
 
 
 def _allreduce(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors, count: int) -> float:

@@ -17,7 +17,7 @@ from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import hardware as resolve_hardware
 from . import args as R
 from . import plan as sp
-from .comm import _allreduce
+from .comm import allreduce_times
 
 
 @A.checked(model=A.anything, hardware=A.anything, batch=R.BATCHES, context=R.CONTEXTS,
@@ -92,8 +92,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                         tm0[..., dep][:, :, None] + tm1[..., dep][:, :, None] * S)
         td = np.maximum(kd + gap, disp)
         td = np.where(has[None][..., dep][:, :, None], td, 0.0) @ cnt[dep]  # [h, b, s]
-        comm = np.array([[_allreduce(b * cfg.d_model * p.act_bytes, tp, h, factors,
-                                     2 * plan.cfg.n_layers + 1) for b in Bs] for h in hsel])
+        comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
+            Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = tin[..., None] + td + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
         out_t[ok_hw, j] = t
