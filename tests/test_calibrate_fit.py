@@ -9,9 +9,9 @@ import pytest
 
 from roofline.calibrate.fit import fit_gemm, fit_levels, geomean
 from roofline.calibrate.timing import runqueue_wait_ns, sample_from_times, time_call
-from roofline.engine.core import plan_for as engine_plan
 from roofline.engine.core import price
-from roofline.engine.presets import Efficiency, class_vector_fractions, fresh_output_seconds
+from roofline.engine.core import time_model as engine_plan
+from roofline.engine.efficiency import flat_efficiency
 from roofline.graphs.graph import GraphBuilder
 from roofline.specs.dtypes import precision
 from roofline.specs.hardware import Hardware, MemoryLevel
@@ -90,8 +90,8 @@ def _graph():  # type: ignore[no-untyped-def]
 
 def test_class_rates_and_page_faults_in_price() -> None:
     g = _graph()
-    eff = Efficiency(vector_max=0.01, softmax_max=0.05, page_fault=1e-6,
-                     fresh_alloc_min=32 * 2**20, synchronous=True, label="m")
+    eff = flat_efficiency(vector_max=0.01, softmax_max=0.05, page_fault=1e-6,
+                          fresh_alloc_min=32 * 2**20, synchronous=True, label="m")
     out = price(g, [_hw()], [eff], np.array([1.0]), keep_ops=True)
     t = out["op_time"][0, 0]
     # softmax: 5 FLOP x 1e6 = 5e6 FLOP at 0.05 x 100e9 = 5e9 FLOP/s -> 1 ms;
@@ -104,40 +104,26 @@ def test_class_rates_and_page_faults_in_price() -> None:
     # faulting, compute and memory do not overlap: 20.13 + 16.78 + 16.38 ms
     assert t[2] == pytest.approx(201326592 / 10e9 + 2**24 / 1e9 + 16384e-6)
     # neutral defaults: the same efficiency without the new terms changes nothing else
-    plain = Efficiency(vector_max=0.01, synchronous=True, label="p")
+    plain = flat_efficiency(vector_max=0.01, synchronous=True, label="p")
     t0 = price(g, [_hw()], [plain], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
     assert t0[0] == pytest.approx(5e6 / 1e9)  # softmax at the shared vector rate: 5 ms
     assert t0[2] == pytest.approx(max(201326592 / 10e9, 2**24 / 1e9))
 
 
-def test_helpers_are_none_for_existing_presets() -> None:
-    plain = Efficiency(vector_max=0.3, label="x")
-    assert class_vector_fractions(("norm", "matmul"), [plain]) is None
-    assert fresh_output_seconds(np.array([1e9]), [plain]) is None
-    e = Efficiency(vector_max=0.3, norm_max=0.1, label="y")
-    f = class_vector_fractions(("norm", "matmul", "pool"), [e, plain])
-    assert f is not None and f.shape == (2, 1, 3)
-    assert f[0, 0].tolist() == [0.1, 0.3, 0.3] and f[1, 0].tolist() == [0.3, 0.3, 0.3]
+def test_off_terms_are_none_for_existing_presets() -> None:
+    plain = flat_efficiency(vector_max=0.3, label="x")
+    assert not plain.vector.has_classes and plain.page_faults is None
+    e = flat_efficiency(vector_max=0.3, norm_max=0.1, label="y")
+    assert [e.vector.of(c) for c in ("norm", "matmul", "pool")] == [0.1, 0.3, 0.3]
+    # 0 meant "same as vector_max" in the flat format: it reads as off
+    assert flat_efficiency(vector_max=0.3, norm_max=0.0, label="z").vector.norm is None
 
 
 def test_efficiency_rejects_bad_class_fraction() -> None:
     from roofline.errors import SpecError
 
     with pytest.raises(SpecError, match="norm_max"):
-        Efficiency(norm_max=1.5, label="bad")
-
-
-def test_plan_agrees_with_price_for_measured_terms() -> None:
-    core = pytest.importorskip("roofline.engine.core")
-    if not hasattr(core, "plan_for"):
-        pytest.skip("engine has no Plan fast path")
-    g = _graph()
-    eff = Efficiency(vector_max=0.01, softmax_max=0.05, page_fault=1e-6,
-                     fresh_alloc_min=32 * 2**20, synchronous=True, label="m2")
-    hw = _hw()
-    W, _ = core.plan_for(g, hw, eff).evaluate(1.0)
-    ref = price(g, [hw], [eff], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
-    assert W[0] == pytest.approx(ref)
+        flat_efficiency(norm_max=1.5, label="bad")
 
 
 def test_conv_and_attention_scales_in_price() -> None:
@@ -148,18 +134,14 @@ def test_conv_and_attention_scales_in_price() -> None:
     g = b.build()
     hw = Hardware(key="t2", name="t2", kind="cpu", peak_flops_per_s={"fp32": 100e9},
                   memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=1e15),))
-    one = Efficiency(gemm_max=0.5, synchronous=True, label="one")
-    half = Efficiency(gemm_max=0.5, conv_scale=0.25, synchronous=True, label="conv")
+    one = flat_efficiency(gemm_max=0.5, synchronous=True, label="one")
+    half = flat_efficiency(gemm_max=0.5, conv_scale=0.25, synchronous=True, label="conv")
     t1 = price(g, [hw], [one], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
     t2 = price(g, [hw], [half], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
     # conv: 2 x 1024 x 64 x 64 = 8388608 FLOP at 0.5 x 100e9 -> 167.77 us; x 1/0.25 -> 671.1 us
     assert t1[0] == pytest.approx(8388608 / 50e9)
     assert t2[0] == pytest.approx(8388608 / 12.5e9)
     assert t2[1] == pytest.approx(t1[1])  # the linear is untouched
-    assert class_vector_fractions(g.classes, [half]) is None
-    from roofline.engine.presets import compute_class_scales
-
-    assert compute_class_scales(g.classes, [one]) is None
 
 
 def test_main_read_fraction_prices_weights_only() -> None:
@@ -168,14 +150,11 @@ def test_main_read_fraction_prices_weights_only() -> None:
     g = b.build()
     hw = Hardware(key="t3", name="t3", kind="cpu", peak_flops_per_s={"fp32": 1e15},
                   memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=10e9),))
-    e = Efficiency(main_read_max=0.5, synchronous=True, label="mr")
+    e = flat_efficiency(main_read_max=0.5, synchronous=True, label="mr")
     t = price(g, [hw], [e], np.array([1.0]), keep_ops=True)["op_time"][0, 0]
     # weights 4e6 B at 0.5 x 10 GB/s = 0.8 ms; activations 8000 B at 10 GB/s = 0.8 us
     assert t[0] == pytest.approx(4e6 / 5e9 + 8000 / 10e9)
-    core = pytest.importorskip("roofline.engine.core")
-    if hasattr(core, "plan_for"):
-        W, _ = core.plan_for(g, hw, e).evaluate(1.0)
-        assert W[0][0] == pytest.approx(t[0])
+    assert engine_plan(g, hw, e).totals_at(1.0).latency == pytest.approx(t[0])
 
 
 def test_convolution_temporaries_fault_with_their_output() -> None:
@@ -187,15 +166,15 @@ def test_convolution_temporaries_fault_with_their_output() -> None:
     b.add("elementwise", "relu", elements=64 * 112 * 112, op="relu")  # same 24.5 MiB output
     g = b.build()
     base = dict(page_fault=1e-6, fresh_alloc_min=32 * 2**20, synchronous=True)
-    on = price(g, [_hw()], [Efficiency(**base, conv_fresh_factor=2.0, label="f")],
-               np.array([8.0]), keep_ops=True)
-    off = price(g, [_hw()], [Efficiency(**base, label="nf")], np.array([8.0]), keep_ops=True)
+    on = price(g, [_hw()], [flat_efficiency(**base, conv_fresh_factor=2.0, label="f")],
+                                            np.array([8.0]), keep_ops=True)
+    off = price(g, [_hw()], [flat_efficiency(**base, label="nf")], np.array([8.0]), keep_ops=True)
     tc, tm = on["op_t_compute"][0, 0], on["op_t_memory"][0, 0]
     d = on["op_time"][0, 0] - off["op_time"][0, 0]
     assert d[0] == pytest.approx(12544e-6 + min(tc[0], tm[0]))  # faults, no overlap
     assert d[1] == 0.0  # the elementwise op's own 24.5 MiB output stays under the threshold
-    p = engine_plan(g, _hw(), Efficiency(**base, conv_fresh_factor=2.0, label="f"))
-    assert p.evaluate(8.0)[0][0] == pytest.approx(on["op_time"][0, 0])
+    p = engine_plan(g, _hw(), flat_efficiency(**base, conv_fresh_factor=2.0, label="f"))
+    assert p.evaluate(8.0).time == pytest.approx(on["op_time"][0, 0])
 
 
 def test_measure_recovers_the_conv_fresh_factor() -> None:

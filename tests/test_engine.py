@@ -1,6 +1,7 @@
 """Engine: pure roofline per op, the default estimate, results, feasibility, bad input."""
 
 import math
+from dataclasses import astuple
 
 import numpy as np
 import pytest
@@ -52,11 +53,11 @@ def test_default_estimate_hand_calculation():
     e = efficiency_for(hw, "default")
     r = rl.solve(one_linear_model(tokens=4096, d=4096), hw, batch=1, preset="default")
     M = N = K = 4096
-    eff = e.gemm_max / (1 + e.gemm_a / M + e.gemm_b / N + e.gemm_c / K)
+    eff = e.gemm.max / (1 + e.gemm.a / M + e.gemm.b / N + e.gemm.c / K)
     t_c = 2 * 4096**3 / (100e12 * eff)
-    t_m = (3 * 4096 * 4096 * 2) / (1e12 * e.memory_max)
+    t_m = (3 * 4096 * 4096 * 2) / (1e12 * e.memory.max)
     t_kernel = max(t_c, t_m)
-    assert r.latency == pytest.approx(max(t_kernel + e.kernel_gap, e.dispatch))
+    assert r.latency == pytest.approx(max(t_kernel + e.launch.kernel_gap, e.launch.dispatch))
     assert r.t_overhead == pytest.approx(r.latency - t_kernel)
     assert r.bottleneck == "compute"
 
@@ -184,7 +185,7 @@ def test_vectorised_price_matches_scalar_loop():
 def test_closed_form_equals_direct_evaluation_with_on_chip_level(model, preset):
     from dataclasses import replace
 
-    from roofline.engine.core import Plan
+    from roofline.engine.core import TimeModel
 
     # A100 with a (hypothetical) 8 TB/s L2: activations that fit half of it are read from L2,
     # so each op's memory line changes with the batch; the closed form must follow exactly.
@@ -192,39 +193,42 @@ def test_closed_form_equals_direct_evaluation_with_on_chip_level(model, preset):
     l2 = MemoryLevel(name="L2", capacity_bytes=40 * 2**20, bytes_per_s=8e12)
     hw = replace(a100, key="a100-l2", memory=(a100.memory[0], l2))
     g = rl.model(model).graph(precision="fp16", **({"seq_len": 128} if "bert" in model else {}))
-    plan = Plan(g, hw, efficiency_for(hw, preset))
+    plan = TimeModel(g, hw, efficiency_for(hw, preset))
     assert plan.envelope_ok
     for b in (1, 2, 3, 5, 8, 13, 21, 64, 100, 256, 1000):
-        closed = plan.envelope_totals(b)
-        direct = plan.totals(plan.evaluate(b)[0])
-        if closed is None:  # b sits exactly on a breakpoint
-            continue
+        closed = astuple(plan.totals_at(b))
+        direct = astuple(plan.evaluate(b).totals())
         assert closed == pytest.approx(direct, rel=1e-9), b
     many = plan.totals_many(np.array([1.0, 7.0, 300.0]))
     for i, b in enumerate((1, 7, 300)):
-        assert many[:, i] == pytest.approx(plan.totals(plan.evaluate(b)[0]), rel=1e-9)
+        assert many[:, i] == pytest.approx(astuple(plan.evaluate(b).totals()), rel=1e-9)
 
 
 def test_per_class_dispatch_from_a_table():
-    from roofline.engine.core import Plan, price
-    from roofline.engine.presets import load_efficiency_table
+    from roofline.engine.core import TimeModel, price
+    from roofline.engine.efficiency import read_efficiency
 
     src = {"m": "measured here"}
     base = {"dispatch": {"value": 2, "unit": "us", "source": "m"}}
-    plain = load_efficiency_table(base, sources=src, origin="t", synchronous=True, label="a")
-    norm5 = load_efficiency_table(base | {"dispatch_norm": {"value": 7, "unit": "us",
-                                                            "source": "m"}},
-                                  sources=src, origin="t", synchronous=True, label="b")
-    assert norm5.dispatch_by_class == {"norm": 7e-6}
+    plain = read_efficiency(base, sources=src, origin="t", synchronous=True, label="a")
+    norm5 = read_efficiency(base | {"dispatch_norm": {"value": 7, "unit": "us",
+                                                      "source": "m"}},
+                            sources=src, origin="t", synchronous=True, label="b")
+    assert norm5.launch.by_class == (("norm", 7e-6),)
+    grouped = read_efficiency({"launch": {"dispatch": base["dispatch"],
+                                          "dispatch_norm": {"value": 7, "unit": "us",
+                                                            "source": "m"}}},
+                              sources=src, origin="t", synchronous=True, label="b")
+    assert grouped == norm5  # the grouped and the flat spelling of one table
     g = rl.model("resnet18").graph(precision="fp32")
     hw = rl.hardware("xeon-platinum-8480plus")
     n_norm = sum(c == "norm" for c in g.classes)
-    t_plain = Plan(g, hw, plain).totals(Plan(g, hw, plain).evaluate(1)[0])[0]
-    p5 = Plan(g, hw, norm5)
-    t_norm = p5.totals(p5.evaluate(1)[0])[0]
+    t_plain = TimeModel(g, hw, plain).evaluate(1).totals().latency
+    p5 = TimeModel(g, hw, norm5)
+    t_norm = p5.evaluate(1).totals().latency
     assert t_norm - t_plain == pytest.approx(n_norm * 5e-6)  # 20 batch norms × 5 µs more
-    assert p5.envelope_totals(1)[0] == pytest.approx(t_norm)
+    assert p5.totals_at(1).latency == pytest.approx(t_norm)
     assert price(g, [hw], [norm5], np.array([1.0]))["latency"][0, 0] == pytest.approx(t_norm)
     with pytest.raises(SpecError, match="dispatch_<op class>"):
-        load_efficiency_table({"dispatch_foo": base["dispatch"]}, sources=src, origin="t",
-                              synchronous=True, label="c")
+        read_efficiency({"dispatch_foo": base["dispatch"]}, sources=src, origin="t",
+                        synchronous=True, label="c")

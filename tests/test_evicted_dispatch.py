@@ -9,14 +9,13 @@ import pytest
 
 from roofline.calibrate.backends import FakeBackend, FakeMachine
 from roofline.calibrate.measure import derive, measure_plan, run_plan
-from roofline.engine.core import plan_for as engine_plan
-from roofline.engine.core import price
+from roofline.engine.core import previous_kernel, price
+from roofline.engine.core import time_model as engine_plan
+from roofline.engine.efficiency import flat_efficiency
 from roofline.engine.presets import (
     BOUND,
-    Efficiency,
-    _default_tables,
+    default_tables,
     for_runtime,
-    previous_kernel,
 )
 from roofline.errors import SpecError
 from roofline.graphs.graph import GraphBuilder
@@ -25,9 +24,9 @@ from roofline.specs.hardware import Hardware, MemoryLevel
 
 HW = Hardware(key="evict-t", name="evict-t", kind="cpu", peak_flops_per_s={"fp32": 1e15},
               memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=10e9),))
-ON = Efficiency(evicted_dispatch=10e-6, evicted_kind_dispatch=30e-6, evict_after=1e6,
-                dispatch=1e-6, synchronous=True, label="evict")
-OFF = Efficiency(dispatch=1e-6, synchronous=True, label="no-evict")
+ON = flat_efficiency(evicted_dispatch=10e-6, evicted_kind_dispatch=30e-6, evict_after=1e6,
+                     dispatch=1e-6, synchronous=True, label="evict")
+OFF = flat_efficiency(dispatch=1e-6, synchronous=True, label="no-evict")
 
 
 def _graph():
@@ -80,24 +79,23 @@ def test_plan_matches_price(batch: float) -> None:
     g = _graph()
     ref = price(g, [HW], [ON], np.array([batch]), keep_ops=True)
     p = engine_plan(g, HW, ON)
-    assert not p.fast and not p.envelope_ok  # a step in bytes: the direct path
-    W, _ = p.evaluate(batch)
-    assert W[0] == pytest.approx(ref["op_time"][0, 0])
+    assert not p.envelope_ok and p.nonlinear  # a step in bytes: the direct path
+    assert p.evaluate(batch).time == pytest.approx(ref["op_time"][0, 0])
     assert p.totals_many(np.array([batch]))[0, 0] == pytest.approx(ref["latency"][0, 0])
 
 
 def test_neutral_by_default_and_gone_when_compiled() -> None:
-    for e in (BOUND, Efficiency(), *_default_tables().values()):
-        assert e.evicted_dispatch == 0 and e.evicted_kind_dispatch == 0
+    for e in (BOUND, flat_efficiency(label="none"), *default_tables().values()):
+        assert e.evicted is None
     c = for_runtime(ON, "compiled")  # no host dispatch at all
-    assert c.evicted_dispatch == 0 and c.evicted_kind_dispatch == 0
+    assert c.evicted is None
 
 
 @pytest.mark.parametrize("kw", [{"evicted_dispatch": -1e-6}, {"evicted_kind_dispatch": -1.0},
                                 {"evict_after": -5.0}])
 def test_bad_values_name_the_field(kw: dict[str, float]) -> None:
     with pytest.raises(SpecError, match=next(iter(kw))):
-        Efficiency(**kw, label="bad")
+        flat_efficiency(**kw, label="bad")
 
 
 def test_measure_recovers_the_evicted_costs_of_a_known_machine() -> None:

@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import roofline as rl  # noqa: E402
-from roofline.errors import ImportGraphError  # noqa: E402
+from roofline.errors import ImportGraphError, SpecError  # noqa: E402
 from roofline.graphs.importers.onnx_import import from_onnx  # noqa: E402
 
 
@@ -215,3 +215,28 @@ def test_cli_solve_onnx(tmp_path: Path, capsys) -> None:
     assert len(data["warnings"]) == 1 and data["warnings"][0].startswith("1 ops unpriced (")
     assert main(["sweep", str(path), "H100", "--batch", "1,2"]) == 0
     assert "WARNING: 1 ops unpriced (" in capsys.readouterr().out
+
+
+def test_batch_symbol_found_or_given(tmp_path: Path) -> None:
+    """(seq, batch, 16) input: the batch is the symbol named so, not dimension 0."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", "batch", 16])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 8], [0.0] * 128)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "sbe", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                 tmp_path / "sbe.onnx")
+    m = from_onnx(path, dims={"seq": 10})
+    # batch 4: 4 sequences of 10 tokens, 2·40·16·8 = 10,240 FLOPs
+    assert m.graph(precision="fp32").cost(4).flops == 2 * 4 * 10 * 16 * 8
+    # two symbols, neither named batch: ambiguous, unless batch_dim says which
+    x2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["S", "N", 16])
+    g2 = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "sn", [x2],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    p2 = _save(helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)]),
+               tmp_path / "sn.onnx")
+    with pytest.raises(ImportGraphError, match="batch_dim="):
+        from_onnx(p2)
+    m2 = from_onnx(p2, batch_dim="N", dims={"S": 10})
+    assert m2.graph(precision="fp32").cost(4).flops == 2 * 4 * 10 * 16 * 8
+    with pytest.raises(SpecError, match="batch_dim='Q' is not a symbolic dimension"):
+        from_onnx(p2, batch_dim="Q", dims={"S": 10})

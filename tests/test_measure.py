@@ -45,43 +45,43 @@ def test_fake_cpu_spec_recovers_the_true_machine(tmp_path: Path) -> None:
     prov = hw.provenance["peak.fp32"]
     assert prov.measured and "2026-01-01" in prov.source and "example" in prov.source
     eff = efficiency_for(hw, "default")
-    assert eff.dispatch == pytest.approx(1e-6, rel=1e-3)
-    assert eff.page_fault == pytest.approx(0.75e-6, rel=1e-3)
-    assert eff.fresh_alloc_min == 32 * 2**20
+    assert eff.launch.dispatch == pytest.approx(1e-6, rel=1e-3)
+    assert eff.page_faults.seconds == pytest.approx(0.75e-6, rel=1e-3)
+    assert eff.page_faults.fresh_min == 32 * 2**20
     peak = hw.peak("fp32")
     # elementwise: the rate of tanh-GELU (the class's most FLOP-heavy op per element), 7.5
     # GFLOP/s, from the slope between two sizes (the fixed per-call cost drops out)
-    assert eff.vector_max == pytest.approx(7.5e9 / peak, rel=2e-3)
+    assert eff.vector.max == pytest.approx(7.5e9 / peak, rel=2e-3)
     # norm: LayerNorm's 20 GFLOP/s (8 FLOPs per element against BatchNorm's 2)
-    assert eff.norm_max == pytest.approx(20e9 / peak, rel=2e-3)
+    assert eff.vector.norm == pytest.approx(20e9 / peak, rel=2e-3)
     # fixed per-call cost by class: intercepts of the two-size fits (norm 4 us, softmax 2 us,
     # elementwise the machine's 1 us) and minimal calls (attention 8 us, embedding 2 us, copy
     # 1.5 us), as FakeMachine.class_call_s sets them
     want = {"norm": 4e-6, "softmax": 2e-6, "elementwise": 1e-6, "pool": 1e-6,
             "attention": 8e-6, "embedding": 2e-6, "movement": 1.5e-6}
-    assert eff.dispatch_by_class == pytest.approx(want, rel=2e-3)
-    assert eff.softmax_max == pytest.approx(12.5e9 / peak, rel=2e-3)
-    assert eff.pool_max == pytest.approx(0.7e9 / peak, rel=2e-3)
-    assert eff.synchronous and eff.label == "measured/measured-example"
+    assert dict(eff.launch.by_class) == pytest.approx(want, rel=2e-3)
+    assert eff.vector.softmax == pytest.approx(12.5e9 / peak, rel=2e-3)
+    assert eff.vector.pool == pytest.approx(0.7e9 / peak, rel=2e-3)
+    assert eff.launch.synchronous and eff.label == "measured/measured-example"
     # one op reading cold weights: 0.6 of the DRAM STREAM bandwidth (FakeMachine); recorded in
     # [measurement], not applied (main_read_max stays neutral)
-    assert eff.main_read_max == 0.0
+    assert eff.memory.main_read is None
     import tomllib
 
     raw = tomllib.loads(out.read_text())["measurement"]["cold_read_bytes_per_s"]
     assert raw == pytest.approx([0.6 * 2.8e10] * len(raw), rel=1e-2)
     # convolutions and fused attention run at 0.8 and 0.5 of the GEMM efficiency (FakeMachine)
-    assert eff.conv_scale == pytest.approx(m.conv_scale, rel=0.03)
-    assert eff.attention_scale == pytest.approx(m.attention_scale, rel=0.03)
+    assert eff.conv.scale == pytest.approx(m.conv_scale, rel=0.03)
+    assert eff.attention.scale == pytest.approx(m.attention_scale, rel=0.03)
     # the GEMM model reproduces the fake machine's efficiency on unseen shapes within 5 %
     for M, N, K in ((24, 3000, 700), (700, 48, 2000), (4096, 4096, 40)):
         true = m.gemm_max / (1 + m.gemm_a / M + m.gemm_b / N + m.gemm_c / K) * m.peaks["fp32"]
-        fit = eff.gemm_max / (1 + eff.gemm_a / M + eff.gemm_b / N + eff.gemm_c / K) * peak
+        fit = eff.gemm.max / (1 + eff.gemm.a / M + eff.gemm.b / N + eff.gemm.c / K) * peak
         assert fit == pytest.approx(true, rel=0.05)
     # the written file loads like a zoo entry and the default preset uses its model
     again = rl.hardware(str(out))
     assert again.peak_flops_per_s == hw.peak_flops_per_s
-    assert efficiency_for(again, "default").vector_max == eff.vector_max
+    assert efficiency_for(again, "default").vector.max == eff.vector.max
     r = rl.solve("resnet18", str(out), batch=1, precision="fp32")
     assert r.feasible and r.latency > r.latency_bound
 
@@ -101,8 +101,8 @@ def test_fake_gpu_path() -> None:
     eff_t = m.gemm_max / (1 + (m.gemm_a + m.gemm_b + m.gemm_c) / n)
     assert hw.peak("bf16") == pytest.approx(m.peaks["bf16"] * eff_t, rel=1e-3)
     eff = efficiency_for(hw, "default")
-    assert not eff.synchronous and eff.page_fault == 0.0
-    assert eff.dispatch == pytest.approx(1e-6, rel=1e-3)
+    assert not eff.launch.synchronous and eff.page_faults is None
+    assert eff.launch.dispatch == pytest.approx(1e-6, rel=1e-3)
     r = rl.solve("llama-3.1-8b", hw, batch=1, precision="bf16", phase="decode", context=1024)
     assert r.feasible and r.bottleneck == "memory"
 
@@ -113,7 +113,7 @@ def test_numpy_only_measures_and_says_what_it_skipped() -> None:
     tbl = hw.efficiency_table or {}
     assert "needs" not in str(tbl.get("vector_max"))  # taken from the default preset, cited
     assert "default" in tbl["vector_max"]["source"]
-    assert efficiency_for(hw, "default").vector_max == pytest.approx(0.3)
+    assert efficiency_for(hw, "default").vector.max == pytest.approx(0.3)
 
 
 def test_quick_real_measurement_with_torch() -> None:
@@ -122,7 +122,7 @@ def test_quick_real_measurement_with_torch() -> None:
     assert hw.peak("fp32") > 1e9 and hw.memory_bytes_per_s > 1e8
     assert "bf16" in hw.peak_flops_per_s
     eff = efficiency_for(hw, "default")
-    assert 0 < eff.gemm_max <= 1 and eff.dispatch > 0
+    assert 0 < eff.gemm.max <= 1 and eff.launch.dispatch > 0
     assert "BLAS" in hw.provenance["peak.fp32"].source
 
 
@@ -225,14 +225,15 @@ def test_bf16_gets_its_own_gemm_model(tmp_path: Path) -> None:
 
     hw = measure(tmp_path / "mixed.toml", backends=[Mixed(m)], **FIXED)
     eff = efficiency_for(hw, "default")
-    assert eff.gemm_max_bf16 > 0 and "fitted" not in eff.provenance["gemm_a_bf16"].source
+    assert eff.gemm_bf16 is not None and eff.gemm_bf16.max > 0
+    assert "fitted" not in eff.provenance["gemm_a_bf16"].source
     assert "bf16 GEMM shapes" in eff.provenance["gemm_a_bf16"].derivation
     for mm, n, k in ((1024, 1024, 1024), (128, 3072, 768)):
         truth = FakeBackend(slow).gemm("bf16", mm, n, k).median_s
         pred = _predict(_linear(mm, n, k, "bf16"), hw)[0]
         assert pred == pytest.approx(truth, rel=0.06)
     # fp32 matmuls keep the fp32 model
-    assert eff.gemm_model("fp32") == (eff.gemm_max, eff.gemm_a, eff.gemm_b, eff.gemm_c)
+    assert eff.gemm_for("fp32") is eff.gemm and eff.gemm_for("bf16") is eff.gemm_bf16
 
 
 def test_vector_sizes_stay_inside_the_innermost_stream_plateau() -> None:

@@ -6,7 +6,7 @@ import roofline as rl
 from roofline.errors import SpecError, UnknownNameError
 
 CNNS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "mobilenet_v2",
-        "efficientnet_b0"]
+        "efficientnet_b0", "alexnet"]
 
 
 @pytest.mark.parametrize("key", CNNS)

@@ -98,3 +98,11 @@ def test_frontier_points_follow_the_closed_form(plan):
     # per-user tokens/s is 1/TPOT, per-device tokens/s = requests/s × mean output / devices
     L = plan.layouts
     np.testing.assert_allclose(L["tokens_per_s_per_user"], 1e3 / L["tpot_ms"], rtol=1e-9)
+
+
+def test_no_layout_fits_says_by_how_much():
+    wl = rl.Workload(prompt=1024, output=256, rate=500.0)
+    p = rl.plan_serving(M, HW, devices=1, workload=wl, slo=rl.SLO(ttft_p99=1.0, tpot_p99=0.03),
+                        requests=300)
+    assert p.best is None
+    assert "would be needed" in p.notes[-1] and "no layout meets the SLO" in str(p)

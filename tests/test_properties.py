@@ -318,8 +318,6 @@ def test_equal_specs_give_equal_results_across_cache_states(tmp_path_factory, sp
             assert v1[0] != v2[0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 §1, engine helper: train's timing cache keys on "
-                   "hw.key, which Hardware.with_peak keeps")
 def test_train_sees_a_changed_device_peak():
     c = rl.cluster("dgx-h100")
     fast = rl.train("gpt2", c, global_batch=64, seq_len=512)
@@ -412,9 +410,6 @@ def test_hf_config_mutated_field_by_field(field, value):
             assert r.memory_footprint > 0  # vocab_size -6.5e16 gave -3.35e19 B, feasible
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 §1, engine helper: serve's estimate undercuts "
-                   "its bound (the default preset prices activations at SRAM bandwidth, the "
-                   "bound at HBM)")
 @example("qwen2.5-0.5b", "gaudi3", 167, 2, 2, 2, "eager")  # the issue's reproducer
 @given(st.sampled_from(LLMS[:4]), st.sampled_from(ALL_HW), st.integers(1, 256),
        st.integers(1, 2048), st.integers(1, 64), st.sampled_from([1, 2]),

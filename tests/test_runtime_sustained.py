@@ -5,13 +5,13 @@ pricer, the Plan and the closed form, and clear errors."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import astuple, replace
 
 import numpy as np
 import pytest
 
 import roofline as rl
-from roofline.engine.core import Plan, plan_for, price
+from roofline.engine.core import TimeModel, price, time_model
 from roofline.engine.presets import efficiency_for, for_runtime
 from roofline.errors import SpecError, UnknownNameError
 from roofline.specs.hardware import parse_hardware
@@ -37,11 +37,11 @@ def test_compiled_runtime_drops_host_dispatch_and_keeps_the_kernel_gap() -> None
 
 
 def test_compiled_runtime_clears_per_class_dispatch() -> None:
-    base = replace(efficiency_for(rl.hardware("A100"), "default"),
-                   dispatch_by_class={"norm": 9e-6}, label="t/classes")
+    e = efficiency_for(rl.hardware("A100"), "default")
+    base = replace(e, launch=replace(e.launch, by_class=(("norm", 9e-6),)), label="t/classes")
     c = for_runtime(base, "compiled")
-    assert c.dispatch == 0.0 and c.dispatch_by_class == {}
-    assert c.kernel_gap == base.kernel_gap and c.gemm_max == base.gemm_max
+    assert c.launch.dispatch == 0.0 and c.launch.by_class == ()
+    assert c.launch.kernel_gap == base.launch.kernel_gap and c.gemm == base.gemm
     assert for_runtime(base, "eager") is base
 
 
@@ -50,8 +50,8 @@ def test_compiled_efficiency_is_cached_so_plans_are_reused() -> None:
     base = efficiency_for(hw, "default")
     assert for_runtime(base, "compiled") is for_runtime(base, "compiled")
     g = rl.model("resnet50").graph(precision="fp16", fuse=True)
-    p1 = plan_for(g, hw, for_runtime(efficiency_for(hw, "default"), "compiled"))
-    p2 = plan_for(g, hw, for_runtime(efficiency_for(hw, "default"), "compiled"))
+    p1 = time_model(g, hw, for_runtime(efficiency_for(hw, "default"), "compiled"))
+    p2 = time_model(g, hw, for_runtime(efficiency_for(hw, "default"), "compiled"))
     assert p1 is p2
 
 
@@ -146,17 +146,15 @@ def test_price_plan_and_closed_form_agree_with_sustained_and_runtime(model: str,
     eff = for_runtime(efficiency_for(hw, "default"), runtime)
     g = rl.model(model).graph(precision="fp16", fuse=True,
                               **({"seq_len": 128} if "bert" in model else {}))
-    plan = Plan(g, hw, eff)
+    plan = TimeModel(g, hw, eff)
     Bs = np.array([1.0, 2.0, 5.0, 32.0, 300.0])
     arr = price(g, [hw], [eff], Bs)
     many = plan.totals_many(Bs)
     for i, b in enumerate(Bs):
-        direct = plan.totals(plan.evaluate(b)[0])
+        direct = astuple(plan.evaluate(b).totals())
         assert arr["latency"][0, i] == pytest.approx(direct[0], rel=1e-9)
         assert many[:, i] == pytest.approx(direct, rel=1e-9)
-        closed = plan.envelope_totals(b)
-        if closed is not None:
-            assert closed == pytest.approx(direct, rel=1e-9)
+        assert astuple(plan.totals_at(b)) == pytest.approx(direct, rel=1e-9)
 
 
 @pytest.mark.parametrize("bad, msg", [

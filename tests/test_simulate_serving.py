@@ -156,6 +156,14 @@ def test_seed_tail_latency_model():
     assert tail_latency(0.5, 1.0, 1, service_cv=0.0).wait_mean == pytest.approx(
         tail_latency(0.5, 1.0, 1).wait_mean / 2)
     assert tail_latency(2.0, 1.0, 1).stable is False
+    # mlsysim 0.1.1 TailLatencyModel, run 2026-12-01 (docs/planning.md): 8 req/s on one 100 ms
+    # server: p50 335.0018 ms, p99 2291.0133 ms; 30 req/s on 4 servers, cv 0.5: p50
+    # 101.16826 ms, p99 345.66970 ms
+    assert tail_latency(8.0, 0.1, 1).p50 == pytest.approx(0.3350018, rel=1e-6)
+    assert tail_latency(8.0, 0.1, 1).p99 == pytest.approx(2.2910133, rel=1e-6)
+    t4 = tail_latency(30.0, 0.1, 4, service_cv=0.5)
+    assert (t4.p50, t4.p99) == (pytest.approx(0.10116826, rel=1e-6),
+                                pytest.approx(0.34566970, rel=1e-6))
     n = replicas_for(10.0, 1.0, 3.0)
     assert tail_latency(10.0, 1.0, n).p99 <= 3.0 < tail_latency(10.0, 1.0, n - 1).p99
     assert replicas_for(10.0, 4.0, 3.0) == 0

@@ -299,9 +299,9 @@ def _differences(tut: Tutorial) -> list[str]:
     t = d.ops
     kernel = np.maximum(np.asarray(t["t_compute"], float), np.asarray(t["t_memory"], float))
     eff = efficiency_for(rl.hardware(A100), "default")
-    at_floor = int((kernel + eff.kernel_gap < eff.dispatch).sum())
-    w(f"  ours:    {len(t)} kernels, each max(kernel + {_us(eff.kernel_gap)} gap, "
-      f"{_us(eff.dispatch)} dispatch); {at_floor} of them wait on dispatch: overhead "
+    at_floor = int((kernel + eff.launch.kernel_gap < eff.launch.dispatch).sum())
+    w(f"  ours:    {len(t)} kernels, each max(kernel + {_us(eff.launch.kernel_gap)} gap, "
+      f"{_us(eff.launch.dispatch)} dispatch); {at_floor} of them wait on dispatch: overhead "
       f"{_us(d.t_overhead)} of {_us(d.latency)}")
     w(f"  kernel time alone: {_us(float(kernel.sum()))}; roofline bound {_us(d.latency_bound)}")
     w("e. The bottleneck label")

@@ -78,7 +78,8 @@ def predicted_seconds(c: Case, preset: str, **override: Any) -> float:
 def seconds_with(c: Case, **changes: float) -> float:
     """The default preset's time per batch for case ``c`` with some factors replaced, priced
     through the same engine plan as rl.solve (used for the what-if column and the refit grid)."""
-    from roofline.engine.core import Plan
+    from roofline.engine.core import time_model
+    from roofline.engine.efficiency import flat_efficiency
     from roofline.engine.presets import efficiency_for, for_runtime
 
     hw = rl.hardware(c["hardware"])
@@ -86,10 +87,9 @@ def seconds_with(c: Case, **changes: float) -> float:
     g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=kw["fuse"])
-    eff = replace(for_runtime(efficiency_for(hw, "default"), kw["runtime"]),
-                  label="default/what-if", **changes)
-    W, _ = Plan(g, hw, eff).evaluate(kw["batch"])
-    return float(Plan.totals(W)[0])
+    eff = flat_efficiency(base=for_runtime(efficiency_for(hw, "default"), kw["runtime"]),
+                          label="default/what-if", **changes)
+    return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 
 def graph_seconds(c: Case) -> float:

@@ -69,6 +69,7 @@ class PlanChoice:
     sim: ServingSim
     why: str = ""
     cross_check: TailLatency | None = None
+    _point: Any = field(default=None, repr=False)
 
     @property
     def goodput_per_device(self) -> float:
@@ -149,6 +150,7 @@ class ServingPlan:
         if self.best is None:
             lines.append("  no layout meets the SLO on these devices (see .simulated and "
                          ".infeasible)")
+            lines.extend(f"  {n}" for n in self.notes)
         else:
             lines.append("best: " + str(self.best))
             cc = self.best.cross_check
@@ -293,7 +295,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     if disaggregated:
         for cd in feas:
             for cpf in feas:
-                if cpf.label.split()[1:] != cd.label.split()[1:] or "pp" in cpf.label:
+                if (cpf.precision, cpf.kv_precision) != (cd.precision, cd.kv_precision) or \
+                        cpf.pp > 1:
                     continue  # same precision; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
                 rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
@@ -311,17 +314,40 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
                        kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset)
+    if best is None:
+        notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
                        slo=slo, best=best, pareto=pareto, layouts=layouts,
                        infeasible=Table(bad, title="infeasible layouts"), simulated=sims,
                        notes=tuple(notes))
 
 
+def _shortfall(pts: list[_Point], slo: SLO, devices: int, lam: float) -> str:
+    """Why nothing passed: the most requests/s any layout sustains on the devices given
+    (closed form, aggregated replicas at the TPOT target)."""
+    best_r, best_p = 0.0, None
+    for p in pts:
+        if p.mode != "aggregated" or (slo.tpot_p99 is not None and p.tpot > slo.tpot_p99):
+            continue
+        r = (devices // p.costs.devices) * p.rate
+        if r > best_r:
+            best_r, best_p = r, p
+    if best_p is None:
+        return "no layout meets the TPOT target even at batch 1 on these devices"
+    return (f"at most ~{best_r:.3g} req/s fit on {devices} devices within the TPOT target "
+            f"(closed form: {devices // best_p.costs.devices} × {best_p.costs.label} at max "
+            f"concurrency {best_p.conc}), against {lam:g} req/s asked: about "
+            f"{math.ceil(devices * lam / best_r)} devices would be needed")
+
+
 def _label(p: _Point, R: int = 0, X: int = 0) -> str:
     if p.mode == "aggregated":
         return p.costs.label
     assert p.pcosts is not None
-    return (f"{X or '?'}P {p.pcosts.label.split()[0]} + {R or '?'}D {p.costs.label}")
+    pre = p.pcosts.label.split()[0]
+    if R:
+        return f"{X}P {pre} + {R}D {p.costs.label}"
+    return f"P {pre} + D {p.costs.label} ({p.ratio:.2f} P/D)"
 
 
 def _points_table(pts: list[_Point]) -> Table:
@@ -332,7 +358,9 @@ def _points_table(pts: list[_Point]) -> Table:
         "tokens_per_s_per_user": np.array([p.tps_user for p in pts]),
         "tokens_per_s_per_device": np.array([p.tps_device for p in pts]),
         "devices_per_req_per_s": np.array([p.dev_per_rate for p in pts]),
-    }, title="frontier points (closed form, steady state at max concurrency)")
+    }, title="frontier points (closed form, steady state at max concurrency)",
+        show=("layout", "max_concurrency", "tpot_ms", "tokens_per_s_per_user",
+              "tokens_per_s_per_device", "mode"))
 
 
 def _pareto(t: Table) -> Table:
@@ -405,42 +433,29 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
                 dev = R * p.costs.devices + X * p.pcosts.devices
             if best is not None and dev > best[0]:
                 break
+    show = ("layout", "max_concurrency", "chunk", "devices", "ttft_p99_s", "tpot_p99_ms",
+            "e2e_p99_s", "meets_slo", "goodput_req_per_s", "overloaded", "mode")
     if best is None:
-        return None, Table(rows, title="sizing simulations")
+        return None, Table(rows, title="sizing simulations", show=show)
     choice = best[2]
     # chunked-prefill size: the other budgets on the winner, same replicas
     for cs in chunk_sizes[1:]:
         if cs is not None and cs <= choice.max_concurrency:
             continue
-        p = next(q for q in pts if q.costs is _costs_of(choice) and q.conc == choice.max_concurrency
-                 and q.mode == choice.mode and (q.pcosts is None or q.pcosts.label.startswith(
-                     f"tp{choice.prefill_tp}")))
-        ch = _sim(m, hw, p, choice.replicas, choice.prefill_replicas, cs, wl, slo, kv_policy,
-                  link, requests, seed, engine, preset, devices)
+        ch = _sim(m, hw, choice._point, choice.replicas, choice.prefill_replicas, cs, wl, slo,
+                  kv_policy, link, requests, seed, engine, preset, devices)
         _row(rows, ch)
         if ch.sim.meets() and ch.sim.ttft.p99 < choice.sim.ttft.p99:
             choice = ch
     choice = _explain(choice, slo, devices, len(cand))
-    return choice, Table(rows, title="sizing simulations")
-
-
-_COSTS: dict[int, StepCosts] = {}
-
-
-def _costs_of(ch: PlanChoice) -> StepCosts:
-    return _COSTS[id(ch)]
+    return choice, Table(rows, title="sizing simulations", show=show)
 
 
 def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Workload, slo: SLO,
          kv_policy: str, link: float | None, requests: int, seed: int, engine: str, preset: str,
          devices: int) -> PlanChoice:
     c = p.costs
-    prec = c.label.split()[-1]
-    w, _, kv = prec.partition("/kv ")
-    w = c.label.split()[1] if "pp" not in c.label.split()[1] else c.label.split()[2]
-    kvp = kv or w
-    tp = int(c.label.split()[0][2:])
-    pp = c.devices // tp
+    w, kvp, tp, pp = c.precision, c.kv_precision, c.tp, c.pp
     if chunk is not None and chunk <= p.conc:
         chunk = max(2048, 2 * p.conc)
     # the population fills from empty over about one time in system W: leave it out, and
@@ -456,14 +471,15 @@ def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Work
                            kv_precision=kvp, engine=engine, preset=preset, kv_policy=kv_policy,
                            slo=slo, seed=seed, costs=c, devices=devices,
                            prefill_replicas=X if p.mode == "disaggregated" else None,
-                           prefill_tp=(p.pcosts.devices if p.pcosts is not None else None),
+                           prefill_tp=(p.pcosts.tp if p.pcosts is not None else None),
                            kv_link_bytes_per_s=link, prefill_costs=p.pcosts)
     label = _label(p, R, X) if p.mode == "disaggregated" else f"{R} × {c.label}"
+    prefill_tp = p.pcosts.tp if p.pcosts is not None else 0
     ch = PlanChoice(mode=p.mode, layout=label, tp=tp, pp=pp, precision=w, kv_precision=kvp,
                     replicas=R, prefill_replicas=X,
-                    prefill_tp=p.pcosts.devices if p.pcosts is not None else 0,
-                    max_concurrency=p.conc, chunk_size=chunk, devices=sim.devices, sim=sim)
-    _COSTS[id(ch)] = c
+                    prefill_tp=prefill_tp,
+                    max_concurrency=p.conc, chunk_size=chunk, devices=sim.devices, sim=sim,
+                    _point=p)
     return ch
 
 

@@ -221,20 +221,23 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                 wait.append(nxt)
                 nxt += 1
             K += 1
-            for i, T, _cp in chunks:
-                for j, e in enumerate(pf):
-                    if e[0] == i:
-                        e[1] += T
-                        if e[1] >= e[2]:
-                            del pf[j]
-                            g = gen[i] + 1
-                            if gen[i] == 0:
-                                t_first[i] = now
-                            if g >= osl_l[i]:
-                                finish(i, held[i])
-                            else:
-                                start_decode(i, e[2], g)
-                        break
+            # chunks[j] is pf[j]: partial prefills first, then the prompts admitted now
+            done_pf = False
+            for j in range(len(chunks)):
+                e = pf[j]
+                e[1] += chunks[j][1]
+                if e[1] >= e[2]:
+                    done_pf = True
+                    i = e[0]
+                    g = gen[i] + 1
+                    if gen[i] == 0:
+                        t_first[i] = now
+                    if g >= osl_l[i]:
+                        finish(i, held[i])
+                    else:
+                        start_decode(i, e[2], g)
+            if done_pf:
+                pf = [e for e in pf if e[1] < e[2]]
         elif b:  # -- a run of identical decode steps
             while heap and (heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]):
                 heapq.heappop(heap)
@@ -266,7 +269,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                         j += 1
                     k = max(1, min(k, cyc * bs + j))
                     full = k // bs
-                used += full * b + sum(hist[(K + j) % bs] for j in range(k - full * bs))
+                r = k - full * bs
+                used += full * b + (hist[K % bs] if r == 1 else
+                                    sum(hist[(K + j) % bs] for j in range(r)) if r else 0)
             dt = k * base + inc * k * (k - 1) / 2
             area += (len(wait) + running) * dt
             now += dt

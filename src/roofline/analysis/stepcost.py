@@ -46,6 +46,10 @@ class StepCosts:
 
     label: str  #: the layout, e.g. "tp8 bf16/kv fp8"
     devices: int  #: devices per replica (tp × pp)
+    tp: int
+    pp: int
+    precision: str  #: compute/weights
+    kv_precision: str  #: KV cache
     lin: np.ndarray  #: [N+1] s, decode step of N sequences at context 0 (index 0: 0)
     slope: np.ndarray  #: [N+1] s per token of cached context, for b decoding sequences
     pre: np.ndarray  #: [N+1] s, context-free prefill of N tokens (index 0: 0)
@@ -133,7 +137,9 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     one = serve(model, hardware, batch=1, prompt_len=refs[-1], output_len=ref_output, pp=pp, **kw)
     nan = np.full(2, math.nan)
     if not one.feasible:
-        return StepCosts(label=label, devices=tp * pp, lin=nan, slope=nan, pair=nan, pre=nan,
+        return StepCosts(label=label, devices=tp * pp, tp=tp, pp=pp, precision=precision,
+                         kv_precision=kv_precision or precision, lin=nan, slope=nan,
+                         pair=nan, pre=nan,
                          kv_bytes_per_token=math.nan, kv_budget_bytes=0.0,
                          block_size=block_size, total_blocks=0,
                          weights_bytes=one.memory_breakdown.get("weights", math.nan),
@@ -194,7 +200,9 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
         reason = (f"no room for the KV cache: {one.memory_capacity / 1e9:.1f} GB per device − "
                   f"weights {mb['weights'] / 1e9:.1f} GB − workspace and step activations "
                   f"{(mb['workspace'] + act_tok * n_max) / 1e9:.1f} GB")
-    return StepCosts(label=label, devices=tp * pp, lin=lin, slope=slope, pair=pair, pre=pre,
+    return StepCosts(label=label, devices=tp * pp, tp=tp, pp=pp, precision=precision,
+                     kv_precision=kv_precision or precision, lin=lin, slope=slope,
+                     pair=pair, pre=pre,
                      kv_bytes_per_token=kv_tok, kv_budget_bytes=max(budget, 0.0),
                      block_size=block_size, total_blocks=blocks, weights_bytes=mb["weights"],
                      capacity_bytes=one.memory_capacity, ttft_ref=ttft, tpot_ref=one.tpot,

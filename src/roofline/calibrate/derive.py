@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -129,20 +130,44 @@ def _evicted_terms(ms: Measurements, disp: float) -> dict[str, tuple[float, str]
             f"half the largest excess"))}
 
 
+def _net_of(disp: float, sync: bool) -> Callable[[float], float]:
+    """Time of the work itself: synchronous CPU calls add the per-call cost ``disp``; on a GPU
+    back-to-back launches overlap with the kernels (time = max(launch, kernel)). NaN where the
+    call, not the work, binds."""
+    def net_of(t: float) -> float:
+        if sync:
+            return t - disp if t - disp > 0.5 * t else math.nan
+        return t if t > 2 * disp else math.nan
+    return net_of
+
+
 def derive(ms: Measurements) -> Fitted:
     """Ceilings and the efficiency model from raw measurements (pure arithmetic)."""
     if ms.tiny is None or "fp32" not in ms.peaks:
         raise SpecError("measurements lack the call overhead or the fp32 GEMM peak")
-    disp = ms.tiny.median_s
     sync = ms.kind == "cpu"
+    levels, disp, disp_note = _levels(ms, sync)
+    net_of = _net_of(disp, sync)
+    main_bw = levels[-1].bytes_per_s
+    peak32 = ms.peaks["fp32"][0]
+    pts = _gemm_points(ms, net_of, levels, peak32)
+    gemm, scales = _gemm_fits(pts)
+    frac, disp_cls = _vector_terms(ms, net_of, sync, disp, peak32)
+    main_read, pf, pder, cold, conv_fresh = _memory_terms(ms, net_of, levels, main_bw)
+    return Fitted(conv_fresh=conv_fresh, dispatch_s=disp, levels=levels, gemm=gemm,
+                  gemm_used=len(pts["gemm"]),
+                  cold=cold, evicted=_evicted_terms(ms, disp),
+                  scales=scales, main_read=main_read, dispatch_class=disp_cls,
+                  vector_frac=frac, page_fault_s=pf, page_derivation=pder,
+                  dispatch_note=disp_note)
 
-    def net_of(t: float) -> float:
-        """Time of the work itself: synchronous CPU calls add the per-call cost; on a GPU
-        back-to-back launches overlap with the kernels (time = max(launch, kernel))."""
-        if sync:
-            return t - disp if t - disp > 0.5 * t else math.nan
-        return t if t > 2 * disp else math.nan
 
+def _levels(ms: Measurements, sync: bool) -> tuple[list[Any], float, str]:
+    """Memory levels from the STREAM sweep, and the per-call cost (refined on a CPU by the
+    innermost plateau's intercept): (levels, dispatch seconds, how)."""
+    assert ms.tiny is not None
+    disp = ms.tiny.median_s
+    net_of = _net_of(disp, sync)
     # bandwidth per working set: median over kernels of bytes / (time - per-call cost), keeping
     # points where the per-call cost is under half the time (else the call, not memory, binds)
     by_ws: dict[float, list[float]] = {}
@@ -180,8 +205,14 @@ def derive(ms: Measurements) -> Fitted:
             disp_note = (f"intercept of time = d + bytes/bandwidth fitted to STREAM at "
                          f"{len(pts_in)} working sets of the innermost measured level "
                          f"(a 1-element call costs {ms.tiny.median_s * 1e6:.2f} us)")
+    return levels, disp, disp_note
+
+
+def _gemm_points(ms: Measurements, net_of: Callable[[float], float], levels: list[Any],
+                 peak32: float) -> dict[str, list[tuple[float, float, float, float]]]:
+    """(M, N, K, efficiency) of the compute-bound GEMM, convolution, attention and bf16 points
+    (memory- or overhead-bound points dropped)."""
     main_bw = levels[-1].bytes_per_s
-    peak32 = ms.peaks["fp32"][0]
     pts: dict[str, list[tuple[float, float, float, float]]] = {"gemm": [], "conv": [],
                                                                 "sdpa": [], "bf16": []}
     def bw_holding(ws: float) -> float:
@@ -198,6 +229,12 @@ def derive(ms: Measurements) -> Fitted:
             continue  # memory- or overhead-bound: says nothing about compute efficiency
         pk = ms.peaks["bf16"][0] if kind == "bf16" else peak32
         pts[kind].append((M, N, K, min(1.0, flops / net / pk)))
+    return pts
+
+
+def _gemm_fits(pts: dict[str, list[tuple[float, float, float, float]]]
+               ) -> tuple[GemmFit | None, dict[str, tuple[float, str]]]:
+    """The GEMM efficiency fit and the convolution, attention and bf16 terms beside it."""
     gemm = fit_gemm(pts["gemm"]) if len(pts["gemm"]) >= 2 else None
     scales: dict[str, tuple[float, str]] = {}
     if gemm is not None and len(pts["conv"]) >= 5:
@@ -230,6 +267,13 @@ def derive(ms: Measurements) -> Fitted:
                 scales[fld] = (min(4.0, geomean(r)), (
                     f"geometric mean over {len(r)} {what} of measured efficiency / the GEMM "
                     f"model's at their implicit-GEMM M, N, K ({ratios})"))
+    return gemm, scales
+
+
+def _vector_terms(ms: Measurements, net_of: Callable[[float], float], sync: bool, disp: float,
+                  peak32: float) -> tuple[dict[str, tuple[float, str]],
+                                          dict[str, tuple[float, str]]]:
+    """Vector-class rates as fractions of the fp32 peak, and fixed per-call costs per class."""
     # vector classes: at two in-cache sizes, time = fixed cost + FLOPs / rate per op (slope and
     # intercept); with one size only, the rate of time minus the per-op cost
     per_op: dict[str, tuple[str, float, float | None, str]] = {}  # op -> cls, rate, icpt, how
@@ -287,6 +331,13 @@ def derive(ms: Measurements) -> Fitted:
     for cls, smp in ms.tiny_class.items():
         disp_cls[f"dispatch_{cls}"] = (smp.median_s, (
             f"one {cls} call on a minimal input ({_spread(smp)})"))
+    return frac, disp_cls
+
+
+def _memory_terms(ms: Measurements, net_of: Callable[[float], float], levels: list[Any],
+                  main_bw: float) -> tuple[Any, float | None, str, Any, Any]:
+    """Cold-weight reads, page faults of fresh outputs, the cold-cache terms and the conv's
+    freshly mapped bytes."""
     cold_bw = []
     for n, k, smp in ms.cold:
         net = net_of(smp.median_s)
@@ -320,9 +371,4 @@ def derive(ms: Measurements) -> Fitted:
                 f"channels, per call: {fb / 2**20:.1f} MiB for a {out_b / 2**20:.1f} MiB output "
                 f"(its output and the framework's temporaries, all freshly mapped at this "
                 f"size)"))
-    return Fitted(conv_fresh=conv_fresh, dispatch_s=disp, levels=levels, gemm=gemm,
-                  gemm_used=len(pts["gemm"]),
-                  cold=cold, evicted=_evicted_terms(ms, disp),
-                  scales=scales, main_read=main_read, dispatch_class=disp_cls,
-                  vector_frac=frac, page_fault_s=pf, page_derivation=pder,
-                  dispatch_note=disp_note)
+    return main_read, pf, pder, cold, conv_fresh

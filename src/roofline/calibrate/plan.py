@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from ..ops.formulas import ELEMENTWISE_FLOPS, NORM_FLOPS
+from ..ops import cost, op_class
 from .backends import VECTOR_OPS
 
 __all__ = ["MeasurePlan", "measure_plan", "vector_cost", "FRESH_ALLOC_MIN_BYTES"]
@@ -19,25 +19,33 @@ _FP32 = 4
 
 
 def vector_cost(op: str, n: int) -> tuple[float, float, str]:
-    """(FLOPs, bytes read + written, op class) of a ``Backend.vector`` benchmark on n elements,
-    counted with the library's own formulas (ops.formulas)."""
+    """(FLOPs, bytes read + written, op class) of a ``Backend.vector`` benchmark on about ``n``
+    fp32 elements, from the formula registry (the ops the benchmark runs, at its shapes):
+    elementwise on n; softmax and LayerNorm (no affine parameters: ``F.layer_norm(x, (1024,))``)
+    over rows of 1024; inference BatchNorm over 64 channels (weight, bias and running
+    statistics read); 3×3 max-pool, stride 2, padding 1, over 64 channels of side √(n/64)."""
+    f32 = dict(act_bytes=_FP32)
     if op in ("relu", "gelu_tanh", "silu"):
-        return ELEMENTWISE_FLOPS[op] * n, 2 * _FP32 * n, "elementwise"
-    if op == "softmax":
-        rows = max(1, n // 1024) * 1024
-        return 5 * rows, 2 * _FP32 * rows, "softmax"
-    if op == "layernorm":
-        rows = max(1, n // 1024) * 1024
-        return NORM_FLOPS["layernorm"] * rows, 2 * _FP32 * rows, "norm"
-    if op == "batchnorm":
-        e = max(1, n // 64) * 64
-        return NORM_FLOPS["batchnorm"] * e, 2 * _FP32 * e, "norm"
-    if op == "maxpool":
+        c = cost("elementwise", batch=1, elements=n, op=op, **f32)
+    elif op == "softmax":
+        c = cost("softmax", batch=1, elements=max(1, n // 1024) * 1024, **f32)
+    elif op == "layernorm":
+        c = cost("norm", batch=1, elements=max(1, n // 1024) * 1024, features=1024,
+                 variant="layernorm", affine=False, weight_bytes=_FP32, **f32)
+    elif op == "batchnorm":
+        c = cost("norm", batch=1, elements=max(1, n // 64) * 64, features=64,
+                 variant="batchnorm", weight_bytes=_FP32, **f32)
+    elif op == "maxpool":
         side = max(4, int(math.sqrt(n / 64)))
-        out_side = (side + 2 - 3) // 2 + 1
-        outs = 64 * out_side * out_side
-        return 9 * outs, _FP32 * (64 * side * side + outs), "pool"
-    raise SpecError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
+        c = cost("pool", batch=1, channels=64, spatial=(side, side), kernel=3, stride=2,
+                 padding=1, mode="max", **f32)
+    else:
+        raise SpecError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
+    return c.flops, c.bytes, op_class(_KIND[op])
+
+
+_KIND = {"relu": "elementwise", "gelu_tanh": "elementwise", "silu": "elementwise",
+         "softmax": "softmax", "layernorm": "norm", "batchnorm": "norm", "maxpool": "pool"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

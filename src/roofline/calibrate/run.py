@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..ops.formulas import causal_pairs
+from ..ops import cost
 from ..progress import Progress
 from .backends import EVICT_OPS, STREAM_ARRAYS, TINY_CLASSES, VECTOR_OPS, Backend
 from .plan import _FP32, MeasurePlan, vector_cost
@@ -149,22 +149,25 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
         except NotImplementedError:
             ms.skipped.append("convolution shapes in the GEMM fit (need PyTorch)")
             break
-        ho = (hw + 2 * (kk // 2) - kk) // st + 1
-        M, N, K = b * ho * ho, co, c * kk * kk
+        cv = cost("conv", batch=b, c_in=c, spatial=(hw, hw), c_out=co, kernel=kk, stride=st,
+                  padding=kk // 2, act_bytes=_FP32, weight_bytes=_FP32)  # what Backend.conv runs
+        assert cv.gemm is not None
+        M, N, K = cv.gemm
         ms.gemm_points.append((f"conv b{b} {c}x{hw}x{hw} -> {co} k{kk} s{st}", M, N, K,
-                               2.0 * M * N * K, smp))
+                               cv.flops, smp))
         pr.step(f"conv b={b} C={c} HW={hw} C'={co} k={kk} s={st}",
-                f"{2 * M * N * K / smp.median_s / 1e9:.1f} GFLOP/s")
+                f"{cv.flops / smp.median_s / 1e9:.1f} GFLOP/s")
     for b, h, t, sl, d in plan.sdpa_shapes:
         try:
             smp = keep(main.sdpa(b, h, t, sl, d))
         except NotImplementedError:
             ms.skipped.append("fused attention in the efficiency fit (needs PyTorch)")
             break
-        pairs = causal_pairs(t, sl) if t == sl else t * sl
-        flops = 4.0 * b * h * pairs * d
-        ms.gemm_points.append((f"sdpa b{b} h{h} T={t} S={sl} d{d}", b * h * t, sl, d, flops,
-                               smp))
+        at = cost("attention", batch=b, n_heads=h, n_kv_heads=h, head_dim=d, q_len=t,
+                  kv_len=sl, causal=t == sl, act_bytes=_FP32)  # causal when T == S
+        assert at.gemm is not None
+        flops = at.flops
+        ms.gemm_points.append((f"sdpa b{b} h{h} T={t} S={sl} d{d}", *at.gemm, flops, smp))
         pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
                 f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
     big, small = plan.vector_elems, plan.vector_elems_small

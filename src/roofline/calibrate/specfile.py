@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from .derive import _num, _spread, derive
+from .derive import Fitted, _num, _spread, derive
 from .plan import FRESH_ALLOC_MIN_BYTES
 from .run import Measurements
 
@@ -94,10 +94,11 @@ def _mem_total_bytes() -> float:
 
 
 def _default_eff_rows(kind: str) -> dict[str, Any]:
-    from ..engine.presets import _default_tables
+    from ..engine.presets import default_tables
 
-    return {k: getattr(_default_tables()[kind], k) for k in
-            ("gemm_max", "gemm_a", "gemm_b", "gemm_c", "vector_max", "workspace")}
+    e = default_tables()[kind]
+    return {"gemm_max": e.gemm.max, "gemm_a": e.gemm.a, "gemm_b": e.gemm.b, "gemm_c": e.gemm.c,
+            "vector_max": e.vector.max, "workspace": e.workspace}
 
 
 def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = None,
@@ -139,6 +140,15 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
         L.append(f"{dtype} = " + _q(rate / 1e9, "GFLOP/s", "m",
                                     f"best GEMM rate, {how}: 2*n^3 / median time ({_spread(s)})",
                                     f"all candidates (GFLOP/s): {others}"))
+    L += _memory_rows(ms, fit, mem_total)
+    L += _efficiency_rows(ms, fit)
+    L += _raw_rows(ms, fit, host, date, method)
+    return "\n".join(L)
+
+
+def _memory_rows(ms: Measurements, fit: Fitted, mem_total: float) -> list[str]:
+    """The ``[[memory]]`` tables, main memory first, named after the caches they fit in."""
+    L: list[str] = []
     names = {1: ["DRAM"], 2: ["DRAM", "cache"], 3: ["DRAM", "LLC", "L2"],
              4: ["DRAM", "LLC", "L2", "L1"]}
     if ms.kind == "gpu":
@@ -171,6 +181,12 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
                      f"bandwidth ({p.largest_bytes / 2**10:,.0f} KiB) and the smallest at the next "
                      "level's"))
         L.append("bandwidth = " + _q(p.bytes_per_s / 1e9, "GB/s", "m", der_bw))
+    return L
+
+
+def _efficiency_rows(ms: Measurements, fit: Fitted) -> list[str]:
+    """The ``[efficiency]`` table: the fitted model (defaults, named so, where not measured)."""
+    L: list[str] = []
     # -- efficiency
     d = _default_eff_rows(ms.kind)
     L += ["", "[efficiency]"]
@@ -221,6 +237,12 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
         v, der = fit.evicted["evict_after"]
         L.append("evict_after = " + _q(v / 2**20, "MiB", "m", der))
     L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
+    return L
+
+
+def _raw_rows(ms: Measurements, fit: Fitted, host: str, date: str, method: str) -> list[str]:
+    """The ``[measurement]`` table: the raw timings (ignored by the loader)."""
+    L: list[str] = []
     # -- raw data (ignored by the loader; kept for plots and audits)
     L += ["", "[measurement]", f'host = "{_esc(host)}"', f'date = "{_esc(date)}"',
           f'method = "{_esc(method)}"', f'blas = "{_esc(ms.info.get("blas", ""))}"',
@@ -255,7 +277,7 @@ def spec_toml(ms: Measurements, *, key: str | None = None, name: str | None = No
           "evict_other_seconds = [" + ", ".join(_num(x.median_s)
                                                 for x in ms.evict_other.values()) + "]",
           ""]
-    return "\n".join(L)
+    return L
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _args as A
 from .._text import csv_row, printable_str
-from ..engine.core import price
+from ..engine.core import time_model
 from ..engine.presets import efficiency_for
 from ..engine.solve import solve
 from ..errors import SpecError, require_extra
@@ -237,12 +237,10 @@ def _predict(item: Item, hw: Hardware) -> tuple[float, float, bool]:
         g = item.graph()
         if not hw.has(g.precision.compute):
             raise SpecError(f"{hw.name} has no {g.precision.compute} peak for {item.name}")
-        b = np.array([item.batch], dtype=np.float64)
-        d = price(g, [hw], [efficiency_for(hw, "default")], b)
-        bd = price(g, [hw], [efficiency_for(hw, "bound")], b)
+        d = time_model(g, hw, efficiency_for(hw, "default")).totals_at(item.batch)
+        bd = time_model(g, hw, efficiency_for(hw, "bound")).totals_at(item.batch)
         # compute- vs memory-bound as the pure roofline classifies it (FLOPs/peak vs bytes/BW)
-        cb = bool(bd["t_compute"][0, 0] >= bd["t_memory"][0, 0])
-        return float(d["latency"][0, 0]), float(bd["latency_bound"][0, 0]), cb
+        return d.latency, bd.latency_bound, bool(bd.t_compute >= bd.t_memory)
     args = dict(item.solve_args or {})
     name = args.pop("model")
     r = solve(name, hw, preset="default", **args)

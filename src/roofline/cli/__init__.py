@@ -18,7 +18,7 @@ __all__ = ["main", "COMMANDS"]
 
 #: subcommand modules, in help order; a module that does not exist yet is skipped
 COMMANDS = ("zoo", "solve", "sweep", "plot", "report", "tutorial", "serve", "train", "measure",
-            "validate", "advise", "requirements", "explore")
+            "validate", "advise", "requirements", "explore", "plan", "simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,30 @@
-"""Price a graph on hardware: per-op roofline, efficiency and overhead, vectorised.
+"""The time model: each op's time as data, built once per (graph, hardware, efficiency).
 
-Shapes: ``h`` hardware × ``b`` batches × ``n`` ops. Every array op below broadcasts over all
-three, so one call prices a whole sweep.
+For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
+
+    compute    t_c = flops · (inv_c0 + min(inv_c1 / B, inv_cap))      (matmul-class ops: the
+               GEMM model 1/e = (1 + a/M + b/N + c/K)/max with M = m1·B clamped to >= 1; other
+               ops: 1 / vector rate)
+    memory     t_m = main bytes / (bw · main_read) + act bytes / (bw_level · memory.max)
+               where bw_level is the fastest on-chip level whose usable share holds the op's
+               activations, else main memory
+    bound      t_b = max(flops / peak, main bytes / bw + act bytes / bw_level)
+               (the roofline of the same memory levels, at their peak bandwidths, and of the
+               peak — or of a faster rate a fitted factor above 1 claims: an estimate never
+               undercuts its bound, issue 11)
+    kernel     t_k = max(t_c, t_m)  (+ the CPU terms below)
+    op         t   = launch(t_k): t_k + dispatch (synchronous device) or
+               max(t_k + kernel_gap, dispatch) (lines.launch_lines)
+
+Terms that are not straight lines in B are listed in ``TimeModel.nonlinear``: page faults and
+cold weights (steps in bytes), evicted dispatch (steps in the bytes other ops move), GEMM rows
+below one (MoE experts: M = m1·B < 1) and a constant FLOP part of a matmul whose M grows with B
+(a 1/B term). Without them every per-op time is a maximum of lines in B, and every total is
+piecewise linear: ``lines.envelope`` gives it in closed form, and a solve is a bisection.
+
+Everyone evaluates this object: ``solve`` (``totals_at``), ``sweep`` (``totals_many``), serving
+(``ops`` at two contexts -> lines in S, summed by ``lines.sum_max_int``), training (``ops`` over
+micro-batches) and ``price`` (many hardware at once).
 """
 
 from __future__ import annotations
@@ -9,142 +32,92 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
 from ..graphs.graph import Graph, Q
-from ..specs.hardware import Hardware
-from .presets import (
-    Efficiency,
-    class_vector_fractions,
-    cold_weight_seconds,
-    compute_class_scales,
-    evicted_dispatch_seconds,
-    fresh_output_seconds,
-    gemm_coefficients,
-    previous_kernel,
-)
+from ..specs.hardware import Hardware, spec_key
+from .efficiency import Efficiency
+from .lines import envelope, launch, launch_lines
 
-__all__ = ["price", "Plan", "plan_for"]
+__all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
 
 _F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in (
     "flops", "weight_bytes_read", "act_bytes_read", "act_bytes_written", "kv_bytes_read",
     "kv_bytes_written", "weight_bytes_written"))
 
+#: bytes per page faulted in when an op writes a freshly mapped output
+PAGE_BYTES = 4096
+_PACKED = ("matmul", "conv")
 
-def _col(values: Sequence[float]) -> np.ndarray:
-    """[h] -> [h, 1, 1] for broadcasting against [h, b, n]."""
-    return np.asarray(values, dtype=np.float64).reshape(-1, 1, 1)
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Sums over a graph's ops at one batch (s, FLOP, B)."""
+
+    latency: float  #: Σ op time (kernels and launch)
+    latency_bound: float  #: Σ op bound (the pure roofline of the same memory levels)
+    t_compute: float  #: Σ compute time (with efficiencies)
+    t_memory: float  #: Σ memory time (with efficiencies)
+    t_overhead: float  #: Σ (op time − kernel time): launch and dispatch
+    flops: float
+    bytes: float
+    t_compute_bound_ops: float  #: Σ kernel time of ops whose compute exceeds their memory time
+    live_activation_bytes: float  #: the largest activation bytes of one op
+
+    @property
+    def t_kernel(self) -> float:
+        return self.latency - self.t_overhead
+
+    @property
+    def t_memory_bound_ops(self) -> float:
+        return self.latency - self.t_overhead - self.t_compute_bound_ops
+
+    @property
+    def finite(self) -> bool:
+        return all(math.isfinite(getattr(self, f)) for f in TOTALS)
 
 
-def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
-          batches: np.ndarray, *, keep_ops: bool = False) -> dict[str, np.ndarray]:
-    """Price ``graph`` at every (hardware, batch). Returns totals as [h, b] arrays and, with
-    ``keep_ops``, per-op arrays [h, b, n]. Hardware lacking the compute dtype gives NaN."""
-    dtype = graph.precision.compute
-    B = np.asarray(batches, dtype=np.float64).reshape(1, -1, 1)  # [1, b, 1]
-    q = graph.c0[:, None, :] + graph.c1[:, None, :] * B[0][None]  # [Q, b, n]
-    flops = q[_F][None]  # [1, b, n]
-    main_bytes = (q[_WR] + q[_KR] + q[_KW] + q[_WW])[None]
-    act_bytes = (q[_AR] + q[_AW])[None]
-    total_bytes = main_bytes + act_bytes
-    is_c = graph.is_compute[None, None, :]
-    has_kernel = (flops + total_bytes) > 0
+#: the field names of ``Totals``, the row order of ``TimeModel.totals_many``
+TOTALS = tuple(f.name for f in fields(Totals))
 
-    peak = _col([hw.peak_flops_per_s.get(dtype, math.nan) for hw in hws])
-    vpeak = _col([hw.peak_flops_per_s.get("fp32", hw.peak_flops_per_s.get(dtype, math.nan))
-                  for hw in hws])
-    bw = _col([hw.memory_bytes_per_s for hw in hws])
 
-    # -- pure roofline
-    t_bound_op = np.maximum(flops / peak, total_bytes / bw)
+@dataclass(frozen=True, slots=True)
+class OpTimes:
+    """Per-op arrays ([n], or [b, n] for many batches) at a batch."""
 
-    # -- estimate
-    # matmul ceiling: gemm_max, times the board's sustained fraction (power-capped parts; the
-    # bound preset keeps the datasheet peak)
-    models = [e.gemm_model(dtype) for e in effs]  # (gemm_max, a, b, c) for this dtype
-    gmax = _col([m[0] * (1.0 if e.is_bound else hw.sustained(dtype))
-                 for m, e, hw in zip(models, effs, hws)])
-    ga, gb, gc = (_col([m[i] for m in models]) for i in (1, 2, 3))
-    M = np.maximum(graph.gemm[0][None, None, :] * B, 1.0)
-    N = np.maximum(graph.gemm[1][None, None, :], 1.0)
-    K = np.maximum(graph.gemm[2][None, None, :], 1.0)
-    abc = gemm_coefficients(graph.classes, list(effs), dtype)  # measured: own a, b, c for convs
-    if abc is not None:
-        ga, gb, gc = abc
-    gemm_eff = gmax / (1.0 + ga / M + gb / N + gc / K)
-    scale = compute_class_scales(graph.classes, list(effs))  # measured: conv/attention
-    if scale is not None:
-        gemm_eff = gemm_eff * scale
-    bound_mode = np.array([e.is_bound for e in effs]).reshape(-1, 1, 1)
-    vec_rate = np.where(bound_mode, peak, vpeak * _col([e.vector_max for e in effs]))
-    cvm = class_vector_fractions(graph.classes, list(effs))  # measured specs: rate per class
-    if cvm is not None:
-        vec_rate = np.where(bound_mode, peak, vpeak * cvm)
-    rate = np.where(is_c, peak * gemm_eff, vec_rate)
-    t_c = flops / rate
+    time: np.ndarray
+    t_bound: np.ndarray
+    t_compute: np.ndarray
+    t_memory: np.ndarray
+    overhead: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    act_bytes: np.ndarray
+    t_kernel: np.ndarray
+    compute_bound: np.ndarray
+    dispatch: np.ndarray  #: host dispatch per op (with evicted-dispatch terms)
+    t_bound_compute: np.ndarray  #: flops / peak
+    t_bound_memory: np.ndarray  #: the bound's memory roof (same levels, peak bandwidths)
 
-    mm = _col([e.memory_max for e in effs])
-    act_bw = bw * np.ones_like(act_bytes)  # [h, b, n]
-    for lvl in range(1, max(len(hw.memory) for hw in hws)):
-        cap = _col([hw.memory[lvl].capacity_bytes * e.cache_fraction if lvl < len(hw.memory)
-                    and not math.isnan(hw.memory[lvl].bytes_per_s) else 0.0
-                    for hw, e in zip(hws, effs)])
-        lbw = _col([hw.memory[lvl].bytes_per_s if lvl < len(hw.memory) and
-                    not math.isnan(hw.memory[lvl].bytes_per_s) else 0.0 for hw in hws])
-        fits = (act_bytes <= cap) & (lbw > act_bw)
-        act_bw = np.where(fits, lbw, act_bw)
-    mr = _col([e.main_read_fraction for e in effs])  # = memory_max unless measured
-    t_m = main_bytes / (bw * mr) + act_bytes / (act_bw * mm)
-    cold = cold_weight_seconds(graph.classes, q[_WR][None], total_bytes, M, bw, list(effs))
-    if cold is not None:  # measured CPU specs: weights evicted between uses in a whole model
-        t_m = t_m + cold[0]
-    t_kernel = np.maximum(t_c, t_m)
-    if cold is not None:
-        t_kernel = t_kernel + cold[1]
-    fault = fresh_output_seconds(q[_AW][None], list(effs),  # measured CPU specs: page faults
-                                 np.array([c == "conv" for c in graph.classes]))
-    if fault is not None:
-        # while an op faults its output in page by page, its compute and its memory stream no
-        # longer overlap: both add up (docs/measure.md)
-        t_kernel = t_kernel + fault + np.where(fault > 0, np.minimum(t_c, t_m), 0.0)
+    def totals(self) -> Totals:
+        ax = -1
+        cbt = np.where(self.compute_bound, self.t_kernel, 0.0).sum(ax)
+        live = self.act_bytes.max(ax) if self.act_bytes.shape[-1] else 0.0 * cbt
+        vals = (self.time.sum(ax), self.t_bound.sum(ax), self.t_compute.sum(ax),
+                self.t_memory.sum(ax), self.overhead.sum(ax), self.flops.sum(ax),
+                self.bytes.sum(ax), cbt, live)
+        return Totals(*(float(v) for v in vals))
 
-    gap = _col([e.kernel_gap for e in effs])
-    disp = np.stack([np.broadcast_to(e.dispatch_per_op(graph.classes), (len(graph),))
-                     for e in effs])[:, None, :]  # [h, 1, n]: per-class host dispatch
-    evicted = evicted_dispatch_seconds(total_bytes, previous_kernel(graph.kinds,
-                                                                    _has_kernel(graph)),
-                                       list(effs))
-    if evicted is not None:  # measured CPU specs: the previous op evicted the private caches
-        disp = disp + evicted
-    sync = np.array([e.synchronous for e in effs]).reshape(-1, 1, 1)
-    t_op = np.where(sync, t_kernel + disp, np.maximum(t_kernel + gap, disp))
-    t_op = np.where(has_kernel, t_op, 0.0)
-    overhead = t_op - np.where(has_kernel, t_kernel, 0.0)
-
-    compute_bound = t_c >= t_m
-    out = {
-        "latency": t_op.sum(-1),
-        "latency_bound": t_bound_op.sum(-1),
-        "t_compute": t_c.sum(-1),
-        "t_memory": t_m.sum(-1),
-        "t_overhead": overhead.sum(-1),
-        "t_compute_bound_ops": np.where(compute_bound, t_kernel, 0.0).sum(-1),
-        "t_memory_bound_ops": np.where(compute_bound, 0.0, t_kernel).sum(-1),
-        "flops": np.broadcast_to(flops.sum(-1), t_op.shape[:2]),
-        "bytes": np.broadcast_to(total_bytes.sum(-1), t_op.shape[:2]),
-        "peak": peak[:, :, 0] * np.ones((1, B.shape[1])),
-        "bandwidth": bw[:, :, 0] * np.ones((1, B.shape[1])),
-    }
-    if keep_ops:
-        shape = t_op.shape
-        out.update(
-            op_time=t_op, op_t_compute=np.broadcast_to(t_c, shape),
-            op_t_memory=np.broadcast_to(t_m, shape), op_t_bound=np.broadcast_to(t_bound_op, shape),
-            op_overhead=overhead, op_compute_bound=np.broadcast_to(compute_bound, shape),
-            op_q=q,
-        )
-    return out
+    def rows(self) -> np.ndarray:
+        """[9, b] totals in the order of ``TOTALS`` (many batches)."""
+        cbt = np.where(self.compute_bound, self.t_kernel, 0.0).sum(-1)
+        live = self.act_bytes.max(-1) if self.act_bytes.shape[-1] else 0.0 * cbt
+        return np.stack([self.time.sum(-1), self.t_bound.sum(-1), self.t_compute.sum(-1),
+                         self.t_memory.sum(-1), self.overhead.sum(-1), self.flops.sum(-1),
+                         self.bytes.sum(-1), cbt, live])
 
 
 def _has_kernel(graph: Graph) -> np.ndarray:
@@ -152,312 +125,374 @@ def _has_kernel(graph: Graph) -> np.ndarray:
     return np.asarray(((graph.c0 != 0) | (graph.c1 != 0)).any(0))
 
 
-class Plan:
-    """Per-(graph, hardware, efficiency) constants for fast single solves.
+def previous_kernel(kinds: tuple[str, ...], has_kernel: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Where each op's evicted-dispatch terms look back to, as indices into the graph's ops
+    repeated twice (a graph runs pass after pass, so the first op follows the last), with op
+    i at ``i + n``: (its predecessor, the last earlier op of its kind). Ops without a kernel
+    (views) are skipped; an op alone of its kind looks back one whole pass, to itself."""
+    n = len(kinds)
+    idx = np.flatnonzero(has_kernel)
+    if len(idx) == 0:
+        return np.arange(n), np.arange(n)
+    pos = np.searchsorted(idx, np.arange(n), side="left") - 1  # -1 wraps to the last one
+    before = idx[pos]
+    prev = np.where(before < np.arange(n), before + n, before)
+    j = np.arange(n)
+    last: dict[str, int] = {}
+    for i in np.concatenate([idx, idx]).tolist():  # the second pass sees the first's last op
+        if kinds[i] in last:
+            j[i] = last[kinds[i]]
+        last[kinds[i]] = i
+    same = np.where(j < np.arange(n), j + n, j)
+    return prev, same
 
-    Everything that does not depend on the batch is folded into per-op coefficients once;
-    ``evaluate(B)`` is then about twenty vector operations over the ops. It computes exactly
-    what ``price`` computes (a test checks they agree).
-    """
 
-    __slots__ = ("hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
-                 "levels", "inv_bw_mm", "mm", "has", "all_have", "aw", "fast", "A0", "A1", "A2",
-                 "a_sums", "use_a2", "_env", "inv_bw_main", "envelope_ok", "disp", "cold",
-                 "prev")
+def _upper_lines(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines (a + b·B) among ``a``, ``b`` that are the largest somewhere at B >= 1 (a
+    superset: those no other line beats at B = 1 and in slope), so that the largest
+    activation bytes of one op at many batches is a max over a few lines, not every op."""
+    if len(a) == 0:
+        return a, b
+    at1 = a + b
+    order = np.lexsort((-at1, -b))  # steepest first, then the highest at B = 1
+    keep, best = [], -np.inf
+    for i in order.tolist():
+        if at1[i] > best:
+            keep.append(i)
+            best = at1[i]
+    return a[keep], b[keep]
+
+
+class TimeModel:
+    """Each op's time on one (hardware, efficiency) as data; see the module docstring."""
+
+    __slots__ = ("graph", "hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
+                 "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
+                 "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
+                 "live0", "live1", "inv_bound",
+                 "ridge_effective")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
-        self.hw, self.eff = hw, eff
-        self.disp = eff.dispatch_per_op(graph.classes)  # scalar, or per op by class
+        self.graph, self.hw, self.eff = graph, hw, eff
+        classes = graph.classes
         # rows: flops, main-memory bytes (weights, KV), activation bytes
         self.C0 = np.stack([c0[_F], c0[_WR] + c0[_KR] + c0[_KW] + c0[_WW], c0[_AR] + c0[_AW]])
         self.C1 = np.stack([c1[_F], c1[_WR] + c1[_KR] + c1[_KW] + c1[_WW], c1[_AR] + c1[_AW]])
         dtype = graph.precision.compute
         self.peak = hw.peak_flops_per_s.get(dtype, math.nan)
         self.bw = hw.memory_bytes_per_s
+        self._compute_lines(graph, hw, eff, dtype)
+        # the bound's compute roof: the peak, or the faster rate a fitted factor above 1 claims
+        # (a measured bf16 GEMM model fitted against a peak below its asymptote), so that no
+        # estimate undercuts its bound
+        with np.errstate(divide="ignore"):
+            self.inv_bound = np.minimum(1.0 / self.peak, self.inv_c0)
+        mem = eff.memory
+        self.inv_main = 1.0 / (self.bw * mem.main_read_fraction)  # weights/KV
+        self.inv_act = 1.0 / (self.bw * mem.max)
+        cf = mem.cache_fraction
+        #: on-chip levels activations may use: (usable bytes, peak bytes/s), slowest first
+        self.levels = sorted([(lvl.capacity_bytes * cf, lvl.bytes_per_s) for lvl in hw.memory[1:]
+                              if cf and not math.isnan(lvl.bytes_per_s)
+                              and lvl.bytes_per_s > self.bw], key=lambda cl: cl[1])
+        self.disp = eff.dispatch_per_op(classes)  # scalar, or per op by class
+        self.gap, self.sync = eff.launch.kernel_gap, eff.launch.synchronous
+        self.has = (self.C0 + self.C1).sum(0) > 0
+        self.all_have = bool(self.has.all())
+        pf, cw, ev = eff.page_faults, eff.cold, eff.evicted
+        self.fault = (c0[_AW], c1[_AW], np.array([c == "conv" for c in classes]), pf) \
+            if pf is not None else None
+        self.cold = (c0[_WR], c1[_WR], graph.gemm[0],
+                     np.array([c in _PACKED for c in classes]), cw) if cw is not None else None
+        self.prev = (previous_kernel(graph.kinds, _has_kernel(graph)), ev) \
+            if ev is not None else None
+        m1 = graph.gemm[0]
+        nl = []
+        if pf is not None:
+            nl.append("page faults (steps in bytes)")
+        if cw is not None:
+            nl.append("cold weights (a step in the bytes other ops move)")
+        if ev is not None:
+            nl.append("evicted dispatch (a step in the bytes earlier ops move)")
+        if not bool(np.all((m1 >= 1) | ~graph.is_compute)):
+            nl.append("GEMM rows below one (M = m1·B clamped to 1)")
+        if bool((self.C0[0] * self.inv_c1).any()):
+            nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
+        self.nonlinear = tuple(nl)
+        self.envelope_ok = not nl and self.all_have
+        self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
+                       float((self.C0[1] + self.C0[2]).sum()),
+                       float((self.C1[1] + self.C1[2]).sum()),
+                       float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
+                       float((self.C1[0] * self.inv_c0).sum()))
+        self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
+        self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+        self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
+        self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
+            1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
+
+    def _compute_lines(self, graph: Graph, hw: Hardware, eff: Efficiency, dtype: str) -> None:
+        """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max)`` with
+        M = m1·B clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate."""
+        classes = graph.classes
         is_c = graph.is_compute
+        g = eff.gemm_for(dtype)
         vpeak = hw.peak_flops_per_s.get("fp32", self.peak)
-        rate_vec = self.peak if eff.is_bound else vpeak * eff.vector_max
-        cvm = class_vector_fractions(graph.classes, [eff])  # measured specs: rate per class
-        if cvm is not None and not eff.is_bound:
-            rate_vec = vpeak * cvm[0, 0]
-        # written activation bytes (c0, c1), for page faults of fresh outputs (measured CPUs)
-        self.aw = ((c0[_AW], c1[_AW], np.array([c == "conv" for c in graph.classes]))
-                   if eff.page_fault > 0 else None)
-        # weight bytes (c0, c1) and GEMM rows per sample, for cold-weight terms (measured CPUs)
-        self.cold = ((c0[_WR], c1[_WR], graph.gemm[0], graph.classes) if eff.has_cold
-                     else None)
-        # the op before each op, for the evicted-dispatch term (measured CPUs)
-        self.prev = (previous_kernel(graph.kinds, _has_kernel(graph))
-                     if eff.evicted_dispatch > 0 or eff.evicted_kind_dispatch > 0 else None)
+        if eff.is_bound:
+            rate_vec: float | np.ndarray = self.peak
+        elif eff.vector.has_classes:
+            rate_vec = vpeak * np.array([eff.vector.of(c) for c in classes])
+        else:
+            rate_vec = vpeak * eff.vector.max
+        gpk: float | np.ndarray = self.peak * g.max * (1.0 if eff.is_bound
+                                                       else hw.sustained(dtype))
+        conv = np.array([c == "conv" for c in classes])
+        if eff.conv.scale != 1.0 or eff.attention.scale != 1.0:
+            att = np.array([c == "attention" for c in classes])
+            gpk = gpk * np.where(conv, eff.conv.scale, np.where(att, eff.attention.scale, 1.0))
+        ga: float | np.ndarray = g.a
+        gb: float | np.ndarray = g.b
+        gc: float | np.ndarray = g.c
+        if eff.conv.has_shape:
+            ca, cb, cc = eff.conv.abc(g)
+            ga, gb, gc = np.where(conv, ca, g.a), np.where(conv, cb, g.b), np.where(conv, cc, g.c)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
-        gmax, ga_, gb_, gc_ = eff.gemm_model(dtype)
-        gpk = self.peak * gmax * (1.0 if eff.is_bound else hw.sustained(dtype))
-        scale = compute_class_scales(graph.classes, [eff])  # measured: conv/attention
-        if scale is not None:
-            gpk = gpk * scale[0, 0]
-        # seconds per FLOP: compute ops (1 + a/M + b/N + c/K)/(peak·gemm_max) with M = m1·B
-        # clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate
-        ga: float | np.ndarray = ga_
-        gb: float | np.ndarray = gb_
-        gc: float | np.ndarray = gc_
-        abc = gemm_coefficients(graph.classes, [eff], dtype)  # measured: own a, b, c for convs
-        if abc is not None:
-            ga, gb, gc = (x[0, 0] for x in abc)
-        self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk, 1 / rate_vec)
-        with np.errstate(divide="ignore"):
+        # an absurd spec (a peak of 1e-320) gives inf here, and the result says it is not finite
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            gpk_a = np.asarray(gpk, dtype=np.float64)
+            self.inv_c0 = np.where(is_c, (1.0 + gb / N + gc / K) / gpk_a,
+                                   1.0 / np.asarray(rate_vec, dtype=np.float64))
             a_m1 = np.where(m1 > 0, ga / np.where(m1 > 0, m1, 1.0), 0.0)
-        self.inv_c1 = np.where(is_c, a_m1 / gpk, 0.0)
-        self.inv_cap = np.where(is_c, ga / gpk, 0.0)
-        self.mm = eff.memory_max
-        self.inv_bw_mm = 1.0 / (self.bw * eff.memory_max)
-        self.inv_bw_main = 1.0 / (self.bw * eff.main_read_fraction)  # weights/KV (measured)
-        self.levels = [(lvl.capacity_bytes * eff.cache_fraction, lvl.bytes_per_s)
-                       for lvl in hw.memory[1:]
-                       if not math.isnan(lvl.bytes_per_s) and eff.cache_fraction > 0
-                       and lvl.bytes_per_s > self.bw]
-        self.levels.sort(key=lambda cl: cl[1])  # slowest first: a faster level that fits wins
-        self.has = (self.C0 + self.C1).sum(0) > 0
-        self.all_have = bool(self.has.all())
-        # Fast path: with no on-chip level in play and M = m1·B >= 1 for every matmul-class op
-        # at every B >= 1, each of these rows is affine in (1, B, 1/B):
-        #   flops, bytes, flops/peak, bytes/bw, t_memory, t_compute
-        # (t_compute = flops·(inv_c0 + inv_c1/B)), so a solve needs few vector operations.
-        self.fast = (not self.levels and self.aw is None and self.cold is None
-                     and self.prev is None
-                     and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
-                     and not eff.main_read_max)
-        f0, f1 = self.C0[0], self.C1[0]
-        b0, b1 = self.C0[1] + self.C0[2], self.C1[1] + self.C1[2]
-        # rows 0-3 are summed in closed form; rows 2-6 are needed per op
-        self.A0 = np.stack([f0, b0, f0 / self.peak, b0 / self.bw, b0 * self.inv_bw_mm,
-                            f0 * self.inv_c0 + f1 * self.inv_c1, self.C0[2]])
-        self.A1 = np.stack([f1, b1, f1 / self.peak, b1 / self.bw, b1 * self.inv_bw_mm,
-                            f1 * self.inv_c0, self.C1[2]])
-        self.A2 = np.zeros_like(self.A0)
-        self.A2[5] = f0 * self.inv_c1
-        self.use_a2 = bool(self.A2.any())
-        self.a_sums = tuple(tuple(a.sum(1).tolist()) for a in (self.A0, self.A1, self.A2))
-        self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
-        # the closed form also covers on-chip levels and a separate weight-read bandwidth;
-        # page faults, cold weights (steps in bytes) and M < 1 (MoE experts): the direct path
-        self.envelope_ok = (self.aw is None and self.cold is None and self.prev is None
-                            and bool(np.all((m1 >= 1) | ~is_c)) and self.all_have
-                            and not self.use_a2)
+            self.inv_c1 = np.where(is_c, a_m1 / gpk_a, 0.0)
+            self.inv_cap = np.where(is_c, ga / gpk_a, 0.0)
 
-    #: rows of the work matrix ``evaluate`` returns
-    ROWS = ("time", "t_bound", "t_compute", "t_memory", "overhead", "flops", "bytes",
-            "t_compute_bound", "act_bytes", "t_kernel")
-
-    def evaluate(self, batch: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per-op arrays at ``batch`` as one [10, n] matrix (rows: ``ROWS``) and the
-        compute-bound mask. Written with ``out=`` to keep a solve to a few microseconds."""
-        B = float(batch)
-        X = self.C0 + self.C1 * B
-        flops, main_b, act_b = X
-        W = np.empty((10, X.shape[1]))
-        W[5] = flops
-        W[8] = act_b
-        tb = np.add(main_b, act_b, out=W[6])
-        np.maximum(flops / self.peak, tb / self.bw, out=W[1])
-        inv = np.minimum(self.inv_c1 / B, self.inv_cap)
-        inv += self.inv_c0
-        tc = np.multiply(flops, inv, out=W[2])
-        if self.levels:
-            act_bw = np.full_like(act_b, self.bw)
-            for cap, lbw in self.levels:
-                act_bw = np.where(act_b <= cap, lbw, act_bw)
-            tm = np.add(main_b * self.inv_bw_main, act_b / (act_bw * self.mm), out=W[3])
-        elif self.eff.main_read_max:
-            tm = np.add(main_b * self.inv_bw_main, act_b * self.inv_bw_mm, out=W[3])
-        else:
-            tm = np.multiply(tb, self.inv_bw_mm, out=W[3])
+    # -- per op, at any batch (or many: B of shape [b] gives [b, n]) ---------------------------
+    def ops(self, batch: Any) -> OpTimes:
+        B = np.asarray(batch, dtype=np.float64)
+        Bc = B[..., None] if B.ndim else B
+        flops = self.C0[0] + self.C1[0] * Bc
+        main_b = self.C0[1] + self.C1[1] * Bc
+        act_b = self.C0[2] + self.C1[2] * Bc
+        tb = main_b + act_b
+        tc = flops * (np.minimum(self.inv_c1 / Bc, self.inv_cap) + self.inv_c0)
+        inv_a: Any = self.inv_act
+        inv_ab: Any = 1.0 / self.bw
+        for cap, lbw in self.levels:  # the fastest level that holds the activations wins
+            fits = act_b <= cap
+            inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
+            inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+        tm = main_b * self.inv_main + act_b * inv_a
+        b_c, b_m = flops * self.inv_bound, main_b / self.bw + act_b * inv_ab
+        bound = np.maximum(b_c, b_m)
         pack = None
         if self.cold is not None:
-            w0, w1, m1, classes = self.cold
-            extra = cold_weight_seconds(classes, (w0 + w1 * B)[None, None],
-                                        (main_b + act_b)[None, None],
-                                        np.maximum(m1 * B, 1.0)[None, None],
-                                        np.array([self.bw]), [self.eff])
-            if extra is not None:
-                tm += extra[0][0, 0]
-                pack = extra[1][0, 0]
-        tk = np.maximum(tc, tm, out=W[9])
+            extra, pack = self._cold(Bc, tb)
+            tm = tm + extra
+        tk = np.maximum(tc, tm)
         if pack is not None:
-            tk += pack
-        if self.aw is not None:
-            fault = fresh_output_seconds(self.aw[0] + self.aw[1] * B, [self.eff], self.aw[2])
-            if fault is not None:
-                f = fault[0] if fault.ndim > 1 else fault
-                tk += f + np.where(f > 0, np.minimum(tc, tm), 0.0)
+            tk = tk + pack
+        if self.fault is not None:
+            f = self._faults(Bc)
+            # while an op faults its output in page by page, its compute and its memory stream
+            # no longer overlap: both add up (docs/measure.md)
+            tk = tk + f + np.where(f > 0, np.minimum(tc, tm), 0.0)
         disp = self.disp
         if self.prev is not None:
-            ev = evicted_dispatch_seconds(tb[None, None], self.prev, [self.eff])
-            if ev is not None:
-                disp = disp + ev[0, 0]
-        t_op = self._launch(tk, W[0], disp)
+            disp = disp + self._evicted(tb)
+        t_op = launch(tk, self.gap, disp, self.sync)
         if not self.all_have:
-            t_op *= self.has
-            tk *= self.has
-        np.subtract(t_op, tk, out=W[4])
-        cb = tc >= tm
-        np.multiply(tk, cb, out=W[7])
-        return W, cb
+            t_op = t_op * self.has
+            tk = tk * self.has
+        shape = t_op.shape
+        return OpTimes(time=t_op, t_bound=np.broadcast_to(bound, shape),
+                       t_compute=np.broadcast_to(tc, shape), t_memory=np.broadcast_to(tm, shape),
+                       overhead=t_op - tk, flops=np.broadcast_to(flops, shape),
+                       bytes=np.broadcast_to(tb, shape), act_bytes=np.broadcast_to(act_b, shape),
+                       t_kernel=tk, compute_bound=np.broadcast_to(tc >= tm, shape),
+                       dispatch=np.broadcast_to(disp, shape), t_bound_compute=np.broadcast_to(
+                           b_c, shape), t_bound_memory=np.broadcast_to(b_m, shape))
 
-    def _launch(self, t_kernel: np.ndarray, out: np.ndarray,
-                disp: float | np.ndarray | None = None) -> np.ndarray:
-        """Per-op time with launch costs: kernel + dispatch on a synchronous device (CPU),
-        else max(kernel + gap, dispatch) (the host enqueues ahead of an async device)."""
-        e = self.eff
-        d = self.disp if disp is None else disp
-        if e.synchronous:
-            return np.add(t_kernel, d, out=out)
-        np.add(t_kernel, e.kernel_gap, out=out)
-        return np.maximum(out, d, out=out)
+    def select(self, ot: OpTimes, idx: Any) -> OpTimes:
+        """``ot`` restricted to ops ``idx`` (last axis)."""
+        return OpTimes(**{f.name: getattr(ot, f.name)[..., idx] for f in fields(OpTimes)})
 
-    def fast_totals(self, batch: float) -> list[float]:
-        """The same totals as ``totals(evaluate(B))`` through the affine rows (fast path)."""
-        B = float(batch)
-        X = self.A0 + self.A1 * B
-        if self.use_a2:
-            X += self.A2 / B
-        W = np.empty((4, X.shape[1]))
-        np.maximum(X[2], X[3], out=W[0])  # roofline bound per op
-        tk = np.maximum(X[5], X[4], out=W[2])
-        self._launch(tk, W[1])
-        np.multiply(tk, X[5] >= X[4], out=W[3])
-        bound, time, kern, cbt = W.sum(1).tolist()
-        s0, s1, s2 = self.a_sums
-        flops = s0[0] + s1[0] * B + s2[0] / B
-        byts = s0[1] + s1[1] * B + s2[1] / B
-        t_m = s0[4] + s1[4] * B + s2[4] / B
-        t_c = s0[5] + s1[5] * B + s2[5] / B
-        live = float(X[6].max())
-        return [time, bound, t_c, t_m, time - kern, flops, byts, cbt, live]
+    def evaluate(self, batch: float) -> OpTimes:
+        """Per-op arrays [n] at one batch."""
+        return self.ops(float(batch))
 
+    # -- CPU terms (measured specs) ------------------------------------------------------------
+    def _cold(self, B: Any, op_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cold weights: extra read seconds (t_memory) and repacking seconds (kernel). An op's
+        weights are cold when the other ops move more than ``after`` bytes per pass."""
+        w0, w1, m1, packed, cw = self.cold  # type: ignore[misc]
+        w = w0 + w1 * B
+        other = op_bytes.sum(-1, keepdims=True) - op_bytes
+        cold = (other > cw.after) & (w > 0)
+        read = np.zeros_like(op_bytes)
+        if cw.read_max is not None:
+            read = np.where(cold, w * (1.0 / (self.bw * cw.read_max) - self.inv_main), 0.0)
+        pack = np.zeros_like(op_bytes)
+        if cw.pack_max is not None:
+            pk = cold & packed & (np.maximum(m1 * B, 1.0) >= cw.pack_min_rows)
+            pack = np.where(pk, w / (self.bw * cw.pack_max), 0.0)
+        return read, pack
+
+    def _faults(self, B: Any) -> np.ndarray:
+        """Page-fault time of the fresh memory an op maps, ``seconds · ceil(bytes / 4096)``,
+        when it is at least ``fresh_min``: its output, and for convolutions ``conv_factor``
+        times that (output + temporaries)."""
+        aw0, aw1, conv, pf = self.fault  # type: ignore[misc]
+        fresh = aw0 + aw1 * B
+        if pf.conv_factor is not None:
+            fresh = np.where(conv, fresh * pf.conv_factor, fresh)
+        pages = np.ceil(fresh / PAGE_BYTES)
+        return np.where((fresh >= pf.fresh_min) & (fresh > 0), pf.seconds * pages, 0.0)
+
+    def _evicted(self, op_bytes: np.ndarray) -> np.ndarray:
+        """Extra host seconds per op whose framework code other ops evicted: ``dispatch`` when
+        its predecessor (another op) moved more than ``after`` bytes, ``kind_dispatch`` when the
+        ops since the last op of its kind (that op excluded) did. An op re-run back to back (a
+        one-op graph) pays neither: its own traffic does not evict its code."""
+        (prev, same), ev = self.prev  # type: ignore[misc]
+        n = op_bytes.shape[-1]
+        S = np.concatenate([np.zeros(op_bytes.shape[:-1] + (1,)),
+                            np.cumsum(np.concatenate([op_bytes, op_bytes], -1), -1)], -1)
+        end = S[..., n:2 * n]  # bytes before op i of the second pass
+        itself = (prev % n) == np.arange(n)
+        moved_prev = np.where(itself, 0.0, end - S[..., prev])
+        moved_kind = end - S[..., same + 1]
+        return (np.where(moved_prev > ev.after, ev.dispatch, 0.0)
+                + np.where(moved_kind > ev.after, ev.kind_dispatch, 0.0))
+
+    # -- totals ----------------------------------------------------------------------------------
     def _envelope(self) -> tuple[list[float], list[tuple[float, ...]]]:
-        """Piecewise-linear closed form of the per-op sums as functions of B.
-
-        Every per-op time is a max of lines in B: t_compute = p0 + p1·B, t_memory = q0 + q1·B
-        (its line changes where the op's activations, ab0 + ab1·B, stop fitting an on-chip
-        level), the bound's two roofs and the launch floor. Each sum over ops is therefore
-        piecewise linear, with breakpoints where two of an op's lines cross or a level stops
-        fitting. Between consecutive breakpoints the active line of every op is fixed, so the
-        sums there are one intercept and one slope each; a solve is a bisection plus a few
-        float operations. The candidate breakpoints are a superset (every level choice is
-        crossed with every line), which only splits intervals further.
-        """
-        e = self.eff
-        p0, p1 = self.A0[5], self.A1[5]
-        c0_, c1_ = self.A0[2], self.A1[2]
-        m0, m1 = self.A0[3], self.A1[3]
-        mb0, mb1, ab0, ab1 = self.C0[1], self.C1[1], self.C0[2], self.C1[2]
-        inv_main = self.inv_bw_main
-        inv_acts = [1.0 / (self.bw * self.mm)] + [1.0 / (lbw * self.mm) for _, lbw in self.levels]
+        """Per-op lines in B and their sums as a piecewise-linear closed form (lines.envelope):
+        compute p0 + p1·B; memory q0 + q1·B and the bound's memory roof, both per level choice
+        (a level stops fitting at (cap − ab0)/ab1); the bound's compute roof; the launch lines."""
+        C0, C1 = self.C0, self.C1
+        f0, f1, mb0, mb1, ab0, ab1 = C0[0], C1[0], C0[1], C1[1], C0[2], C1[2]
+        p0 = f0 * self.inv_c0 + f1 * self.inv_c1
+        p1 = f1 * self.inv_c0
+        c0_, c1_ = f0 * self.inv_bound, f1 * self.inv_bound
+        variants = [(self.inv_act, 1.0 / self.bw)] + [
+            (self.inv_act * self.bw / lbw, 1.0 / lbw) for _, lbw in self.levels]
+        cands = []
         with np.errstate(divide="ignore", invalid="ignore"):
-            cands = [(m0 - c0_) / (c1_ - m1)]
-            for inv_a in inv_acts:
-                q0, q1 = mb0 * inv_main + ab0 * inv_a, mb1 * inv_main + ab1 * inv_a
+            for inv_a, inv_ab in variants:
+                q0, q1 = mb0 * self.inv_main + ab0 * inv_a, mb1 * self.inv_main + ab1 * inv_a
                 cands.append((q0 - p0) / (p1 - q1))
-                if not e.synchronous:
-                    cands.append((self.disp - e.kernel_gap - q0) / q1)
-            if not e.synchronous:
-                cands.append((self.disp - e.kernel_gap - p0) / p1)
+                m0, m1 = mb0 / self.bw + ab0 * inv_ab, mb1 / self.bw + ab1 * inv_ab
+                cands.append((m0 - c0_) / (c1_ - m1))
+                if not self.sync:
+                    cands.append((self.disp - self.gap - q0) / q1)
+            if not self.sync:
+                cands.append((self.disp - self.gap - p0) / p1)
             cands += [(cap - ab0) / ab1 for cap, _ in self.levels]
-        bp = np.concatenate(cands)
-        bp = np.unique(bp[np.isfinite(bp) & (bp > 1.0)])
-        edges = np.concatenate([[1.0], bp])
-        samples = np.concatenate([(edges[:-1] + edges[1:]) / 2, [edges[-1] * 2 + 1]])
-        Bs = samples[:, None]
-        act = ab0 + ab1 * Bs
-        act_bw = np.full_like(act, self.bw)
-        for cap, lbw in self.levels:  # as evaluate(): the fastest level that holds them
-            act_bw = np.where(act <= cap, lbw, act_bw)
-        inv_a = 1.0 / (act_bw * self.mm)
-        q0, q1 = mb0 * inv_main + ab0 * inv_a, mb1 * inv_main + ab1 * inv_a  # [K, n]
-        tc, tm = p0 + p1 * Bs, q0 + q1 * Bs
-        cb = tc >= tm
-        k_i = np.where(cb, p0, q0)  # t_kernel line per interval and op
-        k_s = np.where(cb, p1, q1)
-        bc = (c0_ + c1_ * Bs) >= (m0 + m1 * Bs)
-        b_i, b_s = np.where(bc, c0_, m0), np.where(bc, c1_, m1)
-        if e.synchronous:
-            t_i, t_s = k_i + self.disp, k_s
-        else:
-            floor = (k_i + k_s * Bs + e.kernel_gap) < self.disp
-            t_i = np.where(floor, self.disp, k_i + e.kernel_gap)
-            t_s = np.where(floor, 0.0, k_s)
-        cbt_i, cbt_s = np.where(cb, p0, 0.0), np.where(cb, p1, 0.0)
-        rows = np.stack([b_i, b_s, t_i, t_s, k_i, k_s, cbt_i, cbt_s,
-                         q0 + 0 * Bs, q1 + 0 * Bs]).sum(2).T  # [K, 10]
-        return edges.tolist(), [tuple(r) for r in rows.tolist()]
 
-    def envelope_totals(self, batch: float) -> list[float] | None:
-        """The totals of ``totals(evaluate(B))`` from the closed form; None when B sits on a
-        breakpoint (where a tie could flip a compute/memory label)."""
-        if self._env is None:
-            self._env = self._envelope()
-        edges, rows = self._env
-        B = float(batch)
-        k = bisect.bisect_right(edges, B) - 1
-        if k < 0 or (k > 0 and B == edges[k]):
-            return None
-        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = rows[k]
-        time = t_i + t_s * B
-        kern = k_i + k_s * B
-        s0, s1, _ = self.a_sums
-        live = float((self.C0[2] + self.C1[2] * B).max())
-        return [time, b_i + b_s * B, s0[5] + s1[5] * B, m_i + m_s * B, time - kern,
-                s0[0] + s1[0] * B, s0[1] + s1[1] * B, c_i + c_s * B, live]
+        def lines_at(xs: np.ndarray) -> dict[str, Any]:
+            if self.levels:  # the level an op's activations live in changes along B
+                act = ab0 + ab1 * xs[:, None]
+                inv_a = np.full_like(act, self.inv_act)
+                inv_ab = np.full_like(act, 1.0 / self.bw)
+                for cap, lbw in self.levels:
+                    fits = act <= cap
+                    inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
+                    inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+            else:
+                inv_a, inv_ab = self.inv_act, 1.0 / self.bw
+            q0, q1 = mb0 * self.inv_main + ab0 * inv_a, mb1 * self.inv_main + ab1 * inv_a
+            m0, m1 = mb0 / self.bw + ab0 * inv_ab, mb1 / self.bw + ab1 * inv_ab
+            kern = ((p0, p1), (q0, q1))
+            return {"bound": (((c0_, c1_), (m0, m1)), None),
+                    "time": (launch_lines(kern, self.gap, self.disp, self.sync), None),
+                    "kernel": (kern, None), "cbt": (kern, 0), "memory": (((q0, q1),), None)}
 
-    def totals_many(self, batches: np.ndarray) -> np.ndarray:
-        """[9, b] totals (the order of ``totals``) for many batches at once: the closed form
-        where it applies, a direct evaluation for batches on a breakpoint."""
-        B = np.asarray(batches, dtype=np.float64)
-        out = np.empty((9, len(B)))
+        edges, rows = envelope(cands, 1.0, lines_at)
+        keys = ("bound", "time", "kernel", "cbt", "memory")
+        table = np.concatenate([rows[k] for k in keys], axis=1)  # [K, 10]
+        self._env_arr = (np.asarray(edges), table)
+        return edges, [tuple(r) for r in table.tolist()]
+
+    def totals_at(self, batch: float) -> Totals:
+        """Totals at one batch: the closed form where it applies, else the direct sum."""
         if self.envelope_ok:
             if self._env is None:
                 self._env = self._envelope()
-            edges = np.asarray(self._env[0])
-            rows = np.asarray(self._env[1])  # [K, 10]
-            k = np.searchsorted(edges, B, side="right") - 1
-            r = rows[np.maximum(k, 0)]
-            time = r[:, 2] + r[:, 3] * B
-            kern = r[:, 4] + r[:, 5] * B
-            s0, s1, _ = self.a_sums
-            out[0], out[1] = time, r[:, 0] + r[:, 1] * B
-            out[2], out[3] = s0[5] + s1[5] * B, r[:, 8] + r[:, 9] * B
-            out[4] = time - kern
-            out[5], out[6] = s0[0] + s1[0] * B, s0[1] + s1[1] * B
-            out[7] = r[:, 6] + r[:, 7] * B
-            out[8] = (self.C0[2][None, :] + self.C1[2][None, :] * B[:, None]).max(1) \
-                if self.C0.shape[1] else 0.0
-            redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
-        else:
-            redo = np.arange(len(B))
-        for i in redo:
-            W, _ = self.evaluate(B[i])
-            out[:, i] = self.totals(W)
+            edges, rows = self._env
+            B = float(batch)
+            k = bisect.bisect_right(edges, B) - 1
+            # on a breakpoint a tie could flip a compute/memory label: evaluate directly
+            if k >= 0 and not (k > 0 and B == edges[k]):
+                b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = rows[k]
+                time = t_i + t_s * B
+                f0, f1, y0, y1, tc0, tc1 = self.a_sums
+                live = float((self.live0 + self.live1 * B).max())
+                return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
+                              time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B,
+                              live)
+        return self.evaluate(batch).totals()
+
+    def totals_many(self, batches: Any) -> np.ndarray:
+        """[9, b] totals (rows: ``TOTALS``) for many batches at once."""
+        B = np.asarray(batches, dtype=np.float64)
+        if not self.envelope_ok:
+            return self.ops(B).rows()
+        if self._env is None:
+            self._env = self._envelope()
+        assert self._env_arr is not None
+        edges, table = self._env_arr
+        k = np.searchsorted(edges, B, side="right") - 1
+        r = table[np.maximum(k, 0)]
+        time = r[:, 2] + r[:, 3] * B
+        f0, f1, y0, y1, tc0, tc1 = self.a_sums
+        out = np.stack([time, r[:, 0] + r[:, 1] * B, tc0 + tc1 * B, r[:, 8] + r[:, 9] * B,
+                        time - (r[:, 4] + r[:, 5] * B), f0 + f1 * B, y0 + y1 * B,
+                        r[:, 6] + r[:, 7] * B,
+                        (self.live0[None, :] + self.live1[None, :] * B[:, None]).max(1)
+                        if self.C0.shape[1] else 0.0 * B])
+        redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
+        if len(redo):
+            out[:, redo] = self.ops(B[redo]).rows()
         return out
 
-    @staticmethod
-    def totals(W: np.ndarray) -> list[float]:
-        """time, bound, compute, memory, overhead, flops, bytes, time in compute-bound ops,
-        peak live activation bytes."""
-        out: list[float] = W[:8].sum(1).tolist()
-        out.append(float(W[8].max()) if W.shape[1] else 0.0)
-        return out
 
-
-def plan_for(graph: Graph, hw: Hardware, eff: Efficiency) -> Plan:
-    """The cached Plan of (graph, hw, eff); the cache lives on the graph."""
-    cache = graph.meta.setdefault("_plans", {})
-    key = (id(hw), eff.label, id(eff))
+def time_model(graph: Graph, hw: Hardware, eff: Efficiency) -> TimeModel:
+    """The cached TimeModel of (graph, hw, eff). The cache lives on the graph and keys on the
+    hardware's content (``spec_key``) and the efficiency's value, never on identities."""
+    cache = graph.meta.setdefault("_time_models", {})
+    key = (spec_key(hw), eff)
     hit = cache.get(key)
-    if hit is not None and hit.hw is hw and hit.eff is eff:
+    if hit is not None:
         return hit  # type: ignore[no-any-return]
-    p = Plan(graph, hw, eff)
-    cache[key] = p
-    return p
+    tm = TimeModel(graph, hw, eff)
+    if len(cache) >= 64:
+        cache.pop(next(iter(cache)))
+    cache[key] = tm
+    return tm
+
+
+def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
+          batches: Any, *, keep_ops: bool = False) -> dict[str, np.ndarray]:
+    """``graph`` on every (hardware, batch): the time model of each hardware, stacked.
+    Totals as [h, b] arrays (``TOTALS`` names, and ``latency``'s parts by binding resource);
+    with ``keep_ops`` per-op arrays [h, b, n] too (``op_<OpTimes field>``, ``op_q`` the cost
+    rows). Hardware lacking the compute dtype gives NaN."""
+    B = np.asarray(batches, dtype=np.float64).ravel()
+    per = [time_model(graph, hw, e).ops(B) for hw, e in zip(hws, effs)]
+    out: dict[str, np.ndarray] = {}
+    rows = np.stack([ot.rows() for ot in per])  # [h, 9, b]
+    for i, name in enumerate(TOTALS):
+        out[name] = rows[:, i]
+    out["t_memory_bound_ops"] = out["latency"] - out["t_overhead"] - out["t_compute_bound_ops"]
+    out["peak"] = np.array([[hw.peak_flops_per_s.get(graph.precision.compute, math.nan)]
+                            for hw in hws]) * np.ones((1, len(B)))
+    out["bandwidth"] = np.array([[hw.memory_bytes_per_s] for hw in hws]) * np.ones((1, len(B)))
+    if keep_ops:
+        for f in fields(OpTimes):
+            out[f"op_{f.name}"] = np.stack([getattr(ot, f.name) for ot in per])
+        out["op_q"] = graph.c0[:, None, :] + graph.c1[:, None, :] * B[None, :, None]
+    return out

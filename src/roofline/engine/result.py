@@ -224,22 +224,22 @@ def _solve_class(r: Result) -> str | None:
 class OpTableSource:
     """Builds the per-op columns lazily (a solve that nobody inspects per op stays fast)."""
 
-    __slots__ = ("graph", "W", "cb", "batch", "latency", "plan")
+    __slots__ = ("graph", "ot", "batch", "latency", "model")
 
-    def __init__(self, graph: Any, W: np.ndarray | None, cb: np.ndarray | None, batch: int,
-                 latency: float, plan: Any = None) -> None:
-        self.graph, self.W, self.cb, self.batch, self.latency = graph, W, cb, batch, latency
-        self.plan = plan
+    def __init__(self, graph: Any, ot: Any, batch: int, latency: float, model: Any) -> None:
+        self.graph, self.ot, self.batch, self.latency = graph, ot, batch, latency
+        self.model = model  #: the engine's TimeModel of (graph, hardware, efficiency)
 
     def build(self) -> dict[str, Any]:
         from ..graphs.graph import Q
-        from .core import Plan
 
         g = self.graph
-        if self.W is None:
-            self.W, self.cb = self.plan.evaluate(self.batch)
-        ev = dict(zip(Plan.ROWS, self.W))
-        ev["compute_bound"] = self.cb
+        if self.ot is None:
+            self.ot = self.model.evaluate(self.batch)
+        ot = self.ot
+        ev = {"bytes": ot.bytes, "flops": ot.flops, "compute_bound": ot.compute_bound,
+              "time": ot.time, "t_compute": ot.t_compute, "t_memory": ot.t_memory,
+              "t_bound": ot.t_bound, "overhead": ot.overhead}
         q = g.c0 + g.c1 * self.batch
         byts = ev["bytes"]
         flops = ev["flops"]

@@ -18,7 +18,7 @@ from ..specs.dtypes import PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
-from .core import plan_for
+from .core import time_model
 from .memory import memory_fit
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
@@ -123,28 +123,18 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
     eff = for_runtime(efficiency_for(hw, preset), runtime)
-    plan = plan_for(g, hw, eff)
-    tot = plan.envelope_totals(batch) if plan.envelope_ok else None
-    if tot is None and plan.fast:
-        tot = plan.fast_totals(batch)
-    if tot is not None:
-        ops: Any = OpTableSource(g, None, None, batch, 0.0, plan)
-    else:
-        W, cb = plan.evaluate(batch)
-        tot = plan.totals(W)
-        ops = OpTableSource(g, W, cb, batch, 0.0, plan)
-    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb, live) = tot
-    ops.latency = latency
-    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    tm = time_model(g, hw, eff)
+    tot = tm.totals_at(batch)
+    ops = OpTableSource(g, None, batch, tot.latency, tm)
+    parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
+             "overhead": tot.t_overhead}
     bottleneck = max(parts, key=parts.__getitem__)
-    return _result(m, hw, g, batch, p, preset, phase, latency=latency,
-                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
-                   t_overhead=overhead, bottleneck=bottleneck, flops=flops, byts=byts,
-                   ridge_eff=plan.peak * eff.gemm_model(p.compute)[0] * (
-                       1.0 if eff.is_bound else hw.sustained(p.compute))
-                   / (plan.bw * eff.memory_max),
-                   workspace=eff.workspace, ops=ops,
-                   seq_len=seq_len, context=context, live=live)
+    return _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
+                   latency_bound=tot.latency_bound, t_compute=tot.t_compute,
+                   t_memory=tot.t_memory, t_overhead=tot.t_overhead, bottleneck=bottleneck,
+                   flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
+                   workspace=eff.workspace, ops=ops, seq_len=seq_len, context=context,
+                   live=tot.live_activation_bytes)
 
 
 def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: str, phase: str,
@@ -164,6 +154,13 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         }
     cap = hw.memory_capacity_bytes
     feasible, footprint, reason = memory_fit(breakdown, cap, hw.name)
+    bad = [k for k, v in (("latency", latency), ("latency_bound", latency_bound),
+                          ("flops", flops), ("bytes", byts), ("memory_footprint", footprint))
+           if not math.isfinite(v) or v < 0]
+    if feasible and bad:  # a result holding a non-finite number is never feasible
+        feasible = False
+        reason = (f"{', '.join(bad)} not a finite non-negative number (a spec or model value "
+                  "out of range)")
     seq = g.meta.get("seq_len")
     tokens_per_s = None
     if seq is not None:

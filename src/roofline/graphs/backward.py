@@ -58,6 +58,7 @@ BACKWARD_RULES: dict[str, str] = {
     "global_pool": "pointwise", "variance": "pointwise", "cumsum": "pointwise",
     "sort": "pointwise", "topk": "pointwise", "copy": "copy", "embedding": "embedding",
     "view": "none", "kv_cache_write": "none",
+    "optimizer_step": "none",  # the update after the backward: nothing to differentiate
 }
 #: forward FLOPs multiple of each rule's backward (per backward op)
 FLOP_FACTOR = {"weight": 1.0, "matmul": 2.0, "attention": 2.5, "pointwise": 2.0, "copy": 0.0}

@@ -171,6 +171,29 @@ def vgg16(precision: Precision, *, image: int = 224, classes: int = 1000) -> Gra
     return n.b.build()
 
 
+def alexnet(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
+    """AlexNet as torchvision builds it (Krizhevsky 2014's one-GPU variant: 64/192/384/256/256
+    filters): 5 convs with ReLU and 3 max-pools, then 3 FC layers (61.1 M parameters)."""
+    n = _net("alexnet", precision, image)
+    n.conv("features.0", 64, 11, 4, 2, bias=True)
+    n.act("features.1")
+    n.maxpool("features.2", 3, 2, 0)
+    n.conv("features.3", 192, 5, 1, 2, bias=True)
+    n.act("features.4")
+    n.maxpool("features.5", 3, 2, 0)
+    for i, c in ((6, 384), (8, 256), (10, 256)):
+        n.conv(f"features.{i}", c, 3, 1, 1, bias=True)
+        n.act(f"features.{i + 1}")
+    n.maxpool("features.12", 3, 2, 0)
+    # torchvision's AdaptiveAvgPool2d((6, 6)) is the identity at 224² (224 → 55 → 27 → 13 → 6)
+    n.linear("classifier.1", 4096)
+    n.act("classifier.2")
+    n.linear("classifier.4", 4096)
+    n.act("classifier.5")
+    n.linear("classifier.6", classes)
+    return n.b.build()
+
+
 # -- MobileNetV2 (Sandler et al. 2018; torchvision mobilenet_v2) ------------------------------
 
 def mobilenet_v2(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:

@@ -136,7 +136,8 @@ class GraphBuilder:
             raise ValueError("GraphBuilder.add: pass per-sample shapes; batch is added here")
         shape = self._fill(kind, dict(shape))
         f = formula(kind)
-        one = f.fn(batch=1, **shape).as_tuple()
+        at1 = f.fn(batch=1, **shape)
+        one = at1.as_tuple()
         two = f.fn(batch=2, **shape).as_tuple()
         c1 = tuple(b - a for a, b in zip(one, two))
         c0 = tuple(a - d for a, d in zip(one, c1))
@@ -145,7 +146,8 @@ class GraphBuilder:
         self._classes.append(f.op_class)
         self._c0.append(c0)
         self._c1.append(c1)
-        self._gemm.append(gemm if gemm is not None else _auto_gemm(kind, shape))
+        # the formula's own implicit GEMM at B = 1: M per sample
+        self._gemm.append(gemm if gemm is not None else (at1.gemm or (0.0, 0.0, 0.0)))
         self._params.append(float(params))
         self._fusible.append(kind == "elementwise" or (kind == "norm" and
                                                         shape.get("variant") == "batchnorm"))
@@ -166,24 +168,3 @@ class GraphBuilder:
             tokens_per_sample=tokens_per_sample, meta=dict(self.meta),
             fusible=np.array(self._fusible, dtype=bool),
         )
-
-
-def _auto_gemm(kind: str, s: dict[str, Any]) -> tuple[float, float, float]:
-    """Implicit-GEMM (M per sample, N, K) of matmul-class ops, for the efficiency model."""
-    if kind == "linear":
-        return (s["tokens"], s["d_out"], s["d_in"])
-    if kind == "matmul":
-        return (s.get("groups", 1) * s["m"], s["n"], s["k"])
-    if kind == "conv2d":
-        from ..ops import conv_out
-
-        k = s["kernel"]
-        kh, kw = (k, k) if isinstance(k, int) else k
-        st, pad, dil, g = s.get("stride", 1), s.get("padding", 0), s.get("dilation", 1), \
-            s.get("groups", 1)
-        ho = conv_out(s["h"], kh, st, pad, dil)
-        wo = conv_out(s["w"], kw, st, pad, dil)
-        return (ho * wo * g, s["c_out"] // g, (s["c_in"] // g) * kh * kw)
-    if kind == "attention":
-        return (s["n_heads"] * s["q_len"], s["kv_len"], s["head_dim"])
-    return (0.0, 0.0, 0.0)

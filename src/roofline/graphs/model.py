@@ -60,6 +60,9 @@ class Model:
     n_layers: int | None = None  #: blocks (transformer layers); CNN: conv + linear layers
     batch_dependent: bool = False  #: graph costs not affine in batch (MoE): built per batch
     unsupported_ops: tuple[Any, ...] = ()  #: ops an importer could not price (never zero)
+    #: a checkpoint's stored weight format (quantization_config; graphs/quantization.py),
+    #: applied unless the precision asked chooses the weights itself
+    weight_format: Any = None
     _cache: OrderedDict[tuple[Any, ...], Graph] = field(default_factory=OrderedDict, repr=False)
 
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,
@@ -101,6 +104,8 @@ class Model:
             g = self.builder(precision=p, phase=phase, seq_len=seq_len, context=context or 0,
                              batch=batch if self.batch_dependent else None,
                              fused_attention=fused_attention, logits=logits)
+            if self.weight_format is not None and not _weights_chosen(p):
+                g = self.weight_format.apply(g)
             if fuse:
                 from .fusion import EPILOGUE_KINDS, fuse_epilogues
 
@@ -144,6 +149,12 @@ class Model:
         return f"{self.name} [{self.family}], {self.params / 1e6:,.1f} M parameters"
 
 
+def _weights_chosen(p: Precision) -> bool:
+    """The precision sets the weights itself (weights= or group_size= given): a checkpoint's
+    own weight format then yields to it."""
+    return p.weights != make_precision(p.compute).weights or p.weight_overhead_bytes > 0
+
+
 # -- builders --------------------------------------------------------------------------------------
 
 def _cnn_builder(fn: Callable[[Precision], Graph]) -> Callable[..., Graph]:
@@ -183,4 +194,5 @@ def _cnn_registry() -> dict[str, Callable[[Precision], Graph]]:
         "resnet50": lambda p: cnn.resnet(50, p), "resnet101": lambda p: cnn.resnet(101, p),
         "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
+        "alexnet": cnn.alexnet,
     }

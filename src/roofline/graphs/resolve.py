@@ -57,10 +57,14 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
         raise SpecError(f"{origin}: a model file needs [config] (HF config.json fields) or "
                         "'builder'")
     from .importers.hf_config import from_hf_config
+    from .importers.hf_families import weight_format
 
-    cfg = from_hf_config(dict(doc["config"]), name=name)
-    return transformer_model(cfg, key=key, name=name, aliases=aliases, source=source,
-                             published=pub)
+    raw = dict(doc["config"])
+    cfg = from_hf_config(raw, name=name)
+    m = transformer_model(cfg, key=key, name=name, aliases=aliases, source=source,
+                          published=pub)
+    m.weight_format = weight_format(raw, name)
+    return m
 
 
 @lru_cache(maxsize=1)

@@ -1,6 +1,7 @@
 """Operator costs: ``OpCost`` and the formula registry (one formula per op kind)."""
 
 from . import formulas as _formulas  # noqa: F401  (fills the registry)
+from . import training_formulas as _training_formulas  # noqa: F401  (optimizer_step)
 from .cost import COMPUTE_CLASSES, OP_CLASSES, QUANTITIES, OpCost
 from .formulas import ELEMENTWISE_FLOPS, NORM_FLOPS, causal_pairs, conv_out
 from .registry import Formula, cost, formula, known_kinds, op_class, register

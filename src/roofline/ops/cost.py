@@ -31,9 +31,14 @@ class OpCost:
     kv_bytes_read: float = 0.0  #: KV cache read
     kv_bytes_written: float = 0.0  #: KV cache written
     weight_bytes_written: float = 0.0  #: parameters/gradients/optimizer state written
+    #: (M, N, K) of the implicit GEMM the op runs, M including the batch (M·N·K = its
+    #: multiply-adds, per GEMM-shaped pass); None: not a GEMM. The efficiency model reads it.
+    gemm: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
+            if f.name == "gemm":
+                continue
             v = getattr(self, f.name)
             if not v >= 0:
                 raise ValueError(f"OpCost.{f.name} must be >= 0, got {v!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import SpecError
 from .cost import OpCost
@@ -40,7 +41,10 @@ def linear(*, batch: int, tokens: int, d_in: int, d_out: int, bias: bool = False
 
     FLOPs: 2·B·T·D·F (+ B·T·F bias adds). Bytes: X and the output once, W (and bias) once.
     Assumptions: W is read once per call whatever the batch (it fits the tiling); no epilogue
-    fusion is counted here (an activation after it is its own op).
+    fusion is counted here (an activation after it is its own op). GEMM: (B·T, F, D).
+
+    References: Chowdhery et al. 2022, "PaLM", App. B (2 FLOPs per multiply-add, the MFU
+    convention); Narayanan et al. 2021, arXiv:2104.04473, §5.1 (the same count for Megatron-LM).
     """
     _ints(batch=batch, tokens=tokens, d_in=d_in, d_out=d_out)
     B, T, D, F = batch, tokens, d_in, d_out
@@ -49,6 +53,7 @@ def linear(*, batch: int, tokens: int, d_in: int, d_out: int, bias: bool = False
         weight_bytes_read=(D * F + (F if bias else 0)) * weight_bytes,
         act_bytes_read=B * T * D * act_bytes,
         act_bytes_written=B * T * F * act_bytes,
+        gemm=(B * T, F, D),
     )
 
 
@@ -60,17 +65,18 @@ def matmul(*, batch: int, groups: int = 1, m: int, k: int, n: int, b_groups: int
     ``b_groups`` (G') < G means the second operand is shared by G/G' groups (GQA), read once.
     ``b_source`` says what the second operand is: "act" (an activation), "kv" (the KV cache)
     or "weight" (a constant read once per call, not per sample).
-    FLOPs: 2·B·G·M·K·N.
+    FLOPs: 2·B·G·M·K·N. GEMM: (B·G·M, N, K).
     """
     _ints(batch=batch, groups=groups, m=m, k=k, n=n)
     B, G, M, K, N = batch, groups, m, k, n
     Gb = G if b_groups is None else b_groups
     bb = act_bytes if b_bytes is None else b_bytes
     b_elems = Gb * K * N
-    cost = dict(flops=2 * B * G * M * K * N, act_bytes_read=B * G * M * K * act_bytes,
-                act_bytes_written=B * G * M * N * act_bytes)
+    cost: dict[str, Any] = dict(
+        flops=2 * B * G * M * K * N, act_bytes_read=B * G * M * K * act_bytes,
+        act_bytes_written=B * G * M * N * act_bytes, gemm=(B * G * M, N, K))
     if b_source == "act":
-        cost["act_bytes_read"] += B * b_elems * bb
+        cost["act_bytes_read"] = B * G * M * K * act_bytes + B * b_elems * bb
     elif b_source == "kv":
         cost["kv_bytes_read"] = B * b_elems * bb
     elif b_source == "weight":
@@ -87,35 +93,6 @@ def conv_out(size: int, kernel: int, stride: int, padding: int, dilation: int) -
         raise SpecError(f"kernel {kernel} (dilation {dilation}) does not fit input {size} with "
                         f"padding {padding}")
     return out
-
-
-@register("conv2d", "conv")
-def conv2d(*, batch: int, c_in: int, h: int, w: int, c_out: int, kernel: int | tuple[int, int],
-           stride: int = 1, padding: int = 0, dilation: int = 1, groups: int = 1,
-           bias: bool = False, act_bytes: float, weight_bytes: float) -> OpCost:
-    """2-D convolution ``[B, C, H, W] * [C', C/g, kh, kw] -> [B, C', H', W']``.
-
-    FLOPs: 2·B·C'·H'·W'·(C/g)·kh·kw (+ B·C'·H'·W' bias adds).
-    Bytes: input and output once, weights once. Assumptions: no im2col buffer traffic
-    (implicit GEMM), halos not re-read.
-    """
-    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-    _ints(batch=batch, c_in=c_in, h=h, w=w, c_out=c_out, kh=kh, kw=kw, stride=stride,
-          dilation=dilation, groups=groups)
-    if padding < 0:
-        raise SpecError(f"padding must be >= 0, got {padding!r}")
-    if c_in % groups or c_out % groups:
-        raise SpecError(f"groups={groups} must divide c_in={c_in} and c_out={c_out}")
-    B, C, Co = batch, c_in, c_out
-    Ho = conv_out(h, kh, stride, padding, dilation)
-    Wo = conv_out(w, kw, stride, padding, dilation)
-    macs = B * Co * Ho * Wo * (C // groups) * kh * kw
-    return OpCost(
-        flops=2 * macs + (B * Co * Ho * Wo if bias else 0),
-        weight_bytes_read=(Co * (C // groups) * kh * kw + (Co if bias else 0)) * weight_bytes,
-        act_bytes_read=B * C * h * w * act_bytes,
-        act_bytes_written=B * Co * Ho * Wo * act_bytes,
-    )
 
 
 def causal_pairs(q_len: int, kv_len: int) -> int:
@@ -141,7 +118,12 @@ def attention(*, batch: int, n_heads: int, n_kv_heads: int, head_dim: int, q_len
     window at most T·window. The ~5 FLOPs/score of the softmax are not counted (as in the
     FlashAttention papers); matmul FLOPs dominate by a factor ~H/5.
     Bytes: Q and O once; K and V once per KV head (GQA/MQA share them), from the KV cache
-    when ``kv_from_cache`` (decode, or prefill on a cached prefix).
+    when ``kv_from_cache`` (decode, or prefill on a cached prefix). GEMM: the score product
+    per head, (B·N·T, S, H).
+
+    References: Dao et al. 2022, "FlashAttention", §3.1 and App. B (scores kept on chip; the
+    4·N·T·S·H FLOP count without the softmax); Dao 2023, "FlashAttention-2", §3.1 (causal
+    blocks skipped); Ainslie et al. 2023, "GQA" (K/V shared by N/K query heads).
     """
     _ints(batch=batch, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim, q_len=q_len,
           kv_len=kv_len)
@@ -163,6 +145,7 @@ def attention(*, batch: int, n_heads: int, n_kv_heads: int, head_dim: int, q_len
         act_bytes_read=B * T * N * H * act_bytes + (0 if kv_from_cache else kv_read),
         kv_bytes_read=kv_read if kv_from_cache else 0,
         act_bytes_written=B * T * N * Hv * act_bytes,
+        gemm=(B * N * T, S, H),  # the score GEMM, one per head, for the efficiency model
     )
 
 
@@ -181,6 +164,7 @@ def kv_cache_write(*, batch: int, tokens: int, n_kv_heads: int, head_dim: int,
 ELEMENTWISE_FLOPS: dict[str, int] = {
     "relu": 1,        # max(x, 0)
     "relu6": 2,       # min(max(x, 0), 6)
+    # Hendrycks & Gimpel 2016, "Gaussian Error Linear Units", §2 (the tanh approximation)
     "gelu_tanh": 9,   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): 8 arithmetic + tanh
     "gelu_erf": 5,    # 0.5·x·(1 + erf(x/√2)): 4 arithmetic + erf
     "silu": 4,        # x / (1 + exp(-x)): neg, exp, add, div
@@ -242,6 +226,10 @@ def norm(*, batch: int, elements: int, features: int, variant: str = "layernorm"
     statistics in registers), plus the per-channel parameters: 2 (γ, β) for layer/group norm,
     1 for RMSNorm, 4 (γ, β, running mean and variance) for inference batch norm;
     ``affine=False`` drops γ and β (batch norm still reads its running statistics).
+
+    References: Ba et al. 2016, "Layer Normalization", eq. 4; Zhang & Sennrich 2019, "Root
+    Mean Square Layer Normalization", eq. 4; Ioffe & Szegedy 2015, "Batch Normalization",
+    Alg. 2 (inference: one affine transform per element).
     """
     if variant not in NORM_FLOPS:
         raise SpecError(f"unknown norm variant {variant!r}; known: {', '.join(NORM_FLOPS)}")
@@ -264,21 +252,6 @@ def softmax(*, batch: int, elements: int, act_bytes: float) -> OpCost:
 
 
 # -- pooling, embedding, data movement -------------------------------------------------------------
-
-@register("pool2d", "pool")
-def pool2d(*, batch: int, channels: int, h: int, w: int, kernel: int, stride: int | None = None,
-           padding: int = 0, mode: str = "max", act_bytes: float) -> OpCost:
-    """Max/average pooling ``[B, C, H, W] -> [B, C, H', W']``: kernel² FLOPs per output
-    (comparisons or adds; the average's one divide is folded in)."""
-    _ints(batch=batch, channels=channels, h=h, w=w, kernel=kernel)
-    if mode not in ("max", "avg"):
-        raise SpecError(f"pool mode {mode!r}; allowed: max, avg")
-    s = stride or kernel
-    Ho, Wo = conv_out(h, kernel, s, padding, 1), conv_out(w, kernel, s, padding, 1)
-    out = batch * channels * Ho * Wo
-    return OpCost(flops=kernel * kernel * out, act_bytes_read=batch * channels * h * w * act_bytes,
-                  act_bytes_written=out * act_bytes)
-
 
 @register("global_pool", "pool")
 def global_pool(*, batch: int, channels: int, spatial: int, act_bytes: float) -> OpCost:
@@ -399,8 +372,7 @@ def conv(*, batch: int, c_in: int, spatial: Sequence[int], c_out: int,
 
     Direct ``[B, C, *X] * [C', C/g, *k] -> [B, C', *X']``:
     FLOPs 2·B·C'·ΠX'·(C/g)·Πk, the multiply-adds of every output with its window (taps that
-    fall on padding are counted, as implicit GEMM computes them); equal to ``conv2d`` on every
-    shape ``conv2d`` takes.
+    fall on padding are counted, as implicit GEMM computes them).
     Transposed ``[B, C, *X] *ᵀ [C, C'/g, *k] -> [B, C', *X']``: every input element is
     multiplied by its group's C'/g·Πk weights and scattered into the output, so
     FLOPs 2·B·C·ΠX·(C'/g)·Πk (as ``torch.utils.flop_counter`` counts it; contributions that land
@@ -408,6 +380,12 @@ def conv(*, batch: int, c_in: int, spatial: Sequence[int], c_out: int,
     Bias: + B·C'·ΠX' adds. Padding: ``padding`` before and ``padding_end`` after each axis
     (default: the same). Bytes: input and output once, weights (+ bias) once. Assumptions: no
     im2col/col2im buffer traffic (implicit GEMM), halos not re-read.
+    GEMM (implicit, M·N·K = the multiply-adds): direct (B·ΠX'·g, C'/g, (C/g)·Πk); transposed,
+    the GEMM before col2im, (B·ΠX·g, (C'/g)·Πk, C/g).
+
+    References: PyTorch ``torch.nn.Conv2d`` / ``ConvTranspose2d`` documentation (output size);
+    PyTorch ``torch/utils/flop_counter.py`` ``conv_flop_count`` (direct and transposed FLOPs);
+    Chetlur et al. 2014, "cuDNN", §3 (convolution as an implicit GEMM of these dimensions).
     """
     _ints(batch=batch, c_in=c_in, c_out=c_out, groups=groups)
     if c_in % groups or c_out % groups:
@@ -418,11 +396,16 @@ def conv(*, batch: int, c_in: int, spatial: Sequence[int], c_out: int,
     B, C, Co, g = batch, c_in, c_out, groups
     taps, n_in, n_out = math.prod(k), math.prod(X), math.prod(Xo)
     macs = B * C * n_in * (Co // g) * taps if transposed else B * Co * n_out * (C // g) * taps
+    # implicit GEMM: direct (B·ΠX'·g, C'/g, (C/g)·Πk); transposed, the GEMM before col2im,
+    # (B·ΠX·g, (C'/g)·Πk, C/g); M·N·K = the multiply-adds either way
+    gemm = ((B * n_in * g, Co // g * taps, C // g) if transposed
+            else (B * n_out * g, Co // g, C // g * taps))
     return OpCost(
         flops=2 * macs + (B * Co * n_out if bias else 0),
         weight_bytes_read=(C * (Co // g) * taps + (Co if bias else 0)) * weight_bytes,
         act_bytes_read=B * C * n_in * act_bytes,
         act_bytes_written=B * Co * n_out * act_bytes,
+        gemm=gemm,
     )
 
 
@@ -439,10 +422,12 @@ def pool(*, batch: int, channels: int, spatial: Sequence[int], kernel: int | Seq
     ceiling with ``ceil_mode`` (a last window that would start beyond the input and its leading
     padding is dropped; ``drop_last_window=False`` keeps it, as ONNX shape inference in onnx
     1.23 does). FLOPs: Πk per output (comparisons or adds; the average's one divide is
-    folded in), as ``pool2d`` counts: equal to it on every shape ``pool2d`` takes. Assumption:
+    folded in). Assumption:
     a window clipped by the edge (ceil mode, padding) is counted whole, an upper bound.
-    Bytes: input and output once (max pooling's argmax indices are not counted, as in
-    ``pool2d``).
+    Bytes: input and output once (max pooling's argmax indices are not counted).
+
+    References: PyTorch ``torch.nn.MaxPool2d`` documentation (output size, ``ceil_mode``); ONNX
+    operator MaxPool / AveragePool (opset 22) shape inference.
     """
     _ints(batch=batch, channels=channels)
     if mode not in ("max", "avg"):
@@ -475,6 +460,31 @@ def pool_out(*, spatial: Sequence[int], kernel: int | Sequence[int],
     p1 = p0 if padding_end is None else _per_axis("padding_end", padding_end, n, zero_ok=True)
     return tuple(_window_out(x, kk, ss, a, b, dd, ceil_mode, drop_last_window)
                  for x, kk, ss, a, b, dd in zip(X, k, s, p0, p1, d))
+
+
+# -- the 2-D spellings: aliases of conv and pool ------------------------------------------------
+
+@register("conv2d", "conv")
+def conv2d(*, batch: int, c_in: int, h: int, w: int, c_out: int, kernel: int | tuple[int, int],
+           stride: int = 1, padding: int = 0, dilation: int = 1, groups: int = 1,
+           bias: bool = False, act_bytes: float, weight_bytes: float) -> OpCost:
+    """2-D direct convolution ``[B, C, H, W] * [C', C/g, kh, kw] -> [B, C', H', W']`` with the
+    same stride, padding and dilation on both axes: ``conv`` with ``spatial=(H, W)`` (one
+    formula; this spelling is what the CNN builders write)."""
+    return conv(batch=batch, c_in=c_in, spatial=(h, w), c_out=c_out, kernel=kernel,
+                stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias,
+                act_bytes=act_bytes, weight_bytes=weight_bytes)
+
+
+@register("pool2d", "pool")
+def pool2d(*, batch: int, channels: int, h: int, w: int, kernel: int, stride: int | None = None,
+           padding: int = 0, mode: str = "max", act_bytes: float) -> OpCost:
+    """Max/average pooling ``[B, C, H, W] -> [B, C, H', W']`` with a square window (stride
+    default: the kernel): ``pool`` with ``spatial=(H, W)``."""
+    if isinstance(kernel, bool) or not isinstance(kernel, int):
+        raise SpecError(f"kernel must be a positive integer, got {kernel!r}")
+    return pool(batch=batch, channels=channels, spatial=(h, w), kernel=kernel,
+                stride=stride or None, padding=padding, mode=mode, act_bytes=act_bytes)
 
 
 # -- row-wise reductions and scans: variance, cumulative sum, sort, top-k -------------------------

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _args as A
 from .._text import printable_str
-from ..engine.core import plan_for
+from ..engine.core import TOTALS, time_model
 from ..engine.memory import fit_reason
 from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
@@ -195,10 +195,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         warnings += g.meta.get("warnings", ())
         effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
-        T = np.stack([plan_for(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
-        arr = {k: T[:, i, :] for i, k in enumerate((
-            "latency", "latency_bound", "t_compute", "t_memory", "t_overhead", "flops",
-            "bytes", "t_compute_bound_ops", "live"))}
+        T = np.stack([time_model(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
+        arr = {k: T[:, i, :] for i, k in enumerate(TOTALS)}
+        arr["live"] = arr["live_activation_bytes"]
         arr["t_memory_bound_ops"] = arr["latency"] - arr["t_overhead"] - \
             arr["t_compute_bound_ops"]
         parts = np.stack([arr["t_compute_bound_ops"], arr["t_memory_bound_ops"],

@@ -22,6 +22,7 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
+    "spec_key", "SpecKey",
 ]
 
 KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
@@ -175,6 +176,54 @@ class Hardware:
         m = self.main_memory
         return (f"{self.name} [{self.kind}]: {peaks} FLOP/s (dense); {m.name} "
                 f"{m.capacity_bytes / 2**30:.4g} GiB @ {m.bytes_per_s / 1e9:.4g} GB/s")
+
+
+class SpecKey:
+    """A hashable value of a spec's content, its hash computed once."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, SpecKey) and self._hash == other._hash
+                                 and self.value == other.value)
+
+    def __repr__(self) -> str:
+        return f"SpecKey({self.value[0]!r}, {self._hash:#x})"
+
+
+#: id -> (the Hardware, its content key); holding the object keeps its id from being reused
+_KEYS: dict[int, tuple[Hardware, SpecKey]] = {}
+
+
+def spec_key(hw: Hardware) -> SpecKey:
+    """A hashable value of everything in ``hw`` that a timing can depend on (not provenance):
+    equal specs give equal keys, an edited copy (``with_peak``, a reloaded file) another one.
+    Caches key on this, never on ``id()`` or ``hw.key``."""
+    hit = _KEYS.get(id(hw))
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    eff = hw.efficiency_table
+    def num(v: float) -> float | None:  # NaN != NaN: a key must equal itself
+        return None if v != v else v
+
+    links = tuple(None if ln is None else (ln.name, num(ln.bytes_per_s), num(ln.latency_s))
+                  for ln in (hw.host_link, hw.scale_up_link))
+    k = SpecKey((hw.key, hw.kind, tuple(sorted(hw.peak_flops_per_s.items())),
+         tuple((m.name, m.capacity_bytes, num(m.bytes_per_s)) for m in hw.memory), links,
+         num(hw.tdp_w),
+         tuple(sorted(hw.sustained_fraction.items())),
+         None if eff is None else repr(sorted((str(a), repr(b)) for a, b in eff.items()))))
+    if len(_KEYS) >= 1024:
+        _KEYS.pop(next(iter(_KEYS)))
+    _KEYS[id(hw)] = (hw, k)
+    return k
 
 
 # -- loading -------------------------------------------------------------------------------------

@@ -129,11 +129,7 @@ def _factors(values: Mapping[str, float] | None) -> Iterator[None]:
     if values is None:
         yield
         return
-    kw = {k: float(values[k]) for k in PARAMS}
-    # the fit's parametrisation; a grouped TrainingFactors (gemm: Gemm) builds from it with
-    # ``fitted``, the flat one takes the four values as fields
-    make = getattr(T.TrainingFactors, "fitted", T.TrainingFactors)
-    T._OVERRIDE["gpu"] = make(**kw)
+    T._OVERRIDE["gpu"] = T.TrainingFactors.fitted(**{k: float(values[k]) for k in PARAMS})
     try:
         yield
     finally:

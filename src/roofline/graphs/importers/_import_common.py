@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import SpecError
 from ...ops import QUANTITIES, OpCost, formula
 from ...specs.dtypes import Precision
-from ..graph import Graph, Q, _auto_gemm
+from ..graph import Graph, Q
 from ..model import Model
 
 __all__ = [
@@ -149,33 +149,20 @@ def dedupe_names(names: list[str]) -> list[str]:
 
 
 def _gemm(records: Sequence[OpRecord], batch: int) -> np.ndarray:
-    """[3, n] implicit-GEMM dims with M per sample (the trace's M over its batch)."""
+    """[3, n] implicit-GEMM dims with M per sample (the trace's M over its batch), as each
+    formula returns them (byte sizes do not change them: 1 B stands in)."""
     g = np.zeros((3, len(records)))
     for i, r in enumerate(records):
-        shape = {k: (1.0 if isinstance(v, Bytes) else v) for k, v in r.shape.items()}
-        if r.kind in ("linear", "matmul", "conv2d", "attention"):
-            m, n, k = _auto_gemm(r.kind, shape)
-            b = shape.get("batch", 1)
-            g[:, i] = (m * b / batch, n, k)
-        elif r.kind == "conv":
-            m, n, k = _conv_gemm(shape)
-            g[:, i] = (m * shape["batch"] / batch, n, k)
+        acc = _accepted(r.kind)
+        args = {k: (1.0 if isinstance(v, Bytes) else v) for k, v in r.shape.items()}
+        args.setdefault("batch", 1)  # the traced shapes already hold the whole batch
+        for arg in ("act_bytes", "weight_bytes", "kv_bytes"):
+            if arg in acc and arg not in args:
+                args[arg] = 1.0
+        mnk = formula(r.kind).fn(**args).gemm
+        if mnk is not None:
+            g[:, i] = (mnk[0] / batch, mnk[1], mnk[2])
     return g
-
-
-def _conv_gemm(s: dict[str, Any]) -> tuple[float, float, float]:
-    """Implicit-GEMM (M per sample, N, K) of a ``conv`` record, M·N·K = its multiply-adds per
-    sample: direct (ΠX'·g, C'/g, (C/g)·Πk) as ``conv2d``; transposed as the GEMM followed by
-    col2im, (ΠX·g, (C'/g)·Πk, C/g)."""
-    from ...ops.formulas import conv_geometry
-
-    X, k, Xo = conv_geometry(**{f: s[f] for f in ("spatial", "kernel", "stride", "padding",
-                                                   "padding_end", "dilation", "transposed",
-                                                   "output_padding") if f in s})
-    g, C, Co, taps = s.get("groups", 1), s["c_in"], s["c_out"], float(np.prod(k))
-    if s.get("transposed"):
-        return (float(np.prod(X)) * g, Co // g * taps, C // g)
-    return (float(np.prod(Xo)) * g, Co // g, C // g * taps)
 
 
 def unpriced_warning(unsupported: Sequence[UnsupportedOp], priced_bytes: float,

@@ -120,10 +120,13 @@ def _why_not(t1: Trace, t2: Trace) -> tuple[str | None, bool]:
 
 def find_batch_dims(shapes: Sequence[tuple[int, ...]], seq_dim: int | None,
                     trace: Callable[[BatchDims, int], Trace],
-                    base: Trace) -> tuple[BatchDims, Trace]:
-    """The batch dims found by tracing (see the module docstring), and the doubled trace."""
+                    base: Trace) -> tuple[BatchDims, Trace, Trace]:
+    """The batch dims found by tracing (see the module docstring), the trace to fit from and
+    its doubled trace. A size-1 dimension whose ops change at size 2 is retried at 2 and 4:
+    at batch 1 some reshapes are views that need a copy at any larger batch (HF Gemma 2's
+    expanded keys), so the fit then starts at 2."""
     why: list[str] = []
-    lenient: tuple[BatchDims, Trace] | None = None
+    lenient: tuple[BatchDims, Trace, Trace] | None = None
     for d, s in enumerate(shapes[0]):
         if d == seq_dim:
             continue
@@ -138,10 +141,20 @@ def find_batch_dims(shapes: Sequence[tuple[int, ...]], seq_dim: int | None,
                        f"({str(e).split(': ', 2)[-1][:120]})")
             continue
         reason, strict = _why_not(base, t2)
+        b1 = base
+        if reason is not None and s == 1 and reason.startswith("the ops change"):
+            try:
+                t4 = trace(dims, 4)
+            except ImportGraphError:
+                t4 = None
+            if t4 is not None:
+                r2, st2 = _why_not(t2, t4)
+                if r2 is None:
+                    b1, t2, reason, strict = t2, t4, None, st2
         if reason is None and strict:
-            return dims, t2
+            return dims, b1, t2
         if reason is None:
-            lenient = lenient or (dims, t2)
+            lenient = lenient or (dims, b1, t2)
             continue
         why.append(f"dim {d} (size {s}): {reason}")
     if lenient is not None:

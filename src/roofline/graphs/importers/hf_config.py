@@ -15,6 +15,7 @@ from ..._data import read_text
 from ...errors import SpecError
 from ..model import Model, transformer_model
 from ..transformer import TransformerConfig
+from .hf_families import check_family, weight_format
 
 __all__ = ["from_hf_config", "hf_model"]
 
@@ -105,7 +106,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
     if not isinstance(cfg, dict):
         raise SpecError(f"{name}: a config must be a JSON object")
     f = _Fields(cfg, name)
-    mt = f.text("model_type", default="").lower()
+    mt = check_family(cfg, name)
     if mt in ("gpt2",) or "n_embd" in cfg:
         D = f.int("n_embd", "hidden_size")
         N = f.int("n_head", "num_attention_heads", hi=MAX_HEADS)
@@ -146,7 +147,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
             qkv_bias=f.flag("qkv_bias", True), o_bias=True, mlp_bias=True, positions="learned",
             image_size=image, patch_size=f.int("patch_size", hi=image),
             channels=f.int("num_channels", default=3, hi=2**12),
-            classes=f.int("num_labels", default=1000, lo=0, hi=MAX_VOCAB),
+            classes=f.int("num_labels", default=_labels(cfg), lo=0, hi=MAX_VOCAB),
         )
     return _decoder(f, mt, name, D, N, L, F)
 
@@ -194,7 +195,8 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
         final_logit_softcap=bool(f.number("final_logit_softcapping")),
         moe_d_ff=f.int("moe_intermediate_size", default=0, lo=0) if E else 0,
-        n_shared_experts=f.int("n_shared_experts", default=0, lo=0, hi=2**10) if E else 0,
+        n_shared_experts=f.int("n_shared_experts", default=_shared_experts(f, cfg), lo=0,
+                               hi=2**10) if E else 0,
         first_dense_layers=f.int("first_k_dense_replace", default=0, lo=0, hi=L) if E else 0,
         router_bias=E > 0 and cfg.get("topk_method") == "noaux_tc",
         q_lora_rank=f.int("q_lora_rank", default=0, lo=0, hi=2**16) if mla else 0,
@@ -203,6 +205,27 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
         v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
+
+
+def _labels(cfg: dict[str, Any]) -> int:
+    """Classifier width when num_labels is absent: the size of id2label (how config.json files
+    store it: transformers writes id2label and derives num_labels), else ImageNet's 1000."""
+    labels = cfg.get("id2label")
+    return len(labels) if isinstance(labels, dict) and labels else 1000
+
+
+def _shared_experts(f: _Fields, cfg: dict[str, Any]) -> int:
+    """Qwen2-MoE's one shared expert of shared_expert_intermediate_size, priced as that many
+    routed-width (moe_intermediate_size) experts (DeepSeek's n_shared_experts is read first)."""
+    shared = f.int("shared_expert_intermediate_size", default=0, lo=0)
+    if not shared:
+        return 0
+    moe = f.int("moe_intermediate_size", default=0, lo=0)
+    if not moe or shared % moe:
+        raise SpecError(f"{f.where}: shared_expert_intermediate_size={shared} must be a multiple "
+                        f"of moe_intermediate_size={moe} (the shared expert is priced as that "
+                        "many routed-width experts)")
+    return shared // moe
 
 
 def hf_model(path: Path) -> Model:
@@ -219,5 +242,7 @@ def hf_model(path: Path) -> Model:
         raise SpecError(f"model config {str(path)!r} nests too deeply to be a config.json"
                         ) from None
     name = path.parent.name if path.name == "config.json" else path.stem
-    return transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
-                             source=str(path))
+    m = transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
+                          source=str(path))
+    m.weight_format = weight_format(cfg, name)
+    return m

@@ -617,7 +617,8 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
 @A.checked(module=A.anything, example_inputs=A.anything,
            example_kwargs=A.optional(A.mapping(A.text, A.anything,
                                                what="argument names to values")),
-           seq_dim=A.optional(A.count(0, 64)), name=A.optional(A.text), keep_views=A.flag)
+           seq_dim=A.optional(A.count(0, 64)), batch_dim=A.anything,  # check_batch_dim
+           name=A.optional(A.text), keep_views=A.flag)
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, batch_dim: Any = None,
                name: str | None = None, keep_views: bool = False) -> ImportedModel:
@@ -676,13 +677,14 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
         def trace_dims(dims: BatchDims, batch: int) -> Trace:
             return _trace(module, args, kwargs, dims, batch, seq_dim, seq0, seq0, keep_views)
 
-        dims, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
+        dims, first, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
         state["dims"] = dims
         d0 = dims[0]
         assert d0 is not None
-        batch0 = shapes[0][d0]
-        base.batch = batch0
-        early[(batch0, seq0)] = base
+        if first is base:
+            base.batch = shapes[0][d0]
+        batch0 = first.batch
+        early[(batch0, seq0)] = first
         early[(2 * batch0, seq0)] = doubled
     else:
         d0 = given[0]
@@ -693,4 +695,10 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     early.clear()
     m.batch_dims = tuple(state["dims"])
     m.batch_dims_given = given is not None
+    if given is None and batch0 != shapes[0][d0]:
+        m.notes = m.notes + (f"the ops at batch {shapes[0][d0]} differ from those at larger "
+                             f"batches (a reshape that is a view only there, or a branch on "
+                             f"the size): every batch, that one included, is priced from the "
+                             f"traces at {batch0}, {2 * batch0} and {3 * batch0}; pass "
+                             "batch_dim= to trace it as given",)
     return m

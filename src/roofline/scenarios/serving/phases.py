@@ -140,31 +140,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # -- prefill (batch B, all stages in turn for pp > 1)
     Bm = -(-B // pp)  # micro-batch per stage
     T_new = P - pc
-    if chunk_size is None or chunk_size >= T_new:
-        pre = plan.prefill_times(hw, eff, B, T_new, pc)
-        pre_comm = _allreduce(B * T_new * D * ab, tp, hw, factors, n_ar) + \
-            _p2p(B * T_new * D * ab, pp, hw, factors)
-        pre_parts = (pre.bound * pp, pre.kernel * pp, pre.total * pp)
-        pre_flops, _pre_bytes = pre.flops * pp, pre.bytes * pp
-    else:
-        c = _pos_int(chunk_size, "chunk_size")
-        k_full, rest = divmod(T_new, c)
-        cl = plan.lines(hw, eff, B, phase="prefill", seq_len=c)
-        # chunk i has a cached prefix of pc + i·c tokens: sum over those prefixes
-        tot = {k: 0.0 for k in ("total", "kernel", "bound", "flops", "bytes")}
-        for i in range(k_full):
-            for k, v in cl.step(pc + i * c).items():
-                tot[k] += v
-        if rest:
-            r = plan.prefill_times(hw, eff, B, rest, pc + k_full * c)
-            for k, v in (("total", r.total), ("kernel", r.kernel), ("bound", r.bound),
-                         ("flops", r.flops), ("bytes", r.bytes)):
-                tot[k] += v
-        n_chunks = k_full + (1 if rest else 0)
-        pre_comm = n_chunks * (_allreduce(B * c * D * ab, tp, hw, factors, n_ar) +
-                               _p2p(B * c * D * ab, pp, hw, factors))
-        pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
-        pre_flops, _pre_bytes = tot["flops"] * pp, tot["bytes"] * pp
+    pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, B, T_new, pc, chunk_size,
+                                              tp, pp, D * ab, n_ar)
     kv_transfer = 0.0
     if hw_d is not hw:
         bw = kv_link_bytes_per_s or _link(hw)[0]
@@ -211,21 +188,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
 
     # -- memory (per device)
-    cg = plan.graph("prefill", seq_len=min(T_new, chunk_size or T_new), context=pc, batch=B)
-    weights = cg.graph.weight_footprint_bytes
-    act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
-    kv_seq_dev = float(plan.kv_bytes_per_sequence(P + n, kv_window))  # one sequence, 1 device
-    # every stage keeps its layers' KV for all B sequences (each micro-batch passes every stage)
-    kv_dev = B * kv_seq_dev
-    ws = eff.workspace
-    breakdown = {"weights": weights, "kv_cache": kv_dev, "activations": act, "workspace": ws}
-    cap = hw.memory_capacity_bytes
-    if hw_d is not hw:
-        cap = min(cap, hw_d.memory_capacity_bytes)
-    per_seq = kv_seq_dev + (act / B if B else 0.0)
-    max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
-    feasible, footprint, reason = memory_fit(
-        breakdown, cap, hw.name, tail=f"; the largest batch that fits is {max_batch}")
+    breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, B, P + n, T_new,
+                                                          pc, chunk_size, kv_window)
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
                          else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
 
@@ -234,20 +198,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
     mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
 
-    shares = {
-        "roofline": pre_parts[0] + dec["bound"],
-        "efficiency": (pre_parts[1] - pre_parts[0]) + (dec["kernel"] - dec["bound"]),
-        "launch": (pre_parts[2] - pre_parts[1]) + (dec["total"] - dec["kernel"]),
-        "step_overhead": dec_over + req_fixed,
-        "tp_comm": (pre_comm + dec_comm) if tp > 1 else 0.0,
-        "pp_comm": 0.0,
-        "kv_transfer": kv_transfer,
-    }
-    if pp > 1:  # split the comm into its TP and PP parts
-        ppc = (_p2p(B * T_new * D * ab, pp, hw, factors) +
-               steps * _p2p(Bm * D * ab, pp, hw_d, factors))
-        shares["pp_comm"] = ppc
-        shares["tp_comm"] = pre_comm + dec_comm - ppc
+    shares = _shares(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm, kv_transfer,
+                     tp, pp, B * T_new * D * ab, steps, Bm * D * ab, hw, hw_d, factors)
     if tp > cfg.n_kv_heads and not cfg.mla:
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
@@ -269,31 +221,110 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         _prefill=_pre, _decode=_dec)
 
 
+def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, B: int,
+             T_new: int, pc: int, chunk_size: int | None, tp: int, pp: int, row_bytes: float,
+             n_ar: int) -> tuple[tuple[float, float, float], float, float]:
+    """Prefill of the batch (all pp stages in turn): (bound, kernel, total) seconds, the TP/PP
+    communication, the FLOPs; whole or in chunks of ``chunk_size`` tokens (chunk i has a
+    cached prefix of pc + i·c tokens). ``row_bytes``: one token's activations (D × bytes)."""
+    if chunk_size is None or chunk_size >= T_new:
+        pre = plan.prefill_times(hw, eff, B, T_new, pc)
+        pre_comm = _allreduce(B * T_new * row_bytes, tp, hw, factors, n_ar) + \
+            _p2p(B * T_new * row_bytes, pp, hw, factors)
+        pre_parts = (pre.bound * pp, pre.kernel * pp, pre.total * pp)
+        pre_flops = pre.flops * pp
+    else:
+        c = _pos_int(chunk_size, "chunk_size")
+        k_full, rest = divmod(T_new, c)
+        cl = plan.lines(hw, eff, B, phase="prefill", seq_len=c)
+        # chunk i has a cached prefix of pc + i·c tokens: sum over those prefixes
+        tot = {k: 0.0 for k in ("total", "kernel", "bound", "flops", "bytes")}
+        for i in range(k_full):
+            for k, v in cl.step(pc + i * c).items():
+                tot[k] += v
+        if rest:
+            r = plan.prefill_times(hw, eff, B, rest, pc + k_full * c)
+            for k, v in (("total", r.total), ("kernel", r.kernel), ("bound", r.bound),
+                         ("flops", r.flops), ("bytes", r.bytes)):
+                tot[k] += v
+        n_chunks = k_full + (1 if rest else 0)
+        pre_comm = n_chunks * (_allreduce(B * c * row_bytes, tp, hw, factors, n_ar) +
+                               _p2p(B * c * row_bytes, pp, hw, factors))
+        pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
+        pre_flops = tot["flops"] * pp
+    return pre_parts, pre_comm, pre_flops
+
+
+def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, tokens: int,
+            T_new: int, pc: int, chunk_size: int | None, kv_window: str
+            ) -> tuple[dict[str, float], float, int, bool, str]:
+    """Per-device memory of a generation of ``tokens`` (prompt + output) per sequence:
+    (breakdown, capacity, largest batch that fits, fits, reason)."""
+    cg = plan.graph("prefill", seq_len=min(T_new, chunk_size or T_new), context=pc, batch=B)
+    weights = cg.graph.weight_footprint_bytes
+    act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
+    kv_seq_dev = float(plan.kv_bytes_per_sequence(tokens, kv_window))  # one sequence, 1 device
+    # every stage keeps its layers' KV for all B sequences (each micro-batch passes every stage)
+    kv_dev = B * kv_seq_dev
+    ws = eff.workspace
+    breakdown = {"weights": weights, "kv_cache": kv_dev, "activations": act, "workspace": ws}
+    cap = hw.memory_capacity_bytes
+    if hw_d is not hw:
+        cap = min(cap, hw_d.memory_capacity_bytes)
+    per_seq = kv_seq_dev + (act / B if B else 0.0)
+    max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
+    feasible, footprint, reason = memory_fit(
+        breakdown, cap, hw.name, tail=f"; the largest batch that fits is {max_batch}")
+    return breakdown, cap, max_batch, feasible, reason
+
+
+def _shares(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
+            pre_comm: float, dec_comm: float, kv_transfer: float, tp: int, pp: int,
+            pre_bytes: float, steps: int, dec_bytes: float, hw: Hardware, hw_d: Hardware,
+            factors: sp.ServingFactors) -> dict[str, float]:
+    """Where the end-to-end time goes (seconds per cause); the communication split into its
+    TP and PP parts. ``pre_bytes``/``dec_bytes``: the activations a stage sends."""
+    shares = {
+        "roofline": pre_parts[0] + dec["bound"],
+        "efficiency": (pre_parts[1] - pre_parts[0]) + (dec["kernel"] - dec["bound"]),
+        "launch": (pre_parts[2] - pre_parts[1]) + (dec["total"] - dec["kernel"]),
+        "step_overhead": overhead,
+        "tp_comm": (pre_comm + dec_comm) if tp > 1 else 0.0,
+        "pp_comm": 0.0,
+        "kv_transfer": kv_transfer,
+    }
+    if pp > 1:  # split the comm into its TP and PP parts
+        ppc = (_p2p(pre_bytes, pp, hw, factors) +
+               steps * _p2p(dec_bytes, pp, hw_d, factors))
+        shares["pp_comm"] = ppc
+        shares["tp_comm"] = pre_comm + dec_comm - ppc
+    return shares
+
+
 def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, phase: str,
                   B: int, T: int, context: int) -> Result:
     """The per-op Result of one phase on one device: the engine's pricing of the full graph
     (as ``solve`` does it, with the serving engine's launch model)."""
-    from ...engine.core import plan_for
+    from ...engine.core import time_model
     from ...engine.result import OpTableSource
     from ...engine.solve import _result
 
     g = plan.graph(phase, seq_len=T, context=context, batch=B, compressed=False)
-    ep = plan_for(g, hw, eff)
-    W, cb = ep.evaluate(B)
-    (latency, latency_bound, t_compute, t_memory, overhead, flops, byts, t_cb,
-     live) = ep.totals(W)
-    parts = {"compute": t_cb, "memory": latency - overhead - t_cb, "overhead": overhead}
+    tm = time_model(g, hw, eff)
+    ot = tm.evaluate(B)
+    tot = ot.totals()
+    parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
+             "overhead": tot.t_overhead}
     dev_model = m if plan.cfg is plan.full else transformer_model(
         plan.cfg, key=m.key, name=f"{m.name} (one of tp={plan.tp} × pp={plan.pp} devices)")
-    return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=latency,
-                   latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
-                   t_overhead=overhead, bottleneck=max(parts, key=parts.__getitem__),
-                   flops=flops, byts=byts,
-                   ridge_eff=hw.peak(plan.precision.compute)
-                   * eff.gemm_model(plan.precision.compute)[0] /
-                   (hw.memory_bytes_per_s * eff.memory_max), workspace=eff.workspace,
-                   ops=OpTableSource(g, W, cb, B, latency, ep), seq_len=T,
-                   context=context if phase == "decode" else (context or None), live=live)
+    return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=tot.latency,
+                   latency_bound=tot.latency_bound, t_compute=tot.t_compute,
+                   t_memory=tot.t_memory, t_overhead=tot.t_overhead,
+                   bottleneck=max(parts, key=parts.__getitem__), flops=tot.flops,
+                   byts=tot.bytes, ridge_eff=tm.ridge_effective, workspace=eff.workspace,
+                   ops=OpTableSource(g, ot, B, tot.latency, tm), seq_len=T,
+                   context=context if phase == "decode" else (context or None),
+                   live=tot.live_activation_bytes)
 
 
 def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware, eff: Any,

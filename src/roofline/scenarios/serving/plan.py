@@ -6,30 +6,32 @@ Why it is fast: a transformer's layers repeat, so ``compress`` keeps one op per 
 costs are affine in the context S for every op (attention FLOPs and KV bytes grow linearly;
 everything else is constant), so the per-op compute and memory times at S = 1 and S = 2 give
 the times at any S, and the sum over S = S0+1 … S0+n of ``max(compute, memory) (+ launch)``
-is a sum of a maximum of affine functions: exact in closed form (``sum_max_affine``).
+is a sum of a maximum of affine functions: exact in closed form (the engine's one sum-of-max
+helper, ``engine.lines``).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ..._data import DATA, read_toml
-from ...engine.core import price
+from ...engine.core import time_model
+from ...engine.efficiency import EfficiencyPatch, read_patch
+from ...engine.lines import max_at, op_lines, sum_max_lines
 from ...engine.presets import Efficiency, efficiency_for
 from ...errors import SpecError, unknown
-from ...graphs.graph import Graph, Q
+from ...graphs.graph import Graph
 from ...graphs.shard import shard_config
 from ...graphs.transformer import TransformerConfig, transformer_graph
 from ...specs.dtypes import Precision
-from ...specs.hardware import Hardware
+from ...specs.hardware import Hardware, spec_key
 from ...specs.sourced import Provenance, read_quantity
 
 __all__ = [
@@ -42,7 +44,6 @@ __all__ = [
     "device_plan",
     "serving_factors",
     "shard_config",
-    "sum_max_affine",
 ]
 
 ENGINES = ("trtllm", "trtllm-legacy", "vllm", "eager")
@@ -70,8 +71,9 @@ class ServingFactors:
 
     name: str
     fuse: bool = False  #: price the epilogue-fused graph
-    dispatch: float | None = None  #: s per op of host dispatch (None: keep the preset's)
-    kernel_gap: float | None = None  #: s between kernels (None: keep the preset's)
+    #: the engine's own efficiency factors (``[engine.<name>.efficiency]``: its launch model),
+    #: applied to the device's preset; None: the preset's
+    patch: EfficiencyPatch | None = None
     step_overhead: float = 0.0  #: s of host time per decode step
     layer_overhead: float = 0.0  #: s per layer (on a device) per step: per-layer plugin/sync cost
     request_overhead: float = 0.0  #: s per prefill call
@@ -81,23 +83,31 @@ class ServingFactors:
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
     allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
     p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
-    provenance: dict[str, Provenance] | None = None
+    provenance: dict[str, Provenance] | None = field(default=None, compare=False, hash=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:  # computed once: the efficiency cache looks it up every call
+        return self._hash
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
 
     def efficiency(self, base: Efficiency, compute_dtype: str) -> Efficiency:
-        """The default preset's factors with this engine's launch model (and fp8 fraction)."""
-        ch: dict[str, Any] = {}
-        if self.dispatch is not None:
-            ch["dispatch"] = self.dispatch
-        if self.kernel_gap is not None:
-            ch["kernel_gap"] = self.kernel_gap
+        """The default preset's factors with this engine's launch model (and fp8 fraction):
+        ``dataclasses.replace`` of the base."""
+        out = base
+        if self.patch is not None:
+            out = self.patch.apply(base, label=f"{base.label}/{self.name}")
         if self.gemm_max_fp8 is not None and compute_dtype in ("fp8", "fp4", "int4"):
-            ch["gemm_max"] = min(self.gemm_max_fp8, base.gemm_max)
-        return replace(base, **ch) if ch else base
+            out = replace(out, gemm=replace(out.gemm, max=min(self.gemm_max_fp8,
+                                                              base.gemm.max)))
+        return out
 
 
 NEUTRAL = ServingFactors(name="none")
 
-_DIM = {"fuse": "ratio", "dispatch": "time", "kernel_gap": "time", "step_overhead": "time",
+_DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
@@ -113,12 +123,16 @@ def _factor_table() -> dict[str, ServingFactors]:
     for name, tbl in doc.get("engine", {}).items():
         vals: dict[str, Any] = {}
         prov: dict[str, Provenance] = {}
+        origin = f"data/presets/serving.toml [engine.{name}]"
         for k, raw in tbl.items():
             if k == "description":
                 continue
+            if k == "efficiency":
+                vals["patch"] = read_patch(raw, sources=src, origin=f"{origin} efficiency")
+                continue
             if k not in _DIM:
-                raise SpecError(f"data/presets/serving.toml [engine.{name}]: unknown factor "
-                                f"{k!r}; allowed: {', '.join(_DIM)}")
+                raise SpecError(f"{origin}: unknown factor {k!r}; allowed: "
+                                f"{', '.join(_DIM)}, efficiency (a table of preset factors)")
             v, pv = read_quantity(raw, field=k, dimension=_DIM[k], sources=src,
                                   origin=f"data/presets/serving.toml [engine.{name}]")
             vals[k] = bool(v) if k in _BOOL else v
@@ -195,47 +209,7 @@ def concat(graphs: list[Graph]) -> Graph:
                  params=np.hstack([g.params for g in graphs]), weight_footprint_bytes=0.0)
 
 
-# -- closed-form sums --------------------------------------------------------------------------
-
-def sum_max_affine(a: np.ndarray, b: np.ndarray, lo: np.ndarray | float,
-                   hi: np.ndarray | float) -> np.ndarray:
-    """Σ_{S=lo}^{hi} max_k (a[k] + b[k]·S) over integers S, exactly; ``a``, ``b``: [k, ...].
-
-    The maximum of affine functions is convex and piecewise affine; between consecutive
-    crossing points one line dominates, so each integer run between ⌊crossings⌋ sums to
-    max_k (n·a_k + b_k·ΣS). Empty ranges (hi < lo) give 0.
-    """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    k = a.shape[0]
-    lo_ = np.asarray(lo, dtype=np.float64) - 1.0  # segments are (e_j, e_j+1]
-    hi_ = np.asarray(hi, dtype=np.float64)
-    hi_ = np.maximum(hi_, lo_)
-    shape = np.broadcast_shapes(a.shape[1:], np.shape(lo_), np.shape(hi_))
-    cuts = []
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for i in range(k):
-            for j in range(i + 1, k):
-                x = (a[i] - a[j]) / (b[j] - b[i])
-                x = np.where(np.isfinite(x), np.floor(x), lo_)
-                cuts.append(np.broadcast_to(np.clip(x, lo_, hi_), shape))
-    edges = np.sort(np.stack([np.broadcast_to(lo_, shape)] + cuts +
-                             [np.broadcast_to(hi_, shape)]), axis=0)
-    total = np.zeros(shape)
-    for j in range(edges.shape[0] - 1):
-        s, e = edges[j], edges[j + 1]
-        n = e - s
-        ssum = (e * (e + 1) - s * (s + 1)) / 2.0  # Σ_{S=s+1}^{e} S
-        seg = np.max(a * n + b * ssum, axis=0)
-        total = total + np.where(n > 0, seg, 0.0)
-    return total
-
-
 # -- plans: cached per-device graphs -----------------------------------------------------------
-
-_F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in (
-    "flops", "weight_bytes_read", "act_bytes_read", "act_bytes_written", "kv_bytes_read",
-    "kv_bytes_written", "weight_bytes_written"))
 
 
 @dataclass(eq=False)
@@ -281,7 +255,7 @@ class Plan:
 
     def prefill_times(self, hw: Hardware, eff: Efficiency, batch: int, seq_len: int,
                       context: int = 0, logits: str | None = None) -> PhaseTimes:
-        key = ("P", id(hw), id(eff), batch, seq_len, context, logits)
+        key = ("P", spec_key(hw), eff, batch, seq_len, context, logits)
         hit = self._cache.get(key)
         if hit is None:
             c = self.graph("prefill", seq_len=seq_len, context=context, batch=batch,
@@ -294,7 +268,7 @@ class Plan:
               seq_len: int = 1, logits: str | None = None) -> DecodeLines:
         """Per-step costs as lines in the context S (decode; or prefill/verify of ``seq_len``
         tokens over a cached prefix S)."""
-        key = ("L", id(hw), id(eff), batch, phase, seq_len, logits)
+        key = ("L", spec_key(hw), eff, batch, phase, seq_len, logits)
         hit = self._cache.get(key)
         if hit is None:
             c1 = self.graph(phase, seq_len=seq_len, context=1, batch=batch, logits=logits)
@@ -368,121 +342,82 @@ class PhaseTimes:
 
 
 def price_static(c: Compressed, hw: Hardware, eff: Efficiency, batch: float) -> PhaseTimes:
-    """One pass of a compressed graph (prefill, verify) at ``batch``."""
-    arr = price(c.graph, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
+    """One pass of a compressed graph (prefill, verify) at ``batch``: the time model's per-op
+    times weighted by the ops' multiplicities."""
+    ot = time_model(c.graph, hw, eff).evaluate(batch)
     w = c.counts
-    t = arr["op_time"][0, 0]
-    over = arr["op_overhead"][0, 0]
-    return PhaseTimes(float(w @ t), float(w @ (t - over)), float(w @ arr["op_t_bound"][0, 0]),
-                      float(w @ arr["op_q"][_F, 0]),
-                      float(w @ (arr["op_q"][[_WR, _AR, _AW, _KR, _KW, _WW], 0].sum(0))))
+    return PhaseTimes(float(w @ ot.time), float(w @ ot.t_kernel), float(w @ ot.t_bound),
+                      float(w @ ot.flops), float(w @ ot.bytes))
 
 
 class DecodeLines:
-    """A decode step at one batch as a function of the context S (from the steps at S=1, 2).
+    """A decode step at one batch as a function of the context S: the time model's per-op
+    lines in S (``engine.lines.op_lines``, from the steps at S = 1 and 2), summed over S by the
+    engine's one sum-of-max helper (``sum_max_int``).
 
     Ops whose time does not depend on S are summed once into ``const``; for the others the
-    per-op lines (intercept at S = 0, slope per token) of compute time, memory time, bound
-    time, FLOPs and bytes are kept as Python floats (there are 1-3 of them).
+    per-op lines of each row (time, kernel, bound, flops, bytes) are kept as Python floats
+    (there are 1-3 of them), with the op's count and sliding window.
     """
 
-    __slots__ = ("const", "dep", "disp", "gap", "sync")
+    __slots__ = ("const", "dep")
 
     def __init__(self, c1: Compressed, c2: Compressed, hw: Hardware, eff: Efficiency,
                  batch: float) -> None:
-        g = concat([c1.graph, c2.graph])
-        arr = price(g, [hw], [eff], np.array([batch], dtype=np.float64), keep_ops=True)
         u = len(c1.graph)
-        q = arr["op_q"][:, 0, :]
-        byts = q[[_WR, _AR, _AW, _KR, _KW, _WW]].sum(0)
-        rows = {"tc": arr["op_t_compute"][0, 0], "tm": arr["op_t_memory"][0, 0],
-                "tb": arr["op_t_bound"][0, 0], "flops": q[_F], "bytes": byts,
-                "total": arr["op_time"][0, 0],
-                "kernel": arr["op_time"][0, 0] - arr["op_overhead"][0, 0]}
-        slope = {k: v[u:] - v[:u] for k, v in rows.items()}
-        dep = (np.abs(slope["tc"]) + np.abs(slope["tm"]) + np.abs(slope["bytes"])) > 0
+        tm = time_model(concat([c1.graph, c2.graph]), hw, eff)
+        ot = tm.evaluate(batch)
+        lines = op_lines(tm.select(ot, slice(0, u)), tm.select(ot, slice(u, 2 * u)),
+                         tm.gap, tm.sync, tm.has[:u])
+        dep = lines.depends
         w = c1.counts
-        rows["bound"] = rows.pop("tb")
-        del rows["tc"], rows["tm"]
-        self.const = {k: float(w[~dep] @ v[:u][~dep]) for k, v in rows.items()}
-        self.dep = []
+        keys = {"total": "time", "kernel": "kernel", "bound": "bound", "flops": "flops",
+                "bytes": "bytes"}
+        self.const = {}
+        self.dep: list[tuple[float, float, dict[str, tuple[tuple[float, float], ...]]]] = []
+        for k, row in keys.items():
+            a, b = getattr(lines, row)
+            self.const[k] = float(w[~dep] @ max_at(a[:, ~dep], b[:, ~dep], 1.0))
         for i in np.flatnonzero(dep):
-            d = {k: (float(v[i] - slope[k][i]), float(slope[k][i]))
-                 for k, v in (("tc", arr["op_t_compute"][0, 0]), ("tm", arr["op_t_memory"][0, 0]),
-                              ("tb", arr["op_t_bound"][0, 0]), ("flops", q[_F]),
-                              ("bytes", byts))}
-            d["count"] = float(w[i])
-            d["window"] = float(c1.window[i])
-            d["has"] = bool((rows["flops"][i] + rows["bytes"][i]) > 0)
-            self.dep.append(d)
-        self.gap, self.disp, self.sync = eff.kernel_gap, eff.dispatch, eff.synchronous
+            per = {k: tuple(zip(getattr(lines, row)[0][:, i].tolist(),
+                                getattr(lines, row)[1][:, i].tolist()))
+                   for k, row in keys.items()}
+            self.dep.append((float(w[i]), float(c1.window[i]), per))
 
     def step(self, S: float) -> dict[str, float]:
         """One decode step at context S."""
         return self.total(S, S)
 
     def total(self, lo: int, hi: int) -> dict[str, float]:
-        """Σ over S = lo … hi (integers) of the step: exact, in closed form."""
+        """Σ over S = lo … hi (integers) of the step: exact, in closed form. A windowed op's
+        costs stop growing at its window W: S > W prices as S = W."""
         n = max(hi - lo + 1, 0)
         out = {k: v * n for k, v in self.const.items()}
-        for d in self.dep:
-            if not d["has"]:
-                continue
-            c, W = d["count"], d["window"]
+        for c, W, per in self.dep:
             hi_a = min(hi, W)
             n_flat = max(hi - max(lo - 1, W), 0.0)
             Wf = W if math.isfinite(W) else 0.0
-            (a_c, b_c), (a_m, b_m) = d["tc"], d["tm"]
-            if self.sync:
-                lines_t = ((a_c + self.disp, b_c), (a_m + self.disp, b_m))
-            else:
-                lines_t = ((a_c + self.gap, b_c), (a_m + self.gap, b_m), (self.disp, 0.0))
-            for key, lines in (("total", lines_t), ("kernel", ((a_c, b_c), (a_m, b_m))),
-                               ("bound", (d["tb"],)), ("flops", (d["flops"],)),
-                               ("bytes", (d["bytes"],))):
-                v = _sum_max_lines(lines, lo, hi_a)
+            for key, lines in per.items():
+                v = sum_max_lines(lines, lo, hi_a)
                 if n_flat:
                     v += n_flat * max(a + b * Wf for a, b in lines)
                 out[key] += c * v
         return out
 
 
-def _sum_max_lines(lines: tuple[tuple[float, float], ...], lo: float, hi: float) -> float:
-    """Σ_{S=lo}^{hi} max over (a, b) in ``lines`` of a + b·S, exactly (scalar version of
-    ``sum_max_affine``)."""
-    if hi < lo:
-        return 0.0
-    e0 = lo - 1.0
-    edges = [e0, float(hi)]
-    for i in range(len(lines)):
-        for j in range(i + 1, len(lines)):
-            db = lines[j][1] - lines[i][1]
-            if db:
-                x = math.floor((lines[i][0] - lines[j][0]) / db)
-                if e0 < x < hi:
-                    edges.append(float(x))
-    edges.sort()
-    tot = 0.0
-    for s, e in itertools.pairwise(edges):
-        if e > s:
-            n = e - s
-            ss = (e * (e + 1) - s * (s + 1)) / 2.0
-            tot += max(a * n + b * ss for a, b in lines)
-    return tot
-
-
 _EFF: dict[tuple[Any, ...], Efficiency] = {}
 
 
 def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -> Efficiency:
-    """The preset's factors on ``hw`` with the engine's launch model (cached by the values that
-    enter it, so a refitted factor set never picks up a stale entry)."""
-    key = (hw.key, id(hw), preset, factors.dispatch, factors.kernel_gap, factors.gemm_max_fp8,
-           dtype)
+    """The preset's factors on ``hw`` with the engine's launch model (cached on the values that
+    enter it: the device's content, the preset, the engine profile and the dtype)."""
+    key = (spec_key(hw), preset, factors, dtype)
     e = _EFF.get(key)
     if e is None:
         base = efficiency_for(hw, preset)
         e = base if preset == "bound" else factors.efficiency(base, dtype)
+        if len(_EFF) >= 256:
+            _EFF.pop(next(iter(_EFF)))
         _EFF[key] = e
     return e
 

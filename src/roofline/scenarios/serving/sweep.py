@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ...engine.core import time_model
+from ...engine.lines import max_at, op_lines
 from ...engine.memory import fits as mem_fits
 from ...engine.presets import check_preset
 from ...errors import SpecError
@@ -58,43 +60,36 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     out_t = np.full((len(hws), len(precs), len(Bs), len(Ss)), np.nan)
     fits = np.zeros(out_t.shape, dtype=bool)
     kvb = np.zeros(out_t.shape)
-    from ...engine.core import price
-
     for j, pr in enumerate(precs):
         p = make_precision(pr, kv=kv_precision)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True)
         c1 = plan.graph("decode", context=1)
         c2 = plan.graph("decode", context=2)
-        g = sp.concat([c1.graph, c2.graph])
+        g = sp.concat([c1.graph, c2.graph])  # one time model prices both contexts
         ok_hw = [i for i, h in enumerate(hws) if h.has(p.compute)]
         if not ok_hw:
             continue
         hsel = [hws[i] for i in ok_hw]
         effs = [sp.efficiency(h, preset, factors, p.compute) for h in hsel]
-        arr = price(g, hsel, effs, Bs, keep_ops=True)  # [h, b, 2u]
         u = len(c1.graph)
-        tc, tm = arr["op_t_compute"], arr["op_t_memory"]
-        tc1, tm1 = tc[..., u:] - tc[..., :u], tm[..., u:] - tm[..., :u]
-        tc0, tm0 = tc[..., :u] - tc1, tm[..., :u] - tm1
-        gap = np.array([e.kernel_gap for e in effs]).reshape(-1, 1, 1, 1)
-        disp = np.array([e.dispatch for e in effs]).reshape(-1, 1, 1, 1)
-        q = arr["op_q"]
-        has = ((q[0] + q[1:].sum(0))[..., :u] > 0)  # [b, u]
-        dep = (np.abs(tc1) + np.abs(tm1)).max(axis=(0, 1)) > 0  # ops whose time depends on S
         W = np.where(np.isfinite(c1.window), c1.window, np.inf)
         cnt = c1.counts
-        S = np.minimum(Ss.reshape(1, 1, -1, 1), W[dep])  # [1, 1, s, ud]
-        # S-independent ops: one time per (h, b)
-        kin = np.maximum(tc0[..., ~dep], tm0[..., ~dep])  # tc1=tm1=0 there
-        tin = np.maximum(kin + gap[..., 0], disp[..., 0])
-        tin = np.where(has[None][..., ~dep], tin, 0.0) @ cnt[~dep]  # [h, b]
-        kd = np.maximum(tc0[..., dep][:, :, None] + tc1[..., dep][:, :, None] * S,
-                        tm0[..., dep][:, :, None] + tm1[..., dep][:, :, None] * S)
-        td = np.maximum(kd + gap, disp)
-        td = np.where(has[None][..., dep][:, :, None], td, 0.0) @ cnt[dep]  # [h, b, s]
+        t_dev = np.empty((len(hsel), len(Bs), len(Ss)))
+        for i, (h, e) in enumerate(zip(hsel, effs)):
+            # the time model's per-op lines in the context S, as serve sums them
+            tm = time_model(g, h, e)
+            ot = tm.ops(Bs)  # [b, 2u]
+            ln = op_lines(tm.select(ot, slice(0, u)), tm.select(ot, slice(u, 2 * u)), tm.gap,
+                          tm.sync, tm.has[:u], rows=("time",))
+            a, sl = ln.time  # [k, b, u]
+            dep = ln.depends
+            t_in = max_at(a[..., ~dep], sl[..., ~dep], 1.0) @ cnt[~dep]  # [b]
+            S = np.minimum(Ss[:, None], W[dep])  # [s, ud]: windowed ops stop growing at W
+            t_d = max_at(a[:, :, None, dep], sl[:, :, None, dep], S) @ cnt[dep]  # [b, s]
+            t_dev[i] = t_in[:, None] + t_d
         comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
-        t = tin[..., None] + td + comm[..., None] + factors.step_overhead + \
+        t = t_dev + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
         out_t[ok_hw, j] = t
         kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]

@@ -3,13 +3,14 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from ...engine.core import price
+from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
@@ -20,6 +21,7 @@ from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
+from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
 from .factors import _OVERRIDE, training_factors
 
@@ -39,7 +41,7 @@ class _Ctx:
     peak: float
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
-    key: tuple[Any, ...]
+    key: SpecKey  #: the content the cached graphs and timings depend on (hash computed once)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -57,7 +59,11 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
-    """The split-independent part of a training scenario (cached: same inputs, same context)."""
+    """The split-independent part of a training scenario (cached: same inputs, same context;
+    a file path is read again every call, since the file may have changed)."""
+    if _is_path(model) or _is_path(cl):
+        return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
+                             preset)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              _override_key("gpu"), _override_key("tpu"))
@@ -70,6 +76,11 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, os.PathLike) or (isinstance(x, str) and x.lower().endswith(
+        (".toml", ".json", ".onnx", ".pt")))
 
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
@@ -96,9 +107,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         up_e = out_e = 1.0
     else:
         f = training_factors(hw.kind)
-        eff = replace(base, gemm_max=f.gemm_max, gemm_a=f.gemm_half_size,
-                      gemm_b=f.gemm_half_size, gemm_c=f.gemm_half_size / 2,
-                      label=f"training/{hw.kind}")
+        eff = f.efficiency(base, hw.kind)
         up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
     links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                        up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
@@ -107,7 +116,9 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         grad_b, opt_b = 2.0, 16.0
     else:
         grad_b, opt_b = 4.0, 12.0
-    key = (id(m), m.key, hw.key, p, preset, seq_len, fused_attention, eff.gemm_max, eff.gemm_a)
+    # the graphs and timings cached under this key depend on the model's shape and on the
+    # device's and the factors' values: key on those, never on an id or a name
+    key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key)
@@ -115,7 +126,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
 _TIMES: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-_MODEL_FLOPS: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+_MODEL_FLOPS: dict[tuple[Any, ...], tuple[Model, tuple[float, float, float]]] = {}
 
 
 def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
@@ -126,7 +137,7 @@ def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
 
 def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> TrainingGraph:
     moe = bool(ctx.cfg.n_experts)
-    k = ctx.key + (tp, ep, b if moe else None, sp, ctx.dropout)
+    k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout)
     g = _GRAPHS.get(k)
     if g is None:
         g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len, tp=tp, sequence_parallel=sp,
@@ -142,7 +153,7 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
     out: dict[int, np.ndarray] = {}
     todo = []
     for b in bs:
-        t = _TIMES.get(ctx.key + (tp, ep, b, sp, ctx.dropout))
+        t = _TIMES.get((ctx.key, tp, ep, b, sp, ctx.dropout))
         if t is None:
             todo.append(b)
         else:
@@ -157,15 +168,14 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
         batches_per_graph = [todo]
     for batches in batches_per_graph:
         tg = _graph(ctx, tp, ep, batches[0], sp)
-        arr = price(tg.graph, [hw], [ctx.eff], np.asarray(batches, dtype=np.float64),
-                    keep_ops=True)
-        op_t = arr["op_time"][0]  # [b, n]
+        op_t = time_model(tg.graph, hw, ctx.eff).ops(
+            np.asarray(batches, dtype=np.float64)).time  # [b, n]
         onehot = np.zeros((len(tg.group), len(GROUPS)))
         onehot[np.arange(len(tg.group)), tg.group] = 1.0
         gt = op_t @ onehot  # [b, G]
         for i, b in enumerate(batches):
             out[b] = gt[i]
-            _lru_put(_TIMES, ctx.key + (tp, ep, b, sp, ctx.dropout), gt[i], 4096)
+            _lru_put(_TIMES, (ctx.key, tp, ep, b, sp, ctx.dropout), gt[i], 4096)
     return out
 
 
@@ -183,8 +193,8 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     p = make_precision(precision)
     k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p)
     hit = _MODEL_FLOPS.get(k)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused
+        return hit[1]
     g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
                 batch=micro_batch, logits="all")
     B = g.fixed_batch or 1
@@ -194,5 +204,7 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     core = np.array([(".attn.scores" in n or ".attn.context" in n) for n in g.names])
     fwd = float(flops[mm].sum())
     out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()))
-    _MODEL_FLOPS[k] = out
+    if len(_MODEL_FLOPS) >= 256:
+        _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
+    _MODEL_FLOPS[k] = (m, out)
     return out

@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ..._data import DATA, read_toml
+from ...engine.efficiency import Efficiency, Gemm, read_efficiency
 from ...errors import SpecError
 from ...specs.sourced import Provenance, read_quantity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingFactors:
-    """Fitted factors of the training model for one hardware kind."""
+    """Fitted factors of the training model for one hardware kind: the matmul model of
+    training kernels (``[<kind>.efficiency]`` of data/presets/training.toml, read by the one
+    efficiency loader) and the collective efficiencies."""
 
-    gemm_max: float  #: achievable fraction of the matmul peak in training kernels
-    gemm_half_size: float  #: GEMM M/N size (K: half of it) at which efficiency halves
+    gemm: Gemm  #: the training matmul model (replaces the preset's ``gemm``)
     scale_up_efficiency: float  #: busbw / link bandwidth on NVLink/ICI
     scale_out_efficiency: float  #: busbw / link bandwidth on the NICs
-    provenance: dict[str, Provenance] = field(default_factory=dict)
+    provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def fitted(cls, *, gemm_max: float, gemm_half_size: float, scale_up_efficiency: float,
+               scale_out_efficiency: float) -> TrainingFactors:
+        """The fit's parametrisation: efficiency halves at M = N = ``gemm_half_size``, K = half
+        of it."""
+        return cls(gemm=Gemm(max=gemm_max, a=gemm_half_size, b=gemm_half_size,
+                             c=gemm_half_size / 2), scale_up_efficiency=scale_up_efficiency,
+                   scale_out_efficiency=scale_out_efficiency)
+
+    @property
+    def gemm_max(self) -> float:
+        return self.gemm.max
+
+    @property
+    def gemm_half_size(self) -> float:
+        """The fit's size h at which M and N halve the efficiency (``gemm.a``)."""
+        return self.gemm.a
+
+    def efficiency(self, base: Efficiency, kind: str) -> Efficiency:
+        """The preset's factors on the device with the training matmul model."""
+        return replace(base, gemm=self.gemm, label=f"training/{kind}")
 
 
 @lru_cache(maxsize=1)
@@ -29,16 +53,22 @@ def _factor_tables() -> dict[str, TrainingFactors]:
     for kind, tbl in doc.items():
         if kind in ("schema", "sources"):
             continue
+        origin = f"data/presets/training.toml [{kind}]"
         vals, prov = {}, {}
-        for k in ("gemm_max", "gemm_half_size", "scale_up_efficiency", "scale_out_efficiency"):
+        for k in ("scale_up_efficiency", "scale_out_efficiency"):
             if k not in tbl:
-                raise SpecError(f"data/presets/training.toml [{kind}] lacks {k!r}")
+                raise SpecError(f"{origin} lacks {k!r}")
             v, p = read_quantity(tbl[k], field=k, dimension="ratio", sources=sources,
-                                 origin=f"data/presets/training.toml [{kind}]")
-            if k != "gemm_half_size" and not 0 < v <= 1:
-                raise SpecError(f"data/presets/training.toml [{kind}] {k}={v} must be in (0, 1]")
+                                 origin=origin)
+            if not 0 < v <= 1:
+                raise SpecError(f"{origin} {k}={v} must be in (0, 1]")
             vals[k], prov[k] = v, p
-        out[kind] = TrainingFactors(**vals, provenance=prov)
+        if not isinstance(tbl.get("efficiency"), dict) or "gemm" not in tbl["efficiency"]:
+            raise SpecError(f"{origin} lacks an [{kind}.efficiency.gemm] table")
+        eff = read_efficiency(tbl["efficiency"], sources=sources, origin=f"{origin} efficiency",
+                              label=f"training/{kind}")
+        prov.update(eff.provenance)
+        out[kind] = TrainingFactors(gemm=eff.gemm, **vals, provenance=prov)
     return out
 
 

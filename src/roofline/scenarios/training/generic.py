@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.core import price
+from ...engine.core import time_model
 from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
@@ -118,8 +118,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
     tg = backward_graph(fwd)
     eff = efficiency_for(hw, preset)
-    arr = price(tg.graph, [hw], [eff], np.array([float(b)]), keep_ops=True)
-    op_t = arr["op_time"][0, 0]
+    op_t = time_model(tg.graph, hw, eff).evaluate(float(b)).time
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]
     n_mb = global_batch // (dp * b)
@@ -141,8 +140,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     else:
         dp_exp = t_ar
     vpeak = hw.peak_flops_per_s.get("fp32", hw.peak(p.compute))
-    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory_max),
-                P * opt_flops / (vpeak * eff.vector_max))
+    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory.max),
+                P * opt_flops / (vpeak * eff.vector.max))
     step = n_mb * (t_f + t_b) + dp_exp + t_opt
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch

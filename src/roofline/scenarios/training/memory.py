@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ops.training_formulas import layer_activation_terms
 from .context import _Ctx
 
 
@@ -17,21 +18,13 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
     s, D = float(ctx.seq_len), float(cfg.d_model)
     ab = ctx.prec.act_bytes
     pp1 = pp == 1
-    cfg_h = cfg.n_heads
-    sp = (tp > 1) & xp.asarray(sp, dtype=bool)
     act_scale = ab / 2.0  # Korthikanti's table counts 2-byte activations
-    H, K = float(cfg.head_dim), float(cfg.n_kv_heads)
-    F = float(cfg.d_ff) * (cfg.top_k if cfg.n_experts else 1)
-    mask = 1.0 if ctx.dropout else 0.0
-    # per token, in bytes at 2-byte activations (Korthikanti Table 2 generalised to GQA/gated MLP)
-    repl = 4 * D + 2 * D + 2 * D + 2 * mask * D  # two norm inputs, QKV and MLP inputs, masks
-    # Q, K and V kept for the attention backward, its output (the o_proj input), MLP inputs of
-    # the activation and of the down projection (gated: gate and up outputs and their product)
-    shard = 2 * D + 4 * K * H + 2 * D + (6 * F if cfg.gated_mlp else 4 * F)
-    # unfused attention keeps the softmax output (and, with dropout, its mask and output)
-    scores = 0.0 if ctx.fused else (2 + 3 * mask) * cfg_h * s
-    per_tok_none = xp.where(sp, (repl + shard) / tp, repl + shard / tp) + scores / tp
-    per_tok_sel = xp.where(sp, (repl + shard) / tp, repl + shard / tp)
+    # per token and layer, in bytes at 2-byte activations (ops/training_formulas.py)
+    per_tok_none, per_tok_sel = layer_activation_terms(
+        d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+        d_ff=float(cfg.d_ff) * (cfg.top_k if cfg.n_experts else 1), gated_mlp=cfg.gated_mlp,
+        seq_len=s, tp=tp, sequence_parallel=sp, fused_attention=ctx.fused, dropout=ctx.dropout,
+        xp=xp)
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, 2 * D))
     tokens_mb = b * s
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(

@@ -14,6 +14,7 @@ from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
+from ...ops import cost
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
@@ -22,10 +23,11 @@ from .result import TrainingResult
 
 RECOMPUTE = ("none", "selective", "full")
 _GI = {g: i for i, g in enumerate(GROUPS)}
-#: Adam step, bytes moved per local parameter (see module docstring)
-ADAM_BYTES_PER_PARAM = 34.0
-#: Adam step, FLOPs per local parameter (moments, bias correction, sqrt, divide, decay, clip)
-ADAM_FLOPS_PER_PARAM = 16.0
+#: the optimizer step per local parameter: mixed-precision AdamW with gradient clipping and
+#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs
+_ADAMW = cost("optimizer_step", params=1, optimizer="adamw")
+ADAM_BYTES_PER_PARAM = _ADAMW.bytes
+ADAM_FLOPS_PER_PARAM = _ADAMW.flops
 #: gradient bucket for DP overlap, bytes (Megatron's default 40 M parameters in fp32)
 DP_BUCKET_BYTES = 40e6 * 4
 
@@ -112,8 +114,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_opt = p_dev / xp.where(zero >= 1, dp, 1)
     hw = ctx.cl.device
     vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
-    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory_max),
-                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector_max))
+    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory.max),
+                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
     step = m * t_mb + bubble + dp_exp + t_opt
 
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, n_lps, p_dev, w_bytes, g_bytes, xp)

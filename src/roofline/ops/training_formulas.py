@@ -1,0 +1,130 @@
+"""Training-only formulas: the optimizer step (an op, registered) and the activation memory a
+transformer layer keeps for its backward pass (bytes held, not traffic: a plain function).
+
+Notation as docs/notation.md: P parameters, s sequence length, b micro-batch, D model width,
+N query heads, K KV heads, H head dim, F MLP width, t tensor-parallel degree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from .cost import OpCost
+from .registry import register
+
+__all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step",
+           "activation_bytes_per_token", "layer_activation_terms"]
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+#: fp32 state tensors per parameter (momentum buffer; Adam's first and second moments)
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+#: FLOPs per parameter of each update, decay and clipping apart (see ``optimizer_step``)
+OPTIMIZER_FLOPS = {
+    "sgd": 2,        # w −= lr·g: multiply, subtract
+    "momentum": 4,   # buf = μ·buf + g (multiply, add); w −= lr·buf (multiply, subtract)
+    # m = β₁m + (1−β₁)g (3); v = β₂v + (1−β₂)g² (4); with the bias corrections folded into
+    # scalars (PyTorch's implementation): w −= step·m / (√v / c₂ + ε): sqrt, divide, add,
+    # divide, multiply-subtract as 2 (5)
+    "adam": 12,
+    "adamw": 12,
+}
+
+
+@register("optimizer_step", "optimizer")
+def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
+                   grad_clip: bool = True, weight_decay: bool = True,
+                   master_weights: bool = True, grad_bytes: float = 4.0,
+                   state_bytes: float = 4.0, weight_bytes: float = 2.0) -> OpCost:
+    """One optimizer update over ``params`` local parameters (independent of the batch; ``batch``
+    is accepted as every formula's first argument and ignored).
+
+    FLOPs per parameter: the update (``OPTIMIZER_FLOPS``) + 3 with ``grad_clip`` (the global
+    norm's square and add, the rescale) + weight decay: decoupled for AdamW (w ·= 1 − lr·λ, 1)
+    or an L2 term in the gradient for the others (g += λ·w, 2).
+    Bytes per parameter: the gradient read once (twice with ``grad_clip``: the norm pass, then
+    the update); each state tensor read and written (``OPTIMIZER_STATES`` × 2 × state_bytes);
+    with ``master_weights`` (mixed precision) the fp32 master read and written and the
+    ``weight_bytes`` working copy written, else the parameters read and written at
+    ``weight_bytes``.
+    Mixed-precision AdamW with clipping and decay: 12 + 3 + 1 = 16 FLOPs and
+    2·4 (grad) + 2·2·4 (m, v) + 2·4 (master) + 2 (bf16 copy) = 34 bytes per parameter.
+    Assumptions: one fused pass per tensor group (no multi-tensor-apply launch cost counted
+    here); the norm's cross-rank all-reduce is a collective, not part of this op.
+
+    References: Kingma & Ba 2015, "Adam", Algorithm 1; Loshchilov & Hutter 2019, "Decoupled
+    Weight Decay Regularization" (AdamW); PyTorch torch.optim.SGD / Adam / AdamW documentation
+    (the update rules as implemented); Micikevicius et al. 2018, "Mixed Precision Training"
+    (fp32 master weights).
+    """
+    if optimizer not in OPTIMIZERS:
+        raise SpecError(f"optimizer={optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    if not (isinstance(params, int | float) and not isinstance(params, bool) and params >= 0):
+        raise SpecError(f"params must be a number >= 0, got {params!r}")
+    for nm, v in (("grad_bytes", grad_bytes), ("state_bytes", state_bytes),
+                  ("weight_bytes", weight_bytes)):
+        if not v > 0:
+            raise SpecError(f"{nm} must be > 0 bytes, got {v!r}")
+    P = float(params)
+    flops = OPTIMIZER_FLOPS[optimizer] + (3 if grad_clip else 0)
+    if weight_decay:
+        flops += 1 if optimizer == "adamw" else 2
+    n_states = OPTIMIZER_STATES[optimizer]
+    grad_read = grad_bytes * (2 if grad_clip else 1)
+    w_read, w_written = (4.0, 4.0 + weight_bytes) if master_weights else \
+        (weight_bytes, weight_bytes)
+    return OpCost(flops=flops * P,
+                  weight_bytes_read=(grad_read + n_states * state_bytes + w_read) * P,
+                  weight_bytes_written=(n_states * state_bytes + w_written) * P)
+
+
+def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: float,
+                               head_dim: float, d_ff: float, gated_mlp: bool, seq_len: float,
+                               tp: Any = 1, sequence_parallel: Any = False, recompute: Any = 0,
+                               fused_attention: bool = True, dropout: bool = False,
+                               xp: Any = np) -> Any:
+    """Bytes one transformer layer keeps per token for its backward pass, at 2-byte
+    activations, on one tensor-parallel rank (scale by act_bytes / 2 for other widths).
+
+    ``recompute``: 0 none, 1 selective (the attention core recomputed), 2 full (only the
+    layer input, 2·D, kept); ``tp``, ``sequence_parallel`` and ``recompute`` may be arrays
+    (``xp``) and are broadcast. Per token, Korthikanti et al. generalised to GQA (K·H for the
+    K and V inputs) and gated MLPs:
+    replicated across TP ranks unless sequence-parallel: 2 norm inputs (4D), the QKV and MLP
+    input copies (2D + 2D), dropout masks (2D if ``dropout``);
+    split by TP: Q (2D), K and V (4·K·H), the attention output (2D), the MLP activations
+    (4F, or 6F gated: gate, up and their product);
+    unfused attention only: the softmax output (2·N·s), with dropout its mask and output
+    (3·N·s more), split by TP.
+    With D = N·H = K·H, F = 4D, dropout and unfused attention this is the paper's
+    s·b·h·(34 + 5·a·s/h) per layer (Table 2, no parallelism), (10 + 24/t + 5as/(ht)) with TP,
+    (34 + 5as/h)/t with TP and sequence parallelism, 34/t with selective recompute.
+
+    References: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", arXiv:2205.05198, §4 and Table 2.
+    """
+    none, selective = layer_activation_terms(
+        d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim, d_ff=d_ff,
+        gated_mlp=gated_mlp, seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel,
+        fused_attention=fused_attention, dropout=dropout, xp=xp)
+    return xp.where(recompute == 0, none, xp.where(recompute == 1, selective,
+                                                   2 * float(d_model)))
+
+
+def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,
+                           head_dim: float, d_ff: float, gated_mlp: bool, seq_len: float,
+                           tp: Any, sequence_parallel: Any, fused_attention: bool,
+                           dropout: bool, xp: Any = np) -> tuple[Any, Any]:
+    """(no recompute, selective recompute) bytes per token of ``activation_bytes_per_token``
+    (the training step needs both: a fully recomputed layer holds the first while it runs)."""
+    D, H, K = float(d_model), float(head_dim), float(n_kv_heads)
+    F, s = float(d_ff), float(seq_len)
+    mask = 1.0 if dropout else 0.0
+    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
+    repl = 4 * D + 2 * D + 2 * D + 2 * mask * D  # two norm inputs, QKV and MLP inputs, masks
+    shard = 2 * D + 4 * K * H + 2 * D + (6 * F if gated_mlp else 4 * F)
+    scores = 0.0 if fused_attention else (2 + 3 * mask) * n_heads * s
+    selective = xp.where(sp, (repl + shard) / tp, repl + shard / tp)
+    return selective + scores / tp, selective

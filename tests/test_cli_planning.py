@@ -1,0 +1,50 @@
+"""roofline plan / roofline simulate on the command line."""
+
+import json
+
+from roofline.cli import main
+
+
+def test_simulate_json(capsys):
+    rc = main(["simulate", "llama-3.1-8b", "H100", "--rate", "2", "--prompt", "uniform:100,900",
+               "--output-len", "64", "--requests", "300", "--ttft-p99", "1", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["requests"] == 300 and d["overloaded"] is False
+    assert 0 < d["ttft"]["p50"] <= d["ttft"]["p99"]
+    assert d["goodput_fraction"] == 1.0
+
+
+def test_simulate_text_and_whole_prompts(capsys):
+    rc = main(["simulate", "llama-3.1-8b", "H100", "--rate", "2", "--prompt",
+               "lognormal:800,0.5,4000", "--output-len", "32", "--requests", "200", "--chunk",
+               "none", "--kv-policy", "reserve"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "TTFT" in out and "queue delay" in out
+
+
+def test_plan_text(capsys):
+    rc = main(["plan", "llama-3.1-8b", "H100", "--devices", "2", "--rate", "4", "--prompt",
+               "512", "--output-len", "64", "--ttft-p99", "0.5", "--tpot-p99", "0.03",
+               "--requests", "300", "--no-disagg", "--max-tp", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert out.startswith("Serving plan: Llama 3.1 8B") and "best: aggregated" in out
+
+
+def test_bad_input_is_one_line_naming_the_field(capsys):
+    for argv, field in (
+            (["simulate", "llama-3.1-8b", "H100", "--rate", "0"], "rate"),
+            (["simulate", "llama-3.1-8b", "H100", "--rate", "1", "--prompt", "uniform:9,3"],
+             "max"),
+            (["simulate", "llama-3.1-8b", "H100", "--rate", "1", "--prompt", "gamma:3"],
+             "--prompt"),
+            (["simulate", "llama-3.1-8b", "H100", "--rate", "1", "--tp", "2", "--replicas", "2",
+              "--devices", "2"], "devices"),
+            (["plan", "llama-3.1-8b", "H100", "--devices", "2", "--rate", "1"], "SLO"),
+            (["plan", "llama-3.1-8b", "H100", "--devices", "2", "--rate", "1",
+              "--ttft-p99", "-1"], "ttft_p99")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("roofline: error:") and field in err, (argv, err)

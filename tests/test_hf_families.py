@@ -1,0 +1,112 @@
+"""HF config.json: model_type checked against the supported families, quantization_config
+honoured with the real bytes per weight, hub ids resolved offline (docs/import.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.errors import SpecError, UnknownNameError
+from roofline.graphs.importers.hf_config import from_hf_config
+from roofline.graphs.importers.hf_families import (
+    SUPPORTED_MODEL_TYPES,
+    check_family,
+    weight_format,
+)
+
+LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "num_hidden_layers": 2, "intermediate_size": 512,
+         "vocab_size": 1000}
+
+
+def _write(tmp: Path, cfg: dict, name: str = "m") -> Path:
+    d = tmp / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_unknown_family_lists_the_supported_ones() -> None:
+    with pytest.raises(UnknownNameError) as e:
+        from_hf_config({**LLAMA, "model_type": "falcon_mamba_x"}, name="x")
+    for mt in ("llama", "qwen3_moe", "deepseek_v3"):
+        assert mt in str(e.value)
+    with pytest.raises(SpecError, match="encoder-decoder.*supported families"):
+        from_hf_config({"model_type": "t5", "d_model": 512}, name="t5-small")
+    with pytest.raises(SpecError, match="no 'model_type'"):
+        from_hf_config({k: v for k, v in LLAMA.items() if k != "model_type"}, name="x")
+
+
+def test_family_fields_are_required() -> None:
+    # a qwen3_moe config with only dense fields is refused, naming the field
+    with pytest.raises(SpecError, match="'qwen3_moe' config needs 'num_experts'"):
+        from_hf_config({**LLAMA, "model_type": "qwen3_moe"}, name="q")
+    assert check_family({**LLAMA, "model_type": "Qwen3"}, "q") == "qwen3"
+    assert {"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "gemma2", "gpt2",
+            "bert", "vit", "deepseek_v3"} <= set(SUPPORTED_MODEL_TYPES)
+
+
+def test_qwen2_moe_shared_expert() -> None:
+    cfg = from_hf_config({**LLAMA, "model_type": "qwen2_moe", "num_experts": 8,
+                          "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                          "shared_expert_intermediate_size": 256}, name="q")
+    assert cfg.n_experts == 8 and cfg.n_shared_experts == 4  # 256 / 64
+
+
+def test_fp8_block_quantization_deepseek_v3() -> None:
+    """The zoo's DeepSeek-V3 carries its config's fp8 quantization_config: 1 B per weight
+    + one fp32 scale per 128×128 block on every linear except the head and the router."""
+    m = rl.model("deepseek-v3")
+    g = m.graph(precision="bf16", batch=1)
+    wf = m.weight_format
+    assert wf.bytes_per_weight == 1 + 4 / (128 * 128)
+    q = g.meta["quantized_params"]
+    P = g.params_total
+    # embedding (129,280 × 7,168) and the LM head stay bf16, with norms and routers
+    assert P - q > 2 * 129_280 * 7_168
+    assert g.weight_footprint_bytes == pytest.approx(q * (1 + 4 / 16384) + (P - q) * 2)
+    assert 670e9 < g.weight_footprint_bytes < 676e9  # not the 1,342 GB of bf16
+    # the precision's own weights win: weight_precision="int4" ignores the checkpoint format
+    g4 = m.graph(precision=rl.precision("bf16", weights="int4"), batch=1)
+    assert g4.weight_footprint_bytes == pytest.approx(P * 0.5)
+
+
+@pytest.mark.parametrize("qc,bpw", [
+    # AWQ 4-bit, group 128, zero points: 0.5 + 2/128 (fp16 scale) + 0.5/128 (packed zero)
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+     0.5 + 2 / 128 + 0.5 / 128),
+    ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}, 0.5 + 2 / 64),
+    # GPTQ 4-bit group 128 (qzeros are stored even when symmetric)
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True},
+     0.5 + 2 / 128 + 0.5 / 128),
+    # bitsandbytes nf4: 0.5 + an fp32 absmax per 64; double quant: 8-bit absmax + fp32 / 256
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+     0.5 + 4 / 64),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+      "bnb_4bit_use_double_quant": True}, 0.5 + 1 / 64 + 4 / (64 * 256)),
+])
+def test_quantized_bytes_per_weight(tmp_path: Path, qc: dict, bpw: float) -> None:
+    assert weight_format({**LLAMA, "quantization_config": qc}, "m").bytes_per_weight == bpw
+    m = rl.model(_write(tmp_path, {**LLAMA, "quantization_config": qc}))
+    g = m.graph(precision="fp16")
+    # linears: 2 layers × (q 256·256 + k, v 256·128 + o 256·256 + 3 MLP 256·512) = 1,179,648
+    lin = 2 * (256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 512)
+    assert g.meta["quantized_params"] == lin
+    other = g.params_total - lin  # embedding, LM head, norms at fp16
+    assert g.weight_footprint_bytes == pytest.approx(lin * bpw + other * 2)
+    r = rl.solve(m, "H100", batch=1, precision="fp16", phase="decode", context=128)
+    assert r.memory_breakdown["weights"] == pytest.approx(lin * bpw + other * 2)
+
+
+def test_bad_quantization_config() -> None:
+    with pytest.raises(SpecError, match="quant_method 'hqq' is not supported"):
+        weight_format({**LLAMA, "quantization_config": {"quant_method": "hqq"}}, "m")
+    with pytest.raises(SpecError, match="group_size"):
+        weight_format({**LLAMA, "quantization_config": {"quant_method": "awq", "bits": 4,
+                                                         "group_size": 0}}, "m")
+    with pytest.raises(SpecError, match="weight_block_size"):
+        weight_format({**LLAMA, "quantization_config": {"quant_method": "fp8",
+                                                         "weight_block_size": [128]}}, "m")
