@@ -110,3 +110,37 @@ def test_bad_quantization_config() -> None:
     with pytest.raises(SpecError, match="weight_block_size"):
         weight_format({**LLAMA, "quantization_config": {"quant_method": "fp8",
                                                          "weight_block_size": [128]}}, "m")
+
+
+@pytest.mark.parametrize("hub_id,key", [
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"), ("google/gemma-2-9b-it", "gemma-2-9b"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"), ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3"), ("Qwen/Qwen3-8B", "qwen3-8b")])
+def test_hub_ids_resolve_offline(hub_id: str, key: str) -> None:
+    assert rl.model(hub_id).key == key
+
+
+def test_mistral_v03_differs_from_v01() -> None:
+    """v0.3: 32,768-token vocabulary and no sliding window, unlike v0.1."""
+    v1, v3 = rl.model("mistral-7b").config, rl.model("mistral-7b-v0.3").config
+    assert (v1.vocab, v3.vocab) == (32000, 32768)
+    assert v1.sliding_window == 4096 and v3.sliding_window is None
+    # 768 more vocabulary rows in the embedding and the untied head: 2 × 768 × 4096
+    assert rl.model("mistral-7b-v0.3").params - rl.model("mistral-7b").params == 2 * 768 * 4096
+
+
+def test_serve_prices_the_checkpoint_format_too(tmp_path: Path) -> None:
+    """rl.serve and rl.solve store the same weights for a quantized checkpoint."""
+    qc = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    m = rl.model(_write(tmp_path, {**LLAMA, "quantization_config": qc}))
+    s = rl.solve(m, "H100", batch=1, precision="fp16", phase="decode", context=64)
+    r = rl.serve(m, "H100", batch=1, prompt_len=32, output_len=8, precision="fp16")
+    assert r.memory_breakdown["weights"] == pytest.approx(s.memory_breakdown["weights"])
+    plain = rl.serve(rl.model(_write(tmp_path, LLAMA, "plain")), "H100", batch=1,
+                     prompt_len=32, output_len=8, precision="fp16")
+    lin = 2 * (256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 512)  # the quantized linears
+    P = plain.memory_breakdown["weights"] / 2  # fp16: 2 B per parameter
+    assert r.memory_breakdown["weights"] == pytest.approx(
+        lin * (0.5 + 2 / 128 + 0.5 / 128) + (P - lin) * 2)

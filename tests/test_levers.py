@@ -249,3 +249,26 @@ def test_add_norm_fusion_hand_count():
     c = rl.solve("llama-3.1-8b", "A100", fuse={"residual", "norm"}, **kw)
     d = rl.solve("llama-3.1-8b", "A100", fuse={"residual"}, **kw)
     assert len(c.ops) == len(d.ops)
+
+
+def test_scaled_time_equals_a_resolve_on_the_scaled_part():
+    """The fast path differentiates a solve on its own time model; it must give what
+    re-solving on the scaled part gives, on GPUs, a part with on-chip SRAM and a CPU."""
+    from roofline.analysis.sensitivity import scaled_hardware, scaled_time
+
+    cases = [("resnet50", "A100", dict(batch=64)),
+             ("llama-3.1-8b", "gaudi3", dict(phase="decode", context=4096, precision="bf16")),
+             ("resnet50", "mi300x", dict(batch=32)),
+             ("llama-3.1-8b", "xeon-platinum-8480plus",
+              dict(phase="decode", context=512, precision="bf16"))]
+    for m, h, kw in cases:
+        r = rl.solve(m, h, **kw)
+        hw = rl.hardware(h)
+        scales = [(1.3, {}), (1.0, {0: 0.7}), (0.5, {0: 2.0})]
+        if len(hw.memory) > 1:
+            scales.append((1.0, {1: 1.5}))
+        for pk, mem in scales:
+            fast = scaled_time(r._op_table.model, r.batch, peak=pk, memory=mem)
+            slow = rl.solve(m, scaled_hardware(hw, peak=pk, memory=mem, tag=f"t{pk}{mem}"),
+                            **kw).latency
+            assert fast == pytest.approx(slow, rel=1e-12), (m, h, pk, mem)

@@ -9,7 +9,8 @@ from roofline.graphs.transformer import from_hf_config
 DECODERS = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b",
             "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
             "qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b", "gpt2", "gpt2-xl", "gpt3-175b",
-            "gemma-2-9b", "deepseek-v3"]
+            "gemma-2-9b", "deepseek-v3", "qwen3-8b", "qwen3-30b-a3b", "mistral-7b-v0.3",
+            "phi-3-mini"]
 
 
 @pytest.mark.parametrize("key", DECODERS)

@@ -30,7 +30,8 @@ __all__ = ["solve", "sweep", "model", "hardware", "list_models", "list_hardware"
            "best_parallelism", "cluster", "list_clusters", "measure", "validate",
            "plot_sweep", "plot_serving", "plot_training", "plot_layers",
            "Workload", "lengths", "SLO", "simulate_serving", "plan_serving", "levers",
-           "sensitivity", "requirements"]
+           "sensitivity", "requirements", "tco", "reliability", "region", "list_regions",
+           "place", "price_quotes"]
 
 
 # Everything but the errors loads on first use: `import roofline` stays a few milliseconds
@@ -54,6 +55,9 @@ _LAZY = {
     "plan_serving": "roofline.analysis.plan",
     "levers": "roofline.analysis.levers", "sensitivity": "roofline.analysis.sensitivity",
     "requirements": "roofline.analysis.requirements",
+    "tco": "roofline.analysis.tco", "reliability": "roofline.analysis.reliability",
+    "region": "roofline.analysis.data", "list_regions": "roofline.analysis.data",
+    "place": "roofline.analysis.carbon", "price_quotes": "roofline.analysis.data",
     "Space": "roofline.spaces", "hardware_grid": "roofline.spaces",
     "explore": "roofline.spaces",
 }

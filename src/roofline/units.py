@@ -14,7 +14,7 @@ from typing import Any
 __all__ = [
     "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
     "KILO", "MEGA", "GIGA", "TERA", "PETA",
-    "ms", "us", "ns",
+    "ms", "us", "ns", "KWH",
     "UNIT_SCALE", "UNIT_DIMENSION", "to_si", "fmt_bytes", "fmt_time", "fmt_rate", "fmt_flops",
     "FRACTION", "column_unit", "fmt_num",
 ]
@@ -23,6 +23,7 @@ KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
 KB, MB, GB, TB = KILO, MEGA, GIGA, TERA
 KiB, MiB, GiB, TiB = 2.0**10, 2.0**20, 2.0**30, 2.0**40
 ms, us, ns = 1e-3, 1e-6, 1e-9
+KWH = 3.6e6  #: J per kWh
 
 #: unit string (as written in data files) -> factor to SI base units
 UNIT_SCALE: dict[str, float] = {
@@ -32,9 +33,16 @@ UNIT_SCALE: dict[str, float] = {
     "KiB": KiB, "MiB": MiB, "GiB": GiB, "TiB": TiB,
     "B/s": 1.0, "MB/s": MEGA, "GB/s": GIGA, "TB/s": TERA,
     "W": 1.0, "kW": KILO,
-    "s": 1.0, "ms": ms, "us": us, "ns": ns,
+    "s": 1.0, "ms": ms, "us": us, "ns": ns, "h": 3600.0, "d": 86400.0,
     "USD": 1.0, "USD/h": 1.0 / 3600.0,
-    "1": 1.0,
+    "1": 1.0, "%": 0.01,
+    # energy, money per energy, carbon and water (issue 13: cost, energy, carbon)
+    "J": 1.0, "kWh": KWH, "MWh": 1e3 * KWH,
+    "USD/kWh": 1.0 / KWH, "USD/MWh": 1.0 / (1e3 * KWH),
+    "gCO2e/kWh": 1e-3 / KWH, "kgCO2e/kWh": 1.0 / KWH,  # -> kg CO2e per J
+    "kgCO2e": 1.0, "tCO2e": 1e3,  # -> kg CO2e
+    "L/kWh": 1.0 / KWH,  # -> litres per J
+    "1/h": 1.0 / 3600.0,  # -> per second (failure rates)
 }
 #: unit string -> the dimension it measures (to reject e.g. a capacity given in GB/s)
 UNIT_DIMENSION: dict[str, str] = {
@@ -43,8 +51,12 @@ UNIT_DIMENSION: dict[str, str] = {
     **{u: "bytes" for u in ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")},
     **{u: "bandwidth" for u in ("B/s", "MB/s", "GB/s", "TB/s")},
     "W": "power", "kW": "power",
-    **{u: "time" for u in ("s", "ms", "us", "ns")},
-    "USD": "money", "USD/h": "money_rate", "1": "ratio",
+    **{u: "time" for u in ("s", "ms", "us", "ns", "h", "d")},
+    "USD": "money", "USD/h": "money_rate", "1": "ratio", "%": "ratio",
+    "J": "energy", "kWh": "energy", "MWh": "energy",
+    "USD/kWh": "energy_price", "USD/MWh": "energy_price",
+    "gCO2e/kWh": "carbon_intensity", "kgCO2e/kWh": "carbon_intensity",
+    "kgCO2e": "carbon", "tCO2e": "carbon", "L/kWh": "water_intensity", "1/h": "rate",
 }
 
 

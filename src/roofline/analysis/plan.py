@@ -221,8 +221,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     else bf16 only). ``pp_options``: pipeline depths. ``chunk_sizes``: chunked-prefill budgets
     tried on the winner (None: whole prompts). ``requests``: per sizing simulation.
     """
-    from ..graphs.model import model as resolve_model
-    from ..specs.hardware import hardware as resolve_hw
+    from ..graphs.resolve import model as resolve_model
+    from ..specs.resolve import hardware as resolve_hw
 
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise SpecError(f"devices must be a positive integer, got {devices!r}")

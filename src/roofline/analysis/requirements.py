@@ -116,9 +116,40 @@ def _bisect(ok: Any, lo: float, hi: float, rtol: float) -> float:
     return hi
 
 
+def _least(f: Any, goal: float, lo: float, hi: float, rtol: float) -> float:
+    """Least scale s in [lo, hi] with f(s) <= goal, f falling in s (f(hi) <= goal < f(lo)).
+
+    Time is piecewise linear in x = 1/s, so regula falsi on x (Illinois variant) lands on the
+    root in a few evaluations; it stops with a bracket [s, s(1+rtol)] and returns its upper
+    end (which meets the goal)."""
+    xa, xb = 1.0 / lo, 1.0 / hi  # xa > xb; g(xa) > 0 >= g(xb)
+    ga, gb = f(lo) - goal, f(hi) - goal
+    side = 0
+    for _ in range(100):
+        if xa / xb <= 1.0 + rtol:
+            break
+        x = xb - gb * (xa - xb) / (ga - gb) if ga != gb else 0.5 * (xa + xb)
+        if not xb < x < xa:
+            x = 0.5 * (xa + xb)
+        # keep steps from hugging one end: at most a factor (1+rtol) from it
+        x = min(max(x, xb * (1.0 + 0.5 * rtol)), xa / (1.0 + 0.5 * rtol))
+        gx = f(1.0 / x) - goal
+        if gx <= 0:
+            xb, gb = x, gx
+            if side == -1:
+                ga *= 0.5
+            side = -1
+        else:
+            xa, ga = x, gx
+            if side == 1:
+                gb *= 0.5
+            side = 1
+    return 1.0 / xb
+
+
 def requirements(model: Any, *, target_latency: float | None = None,
                  target_throughput: float | None = None, reference: Any = "H100",
-                 fn: str = "solve", rtol: float = 1e-4, frontier_points: int = 7,
+                 fn: str = "solve", rtol: float = 1e-4, frontier_points: int = 5,
                  **scenario: Any) -> Requirements:
     """The least ceilings that meet a target (see the module docstring).
 
@@ -161,7 +192,16 @@ def requirements(model: Any, *, target_latency: float | None = None,
     keep: list[Any] = []
     counter = [0]
 
+    base = call.run()
+    tm = getattr(getattr(base, "_op_table", None), "model", None)
+    fast = fn == "solve" and tm is not None and hasattr(tm, "inv_c0")
+    per_unit = 1.0 if target_latency is not None else 1.0 / float(base.batch)
+
     def at(peak: float = 1.0, bw: float = 1.0, link: float = 1.0) -> float:
+        if fast:  # a solve: its own time model at scaled ceilings (equal to a re-solve)
+            from .sensitivity import scaled_time
+
+            return scaled_time(tm, base.batch, peak=peak, memory={0: bw}) * per_unit
         counter[0] += 1
         h = scaled_hardware(hw, peak=peak, memory={0: bw}, scale_up=link,
                             tag=f"req{counter[0]}")
@@ -174,7 +214,6 @@ def requirements(model: Any, *, target_latency: float | None = None,
         keep.append((h, res))
         return unit_time(res)
 
-    base = call.run()
     ref_time = at()
     floor = at(_HUGE, _HUGE, _HUGE)
     target_s = (f"latency <= {tgt:g} s" if target_latency is not None
@@ -208,7 +247,7 @@ def requirements(model: Any, *, target_latency: float | None = None,
             lo, hi = hi, hi * 4.0
         if ok(lo):
             return lo
-        return _bisect(ok, lo, hi, rtol)
+        return _least(lambda x: at(**{var: x}), goal, lo, hi, rtol)
 
     s_peak = least("peak")
     s_bw = least("bw")
@@ -233,7 +272,7 @@ def requirements(model: Any, *, target_latency: float | None = None,
             lo = 1e-6
             while not ok_p(hi):
                 lo, hi = hi, hi * 4.0
-            sp = lo if ok_p(lo) else _bisect(ok_p, lo, hi, rtol)
+            sp = lo if ok_p(lo) else _least(lambda x, b=b: at(peak=x, bw=b), goal, lo, hi, rtol)
             front.append((hw.peak(dtype) * sp, hw.memory_bytes_per_s * b))
     return Requirements(reachable=True,
                         peak_flops_per_s=hw.peak(dtype) * s_peak if math.isfinite(s_peak)
@@ -247,7 +286,7 @@ def _least_bw_with_infinite_peak(at: Any, goal: float, rtol: float) -> float:
     lo, hi = 1e-6, 1.0
     while at(peak=_HUGE, bw=hi) > goal:
         lo, hi = hi, hi * 4.0
-    return _bisect(lambda s: at(peak=_HUGE, bw=s) <= goal, lo, hi, max(rtol, 1e-3)) * \
+    return _least(lambda s: at(peak=_HUGE, bw=s), goal, lo, hi, max(rtol, 1e-3)) * \
         (1.0 + max(rtol, 1e-3))
 
 

@@ -15,8 +15,12 @@ by λ. Euler's relation then gives their elasticity without perturbing the prese
 ``e_fixed = 1 + Σ e_ceiling`` — the share of the time that no ceiling moves.
 
 Results: ``solve`` (latency), ``serve`` (TTFT, TPOT and end-to-end latency), ``train`` (step
-time). ``preset="mlsysim"`` prices from mlsysim's own device table, not the hardware spec, so
-an edited spec would not be honoured: it is refused with that reason.
+time). A solve is differentiated on its own time model (``scaled_time``: every compute rate a
+1/peak factor, every byte cost a 1/bandwidth one — microseconds, equal to re-solving on the
+scaled part); serving and training re-run the call on scaled parts (milliseconds). "peak"
+scales every dtype's peak together (the vector units too). ``preset="mlsysim"`` prices from
+mlsysim's own device table, not the hardware spec, so an edited spec would not be honoured:
+it is refused with that reason.
 """
 
 from __future__ import annotations
@@ -102,6 +106,65 @@ def _compute_dtype(call: Call, result: Any) -> str:
     return precision(p).compute
 
 
+def scaled_time(tm: Any, batch: float, *, peak: float = 1.0,
+                memory: dict[int, float] | None = None) -> float:
+    """The latency of the engine's time model ``tm`` (a solve's) at ``batch`` with every
+    dtype's peak × ``peak`` and memory level i's bandwidth × ``memory[i]`` — the same numbers a
+    re-solve on ``scaled_hardware`` gives (tested), without rebuilding the model: every compute
+    rate is a 1/peak factor of the model and every byte cost a 1/bandwidth one."""
+    t = object.__new__(type(tm))  # a shallow clone (copy.copy is slower on slotted classes)
+    for a in type(tm).__slots__:
+        object.__setattr__(t, a, getattr(tm, a))
+    if peak != 1.0:
+        for a in ("inv_c0", "inv_c1", "inv_cap", "inv_bound"):
+            setattr(t, a, getattr(tm, a) / peak)
+        t.peak = tm.peak * peak
+    mem = memory or {}
+    s0 = mem.get(0, 1.0)
+    if s0 != 1.0:
+        t.bw, t.inv_main, t.inv_act = tm.bw * s0, tm.inv_main / s0, tm.inv_act / s0
+    if any(i > 0 for i in mem):
+        bws = {lv.bytes_per_s: mem.get(i, 1.0) for i, lv in enumerate(tm.hw.memory) if i > 0}
+        t.levels = [(cap, lbw * bws.get(lbw, 1.0)) for cap, lbw in tm.levels]
+    t._env = t._env_arr = None
+    return float(t.ops(float(batch)).time.sum())
+
+
+def _solve_fast(result: Any, step: float) -> Sensitivity | None:
+    """Exact central differences on a solve's own time model (no re-solve): microseconds."""
+    src = getattr(result, "_op_table", None)
+    tm = getattr(src, "model", None)
+    if tm is None or not hasattr(tm, "inv_c0"):
+        return None
+    call = call_of(result)
+    hw = tm.hw
+    dtype = tm.graph.precision.compute
+    B = float(result.batch)
+    names = [f"peak.{dtype}"] + [f"memory.{lv.name}" for lv in hw.memory
+                                 if math.isfinite(lv.bytes_per_s)]
+    values = [hw.peak(dtype)] + [lv.bytes_per_s for lv in hw.memory
+                                 if math.isfinite(lv.bytes_per_s)]
+    lo_f, hi_f = 1.0 - step, 1.0 + step
+    dln = math.log(hi_f) - math.log(lo_f)
+    el = [(math.log(scaled_time(tm, B, peak=hi_f)) - math.log(scaled_time(tm, B, peak=lo_f)))
+          / dln]
+    for i, lv in enumerate(hw.memory):
+        if math.isfinite(lv.bytes_per_s):
+            a = scaled_time(tm, B, memory={i: lo_f})
+            b = scaled_time(tm, B, memory={i: hi_f})
+            el.append((math.log(b) - math.log(a)) / dln)
+    for lk, name in ((hw.host_link, "link.host"), (hw.scale_up_link, "link.scale_up")):
+        if lk is not None:  # a solve prices no transfer over a link: exactly 0
+            names.append(name)
+            values.append(lk.bytes_per_s)
+            el.append(0.0)
+    names.append("fixed costs")
+    values.append(math.nan)
+    el.append(1.0 + sum(el))
+    return Sensitivity(call=call, times=("latency",), ceilings=tuple(names),
+                       values=tuple(values), elasticity={"latency": tuple(el)}, step=step)
+
+
 def sensitivity(result: Any, *, step: float = 1e-4) -> Sensitivity:
     """Elasticities of ``result``'s times to every ceiling (see the module docstring)."""
     call = call_of(result)
@@ -115,6 +178,10 @@ def sensitivity(result: Any, *, step: float = 1e-4) -> Sensitivity:
                         "time to differentiate")
     if not (isinstance(step, float) and 0 < step < 0.1):
         raise SpecError(f"step must be a float in (0, 0.1), got {step!r}")
+    if call.fn == "solve":
+        fast = _solve_fast(result, step)
+        if fast is not None:
+            return fast
     hw, cl = _device(call)
     dtype = _compute_dtype(call, result)
     times = _TIMES[call.fn]

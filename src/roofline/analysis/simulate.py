@@ -270,7 +270,7 @@ def _ref_prompts(isl: np.ndarray) -> tuple[int, ...]:
 
 
 def _link_bw(hardware: Any) -> float:
-    from ..specs.hardware import hardware as resolve
+    from ..specs.resolve import hardware as resolve
 
     hw = resolve(hardware)
     lk = hw.scale_up_link or hw.host_link

@@ -146,7 +146,7 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
                          capacity_bytes=one.memory_capacity, feasible=False, reason=one.reason)
     grid = np.union1d(_grid(n_max), np.asarray(refs, dtype=np.float64))
     s1, s2 = 1, refs[-1] + 1  # decode contexts
-    from ..graphs.model import model as resolve_model
+    from ..graphs.resolve import model as resolve_model
 
     cfg = resolve_model(model).config
     if pp == 1 and cfg is not None and not cfg.n_experts and preset != "mlsysim":

@@ -17,8 +17,8 @@ from ..errors import RooflineError
 __all__ = ["main", "COMMANDS"]
 
 #: subcommand modules, in help order; a module that does not exist yet is skipped
-COMMANDS = ("zoo", "solve", "sweep", "plot", "report", "tutorial", "serve", "train", "measure",
-            "validate", "advise", "requirements", "explore", "plan", "simulate")
+COMMANDS = ("zoo", "solve", "sweep", "plot", "report", "tutorial", "serve", "train", "tco",
+            "measure", "validate", "advise", "requirements", "explore", "plan", "simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:

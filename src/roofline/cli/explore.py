@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument("--rows", type=int, default=20, help="rows of the front to print")
     from .output import add_output_args
 
-    add_output_args(p, formats=("text", "json", "markdown", "csv"))
+    add_output_args(p)
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import SpecError
+from .econ import add_econ_args
 from .output import add_output_args, emit, limits
 
 __all__ = ["register", "run"]
@@ -55,12 +56,14 @@ def register(sub: Any) -> None:
                    help="with --advise: TPOT SLO in ms")
     p.add_argument("-o", "--output", default=None, metavar="PATH",
                    help="write the output (in --format) to this file instead of stdout")
+    add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.serving import serve
+    from .econ import econ_data, econ_kwargs
     from .solve import natural_precision, op_rows
 
     if args.output is not None and args.output.strip().isdigit():
@@ -72,13 +75,13 @@ def run(args: argparse.Namespace) -> int:
               weight_precision=args.weight_precision, group_size=args.group_size, tp=args.tp,
               pp=args.pp, preset=args.preset, engine=args.engine,
               prefix_cached=args.prefix_cached, chunk_size=args.chunk,
-              kv_window=args.kv_window)
+              kv_window=args.kv_window, **econ_kwargs(args))
     if args.advise:
         from .advise import print_levers
 
         args.only, args.objective, args.rows = None, "throughput", 25
         return print_levers(s, args)
-    d = s.to_dict()
+    d = {**s.to_dict(), **econ_data(s, args)}
     tables = []
     if args.ops and s.feasible and s.decode is not None:
         d["decode_ops"] = op_rows(s.decode, None)

@@ -234,6 +234,9 @@ def register(sub: Any) -> None:
     add_scenario_args(p)
     p.add_argument("--ops", nargs="?", type=int, const=10, default=None, metavar="K",
                    help="also show the K most expensive operators (default K=10)")
+    from .econ import add_econ_args
+
+    add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
 
@@ -257,9 +260,11 @@ def run(args: argparse.Namespace) -> int:
     if args.ops is not None and args.ops < 1:
         raise SpecError(f"--ops must be >= 1, got {args.ops}")
     precision = args.precision or natural_precision(args.hardware)[0]
+    from .econ import econ_data, econ_kwargs
+
     r = solve(model_arg(args), args.hardware, batch=args.batch, precision=precision,
-              **scenario_kwargs(args))
-    data: dict[str, Any] = r.to_dict()
+              **scenario_kwargs(args), **econ_kwargs(args))
+    data: dict[str, Any] = {**r.to_dict(), **econ_data(r, args)}
     tables = []
     if args.ops is not None and len(r.ops):
         data["ops"] = op_rows(r, args.ops)

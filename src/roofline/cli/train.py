@@ -48,16 +48,20 @@ def register(sub: Any) -> None:
                    help="price the unfused QKᵀ/softmax/·V path instead of FlashAttention")
     p.add_argument("--preset", default="default", choices=("default", "bound"))
     p.add_argument("--tokens", type=float, default=None,
-                   help="also report time, GPU-hours and energy to train this many tokens")
+                   help="also report time, GPU-hours, energy, cost, carbon and failures to "
+                        "train this many tokens")
     p.add_argument("--advise", action="store_true",
                    help="rank the levers (fp8, the best split, recompute, ZeRO, micro-batch)")
+    from .econ import add_econ_args
+
+    add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.training import best_parallelism, train
-    from ..specs.cluster import cluster as resolve_cluster
+    from ..specs.resolve import cluster as resolve_cluster
 
     precision = args.precision or natural_precision(resolve_cluster(args.cluster).device,
                                                     prefer="bf16")[0]
@@ -69,28 +73,41 @@ def run(args: argparse.Namespace) -> int:
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title)
+    from .econ import econ_data, econ_kwargs
+
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
-              **common)  # type: ignore[arg-type]
+              **common, **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 
         args.latency_slo_ms, args.only, args.objective, args.rows = None, None, "throughput", 25
         return print_levers(r, args)
-    extra: dict[str, float] = {}
+    extra: dict[str, Any] = {}
+    rel = None
     if args.tokens and r.feasible:  # a split that does not run has no time to train
+        rel = r.reliability(args.tokens)
         extra = {"tokens": args.tokens, "time_to_train_s": r.time_to_train(args.tokens),
                  "gpu_hours": r.gpu_hours(args.tokens),
-                 "energy_to_train_j": r.energy_to_train(args.tokens)}
+                 "energy_to_train_j": r.energy_to_train(args.tokens),
+                 "cost_to_train_usd": r.cost_to_train(args.tokens),
+                 "carbon_to_train_kg": r.carbon_to_train(args.tokens),
+                 "reliability": rel.to_dict()}
 
     def text() -> str:
         out = str(r)
         if extra:
+            cost, co2 = extra["cost_to_train_usd"], extra["carbon_to_train_kg"]
             out += (f"\n  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days,"
                     f" {extra['gpu_hours']:,.0f} device-hours, "
-                    f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh")
+                    f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh"
+                    + ("" if cost is None else f", ${cost:,.0f}")
+                    + ("" if co2 is None else f", {co2 / 1e3:,.4g} t CO2e")
+                    + f"\n  with failures: {rel.wallclock_s / 86400:.3g} days wall-clock, "
+                    f"{rel.expected_failures:,.3g} failures expected, goodput "
+                    f"{rel.goodput:.1%} (job MTBF {rel.mtbf_hours:,.3g} h)")
         return out
 
-    emit(args, text=text, data={**r.to_dict(), **extra}, obj=r)
+    emit(args, text=text, data={**r.to_dict(), **extra, **econ_data(r, args)}, obj=r)
     return 0 if r.feasible else 1

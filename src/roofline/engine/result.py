@@ -19,8 +19,9 @@ __all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
 OP_SHOW = ("name", "kind", "bound", "time", "share", "flops", "bytes", "intensity", "t_compute",
            "t_memory", "overhead")
 
-POWER_MODEL = ("energy = TDP × latency: the device is assumed to draw its thermal design power "
-               "for the whole run (an upper bound when it is under-utilised)")
+POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisation of the binding "
+               "resource (max of MFU and MBU), idle = 30 % of TDP (assumed; "
+               "data/economics/power.toml); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -58,11 +59,14 @@ class Result:
     memory_capacity: float = math.nan  #: bytes of main memory
     feasible: bool = True
     reason: str = ""  #: why it is infeasible (or notes)
-    energy: float = math.nan  #: J per batch (see POWER_MODEL)
+    energy: float = math.nan  #: J per batch (see POWER_MODEL), device only (no PUE)
     power_model: str = POWER_MODEL
     #: what the numbers leave out or assume (ops without a formula: "N ops unpriced (x % of
     #: bytes)"); empty when nothing is
     warnings: tuple[str, ...] = ()
+    price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
+    region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
+    pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     #: the per-op columns, or an OpTableSource that builds them on first access
     _op_table: Any = field(default=None, repr=False)
     #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
@@ -118,6 +122,25 @@ class Result:
         from ..specs.resolve import hardware
 
         return hardware(self.hardware_key)
+
+    # -- money, energy with PUE, carbon (roofline.analysis.economics) --------------------------
+    @property
+    def economics(self) -> Any:
+        """Cost, facility energy, carbon and water per sample, with their sources and the
+        reasons a figure is missing (``analysis.economics.Economics``)."""
+        from ..analysis.economics import for_solve
+
+        return for_solve(self)
+
+    @property
+    def cost_per_sample(self) -> float | None:
+        """USD per sample (None without a price: see ``economics.price_source``)."""
+        return self.economics.cost_per_unit
+
+    @property
+    def carbon_per_sample(self) -> float | None:
+        """kg CO2e per sample (None without ``region``)."""
+        return self.economics.carbon_per_unit
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain Python data (no per-op table; see ``ops.to_dicts()``)."""
@@ -197,7 +220,10 @@ class Result:
         ]
         if not math.isnan(self.energy):
             lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
-                         f"({fmt_rate(self.energy_per_sample, 'J')} per sample, TDP × latency)")
+                         f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
+                         f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
+        if self.price_per_hour is not None or self.region is not None or self.pue is not None:
+            lines += self.economics.lines(per=1e6, per_label="1M samples")
         lines += [f"  WARNING         {w}" for w in self.warnings]
         return "\n".join(lines)
 

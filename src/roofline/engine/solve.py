@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _args as A
 from .._call import records_call
+from .._econ_args import with_economics
 from ..errors import UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
@@ -66,6 +67,7 @@ TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
 
 
 @records_call("solve")
+@with_economics
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), precision=PRECISION_ARG,
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
            fused_attention=A.flag, kv_precision=A.optional(A.dtype),
@@ -92,6 +94,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     whose hardware file gives sparse tensor throughput) or a weight density in (0, 1)
     (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run
     (dtype missing, does not fit) is a Result with ``feasible=False`` and the ``reason``.
+    ``price_per_hour`` (USD per device-hour), ``region`` (grid, for carbon) and ``pue`` feed
+    ``r.economics`` / ``r.cost_per_sample``.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -177,9 +181,18 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
         bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
-        feasible=feasible, reason=reason, energy=hw.tdp_w * latency, _op_table=ops,
+        feasible=feasible, reason=reason, _op_table=ops,
+        energy=_energy_j(hw, preset, latency, flops / (latency * peak), byts / (latency * bw)),
         warnings=tuple(g.meta.get("warnings", ())),
     )
+
+
+def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
+    """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
+    from ..analysis.power import binding_utilisation, device_power_w
+
+    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
+    return device_power_w(hw, u, preset) * latency
 
 
 def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,

@@ -104,7 +104,7 @@ class Model:
             g = self.builder(precision=p, phase=phase, seq_len=seq_len, context=context or 0,
                              batch=batch if self.batch_dependent else None,
                              fused_attention=fused_attention, logits=logits)
-            if self.weight_format is not None and not _weights_chosen(p):
+            if self.weight_format is not None:
                 g = self.weight_format.apply(g)
             if fuse:
                 from .fusion import EPILOGUE_KINDS, fuse_epilogues
@@ -147,12 +147,6 @@ class Model:
 
     def __str__(self) -> str:
         return f"{self.name} [{self.family}], {self.params / 1e6:,.1f} M parameters"
-
-
-def _weights_chosen(p: Precision) -> bool:
-    """The precision sets the weights itself (weights= or group_size= given): a checkpoint's
-    own weight format then yields to it."""
-    return p.weights != make_precision(p.compute).weights or p.weight_overhead_bytes > 0
 
 
 # -- builders --------------------------------------------------------------------------------------

@@ -19,12 +19,21 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..specs.dtypes import Precision
 from .graph import Graph, Q
 
-__all__ = ["WeightFormat", "UNQUANTIZED_SUFFIXES"]
+__all__ = ["WeightFormat", "UNQUANTIZED_SUFFIXES", "precision_sets_weights"]
 
 #: op names (suffixes) that stay at the unquantized dtype even though they are linear
 UNQUANTIZED_SUFFIXES = ("lm_head", ".router", "score", "classifier", "pooler")
+
+
+def precision_sets_weights(p: Precision) -> bool:
+    """The precision sets the weights itself (weights= or group_size= given): a checkpoint's
+    own weight format then yields to it."""
+    from ..specs.dtypes import precision as make_precision
+
+    return p.weights != make_precision(p.compute).weights or p.weight_overhead_bytes > 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +60,10 @@ class WeightFormat:
         return out
 
     def apply(self, graph: Graph) -> Graph:
-        """``graph`` with the quantized ops' weight bytes at this format."""
+        """``graph`` with the quantized ops' weight bytes at this format; unchanged when its
+        precision chooses the weights itself (``weights=``, ``group_size=`` given)."""
+        if precision_sets_weights(graph.precision):
+            return graph
         mask = self.quantized(graph)
         wb = graph.precision.weight_bytes
         scale = self.bytes_per_weight / wb

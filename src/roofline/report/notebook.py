@@ -180,7 +180,7 @@ def _html_result(r: Any) -> str:
 def result_chart(r: Any, row_prefix: str) -> str:
     """The inline-SVG roofline of a result; point k points at row ``{row_prefix}{i}`` where
     i is the op's index in ``r.ops``."""
-    from ..specs.hardware import hardware
+    from ..specs.resolve import hardware
     from ..viz.roofline import op_points
     from .svg import roofline_svg
 

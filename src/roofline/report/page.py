@@ -166,7 +166,7 @@ def _sweeps(r: Any, model: Any, scenario: dict[str, Any]) -> str:
     """Batch sweep (1..256) at every dtype the device has among SWEEP_DTYPES: throughput and
     latency per batch, the crossover ringed."""
     from ..scenarios.sweep import sweep
-    from ..specs.hardware import hardware
+    from ..specs.resolve import hardware
 
     hw = r.hardware_spec() if hasattr(r, "hardware_spec") else hardware(r.hardware_key)
     precs = [r.precision] + [d for d in SWEEP_DTYPES if hw.has(d) and d != r.precision]
@@ -194,7 +194,7 @@ def _sweeps(r: Any, model: Any, scenario: dict[str, Any]) -> str:
 
 
 def _conventions(r: Any) -> str:
-    from ..specs.hardware import hardware
+    from ..specs.resolve import hardware
 
     hw = r.hardware_spec() if hasattr(r, "hardware_spec") else hardware(r.hardware_key)
     flop = ("mlsysim's zoo convention (CNNs: 1 FLOP per multiply-add)" if r.preset == "mlsysim"

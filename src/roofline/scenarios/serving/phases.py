@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import _args as A
 from ..._call import records_call
+from ..._econ_args import with_economics
 from ...engine.memory import memory_fit
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -60,7 +61,9 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
+
 @records_call("serve")
+@with_economics
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=R.TOKENS,
            output_len=R.TOKENS, precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE,
            weight_precision=R.OPT_DTYPE, group_size=A.optional(A.count()), tp=R.DEGREE,
@@ -95,6 +98,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
     every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
     "Sliding-window layers"). Attention reads only the window either way.
+    ``price_per_hour`` (USD per device-hour; default: the part's public price), ``region``
+    (grid, for carbon) and ``pue`` feed ``cost_per_million_output_tokens``,
+    ``energy_per_output_token`` and ``carbon_per_million_output_tokens``.
     """
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
@@ -116,7 +122,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                 "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
                 "preset": preset, "engine": factors.name,
                 "kv_window": kv_window if cfg.sliding_window is not None else "",
-                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2)}
+                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2),
+                "_hw": lambda: hw}
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
@@ -129,7 +136,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
                               B, P, n, p)
     plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
-                          fused_attention=fused_attention)
+                          fused_attention=fused_attention, weight_format=m.weight_format)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
     D = cfg.d_model
@@ -342,7 +349,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
                         f"{cfg.vocab}: speculative decoding needs a shared vocabulary")
     E = expected_tokens_per_step(alpha, k)
     dplan = sp.device_plan(dm.config, p, tp=1, pp=1, fuse=plan.fuse,
-                           fused_attention=fused_attention)
+                           fused_attention=fused_attention, weight_format=dm.weight_format)
     lo, hi = P + 1, S_end
     dd = dplan.lines(hw, eff, Bm).total(lo, hi)
     vv = plan.lines(hw, eff, Bm, phase="prefill", seq_len=k + 1, logits="all").total(lo, hi)

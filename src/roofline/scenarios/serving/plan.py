@@ -225,6 +225,8 @@ class Plan:
     tp: int
     pp: int
     _cache: OrderedDict[tuple[Any, ...], Any]
+    #: the checkpoint's stored weight format (graphs/quantization.py), applied to every graph
+    weight_format: Any = None
 
     @property
     def moe(self) -> bool:
@@ -243,6 +245,8 @@ class Plan:
         g = transformer_graph(cfg, self.precision, phase=phase, seq_len=seq_len,
                               context=context, fused_attention=self.fused_attention,
                               batch=batch if self.moe else None, logits=logits)
+        if self.weight_format is not None:
+            g = self.weight_format.apply(g)
         if self.fuse:
             from ...graphs.fusion import fuse_epilogues
 
@@ -318,12 +322,13 @@ _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
 
 
 def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
-             fused_attention: bool) -> Plan:
-    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention)
+             fused_attention: bool, weight_format: Any = None) -> Plan:
+    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format)
     pl = _PLANS.get(key)
     if pl is None:
         pl = Plan(cfg=shard_config(cfg, tp, pp), full=cfg, precision=p, fuse=fuse,
-                  fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict())
+                  fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict(),
+                  weight_format=weight_format)
         _PLANS[key] = pl
         if len(_PLANS) > 64:
             _PLANS.popitem(last=False)

@@ -68,8 +68,12 @@ class ServeResult:
     reason: str = ""
     shares: dict[str, float] = field(default_factory=dict)  #: s of e2e per cause (sum = e2e)
     notes: tuple[str, ...] = ()
+    price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
+    region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
+    pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     _prefill: Any = field(default=None, repr=False)
     _decode: Any = field(default=None, repr=False)
+    _hw: Any = field(default=None, repr=False)  #: () -> the (prefill) Hardware
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
     def levers(self, **kw: Any) -> Any:
@@ -104,6 +108,33 @@ class ServeResult:
         """One decode step at the mean context of the generation, one device."""
         r = self._decode
         return r() if callable(r) else r
+
+    # -- money, energy, carbon (roofline.analysis.economics) -----------------------------------
+    @property
+    def economics(self) -> Any:
+        """Cost, facility energy, carbon and water per output token with their sources and the
+        reasons a figure is missing (``analysis.economics.Economics``)."""
+        from ...analysis.economics import for_serve
+
+        return for_serve(self)
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        """USD per 1M output tokens: devices × $/device-hour / output tokens per hour × 1e6
+        (None without a price: see ``economics.price_source``)."""
+        c = self.economics.cost_per_unit
+        return None if c is None else c * 1e6
+
+    @property
+    def energy_per_output_token(self) -> float:
+        """J of facility energy (device power model × PUE) per output token."""
+        return self.economics.energy_per_unit
+
+    @property
+    def carbon_per_million_output_tokens(self) -> float | None:
+        """kg CO2e per 1M output tokens (None without ``region``)."""
+        g = self.economics.carbon_per_unit
+        return None if g is None else g * 1e6
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
@@ -170,4 +201,6 @@ class ServeResult:
             tot = sum(self.shares.values()) or 1.0
             lines.append("  where e2e goes  " + ", ".join(
                 f"{k} {v / tot:.1%}" for k, v in self.shares.items() if v > 0))
+        if self.price_per_hour is not None or self.region is not None or self.pue is not None:
+            lines += self.economics.lines(per=1e6, per_label="1M output tokens")
         return "\n".join(lines)

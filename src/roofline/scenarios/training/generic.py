@@ -163,6 +163,10 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     tokens = fwd.tokens_per_sample
     peak = hw.peak(p.compute)
     nodes_used = math.ceil(devices / max(c.devices // max(c.nodes, 1), 1))
+    from ...analysis.power import device_power_w
+
+    other = nodes_used * c.node_overhead_w  # power model: analysis/power.py, u = MFU
+    power = devices * device_power_w(hw, mf_step / (step * devices * peak)) + other
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
@@ -171,5 +175,5 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         mfu=mf_step / (step * devices * peak), hfu=mf_step / (step * devices * peak),
         model_flops_per_step=mf_step, hardware_flops_per_step=mf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=devices * hw.tdp_w + nodes_used * c.node_overhead_w,
+        power_w=power, other_power_w=other, _hw=hw,
         warnings=tuple(fwd.meta.get("warnings", ())), optimizer=optimizer)

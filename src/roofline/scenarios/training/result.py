@@ -46,10 +46,17 @@ class TrainingResult:
     memory_capacity: float  #: bytes per device
     feasible: bool
     reason: str = ""
-    power_w: float = math.nan  #: cluster power while training (devices at TDP + node overhead)
+    #: cluster IT power while training: devices × (idle + (TDP − idle) × MFU) + node overhead, W
+    #: (analysis/power.py); energy_to_train multiplies by the PUE
+    power_w: float = math.nan
+    other_power_w: float = 0.0  #: the node overhead part of power_w (CPUs, NICs, fans), W
+    price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
+    region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
+    pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
+    _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
 
     def levers(self, **kw: Any) -> Any:
@@ -86,9 +93,45 @@ class TrainingResult:
         """Device-hours to train on ``tokens`` tokens."""
         return self.time_to_train(tokens) * self.devices / 3600.0
 
+    # -- money, energy, carbon, failures (roofline.analysis) -----------------------------------
+    @property
+    def economics(self) -> Any:
+        """Cost, facility energy, carbon and water per training token, with sources and the
+        reasons a figure is missing (``analysis.economics.Economics``)."""
+        from ...analysis.economics import for_train
+
+        return for_train(self)
+
+    def _run(self, tokens: float) -> dict[str, float | None]:
+        from ...analysis.reliability import _pos
+
+        return self.economics.for_seconds(self.time_to_train(_pos(tokens, "tokens")))
+
     def energy_to_train(self, tokens: float) -> float:
-        """Joules to train on ``tokens`` tokens (at the ``power_w`` assumption)."""
-        return self.time_to_train(tokens) * self.power_w
+        """J of facility energy to train on ``tokens`` tokens: power_w × time × PUE (failure-
+        free time; ``reliability(tokens).goodput`` gives the wall-clock with failures)."""
+        return float(self._run(tokens)["energy_j"])  # type: ignore[arg-type]
+
+    def cost_to_train(self, tokens: float) -> float | None:
+        """USD to train on ``tokens`` tokens: device-hours × $/device-hour (None without a
+        price: see ``economics.price_source``)."""
+        return self._run(tokens)["cost_usd"]
+
+    def carbon_to_train(self, tokens: float) -> float | None:
+        """kg CO2e to train on ``tokens`` tokens (None without ``region``)."""
+        return self._run(tokens)["carbon_kg"]
+
+    def water_to_train(self, tokens: float) -> float:
+        """Litres of site water to train on ``tokens`` tokens (WUE × IT energy)."""
+        return float(self._run(tokens)["water_l"])  # type: ignore[arg-type]
+
+    def reliability(self, tokens: float, **kw: Any) -> Any:
+        """Failures of the run: MTBF, checkpoint size and write time, interval, goodput and
+        wall-clock with failures (``analysis.reliability``; keywords: storage_bytes_per_s,
+        restart_s, failure_rate, method)."""
+        from ...analysis.reliability import for_train
+
+        return for_train(self, tokens, **kw)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
@@ -143,4 +186,6 @@ class TrainingResult:
                      f"MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
+        if self.price_per_hour is not None or self.region is not None or self.pue is not None:
+            lines += self.economics.lines(per=1e9, per_label="1B tokens")
         return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import _args as A
 from ..._call import records_call
+from ..._econ_args import with_economics
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -169,6 +170,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 
 
 @records_call("train")
+@with_economics
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
@@ -193,6 +195,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
+    ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
+    ``energy_to_train`` and ``carbon_to_train``.
     """
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
@@ -252,7 +256,11 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
-    power = devices * hw.tdp_w + ctx.cl.nodes * ctx.cl.node_overhead_w
+    from ...analysis.power import device_power_w
+
+    mfu = model_flops / (step * devices * ctx.peak)
+    other = ctx.cl.nodes * ctx.cl.node_overhead_w
+    power = devices * device_power_w(hw, mfu) + other
     return TrainingResult(
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
@@ -263,4 +271,4 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power)
+        power_w=power, other_power_w=other, _hw=hw)

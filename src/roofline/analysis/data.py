@@ -1,0 +1,416 @@
+"""The sourced tables behind money, energy, carbon and failures (``data/economics/*.toml``).
+
+Every number is read with :func:`roofline.specs.sourced.read_quantity`, which refuses a number
+without a ``source`` or a unit; a price quote also needs the ``date`` the page states. Values are
+SI inside: USD/s, J, kg CO2e per J, litres per J, s.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from .._data import DATA, alias_index, norm_name, read_toml
+from ..errors import SourceError, SpecError, unknown
+from ..specs.sourced import Provenance, read_quantity
+
+__all__ = [
+    "PriceQuote", "PartPrices", "Region", "DatacenterType", "FailureRun", "ValidationRun",
+    "part_prices", "region", "list_regions", "regions", "datacenter", "list_datacenters",
+    "power_defaults", "failure_run", "validation_runs", "tco_defaults", "mlsysim_table",
+    "parse_prices", "price_quotes", "embodied_carbon",
+]
+
+ECON = DATA / "economics"
+
+#: plausible ranges (SI) of the economics dimensions, beyond specs.sourced.PLAUSIBLE: a typo
+#: (a 1e9 g/kWh grid, a negative-looking 1e-30 price) is refused at load, naming the field
+_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "time": (0.0, 1e10),  # s: run durations (days), MTTFs (1e5 h), restart and checkpoint costs
+    "carbon_intensity": (0.0, 2.0 / 3.6e6),  # kg/J: 0..2,000 gCO2e/kWh
+    "energy_price": (0.0, 10.0 / 3.6e6),  # USD/J: 0..10 $/kWh
+    "water_intensity": (0.0, 100.0 / 3.6e6),  # L/J: 0..100 L/kWh
+    "money_rate": (1e-9, 1e6 / 3600.0),  # USD/s: a positive price up to 1e6 $/h
+}
+
+
+def _reader(doc: Mapping[str, Any], origin: str) -> Any:
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict):
+        raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
+
+    def q(raw: Any, fld: str, dim: str) -> tuple[float, Provenance]:
+        if isinstance(raw, dict) and "date" in raw:
+            raw = {k: v for k, v in raw.items() if k != "date"}
+        lo, hi = _BOUNDS.get(dim, (None, None))
+        return read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
+                             lo=lo, hi=hi)
+
+    return q
+
+
+# -- prices ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriceQuote:
+    """One public on-demand price for one device-hour."""
+
+    provider: str
+    offer: str  #: instance type, region, billing
+    date: str  #: the date the page states
+    usd_per_s: float
+    provenance: Provenance
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.usd_per_s * 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartPrices:
+    """The public prices of one zoo part."""
+
+    key: str
+    quotes: tuple[PriceQuote, ...] = ()
+    purchase_usd: float | None = None  #: street price of one device, USD
+    purchase_provenance: Provenance | None = None
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        """Default rental price: the median of the quotes (derived), None without quotes."""
+        if not self.quotes:
+            return None
+        return float(statistics.median(q.usd_per_hour for q in self.quotes))
+
+    @property
+    def source(self) -> str:
+        if not self.quotes:
+            return "no public price in data/economics/prices.toml"
+        parts = "; ".join(f"{q.provider} {q.usd_per_hour:.4g} $/h ({q.date})" for q in self.quotes)
+        return f"median of {len(self.quotes)} quotes: {parts}"
+
+
+def parse_prices(doc: Mapping[str, Any], origin: str) -> dict[str, PartPrices]:
+    """Parse a prices table (see data/economics/prices.toml); every quote needs a date."""
+    q = _reader(doc, origin)
+    out: dict[str, PartPrices] = {}
+    for key, raw in (doc.get("parts") or {}).items():
+        if not isinstance(raw, dict):
+            raise SpecError(f"{origin}: parts.{key} must be a table")
+        quotes = []
+        for i, e in enumerate(raw.get("on_demand", [])):
+            where = f"parts.{key}.on_demand.{i}"
+            for req in ("provider", "date", "price"):
+                if req not in e:
+                    raise SourceError(f"{origin}: {where} has no {req!r}: a price quote needs "
+                                      "the provider, the date the page states and a sourced price")
+            v, p = q(e["price"], f"{where}.price", "money_rate")
+            if not v > 0:
+                raise SpecError(f"{origin}: {where}.price must be > 0")
+            quotes.append(PriceQuote(provider=str(e["provider"]), offer=str(e.get("offer", "")),
+                                     date=str(e["date"]), usd_per_s=v, provenance=p))
+        purchase = prov = None
+        if "purchase" in raw:
+            if "date" not in raw["purchase"]:
+                raise SourceError(f"{origin}: parts.{key}.purchase has no 'date'")
+            purchase, prov = q(raw["purchase"], f"parts.{key}.purchase", "money")
+        out[key] = PartPrices(key=key, quotes=tuple(quotes), purchase_usd=purchase,
+                              purchase_provenance=prov)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict[str, PartPrices]:
+    path = ECON / "prices.toml"
+    return parse_prices(read_toml(path), str(path))
+
+
+def part_prices(key: str) -> PartPrices:
+    """The prices of zoo part ``key`` (an empty PartPrices when none are published)."""
+    return _prices().get(key, PartPrices(key=key))
+
+
+def price_quotes(hardware: Any) -> PartPrices:
+    """The public prices of a part (zoo name, alias or Hardware): quotes with page and date,
+    their median (the default ``price_per_hour``) and the street purchase price."""
+    from ..specs.resolve import hardware as resolve
+
+    return part_prices(resolve(hardware).key)
+
+
+# -- regions ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Region:
+    """A grid region: yearly carbon intensity and, where published, electricity price."""
+
+    key: str
+    name: str
+    year: int
+    intensity_kg_per_j: float  #: kg CO2e per J of electricity
+    electricity_usd_per_j: float | None = None
+    aliases: tuple[str, ...] = ()
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+
+    @property
+    def g_per_kwh(self) -> float:
+        return self.intensity_kg_per_j * 3.6e9
+
+    @property
+    def usd_per_kwh(self) -> float | None:
+        return None if self.electricity_usd_per_j is None else self.electricity_usd_per_j * 3.6e6
+
+    @property
+    def assumed(self) -> bool:
+        """True where the intensity is a stand-in (a coarser grid) rather than this grid's own."""
+        return self.provenance["intensity"].derivation.startswith("assumed")
+
+
+@lru_cache(maxsize=1)
+def _regions() -> tuple[dict[str, Region], dict[str, str]]:
+    path = ECON / "grids.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    out: dict[str, Region] = {}
+    for key, raw in doc["regions"].items():
+        prov: dict[str, Provenance] = {}
+        if not isinstance(raw.get("year"), int):
+            raise SourceError(f"{path}: regions.{key} needs the data set's 'year'")
+        v, prov["intensity"] = q(raw.get("intensity"), f"regions.{key}.intensity",
+                                 "carbon_intensity")
+        price = None
+        if "electricity_price" in raw:
+            price, prov["electricity_price"] = q(raw["electricity_price"],
+                                                 f"regions.{key}.electricity_price",
+                                                 "energy_price")
+        out[key] = Region(key=key, name=str(raw["name"]), year=raw["year"], intensity_kg_per_j=v,
+                          electricity_usd_per_j=price, aliases=tuple(raw.get("aliases", ())),
+                          provenance=prov)
+    index = alias_index(((r.key, r.aliases) for r in out.values()), "region")
+    return out, index
+
+
+def regions() -> dict[str, Region]:
+    """Every known region by key."""
+    return dict(_regions()[0])
+
+
+def list_regions() -> list[str]:
+    return sorted(_regions()[0])
+
+
+def region(name: str | Region) -> Region:
+    """A region by key or alias (``"us-east"``, ``"eu-west-1"``, ``"quebec"``); an unknown name
+    raises an error listing the known ones and the closest."""
+    if isinstance(name, Region):
+        return name
+    if not isinstance(name, str):
+        raise SpecError(f"region must be a region name, got {type(name).__name__}")
+    by_key, index = _regions()
+    key = index.get(norm_name(name))
+    if key is None:
+        from ..errors import UnknownNameError, closest
+
+        every = [n for r in by_key.values() for n in (r.key, *r.aliases)]
+        raise UnknownNameError(
+            f"unknown region {name!r}.{closest(name, every)} Known regions: "
+            f"{', '.join(sorted(by_key))} (cloud-region aliases too, e.g. us-east-1, eu-west-1)")
+    return by_key[key]
+
+
+# -- datacentre types --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatacenterType:
+    key: str
+    name: str
+    pue: float
+    wue_l_per_j: float  #: litres of site water per J of IT energy
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def _datacenters() -> tuple[dict[str, DatacenterType], dict[str, str], str]:
+    path = ECON / "datacenters.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    out: dict[str, DatacenterType] = {}
+    aliases = []
+    for key, raw in doc["types"].items():
+        prov: dict[str, Provenance] = {}
+        pue, prov["pue"] = q(raw.get("pue"), f"types.{key}.pue", "ratio")
+        if pue < 1:
+            raise SpecError(f"{path}: types.{key}.pue={pue} must be >= 1")
+        wue, prov["wue"] = q(raw.get("wue"), f"types.{key}.wue", "water_intensity")
+        out[key] = DatacenterType(key=key, name=str(raw["name"]), pue=pue, wue_l_per_j=wue,
+                                  provenance=prov)
+        aliases.append((key, tuple(raw.get("aliases", ()))))
+    return out, alias_index(aliases, "datacenter type"), str(doc["default"])
+
+
+def list_datacenters() -> list[str]:
+    return sorted(_datacenters()[0])
+
+
+def datacenter(name: str | None = None) -> DatacenterType:
+    """A datacentre type (PUE, WUE) by name; None: the default (hyperscale)."""
+    by_key, index, default = _datacenters()
+    if name is None:
+        return by_key[default]
+    key = index.get(norm_name(str(name)))
+    if key is None:
+        raise unknown("datacenter type", str(name), list(index))
+    return by_key[key]
+
+
+# -- power, reliability, TCO defaults, mlsysim ------------------------------------------------
+
+def _flat(path_name: str, section: str) -> dict[str, tuple[float, Provenance]]:
+    path = ECON / path_name
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    out = {}
+    for k, raw in doc[section].items():
+        dim = raw.get("unit") if isinstance(raw, dict) else None
+        from ..units import UNIT_DIMENSION
+
+        out[k] = q(raw, f"{section}.{k}", UNIT_DIMENSION.get(str(dim), "ratio"))
+    return out
+
+
+@lru_cache(maxsize=1)
+def power_defaults() -> dict[str, tuple[float, Provenance]]:
+    """``idle_fraction`` (of TDP) and its provenance."""
+    return _flat("power.toml", "default")
+
+
+@lru_cache(maxsize=1)
+def tco_defaults() -> dict[str, tuple[float, Provenance]]:
+    """``years``, ``maintenance_per_year``, ``electricity_price`` (USD/J)."""
+    return _flat("tco.toml", "defaults")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureRun:
+    """A published large run the failure rate is set from."""
+
+    key: str
+    name: str
+    devices: float
+    duration_s: float
+    unexpected: float
+    planned: float
+    storage_bytes_per_s: float
+    provenance: Mapping[str, Provenance]
+
+    @property
+    def rate_per_device_s(self) -> float:
+        """Unexpected interruptions per device-second (derived: count / (devices x time))."""
+        return self.unexpected / (self.devices * self.duration_s)
+
+    @property
+    def rate_per_device_hour(self) -> float:
+        return self.rate_per_device_s * 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationRun:
+    name: str
+    devices: float
+    duration_s: float
+    events: float
+    kind: str
+    note: str
+    gpu_share: float | None
+    provenance: Mapping[str, Provenance]
+
+
+@lru_cache(maxsize=1)
+def _reliability() -> tuple[dict[str, FailureRun], str, tuple[ValidationRun, ...]]:
+    path = ECON / "reliability.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    runs = {}
+    for key, raw in doc["runs"].items():
+        prov: dict[str, Provenance] = {}
+
+        def g(name: str, dim: str, _raw: dict[str, Any] = raw, _key: str = key,
+              _prov: dict[str, Provenance] = prov) -> float:
+            v, _prov[name] = q(_raw[name], f"runs.{_key}.{name}", dim)
+            return v
+
+        runs[key] = FailureRun(key=key, name=str(raw["name"]), devices=g("devices", "ratio"),
+                               duration_s=g("duration", "time"),
+                               unexpected=g("unexpected_interruptions", "ratio"),
+                               planned=g("planned_interruptions", "ratio"),
+                               storage_bytes_per_s=g("storage_bandwidth", "bandwidth"),
+                               provenance=prov)
+    vals = []
+    for i, raw in enumerate(doc.get("validation", [])):
+        prov = {}
+        dev, prov["devices"] = q(raw["devices"], f"validation.{i}.devices", "ratio")
+        dur, prov["duration"] = q(raw["duration"], f"validation.{i}.duration", "time")
+        ev, prov["events"] = q(raw["events"], f"validation.{i}.events", "ratio")
+        share = None
+        if "gpu_share" in raw:
+            share, prov["gpu_share"] = q(raw["gpu_share"], f"validation.{i}.gpu_share", "ratio")
+        vals.append(ValidationRun(name=str(raw["name"]), devices=dev, duration_s=dur, events=ev,
+                                  kind=str(raw["kind"]), note=str(raw.get("note", "")),
+                                  gpu_share=share, provenance=prov))
+    return runs, str(doc["default"]), tuple(vals)
+
+
+def failure_run(name: str | None = None) -> FailureRun:
+    """The published run the default failure rate comes from (Llama 3 405B)."""
+    runs, default, _ = _reliability()
+    key = default if name is None else name
+    if key not in runs:
+        raise unknown("failure statistics run", key, runs)
+    return runs[key]
+
+
+def validation_runs() -> tuple[ValidationRun, ...]:
+    """Published runs NOT used to set the failure rate (docs/validation/economics.md)."""
+    return _reliability()[2]
+
+
+@lru_cache(maxsize=1)
+def mlsysim_table() -> dict[str, Any]:
+    """mlsysim 0.1.1's conventions (data/economics/mlsysim.toml), SI values."""
+    from ..units import UNIT_DIMENSION
+
+    path = ECON / "mlsysim.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+
+    def table(raw: Mapping[str, Any], where: str) -> dict[str, float]:
+        return {k: q(v, f"{where}.{k}", UNIT_DIMENSION[v["unit"]])[0] for k, v in raw.items()}
+
+    return {
+        "conventions": table(doc["conventions"], "conventions"),
+        "node": table(doc["node"], "node"),
+        "devices": {k: table(v, f"devices.{k}") for k, v in doc["devices"].items()},
+        "grids": {k: table(v, f"grids.{k}") for k, v in doc["grids"].items()},
+    }
+
+
+@lru_cache(maxsize=1)
+def _embodied() -> dict[str, tuple[float, Provenance]]:
+    path = ECON / "embodied.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    return {k: q(v["embodied"], f"parts.{k}.embodied", "carbon")
+            for k, v in (doc.get("parts") or {}).items()}
+
+
+def embodied_carbon(key: str) -> tuple[float, Provenance] | None:
+    """(kg CO2e to make one device, provenance), or None where none is published."""
+    return _embodied().get(key)
+
+
+def _finite(x: float) -> bool:
+    return isinstance(x, float | int) and math.isfinite(x)

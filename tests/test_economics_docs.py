@@ -1,0 +1,36 @@
+"""docs/economics.md: each python example's printed output is the text block after it;
+docs/validation/economics.md's failure table is the one the data generates today."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    blocks = re.findall(r"```(python|text)\n(.*?)```", text, flags=re.S)
+    return [(b1, b2.rstrip("\n")) for (k1, b1), (k2, b2) in zip(blocks, blocks[1:])
+            if k1 == "python" and k2 == "text"]
+
+
+def test_worked_examples_print_what_the_doc_shows() -> None:
+    pairs = _pairs((DOCS / "economics.md").read_text(encoding="utf-8"))
+    assert len(pairs) == 5
+    env: dict[str, object] = {}
+    for code, shown in pairs:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(code, env)  # noqa: S102 - our own documentation
+        assert buf.getvalue().rstrip("\n") == shown
+
+
+def test_validation_table_is_generated_from_the_data() -> None:
+    from roofline.analysis.reliability import validation_markdown
+
+    text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
+    table = text.split("<!-- failure-validation -->\n", 1)[1].split("\n\n", 1)[0]
+    assert table == validation_markdown()
