@@ -4,7 +4,6 @@ peak, so it streams its weights (memory-bound). Published check: docs/validation
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
