@@ -145,13 +145,20 @@ PUBLIC = ["solve", "sweep", "serve", "serving_capacity", "train", "best_parallel
           "hardware", "cluster", "precision", "measure", "validate", "plot_roofline"]
 
 
-@pytest.mark.parametrize("name", PUBLIC)
+ELSEWHERE = {"plot_roofline": "roofline.viz.roofline",
+             "serve_sweep": "roofline.scenarios.serving",
+             "from_onnx": "roofline.graphs.importers.onnx_import",
+             "from_torch": "roofline.graphs.importers.torch_import"}
+
+
+@pytest.mark.parametrize("name", PUBLIC + ["serve_sweep", "from_onnx", "from_torch"])
 def test_every_public_function_checks_every_parameter(name):
     import importlib
 
-    fn = getattr(rl, name)
-    if name == "plot_roofline":
-        fn = importlib.import_module("roofline.viz.roofline").plot_roofline
+    if name in ("from_onnx", "from_torch"):
+        pytest.importorskip("onnx" if name == "from_onnx" else "torch")
+    fn = getattr(importlib.import_module(ELSEWHERE[name]), name) if name in ELSEWHERE \
+        else getattr(rl, name)
     rules = getattr(fn, "__checked_rules__", None)
     assert rules is not None, f"{name} has no @checked argument rules"
     params = [p for p in inspect.signature(fn).parameters.values()

@@ -204,3 +204,25 @@ def test_import_stays_light():
     code2 = "import sys, roofline; print('roofline.report' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_levers_in_report_and_card(res):
+    L = rl.levers(result=res)
+    page = res.to_html()
+    assert "<h2>What to change" in page
+    best = L.to_dicts()[0]
+    assert html.escape(best["setting"]) in page and f"{best['speedup']:.4g}" in page
+    h = L._repr_html_()
+    _check(h)
+    assert h.count("<tr><td") == len(L)  # every lever a row (the summary rows are <th> rows)
+
+
+def test_plan_card_has_its_chart():
+    pytest.importorskip("matplotlib")
+    wl = rl.Workload(prompt=rl.lengths("uniform", 500, 1500), output=rl.lengths("uniform", 50, 150),
+                     rate=10.0)
+    p = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl,
+                        slo=rl.SLO(ttft_p99=1.0, tpot_p99=0.05), requests=300)
+    h = p._repr_html_()
+    _check(h)
+    assert 'src="data:image/png;base64,' in h and f"Pareto frontier ({len(p.pareto)} rows)" in h

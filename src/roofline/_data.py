@@ -61,6 +61,8 @@ def load_toml_file(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{what} file {str(p)!r} is not valid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{what} file {str(p)!r} nests too deeply to be a spec") from None
 
 
 def toml_escape(s: str) -> str:

@@ -164,6 +164,11 @@ class Levers(Sequence[Lever]):
     def __str__(self) -> str:
         return self.to_string()
 
+    def _repr_html_(self) -> str:
+        from ..report import repr_html
+
+        return repr_html(self)
+
     def __repr__(self) -> str:
         b = self.best
         return (f"<Levers {len(self)} rows for {self.base_call}; best: "

@@ -29,10 +29,7 @@ CARD_OP_ROWS = 200
 def repr_html(obj: Any) -> str:
     """The notebook card of any roofline result or table."""
     name = type(obj).__name__
-    fn = _HTML.get(name)
-    if fn is None:
-        return f'<div class="rl"><pre>{esc(obj)}</pre></div>'
-    return fn(obj)
+    return _HTML.get(name, _html_text)(obj)
 
 
 def repr_line(obj: Any) -> str:
@@ -375,6 +372,70 @@ def _html_validation(v: Any) -> str:
                 details=table_html(tab, max_rows=None), details_label="per item")
 
 
+def levers_table(L: Any, top: int | None = 15) -> Any:
+    """The ranked levers as a Table (usable rows first, as ``rl.levers`` ranks them)."""
+    from ..engine.table import Table
+
+    rows = L.to_dicts()[:top] if top is not None else L.to_dicts()
+    keys = ("lever", "setting", "latency", "speedup", "bottleneck_after", "memory", "fits",
+            "why")
+    cols = {k: [r[k] if r[k] is not None else math.nan for r in rows] for k in keys}
+    return Table(cols, {"latency": "s", "memory": "B"},
+                 title=f"levers for {L.base_call} (speed-up per {L.unit})")
+
+
+def _html_levers(L: Any) -> str:
+    b = L.best
+    rows = [("call", esc(str(L.base_call))), ("levers", str(len(L))),
+            ("best", esc(f"{b.lever}: {b.setting} — {b.speedup:.2f}x ({b.why})") if b
+             else "nothing helps")]
+    t = levers_table(L, None)
+    return card("<b>what to change</b>", rows, details=table_html(t, max_rows=None),
+                details_label=f"every lever ({len(L)} rows, click a header to sort)")
+
+
+def png_data_uri(fig: Any) -> str:
+    """A matplotlib figure as an inline ``<img>`` (data: URI, no file, no request)."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="chart" src="data:image/png;base64,{data}">'
+
+
+def _html_plan(p: Any) -> str:
+    b = p.best
+    rows = [("workload", esc(str(p.workload))), ("SLO", esc(str(p.slo))),
+            ("best", esc(f"{b.mode} {b.layout}, {b.devices} devices, max concurrency "
+                         f"{b.max_concurrency}") if b else
+             '<span class="rl-bad">no layout meets the SLO on these devices</span>'),
+            ("searched", esc(f"{len(p.pareto)} Pareto rows, {len(p.layouts)} frontier points, "
+                             f"{len(p.infeasible)} infeasible layouts"))]
+    chart = ""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(7, 4.5))
+        FigureCanvasAgg(fig)
+        p.plot(ax=fig.add_subplot())
+        chart = png_data_uri(fig)
+    except ImportError:  # matplotlib is an extra: the card keeps its numbers without it
+        chart = '<div class="rl-note">(pip install \'roofline[plot]\' for the chart)</div>'
+    return card(f"<b>serving plan</b>: <b>{esc(p.model)}</b> on up to {p.devices}× "
+                f"<b>{esc(p.hardware)}</b>", rows, extra=chart,
+                details=table_html(p.pareto, max_rows=None),
+                details_label=f"Pareto frontier ({len(p.pareto)} rows)")
+
+
+def _html_text(obj: Any) -> str:
+    """Any other result: its printout in a card (names escaped)."""
+    return (f'<div class="rl"><style>{_css()}</style><div class="rl-head"><b>'
+            f"{esc(type(obj).__name__)}</b></div><pre>{esc(obj)}</pre></div>")
+
+
 def _css() -> str:
     from .html import CSS
 
@@ -389,4 +450,5 @@ def _js() -> str:
 
 _HTML = {"Result": _html_result, "Table": _html_table, "Sweep": _html_sweep,
          "ServeResult": _html_serve, "TrainingResult": _html_train,
-         "Capacity": _html_capacity, "Validation": _html_validation}
+         "Capacity": _html_capacity, "Validation": _html_validation, "Levers": _html_levers,
+         "ServingPlan": _html_plan}

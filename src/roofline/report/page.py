@@ -119,6 +119,9 @@ def result_page(r: Any, *, model: Any = None, sweeps: bool = True,
         sw = _sweeps(r, model, scenario or {})
         if sw:
             sections += ["<h2>Batch and precision sweep</h2>", sw]
+    lev = _levers(r)
+    if lev:
+        sections += ["<h2>What to change</h2>", lev]
     if has_ops:
         sections += [f"<h2>Per-operator table ({len(t)} operators)</h2>",
                      '<p class="rl-note">click a header to sort</p>',
@@ -191,6 +194,22 @@ def _sweeps(r: Any, model: Any, scenario: dict[str, Any]) -> str:
             "memory_footprint", "feasible"]
     return (note + sweep_charts(s) + "<details><summary>sweep table</summary>"
             + table_html(s.table, columns=cols, max_rows=None) + "</details>")
+
+
+def _levers(r: Any) -> str:
+    """The 15 best levers (``rl.levers``), where that analysis is installed."""
+    try:
+        from ..analysis.levers import levers
+    except ImportError:
+        return ""
+    from .notebook import levers_table
+
+    if not r.feasible and math.isnan(r.latency):
+        return ""
+    L = levers(result=r)
+    return ('<p class="rl-note">each row: one change (or a combination), priced with the same '
+            "model; <code>call</code> in <code>rl.levers(result=r).to_dicts()</code> reproduces "
+            "it</p>" + table_html(levers_table(L), max_rows=None))
 
 
 def _conventions(r: Any) -> str:

@@ -175,7 +175,7 @@ class Hardware:
         peaks = ", ".join(f"{d} {v / 1e12:.4g} T" for d, v in self.peak_flops_per_s.items())
         m = self.main_memory
         return (f"{self.name} [{self.kind}]: {peaks} FLOP/s (dense); {m.name} "
-                f"{m.capacity_bytes / 2**30:.4g} GiB @ {m.bytes_per_s / 1e9:.4g} GB/s")
+                f"{m.capacity_bytes / 1e9:.4g} GB @ {m.bytes_per_s / 1e9:.4g} GB/s")
 
 
 class SpecKey:

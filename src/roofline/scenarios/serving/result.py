@@ -179,7 +179,9 @@ class ServeResult:
         lines = [
             head,
             f"  TTFT            {fmt_time(self.ttft)}" + fmt_band(u.get("ttft"), fmt_time),
-            f"  TPOT            {fmt_time(self.tpot)} ({1 / self.tpot:,.1f} tokens/s per request)"
+            f"  TPOT            {fmt_time(self.tpot)} " + (
+                f"({1 / self.tpot:,.1f} tokens/s per request)" if self.tpot > 0 else
+                "(output_len 1: the first token comes from prefill, no decode step)")
             + fmt_band(u.get("tpot"), fmt_time),
             f"  end to end      {fmt_time(self.e2e_latency)}"
             + fmt_band(u.get("e2e_latency"), fmt_time),

@@ -42,6 +42,7 @@ from ...ops import collectives as coll
 from ...ops.xp import SCALAR
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
+from ...units import fmt_bytes
 from .factors import training_factors
 from .result import TrainingResult
 
@@ -151,12 +152,11 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     mem["total"] = sum(mem.values())
     cap = hw.memory_capacity_bytes
     feasible = mem["total"] <= cap and math.isfinite(step)
-    gib = 2.0**30
+    fb = fmt_bytes
     reason = "" if feasible else (
-        f"needs {mem['total'] / gib:.1f} GiB per device, {hw.name} has {cap / gib:.0f} GiB "
-        f"(weights {mem['weights'] / gib:.1f}, gradients {mem['gradients'] / gib:.1f}, "
-        f"optimizer {mem['optimizer'] / gib:.1f}, activations {mem['activations'] / gib:.1f} "
-        "GiB)")
+        f"needs {fb(mem['total'])} per device, {hw.name} has {fb(cap)} (weights "
+        f"{fb(mem['weights'])}, gradients {fb(mem['gradients'])}, optimizer "
+        f"{fb(mem['optimizer'])}, activations {fb(mem['activations'])})")
     bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": 0.0, "optimizer": t_opt,
           "tp_comm": 0.0, "dp_comm": dp_exp, "pp_comm": 0.0, "ep_comm": 0.0, "bubble": 0.0}
     devices = dp
