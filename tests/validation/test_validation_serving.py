@@ -118,3 +118,18 @@ def test_readme_states_the_holdout_error(holdout):
     lo = holdout.loso
     assert (f"(held out: median {lo.median_abs:.1%}, RMS {lo.rms_log:.3f}, "
             f"worst {lo.worst:+.0%})").replace("%", " %") in readme
+
+
+def test_uncertainty_residuals_are_the_holdout_errors(holdout):
+    """data/validation/residuals.toml holds each case's error with the fit without its source
+    (time convention: a rate's error negated); regenerate with
+    ``python -m roofline.validation.uncertainty --write`` after a deliberate change."""
+    from roofline.uncertainty import residuals
+
+    stored = {i: e for cls in ("serving-ttft", "serving-decode") for i, _, e in residuals(cls)}
+    cases = v.serving_cases()
+    assert set(stored) == {c.id for c in cases}
+    for c in cases:
+        e = holdout.held_out_errors[c.id]
+        want = -e if c.metric in ("tok_s", "tok_s_gpu") else e
+        assert stored[c.id] == pytest.approx(want, abs=2e-3), c.id

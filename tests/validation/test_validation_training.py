@@ -114,3 +114,13 @@ def test_readme_states_the_holdout_error(holdout) -> None:
     lo = holdout.loso
     assert f"(held out: median {lo.median_abs:.1%}, worst {lo.worst:+.1%})".replace(
         "%", " %") in readme
+
+
+def test_uncertainty_residuals_are_the_holdout_errors(holdout):
+    """The Megatron cases of the gpu-training class carry the fit-without-their-source error;
+    regenerate with ``python -m roofline.validation.uncertainty --write``."""
+    from roofline.uncertainty import residuals
+
+    stored = {i: e for i, _, e in residuals("gpu-training")}
+    for c in v.training_cases():
+        assert stored[c.id] == pytest.approx(holdout.held_out_errors[c.id], abs=2e-3), c.id

@@ -3,8 +3,9 @@
 For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
 
     compute    t_c = flops · (inv_c0 + min(inv_c1 / B, inv_cap))      (matmul-class ops: the
-               GEMM model 1/e = (1 + a/M + b/N + c/K)/max with M = m1·B clamped to >= 1; other
-               ops: 1 / vector rate)
+               GEMM model 1/e = (1 + a/M + b/N + c/K)/max with M = m1·B clamped to >= 1, and
+               never below the GEMV floor gemm.gemv of the peak (the cap); other ops:
+               1 / vector rate)
     memory     t_m = main bytes / (bw · main_read) + act bytes / (bw_level · memory.max)
                where bw_level is the fastest on-chip level whose usable share holds the op's
                activations, else main memory
@@ -218,6 +219,8 @@ class TimeModel:
             nl.append("evicted dispatch (a step in the bytes earlier ops move)")
         if not bool(np.all((m1 >= 1) | ~graph.is_compute)):
             nl.append("GEMM rows below one (M = m1·B clamped to 1)")
+        if bool(np.any(graph.is_compute & (self.inv_c1 > self.inv_cap) & (m1 >= 1))):
+            nl.append("matmuls at their GEMV floor at small batch (gemm.gemv)")
         if bool((self.C0[0] * self.inv_c1).any()):
             nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
         self.nonlinear = tuple(nl)
@@ -269,6 +272,12 @@ class TimeModel:
             a_m1 = np.where(m1 > 0, ga / np.where(m1 > 0, m1, 1.0), 0.0)
             self.inv_c1 = np.where(is_c, a_m1 / gpk_a, 0.0)
             self.inv_cap = np.where(is_c, ga / gpk_a, 0.0)
+            # the GEMV floor: seconds per FLOP never above 1 / (peak · gemv), through the cap
+            # of the M penalty (a/M <= the room between the N, K part and the floor)
+            gv = g.gemv * (1.0 if eff.is_bound else hw.sustained(dtype))
+            if gv > 0 and not eff.is_bound:
+                room = np.maximum(1.0 / (self.peak * gv) - self.inv_c0, 0.0)
+                self.inv_cap = np.where(is_c, np.minimum(self.inv_cap, room), self.inv_cap)
 
     # -- per op, at any batch (or many: B of shape [b] gives [b, n]) ---------------------------
     def ops(self, batch: Any) -> OpTimes:

@@ -60,11 +60,16 @@ class Gemm:
     a: float = 0.0  #: rows at which the M penalty halves the efficiency
     b: float = 0.0  #: as ``a`` for N
     c: float = 0.0  #: as ``a`` for K
+    #: floor of the efficiency: a matrix-vector product (M of a few rows, batch-1 decode) runs
+    #: as a GEMV streaming its weights, not as padded tiles, so the M penalty never takes it
+    #: below this fraction of the peak (0: no floor)
+    gemv: float = 0.0
 
     def check(self, label: str, name: str, hi: float = 1.0) -> None:
         _check(label, f"{name}.max", self.max, 0.0, hi, lo_open=True)
         for f in ("a", "b", "c"):
             _check(label, f"{name}.{f}", getattr(self, f), 0.0, float("inf"))
+        _check(label, f"{name}.gemv", self.gemv, 0.0, 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -287,8 +292,8 @@ BOUND = Efficiency()
 
 #: grouped field -> (dimension, None-means-off when 0 in a flat table)
 _GROUPS: dict[str, dict[str, str]] = {
-    "gemm": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio"},
-    "gemm_bf16": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio"},
+    "gemm": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio", "gemv": "ratio"},
+    "gemm_bf16": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio", "gemv": "ratio"},
     "conv": {"scale": "ratio", "a": "ratio", "b": "ratio", "c": "ratio"},
     "attention": {"scale": "ratio"},
     "vector": {"max": "ratio", "norm": "ratio", "softmax": "ratio", "pool": "ratio"},

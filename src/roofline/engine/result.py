@@ -93,6 +93,20 @@ class Result:
                      show=OP_SHOW)
 
     @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"latency": Band(low, high, level, cls, n)}``: the 80 % interval of the latency
+        from the validation residuals of its class (roofline.uncertainty; method in
+        docs/validation/uncertainty.md); empty for a preset or result without a validated
+        class. ``low, high = r.uncertainty["latency"]``."""
+        from ..uncertainty import bands
+
+        cls = _solve_class(self)
+        if cls is None or not self.feasible:
+            return {}
+        return bands({"latency": (self.latency, cls, False),
+                      "throughput": (self.throughput, cls, True)})
+
+    @property
     def latency_per_sample(self) -> float:
         return self.latency / self.batch
 
@@ -133,6 +147,7 @@ class Result:
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["memory_breakdown"] = dict(self.memory_breakdown)
         d["warnings"] = list(self.warnings)
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         for k, v in d.items():
             if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
                 d[k] = None
@@ -169,6 +184,8 @@ class Result:
 
     @printable_str
     def __str__(self) -> str:
+        from ..uncertainty import fmt_band
+
         if not self.feasible and math.isnan(self.latency):
             return (f"{self.model} on {self.hardware} (batch {self.batch}, {self.precision}, "
                     f"preset {self.preset}): cannot run — {self.reason}") + "".join(
@@ -180,8 +197,9 @@ class Result:
                                else "") + (f", context={self.context}" if self.context else "")
             + f", preset {self.preset}",
             f"  bottleneck      {self.bottleneck}-bound",
-            f"  latency         {fmt_time(self.latency)} "
-            f"(roofline bound {fmt_time(self.latency_bound)})",
+            f"  latency         {fmt_time(self.latency)}"
+            + fmt_band(self.uncertainty.get("latency"), fmt_time)
+            + f" (roofline bound {fmt_time(self.latency_bound)})",
             f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
             f"overhead {fmt_time(self.t_overhead)}",
             f"  throughput      {self.throughput:,.1f} {unit}"
@@ -208,6 +226,25 @@ class Result:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
         lines += [f"  WARNING         {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+#: hardware kind -> uncertainty class of preset default (docs/validation/uncertainty.md: the
+#: TPU / accelerator kinds borrow the GPU cases, the SoC kind the measured-CPU runs)
+_KIND_CLASS = {"gpu": "gpu-inference", "tpu": "gpu-inference", "accelerator": "gpu-inference",
+               "cpu": "cpu-measured", "soc": "cpu-measured"}
+
+
+def _solve_class(r: Result) -> str | None:
+    if r.preset not in ("default", "bound"):
+        return None
+    try:
+        kind = r.hardware_spec().kind
+    except Exception:  # noqa: BLE001 - a result built by hand without a known spec
+        return None
+    cls = _KIND_CLASS.get(kind)
+    if r.preset == "bound":
+        return "gpu-inference-bound" if cls == "gpu-inference" else None
+    return cls
 
 
 class OpTableSource:

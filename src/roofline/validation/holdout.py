@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..errors import SpecError
@@ -70,6 +70,8 @@ class FitReport:
     #: the same fit on every case started from the shipped values (when the search depends on
     #: its start: how close the reconstructed procedure comes to the shipped numbers)
     refit_from_shipped: Refit | None = None
+    #: case id -> log(ours / measured) predicted by the fit without that case's source
+    held_out_errors: Mapping[str, float] = field(default_factory=dict)
 
 
 def error_summary(errors: Sequence[tuple[str, float]]) -> ErrorSummary:
@@ -126,7 +128,8 @@ def leave_one_source_out(profile: str, cases: Sequence[Case], params: Sequence[s
                      refit_in_sample=error_summary(list(zip(ids, full_e))),
                      loso=error_summary([(i, held[i]) for i in ids]), per_source=tuple(per),
                      refit_from_shipped=None if fit_from_shipped is None
-                     else fit_from_shipped(cases))
+                     else fit_from_shipped(cases),
+                     held_out_errors=MappingProxyType({i: held[i] for i in ids}))
 
 
 def _row(label: str, s: ErrorSummary) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from ..._text import printable_str
 from ...engine.result import Result
 from ...errors import SpecError
+from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
 QUEUE_MODEL = ("Poisson arrivals; the prefill queue is M/D/1 (deterministic service s = TTFT of "
@@ -82,6 +83,21 @@ class ServeResult:
         return levers(result=self, **kw)
 
     @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"ttft": Band, "tpot": Band, "e2e_latency": Band, "tokens_per_s": Band}``: 80 %
+        intervals from the serving validation residuals (docs/validation/uncertainty.md);
+        empty for a preset other than default or a result that cannot run."""
+        from ...uncertainty import bands
+
+        if self.preset != "default" or not self.feasible:
+            return {}
+        d = "serving-decode"
+        return bands({"ttft": (self.ttft, "serving-ttft", False), "tpot": (self.tpot, d, False),
+                      "e2e_latency": (self.e2e_latency, d, False),
+                      "tokens_per_s": (self.tokens_per_s, d, True),
+                      "tokens_per_s_per_device": (self.tokens_per_s_per_device, d, True)})
+
+    @property
     def prefill(self) -> Result:
         """The prefill pass as a roofline Result (per-op table ``.ops``), one device."""
         r = self._prefill
@@ -127,6 +143,7 @@ class ServeResult:
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
         d["notes"] = list(self.notes)
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         # "shares" are shares (fractions of the end-to-end latency, summing to 1); the seconds
         # per cause are "time_by_cause_s" (the ``shares`` field itself holds seconds)
         tot = sum(self.shares.values())
@@ -158,13 +175,16 @@ class ServeResult:
                 f"{self.precision}, preset {self.preset}, engine {self.engine}")
         if not self.feasible and math.isnan(self.ttft):
             return f"{head}\n  cannot run — {self.reason}"
+        u = self.uncertainty
         lines = [
             head,
-            f"  TTFT            {fmt_time(self.ttft)}",
+            f"  TTFT            {fmt_time(self.ttft)}" + fmt_band(u.get("ttft"), fmt_time),
             f"  TPOT            {fmt_time(self.tpot)} " + (
                 f"({1 / self.tpot:,.1f} tokens/s per request)" if self.tpot > 0 else
-                "(output_len 1: the first token comes from prefill, no decode step)"),
-            f"  end to end      {fmt_time(self.e2e_latency)}",
+                "(output_len 1: the first token comes from prefill, no decode step)")
+            + fmt_band(u.get("tpot"), fmt_time),
+            f"  end to end      {fmt_time(self.e2e_latency)}"
+            + fmt_band(u.get("e2e_latency"), fmt_time),
             (f"  throughput      {self.tokens_per_s:,.0f} output tokens/s "
             f"({self.tokens_per_s_per_device:,.0f} per device)"),
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._text import printable_str
+from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
 
@@ -63,6 +64,18 @@ class TrainingResult:
         from ...analysis.levers import levers
 
         return levers(result=self, **kw)
+
+    @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"step_time": Band, "tokens_per_s": Band}``: 80 % intervals from the training
+        validation residuals (docs/validation/uncertainty.md); empty for a preset other than
+        default or a configuration that does not run."""
+        from ...uncertainty import bands
+
+        if self.preset != "default" or not self.feasible:
+            return {}
+        return bands({"step_time": (self.step_time, "gpu-training", False),
+                      "tokens_per_s": (self.tokens_per_s, "gpu-training", True)})
 
     @property
     def samples_per_s(self) -> float:
@@ -126,6 +139,7 @@ class TrainingResult:
         d["memory_per_device"] = dict(self.memory_per_device)
         d["samples_per_s"] = self.samples_per_s
         d["energy_per_step"] = self.energy_per_step
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
 
     # -- display (the presentation layer, imported on first use) --------------------------------
@@ -167,8 +181,9 @@ class TrainingResult:
             return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
         rate = (f"{self.tokens_per_s:,.0f} tokens/s" if self.seq_len > 1 else
                 f"{self.samples_per_s:,.1f} samples/s")
-        lines.append(f"  step time {fmt_time(self.step_time)}, {rate}, MFU {self.mfu:.1%}, "
-                     f"HFU {self.hfu:.1%}")
+        lines.append(f"  step time {fmt_time(self.step_time)}"
+                     f"{fmt_band(self.uncertainty.get('step_time'), fmt_time)}, {rate}, "
+                     f"MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:

@@ -1,0 +1,215 @@
+"""The residuals behind every uncertainty band (roofline.uncertainty), and their calibration.
+
+``compute_residuals()`` prices every published case and returns, per class, (case id, source,
+e) with e = log(ours / measured) of a *time* (for a published rate, the time per unit of work:
+e = log(measured rate / our rate)):
+
+* ``gpu-inference`` / ``gpu-inference-bound``: rl.solve (preset default / bound) time per batch
+  on the GPU inference cases (data/validation/inference.toml; the default preset is not fitted
+  on them, so every residual is out of sample);
+* ``serving-ttft``: rl.serve TTFT; ``serving-decode``: TPOT, end-to-end latency and output
+  tokens/s (decode-dominated); residuals of
+  the serving-engine fit *without the case's source* (``serving_holdout``);
+* ``gpu-training``: rl.train step time: the Megatron cases with the training fit without the
+  case's source (``training_holdout``), and the any-graph cases (not in that fit; their
+  samples/s ratio turned into a step-time ratio);
+* ``cpu-measured``: rl.solve on this project's measured CPU spec against the two committed
+  ``roofline validate`` runs (docs/validation/cpu-run*/validate.csv; source = the run).
+
+``write()`` stores them in data/validation/residuals.toml (``python -m
+roofline.validation.uncertainty --write``); ``coverage(cls)`` is the calibration: for each
+source, the band from every other source's residuals and the fraction of that source's cases it
+covers.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..uncertainty import DEFAULT_LEVEL, _between, classes, fit_band, quantile, residuals
+from .cases import Case, load_cases
+
+__all__ = ["DESCRIBES", "compute_residuals", "write", "coverage", "Coverage",
+           "coverage_table", "RESIDUALS_PATH"]
+
+ROOT = Path(__file__).resolve().parents[3]
+RESIDUALS_PATH = Path(__file__).resolve().parents[1] / "data" / "validation" / "residuals.toml"
+CPU_RUNS = {"cpu-run": "docs/validation/cpu-run/validate.csv (2 threads)",
+            "cpu-run-1thread": "docs/validation/cpu-run-1thread/validate.csv (1 thread)"}
+
+DESCRIBES = {
+    "gpu-inference": "rl.solve latency, preset default, GPU (MLPerf, TensorRT, PyTorch cases)",
+    "gpu-inference-bound": "rl.solve latency, preset bound, GPU (same cases)",
+    "serving-ttft": "rl.serve TTFT (TensorRT-LLM, NIM, vLLM cases; serving fit without the "
+                    "case's source)",
+    "serving-decode": "rl.serve TPOT, end-to-end latency and tokens/s (same sources; fit "
+                      "without the case's source)",
+    "gpu-training": "rl.train step time (Megatron runs, training fit without the case's "
+                    "source; ResNet-50 / BERT-large any-graph runs)",
+    "cpu-measured": "rl.solve latency on a measured CPU spec (the two committed roofline "
+                    "validate runs of docs/validation/cpu.md; source = the run)",
+}
+
+
+#: classes whose between-source spread is estimated over their domain (one class has 2 sources)
+BETWEEN = {"serving-ttft": ("serving-ttft", "serving-decode"),
+           "serving-decode": ("serving-ttft", "serving-decode")}
+
+
+def _inference(preset: str) -> list[tuple[str, str, float]]:
+    import roofline as rl
+
+    out = []
+    for c in load_cases("inference").cases:
+        p: Any = (rl.precision(c["precision"], activations=c["activations"])
+                  if "activations" in c.scenario else c["precision"])
+        kw: dict[str, Any] = {"batch": c["batch"], "precision": p, "fuse": c["fuse"],
+                              "runtime": c["runtime"],
+                              "fused_attention": c.get("fused_attention", True)}
+        if "seq_len" in c.scenario:
+            kw["seq_len"] = c["seq_len"]
+        r = rl.solve(c["model"], c["hardware"], preset=preset, **kw)
+        meas = c["batch"] / c.value_si if c.metric == "throughput" else c.value_si
+        out.append((c.id, c.source, math.log(r.latency / meas)))
+    return out
+
+
+def _held(cases: tuple[Case, ...], rep: Any) -> list[tuple[str, str, float]]:
+    return [(c.id, c.source, float(rep.held_out_errors[c.id])) for c in cases]
+
+
+_RATES = ("tok_s", "tok_s_gpu")
+
+
+def _serving() -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float]]]:
+    from .serving import serving_cases, serving_holdout
+
+    cs = serving_cases()
+    # time convention: a rate's residual log(ours / measured) is the negative of its time's
+    rows = [(i, s, -e if c.metric in _RATES else e)
+            for (i, s, e), c in zip(_held(cs, serving_holdout()), cs)]
+    ttft = [r for r, c in zip(rows, cs) if c.metric == "ttft"]
+    return ttft, [r for r, c in zip(rows, cs) if c.metric != "ttft"]
+
+
+def _training() -> list[tuple[str, str, float]]:
+    from . import training_graphs
+    from .training import training_cases, training_holdout
+
+    out = _held(training_cases(), training_holdout())
+    for r in training_graphs.rows():  # samples/s: step-time ratio = published / ours
+        out.append((r["id"], r["source"], math.log(r["published"] / r["ours"])))
+    return out
+
+
+def _cpu() -> list[tuple[str, str, float]]:
+    out = []
+    for run in CPU_RUNS:
+        with open(ROOT / "docs" / "validation" / run / "validate.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                out.append((f"{run}: {row['name']}", run,
+                            math.log(float(row["predicted_s"]) / float(row["measured_s"]))))
+    return out
+
+
+def compute_residuals() -> dict[str, list[tuple[str, str, float]]]:
+    """class -> [(case id, source, log(ours / measured))], priced by the code now."""
+    ttft, decode = _serving()
+    return {"gpu-inference": _inference("default"), "gpu-inference-bound": _inference("bound"),
+            "serving-ttft": ttft, "serving-decode": decode, "gpu-training": _training(),
+            "cpu-measured": _cpu()}
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write(path: Path = RESIDUALS_PATH) -> None:
+    """Write data/validation/residuals.toml from ``compute_residuals()``."""
+    res = compute_residuals()
+    lines = ["# Residuals e = log(ours / measured) of every published case, per uncertainty class.",
+             "# Generated by `python -m roofline.validation.uncertainty --write` (do not edit);",
+             "# tests/validation/test_uncertainty.py checks they match the code. Method:",
+             "# docs/validation/uncertainty.md. Sources: the [sources] of each validation file.",
+             ""]
+    for cls, rows in res.items():
+        lines += [f"[class.{_q(cls)}]", f"describes = {_q(DESCRIBES[cls])}"]
+        if cls in BETWEEN:
+            lines.append("between_sources_from = [" + ", ".join(map(_q, BETWEEN[cls])) + "]")
+        lines.append("")
+        for cid, src, e in rows:
+            lines += [f"[[class.{_q(cls)}.case]]", f"id = {_q(cid)}", f"source = {_q(src)}",
+                      f"e = {e:.6f}", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Leave-one-source-out calibration of one class's band."""
+
+    cls: str
+    level: float
+    n: int
+    covered: int  #: cases inside the band built without their source
+    per_source: tuple[tuple[str, int, int], ...]  #: (source, n, covered)
+    in_sample: float  #: fraction covered by the band from every case (for comparison)
+    empirical_covered: int  #: the same with plain empirical quantiles of the other sources
+
+    @property
+    def fraction(self) -> float:
+        return self.covered / self.n
+
+
+def coverage(cls: str, level: float = DEFAULT_LEVEL) -> Coverage:
+    """For each source: the band fitted (``fit_band``) without that source's cases (in its
+    class and in the classes its between-source spread comes from); count that source's cases
+    whose residual lies inside. Also counts the same with empirical quantiles."""
+    rows = residuals(cls)
+    between = _between(cls)
+    per, tot, emp = [], 0, 0
+    for s in dict.fromkeys(src for _, src, _ in rows):
+        rest = [(src, e) for _, src, e in rows if src != s]
+        mine = [e for _, src, e in rows if src == s]
+        lo, hi = fit_band(rest, [(src, e) for src, e in between if src != s], level)
+        k = sum(lo <= e <= hi for e in mine)
+        per.append((s, len(mine), k))
+        tot += k
+        es = [e for _, e in rest]
+        qlo, qhi = quantile(es, 0.5 - level / 2), quantile(es, 0.5 + level / 2)
+        emp += sum(qlo <= e <= qhi for e in mine)
+    lo, hi = fit_band([(src, e) for _, src, e in rows], between, level)
+    ins = sum(lo <= e <= hi for _, _, e in rows) / len(rows)
+    return Coverage(cls, level, len(rows), tot, tuple(per), ins, emp)
+
+
+def coverage_table(level: float = DEFAULT_LEVEL) -> str:
+    """Markdown: per class, cases, sources, band factors and LOSO coverage (the doc's table)."""
+    pct = f"{level:.0%}".replace("%", " %")
+    lines = [f"| class | cases | sources | {pct} band (measured / ours) | in-sample coverage | "
+             "LOSO coverage | per source (covered / n) | LOSO, empirical quantiles |",
+             "|---|---:|---:|---|---:|---:|---|---:|"]
+    tn = tk = te = 0
+    for cls in classes():
+        cv = coverage(cls, level)
+        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        per = ", ".join(f"{s} {k}/{n}" for s, n, k in cv.per_source)
+        lines.append(f"| {cls} | {cv.n} | {len(cv.per_source)} | ×{math.exp(-hi):.2f} – "
+                     f"×{math.exp(-lo):.2f} | {cv.in_sample:.0%} | {cv.fraction:.0%} "
+                     f"({cv.covered}/{cv.n}) | {per} | {cv.empirical_covered / cv.n:.0%} |")
+        tn, tk, te = tn + cv.n, tk + cv.covered, te + cv.empirical_covered
+    lines += ["", f"Pooled over every class: {tk} of {tn} cases ({tk / tn:.0%}) lie inside the "
+              f"{pct} band fitted without their source (empirical quantiles: {te} of {tn}, "
+              f"{te / tn:.0%})."]
+    return "\n".join(lines).replace("%", " %").replace("  %", " %")
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    if "--write" in sys.argv:
+        write()
+        print(f"wrote {RESIDUALS_PATH}")
+    print(coverage_table())

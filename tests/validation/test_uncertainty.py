@@ -1,0 +1,157 @@
+"""Uncertainty bands (roofline.uncertainty) and their calibration (docs/validation/uncertainty.md).
+
+The residual file data/validation/residuals.toml must hold what the code computes today: the
+fast classes are recomputed here; the serving / training held-out residuals are checked in
+test_validation_serving.py / test_validation_training.py against the hold-out reports those
+files compute anyway. The doc's coverage table must be what ``coverage_table()`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import roofline as rl
+from roofline import uncertainty as U
+from roofline.errors import RooflineError
+from roofline.validation import load_cases
+from roofline.validation import uncertainty as V
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "uncertainty.md"
+
+
+def test_quantile_matches_numpy():
+    xs = [0.3, -0.1, 0.05, 0.2, -0.4, 0.0, 0.12]
+    for q in (0.0, 0.1, 0.37, 0.5, 0.9, 1.0):
+        assert U.quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)))
+
+
+def test_fit_band_by_hand():
+    """Sources A: e = 0.1, 0.3 and B: e = −0.1, 0.1. Source means 0.2, 0.0, μ = 0.1;
+    σ² = (4 × 0.01) / (4 − 2) = 0.02; variance of the means = 0.02, τ² = 0.02 − 0.02 / 2 = 0.01;
+    v = 0.01 + 0.02 + (0.01 + 0.02 / 2) / 2 = 0.04, √v = 0.2; z(0.9) = 1.281552:
+    e in 0.1 ± 0.2563103."""
+    lo, hi = U.fit_band([("A", 0.1), ("A", 0.3), ("B", -0.1), ("B", 0.1)])
+    assert lo == pytest.approx(0.1 - 0.2563103, abs=1e-6)
+    assert hi == pytest.approx(0.1 + 0.2563103, abs=1e-6)
+    # one source: τ² = 0; σ² = 0.02, v = 0.02 + 0.02 / 2 = 0.03
+    lo1, hi1 = U.fit_band([("A", 0.1), ("A", 0.3)])
+    assert hi1 - 0.2 == pytest.approx(1.281552 * math.sqrt(0.03), abs=1e-6)
+
+
+def test_band_applies_the_class_fit():
+    rows = U.residuals("gpu-inference")
+    lo, hi = U.fit_band([(s, e) for _, s, e in rows])
+    b = U.band(2e-3, "gpu-inference")
+    assert b.low == pytest.approx(2e-3 * math.exp(-hi))
+    assert b.high == pytest.approx(2e-3 * math.exp(-lo))
+    assert (b.level, b.cls, b.n) == (0.8, "gpu-inference", len(rows))
+    lo_, hi_ = b  # a (low, high) pair with its level, class and case count beside it
+    assert (lo_, hi_) == (b.low, b.high) and len(b) == 2
+    with pytest.raises(AttributeError):
+        b.low = 0.0  # type: ignore[misc]
+    r = U.band(500.0, "gpu-inference", rate=True)  # a rate: the time band inverted
+    assert r.low == pytest.approx(500.0 * math.exp(lo))
+    assert r.high == pytest.approx(500.0 * math.exp(hi))
+    import pickle
+
+    assert pickle.loads(pickle.dumps(b)).cls == "gpu-inference"
+
+
+def test_band_level_checked():
+    for bad in (0, 1, 1.5, -0.2, True, "0.8"):
+        with pytest.raises(RooflineError, match="level"):
+            U.band(1.0, "gpu-inference", level=bad)
+    with pytest.raises(RooflineError, match="uncertainty class"):
+        U.band(1.0, "no-such-class")
+    wider = U.band(1.0, "gpu-inference", level=0.95)
+    b = U.band(1.0, "gpu-inference")
+    assert wider.low <= b.low and wider.high >= b.high
+
+
+def test_solve_serve_train_carry_bands():
+    r = rl.solve("resnet50", "A100", batch=8)
+    b = r.uncertainty["latency"]
+    lo, hi = b[0], b[1]
+    assert lo < hi and b.cls == "gpu-inference" and b.n == len(load_cases("inference").cases)
+    assert "80 %:" in str(r) and f"from {b.n} published cases" in str(r)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["uncertainty"]["latency"]["low"] == pytest.approx(lo)
+    assert d["uncertainty"]["latency"]["class"] == "gpu-inference"
+    assert rl.solve("resnet50", "A100", batch=8, preset="bound").uncertainty["latency"].cls == \
+        "gpu-inference-bound"
+    s = rl.serve("llama-3.1-8b", "H100", batch=1, prompt_len=512, output_len=64)
+    assert s.uncertainty["ttft"].cls == "serving-ttft"
+    assert s.uncertainty["tpot"].cls == "serving-decode"
+    assert s.uncertainty["tpot"][0] < s.uncertainty["tpot"][1]
+    assert "ttft" in s.to_dict()["uncertainty"] and "from" in str(s)
+    t = rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048)
+    st = t.uncertainty["step_time"]
+    assert st.cls == "gpu-training" and st.low < st.high
+    assert t.to_dict()["uncertainty"]["step_time"]["n"] == st.n
+
+
+def test_cpu_hardware_uses_cpu_class():
+    cpus = [h for h in rl.list_hardware() if rl.hardware(h).kind == "cpu"]
+    assert cpus
+    r = rl.solve("resnet50", cpus[0], batch=1, precision="fp32")
+    assert r.feasible, r.reason
+    assert r.uncertainty["latency"].cls == "cpu-measured"
+
+
+def test_fast_residual_classes_match_the_code():
+    """gpu-inference(-bound) and cpu-measured recomputed now equal the stored residuals
+    (regenerate: python -m roofline.validation.uncertainty --write)."""
+    for cls, rows in (("gpu-inference", V._inference("default")),
+                      ("gpu-inference-bound", V._inference("bound")),
+                      ("cpu-measured", V._cpu())):
+        stored = U.residuals(cls)
+        assert [i for i, _, _ in stored] == [i for i, _, _ in rows], cls
+        for (i, _, e), (_, _, want) in zip(stored, rows):
+            assert e == pytest.approx(want, abs=2e-3), (cls, i)
+
+
+def test_coverage_counts_by_hand():
+    """LOSO coverage of two classes recounted here: each source's cases against the band
+    fitted on the other sources (serving: τ² over both serving classes without the source)."""
+    for cls, between in (("gpu-inference", ("gpu-inference",)),
+                         ("serving-ttft", ("serving-ttft", "serving-decode"))):
+        rows = U.residuals(cls)
+        pool = [(s, e) for c in between for _, s, e in U.residuals(c)]
+        k = 0
+        for s in {t for _, t, _ in rows}:
+            lo, hi = U.fit_band([(t, e) for _, t, e in rows if t != s],
+                                [(t, e) for t, e in pool if t != s])
+            k += sum(lo <= e <= hi for _, t, e in rows if t == s)
+        cv = V.coverage(cls)
+        assert cv.covered == k and cv.n == len(rows)
+        assert sum(c for _, _, c in cv.per_source) == k
+
+
+def test_doc_carries_the_coverage_table():
+    assert V.coverage_table() in DOC.read_text(encoding="utf-8"), \
+        "docs/validation/uncertainty.md is stale: paste roofline.validation.uncertainty." \
+        "coverage_table()"
+
+
+def test_doc_example_prints_what_the_doc_shows():
+    """The worked example's output (rewrite with ROOFLINE_UPDATE_DOCS=1 after a change)."""
+    import contextlib
+    import io
+    import os
+    import re
+
+    text = DOC.read_text(encoding="utf-8")
+    m = re.search(r"```python\n(.*?)```\n<!-- output -->\n```text\n(.*?)```", text, re.DOTALL)
+    assert m
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(m.group(1), "<doc>", "exec"), {})  # noqa: S102 - the doc's own example
+    if os.environ.get("ROOFLINE_UPDATE_DOCS"):
+        DOC.write_text(text[:m.start(2)] + buf.getvalue() + text[m.end(2):], encoding="utf-8")
+        return
+    assert buf.getvalue() == m.group(2)
