@@ -193,33 +193,50 @@ class Reducer:
         self.evaluated = 0
         self.passed = 0
 
-    def add(self, chunk_index: int, cols: dict[str, np.ndarray]) -> None:
+    def partial(self, chunk_index: int, cols: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One chunk reduced on its own (on the worker that priced it): counts, its Pareto
+        front and its top-k rows per tracked field. Touches no state."""
         n = len(next(iter(cols.values())))
-        self.evaluated += n
+        out: dict[str, Any] = {"evaluated": n, "passed": 0, "front": None, "tops": {}}
         mask = np.ones(n, dtype=bool)
         for c in self.constraints:
             mask &= c.mask(cols)
         idx = np.flatnonzero(mask)
-        self.passed += len(idx)
+        out["passed"] = len(idx)
         if not len(idx):
-            return
+            return out
         sel = {k: v[idx] for k, v in cols.items()}
         sel["_chunk"] = np.full(len(idx), chunk_index, dtype=np.int64)
         sel["_row"] = idx.astype(np.int64)
         F = np.stack([o.values(sel) for o in self.objectives], axis=1)
         m = pareto_mask(F)
-        part = {k: v[m] for k, v in sel.items()}
-        self.front = part if self.front is None else self._merge_front(self.front, part)
+        out["front"] = {k: v[m] for k, v in sel.items()}
         for f in self.top_fields:
             for sign in (1.0, -1.0):
                 key = ("" if sign > 0 else "-") + f
                 v = np.asarray(sel[f], dtype=np.float64) * sign
                 v = np.where(np.isfinite(v), v, -np.inf)
                 take = np.argpartition(-v, self.k - 1)[:self.k] if len(v) > self.k else \
-                np.arange(len(v))
-                cand = {kk: vv[take] for kk, vv in sel.items()}
-                old = self.tops.get(key)
-                self.tops[key] = cand if old is None else self._merge_top(old, cand, f, sign)
+                    np.arange(len(v))
+                out["tops"][key] = {kk: vv[take] for kk, vv in sel.items()}
+        return out
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Fold one chunk's partial result into the running reductions."""
+        self.evaluated += part["evaluated"]
+        self.passed += part["passed"]
+        if part["front"] is None:
+            return
+        self.front = part["front"] if self.front is None else \
+            self._merge_front(self.front, part["front"])
+        for key, cand in part["tops"].items():
+            old = self.tops.get(key)
+            sign = -1.0 if key.startswith("-") else 1.0
+            self.tops[key] = cand if old is None else self._merge_top(old, cand,
+                                                                      key.lstrip("-"), sign)
+
+    def add(self, chunk_index: int, cols: dict[str, np.ndarray]) -> None:
+        self.merge(self.partial(chunk_index, cols))
 
     def _merge_front(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray]
                      ) -> dict[str, np.ndarray]:

@@ -134,12 +134,19 @@ def _top_of(points: list[dict[str, np.ndarray]], key: str, k: int) -> Any:
     return _table({c: x[order] for c, x in u.items()}, f"top {k} by {key}")
 
 
-def _safe(fn: Callable[[Chunk], dict[str, np.ndarray]], chunk: Chunk) -> Any:
-    """Run one chunk; an exception comes back as a record with the chunk's coordinates."""
+def _safe(fn: Callable[[Chunk], dict[str, np.ndarray]], chunk: Chunk,
+          reducer: Reducer | None = None, full: bool = True) -> Any:
+    """Run one chunk -> (index, columns or None, error or None, partial or None). With a
+    reducer the chunk is reduced where it ran; ``full=False`` then sends back only that (what
+    travels from a Dask worker is the chunk's front and top rows, not its points). An
+    exception comes back as a record with the chunk's coordinates."""
     try:
-        return chunk.index, fn(chunk), None
+        cols = fn(chunk)
+        part = reducer.partial(chunk.index, cols) if reducer is not None else None
+        return chunk.index, cols if full else None, None, part
     except Exception as e:  # reported with its coordinates, never lost
-        return chunk.index, None, {**chunk.coordinates(), "error": f"{type(e).__name__}: {e}"}
+        return (chunk.index, None, {**chunk.coordinates(), "error": f"{type(e).__name__}: {e}"},
+                None)
 
 
 def _client(scheduler: Any, timeout: float) -> Any:
@@ -192,25 +199,28 @@ def explore(space: Space, *, objectives: Sequence[str] | str,
     t0 = time.perf_counter()
 
     def take(res: Any) -> None:
-        idx, cols, err = res
+        idx, cols, err, part = res
         if err is not None:
             failed.append(err)
             return
-        red.add(idx, cols)
+        red.merge(part)
         if kept is not None:
             kept.append(cols)
         if writer is not None:
             writer.write(cols)
 
+    full = keep or writer is not None
     if scheduler is None:
         for c in chunks:
-            take(_safe(fn, c))
+            take(_safe(fn, c, red))
     else:
         client, own = _client(scheduler, timeout)
         try:
             from dask.distributed import as_completed
 
-            futs = client.map(_safe, [fn] * len(chunks), chunks, retries=retries, pure=False)
+            red_f = client.scatter(red, broadcast=True)  # the rules, sent once to every worker
+            futs = client.map(_safe, [fn] * len(chunks), chunks, [red_f] * len(chunks),
+                              [full] * len(chunks), retries=retries, pure=False)
             done: dict[int, Any] = {}
             for f in as_completed(futs):
                 res = f.result()
