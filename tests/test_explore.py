@@ -204,3 +204,18 @@ tp = [1]
                  encoding="utf-8")
     assert main(["explore", str(f)]) == 2
     assert "unknown field 'speed'" in capsys.readouterr().err
+
+
+def test_decode_cost_per_million_tokens_from_the_sourced_price():
+    from roofline.analysis.economics import device_price
+
+    s = rl.Space(model="llama-3.1-8b", hardware=["H100", rl.hardware_grid(base="H100")],
+                 scenario=dict(phase="decode", batch=[64], context=[2048], tp=[2]))
+    df = rl.explore(s, objectives=["-cost_per_million_output_tokens"], keep=True).to_pandas()
+    usd, _ = device_price(rl.hardware("H100"), None)
+    real = df[~df.hypothetical].iloc[0]
+    # 2 devices x USD/h / 3600 s/h / (tokens/s) x 1e6 tokens
+    assert real.cost_per_million_output_tokens == pytest.approx(
+        2 * usd / 3600 / real.tokens_per_s * 1e6, rel=1e-12)
+    assert real.energy_per_output_token == pytest.approx(real.power_w / real.tokens_per_s)
+    assert np.isnan(df[df.hypothetical].iloc[0].cost_per_million_output_tokens)  # no price

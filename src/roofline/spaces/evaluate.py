@@ -5,8 +5,10 @@ Coordinates (model, hardware, precision, ...) come first; then the results. ``FI
 the numeric and boolean fields each kind gives (what objectives and constraints may name).
 
 Power: ``power_w`` is the devices' draw at their TDP (the devices a point occupies × TDP, the
-datasheet figure; NaN where the part has none) — an upper bound, stated, until a sourced
-power model replaces it.
+datasheet figure; NaN where the part has none) — an upper bound, stated; energy per token
+follows from it. Cost (decode spaces): ``cost_per_million_output_tokens`` from the part's
+sourced on-demand price (data/economics/prices.toml, the economics module's ``device_price``);
+NaN where the zoo has no price, and for every hypothetical part.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ __all__ = ["evaluate_chunk", "FIELDS", "resolve_part"]
 FIELDS = {
     "decode": ("batch", "context", "tp", "devices", "tpot", "tokens_per_s",
                "tokens_per_s_per_device", "kv_cache_bytes", "power_w", "tokens_per_joule",
+               "energy_per_output_token", "usd_per_device_hour",
+               "cost_per_million_output_tokens",
                "peak_flops_per_s", "bandwidth_bytes_per_s", "capacity_bytes", "fits",
                "hypothetical"),
     "solve": ("batch", "devices", "latency", "latency_bound", "throughput", "tokens_per_s",
@@ -116,9 +120,25 @@ def _decode(c: Chunk) -> dict[str, np.ndarray]:
         arr = np.stack([h[k] for h in hwc], axis=1)  # [h, p]
         out[k] = np.repeat(arr.reshape(H * P), NB * NS)
     out["power_w"] = out.pop("tdp_w") * tp
+    price = np.array([_price(h) for h in hws])  # USD per device-hour, NaN without a price
+    out["usd_per_device_hour"] = np.repeat(price, P * NB * NS)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["tokens_per_joule"] = tps / out["power_w"]
+        out["energy_per_output_token"] = out["power_w"] / tps
+        out["cost_per_million_output_tokens"] = out["usd_per_device_hour"] * tp / 3600.0 \
+            / tps * 1e6
     return out
+
+
+def _price(hw: Any) -> float:
+    """The part's sourced on-demand USD per device-hour (data/economics), NaN where there is
+    none (every hypothetical part: it has no price)."""
+    from ..analysis.economics import device_price
+
+    if "hypothetical" in hw.name:
+        return math.nan
+    usd, _ = device_price(hw, None)
+    return math.nan if usd is None else float(usd)
 
 
 def _model_name(m: Any) -> str:
