@@ -197,8 +197,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
     mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
 
-    shares = _shares(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm, kv_transfer,
-                     tp, pp, B * T_new * D * ab, steps, Bm * D * ab, hw, hw_d, factors)
+    phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
+                             kv_transfer, tp, pp, B * T_new * D * ab, steps, Bm * D * ab,
+                             hw, hw_d, factors)
     if tp > cfg.n_kv_heads and not cfg.mla:
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
@@ -216,7 +217,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
         steady_tokens_per_s=steady_tps, mbu=mbu, mfu=mfu, kv_cache_bytes=kv_total,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
-        feasible=feasible, reason=reason, shares=shares, notes=tuple(notes),
+        feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
 
 
@@ -320,7 +321,7 @@ def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, token
     return breakdown, cap, max_batch, feasible, reason
 
 
-def _shares(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
+def _phase_seconds(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
             pre_comm: float, dec_comm: float, kv_transfer: float, tp: int, pp: int,
             pre_bytes: float, steps: int, dec_bytes: float, hw: Hardware, hw_d: Hardware,
             factors: sp.ServingFactors) -> dict[str, float]:
