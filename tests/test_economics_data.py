@@ -72,3 +72,19 @@ def test_published_purchase_prices_come_through():
     # Gaudi 3: Intel's Computex 2024 kit list price 125,000 $ for 8 accelerators
     assert rl.price_quotes("gaudi3").purchase_usd == pytest.approx(125_000 / 8)
     assert rl.price_quotes("raspberry-pi-5").purchase_usd == pytest.approx(80)
+
+
+def test_us_cloud_regions_use_their_own_grid_zone():
+    # Electricity Maps 2023 zone averages (grids.toml): PJM 401, BPA 123, ERCOT 394 g/kWh
+    assert rl.region("us-east-1").g_per_kwh == pytest.approx(401)
+    assert rl.region("oregon").g_per_kwh == pytest.approx(123)
+    assert rl.region("ercot").g_per_kwh == pytest.approx(394)
+    assert rl.region("us-central1").g_per_kwh == pytest.approx(503)
+    us = [r for r in econ_data.regions().values() if r.key.startswith("us-")]
+    assert len(us) >= 6 and not any(r.assumed for r in us)
+    assert all("Electricity Maps" in r.provenance["intensity"].source for r in us)
+    # a serve in Oregon emits 123/401 of the same run in Virginia (same power model, same PUE)
+    a = rl.serve("llama-3.1-8b", "H100", batch=8, region="us-east")
+    b = rl.serve("llama-3.1-8b", "H100", batch=8, region="us-west")
+    ratio = b.carbon_per_million_output_tokens / a.carbon_per_million_output_tokens
+    assert ratio == pytest.approx(123 / 401)
