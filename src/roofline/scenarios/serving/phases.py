@@ -110,10 +110,13 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     n = _pos_int(output_len, "output_len")
     preset = check_preset(preset)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
+    if cfg.arch == "seq2seq":
+        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     if pc >= P:
         raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
     factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
@@ -142,13 +145,19 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    n_ar = 2 * L_dev + 1
+    seq2seq = cfg.arch == "seq2seq"
+    # TP all-reduces per pass: after attention and MLP of each layer, + the logits; an
+    # encoder-decoder's decoder layers add one after cross-attention
+    n_ar = (3 if seq2seq else 2) * L_dev + 1
 
     # -- prefill (batch B, all stages in turn for pp > 1)
     Bm = -(-B // pp)  # micro-batch per stage
     T_new = P - pc
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, B, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
+    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
+        pre_comm += _allreduce(B * cfg.source_len * D * ab, tp, hw, factors,
+                               2 * plan.cfg.encoder_layers)
     kv_transfer = 0.0
     if hw_d is not hw:
         bw = kv_link_bytes_per_s or _link(hw)[0]
@@ -198,7 +207,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, B, P + n, T_new,
                                                           pc, chunk_size, kv_window)
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
+                         + cfg.cross_kv_bytes(p.kv_bytes))
 
     peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
@@ -226,6 +236,17 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, shares=shares, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+    """What serving an encoder-decoder does not model (each would re-run or skip the
+    encoder): a SpecError naming the argument."""
+    for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
+                     ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
+        if bad:
+            raise SpecError(f"{arg}: not modelled for the encoder-decoder {name} (its prefill "
+                            "is the encoder over source_len tokens plus the decoder prompt); "
+                            "leave it at its default")
 
 
 def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, B: int,
