@@ -156,7 +156,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    n_ar = 2 * L_dev + 1
+    # TP all-reduces a token meets: two per layer on every one of the pp stages it crosses
+    # (the stages run in turn for one token) and one for the vocabulary-parallel embedding
+    n_ar = 2 * L_dev * pp + 1
 
     # -- prefill (batch B, all stages in turn for pp > 1)
     Bm = -(-B // pp)  # micro-batch per stage
@@ -394,7 +396,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     per = {q: (k * float(dd[q]) + float(vv[q]) * pp) / steps for q in dd}
     dec = {q: per[q] * iters for q in per}
     D, ab = cfg.d_model, p.act_bytes
-    n_ar = 2 * plan.cfg.n_layers + 1
+    n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
                     _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
     # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the
