@@ -84,7 +84,7 @@ def test_tp_speeds_up_memory_bound_decode_and_long_prefill(model, batch):
         assert res[tp].tpot < res[1].tpot, tp
         assert res[tp].ttft < res[1].ttft, tp
     assert res[2].tpot > res[4].tpot > res[8].tpot
-    share = {tp: r.shares["tp_comm"] / r.e2e_latency for tp, r in res.items()}
+    share = {tp: r.shares["tp_comm"] for tp, r in res.items()}
     assert share[1] == 0 < share[2] < share[4] < share[8]
     if model == "llama-3.1-70b":
         assert share[8] < 0.5
@@ -94,6 +94,10 @@ def test_tp_speeds_up_memory_bound_decode_and_long_prefill(model, batch):
 
 def test_comm_share_is_reported_and_sums():
     s = rl.serve("llama-3.1-70b", "H100", batch=8, prompt_len=1024, output_len=64, tp=8)
-    assert sum(s.shares.values()) == pytest.approx(s.e2e_latency, rel=1e-9)
-    assert 0 < s.shares["tp_comm"] < 0.5 * s.e2e_latency
+    assert sum(s.phase_seconds.values()) == pytest.approx(s.e2e_latency, rel=1e-9)
+    assert 0 < s.shares["tp_comm"] < 0.5
+    # the shares are the seconds over the end-to-end latency, and sum to 1
+    assert sum(s.shares.values()) == pytest.approx(1.0, rel=1e-12)
+    for k, v in s.phase_seconds.items():
+        assert s.shares[k] == pytest.approx(v / s.e2e_latency, rel=1e-9)
     assert math.isfinite(s.tpot)
