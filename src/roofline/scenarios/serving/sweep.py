@@ -53,8 +53,9 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve_sweep needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     if cfg.n_experts:
         raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
                         "(its weight traffic depends on the batch): call serve per batch")
@@ -105,7 +106,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                     t_dev[i] = t_in[:, None] + t_d
                 else:
                     work[k - 1, i] = t_in[:, None] + t_d
-        comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
+        n_ar = (3 if cfg.arch == "seq2seq" else 2) * plan.cfg.n_layers + 1  # + cross-attention
+        comm = np.array([n_ar * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
