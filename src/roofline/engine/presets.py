@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from ..errors import SpecError, unknown
 from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
