@@ -26,7 +26,7 @@ class Table(Display):
 
     def __init__(self, columns: Mapping[str, Sequence[Any] | np.ndarray],
                  units: Mapping[str, str] | None = None, title: str = "",
-                 show: Sequence[str] | None = None) -> None:
+                 show: Sequence[str] | None = None, notes: Sequence[str] = ()) -> None:
         self._cols = {k: (v if isinstance(v, np.ndarray) else np.asarray(v, dtype=object)
                           if v and isinstance(v[0], str) else np.asarray(v))
                       for k, v in columns.items()}
@@ -38,6 +38,9 @@ class Table(Display):
         #: the columns printed by default, in order; the last ones are left out first when a
         #: line would be too wide (None: every column, in order)
         self.show = tuple(c for c in show if c in self._cols) if show else None
+        #: what the columns assume that no column says (e.g. the price and grid of the cost and
+        #: carbon columns, or why they are NaN); kept by sort, head and where
+        self.notes = tuple(notes)
 
     @property
     def columns(self) -> list[str]:
@@ -69,15 +72,15 @@ class Table(Display):
         if descending:
             idx = idx[::-1]
         return Table({k: v[idx] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     def head(self, n: int = 10) -> Table:
         return Table({k: v[:n] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     def where(self, mask: np.ndarray) -> Table:
         return Table({k: v[mask] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     @printable_str
     def to_string(self, columns: Sequence[str] | None = None, max_rows: int | None = 40,
