@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from .._text import printable_str
 from ..errors import require_extra
 from ..units import column_unit, fmt_num
@@ -20,7 +21,7 @@ TEXT_WIDTH = 100
 NAME_WIDTH = 32
 
 
-class Table:
+class Table(Display):
     """Named columns of equal length. ``t["col"]`` is a column, ``t[i]`` a row dict."""
 
     def __init__(self, columns: Mapping[str, Sequence[Any] | np.ndarray],
@@ -156,16 +157,6 @@ class Table:
 
     def __str__(self) -> str:
         return self.to_string()
-
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
 
     def to_html(self, path: Any = None, max_rows: int | None = None) -> str:
         """A self-contained HTML page of the table (sortable; every row unless ``max_rows``)."""

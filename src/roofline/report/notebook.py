@@ -35,7 +35,7 @@ def repr_html(obj: Any) -> str:
 def repr_line(obj: Any) -> str:
     """A one-line ``repr`` (the dataclass dump is 1,000+ characters)."""
     fn = _LINE.get(type(obj).__name__)
-    return fn(obj) if fn else object.__repr__(obj)
+    return " ".join(fn(obj).split()) if fn else object.__repr__(obj)
 
 
 # -- one-line reprs ------------------------------------------------------------------------------
@@ -411,42 +411,6 @@ def _html_levers(L: Any) -> str:
                 details_label=f"every lever ({len(L)} rows, click a header to sort)")
 
 
-def png_data_uri(fig: Any) -> str:
-    """A matplotlib figure as an inline ``<img>`` (data: URI, no file, no request)."""
-    import base64
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="chart" src="data:image/png;base64,{data}">'
-
-
-def _html_plan(p: Any) -> str:
-    b = p.best
-    rows = [("workload", esc(str(p.workload))), ("SLO", esc(str(p.slo))),
-            ("best", esc(f"{b.mode} {b.layout}, {b.devices} devices, max concurrency "
-                         f"{b.max_concurrency}") if b else
-             '<span class="rl-bad">no layout meets the SLO on these devices</span>'),
-            ("searched", esc(f"{len(p.pareto)} Pareto rows, {len(p.layouts)} frontier points, "
-                             f"{len(p.infeasible)} infeasible layouts"))]
-    chart = ""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(7, 4.5))
-        FigureCanvasAgg(fig)
-        p.plot(ax=fig.add_subplot())
-        chart = png_data_uri(fig)
-    except ImportError:  # matplotlib is an extra: the card keeps its numbers without it
-        chart = '<div class="rl-note">(pip install \'roofline[plot]\' for the chart)</div>'
-    return card(f"<b>serving plan</b>: <b>{esc(p.model)}</b> on up to {p.devices}× "
-                f"<b>{esc(p.hardware)}</b>", rows, extra=chart,
-                details=table_html(p.pareto, max_rows=None),
-                details_label=f"Pareto frontier ({len(p.pareto)} rows)")
-
-
 def _html_text(obj: Any) -> str:
     """Any other result: its printout in a card (names escaped)."""
     return (f'<div class="rl"><style>{_css()}</style><div class="rl-head"><b>'
@@ -467,5 +431,14 @@ def _js() -> str:
 
 _HTML = {"Result": _html_result, "Table": _html_table, "Sweep": _html_sweep,
          "ServeResult": _html_serve, "TrainingResult": _html_train,
-         "Capacity": _html_capacity, "Validation": _html_validation, "Levers": _html_levers,
-         "ServingPlan": _html_plan}
+         "Capacity": _html_capacity, "Validation": _html_validation, "Levers": _html_levers}
+
+
+def _register() -> None:
+    from .cards import CARDS, LINES
+
+    _HTML.update(CARDS)
+    _LINE.update(LINES)
+
+
+_register()

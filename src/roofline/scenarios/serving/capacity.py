@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import _args as A
+from ..._display import Display
 from ...errors import SpecError
 from ...specs.dtypes import PRECISION_ARG
 from . import args as R
@@ -14,8 +15,8 @@ from .phases import serve
 from .result import QUEUE_MODEL
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Capacity:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Capacity(Display):
     """The highest request rate meeting the SLOs, and the state it runs in."""
 
     rate_per_s: float  #: requests/s
@@ -52,16 +53,7 @@ class Capacity:
             d["economics"] = self.economics.to_dict()
         return d
 
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ...report import repr_line
 
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ...report import repr_html
-
-        return repr_html(self)
 
 
 @A.checked(model=A.anything, hardware=A.anything, prompt_len=R.TOKENS, output_len=R.TOKENS,
