@@ -167,9 +167,9 @@ def test_serve_json_shares_are_shares(capsys):
     rc, out, _ = run(capsys, "serve", "llama-3.1-8b", "H100", "--batch", "8", "--json")
     d = json.loads(out)
     assert sum(d["shares"].values()) == pytest.approx(1.0, rel=1e-12)
-    assert sum(d["time_by_cause_s"].values()) == pytest.approx(d["e2e_latency"], rel=1e-9)
+    assert sum(d["phase_seconds"].values()) == pytest.approx(d["e2e_latency"], rel=1e-9)
     for k, v in d["shares"].items():
-        assert v == pytest.approx(d["time_by_cause_s"][k] / d["e2e_latency"], rel=1e-9)
+        assert v == pytest.approx(d["phase_seconds"][k] / d["e2e_latency"], rel=1e-9)
 
 
 def test_train_that_does_not_run_prints_no_time(capsys):

@@ -428,5 +428,5 @@ def test_serve_estimate_never_undercuts_its_bound(m, hw, batch, prompt, out, tp,
     s = call(rl.serve, m, hw, batch=batch, prompt_len=prompt, output_len=out, tp=tp,
              engine=engine)
     assume(s is not None and s.feasible)
-    for k, v in s.shares.items():
+    for k, v in s.phase_seconds.items():
         assert v >= -1e-12 * s.e2e_latency, (k, v)

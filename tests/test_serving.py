@@ -91,7 +91,7 @@ def test_serve_result_fields_and_consistency():
     # KV: 8 sequences × 2304 tokens × 2·32·8·128 values × 1 B (fp8) = 1.208 GB
     assert s.kv_cache_bytes == pytest.approx(8 * 2304 * 2 * 32 * 8 * 128)
     assert set(s.memory_breakdown) == {"weights", "kv_cache", "activations", "workspace"}
-    assert sum(s.shares.values()) == pytest.approx(s.e2e_latency, rel=1e-9)
+    assert sum(s.phase_seconds.values()) == pytest.approx(s.e2e_latency, rel=1e-9)
     assert 0 < s.mbu < 1 and 0 < s.mfu < 1
     # the per-op Results are the engine's pricing of the real graphs
     assert s.prefill.ops.to_dicts()[0]["name"] == "embed_tokens"
@@ -137,7 +137,7 @@ def test_tensor_parallel_splits_and_all_reduces():
                    precision="fp8", tp=4)
     assert tp4.memory_breakdown["weights"] < 0.26 * one.memory_breakdown["weights"]
     assert tp4.memory_breakdown["kv_cache"] == pytest.approx(one.memory_breakdown["kv_cache"] / 4)
-    assert tp4.shares["tp_comm"] > 0 and tp4.tpot < one.tpot
+    assert tp4.phase_seconds["tp_comm"] > 0 and tp4.tpot < one.tpot
     assert tp4.devices == 4
     # one all-reduce of a decode step: B·D·2 B = 8·8192·2 = 131072 B over 4 ranks, one-shot,
     # α(4) = 3.7 + 0.37·2 = 4.44 µs, 450 GB/s × 0.75: 4.44e-6 + 3·131072/337.5e9 = 5.61 µs
@@ -168,7 +168,7 @@ def test_pipeline_parallel_halves_weights_per_device():
     a = rl.serve(M, "H100", batch=8, prompt_len=512, output_len=64)
     b = rl.serve(M, "H100", batch=8, prompt_len=512, output_len=64, pp=2)
     assert b.memory_breakdown["weights"] < 0.6 * a.memory_breakdown["weights"]
-    assert b.shares["pp_comm"] > 0 and b.devices == 2
+    assert b.phase_seconds["pp_comm"] > 0 and b.devices == 2
 
 
 def test_speculative_decoding():
@@ -201,7 +201,7 @@ def test_disaggregated_prefill_decode():
                  kv_link_bytes_per_s=50e9)
     co = rl.serve(M, "H100", batch=4, prompt_len=2048, output_len=64)
     # KV of 4 × 2048 tokens × 131072 B over 50 GB/s = 21.47 ms
-    assert s.shares["kv_transfer"] == pytest.approx(4 * 2048 * 131072 / 50e9)
+    assert s.phase_seconds["kv_transfer"] == pytest.approx(4 * 2048 * 131072 / 50e9)
     assert s.tpot < co.tpot  # H200 has more bandwidth
 
 

@@ -234,10 +234,10 @@ def test_serve_efficiency_share_is_never_negative(hw_key: str) -> None:
     tp = 2 if rl.hardware(hw_key).scale_up_link is not None else 1
     r = rl.serve("qwen2.5-0.5b", hw_key, batch=167, prompt_len=2, output_len=2, tp=tp,
                  engine="eager")
-    assert r.shares["efficiency"] >= 0 and r.shares["launch"] >= 0
+    assert r.phase_seconds["efficiency"] >= 0 and r.phase_seconds["launch"] >= 0
     for B, P in ((1, 128), (64, 2048)):
         r = rl.serve("llama-3.1-8b", hw_key, batch=B, prompt_len=P, output_len=16)
-        assert r.shares["efficiency"] >= 0 and r.shares["roofline"] > 0
+        assert r.phase_seconds["efficiency"] >= 0 and r.phase_seconds["roofline"] > 0
 
 
 def test_bound_sees_the_levels_the_estimate_uses() -> None:

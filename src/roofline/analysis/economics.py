@@ -61,7 +61,7 @@ def device_price(hw: Hardware, price_per_hour: float | None) -> tuple[float | No
 
     pp = part_prices(hw.key)
     if pp.usd_per_hour is None:
-        return None, (f"no public price for {hw.name} ({hw.key}) in data/economics/prices.toml; "
+        return None, (f"no public price for {hw.name} ({hw.key}): {pp.no_rental}; "
                       "pass price_per_hour=USD per device-hour")
     return pp.usd_per_hour, pp.source
 

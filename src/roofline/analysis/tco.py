@@ -180,7 +180,8 @@ def tco(hardware: Any, *, devices: int, years: float | None = None, days: float 
         pp = part_prices(hw.key)
         price = pp.purchase_usd
         if price is None:
-            reasons.append(f"no published purchase price for {hw.name}: pass unit_price= "
+            why = f" ({pp.no_purchase})" if pp.no_purchase else ""
+            reasons.append(f"no published purchase price for {hw.name}{why}: pass unit_price= "
                            "(capex, maintenance and total are n/a)")
         else:
             srcs["unit_price"] = str(pp.purchase_provenance)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ..errors import SpecError, unknown
-from ..specs.hardware import KINDS, Hardware, spec_key
+from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
@@ -41,7 +41,8 @@ def default_tables() -> dict[str, Efficiency]:
             raise SpecError(f"data/presets/default.toml lacks a [{kind}] table")
         out[kind] = read_efficiency(doc[kind], sources=sources,
                                     origin=f"data/presets/default.toml [{kind}]",
-                                    synchronous=(kind == "cpu"), label=f"default/{kind}")
+                                    synchronous=(kind in SYNCHRONOUS_KINDS),
+                                    label=f"default/{kind}")
     return out
 
 
@@ -66,7 +67,7 @@ def spec_efficiency(hw: Hardware) -> Efficiency | None:
     eff = _FROM_SPEC.get(ck)
     if eff is None:
         eff = read_efficiency(dict(tbl), sources={}, origin=f"{hw.origin or hw.key} "
-                              "[efficiency]", synchronous=(hw.kind == "cpu"),
+                              "[efficiency]", synchronous=(hw.kind in SYNCHRONOUS_KINDS),
                               label=f"measured/{hw.key}")
         if len(_FROM_SPEC) >= 256:
             _FROM_SPEC.pop(next(iter(_FROM_SPEC)))

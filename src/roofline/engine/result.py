@@ -231,7 +231,8 @@ class Result:
 #: hardware kind -> uncertainty class of preset default (docs/validation/uncertainty.md: the
 #: TPU / accelerator kinds borrow the GPU cases, the SoC kind the measured-CPU runs)
 _KIND_CLASS = {"gpu": "gpu-inference", "tpu": "gpu-inference", "accelerator": "gpu-inference",
-               "cpu": "cpu-measured", "soc": "cpu-measured"}
+               "cpu": "cpu-measured", "soc": "cpu-measured", "mcu": "cpu-measured",
+               "npu": "gpu-inference"}
 
 
 def _solve_class(r: Result) -> str | None:

@@ -22,10 +22,15 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
+    "SYNCHRONOUS_KINDS",
     "spec_key", "SpecKey",
 ]
 
-KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
+#: mcu: a microcontroller (runs ops one after another on its core, kilobytes of SRAM); npu: an edge
+#: neural accelerator beside a host (Coral Edge TPU), megabytes of on-chip memory
+KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc", "mcu", "npu")
+#: kinds whose ops run synchronously on the cores that issue them (no asynchronous launch)
+SYNCHRONOUS_KINDS = ("cpu", "mcu")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
 
@@ -346,7 +351,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     if not isinstance(power, dict):
         raise SpecError(f"{origin}: [power] must be a table (tdp = {{ value, unit, source }})")
     if "tdp" in power:
-        tdp = q(power["tdp"], "power.tdp", "power", lo=0.1, hi=1e6)
+        tdp = q(power["tdp"], "power.tdp", "power", lo=1e-3, hi=1e6)  # a microcontroller: mW
 
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):

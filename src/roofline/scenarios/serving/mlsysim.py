@@ -47,7 +47,7 @@ def _serve_mlsysim(m: Model, hw: Hardware, base: dict[str, Any], B: int, P: int,
         (e2e * peak), kv_cache_bytes=kv, memory_breakdown={"weights": W, "kv_cache": kv},
         memory_capacity=cap, max_batch=int((cap - W) // (kv / B)) if kv else 0,
         feasible=feasible, reason="" if feasible else "weights + KV exceed capacity",
-        shares={"compute (TTFT)": ttft, "memory (ITL)": (n - 1) * itl},
+        phase_seconds={"compute (TTFT)": ttft, "memory (ITL)": (n - 1) * itl},
         notes=(("mlsysim ServingModel conventions: TTFT compute-only with non-causal S² "
                "attention, ITL memory-only with the whole KV cache read each step"),),
         _prefill=None, _decode=dec)

@@ -61,6 +61,38 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
+def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: Any,
+            precision: Any, kv_precision: Any, weight_precision: Any, group_size: Any, tp: int,
+            pp: int, preset: str, engine: str, prefix_cached: Any, decode_hardware: Any,
+            kv_window: str) -> tuple[Any, ...]:
+    """``serve``'s arguments resolved and checked (in the order the errors are raised): the
+    model, the prefill and decode hardware, batch, prompt and output lengths, preset, precision,
+    cached prefix, engine factors, KV-window rule, and the fields every result carries."""
+    kv_window = sp.check_kv_window(kv_window)
+    m = resolve_model(model)
+    hw = resolve_hardware(hardware)
+    B = check_batch(batch)
+    P = _pos_int(prompt_len, "prompt_len")
+    n = _pos_int(output_len, "output_len")
+    preset = check_preset(preset)
+    cfg = m.config
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
+    p = _precision(precision, kv_precision, weight_precision, group_size)
+    pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
+    if pc >= P:
+        raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
+    factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
+    hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
+    base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
+            "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
+            "preset": preset, "engine": factors.name,
+            "kv_window": kv_window if cfg.sliding_window is not None else "",
+            "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2),
+            "_hw": lambda: hw}
+    return m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base
+
 
 @records_call("serve")
 @with_economics
@@ -102,28 +134,13 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     (grid, for carbon) and ``pue`` feed ``cost_per_million_output_tokens``,
     ``energy_per_output_token`` and ``carbon_per_million_output_tokens``.
     """
-    kv_window = sp.check_kv_window(kv_window)
-    m = resolve_model(model)
-    hw = resolve_hardware(hardware)
-    B = check_batch(batch)
-    P = _pos_int(prompt_len, "prompt_len")
-    n = _pos_int(output_len, "output_len")
-    preset = check_preset(preset)
+    m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base = _inputs(
+        model, hardware, batch, prompt_len, output_len, precision, kv_precision,
+        weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
+        kv_window)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
-    p = _precision(precision, kv_precision, weight_precision, group_size)
-    pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
-    if pc >= P:
-        raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
-    factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
-    hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
-    base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
-                "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
-                "preset": preset, "engine": factors.name,
-                "kv_window": kv_window if cfg.sliding_window is not None else "",
-                "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2),
-                "_hw": lambda: hw}
+    if cfg.arch == "seq2seq":
+        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
@@ -142,47 +159,33 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    n_ar = 2 * L_dev + 1
+    seq2seq = cfg.arch == "seq2seq"
+    # TP all-reduces a token meets: two per layer (after attention and the MLP; an
+    # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
+    # stages it crosses (the stages run in turn for one token) and one for the
+    # vocabulary-parallel embedding
+    n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
 
     # -- prefill (batch B, all stages in turn for pp > 1)
     Bm = -(-B // pp)  # micro-batch per stage
     T_new = P - pc
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, B, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
-    kv_transfer = 0.0
-    if hw_d is not hw:
-        bw = kv_link_bytes_per_s or _link(hw)[0]
-        if not (bw and math.isfinite(bw) and bw > 0):
-            raise SpecError("disaggregated serving needs kv_link_bytes_per_s (no scale-up link "
-                            f"on {hw.name})")
-        # the prompt's KV as the prefill device holds it (windowed layers: the window only)
-        kv_transfer = B * float(plan.kv_bytes_per_sequence(P, kv_window)) / bw
+    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
+        pre_comm += _allreduce(B * cfg.source_len * D * ab, tp, hw, factors,
+                               2 * plan.cfg.encoder_layers * pp)
+    kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, B, P, kv_window,
+                                                      kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
     ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
 
     # -- decode steps S = P+1 … P+n−1 (closed form)
     steps = n - 1
-    lines = plan.lines(hw_d, eff_d, Bm)
     S_mean = P + n / 2.0
-    dec_comm_step = (_allreduce(Bm * D * ab, tp, hw_d, factors, n_ar) +
-                     _p2p(Bm * D * ab, pp, hw_d, factors))
-    notes: list[str] = []
-    if steps > 0:
-        dec = {k: v * pp for k, v in lines.total(P + 1, S_end).items()}
-    else:
-        dec = {"total": 0.0, "kernel": 0.0, "bound": 0.0, "flops": 0.0, "bytes": 0.0}
-    dec_comm = steps * dec_comm_step
-    step_fixed = factors.step_overhead + factors.layer_overhead * L_dev * pp
-    dec_over = steps * step_fixed
-    decode_time = dec["total"] + dec_comm + dec_over
-    spec_note = None
-    if draft is not None and steps > 0:
-        decode_time, dec, spec_note = _speculative(
-            draft, cfg, plan, p, hw_d, eff_d, factors, Bm, P, S_end, steps, draft_len,
-            acceptance, pp, tp, dec_comm_step, fused_attention)
-        dec_comm = dec.pop("comm")
-        dec_over = dec.pop("overhead")
-        notes.append(spec_note)
+    decode_time, dec, dec_comm, dec_over, step_notes = _decode_phase(
+        plan, cfg, p, hw_d, eff_d, factors, Bm, P, S_end, steps, tp, pp, Bm * D * ab, n_ar, L_dev,
+        draft, draft_len, acceptance, fused_attention)
+    notes = step_notes
     tpot = decode_time / steps if steps else 0.0
     e2e = ttft + decode_time
     devices = base["devices"]
@@ -198,15 +201,17 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, B, P + n, T_new,
                                                           pc, chunk_size, kv_window)
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
+                         + cfg.cross_kv_bytes(p.kv_bytes))
 
     peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
     mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
     mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
 
-    shares = _shares(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm, kv_transfer,
-                     tp, pp, B * T_new * D * ab, steps, Bm * D * ab, hw, hw_d, factors)
+    phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
+                             kv_transfer, tp, pp, B * T_new * D * ab, steps, Bm * D * ab,
+                             hw, hw_d, factors)
     if tp > cfg.n_kv_heads and not cfg.mla:
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
@@ -224,8 +229,62 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
         steady_tokens_per_s=steady_tps, mbu=mbu, mfu=mfu, kv_cache_bytes=kv_total,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
-        feasible=feasible, reason=reason, shares=shares, notes=tuple(notes),
+        feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+    """What serving an encoder-decoder does not model (each would re-run or skip the
+    encoder): a SpecError naming the argument."""
+    for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
+                     ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
+        if bad:
+            raise SpecError(f"{arg}: not modelled for the encoder-decoder {name} (its prefill "
+                            "is the encoder over source_len tokens plus the decoder prompt); "
+                            "leave it at its default")
+
+
+def _kv_transfer(plan: sp.Plan, hw: Hardware, B: int, P: int, kv_window: str,
+                 kv_link_bytes_per_s: float | None) -> float:
+    """Disaggregated serving: seconds to send the batch's prompt KV cache, as the prefill
+    device holds it (windowed layers: the window only), over the link."""
+    bw = kv_link_bytes_per_s or _link(hw)[0]
+    if not (bw and math.isfinite(bw) and bw > 0):
+        raise SpecError("disaggregated serving needs kv_link_bytes_per_s (no scale-up link "
+                        f"on {hw.name})")
+    return B * float(plan.kv_bytes_per_sequence(P, kv_window)) / bw
+
+
+def _decode_phase(plan: sp.Plan, cfg: Any, p: Precision, hw_d: Hardware, eff_d: Any,
+                  factors: sp.ServingFactors, Bm: int, P: int, S_end: int, steps: int, tp: int,
+                  pp: int, row_bytes: float, n_ar: int, L_dev: int, draft: Any, draft_len: int,
+                  acceptance: float, fused_attention: bool
+                  ) -> tuple[float, dict[str, float], float, float, list[str]]:
+    """The decode steps S = P+1 … P+n−1 in closed form (or speculative, with a draft): the
+    decode time, the per-device sums (total, kernel, bound, flops, bytes), the TP/PP
+    communication, the fixed per-step costs and the notes. ``row_bytes``: one micro-batch's
+    activations per token (Bm × D × bytes)."""
+    lines = plan.lines(hw_d, eff_d, Bm)
+    dec_comm_step = (_allreduce(row_bytes, tp, hw_d, factors, n_ar) +
+                     _p2p(row_bytes, pp, hw_d, factors))
+    notes: list[str] = []
+    if steps > 0:
+        dec = {k: v * pp for k, v in lines.total(P + 1, S_end).items()}
+    else:
+        dec = {"total": 0.0, "kernel": 0.0, "bound": 0.0, "flops": 0.0, "bytes": 0.0}
+    dec_comm = steps * dec_comm_step
+    step_fixed = factors.step_overhead + factors.layer_overhead * L_dev * pp
+    dec_over = steps * step_fixed
+    decode_time = dec["total"] + dec_comm + dec_over
+    spec_note = None
+    if draft is not None and steps > 0:
+        decode_time, dec, spec_note = _speculative(
+            draft, cfg, plan, p, hw_d, eff_d, factors, Bm, P, S_end, steps, draft_len,
+            acceptance, pp, tp, dec_comm_step, fused_attention)
+        dec_comm = dec.pop("comm")
+        dec_over = dec.pop("overhead")
+        notes.append(spec_note)
+    return decode_time, dec, dec_comm, dec_over, notes
 
 
 def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, B: int,
@@ -285,7 +344,7 @@ def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, token
     return breakdown, cap, max_batch, feasible, reason
 
 
-def _shares(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
+def _phase_seconds(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
             pre_comm: float, dec_comm: float, kv_transfer: float, tp: int, pp: int,
             pre_bytes: float, steps: int, dec_bytes: float, hw: Hardware, hw_d: Hardware,
             factors: sp.ServingFactors) -> dict[str, float]:
@@ -358,7 +417,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     per = {q: (k * float(dd[q]) + float(vv[q]) * pp) / steps for q in dd}
     dec = {q: per[q] * iters for q in per}
     D, ab = cfg.d_model, p.act_bytes
-    n_ar = 2 * plan.cfg.n_layers + 1
+    n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
                     _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
     # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the

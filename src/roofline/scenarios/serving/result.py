@@ -66,7 +66,12 @@ class ServeResult:
     max_batch: int = 0  #: largest batch whose memory fits
     feasible: bool = True
     reason: str = ""
-    shares: dict[str, float] = field(default_factory=dict)  #: s of e2e per cause (sum = e2e)
+    #: s of the end-to-end latency per cause (roofline, efficiency, launch, step_overhead,
+    #: tp_comm, pp_comm, kv_transfer; they sum to ``e2e_latency``)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    #: the same causes as fractions of the end-to-end latency (they sum to 1; NaN when e2e is
+    #: 0 or unknown); derived from ``phase_seconds``, never passed
+    shares: dict[str, float] = field(init=False, default_factory=dict)
     notes: tuple[str, ...] = ()
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
@@ -75,6 +80,11 @@ class ServeResult:
     _decode: Any = field(default=None, repr=False)
     _hw: Any = field(default=None, repr=False)  #: () -> the (prefill) Hardware
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+
+    def __post_init__(self) -> None:
+        tot = sum(self.phase_seconds.values())
+        object.__setattr__(self, "shares", {k: (v / tot if tot > 0 else math.nan)
+                                            for k, v in self.phase_seconds.items()})
 
     def levers(self, **kw: Any) -> Any:
         """Every design lever for the call that made this result, ranked (``rl.levers``)."""
@@ -144,11 +154,7 @@ class ServeResult:
                 d[k] = None
         d["notes"] = list(self.notes)
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
-        # "shares" are shares (fractions of the end-to-end latency, summing to 1); the seconds
-        # per cause are "time_by_cause_s" (the ``shares`` field itself holds seconds)
-        tot = sum(self.shares.values())
-        d["time_by_cause_s"] = dict(self.shares)
-        d["shares"] = {k: (v / tot if tot > 0 else math.nan) for k, v in self.shares.items()}
+        d["shares"] = {k: (None if math.isnan(v) else v) for k, v in self.shares.items()}
         return d
 
     # -- display (the presentation layer, imported on first use) --------------------------------
@@ -200,9 +206,8 @@ class ServeResult:
             + ("" if self.feasible else f" — DOES NOT FIT: {self.reason}"),
         ]
         if self.shares:
-            tot = sum(self.shares.values()) or 1.0
             lines.append("  where e2e goes  " + ", ".join(
-                f"{k} {v / tot:.1%}" for k, v in self.shares.items() if v > 0))
+                f"{k} {v:.1%}" for k, v in self.shares.items() if v > 0))
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M output tokens")
         return "\n".join(lines)

@@ -41,8 +41,9 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve_sweep needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     if cfg.n_experts:
         raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
                         "(its weight traffic depends on the batch): call serve per batch")
@@ -88,7 +89,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
             S = np.minimum(Ss[:, None], W[dep])  # [s, ud]: windowed ops stop growing at W
             t_d = max_at(a[:, :, None, dep], sl[:, :, None, dep], S) @ cnt[dep]  # [b, s]
             t_dev[i] = t_in[:, None] + t_d
-        comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
+        n_ar = (3 if cfg.arch == "seq2seq" else 2) * plan.cfg.n_layers + 1  # + cross-attention
+        comm = np.array([n_ar * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers

@@ -54,6 +54,8 @@ class TrainingResult:
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
     optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    #: layers per pipeline stage, first to last (() where the stages are not modelled)
+    pp_stages: tuple[int, ...] = ()
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
@@ -170,7 +172,8 @@ class TrainingResult:
                                                     if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
-            f" recompute={self.recompute} zero={self.zero} sp={sp}",
+            f" recompute={self.recompute} zero={self.zero} sp={sp}"
+            + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
             f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "

@@ -21,6 +21,7 @@ from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
 from .result import TrainingResult
+from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
 RECOMPUTE = ("none", "selective", "full")
 _GI = {g: i for i, g in enumerate(GROUPS)}
@@ -35,11 +36,13 @@ DP_BUCKET_BYTES = 40e6 * 4
 
 def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, b: Any, v: Any,
               rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
-              dp_overlap: bool, sp: Any = True, xp: Any = np) -> dict[str, Any]:
+              dp_overlap: bool, sp: Any = True, xp: Any = np,
+              layout: StageLayout | None = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
     With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
-    formulas price one configuration without numpy's per-call overhead."""
+    formulas price one configuration without numpy's per-call overhead. ``layout``: unequal
+    pipeline stages (training/stages.py; None: L/pp layers on every stage)."""
     cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
@@ -54,8 +57,12 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_lb = f("layer_bwd") + f("layer_bwd_dw") + f("layer_bwd_dw_col")
     t_dwc = f("layer_bwd_dw_col")
     t_hf, t_hb, t_ef, t_eb = f("head_fwd"), f("head_bwd"), f("embed_fwd"), f("embed_bwd")
-    n_lps = L / pp
     m = global_batch / (dp * b)
+    if layout is None:
+        n_first = n_last = n_mid = act_layers = L / pp
+    else:
+        n_first, n_last, n_mid, act_layers = (layout.first, layout.last, layout.middle,
+                                              layout.act_layers)
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
@@ -71,13 +78,20 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         ep_l = t_a2a * (4 + 2 * (rc == 2))
     else:
         ep_l = xp.zeros_like(one)
-    # -- one micro-batch through this device's layers, plus the heavier end of the pipeline
+    # -- one micro-batch through the slowest stage: the first (with the embedding), the last
+    # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
     pp1 = pp == 1
-    head = t_hf + t_hb
-    emb = t_ef + t_eb
-    last_heavier = head >= emb
-    ext_f = xp.where(pp1, t_hf + t_ef, xp.where(last_heavier, t_hf, t_ef))
-    ext_b = xp.where(pp1, t_hb + t_eb, xp.where(last_heavier, t_hb, t_eb))
+    t_layer = t_lf + t_lb + t_rc + tp_f + tp_b + ep_l
+    t_first = n_first * t_layer + t_ef + t_eb
+    t_last = n_last * t_layer + t_hf + t_hb
+    last_slowest = t_last >= t_first
+    mid_slowest = n_mid * t_layer > xp.maximum(t_first, t_last)
+    n_lps = xp.where(pp1, L, xp.where(mid_slowest, n_mid, xp.where(last_slowest, n_last,
+                                                                   n_first)))
+    ext_f = xp.where(pp1, t_hf + t_ef, xp.where(mid_slowest, 0.0,
+                                                xp.where(last_slowest, t_hf, t_ef)))
+    ext_b = xp.where(pp1, t_hb + t_eb, xp.where(mid_slowest, 0.0,
+                                                xp.where(last_slowest, t_hb, t_eb)))
     cross = tp * pp * dp > links.domain
     t_p2p = coll.group_send_recv(b * s * D * ab / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
@@ -91,8 +105,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 
     # -- parameters on the fullest stage
     tied = ctx.cfg.tied_embeddings
-    p_dev = n_lps * lp + xp.where(pp1, emb_p + head_p,
-                                  xp.maximum(emb_p, head_p + (emb_p if tied else 0.0)))
+    p_dev = xp.where(pp1, L * lp + emb_p + head_p, xp.maximum(xp.maximum(
+        n_first * lp + emb_p, n_last * lp + head_p + (emb_p if tied else 0.0)), n_mid * lp))
     # -- data parallelism (+ ZeRO)
     g_bytes = p_dev * ctx.grad_bytes
     w_bytes = p_dev * wb
@@ -119,7 +133,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
                        p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
     step = m * t_mb + bubble + dp_exp + t_opt
 
-    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, n_lps, p_dev, w_bytes, g_bytes, xp)
+    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_dev,
+                  w_bytes, g_bytes, xp)
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
@@ -142,15 +157,10 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int) -> None:
-    cfg, devices = ctx.cfg, ctx.cl.devices
+    devices = ctx.cl.devices
     if tp * pp * dp != devices:
         raise SpecError(f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal the cluster's "
                         f"{devices} devices ({ctx.cl.nodes} nodes × {ctx.cl.devices_per_node})")
-    if cfg.n_layers % pp:
-        raise SpecError(f"pp={pp} must divide the {cfg.n_layers} layers of {cfg.name}")
-    if (cfg.n_layers // pp) % interleave:
-        raise SpecError(f"interleave={interleave} must divide the {cfg.n_layers // pp} layers per "
-                        f"pipeline stage")
     if interleave > 1 and pp == 1:
         raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
     if dp % ep:
@@ -174,14 +184,15 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
-           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"))
+           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"),
+           pp_stages=STAGES_ARG)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str = "selective", zero: int = 1,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
-          optimizer: str = "adam") -> TrainingResult:
+          optimizer: str = "adam", pp_stages: Any = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -189,7 +200,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``optimizer`` "adam" | "adamw" | "sgd"; tp, pp, ep, interleave, recompute and zero do not
     apply (a value other than their default is refused).
 
-    ``dp`` defaults to devices / (tp·pp). ``interleave`` is v, model chunks per device
+    ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
+    then as even as possible with the lighter ones at the ends (training/stages.py), or
+    ``pp_stages`` gives the layers of each stage (first to last; ``pp`` defaults to its
+    length); the step runs at the slowest stage's pace and memory is the fullest stage's.
+    ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
@@ -216,6 +231,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
+    if pp_stages is not None and pp == 1:
+        pp = len(pp_stages)
     tp, pp, ep = (_check_int(n, x) for n, x in (("tp", tp), ("pp", pp), ("ep", ep)))
     interleave = _check_int("interleave", interleave)
     if dp is None:
@@ -225,20 +242,24 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     dp = _check_int("dp", dp)
     zero = _check_int("zero", zero, 0)
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
+    stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
+    layout = None if len(set(stages)) == 1 else StageLayout.of(
+        stages, global_batch // (dp * micro_batch))
     sp = bool(sequence_parallel) and tp > 1
     tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
     rc = RECOMPUTE.index(recompute)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
-                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR)
+                  tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
+                  layout)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp)
+                   zero, sp, stages)
 
 
 def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
-            zero: int, sp: bool = True) -> TrainingResult:
+            zero: int, sp: bool = True, stages: tuple[int, ...] = ()) -> TrainingResult:
     step = float(r["step"][i])
     mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                            precision=ctx.prec)
@@ -266,7 +287,7 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-        sequence_parallel=sp and tp > 1, step_time=step,
+        sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
