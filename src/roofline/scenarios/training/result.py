@@ -56,6 +56,8 @@ class TrainingResult:
     optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
+    lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
@@ -173,7 +175,9 @@ class TrainingResult:
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
-            + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else ""),
+            + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
+            + (f" LoRA r={self.lora_rank} ({self.trainable_params / 1e6:,.1f} M trained)"
+               if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
             f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "
