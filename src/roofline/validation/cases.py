@@ -1,6 +1,7 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``)
+Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``,
+``collectives``)
 is one TOML file
 with a ``[sources]`` table (key -> the document: title, version or commit, table / page) and
 ``[[case]]`` entries.
@@ -59,6 +60,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "zero": int, "fused_attention": bool, "dropout": bool, "dp_overlap": bool,
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
+    },
+    "collectives": {
+        "metrics": {"busbw": {"GB/s": 1e9}},
+        "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
+        "optional": {"scale_up_gbps": int},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},
