@@ -37,12 +37,15 @@ DP_BUCKET_BYTES = 40e6 * 4
 def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, b: Any, v: Any,
               rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
               dp_overlap: bool, sp: Any = True, xp: Any = np,
-              layout: StageLayout | None = None) -> dict[str, Any]:
+              layout: StageLayout | None = None,
+              trainable: tuple[Any, Any, Any] | None = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
     With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
     formulas price one configuration without numpy's per-call overhead. ``layout``: unequal
-    pipeline stages (training/stages.py; None: L/pp layers on every stage)."""
+    pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
+    trainable parameters of a layer, the embedding, the head where they are fewer than all of
+    them (LoRA; None: every parameter is trained)."""
     cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
@@ -103,18 +106,20 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + pp_mb
     bubble = (pp - 1) / v * t_mb
 
-    # -- parameters on the fullest stage
-    tied = ctx.cfg.tied_embeddings
-    p_dev = xp.where(pp1, L * lp + emb_p + head_p, xp.maximum(xp.maximum(
-        n_first * lp + emb_p, n_last * lp + head_p + (emb_p if tied else 0.0)), n_mid * lp))
+    # -- parameters on the fullest stage (all of them; those trained)
+    stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
+    p_dev = stage_params(lp, emb_p, head_p)
+    p_train = p_dev if trainable is None else stage_params(*trainable)
     # -- data parallelism (+ ZeRO)
-    g_bytes = p_dev * ctx.grad_bytes
+    g_bytes = p_train * ctx.grad_bytes
     w_bytes = p_dev * wb
     ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
     rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
     ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
+    # ZeRO 1/2 all-gather the updated (trained) parameters once per step
+    ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dp, tp, links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
-    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag, rs + ag))
+    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
     if dp_overlap:
         window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
         last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
@@ -126,18 +131,41 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     z3 = xp.where(zero == 3, xp.maximum(2 * ag + rs - (f_mb + b_mb) * dp_overlap, 0.0), 0.0)
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
-    p_opt = p_dev / xp.where(zero >= 1, dp, 1)
+    p_opt = p_train / xp.where(zero >= 1, dp, 1)
     hw = ctx.cl.device
     vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
     t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory.max),
                        p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
     step = m * t_mb + bubble + dp_exp + t_opt
 
-    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_dev,
+    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
                   w_bytes, g_bytes, xp)
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
+    """The parameters on the fullest stage, for per-rank (layer, embedding, head) counts: all
+    of them with pp = 1; else the first stage (its layers + the embedding), the last (its
+    layers + the head, and the embedding again when tied) or the fullest middle one."""
+    L = float(ctx.cfg.n_layers)
+    tied = ctx.cfg.tied_embeddings
+
+    def params(lp: Any, emb_p: Any, head_p: Any) -> Any:
+        return xp.where(pp1, L * lp + emb_p + head_p, xp.maximum(xp.maximum(
+            n_first * lp + emb_p, n_last * lp + head_p + (emb_p if tied else 0.0)),
+            n_mid * lp))
+    return params
+
+
+def _trainable_params(ctx: _Ctx, ep: int, b: int) -> float:
+    """Parameters the step trains, model-wide (the unsharded graph's counts × layers)."""
+    g = _graph(ctx, 1, ep, b, False)
+    per = (g.layer_trainable, g.embed_trainable, g.head_trainable)
+    if per[0] is None:
+        per = (g.layer_params, g.embed_params, g.head_params)
+    return float(ctx.cfg.n_layers * per[0] + per[1] + per[2])
 
 
 def _check_int(name: str, v: Any, lo: int = 1) -> int:
@@ -185,14 +213,15 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
            sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"),
-           pp_stages=STAGES_ARG)
+           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str = "selective", zero: int = 1,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
-          optimizer: str = "adam", pp_stages: Any = None) -> TrainingResult:
+          optimizer: str = "adam", pp_stages: Any = None,
+          lora_rank: int | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -204,6 +233,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     then as even as possible with the lighter ones at the ends (training/stages.py), or
     ``pp_stages`` gives the layers of each stage (first to last; ``pp`` defaults to its
     length); the step runs at the slowest stage's pace and memory is the fullest stage's.
+    ``lora_rank`` r: LoRA fine-tuning — an adapter A·B of rank r on every linear of the blocks,
+    every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
+    optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
     ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
@@ -214,6 +246,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``energy_to_train`` and ``carbon_to_train``.
     """
     m = resolve_model(model)
+    if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
+        raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
+                        f"a {m.family} model")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
@@ -228,7 +263,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if optimizer not in ("adam", "adamw"):
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only")
-    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
+                   lora_rank)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
@@ -249,9 +285,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
     rc = RECOMPUTE.index(recompute)
+    trainable = None if lora_rank is None else (tg.layer_trainable, tg.embed_trainable,
+                                                 tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout)
+                  layout, trainable)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages)
@@ -262,7 +300,7 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
             zero: int, sp: bool = True, stages: tuple[int, ...] = ()) -> TrainingResult:
     step = float(r["step"][i])
     mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
-                                           precision=ctx.prec)
+                                           precision=ctx.prec, lora_rank=ctx.lora_rank)
     extra = {"none": 0.0, "selective": sel, "full": full}[recompute]
     model_flops = mf * global_batch
     hw_flops = (mf + extra) * global_batch
@@ -287,7 +325,8 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-        sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), step_time=step,
+        sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
+        trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
