@@ -1,8 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``,
-``edge``) is one TOML file with a ``[sources]`` table (key -> the document: title, version or
-commit, table / page) and ``[[case]]`` entries.
+``collectives``, ``edge``) is one TOML file with a ``[sources]`` table (key -> the document:
+title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
@@ -64,6 +64,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "hardware": str, "batch": int, "precision": str,
                      "engine": str},
         "optional": {"phase": str, "context": int, "weights": str, "group_size": int},
+    },
+    "collectives": {
+        "metrics": {"busbw": {"GB/s": 1e9}},
+        "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
+        "optional": {"scale_up_gbps": int},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},
