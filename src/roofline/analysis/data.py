@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._data import DATA, alias_index, norm_name, read_toml
+from .._display import Display
 from ..errors import SourceError, SpecError, unknown
 from ..specs.sourced import Provenance, read_quantity
 
@@ -70,8 +71,8 @@ class PriceQuote:
         return self.usd_per_s * 3600.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartPrices:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class PartPrices(Display):
     """The public prices of one zoo part."""
 
     key: str
@@ -180,8 +181,8 @@ def price_quotes(hardware: Any) -> PartPrices:
 
 # -- regions ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Region:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Region(Display):
     """A grid region: yearly carbon intensity and, where published, electricity price."""
 
     key: str

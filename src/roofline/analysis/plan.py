@@ -25,6 +25,16 @@ The search, in three passes:
 The seed system's M/M/c with Kingman's correction (``queueing.tail_latency``) is reported
 for ``best`` as the analytic cross-check: c = replicas × concurrency slots, service = the
 simulated mean time in service and its coefficient of variation.
+
+Economics of each frontier point (``layouts`` and ``pareto`` columns ``usd_per_million_tokens``,
+``energy_per_token``, ``carbon_per_million_tokens``; ``analysis.econ_columns``): the point's
+devices at a utilisation of the binding resource estimated in closed form — a decode step of C
+sequences reads the weights and C × (P + n/2) tokens of KV (MBU = bytes / (step × bandwidth))
+and does 2 × params × C FLOPs (MFU), a prompt's prefill does 2 × params × P FLOPs in its time
+(activation traffic not counted and the bytes spread over the whole step, launch overheads
+included, so it reads under ``rl.serve``'s MBU, which divides by busy device time); aggregated
+replicas weight the two by the time they take in the cycle, disaggregated groups weight the
+decode and prefill workers by device count (power is linear in u).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from ..engine.table import Table
 from ..errors import SpecError
 from .queueing import TailLatency, tail_latency
@@ -50,8 +61,8 @@ LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 HEADROOM = 0.85  #: replicas are first sized for this utilisation of the closed-form capacity
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class PlanChoice:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class PlanChoice(Display):
     """One deployment: a layout, how many of it, and its simulation."""
 
     mode: str  #: "aggregated" or "disaggregated"
@@ -82,8 +93,8 @@ class PlanChoice:
         return head + "\n" + str(self.sim) + (f"\n  why: {self.why}" if self.why else "")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServingPlan:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServingPlan(Display):
     """The outcome of ``plan_serving``."""
 
     model: str
@@ -144,11 +155,6 @@ class ServingPlan:
                 "pareto": self.pareto.to_dicts(), "infeasible": self.infeasible.to_dicts(),
                 "simulated": self.simulated.to_dicts(), "notes": list(self.notes)}
 
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
     def __str__(self) -> str:
         lines = [f"Serving plan: {self.model} on up to {self.devices}× {self.hardware}; "
                  f"{self.workload}; {self.slo}"]
@@ -199,6 +205,38 @@ class _Point:
     tps_device: float
     tps_user: float
     ratio: float = 0.0  #: prefill workers per decode worker (disaggregated)
+    util: float = math.nan  #: device-weighted utilisation of the binding resource (power model)
+
+
+def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
+    """(parameters per device, bandwidth B/s, peak FLOP/s) of one layout's devices."""
+    from ..specs.dtypes import precision as make_precision
+
+    p = make_precision(c.precision, kv=c.kv_precision)
+    return (c.weights_bytes / p.weight_bytes, hw.memory_bytes_per_s,
+            hw.peak_flops_per_s.get(p.compute, math.nan))
+
+
+def _u_decode(c: StepCosts, hw: Any, C: int, context: float, d: float) -> float:
+    """Utilisation of a decode step of C sequences at a mean context, taking d seconds."""
+    n_dev, bw, peak = _shape(c, hw)
+    mbu = (c.weights_bytes + C * context * c.kv_bytes_per_token) / (d * bw)
+    return min(1.0, max(mbu, 2 * n_dev * C / (d * peak)))
+
+
+def _u_prefill(c: StepCosts, hw: Any, P: float, t: float) -> float:
+    """Utilisation (MFU) of P prompt tokens' prefill taking t seconds."""
+    n_dev, _, peak = _shape(c, hw)
+    return min(1.0, 2 * n_dev * P / (t * peak)) if t > 0 else math.nan
+
+
+def _u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: float) -> float:
+    """Time-weighted utilisation of an aggregated replica's cycle (n decode steps of C
+    sequences, C prompts' prefill mixed in)."""
+    d = c.decode_time(C, C * (P + n / 2))
+    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
+    ud, up = _u_decode(c, hw, C, P + n / 2, d), _u_prefill(c, hw, P, add)
+    return (n * d * ud + C * add * (up if math.isfinite(up) else 0.0)) / (n * d + C * add)
 
 
 def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
@@ -219,13 +257,21 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                  chunk_sizes: tuple[int | None, ...] = (2048, 512, 8192, None),
                  disaggregated: bool = True, engine: str = "trtllm", preset: str = "default",
                  kv_policy: str = "dynamic", kv_link_bytes_per_s: float | None = None,
-                 requests: int = 2000, seed: int = 0, max_simulations: int = 16) -> ServingPlan:
+                 requests: int = 2000, seed: int = 0, max_simulations: int = 16,
+                 price_per_hour: float | None = None, region: str | None = None,
+                 pue: float | None = None) -> ServingPlan:
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
     ``precisions``: (weights, KV) pairs (default ``PRECISIONS`` where the hardware has fp8,
     else bf16 only). ``pp_options``: pipeline depths. ``chunk_sizes``: chunked-prefill budgets
     tried on the winner (None: whole prompts). ``requests``: per sizing simulation.
+    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and
+    carbon columns of ``layouts`` and ``pareto`` (NaN without a price or a region; the
+    tables' ``notes`` say which price and grid, or why not).
     """
+    from .economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware as resolve_hw
 
@@ -296,7 +342,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                 break
             tpot, r = _steady(c, C, Pm, nm, att_mean, True)
             pts.append(_Point("aggregated", c, None, C, tpot, r, c.devices / r,
-                              r * nm / c.devices, 1 / tpot))
+                              r * nm / c.devices, 1 / tpot,
+                              util=_u_aggregated(c, hw, C, Pm, nm, att_mean)))
     if disaggregated:
         for cd in feas:
             for cpf in feas:
@@ -305,6 +352,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     continue  # same precision; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
                 rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
+                up = _u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
                 cap = cd.kv_capacity_batch(Pm + nm)
                 for C in LADDER:
                     if C > max(cap, 1):
@@ -312,9 +360,11 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     tpot, rd = _steady(cd, C, Pm, nm, 0.0, False)
                     ratio = rd / rate_p  # prefill workers per decode worker
                     dev = cd.devices + ratio * cpf.devices
+                    ud = _u_decode(cd, hw, C, Pm + nm / 2, tpot)
                     pts.append(_Point("disaggregated", cd, cpf, C, tpot, rd, dev / rd,
-                                      rd * nm / dev, 1 / tpot, ratio))
-    layouts = _points_table(pts)
+                                      rd * nm / dev, 1 / tpot, ratio,
+                                      util=(cd.devices * ud + ratio * cpf.devices * up) / dev))
+    layouts = _points_table(pts, hw, price_per_hour, region, pue, preset)
     pareto = _pareto(layouts)
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
@@ -355,17 +405,28 @@ def _label(p: _Point, R: int = 0, X: int = 0) -> str:
     return f"P {pre} + D {p.costs.label} ({p.ratio:.2f} P/D)"
 
 
-def _points_table(pts: list[_Point]) -> Table:
+def _points_table(pts: list[_Point], hw: Any, price_per_hour: float | None,
+                  region: str | None, pue: float | None, preset: str) -> Table:
+    from .econ_columns import ECON_COLUMN_UNITS, econ_columns
+
+    tpd = np.array([p.tps_device for p in pts])
+    # per device: the columns are per token, so one device at its share of the throughput
+    ec = econ_columns(hw, devices=1.0, units_per_s=tpd,
+                      utilisation=np.array([p.util for p in pts]), price_per_hour=price_per_hour,
+                      region=region, pue=pue, preset=preset)
     return Table({
         "mode": [p.mode for p in pts], "layout": [_label(p) for p in pts],
         "max_concurrency": np.array([p.conc for p in pts], dtype=np.int64),
         "tpot_ms": np.array([p.tpot * 1e3 for p in pts]),
         "tokens_per_s_per_user": np.array([p.tps_user for p in pts]),
-        "tokens_per_s_per_device": np.array([p.tps_device for p in pts]),
+        "tokens_per_s_per_device": tpd,
         "devices_per_req_per_s": np.array([p.dev_per_rate for p in pts]),
-    }, title="frontier points (closed form, steady state at max concurrency)",
+        "utilisation": np.array([p.util for p in pts]), **ec.columns(),
+    }, units=ECON_COLUMN_UNITS,
+        title="frontier points (closed form, steady state at max concurrency)",
         show=("layout", "max_concurrency", "tpot_ms", "tokens_per_s_per_user",
-              "tokens_per_s_per_device", "mode"))
+              "tokens_per_s_per_device", "mode", "usd_per_million_tokens"),
+        notes=(ec.note(),))
 
 
 def _pareto(t: Table) -> Table:

@@ -6,13 +6,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._display import Display
 from ..._text import printable_str
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingResult:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TrainingResult(Display):
     """One training configuration priced on a cluster. Times in s, bytes in B, energy in J."""
 
     model: str
@@ -145,23 +146,6 @@ class TrainingResult:
         d["energy_per_step"] = self.energy_per_step
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ...report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ...report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ...report import to_html
-
-        return to_html(self, path)
 
     @printable_str
     def __str__(self) -> str:
