@@ -53,7 +53,7 @@ class TrainingResult:
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
-    optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    optimizer: str = "adam"  #: the optimizer step priced (ops.training_formulas.OPTIMIZERS)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
