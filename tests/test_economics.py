@@ -30,7 +30,8 @@ def test_loader_refuses_a_number_or_a_quote_without_source_or_date():
         econ_data.parse_prices(doc, "t")
     ok = econ_data.parse_prices({"sources": {"s": "a page"}, "parts": {"x": {"on_demand": [
         {"provider": "P", "date": "2026-01", "price": {"value": 3.6, "unit": "USD/h",
-                                                       "source": "s"}}]}}}, "t")
+                                                       "source": "s"}}],
+        "no_purchase": "not sold", "single_provider": "P only"}}}, "t")
     assert ok["x"].quotes[0].usd_per_s == pytest.approx(0.001)  # 3.6 $/h / 3600
     assert ok["x"].quotes[0].provenance.source == "a page"
 
@@ -49,10 +50,10 @@ def test_every_zoo_price_and_region_has_a_source_and_date():
 
 
 def test_default_price_is_the_median_of_the_quotes():
-    # H100 SXM quotes: AWS 98.32/8 = 12.29, Lambda 2.99, RunPod 4.76, GMI 2.00
-    # median of (2.00, 2.99, 4.76, 12.29) = (2.99 + 4.76) / 2 = 3.875
-    assert rl.price_quotes("H100").usd_per_hour == pytest.approx(3.875)
-    assert rl.price_quotes("A10").usd_per_hour is None  # no public quote in our sources
+    # H100 SXM quotes: AWS 55.04/8 = 6.88, GCP 10.9791, Lambda 4.29, RunPod 3.99, Nebius 3.85,
+    # Modal 3.9492, GMI 2.00, Akash 2.71; sorted, the middle two are 3.9492 and 3.99
+    assert rl.price_quotes("H100").usd_per_hour == pytest.approx((3.9492 + 3.99) / 2)
+    assert rl.price_quotes("L40").usd_per_hour is None  # no public quote in our sources
 
 
 # -- power model ---------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def test_serve_cost_energy_carbon_by_hand():
 
 
 def test_missing_price_and_region_are_none_with_a_reason():
-    s = rl.serve("llama-3.2-1b", "A10", batch=4)
+    s = rl.serve("llama-3.2-1b", "L40", batch=4)
     assert s.cost_per_million_output_tokens is None
     assert "no public price" in s.economics.price_source
     assert s.carbon_per_million_output_tokens is None
@@ -183,13 +184,14 @@ def test_tco_by_hand():
     assert c.energy_usd == pytest.approx(kwh * 0.0892)  # Virginia industrial 8.92 ¢/kWh
     assert c.maintenance_usd == pytest.approx(capex * 0.05 * 3)
     assert c.total_usd == pytest.approx(capex + kwh * 0.0892 + capex * 0.15)
-    assert c.carbon_kg == pytest.approx(kwh * 0.348)  # 348 g/kWh
+    assert c.carbon_kg == pytest.approx(kwh * 0.401)  # PJM, 401 g/kWh (Electricity Maps 2023)
     assert c.embodied_carbon_kg is None and any("embodied" in r for r in c.reasons)
     a100 = rl.tco("a100-sxm4-40gb", devices=8, utilisation=0.5)
     assert a100.embodied_carbon_kg == pytest.approx(8 * 318)  # Chien et al. 2023, per GPU
-    none = rl.tco("A10", devices=2, utilisation=0.5)
+    none = rl.tco("L40", devices=2, utilisation=0.5)
     assert none.total_usd is None and "unit_price" in none.reasons[0]
-    assert rl.tco("A10", devices=2, utilisation=0.5, unit_price=3000).total_usd > 0
+    assert "no list price" in none.reasons[0]  # the data file's reason is carried
+    assert rl.tco("L40", devices=2, utilisation=0.5, unit_price=3000).total_usd > 0
 
 
 def test_placement_ranks_regions():

@@ -101,3 +101,27 @@ def test_comm_share_is_reported_and_sums():
     for k, v in s.phase_seconds.items():
         assert s.shares[k] == pytest.approx(v / s.e2e_latency, rel=1e-9)
     assert math.isfinite(s.tpot)
+
+
+def test_pipeline_stages_each_pay_their_tp_all_reduces():
+    """A token crosses every pp stage in turn, and each stage runs its layers' two TP
+    all-reduces per layer: Llama-3.1-70B (80 layers) at tp 2 × pp 2 meets 2·40·2 + 1 = 161
+    all-reduces per decode step, as at tp 2 × pp 1 (2·80 + 1), not one stage's 2·40 + 1 = 81."""
+    f = sp.serving_factors("trtllm")
+    from roofline.scenarios.serving.comm import _p2p
+
+    kw = dict(batch=1, prompt_len=512, output_len=65, tp=2)
+    one, two = rl.serve("llama-3.1-70b", "H100", **kw), rl.serve("llama-3.1-70b", "H100", pp=2,
+                                                                 **kw)
+    row = 8192 * 2  # one token's activations: d_model × 2 B
+    ar_dec = allreduce_time(row, 2, H100, f)  # 3.7 µs + 16384 B / 337.5 GB/s = 3.749 µs
+    ar_pre = allreduce_time(512 * row, 2, H100, f)
+    hand = 161 * ar_pre + 64 * 161 * ar_dec  # prefill + 64 decode steps
+    assert two.phase_seconds["tp_comm"] == pytest.approx(hand, rel=1e-9)
+    assert one.phase_seconds["tp_comm"] == pytest.approx(hand, rel=1e-9)
+    # plus one stage-to-stage send per token (pp − 1 = 1), in the prefill and every step
+    assert two.phase_seconds["pp_comm"] == pytest.approx(
+        _p2p(512 * row, 2, H100, f) + 64 * _p2p(row, 2, H100, f), rel=1e-9)
+    # per-token latency: both stages' compute (each priced as the stage with the embedding and
+    # LM head, so no less than one device's 80 layers), all 161 all-reduces and the send
+    assert two.tpot - one.tpot >= _p2p(row, 2, H100, f) * (1 - 1e-9)

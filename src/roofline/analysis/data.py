@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._data import DATA, alias_index, norm_name, read_toml
+from .._display import Display
 from ..errors import SourceError, SpecError, unknown
 from ..specs.sourced import Provenance, read_quantity
 
@@ -70,14 +71,22 @@ class PriceQuote:
         return self.usd_per_s * 3600.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartPrices:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class PartPrices(Display):
     """The public prices of one zoo part."""
 
     key: str
     quotes: tuple[PriceQuote, ...] = ()
     purchase_usd: float | None = None  #: street price of one device, USD
     purchase_provenance: Provenance | None = None
+    no_rental: str | None = None  #: why there is no quote (bought not rented, not in sources)
+    no_purchase: str | None = None  #: why there is no purchase price
+    single_provider: str | None = None  #: why only one cloud quotes it (e.g. TPUs: Google only)
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """The distinct clouds quoting this part."""
+        return tuple(dict.fromkeys(q.provider for q in self.quotes))
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -89,7 +98,8 @@ class PartPrices:
     @property
     def source(self) -> str:
         if not self.quotes:
-            return "no public price in data/economics/prices.toml"
+            why = self.no_rental or "no record in data/economics/prices.toml"
+            return f"no public price: {why}"
         parts = "; ".join(f"{q.provider} {q.usd_per_hour:.4g} $/h ({q.date})" for q in self.quotes)
         return f"median of {len(self.quotes)} quotes: {parts}"
 
@@ -118,9 +128,34 @@ def parse_prices(doc: Mapping[str, Any], origin: str) -> dict[str, PartPrices]:
             if "date" not in raw["purchase"]:
                 raise SourceError(f"{origin}: parts.{key}.purchase has no 'date'")
             purchase, prov = q(raw["purchase"], f"parts.{key}.purchase", "money")
-        out[key] = PartPrices(key=key, quotes=tuple(quotes), purchase_usd=purchase,
-                              purchase_provenance=prov)
+        pp = PartPrices(key=key, quotes=tuple(quotes), purchase_usd=purchase,
+                        purchase_provenance=prov, no_rental=_why(raw, "no_rental", origin, key),
+                        no_purchase=_why(raw, "no_purchase", origin, key),
+                        single_provider=_why(raw, "single_provider", origin, key))
+        _check_coverage(pp, origin)
+        out[key] = pp
     return out
+
+
+def _why(raw: Mapping[str, Any], name: str, origin: str, key: str) -> str | None:
+    v = raw.get(name)
+    if v is not None and not (isinstance(v, str) and v.strip()):
+        raise SpecError(f"{origin}: parts.{key}.{name} must be a sentence saying why")
+    return v
+
+
+def _check_coverage(pp: PartPrices, origin: str) -> None:
+    """A price record says why a number is missing, and has two clouds or says why not."""
+    where = f"{origin}: parts.{pp.key}"
+    if pp.quotes and pp.no_rental:
+        raise SpecError(f"{where} has quotes and no_rental: one or the other")
+    if not pp.quotes and not pp.no_rental:
+        raise SourceError(f"{where} has no on_demand quote: say why in no_rental")
+    if pp.purchase_usd is None and not pp.no_purchase:
+        raise SourceError(f"{where} has no purchase price: say why in no_purchase")
+    if len(pp.providers) == 1 and not pp.single_provider:
+        raise SourceError(f"{where} is quoted by one cloud only ({pp.providers[0]}): add a "
+                          "second public cloud or say why in single_provider")
 
 
 @lru_cache(maxsize=1)
@@ -130,8 +165,10 @@ def _prices() -> dict[str, PartPrices]:
 
 
 def part_prices(key: str) -> PartPrices:
-    """The prices of zoo part ``key`` (an empty PartPrices when none are published)."""
-    return _prices().get(key, PartPrices(key=key))
+    """The prices of zoo part ``key`` (an empty PartPrices, saying there is no record, for a
+    part outside data/economics/prices.toml, e.g. a user's own hardware file)."""
+    return _prices().get(key, PartPrices(key=key, no_rental=(
+        f"{key} has no record in data/economics/prices.toml"), no_purchase="no record"))
 
 
 def price_quotes(hardware: Any) -> PartPrices:
@@ -144,8 +181,8 @@ def price_quotes(hardware: Any) -> PartPrices:
 
 # -- regions ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Region:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Region(Display):
     """A grid region: yearly carbon intensity and, where published, electricity price."""
 
     key: str

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from ..engine.table import Table
 from ..errors import SpecError
 from .queueing import TailLatency, tail_latency
@@ -50,8 +51,8 @@ LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 HEADROOM = 0.85  #: replicas are first sized for this utilisation of the closed-form capacity
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class PlanChoice:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class PlanChoice(Display):
     """One deployment: a layout, how many of it, and its simulation."""
 
     mode: str  #: "aggregated" or "disaggregated"
@@ -82,8 +83,8 @@ class PlanChoice:
         return head + "\n" + str(self.sim) + (f"\n  why: {self.why}" if self.why else "")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServingPlan:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServingPlan(Display):
     """The outcome of ``plan_serving``."""
 
     model: str
@@ -143,11 +144,6 @@ class ServingPlan:
                     "cross_check": None if b.cross_check is None else b.cross_check.to_dict()},
                 "pareto": self.pareto.to_dicts(), "infeasible": self.infeasible.to_dicts(),
                 "simulated": self.simulated.to_dicts(), "notes": list(self.notes)}
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
 
     def __str__(self) -> str:
         lines = [f"Serving plan: {self.model} on up to {self.devices}× {self.hardware}; "

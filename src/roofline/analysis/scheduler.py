@@ -42,7 +42,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     ``budget``: prefill tokens per step (chunked: the chunk budget, shared with the decoding
     sequences' one token each, as vLLM's max_num_batched_tokens; whole prompts: the most prompt
     tokens batched into one step, a longer prompt running alone). ``prefill=False``: a decode
-    pool of disaggregated serving — requests arrive with their prompt's KV and first token.
+    pool of disaggregated serving — requests arrive with their prompt's KV and first token; one
+    preempted there resumes where it stopped when readmitted (re-sending or recomputing its KV
+    is not priced).
 
     Returns per-request admit / first-token / done times (inf: never fits), the preemption
     count and the number of iterations.
@@ -58,11 +60,21 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     NM = len(lin) - 1
     lin_tail = lin[NM] - lin[NM - 1]
     pre_tail = pre[NM] - pre[NM - 1]
+    # past the tables the step time is extrapolated linearly (slope and pair stay at their
+    # last value): extend the lists once to the largest step this run can form, so that the
+    # loop indexes them without a branch
+    top = max_concurrency + max(budget, max(isl_l, default=0) + max(osl_l, default=0)) + 1
+    if top > NM:
+        lin += [lin[NM] + lin_tail * (j - NM) for j in range(NM + 1, top + 1)]
+        pre += [pre[NM] + pre_tail * (j - NM) for j in range(NM + 1, top + 1)]
+        slope += [slope[NM]] * (top - NM)
+        pair += [pair[NM]] * (top - NM)
     bs = c.block_size
     total = c.total_blocks
     dynamic = kv_policy == "dynamic"
     wm = max(1, total // 100) if dynamic else 0
     inf = math.inf
+    heappop = heapq.heappop
     t_admit = [math.nan] * n
     t_first = [math.nan] * n
     t_done = [math.nan] * n
@@ -74,7 +86,7 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     ver = [0] * n
     dec = [False] * n
     live = [False] * n
-    hist = [0] * bs
+    hist = [0] * (2 * bs)  # twice over: bs consecutive phases are one slice
     heap: list[tuple[int, int, int]] = []
     order: list[int] = []  # running requests in admission order (preemption victims: newest)
     pf: list[list[int]] = []  # partial prefills [idx, done tokens, total tokens]
@@ -98,7 +110,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
         b += 1
         C += x
         if dynamic:
-            hist[(K - x) % bs] += 1
+            j = (K - x) % bs
+            hist[j] += 1
+            hist[j + bs] += 1
         heapq.heappush(heap, (K + osl_l[i] - g - 1, i, ver[i]))
 
     def stop_decode(i: int) -> int:
@@ -109,7 +123,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
         b -= 1
         C -= x
         if dynamic:
-            hist[(k0[i] - x0[i]) % bs] -= 1
+            j = (k0[i] - x0[i]) % bs
+            hist[j] -= 1
+            hist[j + bs] -= 1
             return -(-x // bs)
         return held[i]
 
@@ -155,62 +171,66 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             while used + hist[K % bs] > total and preempt_newest():
                 pass
         # -- admission and the prefill chunks of this step
-        tok = budget - b if chunked else budget
-        grow = hist[K % bs] if dynamic and b else 0
         chunks: list[tuple[int, int, int]] = []  # (idx, tokens, cached prefix)
-        for e in pf:
-            if tok <= 0:
-                break
-            rem = e[2] - e[1]
-            T = min(rem, tok) if chunked else rem
-            if not chunked and T > tok and chunks:
-                break
-            chunks.append((e[0], T, e[1]))
-            tok -= T
-        while wait and running < max_concurrency and (tok > 0 or not prefill):
-            i = wait[0]
-            plen = isl_l[i] + gen[i]
-            need = -(-(isl_l[i] + osl_l[i] - 1) // bs) if not dynamic else -(-plen // bs)
-            if need > total - wm:  # can never fit: reject
+        if pf or wait:  # (else: a decode-only step, nothing to admit)
+            tok = budget - b if chunked else budget
+            grow = hist[K % bs] if dynamic and b else 0
+            for e in pf:
+                if tok <= 0:
+                    break
+                rem = e[2] - e[1]
+                T = min(rem, tok) if chunked else rem
+                if not chunked and T > tok and chunks:
+                    break
+                chunks.append((e[0], T, e[1]))
+                tok -= T
+            while wait and running < max_concurrency and (tok > 0 or not prefill):
+                i = wait[0]
+                # KV to hold: prompt + tokens so far (a decode pool's request holds its prompt
+                # and all but its newest token: it resumes where it stopped)
+                plen = isl_l[i] + gen[i] if prefill else isl_l[i] + max(gen[i], 1) - 1
+                need = -(-(isl_l[i] + osl_l[i] - 1) // bs) if not dynamic else -(-plen // bs)
+                if need > total - wm:  # can never fit: reject
+                    wait.popleft()
+                    t_admit[i] = t_first[i] = t_done[i] = inf
+                    finished += 1
+                    continue
+                # a decode pool's request joins this step: its first token may need a block
+                first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
+                if used + need + first_blk + grow + (wm if running else 0) > total:
+                    break
+                if prefill and not chunked and plen > tok and chunks:
+                    break
                 wait.popleft()
-                t_admit[i] = t_first[i] = t_done[i] = inf
-                finished += 1
-                continue
-            if used + need + grow + (wm if running else 0) > total:
-                break
-            if prefill and not chunked and plen > tok and chunks:
-                break
-            wait.popleft()
-            used += need
-            held[i] = need
-            running += 1
-            live[i] = True
-            order.append(i)
-            if t_admit[i] != t_admit[i]:
-                t_admit[i] = now
-            if not prefill:  # decode pool: KV and first token arrived with the request
-                if osl_l[i] <= 1:
-                    finish(i, need)
-                else:
-                    start_decode(i, isl_l[i], 1)
-                continue
-            T = min(plen, tok) if chunked else plen
-            pf.append([i, 0, plen])
-            chunks.append((i, T, 0))
-            tok -= T
-        iters += 1
+                used += need
+                grow += first_blk
+                held[i] = need
+                running += 1
+                live[i] = True
+                order.append(i)
+                if t_admit[i] != t_admit[i]:
+                    t_admit[i] = now
+                if not prefill:  # decode pool: KV and first token arrived with the request
+                    if osl_l[i] <= 1:
+                        finish(i, need)
+                    else:
+                        start_decode(i, plen, max(gen[i], 1))
+                    continue
+                T = min(plen, tok) if chunked else plen
+                pf.append([i, 0, plen])
+                chunks.append((i, T, 0))
+                tok -= T
         if chunks:  # -- one mixed iteration
+            iters += 1
             Tt = 0
             att = 0.0
             for _i, T, cp in chunks:
                 Tt += T
-                att += pair[T if T <= NM else NM] * T * (cp + (T + 1) * 0.5)
+                att += pair[T] * T * (cp + (T + 1) * 0.5)
             N = b + Tt
-            dt = (pre[N] if N <= NM else pre[NM] + pre_tail * (N - NM)) + att
+            dt = pre[N] + att
             if b:
-                dt += (lin[b] if b <= NM else lin[NM] + lin_tail * (b - NM)) - \
-                    (pre[b] if b <= NM else pre[NM] + pre_tail * (b - NM)) + \
-                    slope[b if b <= NM else NM] * (C + b)
+                dt += lin[b] - pre[b] + slope[b] * (C + b)
                 if dynamic:
                     used += hist[K % bs]
                 C += b
@@ -240,11 +260,11 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                 pf = [e for e in pf if e[1] < e[2]]
         elif b:  # -- a run of identical decode steps
             while heap and (heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]):
-                heapq.heappop(heap)
+                heappop(heap)
             k = heap[0][0] - K + 1
-            base = (lin[b] if b <= NM else lin[NM] + lin_tail * (b - NM)) + \
-                slope[b if b <= NM else NM] * (C + b)
-            inc = slope[b if b <= NM else NM] * b
+            sl = slope[b]
+            base = lin[b] + sl * (C + b)
+            inc = sl * b
             can_admit = running < max_concurrency and not wait and nxt < n
             if can_admit:
                 gap = arr_l[nxt] - now
@@ -264,14 +284,18 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                     cyc = free // b
                     rest = free - cyc * b
                     j = 0
-                    while j < bs and hist[(K + j) % bs] <= rest:
-                        rest -= hist[(K + j) % bs]
+                    j0 = K % bs
+                    while j < bs and hist[j0 + j] <= rest:
+                        rest -= hist[j0 + j]
                         j += 1
                     k = max(1, min(k, cyc * bs + j))
                     full = k // bs
                 r = k - full * bs
-                used += full * b + (hist[K % bs] if r == 1 else
-                                    sum(hist[(K + j) % bs] for j in range(r)) if r else 0)
+                if r:
+                    j0 = K % bs
+                    used += full * b + sum(hist[j0:j0 + r])
+                else:
+                    used += full * b
             dt = k * base + inc * k * (k - 1) / 2
             area += (len(wait) + running) * dt
             now += dt
@@ -281,17 +305,33 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                 nxt += 1
             C += b * k
             K += k
-            iters += k - 1
+            iters += k
         else:  # nothing can run: only an idle engine waiting for an arrival
+            if finished >= n:  # the last requests finished at admission (decode pool)
+                break
             if nxt >= n:
                 raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover
             now = max(now, arr_l[nxt])
             continue
-        while heap and heap[0][0] <= K - 1:
-            _, i, v = heapq.heappop(heap)
+        while heap and heap[0][0] < K:  # finished: stop_decode + finish, inlined (hot)
+            _, i, v = heappop(heap)
             if v != ver[i] or not dec[i]:
                 continue
-            finish(i, stop_decode(i))
+            x = x0[i] + K - k0[i]
+            dec[i] = False
+            b -= 1
+            C -= x
+            if dynamic:
+                j = (k0[i] - x0[i]) % bs
+                hist[j] -= 1
+                hist[j + bs] -= 1
+                used -= -(-x // bs)
+            else:
+                used -= held[i]
+            t_done[i] = now
+            running -= 1
+            finished += 1
+            live[i] = False
     return {"admit": np.asarray(t_admit), "first": np.asarray(t_first),
             "done": np.asarray(t_done), "preemptions": preempt, "iterations": iters,
             "area": area}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from ..errors import SpecError
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
@@ -56,8 +57,8 @@ class Stat:
         return Stat(i, i, i, i, i)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServingSim:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServingSim(Display):
     """A simulated serving run (SI units)."""
 
     layout: str  #: what was simulated
@@ -357,4 +358,4 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         rejected=rejected, iterations=iterations, mean_in_system=L, littles_rhs=lam_w,
         mean_batch=mean_batch, notes=notes,
         _raw={"arrival": arr, "prompt": isl, "output": osl, "admit": admit, "first": first,
-              "done": done})
+              "done": done, "measured": st})  # measured: arrived after the warm-up

@@ -25,6 +25,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kv-policy", default="dynamic", choices=("dynamic", "reserve"),
                    help="dynamic (vLLM: allocate, preempt) or reserve (TensorRT-LLM)")
+    p.add_argument("-o", "--output", default=None, metavar="PATH",
+                   help="write the output (in --format) to this file instead of stdout")
     add_output_args(p)
 
 
@@ -72,5 +74,5 @@ def run(args: argparse.Namespace) -> int:
     if len(p.infeasible):
         text += "\n\n" + str(p.infeasible)
     emit(args, text=text, data=p.to_dict(), tables=[p.pareto, p.simulated, p.infeasible],
-         title=f"Serving plan: {p.model} on {p.hardware}")
+         title=f"Serving plan: {p.model} on {p.hardware}", obj=p, path=args.output)
     return 0 if p.best is not None else 1

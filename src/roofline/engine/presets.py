@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from ..errors import SpecError, unknown
-from ..specs.hardware import KINDS, Hardware, spec_key
+from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
@@ -41,7 +42,8 @@ def default_tables() -> dict[str, Efficiency]:
             raise SpecError(f"data/presets/default.toml lacks a [{kind}] table")
         out[kind] = read_efficiency(doc[kind], sources=sources,
                                     origin=f"data/presets/default.toml [{kind}]",
-                                    synchronous=(kind == "cpu"), label=f"default/{kind}")
+                                    synchronous=(kind in SYNCHRONOUS_KINDS),
+                                    label=f"default/{kind}")
     return out
 
 
@@ -66,7 +68,7 @@ def spec_efficiency(hw: Hardware) -> Efficiency | None:
     eff = _FROM_SPEC.get(ck)
     if eff is None:
         eff = read_efficiency(dict(tbl), sources={}, origin=f"{hw.origin or hw.key} "
-                              "[efficiency]", synchronous=(hw.kind == "cpu"),
+                              "[efficiency]", synchronous=(hw.kind in SYNCHRONOUS_KINDS),
                               label=f"measured/{hw.key}")
         if len(_FROM_SPEC) >= 256:
             _FROM_SPEC.pop(next(iter(_FROM_SPEC)))
@@ -81,12 +83,20 @@ def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
         return BOUND
     if preset == "default":
         if hw.key in _CUSTOM:
-            return _CUSTOM[hw.key]
-        own = spec_efficiency(hw)
-        if own is not None:
-            return own
-        return default_tables()[hw.kind]
+            eff = _CUSTOM[hw.key]
+        else:
+            eff = spec_efficiency(hw) or default_tables()[hw.kind]
+        if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
+            eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
+        return eff
     raise unknown("preset", preset, PRESETS)
+
+
+@lru_cache(maxsize=256)
+def _with_workspace(eff: Efficiency, workspace: float, prov: Any) -> Efficiency:
+    """``eff`` with the part's own runtime workspace (``[runtime] workspace`` of its file)."""
+    extra = {"workspace": prov} if prov is not None else {}
+    return replace(eff, workspace=workspace, provenance=dict(eff.provenance) | extra)
 
 
 def check_preset(preset: str) -> str:

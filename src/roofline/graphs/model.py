@@ -169,8 +169,10 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
                                  context=context, fused_attention=fused_attention, batch=batch,
                                  logits=logits)
 
-    decoder = cfg.arch == "decoder"
+    decoder = cfg.generates
     seq = None if cfg.arch == "vision" else min(cfg.max_positions or 2048, 2048)
+    if cfg.arch == "seq2seq":  # decoder tokens: the source length, within the decoder's limit
+        seq = min(cfg.source_len, cfg.max_positions or cfg.source_len)
     return Model(
         key=key, name=name or key, family=cfg.arch, builder=build,
         phases=("forward", "prefill", "decode") if decoder else ("forward",),

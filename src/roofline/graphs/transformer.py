@@ -90,6 +90,16 @@ class TransformerConfig:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # -- encoder-decoder (arch "seq2seq": T5, BART, Whisper; graphs/seq2seq.py). n_layers is
+    #    the decoder's depth, max_positions the decoder's position limit (0: none, as T5's)
+    encoder_layers: int = 0  #: encoder blocks
+    source_len: int = 0  #: encoder tokens per request, the cross-attention S (Whisper 1500)
+    encoder_positions: int = 0  #: rows of the encoder's position table (0: none, T5)
+    position_offset: int = 0  #: BART: extra rows in each learned position table (2)
+    audio_mels: int = 0  #: Whisper: mel bins into the conv front-end (0: a token encoder)
+    relative_buckets: int = 0  #: T5: relative-position buckets (a bias table per stack)
+    k_bias: bool = True  #: with qkv_bias: whether k_proj has one (Whisper: no)
+    embed_norm: bool = False  #: BART: a LayerNorm on each stack's embeddings
 
     def __post_init__(self) -> None:
         for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
@@ -99,15 +109,38 @@ class TransformerConfig:
         if self.n_heads % self.n_kv_heads:
             raise SpecError(f"{self.name}: num_key_value_heads={self.n_kv_heads} must divide "
                             f"num_attention_heads={self.n_heads}")
-        if self.arch not in ("decoder", "encoder", "vision"):
-            raise SpecError(f"{self.name}: arch={self.arch!r}; allowed: decoder, encoder, vision")
+        if self.arch not in ("decoder", "encoder", "vision", "seq2seq"):
+            raise SpecError(f"{self.name}: arch={self.arch!r}; allowed: decoder, encoder, "
+                            "vision, seq2seq")
+        if self.arch == "seq2seq":
+            for f in ("encoder_layers", "source_len"):
+                v = getattr(self, f)
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise SpecError(f"{self.name}: an encoder-decoder needs {f} >= 1, got "
+                                    f"{v!r}")
+            if self.encoder_positions and self.source_len > self.encoder_positions:
+                raise SpecError(f"{self.name}: source_len={self.source_len} exceeds the "
+                                f"encoder's {self.encoder_positions} positions")
         if self.arch == "vision" and self.image_size % max(self.patch_size, 1):
             raise SpecError(f"{self.name}: patch_size={self.patch_size} must divide "
                             f"image_size={self.image_size}")
 
     @property
     def causal(self) -> bool:
-        return self.arch == "decoder"
+        return self.arch in ("decoder", "seq2seq")
+
+    @property
+    def generates(self) -> bool:
+        """Autoregressive (prefill/decode phases): decoder LMs and encoder-decoders."""
+        return self.arch in ("decoder", "seq2seq")
+
+    def cross_kv_bytes(self, kv_bytes: float, *, layers: range | None = None) -> float:
+        """Encoder-decoder: the cross-attention K/V one sequence caches, source_len tokens in
+        every decoder layer (2 · L · K · H · source_len elements); 0 for other models."""
+        if self.arch != "seq2seq":
+            return 0.0
+        n = self.n_layers if layers is None else len(layers)
+        return 2.0 * n * self.n_kv_heads * self.head_dim * self.source_len * kv_bytes
 
     @property
     def mla(self) -> bool:
@@ -148,11 +181,13 @@ class TransformerConfig:
         hybrid KV-cache manager, which reserves sliding-window layers' slots for the most
         recent ``sliding_window`` tokens only; Hugging Face's ``HybridCache`` for Gemma 2
         (sources in docs/serving.md, "Sliding-window layers"). Without a window (and without
-        ``layers``) this is exactly ``tokens × kv_bytes_per_token``.
+        ``layers``) this is exactly ``tokens × kv_bytes_per_token`` (plus, for an
+        encoder-decoder, the cross-attention K/V of its source: ``cross_kv_bytes``).
         """
+        cross = self.cross_kv_bytes(kv_bytes, layers=layers)
         if layers is None:
             if self.sliding_window is None:
-                return tokens * self.kv_bytes_per_token(kv_bytes)
+                return tokens * self.kv_bytes_per_token(kv_bytes) + cross
             layers = range(self.n_layers)
         if self.mla:  # latent + RoPE key, shared by K and V
             per_layer = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes
@@ -162,7 +197,7 @@ class TransformerConfig:
         held = (len(layers) - n_win) * tokens
         if n_win and self.sliding_window is not None:
             held = held + n_win * np.minimum(tokens, self.sliding_window)
-        return per_layer * held
+        return per_layer * held + cross
 
 
 def _mla_attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, *,
@@ -240,6 +275,11 @@ def transformer_graph(
     """
     if phase not in PHASES:
         raise SpecError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
+    if cfg.arch == "seq2seq":
+        from .seq2seq import seq2seq_graph
+
+        return seq2seq_graph(cfg, precision, phase=phase, seq_len=seq_len, context=context,
+                             fused_attention=fused_attention, logits=logits)
     if cfg.arch != "decoder" and phase != "forward":
         raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', "
                         f"got {phase!r}")

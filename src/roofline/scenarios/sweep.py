@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._display import Display
 from .._text import printable_str
 from ..engine.core import TOTALS, time_model
 from ..engine.memory import fit_reason
@@ -28,7 +29,7 @@ from ..units import FRACTION
 __all__ = ["sweep", "Sweep"]
 
 
-class Sweep:
+class Sweep(Display):
     """The sweep table plus crossover detection."""
 
     def __init__(self, table: Table, model_name: str, preset: str = "default",
@@ -68,23 +69,6 @@ class Sweep:
                 hits = b[cb]
                 out[key] = int(hits.min()) if len(hits) else None
         return out
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ..report import to_html
-
-        return to_html(self, path)
 
     def plot(self, path: Any = None, **kw: Any) -> Any:
         """Throughput and latency vs batch per device, the crossover ringed

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from ..errors import SpecError
 from .evaluate import FIELDS, evaluate_chunk
 from .reduce import Reducer, parse_constraints, parse_objectives
@@ -33,8 +34,8 @@ __all__ = ["explore", "ExploreResult"]
 _BOOLEANS = ("fits", "hypothetical")
 
 
-@dataclass
-class ExploreResult:
+@dataclass(repr=False)
+class ExploreResult(Display):
     """What an exploration kept: the Pareto front, top-k lists, failures and counts."""
 
     space: Space
@@ -110,10 +111,6 @@ class ExploreResult:
     def __str__(self) -> str:
         return self.summary() + ("\n" + self.pareto.to_string(max_rows=20)
                                  if self._front else "")
-
-    def __repr__(self) -> str:
-        return (f"<ExploreResult {self.evaluated:,} points, {self.passed:,} pass, "
-                f"{len(self._front.get('_chunk', []))} on the front>")
 
 
 def _table(cols: dict[str, np.ndarray], title: str, lead: Sequence[str] = ()) -> Any:

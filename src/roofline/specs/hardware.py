@@ -22,10 +22,15 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
+    "SYNCHRONOUS_KINDS",
     "spec_key", "SpecKey",
 ]
 
-KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc")
+#: mcu: a microcontroller (runs ops one after another on its core, kilobytes of SRAM); npu: an edge
+#: neural accelerator beside a host (Coral Edge TPU), megabytes of on-chip memory
+KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc", "mcu", "npu")
+#: kinds whose ops run synchronously on the cores that issue them (no asynchronous launch)
+SYNCHRONOUS_KINDS = ("cpu", "mcu")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
 
@@ -83,6 +88,9 @@ class Hardware:
     #: sparse tensor-core patterns the datasheet gives throughput for, pattern -> sparse/dense
     #: throughput ratio (e.g. {"2:4": 2.0}); the dense peak stays the value
     sparsity: Mapping[str, float] = field(default_factory=dict)
+    #: bytes the runtime itself holds on the device beside the model (``[runtime] workspace``:
+    #: context, library workspaces, allocator slack); None: the preset's per-kind figure
+    workspace_bytes: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -230,7 +238,7 @@ def spec_key(hw: Hardware) -> SpecKey:
 
 _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
              "memory", "links", "power", "notes", "measurement", "efficiency", "sustained",
-             "sparsity"}
+             "sparsity", "runtime"}
 
 #: [sparsity] keys -> the pattern name solve(sparsity=) takes
 _SPARSITY_KEYS = {"structured_2_4": "2:4"}
@@ -346,8 +354,9 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     if not isinstance(power, dict):
         raise SpecError(f"{origin}: [power] must be a table (tdp = {{ value, unit, source }})")
     if "tdp" in power:
-        tdp = q(power["tdp"], "power.tdp", "power", lo=0.1, hi=1e6)
+        tdp = q(power["tdp"], "power.tdp", "power", lo=1e-3, hi=1e6)  # a microcontroller: mW
 
+    workspace = _runtime_workspace(doc.get("runtime"), origin, q)
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
@@ -374,8 +383,21 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
         provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
-        sparsity=sparsity,
+        sparsity=sparsity, workspace_bytes=workspace,
     )
+
+
+def _runtime_workspace(raw: Any, origin: str, q: Any) -> float | None:
+    """``[runtime] workspace``: the part's own runtime footprint (bytes), or None."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"workspace"}:
+        raise SpecError(f"{origin}: [runtime] takes one key, workspace = {{ value, unit, "
+                        "source, derivation }} (bytes the runtime holds beside the model)")
+    if "workspace" not in raw:
+        return None
+    # a workspace larger than a terabyte is a unit slip
+    return float(q(raw["workspace"], "runtime.workspace", "bytes", lo=0.0, hi=1e12))
 
 
 def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:

@@ -1,6 +1,7 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``training``, ``training_graphs``) is one TOML file
+Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``)
+is one TOML file
 with a ``[sources]`` table (key -> the document: title, version or commit, table / page) and
 ``[[case]]`` entries.
 Each case carries
@@ -64,6 +65,14 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "cluster": str, "dp": int, "precision": str,
                      "micro_batch": int, "accumulation": int, "optimizer": str},
         "optional": {"seq_len": int},
+    },
+    "training_runs": {
+        "metrics": {"tok_s_gpu": {"tok/s/GPU": 1.0}, "mfu": {"%": 0.01}},
+        "required": {"model": str, "cluster": str, "gpus": int, "global_batch": int,
+                     "seq_len": int, "precision": str, "tp": int, "pp": int},
+        "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
+                     "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
+                     "stack": str},
     },
 }
 

@@ -76,8 +76,9 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
     n = _pos_int(output_len, "output_len")
     preset = check_preset(preset)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
     if pc >= P:
@@ -138,6 +139,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
         kv_window)
     cfg = m.config
+    if cfg.arch == "seq2seq":
+        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
@@ -156,13 +159,21 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    n_ar = 2 * L_dev + 1
+    seq2seq = cfg.arch == "seq2seq"
+    # TP all-reduces a token meets: two per layer (after attention and the MLP; an
+    # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
+    # stages it crosses (the stages run in turn for one token) and one for the
+    # vocabulary-parallel embedding
+    n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
 
     # -- prefill (batch B, all stages in turn for pp > 1)
     Bm = -(-B // pp)  # micro-batch per stage
     T_new = P - pc
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, B, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
+    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
+        pre_comm += _allreduce(B * cfg.source_len * D * ab, tp, hw, factors,
+                               2 * plan.cfg.encoder_layers * pp)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, B, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
@@ -190,7 +201,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, B, P + n, T_new,
                                                           pc, chunk_size, kv_window)
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
+                         + cfg.cross_kv_bytes(p.kv_bytes))
 
     peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
@@ -219,6 +231,17 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+    """What serving an encoder-decoder does not model (each would re-run or skip the
+    encoder): a SpecError naming the argument."""
+    for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
+                     ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
+        if bad:
+            raise SpecError(f"{arg}: not modelled for the encoder-decoder {name} (its prefill "
+                            "is the encoder over source_len tokens plus the decoder prompt); "
+                            "leave it at its default")
 
 
 def _kv_transfer(plan: sp.Plan, hw: Hardware, B: int, P: int, kv_window: str,
@@ -394,7 +417,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     per = {q: (k * float(dd[q]) + float(vv[q]) * pp) / steps for q in dd}
     dec = {q: per[q] * iters for q in per}
     D, ab = cfg.d_model, p.act_bytes
-    n_ar = 2 * plan.cfg.n_layers + 1
+    n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
                     _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
     # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the
