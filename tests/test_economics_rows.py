@@ -124,3 +124,27 @@ def test_best_parallelism_rows_carry_train_economics():
     plain = rl.best_parallelism("llama-3.2-1b", "dgx-h100", nodes=1, **kw)
     assert np.isnan(plain["carbon_per_million_tokens"]).all()
     assert "no region" in plain.notes[0] and "no region" in plain.head(2).notes[0]
+
+
+def test_plan_serving_rows_carry_cost_energy_carbon():
+    wl = rl.Workload(prompt=64, output=256, rate=5.0)
+    p = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl,
+                        slo=rl.SLO(ttft_p99=2.0, tpot_p99=0.05), precisions=(("bf16", "bf16"),),
+                        pp_options=(1,), requests=200, max_simulations=2, price_per_hour=2.0,
+                        region="us-east", pue=1.2)
+    L = p.layouts
+    tpd, u = L["tokens_per_s_per_device"], L["utilisation"]
+    assert ((u > 0) & (u <= 1)).all()
+    assert np.allclose(L["usd_per_million_tokens"], 2.0 / 3600 / tpd * 1e6)
+    e = (210 + 490 * u) * 1.2 / tpd
+    assert np.allclose(L["energy_per_token"], e)
+    assert np.allclose(L["carbon_per_million_tokens"], e * 1e6 * PJM)
+    assert "usd_per_million_tokens" in p.pareto.columns and p.pareto.notes == L.notes
+    # the closed-form utilisation of the aggregated tp1, C=1 point (short prompts: mostly a
+    # batch-1 decode step) sits just under rl.serve's decode MBU there: it leaves out the
+    # activation traffic and spreads the bytes over the whole step (launch and overheads
+    # included), where serve divides by the device's busy time only
+    sel = [i for i in range(len(L)) if L["mode"][i] == "aggregated" and L["layout"][i]
+           .startswith("tp1") and L["max_concurrency"][i] == 1]
+    s = rl.serve("llama-3.1-8b", "H100", batch=1, prompt_len=64, output_len=256)
+    assert 0.75 * s.mbu < u[sel[0]] < s.mbu

@@ -182,13 +182,16 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
     )
 
 
-def _cnn_registry() -> dict[str, Callable[[Precision], Graph]]:
-    from . import cnn
+def _cnn_registry() -> dict[str, Callable[..., Graph]]:
+    """Builder name -> fn(precision, **builder_args) for the models a zoo TOML names by
+    ``builder`` (its optional ``[builder_args]`` table gives the keyword arguments)."""
+    from . import cnn, tiny, yolo
 
     return {
         "resnet18": lambda p: cnn.resnet(18, p), "resnet34": lambda p: cnn.resnet(34, p),
         "resnet50": lambda p: cnn.resnet(50, p), "resnet101": lambda p: cnn.resnet(101, p),
         "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
-        "alexnet": cnn.alexnet,
+        "alexnet": cnn.alexnet, "mobilenet_v1": tiny.mobilenet_v1, "ds_cnn": tiny.ds_cnn,
+        "resnet8": tiny.resnet8, "yolov8": yolo.yolov8,
     }

@@ -1,9 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``)
-is one TOML file
-with a ``[sources]`` table (key -> the document: title, version or commit, table / page) and
-``[[case]]`` entries.
+Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``,
+``collectives``, ``edge``) is one TOML file with a ``[sources]`` table (key -> the document:
+title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
@@ -59,6 +58,17 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "zero": int, "fused_attention": bool, "dropout": bool, "dp_overlap": bool,
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
+    },
+    "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
+        "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "batch": int, "precision": str,
+                     "engine": str},
+        "optional": {"phase": str, "context": int, "weights": str, "group_size": int},
+    },
+    "collectives": {
+        "metrics": {"busbw": {"GB/s": 1e9}},
+        "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
+        "optional": {"scale_up_gbps": int},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},

@@ -23,7 +23,7 @@ from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
-from .factors import _OVERRIDE, training_factors
+from .factors import _OVERRIDE, cluster_links, training_factors
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -106,16 +106,9 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
     base = efficiency_for(hw, preset)
-    if preset == "bound":
-        eff = base
-        up_e = out_e = 1.0
-    else:
-        f = training_factors(hw.kind)
-        eff = f.efficiency(base, hw.kind)
-        up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
-    links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
-                       up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
-                       out_alpha=c.scale_out_latency_s)
+    f = None if preset == "bound" else training_factors(hw.kind)
+    eff = base if f is None else f.efficiency(base, hw.kind)
+    links = cluster_links(c, f)
     if p.compute == "fp16" or p.weights == "fp16":
         grad_b, opt_b = 2.0, 16.0
     else:

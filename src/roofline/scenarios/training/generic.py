@@ -47,7 +47,7 @@ from ...ops.xp import SCALAR
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
 from ...units import fmt_bytes
-from .factors import training_factors
+from .factors import cluster_links, training_factors
 from .optimizer import optimizer_graph, optimizer_time
 from .result import TrainingResult
 
@@ -130,11 +130,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     opt_g = optimizer_graph(optimizer, p, master_weights=not fp32, grad_bytes=grad_b,
                             weight_bytes=p.weight_bytes)
     f = training_factors(hw.kind) if preset != "bound" else None
-    links = coll.Links(domain=c.domain,
-                       up_bw=c.scale_up_bytes_per_s * (f.scale_up_efficiency if f else 1.0),
-                       up_alpha=c.scale_up_latency_s,
-                       out_bw=c.scale_out_bytes_per_s * (f.scale_out_efficiency if f else 1.0),
-                       out_alpha=c.scale_out_latency_s)
+    links = cluster_links(c, f)
     g_bytes = P * grad_b
     t_ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR)) if dp > 1 else 0.0
     if dp_overlap and dp > 1:

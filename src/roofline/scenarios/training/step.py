@@ -121,7 +121,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     g_bytes = p_train * ctx.grad_bytes
     w_bytes = p_dev * wb
     ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
-    rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
+    rs = coll.group_reduce_scatter(g_bytes, dp, tp, links, xp)  # half a ring all-reduce
     ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
     # ZeRO 1/2 all-gather the updated (trained) parameters once per step
     ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dp, tp, links, xp)
