@@ -455,6 +455,37 @@ class TimeModel:
                               live)
         return self.evaluate(batch).totals()
 
+    def latency_at(self, batch: float) -> float:
+        """``totals_at(batch).latency`` alone (the closed form's time row: a bisection and two
+        float operations, for callers that need only the sum of op times)."""
+        if self.envelope_ok:
+            if self._env is None:
+                self._env = self._envelope()
+            edges, rows = self._env
+            B = float(batch)
+            k = bisect.bisect_right(edges, B) - 1
+            if k >= 0 and not (k > 0 and B == edges[k]):
+                row = rows[k]
+                return row[2] + row[3] * B
+        return self.totals_at(batch).latency
+
+    def latency_many(self, batches: Any) -> np.ndarray:
+        """``totals_many(batches)[0]`` alone: Σ op time at many batches."""
+        B = np.asarray(batches, dtype=np.float64)
+        if not self.envelope_ok:
+            return self.ops(B).time.sum(-1)
+        if self._env is None:
+            self._env = self._envelope()
+        assert self._env_arr is not None
+        edges, table = self._env_arr
+        k = np.searchsorted(edges, B, side="right") - 1
+        r = table[np.maximum(k, 0)]
+        out = r[:, 2] + r[:, 3] * B
+        redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
+        if len(redo):
+            out[redo] = self.ops(B[redo]).time.sum(-1)
+        return out
+
     def totals_many(self, batches: Any) -> np.ndarray:
         """[9, b] totals (rows: ``TOTALS``) for many batches at once."""
         B = np.asarray(batches, dtype=np.float64)
