@@ -43,6 +43,18 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
     if not source:
         raise SpecError(f"{origin}: a model file needs a 'source' (model card, config.json, paper)")
     pub = _published(doc, origin)
+    if doc.get("builder") == "mamba":
+        from .model import sequence_model
+        from .ssm import MambaConfig, mamba_graph
+
+        raw = doc.get("config")
+        if not isinstance(raw, dict):
+            raise SpecError(f"{origin}: a Mamba model needs [config] (its config.json fields)")
+        known = {f for f in MambaConfig.__dataclass_fields__}
+        mcfg = MambaConfig(**{k: v for k, v in raw.items() if k in known})
+        return sequence_model(key, name, "ssm", functools.partial(mamba_graph, mcfg),
+                              aliases=aliases, source=source, published=pub,
+                              n_layers=mcfg.n_layer)
     if "builder" in doc:
         reg = _cnn_registry()
         b = doc["builder"]
