@@ -20,7 +20,8 @@ from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
-           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency"]
+           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency",
+           "registered_epoch"]
 
 PRESETS = ("default", "bound", "mlsysim")
 #: how kernels reach the device: "eager" launches every op from the host (each pays the
@@ -48,11 +49,23 @@ def default_tables() -> dict[str, Efficiency]:
 
 
 _CUSTOM: dict[str, Efficiency] = {}
+_EPOCH = [0]  #: bumped on every change of _CUSTOM: caches above the preset key on it
 
 
-def register_efficiency(hw_key: str, eff: Efficiency) -> None:
-    """Attach fitted factors to one hardware key (used for measured specs)."""
-    _CUSTOM[hw_key] = eff
+def register_efficiency(hw_key: str, eff: Efficiency | None) -> None:
+    """Attach fitted factors to one hardware key (used for measured specs); None detaches
+    them (the spec's own or the per-kind factors apply again)."""
+    if eff is None:
+        _CUSTOM.pop(hw_key, None)
+    else:
+        _CUSTOM[hw_key] = eff
+    _EPOCH[0] += 1
+
+
+def registered_epoch() -> int:
+    """A counter that changes whenever ``register_efficiency`` does: a cache of results that
+    depend on ``efficiency_for`` keys on it."""
+    return _EPOCH[0]
 
 
 _FROM_SPEC: dict[tuple[object, ...], Efficiency] = {}
