@@ -41,13 +41,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
+from .. import _args as A
 from .._display import Display
 from ..engine.table import Table
 from ..errors import SpecError
+from ..progress import Progress, progress_stream
 from .queueing import TailLatency, tail_latency
 from .simulate import ServingSim, simulate_serving
 from .stepcost import StepCosts, step_costs
@@ -177,6 +179,22 @@ class ServingPlan(Display):
 
 # -- candidates --------------------------------------------------------------------------------
 
+def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float) -> str:
+    """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
+    of the p99 prompt or its batch-1 TPOT breaks the SLO."""
+    if not c.feasible:
+        return f"does not fit: {c.reason}"
+    t_ttft = c.prefill_time(int(p99_prompt))
+    if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
+        return (f"SLO impossible even unloaded: TTFT of the p99 prompt ({p99_prompt:.0f} "
+                f"tokens) is {t_ttft:.3g} s > {slo.ttft_p99:g} s")
+    t1 = c.decode_time(1, mean_context)
+    if slo.tpot_p99 is not None and t1 > slo.tpot_p99:
+        return (f"SLO impossible even unloaded: batch-1 TPOT {t1 * 1e3:.3g} ms > "
+                f"{slo.tpot_p99 * 1e3:g} ms")
+    return ""
+
+
 def _tp_options(cfg: Any, max_tp: int, devices: int) -> list[int]:
     N, K = cfg.n_heads, cfg.n_kv_heads
     out = []
@@ -259,7 +277,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                  kv_policy: str = "dynamic", kv_link_bytes_per_s: float | None = None,
                  requests: int = 2000, seed: int = 0, max_simulations: int = 16,
                  price_per_hour: float | None = None, region: str | None = None,
-                 pue: float | None = None) -> ServingPlan:
+                 pue: float | None = None, progress: bool | TextIO = False) -> ServingPlan:
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
     ``precisions``: (weights, KV) pairs (default ``PRECISIONS`` where the hardware has fp8,
@@ -268,6 +286,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and
     carbon columns of ``layouts`` and ``pareto`` (NaN without a price or a region; the
     tables' ``notes`` say which price and grid, or why not).
+    ``progress``: a line per layout priced and per sizing simulation, with the rate and the
+    time left (True: on stderr when it is a terminal; a stream: there; ``roofline.progress``).
     """
     from .economics import check_economics
 
@@ -277,6 +297,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
 
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise SpecError(f"devices must be a positive integer, got {devices!r}")
+    progress = A.progress("progress", progress)
+    out = progress_stream(progress)
     if not isinstance(workload, Workload):
         raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
     if not isinstance(slo, SLO):
@@ -303,35 +325,25 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
         notes.append("MoE: rl.serve prices tensor and pipeline parallelism; expert "
                      "parallelism (ep) is not modelled, so it is not searched")
     tps = _tp_options(cfg, max_tp, devices)
-    for tp in tps:
-        for pp in pp_options:
-            # pipeline stages extend a replica past one scale-up domain: within it, tensor
-            # parallelism is faster per step at the same device count (rl.serve prices a pp
-            # step as pp stages in turn), so pp > 1 is searched at the largest tp only
-            if tp * pp > devices or pp > cfg.n_layers or (pp > 1 and tp != tps[-1]):
-                continue
-            for w, kv in precisions:
-                c = step_costs(m, hw, tp=tp, pp=pp, precision=w, kv_precision=kv, engine=engine,
-                               preset=preset, max_tokens=n_max, ref_prompts=refs,
-                               ref_output=max(2, int(nm)))
-                if not c.feasible:
-                    bad["layout"].append(c.label)
-                    bad["reason"].append(f"does not fit: {c.reason}")
-                    continue
-                t_ttft = c.prefill_time(int(P99))
-                if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
-                    bad["layout"].append(c.label)
-                    bad["reason"].append(f"SLO impossible even unloaded: TTFT of the p99 prompt "
-                                         f"({P99:.0f} tokens) is {t_ttft:.3g} s > "
-                                         f"{slo.ttft_p99:g} s")
-                    continue
-                t1 = c.decode_time(1, Pm + nm / 2)
-                if slo.tpot_p99 is not None and t1 > slo.tpot_p99:
-                    bad["layout"].append(c.label)
-                    bad["reason"].append(f"SLO impossible even unloaded: batch-1 TPOT "
-                                         f"{t1 * 1e3:.3g} ms > {slo.tpot_p99 * 1e3:g} ms")
-                    continue
-                feas.append(c)
+    # pipeline stages extend a replica past one scale-up domain: within it, tensor
+    # parallelism is faster per step at the same device count (rl.serve prices a pp step as
+    # pp stages in turn), so pp > 1 is searched at the largest tp only
+    combos = [(tp, pp, w, kv) for tp in tps for pp in pp_options
+              if not (tp * pp > devices or pp > cfg.n_layers or (pp > 1 and tp != tps[-1]))
+              for w, kv in precisions]
+    bar = Progress(len(combos), out, unit="layout")
+    for tp, pp, w, kv in combos:
+        c = step_costs(m, hw, tp=tp, pp=pp, precision=w, kv_precision=kv, engine=engine,
+                       preset=preset, max_tokens=n_max, ref_prompts=refs,
+                       ref_output=max(2, int(nm)))
+        why = _why_not(c, slo, P99, Pm + nm / 2)
+        if why:
+            bad["layout"].append(c.label)
+            bad["reason"].append(why)
+        else:
+            feas.append(c)
+        bar.step(f"layout {c.label}", why[:60] or "can serve")
+    bar.close()
     # -- closed-form frontier
     pts: list[_Point] = []
     for c in feas:
@@ -368,7 +380,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     pareto = _pareto(layouts)
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
-                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset)
+                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
+                       out)
     if best is None:
         notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
@@ -445,7 +458,7 @@ def _pareto(t: Table) -> Table:
 def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: int, lam: float,
           chunk_sizes: tuple[int | None, ...], kv_policy: str, link: float | None,
           requests: int, seed: int, max_sims: int, engine: str,
-          preset: str) -> tuple[PlanChoice | None, Table]:
+          preset: str, out: TextIO | None = None) -> tuple[PlanChoice | None, Table]:
     cand = []
     for p in pts:
         if slo.tpot_p99 is not None and p.tpot > slo.tpot_p99:
@@ -469,6 +482,13 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
     n_sims = 0
     chunk0 = chunk_sizes[0]
     tried: set[tuple[Any, ...]] = set()
+    # at most: 3 tries per candidate up to max_sims, then each other chunk size on the winner
+    bar = Progress(min(max_sims, 3 * len(cand)) + len(chunk_sizes) - 1, out, unit="simulation")
+
+    def done(ch: PlanChoice) -> None:
+        bar.step(f"simulated {ch.mode} {ch.layout} ×{ch.devices} devices, chunk "
+                 f"{ch.chunk_size or 'whole'}", "meets the SLO" if ch.sim.meets() else "misses")
+
     for dev, p, R, X in cand:
         if n_sims >= max_sims or (best is not None and dev > best[0]):
             break
@@ -481,6 +501,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
                       engine, preset, devices)
             n_sims += 1
             _row(rows, ch)
+            done(ch)
             if ch.sim.meets():
                 score = (ch.devices, ch.sim.ttft.p99)
                 if best is None or score < (best[0], best[1]):
@@ -502,6 +523,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
     show = ("layout", "max_concurrency", "chunk", "devices", "ttft_p99_s", "tpot_p99_ms",
             "e2e_p99_s", "meets_slo", "goodput_req_per_s", "overloaded", "mode")
     if best is None:
+        bar.close()
         return None, Table(rows, title="sizing simulations", show=show)
     choice = best[2]
     # chunked-prefill size: the other budgets on the winner, same replicas
@@ -511,8 +533,10 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
         ch = _sim(m, hw, choice._point, choice.replicas, choice.prefill_replicas, cs, wl, slo,
                   kv_policy, link, requests, seed, engine, preset, devices)
         _row(rows, ch)
+        done(ch)
         if ch.sim.meets() and ch.sim.ttft.p99 < choice.sim.ttft.p99:
             choice = ch
+    bar.close()
     choice = _explain(choice, slo, devices, len(cand))
     return choice, Table(rows, title="sizing simulations", show=show)
 

@@ -58,6 +58,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-disagg", action="store_true", help="aggregated layouts only")
     p.add_argument("--max-tp", type=int, default=8, help="largest TP degree (default 8)")
     p.add_argument("--pareto", action="store_true", help="also print the Pareto table")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (shown only when stderr is a terminal)")
     p.set_defaults(func=run)
 
 
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     p = plan_serving(args.model, args.hardware, devices=args.devices, workload=workload_from(args),
                      slo=slo_from(args), disaggregated=not args.no_disagg, engine=args.engine,
                      kv_policy=args.kv_policy, requests=args.requests or 2000, seed=args.seed,
-                     max_tp=args.max_tp)
+                     max_tp=args.max_tp, progress=not args.quiet)
     text = str(p)
     if args.pareto:
         text += "\n\n" + str(p.pareto)

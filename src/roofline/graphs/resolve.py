@@ -5,6 +5,7 @@ optional importers in ``graphs/importers/``).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -42,12 +43,27 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
     if not source:
         raise SpecError(f"{origin}: a model file needs a 'source' (model card, config.json, paper)")
     pub = _published(doc, origin)
+    if doc.get("builder") == "mamba":
+        from .model import sequence_model
+        from .ssm import MambaConfig, mamba_graph
+
+        raw = doc.get("config")
+        if not isinstance(raw, dict):
+            raise SpecError(f"{origin}: a Mamba model needs [config] (its config.json fields)")
+        known = {f for f in MambaConfig.__dataclass_fields__}
+        mcfg = MambaConfig(**{k: v for k, v in raw.items() if k in known})
+        return sequence_model(key, name, "ssm", functools.partial(mamba_graph, mcfg),
+                              aliases=aliases, source=source, published=pub,
+                              n_layers=mcfg.n_layer)
     if "builder" in doc:
         reg = _cnn_registry()
         b = doc["builder"]
         if b not in reg:
             raise unknown("CNN builder", b, reg)
-        graph_fn = reg[b]
+        args = doc.get("builder_args") or {}
+        if not isinstance(args, dict):
+            raise SpecError(f"{origin}: builder_args must be a table of keyword arguments")
+        graph_fn = functools.partial(reg[b], **args) if args else reg[b]
         m = Model(key=key, name=name, family=str(doc.get("family", "cnn")),
                   builder=_cnn_builder(graph_fn), aliases=aliases, source=source, published=pub)
         g = m.graph(precision="fp16")
