@@ -22,18 +22,19 @@ def fp8_rows(factor: float | None = None) -> list[dict[str, Any]]:
     """The fp8 training runs with the shipped factor (None) or ``factor``: id, published and
     our tokens/s/GPU, error (ours / published − 1)."""
     from ..engine import presets
+    from ..specs.hardware import spec_key
     from ..specs.resolve import cluster
 
     fp8 = [c for c in cases() if c.scenario["precision"] == "fp8"]
-    keys = {cluster(c.scenario["cluster"]).device.key for c in fp8}
-    saved = {k: presets._CUSTOM.get(k) for k in keys}  # noqa: SLF001 - restored below
+    hws = {spec_key(h): h for h in (cluster(c.scenario["cluster"]).device for c in fp8)}
+    saved = {k: presets._CUSTOM.get(k) for k in hws}  # noqa: SLF001 - restored below
     try:
         if factor is not None:
             base = presets.default_tables()["gpu"]
             eff = replace(base, gemm_dtype=replace(base.gemm_dtype, fp8=factor),
                           label=f"{base.label}/fp8={factor:g}")
-            for k in keys:
-                presets.register_efficiency(k, eff)
+            for h in hws.values():
+                presets.register_efficiency(h, eff)
         out = []
         for c in fp8:
             r, _ = predict_run(c)
@@ -43,7 +44,7 @@ def fp8_rows(factor: float | None = None) -> list[dict[str, Any]]:
         return out
     finally:
         for k, v in saved.items():
-            presets.register_efficiency(k, v)
+            presets.register_efficiency(hws[k], v)
 
 
 def _median(xs: list[float]) -> float:
