@@ -50,9 +50,9 @@ def test_every_zoo_price_and_region_has_a_source_and_date():
 
 
 def test_default_price_is_the_median_of_the_quotes():
-    # H100 SXM quotes: AWS 55.04/8 = 6.88, GCP 10.9791, Lambda 4.29, RunPod 3.99, Nebius 3.85,
-    # Modal 3.9492, GMI 2.00, Akash 2.71; sorted, the middle two are 3.9492 and 3.99
-    assert rl.price_quotes("H100").usd_per_hour == pytest.approx((3.9492 + 3.99) / 2)
+    # H100 SXM quotes: Oracle 80/8 = 10.00, AWS 55.04/8 = 6.88, GCP 10.9791, Lambda 4.29,
+    # RunPod 3.99, Nebius 3.85, Modal 3.9492, GMI 2.00, Akash 2.71; the middle of nine: 3.99
+    assert rl.price_quotes("H100").usd_per_hour == pytest.approx(3.99)
     assert rl.price_quotes("L40").usd_per_hour is None  # no public quote in our sources
 
 

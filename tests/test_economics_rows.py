@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import roofline as rl
-from roofline.errors import SpecError
+from roofline.errors import RooflineError, SpecError
 from roofline.scenarios.serving import serve_sweep
 
 PJM = 401e-3 / 3.6e6  # us-east, 401 gCO2e/kWh -> kg per J
@@ -148,3 +148,32 @@ def test_plan_serving_rows_carry_cost_energy_carbon():
            .startswith("tp1") and L["max_concurrency"][i] == 1]
     s = rl.serve("llama-3.1-8b", "H100", batch=1, prompt_len=64, output_len=256)
     assert 0.75 * s.mbu < u[sel[0]] < s.mbu
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(price_per_hour=-1.0), "price_per_hour"),
+    (dict(pue=0.8), "pue"),
+    (dict(region="atlantis"), "Known regions"),
+])
+def test_row_scenarios_refuse_bad_economics_input(kw, match):
+    from roofline.scenarios.serving import serving_capacity
+
+    calls = [
+        lambda: serve_sweep("llama-3.1-8b", "H100", batch=[1], context=[8], **kw),
+        lambda: serving_capacity("llama-3.2-1b", "H100", prompt_len=64, output_len=8,
+                                 ttft_slo=1.0, tpot_slo=0.1, **kw),
+        lambda: rl.best_parallelism("llama-3.2-1b", "dgx-h100", nodes=1, global_batch=8,
+                                    seq_len=512, **kw),
+        lambda: rl.plan_serving("llama-3.2-1b", "H100", devices=1,
+                                workload=rl.Workload(prompt=64, output=8, rate=1.0),
+                                slo=rl.SLO(ttft_p99=1.0, tpot_p99=0.1), **kw),
+        lambda: rl.train("llama-3.2-1b", "dgx-h100", nodes=1, global_batch=8, seq_len=512,
+                         **kw),
+        lambda: rl.tco("H100", devices=8, utilisation=0.5,
+                       **{k: v for k, v in kw.items() if k != "price_per_hour"}
+                       or {"unit_price": -1.0}),
+    ]
+    for call in calls:
+        with pytest.raises(RooflineError, match=match if "price" not in match else
+                           "price_per_hour|unit_price"):
+            call()

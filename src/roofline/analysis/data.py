@@ -451,3 +451,20 @@ def embodied_carbon(key: str) -> tuple[float, Provenance] | None:
 
 def _finite(x: float) -> bool:
     return isinstance(x, float | int) and math.isfinite(x)
+
+
+def price_coverage_markdown() -> str:
+    """Every zoo part's public prices as a markdown table (docs/economics.md shows it; a test
+    pins the doc to the data): clouds quoting it, the median $/device-hour, the purchase price,
+    or the data file's reason for a missing one."""
+    import roofline as rl
+
+    out = ["| part | clouds | median $/device-h | purchase | why a price is missing |",
+           "|---|---|---:|---:|---|"]
+    for key in rl.list_hardware():
+        pp = part_prices(key)
+        med = f"{pp.usd_per_hour:.2f}" if pp.usd_per_hour is not None else "—"
+        buy = f"${pp.purchase_usd:,.0f}" if pp.purchase_usd is not None else "—"
+        why = "; ".join(w for w in (pp.no_rental, pp.no_purchase, pp.single_provider) if w)
+        out.append(f"| {key} | {', '.join(pp.providers) or '—'} | {med} | {buy} | {why} |")
+    return "\n".join(out)

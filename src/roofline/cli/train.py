@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq-len", type=int, default=None,
                    help="tokens per sequence (sequence models only)")
-    p.add_argument("--optimizer", default="adam", choices=("adam", "adamw", "sgd"),
-                   help="optimizer step priced (sgd: with momentum; decoders: adam only)")
+    p.add_argument("--optimizer", default="adam", choices=("sgd", "momentum", "adam", "adamw"),
+                   help="optimizer step priced (momentum: SGD with momentum; decoders: adam, "
+                   "adamw)")
     p.add_argument("--precision", default=None, choices=DTYPES, metavar="P",
                    help="compute dtype (default: the device's 16-bit dtype, bf16 where it has "
                         "one, else fp16)")

@@ -34,6 +34,7 @@ large in training); the loss is one softmax over the local V/t logits.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -170,6 +171,62 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     frozen = ~adapter if lora_rank is not None else adapter
 
     # -- backward ops
+    bn, bk, bc, b0, b1, bg, bgr, bp = _backward(names, kinds, classes, c0, c1, gemm, params,
+                                                grp, frozen, precision)
+    names += bn
+    kinds += bk
+    classes += bc
+    c0 = np.concatenate([c0, np.array(b0).T], axis=1)
+    c1 = np.concatenate([c1, np.array(b1).T], axis=1)
+    gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
+    params = np.concatenate([params, np.array(bp)])
+    grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
+    n_f = len(adapter)  # forward ops: the model's, the loss, the adapters
+    is_layer = np.array([nm.startswith("layers.") for nm in names[:n_f]])
+    is_embed = np.array([nm.startswith("embed") for nm in names[:n_f]])
+    # parameters per rank: MoE expert params are divided by ep above only in `params`
+    p_fwd = params[:n_f]
+    layer_params = float(p_fwd[is_layer].sum())
+    embed_params = float(p_fwd[is_embed].sum())
+    head_params = float(p_fwd[~is_layer & ~is_embed].sum())
+    p_train = np.where(frozen, 0.0, p_fwd)
+    graph = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
+                  kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
+                  params=np.concatenate([p_fwd, np.zeros(len(names) - n_f)]),
+                  weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
+                  fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
+                  meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
+    return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
+                         embed_params=embed_params, head_params=head_params, tp=tp,
+                         sequence_parallel=sp, seq_len=T, local=local,
+                         layer_trainable=float(p_train[is_layer].sum()),
+                         embed_trainable=float(p_train[is_embed].sum()),
+                         head_trainable=float(p_train[~is_layer & ~is_embed].sum()),
+                         lora_rank=lora_rank)
+
+
+def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
+              T: int) -> Graph:
+    """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
+    ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
+    this rank's shard (so a column-parallel linear's A is whole and its B split, a
+    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
+    b = GraphBuilder(cfg.name, "train", precision)
+    for i, nm in enumerate(fwd.names):
+        if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
+            continue
+        d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
+        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
+        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
+    return b.build()
+
+
+def _backward(names: list[str], kinds: list[str], classes: list[str], c0: np.ndarray,
+              c1: np.ndarray, gemm: np.ndarray, params: np.ndarray, grp: np.ndarray,
+              frozen: np.ndarray, precision: Precision) -> tuple[Any, ...]:
+    """The backward op(s) of each forward op (the module table): names, kinds, classes, cost
+    columns c0 and c1, GEMM dims, groups and parameters of the new ops, as lists. ``frozen``
+    ops (LoRA: every base weight) get no weight gradient; a frozen embedding no backward."""
     bn: list[str] = []
     bk: list[str] = []
     bc: list[str] = []
@@ -232,52 +289,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
             d0[_WR] = q0[_WR]
             _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
                     grp_b, 0.0)
-    names += bn
-    kinds += bk
-    classes += bc
-    c0 = np.concatenate([c0, np.array(b0).T], axis=1)
-    c1 = np.concatenate([c1, np.array(b1).T], axis=1)
-    gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
-    params = np.concatenate([params, np.array(bp)])
-    grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
-    n_f = len(adapter)  # forward ops: the model's, the loss, the adapters
-    is_layer = np.array([nm.startswith("layers.") for nm in names[:n_f]])
-    is_embed = np.array([nm.startswith("embed") for nm in names[:n_f]])
-    # parameters per rank: MoE expert params are divided by ep above only in `params`
-    p_fwd = params[:n_f]
-    layer_params = float(p_fwd[is_layer].sum())
-    embed_params = float(p_fwd[is_embed].sum())
-    head_params = float(p_fwd[~is_layer & ~is_embed].sum())
-    p_train = np.where(frozen, 0.0, p_fwd)
-    graph = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
-                  kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
-                  params=np.concatenate([p_fwd, np.zeros(len(names) - n_f)]),
-                  weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
-                  fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
-                  meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
-    return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
-                         embed_params=embed_params, head_params=head_params, tp=tp,
-                         sequence_parallel=sp, seq_len=T, local=local,
-                         layer_trainable=float(p_train[is_layer].sum()),
-                         embed_trainable=float(p_train[is_embed].sum()),
-                         head_trainable=float(p_train[~is_layer & ~is_embed].sum()),
-                         lora_rank=lora_rank)
-
-
-def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
-              T: int) -> Graph:
-    """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
-    ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
-    this rank's shard (so a column-parallel linear's A is whole and its B split, a
-    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
-    b = GraphBuilder(cfg.name, "train", precision)
-    for i, nm in enumerate(fwd.names):
-        if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
-            continue
-        d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
-        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
-        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
-    return b.build()
+    return bn, bk, bc, b0, b1, bg, bgr, bp
 
 
 def _append(names: list[str], kinds: list[str], classes: list[str], c0: list[np.ndarray],

@@ -83,6 +83,9 @@ class TransformerConfig:
     n_shared_experts: int = 0  #: always-on experts of width moe_d_ff each (DeepSeek, Qwen-MoE)
     #: first k layers use a dense MLP of width d_ff (first_k_dense_replace)
     first_dense_layers: int = 0
+    #: every n-th layer is MoE (layers n-1, 2n-1, ...; Llama 4's interleave_moe_layer_step), the
+    #: others dense of width d_ff; 1: every layer past first_dense_layers
+    moe_every: int = 1
     router_bias: bool = False  #: per-expert score-correction bias (DeepSeek-V3 noaux_tc)
     # -- multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on
     q_lora_rank: int = 0  #: query down-projection rank (0: a plain [D, N·(nope+rope)] q_proj)
@@ -154,7 +157,8 @@ class TransformerConfig:
         return self.sliding_window
 
     def layer_is_moe(self, i: int) -> bool:
-        return self.n_experts > 0 and i >= self.first_dense_layers
+        return (self.n_experts > 0 and i >= self.first_dense_layers
+                and (i + 1) % max(self.moe_every, 1) == 0)
 
     @property
     def image_tokens(self) -> int:
@@ -283,8 +287,7 @@ def transformer_graph(
     if cfg.arch != "decoder" and phase != "forward":
         raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', "
                         f"got {phase!r}")
-    D, L, N, K, H, F, V = (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                           cfg.d_ff, cfg.vocab)
+    D, L, F = cfg.d_model, cfg.n_layers, cfg.d_ff
     if cfg.arch == "vision":
         T = S = cfg.image_tokens
     elif phase == "decode":
@@ -305,7 +308,55 @@ def transformer_graph(
     b = GraphBuilder(cfg.name, phase, precision)
     b.meta.update(seq_len=T, kv_len=S, phase=phase)
 
-    # -- embeddings
+    _embeddings(b, cfg, T, precision)
+
+    n_norm_par = 2 * D if cfg.norm == "layernorm" else D
+    n_tokens = (batch or 1) * T
+    for i in range(L):
+        p = f"layers.{i}"
+        window = cfg.layer_window(i)
+
+        def norm(name: str) -> None:
+            b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
+                  variant=cfg.norm)
+
+        if not cfg.post_norm:
+            norm("input_norm")
+        if cfg.mla:
+            _mla_attention(b, cfg, p, T, S, phase=phase, prefix=S - T)
+        else:
+            _attention(b, cfg, p, T, S, cached, fused_attention, precision, window)
+        if cfg.sandwich_norm:
+            norm("attn_out_norm")
+        b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("attn_norm")
+        else:
+            norm("post_attn_norm")
+
+        if cfg.layer_is_moe(i):
+            _moe_layer(b, cfg, p, T, n_tokens, batch)
+            if cfg.n_shared_experts:
+                _mlp(b, cfg, f"{p}.moe.shared_experts", cfg.n_shared_experts * (cfg.moe_d_ff or F),
+                     T)
+        else:
+            _mlp(b, cfg, f"{p}.mlp", F, T)
+        if cfg.sandwich_norm:
+            norm("mlp_out_norm")
+        b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("mlp_norm")
+
+    _heads(b, cfg, T, logits, n_norm_par)
+    if cached:
+        b.state_bytes_per_sample = float(cfg.kv_bytes_per_sequence(S, precision.kv_bytes))
+    tokens = 1 if phase == "decode" else T
+    return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
+
+
+def _embeddings(b: GraphBuilder, cfg: TransformerConfig, T: int, precision: Precision) -> None:
+    """Token (or patch) embeddings, learned positions, token types, the encoder's norm."""
+    D, V = cfg.d_model, cfg.vocab
     if cfg.arch == "vision":
         P, C = cfg.patch_size, cfg.channels
         b.add("conv2d", "embeddings.patch_embeddings", params=D * C * P * P + D, c_in=C,
@@ -327,85 +378,63 @@ def transformer_graph(
         b.add("norm", "embeddings.norm", params=2 * D, elements=T * D, features=D,
               variant="layernorm")
 
-    n_norm_par = 2 * D if cfg.norm == "layernorm" else D
-    n_tokens = (batch or 1) * T
-    for i in range(L):
-        p = f"layers.{i}"
-        window = cfg.layer_window(i)
 
-        def norm(name: str) -> None:
-            b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
-                  variant=cfg.norm)
+def _attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, cached: bool,
+               fused_attention: bool, precision: Precision, window: int | None) -> None:
+    """One layer's (non-MLA) attention: QKV projections, RoPE, the KV-cache write, the fused
+    kernel or the unfused QKᵀ → mask → softmax → ·V sequence, the output projection."""
+    D, N, K, H = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    if cfg.fused_qkv:
+        b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
+              ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+              d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
+    else:
+        for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
+            b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
+                  (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+                  d_out=heads * H, bias=cfg.qkv_bias)
+    if cfg.positions == "rope":
+        b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
+    if cached:
+        b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
+              head_dim=H)
+    if fused_attention:
+        b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
+              q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached,
+              window=window)
+    else:
+        kv_src = "kv" if cached else "act"
+        b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
+              b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+        b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
+        b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
+        b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
+              b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+    b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
+          tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
 
-        if not cfg.post_norm:
-            norm("input_norm")
-        if cfg.mla:
-            _mla_attention(b, cfg, p, T, S, phase=phase, prefix=S - T)
-        else:
-            if cfg.fused_qkv:
-                b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
-                      ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
-                      d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
-            else:
-                for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
-                    b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
-                          (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
-                          d_out=heads * H, bias=cfg.qkv_bias)
-            if cfg.positions == "rope":
-                b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
-            if cached:
-                b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
-                      head_dim=H)
-            if fused_attention:
-                b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
-                      q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached,
-                      window=window)
-            else:
-                kv_src = "kv" if cached else "act"
-                b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
-                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-                b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
-                b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
-                b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
-                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-            b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
-                  tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
-        if cfg.sandwich_norm:
-            norm("attn_out_norm")
-        b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
-        if cfg.post_norm:
-            norm("attn_norm")
-        else:
-            norm("post_attn_norm")
 
-        def mlp(prefix: str, width: int) -> None:
-            mb = cfg.mlp_bias
-            if cfg.gated_mlp:
-                for nm in ("gate_proj", "up_proj"):
-                    b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
-                          tokens=T, d_in=D, d_out=width, bias=mb)
-                b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
-                      op="swiglu" if cfg.act == "silu" else "geglu")
-            else:
-                b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
-                      tokens=T, d_in=D, d_out=width, bias=mb)
-                b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
-            b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
-                  tokens=T, d_in=width, d_out=D, bias=mb)
+def _mlp(b: GraphBuilder, cfg: TransformerConfig, prefix: str, width: int, T: int) -> None:
+    """A dense MLP of ``width`` (gated: gate and up projections and their product)."""
+    D = cfg.d_model
+    mb = cfg.mlp_bias
+    if cfg.gated_mlp:
+        for nm in ("gate_proj", "up_proj"):
+            b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
+                  tokens=T, d_in=D, d_out=width, bias=mb)
+        b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
+              op="swiglu" if cfg.act == "silu" else "geglu")
+    else:
+        b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
+              tokens=T, d_in=D, d_out=width, bias=mb)
+        b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
+    b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
+          tokens=T, d_in=width, d_out=D, bias=mb)
 
-        if cfg.layer_is_moe(i):
-            _moe_layer(b, cfg, p, T, n_tokens, batch)
-            if cfg.n_shared_experts:
-                mlp(f"{p}.moe.shared_experts", cfg.n_shared_experts * (cfg.moe_d_ff or F))
-        else:
-            mlp(f"{p}.mlp", F)
-        if cfg.sandwich_norm:
-            norm("mlp_out_norm")
-        b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
-        if cfg.post_norm:
-            norm("mlp_norm")
 
-    # -- heads
+def _heads(b: GraphBuilder, cfg: TransformerConfig, T: int, logits: str, n_norm_par: int) -> None:
+    """The final norm and the head: LM logits (all tokens or the last), pooler, classifier."""
+    D, V = cfg.d_model, cfg.vocab
     if not cfg.post_norm:
         b.add("norm", "final_norm", params=n_norm_par, elements=T * D, features=D,
               variant=cfg.norm)
@@ -421,10 +450,6 @@ def transformer_graph(
     elif cfg.arch == "vision" and cfg.classes:
         b.add("linear", "classifier", params=D * cfg.classes + cfg.classes, tokens=1, d_in=D,
               d_out=cfg.classes, bias=True)
-    if cached:
-        b.state_bytes_per_sample = float(cfg.kv_bytes_per_sequence(S, precision.kv_bytes))
-    tokens = 1 if phase == "decode" else T
-    return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
 
 
 def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens: int,

@@ -12,7 +12,7 @@ from .. import _args as A
 from .._display import Display
 from .._text import printable_str
 from ..engine.core import TOTALS, time_model
-from ..engine.memory import fit_reason
+from ..engine.memory import fit_reason, resident_weights
 from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
@@ -202,15 +202,23 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         bott = names[parts.argmax(0)]
         bf = batches.astype(np.float64)[None, :]
         ws = np.array([e.workspace for e in effs])[:, None]
-        foot = g.weight_footprint_bytes + arr["live"] + g.state_bytes_per_sample * bf + ws
+        held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
+        w_on = np.array([h for h, _ in held])[:, None]
+        foot = w_on + arr["live"] + g.state_bytes_per_sample * bf + ws
         cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
         fits = mem_fits(foot, cap)
         reason = np.full(fits.shape, "", dtype=object)
+        for hi, (_, why) in enumerate(held):
+            if why:  # the weights do not fit the weight store
+                reason[hi, fits[hi]] = why
+                fits[hi] = False
         for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
+            if reason[hi, bi]:
+                continue
             reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
-                "weights": g.weight_footprint_bytes, "activations": arr["live"][hi, bi],
+                "weights": w_on[hi, 0], "activations": arr["live"][hi, bi],
                 "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,

@@ -54,7 +54,7 @@ class TrainingResult(Display):
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
-    optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    optimizer: str = "adam"  #: the optimizer step priced (ops.training_formulas.OPTIMIZERS)
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)

@@ -16,20 +16,25 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
 from ...ops import cost
+from ...ops.training_formulas import OPTIMIZERS
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
+from .optimizer import optimizer_graph, optimizer_time
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
 RECOMPUTE = ("none", "selective", "full")
 _GI = {g: i for i, g in enumerate(GROUPS)}
 #: the optimizer step per local parameter: mixed-precision AdamW with gradient clipping and
-#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs
+#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs; priced as an op of the time
+#: model (optimizer.py)
 _ADAMW = cost("optimizer_step", params=1, optimizer="adamw")
 ADAM_BYTES_PER_PARAM = _ADAMW.bytes
 ADAM_FLOPS_PER_PARAM = _ADAMW.flops
+#: the optimizers decoder training is modelled with (mixed precision, fp32 master weights)
+DECODER_OPTIMIZERS = ("adam", "adamw")
 #: gradient bucket for DP overlap, bytes (Megatron's default 40 M parameters in fp32)
 DP_BUCKET_BYTES = 40e6 * 4
 
@@ -38,9 +43,11 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
               dp_overlap: bool, sp: Any = True, xp: Any = np,
               layout: StageLayout | None = None,
-              trainable: tuple[Any, Any, Any] | None = None) -> dict[str, Any]:
+              trainable: tuple[Any, Any, Any] | None = None,
+              optimizer: str = "adam") -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
-    ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
+    ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
+    ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
     With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
     formulas price one configuration without numpy's per-call overhead. ``layout``: unequal
     pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
@@ -132,10 +139,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dp, 1)
-    hw = ctx.cl.device
-    vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
-    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory.max),
-                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
+    t_opt = optimizer_time(optimizer_graph(optimizer, ctx.prec), ctx.cl.device, ctx.eff,
+                           p_opt, xp)
     step = m * t_mb + bubble + dp_exp + t_opt
 
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
@@ -212,7 +217,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
-           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"),
+           sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
@@ -226,7 +231,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
     parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
-    ``optimizer`` "adam" | "adamw" | "sgd"; tp, pp, ep, interleave, recompute and zero do not
+    ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
+    decoders: "adam" | "adamw"); tp, pp, ep, interleave, recompute and zero do not
     apply (a value other than their default is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
@@ -260,9 +266,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            zero=None if zero == 1 else zero)
     if seq_len is None:
         raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
-    if optimizer not in ("adam", "adamw"):
+    if optimizer not in DECODER_OPTIMIZERS:
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
-                        "mixed-precision Adam(W) only")
+                        "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
                    lora_rank)
     global_batch = _check_int("global_batch", global_batch)
@@ -289,15 +295,16 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout, trainable)
+                  layout, trainable, optimizer)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp, stages)
+                   zero, sp, stages, optimizer)
 
 
 def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
-            zero: int, sp: bool = True, stages: tuple[int, ...] = ()) -> TrainingResult:
+            zero: int, sp: bool = True, stages: tuple[int, ...] = (),
+            optimizer: str = "adam") -> TrainingResult:
     step = float(r["step"][i])
     mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                            precision=ctx.prec, lora_rank=ctx.lora_rank)
@@ -331,4 +338,4 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer)
