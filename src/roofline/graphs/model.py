@@ -200,7 +200,7 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
 def _cnn_registry() -> dict[str, Callable[..., Graph]]:
     """Builder name -> fn(precision, **builder_args) for the models a zoo TOML names by
     ``builder`` (its optional ``[builder_args]`` table gives the keyword arguments)."""
-    from . import cnn, recsys, tiny, yolo
+    from . import cnn, diffusion, recsys, tiny, yolo
 
     return {
         "resnet18": lambda p: cnn.resnet(18, p), "resnet34": lambda p: cnn.resnet(34, p),
@@ -209,4 +209,5 @@ def _cnn_registry() -> dict[str, Callable[..., Graph]]:
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
         "alexnet": cnn.alexnet, "mobilenet_v1": tiny.mobilenet_v1, "ds_cnn": tiny.ds_cnn,
         "resnet8": tiny.resnet8, "yolov8": yolo.yolov8, "dlrm": recsys.dlrm,
+        "dit": diffusion.dit, "sd_unet": diffusion.sd_unet,
     }
