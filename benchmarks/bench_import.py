@@ -3,7 +3,8 @@
 Targets (issue 3): importing a ResNet-50 module <= 2 s, a GPT-2 small <= 3 s on the 2-core dev
 machine; (issue 16) a Llama-3.1-70B-shaped transformers module on the meta device <= 10 s
 (80 identical decoder layers: the first traced, the others replayed; also timed with
-``trace_repeats=False`` for comparison, no target). Timed from the call to ``rl.model(...)`` until the Model is returned (three traces:
+``trace_repeats=False`` for comparison, no target). Timed from the call to ``rl.model(...)``
+until the Model is returned (three traces:
 batch b, 2b, 3b, and the affine fit), with ``import torch`` and building the module excluded
 (the user already has both). The first import in a process pays torch's one-time dispatch
 warm-up, so both the first (cold) and the median of 3 later imports are reported.
@@ -88,8 +89,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, target, (cold, warm) in rows + onnx_rows:
         tgt = f"≤ {target:.0f} s" if target != float("inf") else "—"
-        print(f"| {name} | {tgt} | {cold:.2f} s | {warm:.2f} s | "
-              f"{'—' if target == float('inf') else 'yes' if max(cold, warm) <= target else 'NO'} |")
+        ok = "—" if target == float("inf") else "yes" if max(cold, warm) <= target else "NO"
+        print(f"| {name} | {tgt} | {cold:.2f} s | {warm:.2f} s | {ok} |")
 
 
 if __name__ == "__main__":
