@@ -55,6 +55,19 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
         return sequence_model(key, name, "ssm", functools.partial(mamba_graph, mcfg),
                               aliases=aliases, source=source, published=pub,
                               n_layers=mcfg.n_layer)
+    if "transformer" in doc:  # a transformer shape given directly (no HF family importer)
+        from dataclasses import fields
+
+        from .transformer import TransformerConfig
+
+        raw = doc["transformer"]
+        known = {f.name for f in fields(TransformerConfig)}
+        if not isinstance(raw, dict) or set(raw) - known:
+            bad = sorted(set(raw) - known) if isinstance(raw, dict) else raw
+            raise SpecError(f"{origin}: [transformer] takes TransformerConfig fields; unknown "
+                            f"{bad}")
+        return transformer_model(TransformerConfig(name=name, **raw), key=key, name=name,
+                                 aliases=aliases, source=source, published=pub)
     if "builder" in doc:
         reg = _cnn_registry()
         b = doc["builder"]
