@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
@@ -108,6 +109,7 @@ class ServingSim(Display):
 
         return clean(d)
 
+    @summary_str
     def __str__(self) -> str:
         def row(name: str, s: Stat) -> str:
             def f(v: float) -> str:
