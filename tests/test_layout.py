@@ -27,6 +27,16 @@ PROTOCOL = {"register": CLI, "run": CLI, "main": ("roofline/",)} | {
                               "validation_markdown")}
 
 
+#: functions over the limit, each with the reason it stays whole (shrink this list, never grow it)
+EXEMPT = {
+    "roofline/analysis/scheduler.py:run_replica":
+        "the simulator's event loop: ~30 scheduler variables live as locals of one frame; "
+        "split into functions or a state object every pass (~370 k per 10^5 requests) pays "
+        "calls or attribute loads, and the loop meets its <= 1 s target by ~13 % "
+        "(benchmarks/README.md, bench_planning)",
+}
+
+
 @lru_cache(maxsize=1)
 def _modules() -> list[tuple[Path, ast.Module, int]]:
     out = []
@@ -57,8 +67,9 @@ def test_no_function_over_the_limit() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    long.append((f"{_rel(p)}:{node.name}", n))
+                where = f"{_rel(p)}:{node.name}"
+                if n > MAX_FUNCTION_LINES and where not in EXEMPT:
+                    long.append((where, n))
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
