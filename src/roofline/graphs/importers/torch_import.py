@@ -27,6 +27,7 @@ from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import ImportedModel, OpRecord, Trace, dedupe_names, imported_model
 from ._torch_batch import BatchDims, check_batch_dim, find_batch_dims
+from ._torch_export import batch_dims_from_dynamic_shapes, export_check
 from ._torch_ops import _Tracer
 from ._torch_repeat import Repeats
 
@@ -190,11 +191,12 @@ def _replay(repeats: Repeats, modules: list[tuple[str, Any]], tracer: _Tracer,
            example_kwargs=A.optional(A.mapping(A.text, A.anything,
                                                what="argument names to values")),
            seq_dim=A.optional(A.count(0, 64)), batch_dim=A.anything,  # check_batch_dim
-           name=A.optional(A.text), keep_views=A.flag, trace_repeats=A.flag)
+           name=A.optional(A.text), keep_views=A.flag, trace_repeats=A.flag,
+           dynamic_shapes=A.anything)  # checked by _torch_export
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, batch_dim: Any = None,
                name: str | None = None, keep_views: bool = False,
-               trace_repeats: bool = True) -> ImportedModel:
+               trace_repeats: bool = True, dynamic_shapes: Any = None) -> ImportedModel:
     """A Model from a PyTorch module, traced on fake tensors (no weights or data are read).
 
     ``example_inputs``: a tensor or tuple of positional inputs (meta tensors work).
@@ -205,7 +207,9 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     then takes ``seq_len=`` like a zoo transformer. ``keep_views=True`` keeps views and
     metadata ops in the graph (kind "view", zero cost) instead of only counting them.
     ``trace_repeats=True`` traces each group of identical layers once (``_torch_repeat``);
-    False traces every layer.
+    False traces every layer. ``dynamic_shapes``: the batch in torch.export's format
+    (``({0: torch.export.Dim("batch")},)``), checked by ``torch.export.export``; when export
+    refuses it the batch is found by re-tracing instead (``_torch_export``).
     """
     torch = require_extra("torch", "torch", "Importing a PyTorch module")
     if not isinstance(module, torch.nn.Module):
@@ -236,7 +240,12 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
             raise SpecError(f"seq_dim must be a dimension of the first input other than the "
                             f"batch (0..{tensors[0].dim() - 1}), got {seq_dim!r}")
         seq0 = shapes[0][seq_dim]
-    given = check_batch_dim(batch_dim, shapes, seq_dim)
+    export_note = None
+    if dynamic_shapes is not None:
+        given, export_note = _from_export(module, args, kwargs, dynamic_shapes, batch_dim,
+                                          shapes, seq_dim, torch)
+    else:
+        given = check_batch_dim(batch_dim, shapes, seq_dim)
     label = name or type(module).__name__
     rp = Repeats(torch, module) if trace_repeats else None
     state: dict[str, Any] = {"dims": given}
@@ -271,6 +280,8 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     early.clear()
     m.batch_dims = tuple(state["dims"])
     m.batch_dims_given = given is not None
+    if export_note:
+        m.notes = m.notes + (export_note,)
     if given is None and batch0 != shapes[0][d0]:
         m.notes = m.notes + (f"the ops at batch {shapes[0][d0]} differ from those at larger "
                              f"batches (a reshape that is a view only there, or a branch on "
@@ -278,3 +289,19 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
                              f"traces at {batch0}, {2 * batch0} and {3 * batch0}; pass "
                              "batch_dim= to trace it as given",)
     return m
+
+
+def _from_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+                 batch_dim: Any, shapes: list[tuple[int, ...]], seq_dim: int | None,
+                 torch: Any) -> tuple[BatchDims | None, str]:
+    """The batch dims a torch.export ``dynamic_shapes`` spec gives, when ``torch.export``
+    accepts it (else None: found by re-tracing), and the note saying which."""
+    if batch_dim is not None:
+        raise SpecError("pass batch_dim= or dynamic_shapes=, not both")
+    dims, name = batch_dims_from_dynamic_shapes(spec, module, args, kwargs, torch)
+    why = export_check(module, args, kwargs, spec, torch)
+    if why is not None:
+        return None, (f"torch.export refused Dim {name!r} as a dynamic batch ({why}); the "
+                      "batch was found by re-tracing instead")
+    return check_batch_dim(dims, shapes, seq_dim), (
+        f"batch from dynamic_shapes: Dim {name!r}, accepted by torch.export")
