@@ -24,10 +24,12 @@ from .comm import allreduce_times
 
 @A.checked(model=A.anything, hardware=A.anything, batch=R.BATCHES, context=R.CONTEXTS,
            precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
-           kv_precision=R.OPT_DTYPE, tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
+           kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
+           group_size=A.optional(A.count()), tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
            kv_window=R.KV_WINDOW)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
-                precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
+                precision: Any = ("bf16",), kv_precision: str | None = None,
+                weight_precision: str | None = None, group_size: int | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",
                 kv_window: str = "ring") -> dict[str, np.ndarray]:
     """Decode-step time (TPOT at a context), decode throughput and memory fit over a grid
@@ -36,7 +38,9 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     Returns arrays shaped [hardware, precision, batch, context]: ``tpot`` (s), ``tokens_per_s``
     (= batch / tpot, per deployment), ``fits`` (weights + KV + workspace ≤ capacity) and
     ``kv_cache_bytes`` (per device; sliding-window layers per ``kv_window``, as in ``serve``),
-    plus the axes. Dense models only (MoE graphs are built per batch; use ``serve``).
+    plus the axes. ``weight_precision`` / ``group_size``: weight-only quantisation applied to
+    every precision of the grid, as ``serve`` takes them. Dense models only (MoE graphs are
+    built per batch; use ``serve``).
     """
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
@@ -61,7 +65,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     fits = np.zeros(out_t.shape, dtype=bool)
     kvb = np.zeros(out_t.shape)
     for j, pr in enumerate(precs):
-        p = make_precision(pr, kv=kv_precision)
+        p = make_precision(pr, kv=kv_precision, weights=weight_precision, group_size=group_size)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True,
                               weight_format=m.weight_format)
         c1 = plan.graph("decode", context=1)
