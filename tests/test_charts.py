@@ -85,6 +85,38 @@ def test_serving_chart(tmp_path):
         assert f"{len(rs) - len(fits)} configurations that do not fit" in fig._suptitle.get_text()
 
 
+def test_serving_chart_overlays_the_planners_frontier(tmp_path):
+    from roofline.errors import RooflineError
+
+    wl = rl.Workload(prompt=rl.lengths("uniform", 500, 1500),
+                     output=rl.lengths("uniform", 50, 150), rate=10.0)
+    plan = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl,
+                           slo=rl.SLO(ttft_p99=1.0, tpot_p99=0.03), requests=300)
+    rs = [rl.serve("llama-3.1-8b", "H100", batch=b, prompt_len=1000, output_len=100)
+          for b in (1, 8, 64)]
+    fig = rl.plot_serving(rs, plan=plan, path=tmp_path / "f.png")
+    assert len(fig.axes) == 3 and (tmp_path / "f.png").stat().st_size > 10_000
+    ax = fig.axes[2]
+    lines = ax.get_lines()
+    # the Pareto frontier, in order of tokens/s per user
+    P = plan.pareto
+    o = np.argsort(P["tokens_per_s_per_user"])
+    front = lines[0]
+    assert np.allclose(front.get_xdata(), P["tokens_per_s_per_user"][o])
+    assert np.allclose(front.get_ydata(), P["tokens_per_s_per_device"][o])
+    # the results: tokens/s per device against 1 / TPOT
+    mine = lines[1]
+    assert np.allclose(mine.get_xdata(), [1 / r.tpot for r in rs])
+    assert np.allclose(mine.get_ydata(), [r.tokens_per_s_per_device for r in rs])
+    labels = ax.get_legend_handles_labels()[1]
+    assert "meets TPOT p99 ≤ 30 ms" in labels
+    assert f"planner's best: {plan.best.layout} (simulated)" in labels
+    # every grey point is one layout × concurrency
+    assert len(ax.collections[0].get_offsets()) == len(plan.layouts)
+    with pytest.raises(RooflineError, match="plan must be a ServingPlan"):
+        rl.plot_serving(rs, plan=rs[0])
+
+
 def test_training_chart_bars_sum_to_step_time(tmp_path):
     ts = [rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=4096, tp=tp)
           for tp in (8, 4, 1)]

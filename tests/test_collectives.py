@@ -130,3 +130,43 @@ def test_serving_all_reduce_is_the_per_call_collective() -> None:
                 f.allreduce_alpha + f.allreduce_alpha_per_rank * (p - 2))
     want = alpha + 2 * (p - 1) / p * n / (lk.bytes_per_s * f.allreduce_efficiency)
     assert allreduce_time(n, p, hw, f) == pytest.approx(want, rel=1e-12)
+
+
+def test_nvls_all_reduce_hand() -> None:
+    # 4 GiB at an NVLS algbw of 274.5 GB/s: 4294967296 / 274.5e9 = 15.646 ms, + 2 α (2 us each)
+    n = 4294967296
+    assert C.nvls_all_reduce(n, 8, 274.5e9, 2e-6) == pytest.approx(n / 274.5e9 + 4e-6)
+    assert C.nvls_all_reduce(n, 1, 274.5e9) == 0.0
+    # the bytes per rank do not grow with p: the same time at 4 and 8 ranks
+    assert C.nvls_all_reduce(n, 4, 274.5e9) == C.nvls_all_reduce(n, 8, 274.5e9)
+    # auto: the faster of ring, tree and NVLS; large messages on 8 ranks -> NVLS
+    ring = C.all_reduce(n, 8, 450e9, 2e-6, link_efficiency=0.7)
+    auto = C.all_reduce(n, 8, 450e9, 2e-6, link_efficiency=0.7, algorithm="auto",
+                        nvls_bw=274.5e9)
+    assert auto == pytest.approx(C.nvls_all_reduce(n, 8, 274.5e9, 2e-6)) and auto < ring
+    # 2 ranks: the ring moves n bytes per rank at 315 GB/s, faster than NVLS at 274.5
+    assert C.all_reduce(n, 2, 450e9, link_efficiency=0.7, algorithm="auto",
+                        nvls_bw=274.5e9) == pytest.approx(C.all_reduce(n, 2, 450e9,
+                                                                      link_efficiency=0.7))
+    with pytest.raises(SpecError, match="nvls_bw"):
+        C.all_reduce(n, 8, 450e9, algorithm="nvls")
+
+
+def test_group_all_reduce_takes_nvls_inside_a_domain_only_for_all_reduce() -> None:
+    ring = C.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6)
+    nv = C.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
+                 nvls_bw=274.5e9)
+    n = 1e9
+    # one node, 8 ranks: NVLS 2α + n/bw_nvls
+    assert C.group_all_reduce(n, 8, 1, nv, SCALAR) == pytest.approx(4e-6 + n / 274.5e9)
+    # 16 ranks over 2 nodes: the inside part is NVLS, the across part the ring of n/8
+    across = 2 * 1 * 6e-6 + 2 * 1 / 2 * (n / 8) / 35e9
+    assert C.group_all_reduce(n, 16, 1, nv, SCALAR) == pytest.approx(4e-6 + n / 274.5e9 + across)
+    # reduce-scatter / all-gather stay half the ring all-reduce
+    assert C.group_reduce_scatter(n, 8, 1, nv, SCALAR) == \
+        pytest.approx(0.5 * C.group_all_reduce(n, 8, 1, ring, SCALAR))
+    assert C.group_all_gather(n, 8, 1, nv) == pytest.approx(C.group_all_gather(n, 8, 1, ring))
+    # the vectorised path agrees with the scalar one
+    vec = C.group_all_reduce(np.array([n, n]), np.array([8.0, 16.0]), np.ones(2), nv)
+    assert vec[0] == pytest.approx(C.group_all_reduce(n, 8, 1, nv, SCALAR))
+    assert vec[1] == pytest.approx(C.group_all_reduce(n, 16, 1, nv, SCALAR))

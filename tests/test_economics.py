@@ -50,9 +50,9 @@ def test_every_zoo_price_and_region_has_a_source_and_date():
 
 
 def test_default_price_is_the_median_of_the_quotes():
-    # H100 SXM quotes: AWS 55.04/8 = 6.88, GCP 10.9791, Lambda 4.29, RunPod 3.99, Nebius 3.85,
-    # Modal 3.9492, GMI 2.00, Akash 2.71; sorted, the middle two are 3.9492 and 3.99
-    assert rl.price_quotes("H100").usd_per_hour == pytest.approx((3.9492 + 3.99) / 2)
+    # H100 SXM quotes: Oracle 80/8 = 10.00, AWS 55.04/8 = 6.88, GCP 10.9791, Lambda 4.29,
+    # RunPod 3.99, Nebius 3.85, Modal 3.9492, GMI 2.00, Akash 2.71; the middle of nine: 3.99
+    assert rl.price_quotes("H100").usd_per_hour == pytest.approx(3.99)
     assert rl.price_quotes("L40").usd_per_hour is None  # no public quote in our sources
 
 
@@ -185,7 +185,9 @@ def test_tco_by_hand():
     assert c.maintenance_usd == pytest.approx(capex * 0.05 * 3)
     assert c.total_usd == pytest.approx(capex + kwh * 0.0892 + capex * 0.15)
     assert c.carbon_kg == pytest.approx(kwh * 0.401)  # PJM, 401 g/kWh (Electricity Maps 2023)
-    assert c.embodied_carbon_kg is None and any("embodied" in r for r in c.reasons)
+    assert c.embodied_carbon_kg == pytest.approx(1024 * 1312 / 8)  # NVIDIA HGX H100 PCF
+    l4 = rl.tco("L4", devices=2, utilisation=0.5, unit_price=2500)
+    assert l4.embodied_carbon_kg is None and any("embodied" in r for r in l4.reasons)
     a100 = rl.tco("a100-sxm4-40gb", devices=8, utilisation=0.5)
     assert a100.embodied_carbon_kg == pytest.approx(8 * 318)  # Chien et al. 2023, per GPU
     none = rl.tco("L40", devices=2, utilisation=0.5)

@@ -19,7 +19,12 @@ def _quote(provider: str, usd: float = 2.0) -> dict:
 
 
 def test_every_zoo_part_has_a_price_record_or_says_why_not():
+    records = econ_data._prices()
     for key in rl.list_hardware():
+        assert key in records, (
+            f"{key} has no record in data/economics/prices.toml: add [parts.{key}] with its "
+            "on_demand quotes (two clouds or single_provider = why) and purchase, or no_rental / "
+            "no_purchase saying why there is none")
         pp = econ_data.part_prices(key)
         assert pp.quotes or pp.no_rental, key
         assert pp.purchase_usd is not None or pp.no_purchase, key

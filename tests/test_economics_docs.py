@@ -34,3 +34,19 @@ def test_validation_table_is_generated_from_the_data() -> None:
     text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
     table = text.split("<!-- failure-validation -->\n", 1)[1].split("\n\n", 1)[0]
     assert table == validation_markdown()
+
+
+def test_power_validation_table_is_generated_from_the_data() -> None:
+    from roofline.analysis.power_validation import validation_markdown
+
+    text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
+    table = text.split("<!-- power-validation -->\n", 1)[1].split("\n\nReading it", 1)[0]
+    assert table == validation_markdown()
+
+
+def test_price_coverage_table_is_generated_from_the_data() -> None:
+    from roofline.analysis.data import price_coverage_markdown
+
+    text = (DOCS / "economics.md").read_text(encoding="utf-8")
+    table = text.split("<!-- price-coverage -->\n", 1)[1].split("\n\n", 1)[0]
+    assert table == price_coverage_markdown()

@@ -124,3 +124,29 @@ def test_sparse_figures_are_not_values():
             if "sparsity" in prov.note.lower() and dtype.startswith("peak."):
                 # the sparse number in the note is about twice the value used
                 assert prov.value > 0
+
+
+def test_runtime_workspace_is_a_per_part_datum(tmp_path):
+    from roofline.engine.presets import efficiency_for
+
+    # the kind's default (1 GiB for a GPU) unless the file gives its own
+    assert efficiency_for(rl.hardware("A100"), "default").workspace == 2**30
+    p = tmp_path / "small.toml"
+    p.write_text(GOOD + '[runtime]\nworkspace = { value = 200, unit = "MiB", source = "ds", '
+                 'derivation = "assumed" }\n')
+    hw = rl.hardware(str(p))
+    eff = efficiency_for(hw, "default")
+    assert hw.workspace_bytes == eff.workspace == 200 * 2**20
+    assert eff.provenance["workspace"].derivation == "assumed"
+    r = rl.solve("resnet50", hw, batch=1, precision="fp16")
+    assert r.memory_breakdown["workspace"] == 200 * 2**20
+    p.write_text(GOOD + '[runtime]\nslack = { value = 1, unit = "MiB", source = "ds" }\n')
+    with pytest.raises(SpecError, match=r"\[runtime\] takes one key, workspace"):
+        rl.hardware(str(p))
+
+
+def test_groq_lpu_fits_a_small_model_under_the_default_preset():
+    # 230 MB of SRAM and no GPU-style 1 GiB workspace: ResNet-50's 51 MB of fp16 weights fit
+    r = rl.solve("resnet50", "groq-lpu", batch=1, precision="fp16")
+    assert r.feasible and r.memory_breakdown["workspace"] == 0.0
+    assert not rl.solve("llama-3.2-1b", "groq-lpu", batch=1, precision="fp16").feasible

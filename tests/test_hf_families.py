@@ -34,7 +34,10 @@ def test_unknown_family_lists_the_supported_ones() -> None:
         from_hf_config({**LLAMA, "model_type": "falcon_mamba_x"}, name="x")
     for mt in ("llama", "qwen3_moe", "deepseek_v3"):
         assert mt in str(e.value)
-    with pytest.raises(SpecError, match="encoder-decoder.*supported families"):
+    with pytest.raises(SpecError, match="state-space model.*supported families"):
+        from_hf_config({"model_type": "mamba", "d_model": 512}, name="mamba-130m")
+    # T5 is supported now (tests/test_seq2seq.py); a T5 config without its heads names them
+    with pytest.raises(SpecError, match="'t5' config needs 'num_heads'"):
         from_hf_config({"model_type": "t5", "d_model": 512}, name="t5-small")
     with pytest.raises(SpecError, match="no 'model_type'"):
         from_hf_config({k: v for k, v in LLAMA.items() if k != "model_type"}, name="x")
@@ -144,3 +147,23 @@ def test_serve_prices_the_checkpoint_format_too(tmp_path: Path) -> None:
     P = plain.memory_breakdown["weights"] / 2  # fp16: 2 B per parameter
     assert r.memory_breakdown["weights"] == pytest.approx(
         lin * (0.5 + 2 / 128 + 0.5 / 128) + (P - lin) * 2)
+
+
+@pytest.mark.parametrize("cfg, field", [
+    ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0,
+      "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100},
+     "num_attention_heads=0"),
+    ({"model_type": "gpt2", "n_embd": 64, "n_head": 0, "n_layer": 2, "vocab_size": 100},
+     "n_head=0"),
+    ({"model_type": "bert", "hidden_size": 64, "num_attention_heads": 0,
+      "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100},
+     "num_attention_heads=0"),
+    ({"model_type": "whisper", "d_model": 64, "num_mel_bins": 80,
+      "encoder_attention_heads": 0}, "encoder_attention_heads=0"),
+    ({"model_type": "t5", "d_model": 64, "num_heads": 0, "d_kv": 16, "d_ff": 128,
+      "num_layers": 2}, "'num_heads'"),
+])
+def test_zero_heads_name_the_field_and_the_range(cfg: dict, field: str) -> None:
+    with pytest.raises(SpecError, match=field) as e:
+        from_hf_config(cfg, name="x")
+    assert "[1, " in str(e.value) or "it is 0" in str(e.value)

@@ -217,3 +217,25 @@ def test_docs_transformer_encoder_figure() -> None:
     # norms 16·T·512 = 1,048,576, adds and ReLU T·(2·512 + 2048) = 393,216
     per_layer = 805_306_368 + 589_824 + 33_554_432 + 1_048_576 + 393_216
     assert flops == 8 * 6 * per_layer and round(flops / 1e9, 2) == 40.36
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_slow_path_mha_weight_bytes_do_not_grow_with_the_batch(train: bool) -> None:
+    """(S, B, E) MultiheadAttention on PyTorch's slow path (need_weights=True, or training):
+    every weight is read once per pass, whatever the batch — 4·128·128 + 4·128 = 66,048
+    parameters, 132,096 B in fp16 at batch 1 and at batch 4 (issue 16's 871 kB vs 134 kB)."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.MultiheadAttention(128, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.a(x, x, x, need_weights=True)[0]
+
+    with torch.device("meta"):
+        mod = M()
+    m = from_torch(mod.train(train), example_inputs=(torch.empty(16, 2, 128),))
+    assert m.batch_dims == (1,)
+    g = m.graph(precision="fp16")
+    assert [g.cost(b).weight_bytes_read for b in (1, 4)] == [66_048 * 2] * 2

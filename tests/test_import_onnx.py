@@ -240,3 +240,47 @@ def test_batch_symbol_found_or_given(tmp_path: Path) -> None:
     assert m2.graph(precision="fp32").cost(4).flops == 2 * 4 * 10 * 16 * 8
     with pytest.raises(SpecError, match="batch_dim='Q' is not a symbolic dimension"):
         from_onnx(p2, batch_dim="Q", dims={"S": 10})
+
+
+def _static(tmp_path: Path, nodes, shape, inits, name: str) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    g = helper.make_graph(nodes, name, [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                 tmp_path / f"{name}.onnx")
+
+
+def test_static_file_batch_axis_found_or_refused(tmp_path: Path) -> None:
+    """A static first input: its batch axis is the one whose doubling doubles the FLOPs;
+    dimension 0 is never assumed."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 8], [0.0] * 128)
+    mm = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    # (10, 2, 16) tokens through a 16x8 matmul: dims 0 and 1 both scale it linearly
+    p = _static(tmp_path, mm, (10, 2, 16), [w], "sbe_static")
+    with pytest.raises(ImportGraphError, match=r"dims 0, 1 each scale.*batch_dim=<axis>"):
+        from_onnx(p)
+    m = from_onnx(p, batch_dim=1)
+    # batch 4: 4 sequences of 10 tokens, 2·40·16·8 FLOPs
+    assert m.graph(precision="fp32").cost(4).flops == 2 * 4 * 10 * 16 * 8
+    with pytest.raises(SpecError, match="batch_dim=3"):
+        from_onnx(p, batch_dim=3)
+    # a static CNN-like input (1, 4, 8, 8): conv + global pool + linear. Doubling the channels
+    # breaks the conv's weights, doubling H or W leaves the linear layer's FLOPs unchanged
+    # (not 2x): only dim 0 is the batch
+    conv_w = helper.make_tensor("cw", TensorProto.FLOAT, [8, 4, 3, 3], [0.0] * 288)
+    fc = helper.make_tensor("fw", TensorProto.FLOAT, [8, 10], [0.0] * 80)
+    cnn = [helper.make_node("Conv", ["x", "cw"], ["c"], kernel_shape=[3, 3],
+                            pads=[1, 1, 1, 1]),
+           helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+           helper.make_node("Flatten", ["g"], ["f"]),
+           helper.make_node("MatMul", ["f", "fw"], ["y"])]
+    m2 = from_onnx(_static(tmp_path, cnn, (1, 4, 8, 8), [conv_w, fc], "cnn_static"))
+    one = m2.graph(precision="fp32").cost(1).flops
+    assert m2.graph(precision="fp32").cost(3).flops == pytest.approx(3 * one)
+    # a Reshape that hard-codes the batch: no dimension scales, so the file is refused
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 64])
+    fixed = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("MatMul", ["r", "w64"], ["y"])]
+    w64 = helper.make_tensor("w64", TensorProto.FLOAT, [64, 8], [0.0] * 512)
+    with pytest.raises(ImportGraphError, match="no dimension of it is a batch"):
+        from_onnx(_static(tmp_path, fixed, (1, 4, 16), [shape, w64], "fixed_static"))

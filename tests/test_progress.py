@@ -77,3 +77,88 @@ def test_measure_lines_carry_rate_and_eta():
                          for ln in steps)
     n = int(re.match(r"\[\s*\d+/(\d+)\]", steps[0]).group(1))
     assert len(steps) == n  # the count announced is the count done
+
+
+# -- big sweeps, plans and explorations (issue 15) -----------------------------------------------
+
+_LINE = re.compile(r"^\[\s*(\d+)/(\d+)\] .+  \([0-9.e+-]+/s, (\d+:\d\d|\?) left\)$")
+
+
+def test_min_interval_keeps_lines_sparse_and_the_last():
+    clk, out = _Clock(), io.StringIO()
+    p = Progress(5, out, clock=clk, min_interval=1.0)
+    for _ in range(5):
+        clk.t += 0.3  # steps every 0.3 s: a line at most once a second, and the last one
+        p.step("chunk")
+    lines = out.getvalue().splitlines()
+    assert [ln.split("]")[0] for ln in lines] == ["[1/5", "[5/5"]  # at 0.3 s (first) and 1.5 s
+
+
+def test_sweep_progress_lines_and_same_table():
+    import roofline as rl
+
+    buf = io.StringIO()
+    kw = dict(batch=[1, 2, 4, 8], precision=["fp16", "fp8"])
+    s = rl.sweep("resnet50", ["A100", "H100"], progress=buf, **kw)
+    lines = buf.getvalue().splitlines()
+    assert lines and all(_LINE.match(ln) for ln in lines), lines
+    m = _LINE.match(lines[-1])
+    assert m.group(1) == m.group(2) == "4"  # 2 precisions x 2 parts (A100 has no fp8 peak)
+    quiet = rl.sweep("resnet50", ["A100", "H100"], **kw)
+    import numpy as np
+
+    for c in s.table.columns:  # the lines change nothing priced (NaN rows: no fp8 on A100)
+        np.testing.assert_array_equal(s.table[c], quiet.table[c])
+
+
+def test_progress_true_is_silent_off_a_terminal(capsys):
+    import roofline as rl
+
+    rl.sweep("resnet50", "A100", batch=[1, 2], precision="fp16", progress=True)
+    assert capsys.readouterr().err == ""
+    from roofline.cli import main
+
+    assert main(["sweep", "resnet50", "A100", "--batch", "1,2"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_bad_progress_is_refused():
+    import roofline as rl
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match="progress"):
+        rl.sweep("resnet50", "A100", progress=3)
+
+
+def test_plan_progress_counts_layouts_and_simulations():
+    import roofline as rl
+
+    wl = rl.Workload(prompt=rl.lengths("uniform", 500, 1500),
+                     output=rl.lengths("uniform", 50, 150), rate=10.0)
+    slo = rl.SLO(ttft_p99=1.0, tpot_p99=0.05)
+    buf = io.StringIO()
+    p = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl, slo=slo, requests=300,
+                        progress=buf)
+    lines = buf.getvalue().splitlines()
+    assert all(_LINE.match(ln) for ln in lines), lines
+    lay = [ln for ln in lines if "] layout " in ln]
+    sims = [ln for ln in lines if "] simulated " in ln]
+    # every (tp, pp, precision) priced once; every sizing simulation once
+    assert _LINE.match(lay[-1]).group(1) == _LINE.match(lay[-1]).group(2) == str(len(lay))
+    assert len(lay) >= len(p.infeasible) + 1 and len(sims) == len(p.simulated)
+    q = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl, slo=slo, requests=300)
+    assert q.best.layout == p.best.layout and q.simulated.to_dicts() == p.simulated.to_dicts()
+
+
+def test_explore_progress_per_chunk():
+    import roofline as rl
+
+    space = rl.Space(model=["llama-3.1-8b"], hardware=["H100", "A100"],
+                     scenario=dict(phase="decode", batch=[1, 8, 64], context=[2048, 4096]))
+    buf = io.StringIO()
+    res = rl.explore(space, objectives=["tokens_per_s"], constraints=["fits"], progress=buf)
+    lines = buf.getvalue().splitlines()
+    assert lines and all(_LINE.match(ln) for ln in lines), lines
+    m = _LINE.match(lines[-1])
+    assert m.group(1) == m.group(2) and int(m.group(2)) == len(list(space.chunks()))
+    assert f"{res.evaluated:,} points priced" in lines[-1]

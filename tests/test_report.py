@@ -218,11 +218,15 @@ def test_levers_in_report_and_card(res):
 
 
 def test_plan_card_has_its_chart():
-    pytest.importorskip("matplotlib")
     wl = rl.Workload(prompt=rl.lengths("uniform", 500, 1500), output=rl.lengths("uniform", 50, 150),
                      rate=10.0)
     p = rl.plan_serving("llama-3.1-8b", "H100", devices=4, workload=wl,
                         slo=rl.SLO(ttft_p99=1.0, tpot_p99=0.05), requests=300)
     h = p._repr_html_()
     _check(h)
-    assert 'src="data:image/png;base64,' in h and f"Pareto frontier ({len(p.pareto)} rows)" in h
+    # the frontier is inline SVG (no matplotlib needed): one point per Pareto row, each
+    # pointing at its row of the table in the card
+    assert "<svg" in h and f"Pareto frontier ({len(p.pareto)} rows)" in h
+    ids = re.findall(r'<tr id="(rl\d+-pareto\d+)"', h)
+    assert len(ids) == len(p.pareto)
+    assert set(re.findall(r'data-row="(rl\d+-pareto\d+)"', h)) == set(ids)

@@ -136,7 +136,8 @@ def test_sweep_disaggregated_and_mlsysim():
               kv_link_bytes_per_s=50e9)
     r = rl.serve(G, "H100", **kw)
     fu = rl.serve(G, "H100", kv_window="full", **kw)
-    assert r.phase_seconds["kv_transfer"] == pytest.approx(4 * (21 * 7936 + 21 * 4096) * G_LAYER / 50e9)
+    assert r.phase_seconds["kv_transfer"] == pytest.approx(
+        4 * (21 * 7936 + 21 * 4096) * G_LAYER / 50e9)
     assert fu.phase_seconds["kv_transfer"] == pytest.approx(4 * 42 * 7936 * G_LAYER / 50e9)
     # preset mlsysim keeps mlsysim's convention (every layer, every token) and says so
     m = rl.serve(G, "H100", batch=1, prompt_len=7936, output_len=256, preset="mlsysim")

@@ -268,3 +268,21 @@ def test_a_non_finite_result_is_never_feasible() -> None:
     assert not r.feasible and "finite" in r.reason
     ok = rl.solve("resnet50", "A100", batch=1)
     assert ok.feasible and ok.reason == ""
+
+
+def test_latency_alone_equals_the_totals_latency() -> None:
+    """latency_at / latency_many (the optimizer step's fast path) are the totals' latency row,
+    breakpoints and batches below 1 included."""
+    from roofline.engine.core import time_model
+    from roofline.engine.presets import efficiency_for
+
+    hw = rl.hardware("A100")
+    g = rl.model("resnet50").graph(precision="fp16")
+    tm = time_model(g, hw, efficiency_for(hw, "default"))
+    tm.totals_at(1.0)
+    edges = [e for e in tm._env[0] if math.isfinite(e)]  # type: ignore[index]
+    bs = [0.5, 1.0, 3.0, 17.0, 256.0, 1e4] + edges[:4]
+    for b in bs:
+        assert tm.latency_at(b) == pytest.approx(tm.totals_at(b).latency, rel=1e-12)
+    many = tm.latency_many(np.array(bs))
+    assert many == pytest.approx(tm.totals_many(np.array(bs))[0], rel=1e-12)

@@ -8,7 +8,6 @@ import pytest
 
 import roofline as rl
 from roofline.errors import SpecError
-from roofline.scenarios.training.generic import OPTIMIZERS
 
 
 @pytest.mark.parametrize("model,seq", [("resnet50", None), ("vit-b-16", None),
@@ -30,12 +29,19 @@ def test_optimizer_and_all_reduce_by_hand() -> None:
     m = rl.model("resnet50")
     P = m.params
     one = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
-                   optimizer="sgd", preset="bound")
-    # SGD momentum: 22 B per parameter at the A100's 2,039 GB/s (bound preset: no efficiency)
+                   optimizer="momentum", preset="bound")
+    # SGD momentum, clipping and L2 decay: read the fp32 gradient twice (norm, update), read and
+    # write the fp32 master and momentum, write the bf16 copy: 8 + 8 + 8 + 2 = 26 B per parameter
+    # at the A100's 2,039 GB/s (bound preset: no efficiency, no launch cost)
     hw = rl.hardware("a100-sxm4-80gb")
-    assert one.breakdown["optimizer"] == pytest.approx(P * 22 / hw.memory_bytes_per_s)
+    assert one.breakdown["optimizer"] == pytest.approx(P * 26 / hw.memory_bytes_per_s)
     assert one.breakdown["dp_comm"] == 0.0
     assert one.memory_per_device["optimizer"] == 8 * P  # fp32 master + momentum
+    # plain SGD: no momentum buffer, 8 + 8 + 2 = 18 B; state: the fp32 master only
+    sgd = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
+                   optimizer="sgd", preset="bound")
+    assert sgd.breakdown["optimizer"] == pytest.approx(P * 18 / hw.memory_bytes_per_s)
+    assert sgd.memory_per_device["optimizer"] == 4 * P
     assert one.memory_per_device["gradients"] == 4 * P  # bf16 training: fp32 gradients
     fp16 = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="fp16",
                     optimizer="sgd", preset="bound")
@@ -43,7 +49,12 @@ def test_optimizer_and_all_reduce_by_hand() -> None:
     adam = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
                     optimizer="adam", preset="bound")
     assert adam.breakdown["optimizer"] == pytest.approx(P * 34 / hw.memory_bytes_per_s)
-    assert OPTIMIZERS["adam"][2] * P == adam.memory_per_device["optimizer"]
+    assert adam.memory_per_device["optimizer"] == 12 * P  # fp32 master + m + v
+    # pure fp32 Adam: no master copy; grad 2·4 + m, v 2·2·4 + weights 2·4 = 32 B; state 8 B
+    f32 = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="fp32",
+                   optimizer="adam", preset="bound")
+    assert f32.breakdown["optimizer"] == pytest.approx(P * 32 / hw.memory_bytes_per_s)
+    assert f32.memory_per_device["optimizer"] == 8 * P
     # 8-way data parallel, no overlap: a ring all-reduce of 4 B × P over NVLink (300 GB/s,
     # 2 us per step): 2·7·2 us + 2·7/8 · 4P / 300 GB/s
     eight = rl.train(m, "dgx-a100", global_batch=2048, micro_batch=256, dp=8,
@@ -97,3 +108,56 @@ def test_bad_options() -> None:
     with pytest.raises(SpecError, match="seq_len"):
         rl.train("llama-3.2-1b", "dgx-a100", global_batch=64)
 
+
+
+def test_optimizer_step_is_an_op_of_the_time_model_by_hand() -> None:
+    """The optimizer step goes through the engine's time model: the formula's bytes at the
+    main-memory rate, its FLOPs at the fp32 vector rate, the larger, then one launch (an
+    asynchronous GPU: max(kernel + gap, dispatch))."""
+    from roofline.engine.presets import efficiency_for
+    from roofline.ops import cost
+
+    m = rl.model("resnet50")
+    P = m.params
+    hw = rl.hardware("a100-sxm4-80gb")
+    eff = efficiency_for(hw, "default")
+    r = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
+                 optimizer="momentum")
+    c = cost("optimizer_step", params=P, optimizer="momentum")
+    assert (c.flops, c.bytes) == (9 * P, 26 * P)
+    t_mem = c.bytes / (hw.memory_bytes_per_s * eff.memory.main_read_fraction)
+    t_flops = c.flops / (hw.peak_flops_per_s["fp32"] * eff.vector.max)
+    kernel = max(t_mem, t_flops)
+    assert not eff.launch.synchronous
+    want = max(kernel + eff.launch.kernel_gap, eff.launch.dispatch)
+    assert r.breakdown["optimizer"] == pytest.approx(want, rel=1e-12)
+    assert eff.launch.dispatch > 0 or eff.launch.kernel_gap > 0  # the launch is counted
+
+
+@pytest.mark.parametrize("opt", ["sgd", "momentum", "adam", "adamw"])
+def test_every_optimizer_of_the_one_table_is_priced_by_its_formula(opt: str) -> None:
+    from roofline.ops import cost
+    from roofline.ops.training_formulas import OPTIMIZERS, optimizer_state_bytes
+
+    assert opt in OPTIMIZERS
+    m = rl.model("resnet50")
+    P = m.params
+    hw = rl.hardware("a100-sxm4-80gb")
+    r = rl.train(m, "dgx-a100", global_batch=256, micro_batch=256, dp=1, precision="bf16",
+                 optimizer=opt, preset="bound")
+    c = cost("optimizer_step", params=P, optimizer=opt)
+    assert r.breakdown["optimizer"] == pytest.approx(c.bytes / hw.memory_bytes_per_s, rel=1e-12)
+    assert r.memory_per_device["optimizer"] == optimizer_state_bytes(opt) * P
+    assert r.optimizer == opt
+    # the gradient is read twice (clipping's norm pass, then the update) for every optimizer
+    no_clip = cost("optimizer_step", params=P, optimizer=opt, grad_clip=False)
+    assert c.weight_bytes_read - no_clip.weight_bytes_read == 4 * P
+
+
+def test_decoder_optimizer_names_and_result() -> None:
+    r = rl.train("gpt2-xl", "dgx-a100", global_batch=64, seq_len=1024, micro_batch=4,
+                 optimizer="adamw")
+    assert r.optimizer == "adamw"
+    with pytest.raises(SpecError, match="allowed: adam, adamw"):
+        rl.train("gpt2-xl", "dgx-a100", global_batch=64, seq_len=1024, micro_batch=4,
+                 optimizer="momentum")

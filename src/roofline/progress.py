@@ -1,11 +1,13 @@
-"""Counted progress for long work (``measure``, ``validate``): each step's line with the rate
-and the time left, and on a terminal a live bar.
+"""Counted progress for long work (``measure``, ``validate``, big ``sweep``s, ``plan_serving``,
+``explore``): each step's line with the rate and the time left, and on a terminal a live bar.
 
 ``progress=True`` means "on a terminal": the lines go to stderr only when stderr is a terminal
 (piped or captured output stays clean); pass a stream (``progress=sys.stdout``, a file) to get
 the lines there always, ``False`` for silence. On a terminal with the optional ``tqdm``
 installed (``pip install 'roofline[progress]'``, imported only then) a live bar with rate and
-ETA sits under the lines; without it, the lines carry the rate and ETA themselves. tqdm was
+ETA sits under the lines; without it, the lines carry the rate and ETA themselves. Work made of
+many quick steps (the chunks of an exploration) passes ``min_interval``: a line at most that
+often (and for the last step), while the bar counts every step. tqdm was
 chosen because it is small, pure Python, widely used and renders correctly in terminals and
 notebooks alike.
 """
@@ -49,9 +51,12 @@ class Progress:
     ``[ 12/149] what: result  (2.1/s, 1:05 left)``."""
 
     def __init__(self, total: int, out: TextIO | None, *, unit: str = "step",
-                 clock: Callable[[], float] = time.monotonic, bar: bool | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, bar: bool | None = None,
+                 min_interval: float = 0.0) -> None:
         self.total, self.i, self.out, self.clock = max(int(total), 0), 0, out, clock
         self.t0 = clock()
+        self.min_interval = float(min_interval)
+        self._last = -float("inf")  #: clock of the last line printed
         self._bar = None
         if out is not None and (bar if bar is not None else _isatty(out)):
             try:
@@ -81,9 +86,14 @@ class Progress:
         self.i += 1
         if self.out is None:
             return
-        text = self.line(what, result)
         if self._bar is not None:
             self._bar.update(1)
+        now = self.clock()
+        if self.i < self.total and now - self._last < self.min_interval:
+            return  # a line at most every min_interval seconds (the bar counts every step)
+        self._last = now
+        text = self.line(what, result)
+        if self._bar is not None:
             self._bar.write(text, file=self.out)
         else:
             print(text, file=self.out, flush=True)

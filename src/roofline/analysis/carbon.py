@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._display import Display
 from ..errors import SpecError
 from .data import Region, regions
 
@@ -30,8 +31,8 @@ def water_l(it_energy_j: float, wue_l_per_j: float) -> float:
     return it_energy_j * wue_l_per_j
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Placement:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Placement(Display):
     """Regions ranked for one run."""
 
     by: str  #: "carbon" or "cost"

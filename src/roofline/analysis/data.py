@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._data import DATA, alias_index, norm_name, read_toml
+from .._display import Display
 from ..errors import SourceError, SpecError, unknown
 from ..specs.sourced import Provenance, read_quantity
 
@@ -70,8 +71,8 @@ class PriceQuote:
         return self.usd_per_s * 3600.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartPrices:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class PartPrices(Display):
     """The public prices of one zoo part."""
 
     key: str
@@ -180,8 +181,8 @@ def price_quotes(hardware: Any) -> PartPrices:
 
 # -- regions ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Region:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Region(Display):
     """A grid region: yearly carbon intensity and, where published, electricity price."""
 
     key: str
@@ -450,3 +451,20 @@ def embodied_carbon(key: str) -> tuple[float, Provenance] | None:
 
 def _finite(x: float) -> bool:
     return isinstance(x, float | int) and math.isfinite(x)
+
+
+def price_coverage_markdown() -> str:
+    """Every zoo part's public prices as a markdown table (docs/economics.md shows it; a test
+    pins the doc to the data): clouds quoting it, the median $/device-hour, the purchase price,
+    or the data file's reason for a missing one."""
+    import roofline as rl
+
+    out = ["| part | clouds | median $/device-h | purchase | why a price is missing |",
+           "|---|---|---:|---:|---|"]
+    for key in rl.list_hardware():
+        pp = part_prices(key)
+        med = f"{pp.usd_per_hour:.2f}" if pp.usd_per_hour is not None else "—"
+        buy = f"${pp.purchase_usd:,.0f}" if pp.purchase_usd is not None else "—"
+        why = "; ".join(w for w in (pp.no_rental, pp.no_purchase, pp.single_provider) if w)
+        out.append(f"| {key} | {', '.join(pp.providers) or '—'} | {med} | {buy} | {why} |")
+    return "\n".join(out)

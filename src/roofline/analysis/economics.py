@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._display import Display
 from ..errors import SpecError
 from ..specs.hardware import Hardware
 from .power import binding_utilisation, check_pue, default_pue, power_model
@@ -66,8 +67,8 @@ def device_price(hw: Hardware, price_per_hour: float | None) -> tuple[float | No
     return pp.usd_per_hour, pp.source
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Economics:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Economics(Display):
     """Money, energy, carbon and water of one result, per unit of work. SI + USD."""
 
     unit: str  #: "sample", "output token", "token"

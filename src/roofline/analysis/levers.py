@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._call import Call, call_of
+from .._display import Display
 from ..errors import SpecError
 
 __all__ = ["Lever", "Levers", "levers", "LEVER_FAMILIES"]
@@ -81,7 +82,7 @@ class Lever:
             math.isfinite(self.speedup)
 
 
-class Levers(Sequence[Lever]):
+class Levers(Sequence[Lever], Display):
     """Ranked levers: usable rows by speed-up first, then those that do not fit, miss the SLO
     or do not apply."""
 
@@ -163,16 +164,6 @@ class Levers(Sequence[Lever]):
 
     def __str__(self) -> str:
         return self.to_string()
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
-    def __repr__(self) -> str:
-        b = self.best
-        return (f"<Levers {len(self)} rows for {self.base_call}; best: "
-                + (f"{b.lever} {b.setting} {b.speedup:.2f}x>" if b else "none>"))
 
 
 # -- the metric each kind of result is ranked by --------------------------------------------------

@@ -25,19 +25,31 @@ The search, in three passes:
 The seed system's M/M/c with Kingman's correction (``queueing.tail_latency``) is reported
 for ``best`` as the analytic cross-check: c = replicas × concurrency slots, service = the
 simulated mean time in service and its coefficient of variation.
+
+Economics of each frontier point (``layouts`` and ``pareto`` columns ``usd_per_million_tokens``,
+``energy_per_token``, ``carbon_per_million_tokens``; ``analysis.econ_columns``): the point's
+devices at a utilisation of the binding resource estimated in closed form — a decode step of C
+sequences reads the weights and C × (P + n/2) tokens of KV (MBU = bytes / (step × bandwidth))
+and does 2 × params × C FLOPs (MFU), a prompt's prefill does 2 × params × P FLOPs in its time
+(activation traffic not counted and the bytes spread over the whole step, launch overheads
+included, so it reads under ``rl.serve``'s MBU, which divides by busy device time); aggregated
+replicas weight the two by the time they take in the cycle, disaggregated groups weight the
+decode and prefill workers by device count (power is linear in u).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 from .. import _args as A
+from .._display import Display
 from ..engine.table import Table
 from ..errors import SpecError
+from ..progress import Progress, progress_stream
 from .queueing import TailLatency, tail_latency
 from .simulate import KV_POLICIES, ServingSim, simulate_serving
 from .stepcost import StepCosts, step_costs
@@ -56,8 +68,8 @@ LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 HEADROOM = 0.85  #: replicas are first sized for this utilisation of the closed-form capacity
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class PlanChoice:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class PlanChoice(Display):
     """One deployment: a layout, how many of it, and its simulation."""
 
     mode: str  #: "aggregated" or "disaggregated"
@@ -90,8 +102,8 @@ class PlanChoice:
         return head + "\n" + str(self.sim) + (f"\n  why: {self.why}" if self.why else "")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServingPlan:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServingPlan(Display):
     """The outcome of ``plan_serving``."""
 
     model: str
@@ -153,11 +165,6 @@ class ServingPlan:
                 "pareto": self.pareto.to_dicts(), "infeasible": self.infeasible.to_dicts(),
                 "simulated": self.simulated.to_dicts(), "notes": list(self.notes)}
 
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
     def __str__(self) -> str:
         lines = [f"Serving plan: {self.model} on up to {self.devices}× {self.hardware}; "
                  f"{self.workload}; {self.slo}"]
@@ -216,6 +223,22 @@ def _ep_options(cfg: Any, ep_options: Any) -> list[int]:
     return eps
 
 
+def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float) -> str:
+    """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
+    of the p99 prompt or its batch-1 TPOT breaks the SLO."""
+    if not c.feasible:
+        return f"does not fit: {c.reason}"
+    t_ttft = c.prefill_time(int(p99_prompt))
+    if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
+        return (f"SLO impossible even unloaded: TTFT of the p99 prompt ({p99_prompt:.0f} "
+                f"tokens) is {t_ttft:.3g} s > {slo.ttft_p99:g} s")
+    t1 = c.decode_time(1, mean_context)
+    if slo.tpot_p99 is not None and t1 > slo.tpot_p99:
+        return (f"SLO impossible even unloaded: batch-1 TPOT {t1 * 1e3:.3g} ms > "
+                f"{slo.tpot_p99 * 1e3:g} ms")
+    return ""
+
+
 def _tp_options(cfg: Any, max_tp: int, devices: int) -> list[int]:
     N, K = cfg.n_heads, cfg.n_kv_heads
     out = []
@@ -244,6 +267,38 @@ class _Point:
     tps_device: float
     tps_user: float
     ratio: float = 0.0  #: prefill workers per decode worker (disaggregated)
+    util: float = math.nan  #: device-weighted utilisation of the binding resource (power model)
+
+
+def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
+    """(parameters per device, bandwidth B/s, peak FLOP/s) of one layout's devices."""
+    from ..specs.dtypes import precision as make_precision
+
+    p = make_precision(c.precision, kv=c.kv_precision)
+    return (c.weights_bytes / p.weight_bytes, hw.memory_bytes_per_s,
+            hw.peak_flops_per_s.get(p.compute, math.nan))
+
+
+def _u_decode(c: StepCosts, hw: Any, C: int, context: float, d: float) -> float:
+    """Utilisation of a decode step of C sequences at a mean context, taking d seconds."""
+    n_dev, bw, peak = _shape(c, hw)
+    mbu = (c.weights_bytes + C * context * c.kv_bytes_per_token) / (d * bw)
+    return min(1.0, max(mbu, 2 * n_dev * C / (d * peak)))
+
+
+def _u_prefill(c: StepCosts, hw: Any, P: float, t: float) -> float:
+    """Utilisation (MFU) of P prompt tokens' prefill taking t seconds."""
+    n_dev, _, peak = _shape(c, hw)
+    return min(1.0, 2 * n_dev * P / (t * peak)) if t > 0 else math.nan
+
+
+def _u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: float) -> float:
+    """Time-weighted utilisation of an aggregated replica's cycle (n decode steps of C
+    sequences, C prompts' prefill mixed in)."""
+    d = c.decode_time(C, C * (P + n / 2))
+    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
+    ud, up = _u_decode(c, hw, C, P + n / 2, d), _u_prefill(c, hw, P, add)
+    return (n * d * ud + C * add * (up if math.isfinite(up) else 0.0)) / (n * d + C * add)
 
 
 def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
@@ -273,28 +328,42 @@ _DEGREES = A.seq(A.count(1, A.MAX_DEVICES), scalar=True, what="parallel degrees 
            disaggregated=A.flag, engine=A.anything, preset=A.text,
            kv_policy=A.choice(*KV_POLICIES),
            kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), requests=A.count(),
-           seed=A.count(0, 2**32 - 1), max_simulations=A.count())
+           seed=A.count(0, 2**32 - 1), max_simulations=A.count(), price_per_hour=A.anything,
+           region=A.anything, pue=A.anything, progress=A.progress)
 def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload, slo: SLO,
                  precisions: Any = None, max_tp: int = 8, pp_options: tuple[int, ...] = (1, 2, 4),
                  ep_options: tuple[int, ...] | None = None,
                  chunk_sizes: tuple[int | None, ...] = (2048, 512, 8192, None),
                  disaggregated: bool = True, engine: str = "trtllm", preset: str = "default",
                  kv_policy: str = "dynamic", kv_link_bytes_per_s: float | None = None,
-                 requests: int = 2000, seed: int = 0, max_simulations: int = 16) -> ServingPlan:
+                 requests: int = 2000, seed: int = 0, max_simulations: int = 16,
+                 price_per_hour: float | None = None, region: str | None = None,
+                 pue: float | None = None, progress: bool | TextIO = False) -> ServingPlan:
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
     ``precisions``: (compute and weights, KV[, weight-only quantisation]) tuples (default
     ``PRECISIONS`` where the hardware has fp8, else ``PRECISIONS_NO_FP8``). ``pp_options``:
     pipeline depths. ``ep_options``: expert-parallel groups per replica for a MoE (default:
     the powers of two dividing its experts; searched at tp = pp = 1, i.e. ep single-device
-    attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``: chunked-prefill budgets
-    tried on the winner (None: whole prompts). ``requests``: per sizing simulation.
+    attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``:
+    chunked-prefill budgets tried on the winner (None: whole prompts). ``requests``: per sizing
+    simulation.
+    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and
+    carbon columns of ``layouts`` and ``pareto`` (NaN without a price or a region; the
+    tables' ``notes`` say which price and grid, or why not).
+    ``progress``: a line per layout priced and per sizing simulation, with the rate and the
+    time left (True: on stderr when it is a terminal; a stream: there; ``roofline.progress``).
     """
+    from .economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware as resolve_hw
 
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise SpecError(f"devices must be a positive integer, got {devices!r}")
+    progress = A.progress("progress", progress)
+    out = progress_stream(progress)
     if not isinstance(workload, Workload):
         raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
     if not isinstance(slo, SLO):
@@ -320,41 +389,29 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     feas: list[StepCosts] = []
     notes = []
     tps = _tp_options(cfg, max_tp, devices)
-    for tp, pp, ep in ((t, q, e) for t in tps for q in pp_options for e in eps):
-        # pipeline stages extend a replica past one scale-up domain: within it, tensor
-        # parallelism is faster per step at the same device count (rl.serve prices a pp
-        # step as pp stages in turn), so pp > 1 is searched at the largest tp only; expert
-        # parallelism as DP-attention deployments run it, ep groups of one device (tp = 1,
-        # pp = 1: rl.serve prices tp × ep hybrids, the search leaves them out — each MoE
-        # layout costs ~50 graph builds)
-        if tp * pp * ep > devices or pp > cfg.n_layers or (pp > 1 and tp != tps[-1]) or \
-                (ep > 1 and (pp > 1 or tp > 1)):
-            continue
-        for w, kv, wq in precisions:
-            if wq is not None and pp > 1:
-                continue  # weight-only quantisation is searched without pipeline stages
-            c = step_costs(m, hw, tp=tp, pp=pp, ep=ep, precision=w, kv_precision=kv,
-                           weight_precision=wq, engine=engine,
-                           preset=preset, max_tokens=n_max, ref_prompts=refs,
-                           ref_output=max(2, int(nm)))
-            if not c.feasible:
-                bad["layout"].append(c.label)
-                bad["reason"].append(f"does not fit: {c.reason}")
-                continue
-            t_ttft = c.prefill_time(int(P99))
-            if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
-                bad["layout"].append(c.label)
-                bad["reason"].append(f"SLO impossible even unloaded: TTFT of the p99 prompt "
-                                     f"({P99:.0f} tokens) is {t_ttft:.3g} s > "
-                                     f"{slo.ttft_p99:g} s")
-                continue
-            t1 = c.decode_time(1, Pm + nm / 2)
-            if slo.tpot_p99 is not None and t1 > slo.tpot_p99:
-                bad["layout"].append(c.label)
-                bad["reason"].append(f"SLO impossible even unloaded: batch-1 TPOT "
-                                     f"{t1 * 1e3:.3g} ms > {slo.tpot_p99 * 1e3:g} ms")
-                continue
+    # pipeline stages extend a replica past one scale-up domain: within it, tensor
+    # parallelism is faster per step at the same device count (rl.serve prices a pp step as
+    # pp stages in turn), so pp > 1 is searched at the largest tp only; expert parallelism as
+    # DP-attention deployments run it, ep groups of one device (tp = 1, pp = 1: rl.serve
+    # prices tp × ep hybrids, the search leaves them out — each MoE layout costs ~50 graph
+    # builds); weight-only quantisation without pipeline stages
+    combos = [(tp, pp, ep, w, kv, wq) for tp in tps for pp in pp_options for ep in eps
+              if not (tp * pp * ep > devices or pp > cfg.n_layers or
+                      (pp > 1 and tp != tps[-1]) or (ep > 1 and (pp > 1 or tp > 1)))
+              for w, kv, wq in precisions if not (wq is not None and pp > 1)]
+    bar = Progress(len(combos), out, unit="layout")
+    for tp, pp, ep, w, kv, wq in combos:
+        c = step_costs(m, hw, tp=tp, pp=pp, ep=ep, precision=w, kv_precision=kv,
+                       weight_precision=wq, engine=engine, preset=preset, max_tokens=n_max,
+                       ref_prompts=refs, ref_output=max(2, int(nm)))
+        why = _why_not(c, slo, P99, Pm + nm / 2)
+        if why:
+            bad["layout"].append(c.label)
+            bad["reason"].append(why)
+        else:
             feas.append(c)
+        bar.step(f"layout {c.label}", why[:60] or "can serve")
+    bar.close()
     # -- closed-form frontier
     pts: list[_Point] = []
     for c in feas:
@@ -365,7 +422,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                 break
             tpot, r = _steady(c, C, Pm, nm, att_mean, True)
             pts.append(_Point("aggregated", c, None, C, tpot, r, c.devices / r,
-                              r * nm / c.devices, 1 / tpot))
+                              r * nm / c.devices, 1 / tpot,
+                              util=_u_aggregated(c, hw, C, Pm, nm, att_mean)))
     if disaggregated:
         for cd in feas:
             for cpf in feas:
@@ -375,6 +433,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     continue  # same precision and ep; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
                 rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
+                up = _u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
                 cap = cd.kv_capacity_batch(Pm + nm)
                 for C in LADDER:
                     if C > max(cap, 1):
@@ -382,13 +441,16 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     tpot, rd = _steady(cd, C, Pm, nm, 0.0, False)
                     ratio = rd / rate_p  # prefill workers per decode worker
                     dev = cd.devices + ratio * cpf.devices
+                    ud = _u_decode(cd, hw, C, Pm + nm / 2, tpot)
                     pts.append(_Point("disaggregated", cd, cpf, C, tpot, rd, dev / rd,
-                                      rd * nm / dev, 1 / tpot, ratio))
-    layouts = _points_table(pts)
+                                      rd * nm / dev, 1 / tpot, ratio,
+                                      util=(cd.devices * ud + ratio * cpf.devices * up) / dev))
+    layouts = _points_table(pts, hw, price_per_hour, region, pue, preset)
     pareto = _pareto(layouts)
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
-                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset)
+                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
+                       out)
     if best is None:
         notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
@@ -425,17 +487,28 @@ def _label(p: _Point, R: int = 0, X: int = 0) -> str:
     return f"P {pre} + D {p.costs.label} ({p.ratio:.2f} P/D)"
 
 
-def _points_table(pts: list[_Point]) -> Table:
+def _points_table(pts: list[_Point], hw: Any, price_per_hour: float | None,
+                  region: str | None, pue: float | None, preset: str) -> Table:
+    from .econ_columns import ECON_COLUMN_UNITS, econ_columns
+
+    tpd = np.array([p.tps_device for p in pts])
+    # per device: the columns are per token, so one device at its share of the throughput
+    ec = econ_columns(hw, devices=1.0, units_per_s=tpd,
+                      utilisation=np.array([p.util for p in pts]), price_per_hour=price_per_hour,
+                      region=region, pue=pue, preset=preset)
     return Table({
         "mode": [p.mode for p in pts], "layout": [_label(p) for p in pts],
         "max_concurrency": np.array([p.conc for p in pts], dtype=np.int64),
         "tpot_ms": np.array([p.tpot * 1e3 for p in pts]),
         "tokens_per_s_per_user": np.array([p.tps_user for p in pts]),
-        "tokens_per_s_per_device": np.array([p.tps_device for p in pts]),
+        "tokens_per_s_per_device": tpd,
         "devices_per_req_per_s": np.array([p.dev_per_rate for p in pts]),
-    }, title="frontier points (closed form, steady state at max concurrency)",
+        "utilisation": np.array([p.util for p in pts]), **ec.columns(),
+    }, units=ECON_COLUMN_UNITS,
+        title="frontier points (closed form, steady state at max concurrency)",
         show=("layout", "max_concurrency", "tpot_ms", "tokens_per_s_per_user",
-              "tokens_per_s_per_device", "mode"))
+              "tokens_per_s_per_device", "mode", "usd_per_million_tokens"),
+        notes=(ec.note(),))
 
 
 def _pareto(t: Table) -> Table:
@@ -454,7 +527,7 @@ def _pareto(t: Table) -> Table:
 def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: int, lam: float,
           chunk_sizes: tuple[int | None, ...], kv_policy: str, link: float | None,
           requests: int, seed: int, max_sims: int, engine: str,
-          preset: str) -> tuple[PlanChoice | None, Table]:
+          preset: str, out: TextIO | None = None) -> tuple[PlanChoice | None, Table]:
     cand = []
     for p in pts:
         if slo.tpot_p99 is not None and p.tpot > slo.tpot_p99:
@@ -478,6 +551,13 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
     n_sims = 0
     chunk0 = chunk_sizes[0]
     tried: set[tuple[Any, ...]] = set()
+    # at most: 3 tries per candidate up to max_sims, then each other chunk size on the winner
+    bar = Progress(min(max_sims, 3 * len(cand)) + len(chunk_sizes) - 1, out, unit="simulation")
+
+    def done(ch: PlanChoice) -> None:
+        bar.step(f"simulated {ch.mode} {ch.layout} ×{ch.devices} devices, chunk "
+                 f"{ch.chunk_size or 'whole'}", "meets the SLO" if ch.sim.meets() else "misses")
+
     for dev, p, R, X in cand:
         if n_sims >= max_sims or (best is not None and dev > best[0]):
             break
@@ -490,6 +570,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
                       engine, preset, devices)
             n_sims += 1
             _row(rows, ch)
+            done(ch)
             if ch.sim.meets():
                 score = (ch.devices, ch.sim.ttft.p99)
                 if best is None or score < (best[0], best[1]):
@@ -511,6 +592,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
     show = ("layout", "max_concurrency", "chunk", "devices", "ttft_p99_s", "tpot_p99_ms",
             "e2e_p99_s", "meets_slo", "goodput_req_per_s", "overloaded", "mode")
     if best is None:
+        bar.close()
         return None, Table(rows, title="sizing simulations", show=show)
     choice = best[2]
     # chunked-prefill size: the other budgets on the winner, same replicas
@@ -520,8 +602,10 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
         ch = _sim(m, hw, choice._point, choice.replicas, choice.prefill_replicas, cs, wl, slo,
                   kv_policy, link, requests, seed, engine, preset, devices)
         _row(rows, ch)
+        done(ch)
         if ch.sim.meets() and ch.sim.ttft.p99 < choice.sim.ttft.p99:
             choice = ch
+    bar.close()
     choice = _explain(choice, slo, devices, len(cand))
     return choice, Table(rows, title="sizing simulations", show=show)
 

@@ -18,6 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._display import Display
 from ..errors import SpecError
 
 __all__ = ["TailLatency", "erlang_c", "md1_wait", "replicas_for", "tail_latency"]
@@ -54,8 +55,8 @@ def erlang_c(servers: int, offered: float) -> float:
     return math.exp(last - m) / den
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TailLatency:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TailLatency(Display):
     """Response time of c servers under Poisson arrivals (s)."""
 
     utilisation: float  #: ρ = λ / (c·μ)

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .._display import Display
 from ..errors import SpecError
 
 __all__ = ["Reliability", "reliability", "young_interval", "daly_interval", "daly_wallclock",
@@ -89,8 +90,8 @@ def _defaults() -> dict[str, float]:
                                             "defaults.checkpoint_bytes_per_param", "ratio")[0]}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reliability:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Reliability(Display):
     """Failures and checkpointing of one job. Seconds, bytes."""
 
     devices: int

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._call import Call
+from .._display import Display
 from ..errors import SpecError
 from .sensitivity import scaled_hardware
 
@@ -30,8 +31,8 @@ __all__ = ["requirements", "Requirements"]
 _HUGE = 1e6  # "infinite" ceiling scale for the floor
 
 
-@dataclass(frozen=True, slots=True)
-class Requirements:
+@dataclass(frozen=True, slots=True, repr=False)
+class Requirements(Display):
     """What hardware meets a target (all values per device, SI units)."""
 
     call: Call  #: the scenario on the reference part

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._call import Call, call_of
+from .._display import Display
 from ..errors import SpecError
 
 __all__ = ["sensitivity", "Sensitivity", "scaled_hardware"]
@@ -38,8 +39,8 @@ _TIMES = {"solve": ("latency",), "serve": ("ttft", "tpot", "e2e_latency"),
           "train": ("step_time",)}
 
 
-@dataclass(frozen=True, slots=True)
-class Sensitivity:
+@dataclass(frozen=True, slots=True, repr=False)
+class Sensitivity(Display):
     """Elasticities of each time of a result to each ceiling."""
 
     call: Call

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import _args as A
+from .._display import Display
 from ..errors import SpecError
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
@@ -57,8 +58,8 @@ class Stat:
         return Stat(i, i, i, i, i)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServingSim:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServingSim(Display):
     """A simulated serving run (SI units)."""
 
     layout: str  #: what was simulated
@@ -381,4 +382,4 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         rejected=rejected, iterations=iterations, mean_in_system=L, littles_rhs=lam_w,
         mean_batch=mean_batch, notes=notes,
         _raw={"arrival": arr, "prompt": isl, "output": osl, "admit": admit, "first": first,
-              "done": done})
+              "done": done, "measured": st})  # measured: arrived after the warm-up

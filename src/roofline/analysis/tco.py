@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._display import Display
 from ..errors import SpecError
 from ..specs.resolve import hardware as resolve_hardware
 from .power import check_pue, check_utilisation, power_model
@@ -29,8 +30,8 @@ __all__ = ["TCO", "tco"]
 _YEAR_S = 365.0 * 86400.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TCO:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TCO(Display):
     """Cost of owning ``devices`` devices for ``period_s``. USD, J, kg, L."""
 
     hardware: str

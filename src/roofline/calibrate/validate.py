@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import _args as A
+from .._display import Display
 from .._text import csv_row, printable_str
 from ..engine.core import time_model
 from ..engine.presets import efficiency_for
@@ -93,8 +94,8 @@ def summarize(rows: Sequence[Row]) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Validation:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Validation(Display):
     """Predicted vs measured for every item, and the summary."""
 
     hardware: str
@@ -201,17 +202,6 @@ class Validation:
                 raise SpecError(f"cannot write plot {str(path)!r}: {e.strerror}") from None
             plt.close(fig)
         return fig
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
 
     @printable_str
     def __str__(self) -> str:

@@ -42,13 +42,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .report import rewrite
+
     parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = rewrite(given)
+    except RooflineError as e:
+        print(f"roofline: error: {e}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        if argv is not given and getattr(args, "output", None):  # roofline report SCENARIO
+            print(f"wrote {args.output}: the {argv[0]} report (one self-contained file: no "
+                  "network requests)")
+        return rc
     except RooflineError as e:
         print(f"roofline: error: {e}", file=sys.stderr)
         return 2

@@ -1,12 +1,14 @@
 """``--price-per-hour``, ``--region``, ``--pue`` for solve, serve and train (issue 13).
 
-Any of them adds the cost, energy and carbon lines to the text output (the result prints them)
-and an ``"economics"`` object to ``--format json``.
+Any of them adds the cost, energy and carbon lines to the text output (the result prints them);
+``--format json`` always has an ``"economics"`` object (nulls and reasons where a price or a
+region is missing), and the markdown / HTML cards always show cost, energy and carbon rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 __all__ = ["add_econ_args", "econ_kwargs", "econ_data"]
@@ -30,9 +32,13 @@ def econ_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def econ_data(result: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """``{"economics": ...}`` for the JSON output when an economics option was given."""
-    if not any(v is not None for v in econ_kwargs(args).values()):
-        return {}
+    """``{"economics": ...}`` for the JSON output: cost, energy and carbon per unit of work with
+    the price, PUE and grid used and their sources; a figure that cannot be given is null and
+    ``reasons`` says why (no public price, no region)."""
     e = result.economics.to_dict()
-    return {"economics": {k: v for k, v in e.items() if k != "reasons"} | {
-        "reasons": e["reasons"]}}
+    return {"economics": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                          for k, v in e.items() if k not in _LONG}}
+
+
+#: the long provenance strings of Economics stay out of the JSON (``result.economics`` has them)
+_LONG = ("power_source", "pue_source", "intensity_source", "wue_l_per_j")

@@ -46,6 +46,8 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", default=None, metavar="PATH",
                    help="stream every point to this Parquet file")
     p.add_argument("--rows", type=int, default=20, help="rows of the front to print")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (shown only when stderr is a terminal)")
     from .output import add_output_args
 
     add_output_args(p)
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     space, kw = load_space(args.space)
     print(f"space: {space.size:,} points ({space.kind}, {len(space.model)} models x "
           f"{len(space.hardware)} parts)", file=sys.stderr)
+    kw.setdefault("progress", not args.quiet)
     res = explore(space, scheduler=args.scheduler, out=args.output, **kw)
     front = res.pareto
     data = {"size": res.size, "evaluated": res.evaluated, "passed": res.passed,

@@ -25,6 +25,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kv-policy", default="dynamic", choices=("dynamic", "reserve"),
                    help="dynamic (vLLM: allocate, preempt) or reserve (TensorRT-LLM)")
+    p.add_argument("-o", "--output", default=None, metavar="PATH",
+                   help="write the output (in --format) to this file instead of stdout")
     add_output_args(p)
 
 
@@ -56,6 +58,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-disagg", action="store_true", help="aggregated layouts only")
     p.add_argument("--max-tp", type=int, default=8, help="largest TP degree (default 8)")
     p.add_argument("--pareto", action="store_true", help="also print the Pareto table")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (shown only when stderr is a terminal)")
     p.set_defaults(func=run)
 
 
@@ -65,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
     p = plan_serving(args.model, args.hardware, devices=args.devices, workload=workload_from(args),
                      slo=slo_from(args), disaggregated=not args.no_disagg, engine=args.engine,
                      kv_policy=args.kv_policy, requests=args.requests or 2000, seed=args.seed,
-                     max_tp=args.max_tp)
+                     max_tp=args.max_tp, progress=not args.quiet)
     text = str(p)
     if args.pareto:
         text += "\n\n" + str(p.pareto)
     if len(p.infeasible):
         text += "\n\n" + str(p.infeasible)
     emit(args, text=text, data=p.to_dict(), tables=[p.pareto, p.simulated, p.infeasible],
-         title=f"Serving plan: {p.model} on {p.hardware}")
+         title=f"Serving plan: {p.model} on {p.hardware}", obj=p, path=args.output)
     return 0 if p.best is not None else 1

@@ -55,4 +55,5 @@ def run(args: argparse.Namespace) -> int:
                          kv_policy=args.kv_policy, slo=slo_from(args, required=False),
                          seed=args.seed, devices=args.devices,
                          prefill_replicas=args.prefill_replicas, prefill_tp=args.prefill_tp)
-    return emit(args, text=str(s), data=s.to_dict(), title=f"Simulated serving: {s.layout}")
+    return emit(args, text=str(s), data=s.to_dict(), title=f"Simulated serving: {s.layout}",
+                obj=s, path=args.output)

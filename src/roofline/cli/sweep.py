@@ -31,6 +31,8 @@ def register(sub: Any) -> None:
     add_output_args(p)
     p.add_argument("--csv", dest="format", action="store_const", const="csv",
                    help="the same as --format csv")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (shown only when stderr is a terminal)")
     p.set_defaults(func=run)
 
 
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     batches = parse_batches(args.batch)
     precision = args.precision or natural_precision(args.hardware)
     s = sweep(model_arg(args), args.hardware, batch=batches, precision=precision,
-              **scenario_kwargs(args))
+              progress=not args.quiet, **scenario_kwargs(args))
     data = {"model": s.model, "rows": s.to_dicts(), "crossover": s.crossover(),
             "warnings": list(s.warnings)}
     return emit(args, text=lambda: s.to_string(**limits(args)), data=data, tables=[s.table],

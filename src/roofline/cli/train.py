@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     p.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq-len", type=int, default=None,
                    help="tokens per sequence (sequence models only)")
-    p.add_argument("--optimizer", default="adam", choices=("adam", "adamw", "sgd"),
-                   help="optimizer step priced (sgd: with momentum; decoders: adam only)")
+    p.add_argument("--optimizer", default="adam", choices=("sgd", "momentum", "adam", "adamw"),
+                   help="optimizer step priced (momentum: SGD with momentum; decoders: adam, "
+                   "adamw)")
     p.add_argument("--precision", default=None, choices=DTYPES, metavar="P",
                    help="compute dtype (default: the device's 16-bit dtype, bf16 where it has "
                         "one, else fp16)")
@@ -52,6 +53,8 @@ def register(sub: Any) -> None:
                         "train this many tokens")
     p.add_argument("--advise", action="store_true",
                    help="rank the levers (fp8, the best split, recompute, ZeRO, micro-batch)")
+    p.add_argument("-o", "--output", default=None, metavar="PATH",
+                   help="write the output (in --format) to this file instead of stdout")
     from .econ import add_econ_args
 
     add_econ_args(p)
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         t = best_parallelism(args.model, args.cluster, top=args.top, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
-                    title=t.title)
+                    title=t.title, path=args.output)
     from .econ import econ_data, econ_kwargs
 
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
@@ -109,5 +112,6 @@ def run(args: argparse.Namespace) -> int:
                     f"{rel.goodput:.1%} (job MTBF {rel.mtbf_hours:,.3g} h)")
         return out
 
-    emit(args, text=text, data={**r.to_dict(), **extra, **econ_data(r, args)}, obj=r)
+    emit(args, text=text, data={**r.to_dict(), **extra, **econ_data(r, args)}, obj=r,
+         path=args.output)
     return 0 if r.feasible else 1

@@ -47,8 +47,10 @@ def _hw_table(rows: list[dict[str, Any]], wide: bool = False) -> str:
 
     head = ("key", "name", "kind", "memory GB", "GB/s", "TDP W") + (("dtypes",) if wide else ())
     body = [(r["key"], cut(r["name"]), r["kind"], f"{r['memory_gb']:.4g}",
-             f"{r['memory_gb_per_s']:,.0f}",
-             "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}")
+             f"{r['memory_gb_per_s']:,.0f}" if r["memory_gb_per_s"] >= 10
+             else f"{r['memory_gb_per_s']:.2g}",
+             "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}" if r["tdp_w"] >= 10
+             else f"{r['tdp_w']:.2g}")  # a microcontroller draws mW
             + ((",".join(r["dtypes"]),) if wide else ()) for r in rows]
     out = _grid(head, body, right=(3, 4, 5))
     if not wide:
@@ -63,7 +65,9 @@ def _model_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _params(n: float) -> str:
-    return f"{n / 1e9:,.2f} B" if n >= 1e9 else f"{n / 1e6:,.1f} M"
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f} B"
+    return f"{n / 1e6:,.1f} M" if n >= 1e6 else f"{n / 1e3:,.1f} k"  # MLPerf Tiny: tens of k
 
 
 def _grid(head: tuple[str, ...], body: Sequence[tuple[str, ...]],

@@ -8,7 +8,8 @@ For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
                1 / vector rate)
     memory     t_m = main bytes / (bw · main_read) + act bytes / (bw_level · memory.max)
                where bw_level is the fastest on-chip level whose usable share holds the op's
-               activations, else main memory
+               activations, else main memory; under weight streaming (Hardware.execution)
+               the weight bytes are charged at the weight store's bandwidth instead of bw
     bound      t_b = max(flops / peak, main bytes / bw + act bytes / bw_level)
                (the roofline of the same memory levels, at their peak bandwidths, and of the
                peak — or of a faster rate a fitted factor above 1 claims: an estimate never
@@ -172,7 +173,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "inv_bound",
-                 "ridge_effective")
+                 "ridge_effective", "moved")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -181,9 +182,19 @@ class TimeModel:
         # rows: flops, main-memory bytes (weights, KV), activation bytes
         self.C0 = np.stack([c0[_F], c0[_WR] + c0[_KR] + c0[_KW] + c0[_WW], c0[_AR] + c0[_AW]])
         self.C1 = np.stack([c1[_F], c1[_WR] + c1[_KR] + c1[_KW] + c1[_WW], c1[_AR] + c1[_AW]])
+        #: bytes each op moves (c0, c1), as reported; the pricing rows above may differ
+        self.moved = (self.C0[1] + self.C0[2], self.C1[1] + self.C1[2])
         dtype = graph.precision.compute
         self.peak = hw.peak_flops_per_s.get(dtype, math.nan)
         self.bw = hw.memory_bytes_per_s
+        ws = hw.weight_stream_bytes_per_s
+        if ws is not None:
+            # weight streaming: the weights come over the weight store's link, not from main
+            # memory. Their bytes are priced at bw / ws main-memory bytes each, so that every
+            # main-memory term (estimate, bound, envelope) charges weights / ws exactly
+            k = self.bw / ws
+            self.C0[1] = self.C0[1] + (k - 1.0) * (c0[_WR] + c0[_WW])
+            self.C1[1] = self.C1[1] + (k - 1.0) * (c1[_WR] + c1[_WW])
         self._compute_lines(graph, hw, eff, dtype)
         # the bound's compute roof: the peak, or the faster rate a fitted factor above 1 claims
         # (a measured bf16 GEMM model fitted against a peak below its asymptote), so that no
@@ -226,8 +237,7 @@ class TimeModel:
         self.nonlinear = tuple(nl)
         self.envelope_ok = not nl and self.all_have
         self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
-                       float((self.C0[1] + self.C0[2]).sum()),
-                       float((self.C1[1] + self.C1[2]).sum()),
+                       float(self.moved[0].sum()), float(self.moved[1].sum()),
                        float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
                        float((self.C1[0] * self.inv_c0).sum()))
         self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
@@ -286,7 +296,7 @@ class TimeModel:
         flops = self.C0[0] + self.C1[0] * Bc
         main_b = self.C0[1] + self.C1[1] * Bc
         act_b = self.C0[2] + self.C1[2] * Bc
-        tb = main_b + act_b
+        tb = self.moved[0] + self.moved[1] * Bc  # reported bytes (main_b may be re-priced)
         tc = flops * (np.minimum(self.inv_c1 / Bc, self.inv_cap) + self.inv_c0)
         inv_a: Any = self.inv_act
         inv_ab: Any = 1.0 / self.bw
@@ -444,6 +454,37 @@ class TimeModel:
                               time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B,
                               live)
         return self.evaluate(batch).totals()
+
+    def latency_at(self, batch: float) -> float:
+        """``totals_at(batch).latency`` alone (the closed form's time row: a bisection and two
+        float operations, for callers that need only the sum of op times)."""
+        if self.envelope_ok:
+            if self._env is None:
+                self._env = self._envelope()
+            edges, rows = self._env
+            B = float(batch)
+            k = bisect.bisect_right(edges, B) - 1
+            if k >= 0 and not (k > 0 and B == edges[k]):
+                row = rows[k]
+                return row[2] + row[3] * B
+        return self.totals_at(batch).latency
+
+    def latency_many(self, batches: Any) -> np.ndarray:
+        """``totals_many(batches)[0]`` alone: Σ op time at many batches."""
+        B = np.asarray(batches, dtype=np.float64)
+        if not self.envelope_ok:
+            return self.ops(B).time.sum(-1)
+        if self._env is None:
+            self._env = self._envelope()
+        assert self._env_arr is not None
+        edges, table = self._env_arr
+        k = np.searchsorted(edges, B, side="right") - 1
+        r = table[np.maximum(k, 0)]
+        out = r[:, 2] + r[:, 3] * B
+        redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
+        if len(redo):
+            out[redo] = self.ops(B[redo]).time.sum(-1)
+        return out
 
     def totals_many(self, batches: Any) -> np.ndarray:
         """[9, b] totals (rows: ``TOTALS``) for many batches at once."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..units import fmt_bytes
 
-__all__ = ["fits", "fit_reason", "memory_fit"]
+__all__ = ["fits", "fit_reason", "memory_fit", "resident_weights"]
 
 _LABEL = {"kv_cache": "KV cache"}
 
@@ -47,3 +47,22 @@ def memory_fit(breakdown: Mapping[str, float], capacity_bytes: float, device: st
         return True, total, ""
     parts = breakdown if shown is None else {k: breakdown[k] for k in shown}
     return False, total, fit_reason(total, capacity_bytes, device, parts, tail=tail)
+
+
+def resident_weights(graph: Any, hw: Any) -> tuple[float, str]:
+    """(weight bytes the device's main memory holds, why the weights do not fit the device's
+    weight store or ""). Resident execution holds every weight; weight streaming
+    (``Hardware.execution``) holds the largest single op's weights at a time (a lower bound on
+    one layer's) and needs all of them in the weight store."""
+    from ..graphs.graph import Q
+
+    total = float(graph.weight_footprint_bytes)
+    store = getattr(hw, "weight_store", None)
+    if getattr(hw, "execution", "resident") != "weight_streaming" or store is None:
+        return total, ""
+    w = graph.c0[Q["weight_bytes_read"]] + graph.c1[Q["weight_bytes_read"]]
+    held = float(w.max()) if len(w) else 0.0
+    why = "" if total <= store.capacity_bytes else (
+        f"weights of {fmt_bytes(total)} do not fit {hw.name}'s weight store ({store.name}, "
+        f"{fmt_bytes(store.capacity_bytes)})")
+    return held, why

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from ..errors import SpecError, unknown
 from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
@@ -82,12 +83,20 @@ def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
         return BOUND
     if preset == "default":
         if hw.key in _CUSTOM:
-            return _CUSTOM[hw.key]
-        own = spec_efficiency(hw)
-        if own is not None:
-            return own
-        return default_tables()[hw.kind]
+            eff = _CUSTOM[hw.key]
+        else:
+            eff = spec_efficiency(hw) or default_tables()[hw.kind]
+        if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
+            eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
+        return eff
     raise unknown("preset", preset, PRESETS)
+
+
+@lru_cache(maxsize=256)
+def _with_workspace(eff: Efficiency, workspace: float, prov: Any) -> Efficiency:
+    """``eff`` with the part's own runtime workspace (``[runtime] workspace`` of its file)."""
+    extra = {"workspace": prov} if prov is not None else {}
+    return replace(eff, workspace=workspace, provenance=dict(eff.provenance) | extra)
 
 
 def check_preset(preset: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from .._text import printable_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
@@ -24,8 +25,8 @@ POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisatio
                "data/economics/power.toml); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class Result:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Result(Display):
     """Latency, throughput and why, for one model × hardware × scenario. SI units throughout."""
 
     model: str  #: model name
@@ -158,23 +159,6 @@ class Result:
         from ..viz.roofline import plot_result
 
         return plot_result(self, path=path, **kw)
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ..report import to_html
-
-        return to_html(self, path)
 
     def plot_layers(self, path: str | None = None, **kw: Any) -> Any:
         """Time per layer as stacked bars (``roofline.viz.charts.plot_layers``)."""

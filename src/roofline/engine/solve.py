@@ -20,7 +20,7 @@ from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
 from .core import time_model
-from .memory import memory_fit
+from .memory import memory_fit, resident_weights
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
 from .result import OpTableSource, Result
 
@@ -149,15 +149,18 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
             breakdown: dict[str, float] | None = None, live: float | None = None) -> Result:
     peak = hw.peak(p.compute) if peak is None else peak
     bw = hw.memory_bytes_per_s if bandwidth is None else bandwidth
+    held, store_why = resident_weights(g, hw)
     if breakdown is None:
         breakdown = {
-            "weights": g.weight_footprint_bytes,
+            "weights": held,
             "activations": g.live_activation_bytes(batch) if live is None else live,
             "kv_cache": g.state_bytes_per_sample * batch,
             "workspace": workspace,
         }
     cap = hw.memory_capacity_bytes
     feasible, footprint, reason = memory_fit(breakdown, cap, hw.name)
+    if feasible and store_why:  # weight streaming: every weight must fit the weight store
+        feasible, reason = False, store_why
     bad = [k for k, v in (("latency", latency), ("latency_bound", latency_bound),
                           ("flops", flops), ("bytes", byts), ("memory_footprint", footprint))
            if not math.isfinite(v) or v < 0]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._display import Display
 from .._text import printable_str
 from ..errors import require_extra
 from ..units import column_unit, fmt_num
@@ -20,12 +21,12 @@ TEXT_WIDTH = 100
 NAME_WIDTH = 32
 
 
-class Table:
+class Table(Display):
     """Named columns of equal length. ``t["col"]`` is a column, ``t[i]`` a row dict."""
 
     def __init__(self, columns: Mapping[str, Sequence[Any] | np.ndarray],
                  units: Mapping[str, str] | None = None, title: str = "",
-                 show: Sequence[str] | None = None) -> None:
+                 show: Sequence[str] | None = None, notes: Sequence[str] = ()) -> None:
         self._cols = {k: (v if isinstance(v, np.ndarray) else np.asarray(v, dtype=object)
                           if v and isinstance(v[0], str) else np.asarray(v))
                       for k, v in columns.items()}
@@ -37,6 +38,9 @@ class Table:
         #: the columns printed by default, in order; the last ones are left out first when a
         #: line would be too wide (None: every column, in order)
         self.show = tuple(c for c in show if c in self._cols) if show else None
+        #: what the columns assume that no column says (e.g. the price and grid of the cost and
+        #: carbon columns, or why they are NaN); kept by sort, head and where
+        self.notes = tuple(notes)
 
     @property
     def columns(self) -> list[str]:
@@ -68,15 +72,15 @@ class Table:
         if descending:
             idx = idx[::-1]
         return Table({k: v[idx] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     def head(self, n: int = 10) -> Table:
         return Table({k: v[:n] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     def where(self, mask: np.ndarray) -> Table:
         return Table({k: v[mask] for k, v in self._cols.items()}, self.units, self.title,
-                     show=self.show)
+                     show=self.show, notes=self.notes)
 
     @printable_str
     def to_string(self, columns: Sequence[str] | None = None, max_rows: int | None = 40,
@@ -153,16 +157,6 @@ class Table:
 
     def __str__(self) -> str:
         return self.to_string()
-
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
 
     def to_html(self, path: Any = None, max_rows: int | None = None) -> str:
         """A self-contained HTML page of the table (sortable; every row unless ``max_rows``)."""

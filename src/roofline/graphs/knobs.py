@@ -6,7 +6,8 @@
   multiple of 8), ``depth`` (block-count multiplier, rounded, >= 1 per stage), ``act``.
 - transformers (every zoo model built from a config): ``d_model`` (heads follow at the same
   head dim; KV heads keep their ratio), ``layers``, ``heads``, ``ffn_mult`` (d_ff multiplier,
-  rounded to a multiple of 128), ``act``, ``gated_mlp``.
+  rounded to a multiple of 128), ``act``, ``gated_mlp``; encoder-decoders also ``source_len``
+  (encoder tokens per request, within the encoder's position table).
 
 ``rl.model("resnet50", width=0.5)`` and ``rl.model("llama-3.1-8b", layers=16)`` call it.
 A knob a model does not take, or a value <= 0, is a SpecError naming it.
@@ -24,7 +25,7 @@ from .model import Model, _cnn_builder, transformer_model
 __all__ = ["resize", "CNN_KNOBS", "TRANSFORMER_KNOBS"]
 
 CNN_KNOBS = ("width", "depth", "act")
-TRANSFORMER_KNOBS = ("d_model", "layers", "heads", "ffn_mult", "act", "gated_mlp")
+TRANSFORMER_KNOBS = ("d_model", "layers", "heads", "ffn_mult", "act", "gated_mlp", "source_len")
 _RESNETS = {"resnet18": 18, "resnet34": 34, "resnet50": 50, "resnet101": 101,
             "resnet152": 152}
 
@@ -125,6 +126,11 @@ def _transformer(m: Model, knobs: dict[str, Any]) -> Model:
         if not isinstance(knobs["gated_mlp"], bool):
             raise SpecError(f"gated_mlp must be True or False, got {knobs['gated_mlp']!r}")
         ch["gated_mlp"] = knobs["gated_mlp"]
+    if "source_len" in knobs:
+        if cfg.arch != "seq2seq":
+            raise SpecError(f"source_len applies to encoder-decoders; {m.name} is a "
+                            f"{cfg.arch} model (use seq_len=)")
+        ch["source_len"] = int(_positive("source_len", knobs["source_len"], integer=True))
     label = ", ".join(f"{k}={v}" for k, v in knobs.items())
     return variant_of(replace(cfg, **ch), key=m.key, name=f"{m.name} ({label})",
                       source=m.source)

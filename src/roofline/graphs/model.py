@@ -169,8 +169,10 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
                                  context=context, fused_attention=fused_attention, batch=batch,
                                  logits=logits)
 
-    decoder = cfg.arch == "decoder"
+    decoder = cfg.generates
     seq = None if cfg.arch == "vision" else min(cfg.max_positions or 2048, 2048)
+    if cfg.arch == "seq2seq":  # decoder tokens: the source length, within the decoder's limit
+        seq = min(cfg.source_len, cfg.max_positions or cfg.source_len)
     return Model(
         key=key, name=name or key, family=cfg.arch, builder=build,
         phases=("forward", "prefill", "decode") if decoder else ("forward",),
@@ -180,13 +182,16 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
     )
 
 
-def _cnn_registry() -> dict[str, Callable[[Precision], Graph]]:
-    from . import cnn
+def _cnn_registry() -> dict[str, Callable[..., Graph]]:
+    """Builder name -> fn(precision, **builder_args) for the models a zoo TOML names by
+    ``builder`` (its optional ``[builder_args]`` table gives the keyword arguments)."""
+    from . import cnn, tiny, yolo
 
     return {
         "resnet18": lambda p: cnn.resnet(18, p), "resnet34": lambda p: cnn.resnet(34, p),
         "resnet50": lambda p: cnn.resnet(50, p), "resnet101": lambda p: cnn.resnet(101, p),
         "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
-        "alexnet": cnn.alexnet,
+        "alexnet": cnn.alexnet, "mobilenet_v1": tiny.mobilenet_v1, "ds_cnn": tiny.ds_cnn,
+        "resnet8": tiny.resnet8, "yolov8": yolo.yolov8,
     }

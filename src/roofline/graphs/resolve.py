@@ -5,6 +5,7 @@ optional importers in ``graphs/importers/``).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -47,7 +48,10 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
         b = doc["builder"]
         if b not in reg:
             raise unknown("CNN builder", b, reg)
-        graph_fn = reg[b]
+        args = doc.get("builder_args") or {}
+        if not isinstance(args, dict):
+            raise SpecError(f"{origin}: builder_args must be a table of keyword arguments")
+        graph_fn = functools.partial(reg[b], **args) if args else reg[b]
         m = Model(key=key, name=name, family=str(doc.get("family", "cnn")),
                   builder=_cnn_builder(graph_fn), aliases=aliases, source=source, published=pub)
         g = m.graph(precision="fp16")

@@ -69,4 +69,5 @@ def shard_config(cfg: TransformerConfig, tp: int = 1, pp: int = 1,
     layers = -(-cfg.n_layers // pp)
     return replace(cfg, n_heads=cfg.n_heads // tp, n_kv_heads=k_loc, d_ff=cfg.d_ff // tp,
                    moe_d_ff=cfg.moe_d_ff // tp, vocab=-(-cfg.vocab // tp), n_layers=layers,
+                   encoder_layers=-(-cfg.encoder_layers // pp),
                    first_dense_layers=min(cfg.first_dense_layers, layers))

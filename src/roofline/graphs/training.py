@@ -34,6 +34,7 @@ large in training); the loss is one softmax over the local V/t logits.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,11 @@ class TrainingGraph:
     sequence_parallel: bool
     seq_len: int
     local: TransformerConfig | None = None  #: one layer's per-rank config (``shard_config``)
+    #: trainable parameters on this rank (LoRA: the adapters only; else every parameter)
+    layer_trainable: float | None = None
+    embed_trainable: float | None = None
+    head_trainable: float | None = None
+    lora_rank: int | None = None  #: LoRA adapter rank (None: full training)
 
 
 def _is_core(name: str) -> bool:
@@ -79,7 +85,8 @@ def _is_core(name: str) -> bool:
 
 def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int, tp: int = 1,
                    sequence_parallel: bool = True, fused_attention: bool = True, ep: int = 1,
-                   micro_batch: int | None = None, dropout: bool = False) -> TrainingGraph:
+                   micro_batch: int | None = None, dropout: bool = False,
+                   lora_rank: int | None = None) -> TrainingGraph:
     """Forward and backward ops of one layer and of the embedding/head on one TP rank.
 
     Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
@@ -89,7 +96,16 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
 
     ``micro_batch`` is needed only for mixture-of-experts models (expert coverage is not
     affine in the batch); dense graphs are affine in the micro-batch.
+
+    ``lora_rank`` r (LoRA, Hu et al. 2021, arXiv:2106.09685 §4.1): every linear of the blocks
+    gets a trainable adapter W + A·B, A [D_in, r], B [r, D_out] (two linears after it in the
+    graph, the "all linear layers" placement of QLoRA, Dettmers et al. 2023, arXiv:2305.14314
+    §3); every other weight is frozen: its dW = Xᵀ·dY GEMM is not run (dX = dY·Wᵀ still is,
+    for the layers below) and the embedding has no backward.
     """
+    if lora_rank is not None and cfg.n_experts:
+        raise SpecError(f"lora_rank: LoRA on a mixture-of-experts model ({cfg.name}) is not "
+                        "modelled")
     if cfg.arch != "decoder":
         raise SpecError(f"training graphs are built for decoder LMs; {cfg.name} is an {cfg.arch}")
     # one layer of the per-rank shape (the embedding and head are priced apart)
@@ -140,8 +156,77 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     params = np.concatenate([params, loss.params])
     grp = np.concatenate([grp, np.array([_G["head_fwd"]] + [_G["layer_fwd_core"]] *
                                         (len(loss.names) - 1), dtype=np.int64)])
+    adapter = np.zeros(len(names), dtype=bool)
+    if lora_rank is not None:
+        ad = _adapters(cfg, precision, fwd, lora_rank, T)
+        names += list(ad.names)
+        kinds += list(ad.kinds)
+        classes += list(ad.classes)
+        c0 = np.concatenate([c0, ad.c0], axis=1)
+        c1 = np.concatenate([c1, ad.c1], axis=1)
+        gemm = np.concatenate([gemm, ad.gemm], axis=1)
+        params = np.concatenate([params, ad.params])
+        grp = np.concatenate([grp, np.full(len(ad.names), _G["layer_fwd"], dtype=np.int64)])
+        adapter = np.concatenate([adapter, np.ones(len(ad.names), dtype=bool)])
+    frozen = ~adapter if lora_rank is not None else adapter
 
     # -- backward ops
+    bn, bk, bc, b0, b1, bg, bgr, bp = _backward(names, kinds, classes, c0, c1, gemm, params,
+                                                grp, frozen, precision)
+    names += bn
+    kinds += bk
+    classes += bc
+    c0 = np.concatenate([c0, np.array(b0).T], axis=1)
+    c1 = np.concatenate([c1, np.array(b1).T], axis=1)
+    gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
+    params = np.concatenate([params, np.array(bp)])
+    grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
+    n_f = len(adapter)  # forward ops: the model's, the loss, the adapters
+    is_layer = np.array([nm.startswith("layers.") for nm in names[:n_f]])
+    is_embed = np.array([nm.startswith("embed") for nm in names[:n_f]])
+    # parameters per rank: MoE expert params are divided by ep above only in `params`
+    p_fwd = params[:n_f]
+    layer_params = float(p_fwd[is_layer].sum())
+    embed_params = float(p_fwd[is_embed].sum())
+    head_params = float(p_fwd[~is_layer & ~is_embed].sum())
+    p_train = np.where(frozen, 0.0, p_fwd)
+    graph = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
+                  kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
+                  params=np.concatenate([p_fwd, np.zeros(len(names) - n_f)]),
+                  weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
+                  fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
+                  meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
+    return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
+                         embed_params=embed_params, head_params=head_params, tp=tp,
+                         sequence_parallel=sp, seq_len=T, local=local,
+                         layer_trainable=float(p_train[is_layer].sum()),
+                         embed_trainable=float(p_train[is_embed].sum()),
+                         head_trainable=float(p_train[~is_layer & ~is_embed].sum()),
+                         lora_rank=lora_rank)
+
+
+def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
+              T: int) -> Graph:
+    """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
+    ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
+    this rank's shard (so a column-parallel linear's A is whole and its B split, a
+    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
+    b = GraphBuilder(cfg.name, "train", precision)
+    for i, nm in enumerate(fwd.names):
+        if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
+            continue
+        d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
+        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
+        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
+    return b.build()
+
+
+def _backward(names: list[str], kinds: list[str], classes: list[str], c0: np.ndarray,
+              c1: np.ndarray, gemm: np.ndarray, params: np.ndarray, grp: np.ndarray,
+              frozen: np.ndarray, precision: Precision) -> tuple[Any, ...]:
+    """The backward op(s) of each forward op (the module table): names, kinds, classes, cost
+    columns c0 and c1, GEMM dims, groups and parameters of the new ops, as lists. ``frozen``
+    ops (LoRA: every base weight) get no weight gradient; a frozen embedding no backward."""
     bn: list[str] = []
     bk: list[str] = []
     bc: list[str] = []
@@ -156,6 +241,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
         grp_b = {_G["layer_fwd"]: _G["layer_bwd"], _G["layer_fwd_core"]: _G["layer_bwd"],
                  _G["head_fwd"]: _G["head_bwd"], _G["embed_fwd"]: _G["embed_bwd"]}[int(grp[i])]
         has_w = q0[_WR] > 0 and cls == "matmul"
+        if kind == "embedding" and frozen[i]:
+            continue  # a frozen embedding needs no gradient
         if cls == "matmul" and (kind == "linear" or has_w):
             # dX = dY·Wᵀ
             dx0, dx1 = np.zeros_like(q0), np.zeros_like(q1)
@@ -165,6 +252,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
             dx0[_AW], dx1[_AW] = q0[_AR], q1[_AR]
             _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad_input", kind, cls, dx0, dx1,
                     (g[0], g[2], g[1]), grp_b, 0.0)
+            if frozen[i]:
+                continue  # a frozen weight: no dW
             # dW = Xᵀ·dY, accumulated into the fp32 gradient buffer
             dw0, dw1 = np.zeros_like(q0), np.zeros_like(q1)
             dw0[_F], dw1[_F] = q0[_F], q1[_F]
@@ -200,32 +289,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
             d0[_WR] = q0[_WR]
             _append(bn, bk, bc, b0, b1, bg, bgr, bp, f"{nm}.grad", kind, cls, d0, d1, tuple(g),
                     grp_b, 0.0)
-    names += bn
-    kinds += bk
-    classes += bc
-    c0 = np.concatenate([c0, np.array(b0).T], axis=1)
-    c1 = np.concatenate([c1, np.array(b1).T], axis=1)
-    gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
-    params = np.concatenate([params, np.array(bp)])
-    grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
-    extra = len(loss.names)
-    is_layer = np.array([nm.startswith("layers.") for nm in fwd.names] + [False] * extra)
-    is_embed = np.array([nm.startswith("embed") for nm in fwd.names] + [False] * extra)
-    fwd_params = np.concatenate([fwd.params, loss.params])
-    # parameters per rank: MoE expert params are divided by ep above only in `params`
-    p_fwd = params[: len(fwd_params)]
-    layer_params = float(p_fwd[is_layer].sum())
-    embed_params = float(p_fwd[is_embed].sum())
-    head_params = float(p_fwd[~is_layer & ~is_embed].sum())
-    graph = Graph(name=cfg.name, phase="train", precision=precision, names=tuple(names),
-                  kinds=tuple(kinds), classes=tuple(classes), c0=c0, c1=c1, gemm=gemm,
-                  params=np.concatenate([p_fwd, np.zeros(len(names) - len(p_fwd))]),
-                  weight_footprint_bytes=float(p_fwd.sum()) * precision.weight_bytes,
-                  fixed_batch=fwd.fixed_batch, tokens_per_sample=T,
-                  meta={"seq_len": T, "tp": tp, "sequence_parallel": sp, "ep": ep})
-    return TrainingGraph(graph=graph, group=grp, layer_params=layer_params,
-                         embed_params=embed_params, head_params=head_params, tp=tp,
-                         sequence_parallel=sp, seq_len=T, local=local)
+    return bn, bk, bc, b0, b1, bg, bgr, bp
 
 
 def _append(names: list[str], kinds: list[str], classes: list[str], c0: list[np.ndarray],

@@ -94,6 +94,16 @@ class TransformerConfig:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # -- encoder-decoder (arch "seq2seq": T5, BART, Whisper; graphs/seq2seq.py). n_layers is
+    #    the decoder's depth, max_positions the decoder's position limit (0: none, as T5's)
+    encoder_layers: int = 0  #: encoder blocks
+    source_len: int = 0  #: encoder tokens per request, the cross-attention S (Whisper 1500)
+    encoder_positions: int = 0  #: rows of the encoder's position table (0: none, T5)
+    position_offset: int = 0  #: BART: extra rows in each learned position table (2)
+    audio_mels: int = 0  #: Whisper: mel bins into the conv front-end (0: a token encoder)
+    relative_buckets: int = 0  #: T5: relative-position buckets (a bias table per stack)
+    k_bias: bool = True  #: with qkv_bias: whether k_proj has one (Whisper: no)
+    embed_norm: bool = False  #: BART: a LayerNorm on each stack's embeddings
 
     def __post_init__(self) -> None:
         for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
@@ -103,15 +113,38 @@ class TransformerConfig:
         if self.n_heads % self.n_kv_heads:
             raise SpecError(f"{self.name}: num_key_value_heads={self.n_kv_heads} must divide "
                             f"num_attention_heads={self.n_heads}")
-        if self.arch not in ("decoder", "encoder", "vision"):
-            raise SpecError(f"{self.name}: arch={self.arch!r}; allowed: decoder, encoder, vision")
+        if self.arch not in ("decoder", "encoder", "vision", "seq2seq"):
+            raise SpecError(f"{self.name}: arch={self.arch!r}; allowed: decoder, encoder, "
+                            "vision, seq2seq")
+        if self.arch == "seq2seq":
+            for f in ("encoder_layers", "source_len"):
+                v = getattr(self, f)
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise SpecError(f"{self.name}: an encoder-decoder needs {f} >= 1, got "
+                                    f"{v!r}")
+            if self.encoder_positions and self.source_len > self.encoder_positions:
+                raise SpecError(f"{self.name}: source_len={self.source_len} exceeds the "
+                                f"encoder's {self.encoder_positions} positions")
         if self.arch == "vision" and self.image_size % max(self.patch_size, 1):
             raise SpecError(f"{self.name}: patch_size={self.patch_size} must divide "
                             f"image_size={self.image_size}")
 
     @property
     def causal(self) -> bool:
-        return self.arch == "decoder"
+        return self.arch in ("decoder", "seq2seq")
+
+    @property
+    def generates(self) -> bool:
+        """Autoregressive (prefill/decode phases): decoder LMs and encoder-decoders."""
+        return self.arch in ("decoder", "seq2seq")
+
+    def cross_kv_bytes(self, kv_bytes: float, *, layers: range | None = None) -> float:
+        """Encoder-decoder: the cross-attention K/V one sequence caches, source_len tokens in
+        every decoder layer (2 · L · K · H · source_len elements); 0 for other models."""
+        if self.arch != "seq2seq":
+            return 0.0
+        n = self.n_layers if layers is None else len(layers)
+        return 2.0 * n * self.n_kv_heads * self.head_dim * self.source_len * kv_bytes
 
     @property
     def mla(self) -> bool:
@@ -152,11 +185,13 @@ class TransformerConfig:
         hybrid KV-cache manager, which reserves sliding-window layers' slots for the most
         recent ``sliding_window`` tokens only; Hugging Face's ``HybridCache`` for Gemma 2
         (sources in docs/serving.md, "Sliding-window layers"). Without a window (and without
-        ``layers``) this is exactly ``tokens × kv_bytes_per_token``.
+        ``layers``) this is exactly ``tokens × kv_bytes_per_token`` (plus, for an
+        encoder-decoder, the cross-attention K/V of its source: ``cross_kv_bytes``).
         """
+        cross = self.cross_kv_bytes(kv_bytes, layers=layers)
         if layers is None:
             if self.sliding_window is None:
-                return tokens * self.kv_bytes_per_token(kv_bytes)
+                return tokens * self.kv_bytes_per_token(kv_bytes) + cross
             layers = range(self.n_layers)
         if self.mla:  # latent + RoPE key, shared by K and V
             per_layer = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes
@@ -166,7 +201,7 @@ class TransformerConfig:
         held = (len(layers) - n_win) * tokens
         if n_win and self.sliding_window is not None:
             held = held + n_win * np.minimum(tokens, self.sliding_window)
-        return per_layer * held
+        return per_layer * held + cross
 
 
 def _mla_attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, *,
@@ -244,11 +279,15 @@ def transformer_graph(
     """
     if phase not in PHASES:
         raise SpecError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
+    if cfg.arch == "seq2seq":
+        from .seq2seq import seq2seq_graph
+
+        return seq2seq_graph(cfg, precision, phase=phase, seq_len=seq_len, context=context,
+                             fused_attention=fused_attention, logits=logits)
     if cfg.arch != "decoder" and phase != "forward":
         raise SpecError(f"{cfg.name} is an {cfg.arch} model: phase must be 'forward', "
                         f"got {phase!r}")
-    D, L, N, K, H, F, V = (cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                           cfg.d_ff, cfg.vocab)
+    D, L, F = cfg.d_model, cfg.n_layers, cfg.d_ff
     if cfg.arch == "vision":
         T = S = cfg.image_tokens
     elif phase == "decode":
@@ -269,7 +308,55 @@ def transformer_graph(
     b = GraphBuilder(cfg.name, phase, precision)
     b.meta.update(seq_len=T, kv_len=S, phase=phase)
 
-    # -- embeddings
+    _embeddings(b, cfg, T, precision)
+
+    n_norm_par = 2 * D if cfg.norm == "layernorm" else D
+    n_tokens = (batch or 1) * T
+    for i in range(L):
+        p = f"layers.{i}"
+        window = cfg.layer_window(i)
+
+        def norm(name: str) -> None:
+            b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
+                  variant=cfg.norm)
+
+        if not cfg.post_norm:
+            norm("input_norm")
+        if cfg.mla:
+            _mla_attention(b, cfg, p, T, S, phase=phase, prefix=S - T)
+        else:
+            _attention(b, cfg, p, T, S, cached, fused_attention, precision, window)
+        if cfg.sandwich_norm:
+            norm("attn_out_norm")
+        b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("attn_norm")
+        else:
+            norm("post_attn_norm")
+
+        if cfg.layer_is_moe(i):
+            _moe_layer(b, cfg, p, T, n_tokens, batch)
+            if cfg.n_shared_experts:
+                _mlp(b, cfg, f"{p}.moe.shared_experts", cfg.n_shared_experts * (cfg.moe_d_ff or F),
+                     T)
+        else:
+            _mlp(b, cfg, f"{p}.mlp", F, T)
+        if cfg.sandwich_norm:
+            norm("mlp_out_norm")
+        b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
+        if cfg.post_norm:
+            norm("mlp_norm")
+
+    _heads(b, cfg, T, logits, n_norm_par)
+    if cached:
+        b.state_bytes_per_sample = float(cfg.kv_bytes_per_sequence(S, precision.kv_bytes))
+    tokens = 1 if phase == "decode" else T
+    return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
+
+
+def _embeddings(b: GraphBuilder, cfg: TransformerConfig, T: int, precision: Precision) -> None:
+    """Token (or patch) embeddings, learned positions, token types, the encoder's norm."""
+    D, V = cfg.d_model, cfg.vocab
     if cfg.arch == "vision":
         P, C = cfg.patch_size, cfg.channels
         b.add("conv2d", "embeddings.patch_embeddings", params=D * C * P * P + D, c_in=C,
@@ -291,85 +378,63 @@ def transformer_graph(
         b.add("norm", "embeddings.norm", params=2 * D, elements=T * D, features=D,
               variant="layernorm")
 
-    n_norm_par = 2 * D if cfg.norm == "layernorm" else D
-    n_tokens = (batch or 1) * T
-    for i in range(L):
-        p = f"layers.{i}"
-        window = cfg.layer_window(i)
 
-        def norm(name: str) -> None:
-            b.add("norm", f"{p}.{name}", params=n_norm_par, elements=T * D, features=D,  # noqa: B023
-                  variant=cfg.norm)
+def _attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, cached: bool,
+               fused_attention: bool, precision: Precision, window: int | None) -> None:
+    """One layer's (non-MLA) attention: QKV projections, RoPE, the KV-cache write, the fused
+    kernel or the unfused QKᵀ → mask → softmax → ·V sequence, the output projection."""
+    D, N, K, H = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    if cfg.fused_qkv:
+        b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
+              ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+              d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
+    else:
+        for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
+            b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
+                  (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
+                  d_out=heads * H, bias=cfg.qkv_bias)
+    if cfg.positions == "rope":
+        b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
+    if cached:
+        b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
+              head_dim=H)
+    if fused_attention:
+        b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
+              q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached,
+              window=window)
+    else:
+        kv_src = "kv" if cached else "act"
+        b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
+              b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+        b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
+        b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
+        b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
+              b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
+    b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
+          tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
 
-        if not cfg.post_norm:
-            norm("input_norm")
-        if cfg.mla:
-            _mla_attention(b, cfg, p, T, S, phase=phase, prefix=S - T)
-        else:
-            if cfg.fused_qkv:
-                b.add("linear", f"{p}.attn.qkv_proj", params=D * (N + 2 * K) * H +
-                      ((N + 2 * K) * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
-                      d_out=(N + 2 * K) * H, bias=cfg.qkv_bias)
-            else:
-                for nm, heads in (("q_proj", N), ("k_proj", K), ("v_proj", K)):
-                    b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
-                          (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
-                          d_out=heads * H, bias=cfg.qkv_bias)
-            if cfg.positions == "rope":
-                b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
-            if cached:
-                b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
-                      head_dim=H)
-            if fused_attention:
-                b.add("attention", f"{p}.attn.attention", n_heads=N, n_kv_heads=K, head_dim=H,
-                      q_len=T, kv_len=S, causal=cfg.causal, kv_from_cache=cached,
-                      window=window)
-            else:
-                kv_src = "kv" if cached else "act"
-                b.add("matmul", f"{p}.attn.scores", groups=N, m=T, k=H, n=S, b_groups=K,
-                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-                b.add("elementwise", f"{p}.attn.scale_mask", elements=N * T * S, op="mask")
-                b.add("softmax", f"{p}.attn.softmax", elements=N * T * S)
-                b.add("matmul", f"{p}.attn.context", groups=N, m=T, k=S, n=H, b_groups=K,
-                      b_source=kv_src, b_bytes=precision.kv_bytes if cached else None)
-            b.add("linear", f"{p}.attn.o_proj", params=N * H * D + (D if cfg.o_bias else 0),
-                  tokens=T, d_in=N * H, d_out=D, bias=cfg.o_bias)
-        if cfg.sandwich_norm:
-            norm("attn_out_norm")
-        b.add("elementwise", f"{p}.attn.residual", elements=T * D, op="add")
-        if cfg.post_norm:
-            norm("attn_norm")
-        else:
-            norm("post_attn_norm")
 
-        def mlp(prefix: str, width: int) -> None:
-            mb = cfg.mlp_bias
-            if cfg.gated_mlp:
-                for nm in ("gate_proj", "up_proj"):
-                    b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
-                          tokens=T, d_in=D, d_out=width, bias=mb)
-                b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
-                      op="swiglu" if cfg.act == "silu" else "geglu")
-            else:
-                b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
-                      tokens=T, d_in=D, d_out=width, bias=mb)
-                b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
-            b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
-                  tokens=T, d_in=width, d_out=D, bias=mb)
+def _mlp(b: GraphBuilder, cfg: TransformerConfig, prefix: str, width: int, T: int) -> None:
+    """A dense MLP of ``width`` (gated: gate and up projections and their product)."""
+    D = cfg.d_model
+    mb = cfg.mlp_bias
+    if cfg.gated_mlp:
+        for nm in ("gate_proj", "up_proj"):
+            b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
+                  tokens=T, d_in=D, d_out=width, bias=mb)
+        b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
+              op="swiglu" if cfg.act == "silu" else "geglu")
+    else:
+        b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
+              tokens=T, d_in=D, d_out=width, bias=mb)
+        b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
+    b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
+          tokens=T, d_in=width, d_out=D, bias=mb)
 
-        if cfg.layer_is_moe(i):
-            _moe_layer(b, cfg, p, T, n_tokens, batch)
-            if cfg.n_shared_experts:
-                mlp(f"{p}.moe.shared_experts", cfg.n_shared_experts * (cfg.moe_d_ff or F))
-        else:
-            mlp(f"{p}.mlp", F)
-        if cfg.sandwich_norm:
-            norm("mlp_out_norm")
-        b.add("elementwise", f"{p}.mlp.residual", elements=T * D, op="add")
-        if cfg.post_norm:
-            norm("mlp_norm")
 
-    # -- heads
+def _heads(b: GraphBuilder, cfg: TransformerConfig, T: int, logits: str, n_norm_par: int) -> None:
+    """The final norm and the head: LM logits (all tokens or the last), pooler, classifier."""
+    D, V = cfg.d_model, cfg.vocab
     if not cfg.post_norm:
         b.add("norm", "final_norm", params=n_norm_par, elements=T * D, features=D,
               variant=cfg.norm)
@@ -385,10 +450,6 @@ def transformer_graph(
     elif cfg.arch == "vision" and cfg.classes:
         b.add("linear", "classifier", params=D * cfg.classes + cfg.classes, tokens=1, d_in=D,
               d_out=cfg.classes, bias=True)
-    if cached:
-        b.state_bytes_per_sample = float(cfg.kv_bytes_per_sequence(S, precision.kv_bytes))
-    tokens = 1 if phase == "decode" else T
-    return b.build(tokens_per_sample=tokens, fixed_batch=batch if cfg.n_experts else None)
 
 
 def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens: int,

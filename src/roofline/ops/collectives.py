@@ -37,9 +37,17 @@ would move published numbers, so both stay, explicitly.
 | send/recv      | α + n/bw                                    | α + n/bw                |
 | one-shot AR    | α + (p−1)·n/bw      (switched fabric, one step) |                     |
 | two-shot AR    | 2α + 2(p−1)/p · n/bw (switched fabric, two steps) |                   |
+| NVLS AR        | 2α + n/bw_nvls      (in-switch reduction, two steps) |                  |
 
 A tree all-reduce (NCCL's double binary tree) takes 2⌈log₂p⌉·α + 2·n/bw·(p−1)/p: fewer
-latency steps, the same bandwidth term; ``algorithm="auto"`` takes the faster. A
+latency steps, the same bandwidth term. An **NVLS** all-reduce (NVLink SHARP: the NVSwitch
+reduces in the switch, NVSwitch gen 3 and later, H100/H200/B200 HGX) takes 2α + n/bw_nvls: each
+rank pushes its n bytes into the switch and pulls the n reduced bytes back (two steps), so the
+bytes per rank no longer grow with 2(p−1)/p; ``bw_nvls`` is the *algorithm* bandwidth NVLS
+reaches per rank (a measured fraction of the link bandwidth, kept on the cluster spec:
+``[scale_up] nvls``). ``algorithm="auto"`` takes the fastest algorithm the fabric has, as NCCL's
+tuner picks one per call (NVIDIA NCCL ``src/graph/tuning.cc``: a time per algorithm, the
+smallest wins). A
 hierarchical all-reduce over ``p_inner`` ranks on a fast link and ``p_outer`` groups on a slow
 one does reduce-scatter inside, all-reduce of n/p_inner across, all-gather inside.
 
@@ -51,12 +59,15 @@ members inside one scale-up domain (NVLink/ICI) and ``outer = p / inner`` domain
 the scale-out network: ``inner = min(p, domain // stride)`` when the stride fits in a domain,
 else 1. A group inside one domain runs a ring on the scale-up link; one rank per domain, a ring
 on the scale-out link (each rank drives its own NIC); otherwise the hierarchical all-reduce.
-Reduce-scatter and all-gather are half the corresponding all-reduce (a ring all-reduce is
-exactly reduce-scatter + all-gather); an all-to-all runs on the slowest level it spans.
+Reduce-scatter and all-gather are half the corresponding *ring* all-reduce (a ring all-reduce is
+exactly reduce-scatter + all-gather); only the all-reduce itself takes NVLS (its measured gain;
+NCCL's NVLS reduce-scatter / all-gather are not modelled); an all-to-all runs on the slowest
+level it spans.
 
 References: Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1) (the α-β ring, per-step latency); NCCL tests PERFORMANCE.md
-(algbw vs busbw); NVIDIA NCCL src/graph/tuning.cc (base latency per call + latency per step).
+(algbw vs busbw); NVIDIA NCCL src/graph/tuning.cc (base latency per call + latency per step);
+NVLS measured: docs/validation/collectives.md.
 """
 
 from __future__ import annotations
@@ -71,11 +82,14 @@ from ..errors import SpecError
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
+           "nvls_all_reduce", "ALGORITHMS", "group_ring_all_reduce",
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_reduce_scatter", "group_all_gather", "group_all_to_all",
            "group_send_recv"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+#: all-reduce algorithms (``auto``: the fastest the fabric has)
+ALGORITHMS = ("ring", "tree", "nvls", "auto")
 #: where α is paid: once per ring step (Thakur et al. 2005) or once per collective call
 LATENCY_CONVENTIONS = ("step", "call")
 Arr = Any
@@ -134,25 +148,50 @@ def bus_factor(collective: str, p: int) -> float:
 
 def all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
                link_efficiency: float = 1.0, algorithm: str = "ring",
-               latency: str = "step") -> float:
+               latency: str = "step", nvls_bw: float = 0.0) -> float:
     """Seconds to all-reduce ``n`` bytes over ``p`` ranks (``latency``: where α is paid, see the
-    module docstring)."""
+    module docstring). ``nvls_bw``: the NVLS algorithm bandwidth per rank (bytes/s, already
+    measured, not times ``link_efficiency``), 0 where the fabric has no in-switch reduction;
+    ``algorithm="nvls"`` needs it, ``"auto"`` uses it when given."""
     _check(n, p, bw, alpha, link_efficiency)
+    if algorithm not in ALGORITHMS:
+        raise SpecError(f"algorithm={algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+    if not (nvls_bw >= 0 and math.isfinite(nvls_bw)):
+        raise SpecError(f"nvls_bw must be >= 0 bytes/s (0: no NVLink SHARP), got {nvls_bw!r}")
+    if algorithm == "nvls" and not nvls_bw:
+        raise SpecError("algorithm='nvls' needs nvls_bw > 0 (a fabric with in-switch "
+                        "reduction: NVSwitch gen 3 or later)")
     per_call = _latency(latency)
     if p == 1 or n == 0:
         return 0.0
     bw_e = bw * link_efficiency
+    nvls = nvls_all_reduce(n, p, nvls_bw, alpha) if nvls_bw else math.inf
+    if algorithm == "nvls":
+        return nvls
     if per_call:  # one α, and the ring's (= the tree's) bandwidth term
-        return alpha + _ring_all_reduce(n, p, bw_e, 0.0)
+        t = alpha + _ring_all_reduce(n, p, bw_e, 0.0)
+        return min(t, nvls) if algorithm == "auto" else t
     ring = _ring_all_reduce(n, p, bw_e, alpha)
     if algorithm == "ring":
         return ring
     tree = 2 * math.ceil(math.log2(p)) * alpha + _ring_all_reduce(n, p, bw_e, 0.0)
     if algorithm == "tree":
         return tree
-    if algorithm == "auto":
-        return min(ring, tree)
-    raise SpecError(f"algorithm={algorithm!r}; allowed: ring, tree, auto")
+    return min(ring, tree, nvls)
+
+
+def nvls_all_reduce(n: float, p: int, nvls_bw: float, alpha: float = 0.0) -> float:
+    """Seconds for an NVLS (NVLink SHARP, in-switch reduction) all-reduce of ``n`` bytes over
+    ``p`` ranks of one NVSwitch domain: every rank writes its n bytes into the switch, which
+    reduces them, and reads the n reduced bytes back by multicast — two steps, n bytes each way
+    per rank whatever p: t = 2α + n / nvls_bw, ``nvls_bw`` the measured algorithm bandwidth
+    (``busbw = algbw·2(p−1)/p`` as nccl-tests prints it)."""
+    _check(n, p, nvls_bw if nvls_bw else 1.0, alpha, 1.0)
+    if not nvls_bw > 0:
+        raise SpecError(f"nvls_bw must be > 0 bytes/s, got {nvls_bw!r}")
+    if p == 1 or n == 0:
+        return 0.0
+    return 2 * alpha + n / nvls_bw
 
 
 def one_shot_all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
@@ -236,6 +275,9 @@ class Links:
     up_alpha: float  #: s per ring step (``latency="step"``)
     out_bw: float  #: scale-out bytes/s per device per direction × efficiency
     out_alpha: float  #: s per ring step
+    #: NVLS all-reduce algorithm bandwidth per device inside a scale-up domain (bytes/s; 0:
+    #: the fabric has no in-switch reduction)
+    nvls_bw: float = 0.0
 
 
 def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Arr]:
@@ -250,10 +292,10 @@ def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Ar
     return inner, p / inner
 
 
-def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Seconds to all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: a ring on one
-    level, or hierarchical (reduce-scatter + all-gather inside = a ring all-reduce inside, plus
-    an all-reduce of n/inner across), α per ring step."""
+def group_ring_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Seconds to ring-all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: a ring
+    on one level, or hierarchical (reduce-scatter + all-gather inside = a ring all-reduce
+    inside, plus an all-reduce of n/inner across), α per ring step."""
     n = xp.asarray(n, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
     inside = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
@@ -261,14 +303,30 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     return xp.where((p > 1) & (n > 0), inside + across, 0.0)
 
 
+def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Seconds to all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: the ring (or
+    hierarchical) all-reduce of ``group_ring_all_reduce``; on a fabric with in-switch reduction
+    (``links.nvls_bw``) the part inside a domain is the faster of that ring and an NVLS
+    all-reduce (2α + n/nvls_bw, NCCL's NVLS and, across domains, NVLS-tree)."""
+    if not links.nvls_bw:
+        return group_ring_all_reduce(n, p, stride, links, xp)
+    n = xp.asarray(n, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    ring_in = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
+    nvls_in = xp.where(inner > 1, 2 * links.up_alpha + n / links.nvls_bw, 0.0)
+    inside = xp.minimum(ring_in, nvls_in)
+    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha)
+    return xp.where((p > 1) & (n > 0), inside + across, 0.0)
+
+
 def group_reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Half of the group all-reduce (n = the full input)."""
-    return 0.5 * group_all_reduce(n, p, stride, links, xp)
+    """Half of the group ring all-reduce (n = the full input)."""
+    return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 
 def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Half of the group all-reduce (n = the full output)."""
-    return 0.5 * group_all_reduce(n, p, stride, links, xp)
+    """Half of the group ring all-reduce (n = the full output)."""
+    return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 
 def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:

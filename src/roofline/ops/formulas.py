@@ -129,8 +129,8 @@ def attention(*, batch: int, n_heads: int, n_kv_heads: int, head_dim: int, q_len
           kv_len=kv_len)
     if n_heads % n_kv_heads:
         raise SpecError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
-    if q_len > kv_len:
-        raise SpecError(f"q_len={q_len} cannot exceed kv_len={kv_len}")
+    if causal and q_len > kv_len:  # cross-attention (not causal) may have more queries
+        raise SpecError(f"q_len={q_len} cannot exceed kv_len={kv_len} in causal attention")
     B, N, K, H, T, S = batch, n_heads, n_kv_heads, head_dim, q_len, kv_len
     Hv = v_head_dim or H
     pairs = causal_pairs(T, S) if causal else T * S

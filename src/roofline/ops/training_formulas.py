@@ -16,8 +16,10 @@ from .cost import OpCost
 from .registry import register
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step",
-           "activation_bytes_per_token", "layer_activation_terms"]
+           "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms"]
 
+#: the optimizers the library prices (the one table: ``train`` and the formula both read it):
+#: plain SGD, SGD with momentum (torch.optim.SGD with momentum > 0), Adam (L2 decay), AdamW
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 #: fp32 state tensors per parameter (momentum buffer; Adam's first and second moments)
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
@@ -45,14 +47,22 @@ def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
     norm's square and add, the rescale) + weight decay: decoupled for AdamW (w ·= 1 − lr·λ, 1)
     or an L2 term in the gradient for the others (g += λ·w, 2).
     Bytes per parameter: the gradient read once (twice with ``grad_clip``: the norm pass, then
-    the update); each state tensor read and written (``OPTIMIZER_STATES`` × 2 × state_bytes);
+    the update; the same rule for every optimizer); each state tensor read and written
+    (``OPTIMIZER_STATES`` × 2 × state_bytes);
     with ``master_weights`` (mixed precision) the fp32 master read and written and the
     ``weight_bytes`` working copy written, else the parameters read and written at
     ``weight_bytes``.
     Mixed-precision AdamW with clipping and decay: 12 + 3 + 1 = 16 FLOPs and
     2·4 (grad) + 2·2·4 (m, v) + 2·4 (master) + 2 (bf16 copy) = 34 bytes per parameter.
     Assumptions: one fused pass per tensor group (no multi-tensor-apply launch cost counted
-    here); the norm's cross-rank all-reduce is a collective, not part of this op.
+    here); the norm's cross-rank all-reduce is a collective, not part of this op. Clipping,
+    for every optimizer alike: the global-norm pass reads each gradient once
+    (``multi_tensor_l2norm`` in Megatron-LM's ``megatron/core/optimizer/clip_grads.py``); the
+    rescale ``g ·= max_norm / norm`` is counted as one FLOP per parameter but no bytes —
+    Megatron-LM runs its in-place ``multi_tensor_scale`` pass only when the coefficient is
+    below 1 (the norm above the threshold), taken here as rare in steady-state training (an
+    assumption; PyTorch's ``clip_grad_norm_`` rescales every step, one more read and write of
+    the gradients that is not counted).
 
     References: Kingma & Ba 2015, "Adam", Algorithm 1; Loshchilov & Hutter 2019, "Decoupled
     Weight Decay Regularization" (AdamW); PyTorch torch.optim.SGD / Adam / AdamW documentation
@@ -78,6 +88,16 @@ def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
     return OpCost(flops=flops * P,
                   weight_bytes_read=(grad_read + n_states * state_bytes + w_read) * P,
                   weight_bytes_written=(n_states * state_bytes + w_written) * P)
+
+
+def optimizer_state_bytes(optimizer: str, *, master_weights: bool = True,
+                          state_bytes: float = 4.0) -> float:
+    """Bytes per parameter the optimizer holds between steps: its state tensors
+    (``OPTIMIZER_STATES`` × ``state_bytes``) and, with ``master_weights``, the fp32 master copy
+    (mixed-precision AdamW: 2·4 + 4 = 12, as Megatron-LM's distributed-optimizer table)."""
+    if optimizer not in OPTIMIZERS:
+        raise SpecError(f"optimizer={optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    return OPTIMIZER_STATES[optimizer] * state_bytes + (4.0 if master_weights else 0.0)
 
 
 def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: float,

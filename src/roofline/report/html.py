@@ -29,7 +29,7 @@ border-bottom:1px solid #dde2ea;padding-bottom:2px}
 .rl table{border-collapse:collapse;margin:4px 0}
 .rl td,.rl th{padding:2px 8px;border-bottom:1px solid #eef0f4;text-align:right;
 white-space:nowrap}
-.rl td:first-child,.rl th:first-child{text-align:left}
+.rl td:first-child,.rl th:first-child,.rl td.rl-s,.rl th.rl-s{text-align:left}
 .rl table.rl-kv th{text-align:left;color:#5b6474;font-weight:500;padding-right:14px}
 .rl table.rl-kv td{text-align:left;white-space:normal}
 .rl table.rl-sort th{cursor:pointer;background:#f4f6f9;position:sticky;top:0}
@@ -107,8 +107,10 @@ def table_html(table: Any, *, columns: Sequence[str] | None = None, max_rows: in
     units = column_units(data, getattr(table, "units", {}))
     n = len(table)
     shown = n if max_rows is None else min(n, max_rows)
-    head = "".join(f"<th>{esc(c)}{' [' + esc(units[c][1]) + ']' if units[c][1] else ''}</th>"
-                   for c in cols)
+    text_col = {c: np.asarray(data[c]).dtype.kind in "OUS" for c in cols}
+    cls = ' class="rl-s"'
+    head = "".join(f"<th{cls if text_col[c] else ''}>{esc(c)}"
+                   f"{' [' + esc(units[c][1]) + ']' if units[c][1] else ''}</th>" for c in cols)
     body = []
     for i in range(shown):
         cells = []
@@ -121,8 +123,8 @@ def table_html(table: Any, *, columns: Sequence[str] | None = None, max_rows: in
                 dv = "NaN" if math.isnan(f) else repr(f)
                 cells.append(f'<td data-v="{esc(dv)}">{esc(shown_v)}</td>')
             else:
-                cells.append(f"<td>{esc(fmt_num(v) if isinstance(v, bool | np.bool_) else v)}"
-                             "</td>")
+                cells.append(f"<td>{esc(fmt_num(v))}</td>" if isinstance(v, bool | np.bool_)
+                             else f'<td class="rl-s">{esc(v)}</td>')
         rid = f' id="{esc(row_ids[i])}"' if row_ids is not None else ""
         body.append(f"<tr{rid}>{''.join(cells)}</tr>")
     more = ""

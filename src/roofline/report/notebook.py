@@ -35,7 +35,7 @@ def repr_html(obj: Any) -> str:
 def repr_line(obj: Any) -> str:
     """A one-line ``repr`` (the dataclass dump is 1,000+ characters)."""
     fn = _LINE.get(type(obj).__name__)
-    return fn(obj) if fn else object.__repr__(obj)
+    return " ".join(fn(obj).split()) if fn else object.__repr__(obj)
 
 
 # -- one-line reprs ------------------------------------------------------------------------------
@@ -145,9 +145,23 @@ def result_rows(r: Any) -> list[tuple[str, str]]:
         ("memory", f"{esc(fmt_bytes(r.memory_footprint))} of "
                    f"{esc(fmt_bytes(r.memory_capacity))} — {fit}"),
     ]
-    if not math.isnan(r.energy):
-        rows.append(("energy", esc(f"{r.energy * 1e3:,.4g} mJ per batch (TDP × latency)")))
-    return rows
+    return rows + econ_rows(r.economics, 1e6, "1M samples")
+
+
+def econ_rows(e: Any, per: float, label: str) -> list[tuple[str, str]]:
+    """Cost, energy and carbon rows of a card from an ``Economics`` (per unit of work; cost and
+    carbon per ``per`` units, named ``label``); a missing figure says why."""
+    unit = e.unit
+    c, g, j = e.cost_per_unit, e.carbon_per_unit, e.energy_per_unit
+    cost = (esc(f"${c * per:,.4g} per {label} (${e.usd_per_device_hour:,.4g}/device-h × "
+                f"{e.devices})") if c is not None
+            else f'<span class="rl-bad">no price</span> — {esc(e.price_source)}')
+    energy = (esc(f"{j:,.4g} J per {unit} ({e.power_w_per_device:,.0f} W/device at "
+                  f"u={e.utilisation:.0%}, PUE {e.pue:g})") if math.isfinite(j)
+              else f'<span class="rl-bad">n/a</span> — {esc(e.power_source)}')
+    carbon = (esc(f"{g * per:,.4g} kg CO2e per {label} ({e.intensity_source.split(';')[0]})")
+              if g is not None else "n/a — no region given (region=...)")
+    return [("cost", cost), ("energy", energy), ("carbon", carbon)]
 
 
 def result_head(r: Any) -> str:
@@ -275,7 +289,8 @@ def serve_rows(s: Any) -> list[tuple[str, str]]:
                                f"{s.steady_tokens_per_s:,.0f} tokens/s")),
             ("utilisation", esc(f"MBU {pct(s.mbu, 1)} (decode), MFU {pct(s.mfu, 1)}")),
             ("memory/device", f"{esc(mem)} of {esc(fmt_bytes(s.memory_capacity))}; max batch "
-                              f"{s.max_batch} — {fit}")]
+                              f"{s.max_batch} — {fit}")] + econ_rows(s.economics, 1e6,
+                                                                    "1M output tokens")
 
 
 def _html_serve(s: Any) -> str:
@@ -316,7 +331,7 @@ def train_rows(t: Any) -> list[tuple[str, str]]:
     rows += [("step time", f"<b>{esc(fmt_time(t.step_time))}</b>"),
              ("throughput", esc(f"{t.tokens_per_s:,.0f} tokens/s")),
              ("utilisation", esc(f"MFU {pct(t.mfu, 1)}, HFU {pct(t.hfu, 1)}"))]
-    return rows
+    return rows + econ_rows(t.economics, 1e6, "1M tokens")
 
 
 def _html_train(t: Any) -> str:
@@ -353,6 +368,8 @@ def _html_capacity(c: Any) -> str:
             ("concurrency", esc(f"{c.concurrency:,.3g} requests in decode")),
             ("TTFT / TPOT", esc(f"{fmt_time(c.ttft)} / {fmt_time(c.tpot)}")),
             ("throughput", esc(f"{c.tokens_per_s:,.0f} output tokens/s"))]
+    if c.economics is not None and c.tokens_per_s > 0:
+        rows += econ_rows(c.economics, 1e6, "1M output tokens")
     return card("<b>serving capacity</b>", rows, extra=f'<div class="rl-note">'
                 f"{esc(c.queue_model)}</div>")
 
@@ -394,42 +411,6 @@ def _html_levers(L: Any) -> str:
                 details_label=f"every lever ({len(L)} rows, click a header to sort)")
 
 
-def png_data_uri(fig: Any) -> str:
-    """A matplotlib figure as an inline ``<img>`` (data: URI, no file, no request)."""
-    import base64
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="chart" src="data:image/png;base64,{data}">'
-
-
-def _html_plan(p: Any) -> str:
-    b = p.best
-    rows = [("workload", esc(str(p.workload))), ("SLO", esc(str(p.slo))),
-            ("best", esc(f"{b.mode} {b.layout}, {b.devices} devices, max concurrency "
-                         f"{b.max_concurrency}") if b else
-             '<span class="rl-bad">no layout meets the SLO on these devices</span>'),
-            ("searched", esc(f"{len(p.pareto)} Pareto rows, {len(p.layouts)} frontier points, "
-                             f"{len(p.infeasible)} infeasible layouts"))]
-    chart = ""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(7, 4.5))
-        FigureCanvasAgg(fig)
-        p.plot(ax=fig.add_subplot())
-        chart = png_data_uri(fig)
-    except ImportError:  # matplotlib is an extra: the card keeps its numbers without it
-        chart = '<div class="rl-note">(pip install \'roofline[plot]\' for the chart)</div>'
-    return card(f"<b>serving plan</b>: <b>{esc(p.model)}</b> on up to {p.devices}× "
-                f"<b>{esc(p.hardware)}</b>", rows, extra=chart,
-                details=table_html(p.pareto, max_rows=None),
-                details_label=f"Pareto frontier ({len(p.pareto)} rows)")
-
-
 def _html_text(obj: Any) -> str:
     """Any other result: its printout in a card (names escaped)."""
     return (f'<div class="rl"><style>{_css()}</style><div class="rl-head"><b>'
@@ -450,5 +431,14 @@ def _js() -> str:
 
 _HTML = {"Result": _html_result, "Table": _html_table, "Sweep": _html_sweep,
          "ServeResult": _html_serve, "TrainingResult": _html_train,
-         "Capacity": _html_capacity, "Validation": _html_validation, "Levers": _html_levers,
-         "ServingPlan": _html_plan}
+         "Capacity": _html_capacity, "Validation": _html_validation, "Levers": _html_levers}
+
+
+def _register() -> None:
+    from .cards import CARDS, LINES
+
+    _HTML.update(CARDS)
+    _LINE.update(LINES)
+
+
+_register()

@@ -1,10 +1,11 @@
 """The self-contained HTML report: one file, styles and script inline, no network request.
 
-For a solve: the summary, the interactive roofline (hover an operator to see its table row),
-where the time goes (by binding roof and by operator kind), the memory footprint against the
-device's capacity, batch and precision sweeps, the full per-op table, and the conventions and
-sources of every hardware number used. Other results (sweeps, serving, training, tables) get
-their notebook card as a page.
+Serving, training, the serving plan and the serving simulation have their own report
+(``scenario_pages``). For a solve: the summary, the interactive roofline (hover an operator to
+see its table row), where the time goes (by binding roof and by operator kind), the memory
+footprint against the device's capacity, batch and precision sweeps, the full per-op table, and
+the conventions and sources of every hardware number used. Other results (sweeps, tables,
+levers, ...) get their notebook card as a page.
 """
 
 from __future__ import annotations
@@ -47,8 +48,13 @@ def to_html(obj: Any, path: Any = None, **kw: Any) -> str:
     (its card); written to ``path`` (UTF-8) when given."""
     from ..engine.result import Result
 
+    name = type(obj).__name__
     if isinstance(obj, Result):
         text = result_page(obj, **kw)
+    elif name in _SCENARIO_PAGES:
+        from . import scenario_pages
+
+        text = getattr(scenario_pages, _SCENARIO_PAGES[name])(obj, **kw)
     else:
         max_rows = kw.get("max_rows")
         body = repr_html(obj) if max_rows is not None or type(obj).__name__ != "Table" else \
@@ -57,6 +63,11 @@ def to_html(obj: Any, path: Any = None, **kw: Any) -> str:
     if path is not None:
         write_page(path, text)
     return text
+
+
+#: the result types with a report of their own (scenario_pages), by type name
+_SCENARIO_PAGES = {"ServeResult": "serve_page", "TrainingResult": "train_page",
+                   "ServingPlan": "plan_page", "ServingSim": "sim_page"}
 
 
 def report(model: Any, hardware: Any, *, path: Any = None, sweeps: bool = True,

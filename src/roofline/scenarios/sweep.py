@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 from .. import _args as A
+from .._display import Display
 from .._text import printable_str
 from ..engine.core import TOTALS, time_model
-from ..engine.memory import fit_reason
+from ..engine.memory import fit_reason, resident_weights
 from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
 from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
@@ -19,6 +20,7 @@ from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
 from ..graphs.resolve import model as resolve_model
+from ..progress import Progress, progress_stream
 from ..specs.dtypes import PRECISION_ARG
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
@@ -28,7 +30,7 @@ from ..units import FRACTION
 __all__ = ["sweep", "Sweep"]
 
 
-class Sweep:
+class Sweep(Display):
     """The sweep table plus crossover detection."""
 
     def __init__(self, table: Table, model_name: str, preset: str = "default",
@@ -68,23 +70,6 @@ class Sweep:
                 hits = b[cb]
                 out[key] = int(hits.min()) if len(hits) else None
         return out
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ..report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ..report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ..report import to_html
-
-        return to_html(self, path)
 
     def plot(self, path: Any = None, **kw: Any) -> Any:
         """Throughput and latency vs batch per device, the crossover ringed
@@ -131,14 +116,17 @@ def _as_list(x: Any) -> list[Any]:
                        ints=(1, A.MAX_COUNT)),
            precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
-           fuse=A.flag, runtime=A.text)
+           fuse=A.flag, runtime=A.text, progress=A.progress)
 def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
           precision: str | Sequence[str] = "fp16", preset: str = "default",
           phase: str | None = None, seq_len: int | None = None,
-          context: int | None = None, fuse: bool = False, runtime: str = "eager") -> Sweep:
+          context: int | None = None, fuse: bool = False, runtime: str = "eager",
+          progress: bool | TextIO = False) -> Sweep:
     """Price every (hardware, precision, batch); returns a Sweep (``.crossover()``,
     ``.to_pandas()``). Per-op pricing throughout; each precision is one vectorised pass.
-    ``fuse`` and ``runtime`` ("eager" | "compiled") as in ``solve``."""
+    ``fuse`` and ``runtime`` ("eager" | "compiled") as in ``solve``. ``progress``: a line per
+    (precision, hardware) priced with the rate and time left (True: on stderr when it is a
+    terminal; a stream: there; see ``roofline.progress``)."""
     m = resolve_model(model)
     hws = [resolve_hardware(h) for h in _as_list(hardware)]
     if not hws:
@@ -165,6 +153,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
 
     nb = len(batches)
     warnings: list[str] = []
+    bar = Progress(len(precs) * len(hws), progress_stream(progress), unit="config",
+                   min_interval=0.5)
     for p in precs:
         ok = [hw for hw in hws if hw.has(p.compute)]
         for hw in hws:
@@ -175,6 +165,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                       arithmetic_intensity=nan, ridge_point=nan, mfu=nan,
                       memory_footprint=nan, feasible=False,
                       reason=f"{hw.name} has no {p.compute} peak")
+                bar.step(f"{hw.name} {p.label}", "no peak for this dtype")
         if not ok:
             continue
         if preset == "mlsysim" or m.batch_dependent:
@@ -190,12 +181,17 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                                                    "bottleneck", "reason")
                                                                else None)
                                                   for k in rows[0]})
+                bar.step(f"{hw.name} {p.label}", f"{nb} batches")
             continue
         g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, fuse=fuse)
         warnings += g.meta.get("warnings", ())
         effs = [for_runtime(efficiency_for(hw, preset), runtime) for hw in ok]
         # one plan per hardware: its closed-form totals take every batch at once
-        T = np.stack([time_model(g, hw, e).totals_many(batches) for hw, e in zip(ok, effs)])
+        per_hw = []
+        for hw, e in zip(ok, effs):
+            per_hw.append(time_model(g, hw, e).totals_many(batches))
+            bar.step(f"{hw.name} {p.label}", f"{nb} batches")
+        T = np.stack(per_hw)
         arr = {k: T[:, i, :] for i, k in enumerate(TOTALS)}
         arr["live"] = arr["live_activation_bytes"]
         arr["t_memory_bound_ops"] = arr["latency"] - arr["t_overhead"] - \
@@ -206,15 +202,23 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         bott = names[parts.argmax(0)]
         bf = batches.astype(np.float64)[None, :]
         ws = np.array([e.workspace for e in effs])[:, None]
-        foot = g.weight_footprint_bytes + arr["live"] + g.state_bytes_per_sample * bf + ws
+        held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
+        w_on = np.array([h for h, _ in held])[:, None]
+        foot = w_on + arr["live"] + g.state_bytes_per_sample * bf + ws
         cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
         fits = mem_fits(foot, cap)
         reason = np.full(fits.shape, "", dtype=object)
+        for hi, (_, why) in enumerate(held):
+            if why:  # the weights do not fit the weight store
+                reason[hi, fits[hi]] = why
+                fits[hi] = False
         for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
+            if reason[hi, bi]:
+                continue
             reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
-                "weights": g.weight_footprint_bytes, "activations": arr["live"][hi, bi],
+                "weights": w_on[hi, 0], "activations": arr["live"][hi, bi],
                 "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
@@ -235,6 +239,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
                                "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
+    bar.close()
     out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
     out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
     return out

@@ -19,11 +19,14 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
+from .. import _args as A
+from .._display import Display
 from ..errors import SpecError
+from ..progress import Progress, progress_stream
 from .evaluate import FIELDS, evaluate_chunk
 from .reduce import Reducer, parse_constraints, parse_objectives
 from .space import Chunk, Space
@@ -33,8 +36,8 @@ __all__ = ["explore", "ExploreResult"]
 _BOOLEANS = ("fits", "hypothetical")
 
 
-@dataclass
-class ExploreResult:
+@dataclass(repr=False)
+class ExploreResult(Display):
     """What an exploration kept: the Pareto front, top-k lists, failures and counts."""
 
     space: Space
@@ -111,10 +114,6 @@ class ExploreResult:
         return self.summary() + ("\n" + self.pareto.to_string(max_rows=20)
                                  if self._front else "")
 
-    def __repr__(self) -> str:
-        return (f"<ExploreResult {self.evaluated:,} points, {self.passed:,} pass, "
-                f"{len(self._front.get('_chunk', []))} on the front>")
-
 
 def _table(cols: dict[str, np.ndarray], title: str, lead: Sequence[str] = ()) -> Any:
     from ..engine.table import Table
@@ -173,11 +172,13 @@ def explore(space: Space, *, objectives: Sequence[str] | str,
             constraints: Sequence[str] | str | None = None, scheduler: Any = None,
             top: Sequence[str] = (), k: int = 100, keep: bool = False,
             out: str | None = None, retries: int = 2, timeout: float = 10.0,
-            progress: bool = False, _chunk_fn: Callable[[Chunk], Any] | None = None
+            progress: bool | TextIO = False, _chunk_fn: Callable[[Chunk], Any] | None = None
             ) -> ExploreResult:
     """Evaluate ``space``; keep the Pareto front of ``objectives`` (maximised; ``"-f"``
     minimises f) among the points meeting ``constraints``, and the ``k`` best points by each
-    objective and each field in ``top``. See the module docstring for the paths."""
+    objective and each field in ``top``. See the module docstring for the paths.
+    ``progress``: a line per chunk (at most one a second) with the rate and the time left, and a
+    live bar with tqdm (True: on stderr when it is a terminal; a stream: there)."""
     if not isinstance(space, Space):
         raise SpecError(f"explore needs a roofline.Space, got {type(space).__name__}")
     fields = FIELDS[str(space.kind)]
@@ -189,6 +190,7 @@ def explore(space: Space, *, objectives: Sequence[str] | str,
         raise SpecError(f"k must be a positive integer, got {k!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise SpecError(f"retries must be a non-negative integer, got {retries!r}")
+    progress = A.progress("progress", progress)
     chunks = list(space.chunks())
     size = sum(c.size for c in chunks)
     fn = _chunk_fn or evaluate_chunk
@@ -210,9 +212,17 @@ def explore(space: Space, *, objectives: Sequence[str] | str,
             writer.write(cols)
 
     full = keep or writer is not None
+    bar = Progress(len(chunks), progress_stream(progress), unit="chunk", min_interval=1.0)
+
+    def step(res: Any) -> None:
+        bar.step(f"chunk {res[0] + 1}", f"{red.evaluated:,} points priced, {red.passed:,} pass"
+                 if res[2] is None else "failed")
+
     if scheduler is None:
         for c in chunks:
-            take(_safe(fn, c, red))
+            res = _safe(fn, c, red)
+            take(res)
+            step(res)
     else:
         client, own = _client(scheduler, timeout)
         try:
@@ -225,11 +235,13 @@ def explore(space: Space, *, objectives: Sequence[str] | str,
             for f in as_completed(futs):
                 res = f.result()
                 done[res[0]] = res
+                bar.step(f"chunk {res[0] + 1}", "done" if res[2] is None else "failed")
             for i in sorted(done):  # the local order: identical keep/out files too
                 take(done[i])
         finally:
             if own:
                 client.close()
+    bar.close()
     if writer is not None:
         writer.close()
     front = red.sorted_front()

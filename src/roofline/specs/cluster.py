@@ -46,6 +46,10 @@ class Cluster:
     scale_out_bytes_per_s: float  #: scale-out (NIC) bandwidth per device, per direction, bytes/s
     scale_out_latency_s: float  #: α per collective step across the scale-out network, s
     node_overhead_w: float = 0.0  #: node power beyond the accelerators (CPUs, NICs, fans), W
+    #: NVLS (NVLink SHARP, in-switch reduction) all-reduce algorithm bandwidth per device as a
+    #: fraction of ``scale_up_bytes_per_s`` (measured, nccl-tests); 0: the scale-up fabric has
+    #: no in-switch reduction
+    scale_up_nvls_fraction: float = 0.0
     max_nodes: int | None = None  #: largest published configuration (None: unbounded)
     aliases: tuple[str, ...] = ()
     provenance: Mapping[str, Provenance] = field(default_factory=dict)
@@ -60,6 +64,10 @@ class Cluster:
             v = getattr(self, f)
             if not (v > 0 and math.isfinite(v)):
                 raise SpecError(f"cluster {self.key!r}: {f} must be > 0, got {v!r}")
+        if not 0.0 <= self.scale_up_nvls_fraction <= 1.0:
+            raise SpecError(f"cluster {self.key!r}: scale_up.nvls must be in [0, 1] (a fraction "
+                            f"of the scale-up bandwidth; 0: no in-switch reduction), got "
+                            f"{self.scale_up_nvls_fraction!r}")
         for f in ("scale_up_latency_s", "scale_out_latency_s", "node_overhead_w"):
             v = getattr(self, f)
             if not (v >= 0 and math.isfinite(v)):
@@ -149,8 +157,15 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         if not isinstance(raw, dict) or "bandwidth" not in raw or "latency" not in raw:
             raise SpecError(f"{origin}: [{lk}] needs 'bandwidth' (per device, per direction) and "
                             "'latency'")
+        extra_keys = set(raw) - {"name", "bandwidth", "latency"} - ({"nvls"} if lk == "scale_up"
+                                                                     else set())
+        if extra_keys:
+            raise SpecError(f"{origin}: unknown keys {sorted(extra_keys)} in [{lk}]; allowed: "
+                            "name, bandwidth, latency" + (", nvls" if lk == "scale_up" else ""))
         links[lk] = (q(raw["bandwidth"], f"{lk}.bandwidth", "bandwidth"),
                      q(raw["latency"], f"{lk}.latency", "time", hi=1.0))
+    nvls = q(doc["scale_up"]["nvls"], "scale_up.nvls", "ratio", hi=1.0) \
+        if "nvls" in doc["scale_up"] else 0.0
     power = doc.get("power") or {}
     if not isinstance(power, dict):
         raise SpecError(f"{origin}: [power] must be a table (node_overhead = {{ value, unit, "
@@ -170,6 +185,7 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         devices_per_node=dpn, scale_up_domain=dom, scale_up_bytes_per_s=links["scale_up"][0],
         scale_up_latency_s=links["scale_up"][1], scale_out_bytes_per_s=links["scale_out"][0],
         scale_out_latency_s=links["scale_out"][1], node_overhead_w=overhead, max_nodes=max_nodes,
+        scale_up_nvls_fraction=nvls,
         aliases=tuple(aliases), provenance=prov, origin=origin)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from .. import _args
 from ..errors import SpecError, closest
 
-__all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision", "PRECISION_ARG"]
+__all__ = ["DTYPE_BYTES", "DTYPES", "Precision", "precision", "PRECISION_ARG", "gguf_formats"]
 
 #: bytes per stored element
 DTYPE_BYTES: dict[str, float] = {
@@ -50,6 +50,9 @@ class Precision:
     #: extra bytes per weight for quantisation scales (e.g. int4 with a 2-byte scale per 128
     #: weights: 2/128 = 0.0156 B per weight); 0 for unquantised weights
     weight_overhead_bytes: float = 0.0
+    #: a named weight format whose bytes ``weights`` + ``weight_overhead_bytes`` give (a GGUF
+    #: type such as "q4_k_m", data/formats/gguf.toml); "" for a plain dtype
+    weight_format: str = ""
 
     def __post_init__(self) -> None:
         for f in ("compute", "weights", "activations", "kv"):
@@ -72,10 +75,11 @@ class Precision:
 
     @property
     def label(self) -> str:
-        parts = {self.compute, self.weights, self.activations, self.kv}
+        w = self.weight_format or self.weights
+        parts = {self.compute, w, self.activations, self.kv}
         if len(parts) == 1:
             return self.compute
-        return f"{self.compute}(w={self.weights},a={self.activations},kv={self.kv})"
+        return f"{self.compute}(w={w},a={self.activations},kv={self.kv})"
 
 
 def PRECISION_ARG(name: str, v: object) -> object:  # noqa: N802 (a rule, named as a constant)
@@ -88,6 +92,38 @@ def PRECISION_ARG(name: str, v: object) -> object:  # noqa: N802 (a rule, named 
 
 
 _SIMPLE: dict[str, Precision] = {}  # "fp16" -> Precision, filled on first use
+_GGUF: dict[str, float] = {}  # "q4_k_m" -> bits per weight, read on first use
+
+
+def gguf_formats() -> dict[str, float]:
+    """GGUF weight formats and their bits per weight, scales included (data/formats/gguf.toml:
+    ggml's block sizes; llama.cpp's published whole-model figures for the k-quant mixes)."""
+    if not _GGUF:
+        from .._data import DATA, read_toml
+
+        doc = read_toml(DATA / "formats" / "gguf.toml")
+        sources = doc.get("sources", {})
+        for name, tbl in doc.get("format", {}).items():
+            q = tbl.get("bits", {})
+            if q.get("unit") != "bit" or q.get("source") not in sources:
+                raise SpecError(f"data/formats/gguf.toml [format.{name}]: bits needs unit 'bit' "
+                                f"and a source from [sources]")
+            bits = float(q["value"])
+            if not 1.0 <= bits <= 16.0:
+                raise SpecError(f"data/formats/gguf.toml [format.{name}]: bits={bits} outside "
+                                "[1, 16]")
+            _GGUF[name] = bits
+    return _GGUF
+
+
+def _gguf(name: str) -> tuple[str, float, str] | None:
+    """(storage dtype, extra bytes per weight, format name) of a GGUF type name, else None."""
+    key = name.lower().replace("-", "_")
+    if not key.startswith("q") or key not in gguf_formats():
+        return None
+    bits = gguf_formats()[key]
+    store = "int8" if bits >= 8 else "int4"
+    return store, bits / 8.0 - DTYPE_BYTES[store], key
 
 
 @_args.checked(spec=PRECISION_ARG, weights=_args.optional(_args.dtype),
@@ -109,7 +145,14 @@ def precision(
     compute, activations and KV stay fp16 unless given (``weights="int4"`` alone is weight-only
     quantisation: compute and activations fp16).
     ``group_size`` adds one fp16 scale per group of quantised weights.
+    GGUF types (``"q4_0"``, ``"q4_k_m"``, ``"q5_k_m"``, ``"q6_k"``, ``"q8_0"`` …, see
+    ``gguf_formats()``) are accepted as ``spec`` or ``weights``: weights at the type's real bits
+    per weight (Q4_0 4.5, Q4_K_M 4.84, Q6_K 6.5625, Q8_0 8.5), fp16 compute, activations, KV.
     """
+    g = _gguf(spec) if isinstance(spec, str) else None
+    if g is not None:  # a GGUF type: its weights, fp16 everything else
+        spec = Precision(compute="fp16", weights=g[0], activations="fp16", kv="fp16",
+                         weight_overhead_bytes=g[1], weight_format=g[2])
     if isinstance(spec, Precision):
         p = spec
     elif spec in _SIMPLE and weights is None and kv is None and activations is None \
@@ -124,8 +167,14 @@ def precision(
         if weights is None and kv is None and activations is None and group_size is None:
             _SIMPLE[spec] = p
     changes: dict[str, object] = {}
-    if weights is not None:
+    gw = _gguf(weights) if isinstance(weights, str) else None
+    if gw is not None:
+        if group_size is not None:
+            raise SpecError(f"group_size: the GGUF type {weights!r} has its own block scales")
+        changes.update(weights=gw[0], weight_overhead_bytes=gw[1], weight_format=gw[2])
+    elif weights is not None:
         changes["weights"] = _dtype(weights, "weights")
+        changes["weight_format"] = ""
     if kv is not None:
         changes["kv"] = _dtype(kv, "kv_precision")
     if activations is not None:

@@ -22,13 +22,17 @@ from .sourced import Provenance, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
-    "SYNCHRONOUS_KINDS",
+    "SYNCHRONOUS_KINDS", "EXECUTIONS",
     "spec_key", "SpecKey",
 ]
 
 #: mcu: a microcontroller (runs ops one after another on its core, kilobytes of SRAM); npu: an edge
 #: neural accelerator beside a host (Coral Edge TPU), megabytes of on-chip memory
 KINDS = ("gpu", "tpu", "accelerator", "cpu", "soc", "mcu", "npu")
+#: how a part holds a model's weights: "resident" in main memory (every part), or
+#: "weight_streaming": in an off-chip weight store, streamed into the chip layer by layer over
+#: the store's link while activations and KV stay in main memory (Cerebras CS-3 with MemoryX)
+EXECUTIONS = ("resident", "weight_streaming")
 #: kinds whose ops run synchronously on the cores that issue them (no asynchronous launch)
 SYNCHRONOUS_KINDS = ("cpu", "mcu")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
@@ -88,8 +92,21 @@ class Hardware:
     #: sparse tensor-core patterns the datasheet gives throughput for, pattern -> sparse/dense
     #: throughput ratio (e.g. {"2:4": 2.0}); the dense peak stays the value
     sparsity: Mapping[str, float] = field(default_factory=dict)
+    #: bytes the runtime itself holds on the device beside the model (``[runtime] workspace``:
+    #: context, library workspaces, allocator slack); None: the preset's per-kind figure
+    workspace_bytes: float | None = None
+    #: an off-chip weight store (``[weight_store]``: Cerebras MemoryX): its capacity and its
+    #: bandwidth into the chip, per direction; None: the part has none
+    weight_store: MemoryLevel | None = None
+    execution: str = "resident"  #: one of EXECUTIONS; "weight_streaming" needs a weight_store
 
     def __post_init__(self) -> None:
+        if self.execution not in EXECUTIONS:
+            raise SpecError(f"hardware {self.key!r}: execution={self.execution!r}; allowed: "
+                            f"{', '.join(EXECUTIONS)}")
+        if self.execution == "weight_streaming" and self.weight_store is None:
+            raise SpecError(f"hardware {self.key!r}: execution='weight_streaming' needs a "
+                            "[weight_store] (capacity and bandwidth) to stream the weights from")
         if self.kind not in KINDS:
             raise SpecError(f"hardware {self.key!r}: kind={self.kind!r}; "
                             f"allowed: {', '.join(KINDS)}")
@@ -151,6 +168,21 @@ class Hardware:
     @property
     def memory_capacity_bytes(self) -> float:
         return self.memory[0].capacity_bytes
+
+    def with_execution(self, execution: str) -> Hardware:
+        """This part in another execution mode (EXECUTIONS): ``"weight_streaming"`` keeps the
+        weights in its weight store and streams them in over its link (a SpecError when the
+        part has no weight store)."""
+        if execution not in EXECUTIONS:
+            raise SpecError(f"execution={execution!r}; allowed: {', '.join(EXECUTIONS)}")
+        return self if execution == self.execution else replace(self, execution=execution)
+
+    @property
+    def weight_stream_bytes_per_s(self) -> float | None:
+        """The bandwidth weights arrive at when streamed (weight_streaming), else None."""
+        if self.execution != "weight_streaming" or self.weight_store is None:
+            return None
+        return self.weight_store.bytes_per_s
 
     def ridge_point(self, dtype: str) -> float:
         """Peak FLOP/s over main-memory bandwidth: the FLOP/byte where the roofs meet."""
@@ -223,7 +255,9 @@ def spec_key(hw: Hardware) -> SpecKey:
     k = SpecKey((hw.key, hw.kind, tuple(sorted(hw.peak_flops_per_s.items())),
          tuple((m.name, m.capacity_bytes, num(m.bytes_per_s)) for m in hw.memory), links,
          num(hw.tdp_w),
-         tuple(sorted(hw.sustained_fraction.items())),
+         tuple(sorted(hw.sustained_fraction.items())), hw.execution,
+         None if hw.weight_store is None else (hw.weight_store.capacity_bytes,
+                                               hw.weight_store.bytes_per_s),
          None if eff is None else repr(sorted((str(a), repr(b)) for a, b in eff.items()))))
     if len(_KEYS) >= 1024:
         _KEYS.pop(next(iter(_KEYS)))
@@ -234,8 +268,9 @@ def spec_key(hw: Hardware) -> SpecKey:
 # -- loading -------------------------------------------------------------------------------------
 
 _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
+             "weight_store", "execution",
              "memory", "links", "power", "notes", "measurement", "efficiency", "sustained",
-             "sparsity"}
+             "sparsity", "runtime"}
 
 #: [sparsity] keys -> the pattern name solve(sparsity=) takes
 _SPARSITY_KEYS = {"structured_2_4": "2:4"}
@@ -353,6 +388,11 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     if "tdp" in power:
         tdp = q(power["tdp"], "power.tdp", "power", lo=1e-3, hi=1e6)  # a microcontroller: mW
 
+    workspace = _runtime_workspace(doc.get("runtime"), origin, q)
+    store = _weight_store(doc.get("weight_store"), origin, q)
+    execution = doc.get("execution", "resident")
+    if not isinstance(execution, str):
+        raise SpecError(f"{origin}: execution must be a string ({', '.join(EXECUTIONS)})")
     aliases = doc.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise SpecError(f"{origin}: aliases must be a list of strings")
@@ -379,8 +419,35 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         aliases=tuple(aliases), peak_flops_per_s=peaks, memory=tuple(levels),
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
         provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
-        sparsity=sparsity,
+        sparsity=sparsity, workspace_bytes=workspace, weight_store=store, execution=execution,
     )
+
+
+def _weight_store(raw: Any, origin: str, q: Any) -> MemoryLevel | None:
+    """``[weight_store]``: name, capacity and bandwidth (into the chip, per direction)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"name", "capacity", "bandwidth", "note"} \
+            or "capacity" not in raw or "bandwidth" not in raw:
+        raise SpecError(f"{origin}: [weight_store] needs capacity and bandwidth (name, note "
+                        "optional)")
+    return MemoryLevel(name=str(raw.get("name", "weight store")),
+                       capacity_bytes=q(raw["capacity"], "weight_store.capacity", "bytes",
+                                        lo=1024.0),
+                       bytes_per_s=q(raw["bandwidth"], "weight_store.bandwidth", "bandwidth"))
+
+
+def _runtime_workspace(raw: Any, origin: str, q: Any) -> float | None:
+    """``[runtime] workspace``: the part's own runtime footprint (bytes), or None."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"workspace"}:
+        raise SpecError(f"{origin}: [runtime] takes one key, workspace = {{ value, unit, "
+                        "source, derivation }} (bytes the runtime holds beside the model)")
+    if "workspace" not in raw:
+        return None
+    # a workspace larger than a terabyte is a unit slip
+    return float(q(raw["workspace"], "runtime.workspace", "bytes", lo=0.0, hi=1e12))
 
 
 def load_hardware_file(path: str | os.PathLike[str]) -> Hardware:

@@ -12,7 +12,7 @@ from .. import _args as A
 from .._data import DATA, alias_index, zoo_key
 from ..errors import SpecError
 from .cluster import Cluster, load_cluster_file
-from .hardware import Hardware, load_hardware_file
+from .hardware import EXECUTIONS, Hardware, load_hardware_file
 
 __all__ = ["hardware", "list_hardware", "cluster", "list_clusters"]
 
@@ -53,6 +53,15 @@ def hardware(spec: str | os.PathLike[str] | Hardware) -> Hardware:
     if not isinstance(spec, str):
         raise SpecError(f"hardware must be a zoo name, a .toml path or a Hardware, got "
                         f"{type(spec).__name__}")
+    if ":" in spec:  # "cerebras-cs3:weight-streaming": a zoo part in another execution mode
+        base, _, mode = spec.rpartition(":")
+        mode = mode.strip().lower().replace("-", "_")
+        if mode not in EXECUTIONS:
+            raise SpecError(f"hardware {spec!r}: execution mode {mode!r} after ':'; allowed: "
+                            f"{', '.join(EXECUTIONS)}")
+        hw = hardware(base).with_execution(mode)
+        _BY_NAME[spec] = hw
+        return hw
     by_key, alias = _zoo()
     key = zoo_key(spec, "hardware", alias,
                   [n for h in by_key.values() for n in (h.key, *h.aliases)])

@@ -1,9 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``) is
-one TOML file
-with a ``[sources]`` table (key -> the document: title, version or commit, table / page) and
-``[[case]]`` entries.
+Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``) is one TOML file with a ``[sources]``
+table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
@@ -69,11 +68,35 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
     },
+    "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
+        "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "batch": int, "precision": str,
+                     "engine": str},
+        "optional": {"phase": str, "context": int, "weights": str, "group_size": int},
+    },
+    "collectives": {
+        "metrics": {"busbw": {"GB/s": 1e9}},
+        "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
+        "optional": {"scale_up_gbps": int},
+    },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},
         "required": {"model": str, "cluster": str, "dp": int, "precision": str,
                      "micro_batch": int, "accumulation": int, "optimizer": str},
         "optional": {"seq_len": int},
+    },
+    "llamacpp": {
+        "metrics": {"tok_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "output": int},
+        "optional": {},
+    },
+    "training_runs": {
+        "metrics": {"tok_s_gpu": {"tok/s/GPU": 1.0}, "mfu": {"%": 0.01}},
+        "required": {"model": str, "cluster": str, "gpus": int, "global_batch": int,
+                     "seq_len": int, "precision": str, "tp": int, "pp": int},
+        "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
+                     "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
+                     "stack": str},
     },
 }
 

@@ -22,6 +22,7 @@ _COSTS: dict[tuple[Any, ...], Any] = {}
 
 def _workload(c: Case) -> Any:
     import roofline as rl
+
     from ..analysis.workload import parse_lengths
 
     p, o = parse_lengths(c["prompt"], "prompt"), parse_lengths(c["output"], "output")
@@ -36,6 +37,7 @@ def _workload(c: Case) -> Any:
 
 def _run(c: Case, seed: int) -> Any:
     import roofline as rl
+
     from ..analysis.simulate import _ref_prompts
     from ..analysis.stepcost import step_costs
 

@@ -93,21 +93,33 @@ def plot_sweep(sweep: Any, *, path: str | Path | None = None, figsize: tuple[flo
     return _save(fig, path, dpi)
 
 
-def plot_serving(results: Sequence[Any], *, path: str | Path | None = None,
-                 figsize: tuple[float, float] = (11.0, 4.4), dpi: int = 110) -> Any:
+def plot_serving(results: Sequence[Any], *, plan: Any = None, path: str | Path | None = None,
+                 figsize: tuple[float, float] | None = None, dpi: int = 110) -> Any:
     """TTFT and TPOT (s) vs batch from a list of ServeResults, one line per (device, tp,
     precision): colour = device, marker = series. Configurations that cannot run are left out
-    and counted in the title."""
+    and counted in the title.
+
+    ``plan`` (an ``rl.plan_serving`` result): a third panel overlays the results on the
+    planner's frontier — output tokens/s per device against tokens/s per user (1 / TPOT):
+    every layout × concurrency in grey, the Pareto frontier, the region meeting the TPOT p99
+    shaded, the plan's best layout (simulated) starred, and each result as a point in its
+    series' colour and marker (``tokens_per_s_per_device`` vs ``1 / tpot``)."""
     if not results:
         raise SpecError("plot_serving needs at least one ServeResult")
-    fig, _ = _figure(None, path, figsize, dpi)
+    if plan is not None and type(plan).__name__ != "ServingPlan":
+        raise SpecError(f"plot_serving: plan must be a ServingPlan (rl.plan_serving), got "
+                        f"{type(plan).__name__}")
+    size = figsize or ((16.0, 4.6) if plan is not None else (11.0, 4.4))
+    fig, _ = _figure(None, path, size, dpi)
     fig.clear()
-    ax_f, ax_p = fig.subplots(1, 2)
+    axes = fig.subplots(1, 3 if plan is not None else 2)
+    ax_f, ax_p = axes[0], axes[1]
     series: dict[tuple[str, int, str], list[Any]] = {}
     for s in results:
         series.setdefault((s.hardware, s.tp, s.precision), []).append(s)
     hws = list(dict.fromkeys(k[0] for k in series))
     skipped = 0
+    drawn: list[tuple[str, str, str, list[Any]]] = []
     for j, (key, rs) in enumerate(series.items()):
         hw, tp, prec = key
         colour = _HW_COLOURS[hws.index(hw) % len(_HW_COLOURS)]
@@ -121,6 +133,7 @@ def plot_serving(results: Sequence[Any], *, path: str | Path | None = None,
         mk = _SERIES_MARKERS[j % len(_SERIES_MARKERS)]
         ax_f.plot(b, [r.ttft for r in ok], color=colour, marker=mk, ms=5, lw=1.4, label=label)
         ax_p.plot(b, [r.tpot for r in ok], color=colour, marker=mk, ms=5, lw=1.4)
+        drawn.append((label, colour, mk, ok))
     for ax, lab in ((ax_f, "TTFT [s]"), (ax_p, "TPOT [s]")):
         _batch_axis(ax)
         _log_y(ax)
@@ -129,13 +142,54 @@ def plot_serving(results: Sequence[Any], *, path: str | Path | None = None,
         ax.grid(True, which="major", alpha=0.25)
     ax_f.set_title("time to first token", fontsize=10)
     ax_p.set_title("time per output token", fontsize=10)
-    ax_p.legend(*ax_f.get_legend_handles_labels(), fontsize=7.5, loc="upper left",
-                bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    last = ax_p
+    if plan is not None:
+        last = axes[2]
+        _frontier(last, plan, drawn)
+    handles, labels = ax_f.get_legend_handles_labels()
+    if plan is not None:
+        h2, l2 = last.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    last.legend(handles, labels, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                borderaxespad=0.0)
     r0 = results[0]
     fig.suptitle(f"{r0.model} serving, prompt {r0.prompt_len}, output {r0.output_len}"
                  + (f" ({skipped} configurations that do not fit left out)" if skipped else ""),
                  fontsize=10)
     return _save(fig, path, dpi)
+
+
+def _frontier(ax: Any, plan: Any, drawn: Sequence[tuple[str, str, str, list[Any]]]) -> None:
+    """The planner's frontier on ``ax`` (log-log) with the results overlaid."""
+    L, P = plan.layouts, plan.pareto
+    ax.scatter(L["tokens_per_s_per_user"], L["tokens_per_s_per_device"], s=8, c="0.78",
+               label="planner: layout × concurrency", zorder=1)
+    o = np.argsort(P["tokens_per_s_per_user"])
+    ax.plot(P["tokens_per_s_per_user"][o], P["tokens_per_s_per_device"][o], "-", c="0.25",
+            lw=1.6, label="planner: Pareto frontier", zorder=2)
+    xs = [float(v) for v in L["tokens_per_s_per_user"]]
+    for _, _, _, ok in drawn:
+        xs += [1.0 / r.tpot for r in ok if r.tpot > 0]
+    if plan.slo.tpot_p99 is not None and xs:
+        x0 = 1.0 / plan.slo.tpot_p99
+        ax.axvspan(x0, max(x0 * 1.05, max(xs) * 1.3), color="#009E73", alpha=0.12,
+                   label=f"meets TPOT p99 ≤ {plan.slo.tpot_p99 * 1e3:g} ms", zorder=0)
+    if plan.best is not None and plan.best.sim.tpot.mean > 0:
+        sim = plan.best.sim
+        ax.scatter([1 / sim.tpot.mean], [sim.tokens_per_s_per_device], marker="*", s=170,
+                   c="#D55E00", edgecolors="white", linewidths=0.6, zorder=5,
+                   label=f"planner's best: {plan.best.layout} (simulated)")
+    for label, colour, mk, ok in drawn:
+        pts = [(1.0 / r.tpot, r.tokens_per_s_per_device) for r in ok if r.tpot > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", lw=1.0, color=colour,
+                    marker=mk, ms=6, markeredgecolor="white", zorder=4)
+    ax.set_xscale("log")
+    _log_y(ax)
+    ax.set_xlabel("output tokens/s per user (1 / TPOT)")
+    ax.set_ylabel("output tokens/s per device")
+    ax.set_title(f"against the planner's frontier ({plan.devices}× max)", fontsize=10)
+    ax.grid(True, which="major", alpha=0.25)
 
 
 def plot_training(results: Sequence[Any], *, path: str | Path | None = None,

@@ -1,7 +1,8 @@
 """HuggingFace ``config.json`` -> ``TransformerConfig`` (plain JSON; no transformers import).
 
 ``from_hf_config`` normalises the field names of the families we know (GPT-2, BERT/RoBERTa, ViT,
-and the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3); ``hf_model``
+the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3; and the
+encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``hf_model``
 reads a ``config.json`` file into a ``Model``.
 """
 
@@ -16,6 +17,7 @@ from ...errors import SpecError
 from ..model import Model, transformer_model
 from ..transformer import TransformerConfig
 from .hf_families import check_family, weight_format
+from .hf_seq2seq import SEQ2SEQ_TYPES, seq2seq_config
 
 __all__ = ["from_hf_config", "hf_model"]
 
@@ -107,6 +109,8 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         raise SpecError(f"{name}: a config must be a JSON object")
     f = _Fields(cfg, name)
     mt = check_family(cfg, name)
+    if mt in SEQ2SEQ_TYPES:
+        return seq2seq_config(f, mt, name)
     if mt in ("gpt2",) or "n_embd" in cfg:
         D = f.int("n_embd", "hidden_size")
         N = f.int("n_head", "num_attention_heads", hi=MAX_HEADS)

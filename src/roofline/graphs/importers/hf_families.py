@@ -42,14 +42,17 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
                     ("kv_lora_rank", "n_routed_experts", "num_experts_per_tok")),
     "deepseek_v3": ("DeepSeek-V3 decoder (MLA + MoE, noaux_tc router)",
                     ("kv_lora_rank", "n_routed_experts", "num_experts_per_tok")),
+    "t5": ("T5 encoder-decoder (RMSNorm, relative position bias, ReLU or gated-GELU MLP)",
+           ("d_model", "num_heads", "d_kv", "d_ff", "num_layers")),
+    "mt5": ("mT5 encoder-decoder (as T5 v1.1: gated-GELU, untied LM head)",
+            ("d_model", "num_heads", "d_kv", "d_ff", "num_layers")),
+    "bart": ("BART encoder-decoder (post-norm, learned positions)", ("d_model",)),
+    "mbart": ("mBART encoder-decoder (pre-norm, learned positions)", ("d_model",)),
+    "whisper": ("Whisper speech encoder-decoder (conv front-end, 30 s window)",
+                ("d_model", "num_mel_bins")),
 }
 #: known model types that are not supported yet, and why
 UNSUPPORTED_MODEL_TYPES: dict[str, str] = {
-    "t5": "an encoder-decoder (T5): not supported yet",
-    "mt5": "an encoder-decoder (mT5): not supported yet",
-    "bart": "an encoder-decoder (BART): not supported yet",
-    "mbart": "an encoder-decoder (mBART): not supported yet",
-    "whisper": "a speech encoder-decoder (Whisper): not supported yet",
     "gemma3": "Gemma 3's multimodal wrapper; its 5:1 local/global window pattern and q/k norms "
               "are not modelled yet",
     "gemma3_text": "Gemma 3: its 5:1 local/global window pattern and q/k norms are not "
@@ -81,8 +84,9 @@ def check_family(cfg: dict[str, Any], name: str) -> str:
                                "(docs/import.md, 'HuggingFace config.json')")
     for f in SUPPORTED_MODEL_TYPES[mt][1]:
         v = cfg.get(f)
-        # missing; or, for an MoE family, no experts (its range is checked where it is read)
-        if v is None or v == "" or (v == 0 and "expert" in f):
+        # missing; or, for an MoE family, no experts; or no heads (ranges are checked where
+        # the fields are read)
+        if v is None or v == "" or (v == 0 and ("expert" in f or "heads" in f)):
             raise SpecError(f"{name}: a {mt!r} config needs {f!r} "
                             f"({SUPPORTED_MODEL_TYPES[mt][0]}); it is "
                             + ("0" if v == 0 else "missing"))
@@ -109,7 +113,8 @@ def weight_format(cfg: dict[str, Any], name: str) -> WeightFormat | None:
     if not isinstance(qc, dict):
         raise SpecError(f"{name}: quantization_config must be an object, got {qc!r}")
     method = str(qc.get("quant_method", "")).lower()
-    row = int(cfg.get("hidden_size") or cfg.get("n_embd") or 4096)  # a typical d_in
+    # a typical d_in
+    row = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model") or 4096)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if block:

@@ -15,8 +15,9 @@ Policies (what a graph-optimising runtime such as ONNX Runtime runs, not the lit
   (Transpose, Reshape, Split, scalar scaling) that only feed it or only consume its output are
   absorbed into it, as the fused kernel reads and writes strided tensors.
 
-Batch: a symbolic first dimension of the inputs is the batch; shapes are inferred at batch b,
-2b and 3b and the costs fitted affine, as for PyTorch modules. Another symbolic dimension
+Batch: a symbolic first dimension of the inputs is the batch (a static first input's batch
+axis is the one whose doubling doubles the FLOPs, or ``batch_dim=``); shapes are inferred at
+batch b, 2b and 3b and the costs fitted affine, as for PyTorch modules. Another symbolic dimension
 needs a value (``dims={"name": n}``) or is the sequence (``seq_dim="name"``, then the model
 takes ``seq_len=``).
 """
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import _args as A
-from ...errors import ImportGraphError, SpecError, require_extra
+from ...errors import ImportGraphError, RooflineError, SpecError, require_extra
+from ...specs.dtypes import Precision
 from ._import_common import (
     ImportedModel,
     OpRecord,
@@ -37,6 +39,7 @@ from ._import_common import (
     UnsupportedOp,
     dedupe_names,
     imported_model,
+    price_records,
 )
 from .onnx_nodes import _FREE, _SMALL_INIT, MAX_DIM, _Fusions, _Graph, _node, _Unresolved
 
@@ -99,13 +102,69 @@ def _skeleton(onnx: Any, mp: Any) -> Any:
     return sk
 
 
-def _batch_symbol(first: list[int | str], batch_dim: str | None, seq_dim: str | None,
+def _flops(t: Trace) -> float:
+    """FLOPs of a trace's input-derived ops (constant-only ops do not scale with a batch)."""
+    recs = [r for r in t.records if r.from_input]
+    return float(price_records(recs, _PROBE).sum(axis=1)[0]) if recs else 0.0
+
+
+_PROBE = Precision(compute="fp32", weights="fp32", activations="fp32", kv="fp32")
+
+
+def _static_batch_axis(first: list[int | str], batch_dim: str | int | None, input_name: str,
+                       probe: Any) -> int:
+    """The batch axis of a static first input: ``batch_dim`` when given as an axis; else the
+    one axis whose doubling doubles every input-derived FLOP (per-sample costs through zero,
+    shapes inferable), found by ``probe(axis, size) -> Trace``. None or several: an error
+    naming ``batch_dim=``, never dimension 0 assumed."""
+    rank = len(first)
+    if batch_dim is not None:
+        if isinstance(batch_dim, str) or not 0 <= batch_dim < rank:
+            raise SpecError(f"batch_dim={batch_dim!r}: input {input_name!r} has a static shape "
+                            f"{first}; give the batch as an axis, 0 to {rank - 1}")
+        return int(batch_dim)
+    base = _flops(probe(None, 0))
+    found: list[int] = []
+    why: list[str] = []
+    for ax in range(rank):
+        try:
+            f2 = _flops(probe(ax, 2 * int(first[ax])))
+        except (RooflineError, ValueError, KeyError) as e:  # not inferable at that size
+            why.append(f"dim {ax} ({first[ax]}): {str(e).split(': ', 1)[-1][:80]}")
+            continue
+        if base > 0 and abs(f2 - 2 * base) <= 1e-9 * base:
+            found.append(ax)
+        else:
+            why.append(f"dim {ax} ({first[ax]}): doubling it gives {f2 / max(base, 1):.3g}x "
+                       "the FLOPs, not 2x")
+    if len(found) == 1:
+        return found[0]
+    hint = ("pass batch_dim=<axis> (an int), or export the file with a symbolic batch "
+            "dimension")
+    if found:
+        raise ImportGraphError(
+            f"input {input_name!r} has the static shape {first}: dims "
+            f"{', '.join(map(str, found))} each scale every cost linearly, so which is the "
+            f"batch cannot be told; {hint}")
+    raise ImportGraphError(
+        f"input {input_name!r} has the static shape {first} and no dimension of it is a "
+        f"batch (one whose doubling doubles the FLOPs): {'; '.join(why)}; {hint}")
+
+
+def _batch_symbol(first: list[int | str], batch_dim: str | int | None, seq_dim: str | None,
                   fixed: Mapping[str, int], input_name: str) -> str | None:
     """The symbolic dimension of the first input that is the batch: ``batch_dim`` when given;
     else its only symbolic dimension not valued by ``dims``/``seq_dim``; else the one whose
     name says batch ("batch", "batch_size", ...). None: a static first input (its dimension
     0 is re-set to price other batches). Several candidates: an error naming batch_dim=."""
     syms = [v for v in first if isinstance(v, str)]
+    if isinstance(batch_dim, int) and syms:  # an axis of a symbolic first input
+        if not 0 <= batch_dim < len(first) or not isinstance(first[batch_dim], str):
+            raise SpecError(f"batch_dim={batch_dim}: input {input_name!r} has dimensions "
+                            f"{first}; the batch must be a symbolic one (name or axis)")
+        batch_dim = str(first[batch_dim])
+    if isinstance(batch_dim, int):
+        return None  # a static first input: _static_batch_axis reads the axis
     if batch_dim is not None:
         if batch_dim not in syms:
             raise SpecError(f"batch_dim={batch_dim!r} is not a symbolic dimension of input "
@@ -127,17 +186,21 @@ def _batch_symbol(first: list[int | str], batch_dim: str | None, seq_dim: str | 
 @A.checked(path=A.path, dims=A.optional(A.mapping(A.text, A.count(1, MAX_DIM),
                                                   what="symbolic dimension names to sizes")),
            seq_dim=A.optional(A.text), seq_len=A.optional(A.count(1, A.MAX_TOKENS)),
-           batch_dim=A.optional(A.text), name=A.optional(A.text), keep_views=A.flag)
+           batch_dim=A.optional(A.either(A.text, A.count(0, 64),
+                                         what="a symbolic dimension name or an axis")),
+           name=A.optional(A.text), keep_views=A.flag)
 def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               seq_dim: str | None = None, seq_len: int | None = None,
-              batch_dim: str | None = None, name: str | None = None,
+              batch_dim: str | int | None = None, name: str | None = None,
               keep_views: bool = False) -> ImportedModel:
     """A Model from an ONNX file (shapes by ONNX shape inference; the file is only parsed).
 
     ``dims``: values for symbolic input dimensions other than the batch. ``seq_dim``: the
     symbolic dimension that is the sequence length; the model then takes ``seq_len=`` (default
-    ``seq_len`` given here). ``batch_dim``: the symbolic dimension that is the batch (default:
-    ``_batch_symbol``). ``keep_views=True`` keeps free ops in the graph as kind "view".
+    ``seq_len`` given here). ``batch_dim``: the dimension of the first input that is the batch,
+    a symbolic name or an axis (default: ``_batch_symbol``; a static input's batch axis is
+    found by ``_static_batch_axis``). ``keep_views=True`` keeps free ops in the graph as kind
+    "view".
     """
     path = Path(path)
     onnx, mp = _load(path)
@@ -155,7 +218,7 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         raise ImportGraphError(f"input {inputs[0].name!r} is a scalar: its first dimension "
                                "must be the batch")
     batch_sym = _batch_symbol(first, batch_dim, seq_dim, fixed, inputs[0].name)
-    batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[0])
+    axis = 0  # the static first input's batch axis, set below
     symbols = {v for i in (*inputs, *mp.graph.value_info, *mp.graph.output)
                for v in _dims(i)[0] if isinstance(v, str)}
     for what, given in (("dims", [k for k in fixed if k not in symbols and k != batch_sym]),
@@ -185,7 +248,10 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
                         if math.prod(t.dims) > 1)
     label = name or path.stem
 
-    def trace(batch: int, seq: int | None) -> Trace:
+    def trace(batch: int, seq: int | None, probe_axis: int | None = -1) -> Trace:
+        """Shapes inferred at ``batch``; ``probe_axis`` (static input): the axis re-set to
+        ``batch`` (None: the file's own shapes)."""
+        ax_b = axis if probe_axis == -1 else probe_axis
         values = dict(fixed)
         if seq_dim is not None:
             values[seq_dim] = int(seq if seq is not None else seq0 or 1)
@@ -195,8 +261,9 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             if inp.name in G.inits:
                 continue
             for ax, d in enumerate(inp.type.tensor_type.shape.dim):
+                # a static file: the batch axis of every input of the first input's size there
                 if batch_sym is not None and d.dim_param == batch_sym or \
-                        batch_sym is None and ax == 0:
+                        batch_sym is None and ax == ax_b and d.dim_value == first[ax]:
                     d.dim_value = batch
                 elif d.dim_param in values:
                     d.dim_value = int(values[d.dim_param])
@@ -227,6 +294,10 @@ def from_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             shapes[t.name] = (list(t.dims), t.data_type)
         return _walk(G, F, shapes, batch, keep_views, module_params)
 
+    if batch_sym is None:
+        axis = _static_batch_axis(first, batch_dim, inputs[0].name,
+                                  lambda ax, size: trace(size if ax is not None else 1, seq0, ax))
+    batch0 = int(fixed.pop(batch_sym, 1)) if batch_sym else int(first[axis])
     return imported_model(key=label, name=label, how="onnx", trace=trace, batch0=batch0,
                           seq_len0=seq0)
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import _args as A
+from ..._display import Display
 from ...errors import SpecError
 from ...specs.dtypes import PRECISION_ARG
 from . import args as R
@@ -14,8 +15,8 @@ from .phases import serve
 from .result import QUEUE_MODEL
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Capacity:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Capacity(Display):
     """The highest request rate meeting the SLOs, and the state it runs in."""
 
     rate_per_s: float  #: requests/s
@@ -25,33 +26,54 @@ class Capacity:
     tokens_per_s: float  #: output tokens/s
     limited_by: str  #: "ttft", "tpot", "memory" or "none"
     queue_model: str = QUEUE_MODEL
+    #: cost, energy, carbon per output token at that rate (``analysis.economics.Economics``:
+    #: the tp devices at the binding utilisation of a decode batch of the concurrency)
+    economics: Any = None
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        """USD per 1M output tokens at the capacity rate (None without a price or traffic)."""
+        c = None if self.economics is None else self.economics.cost_per_unit
+        return None if c is None else c * 1e6
+
+    @property
+    def energy_per_output_token(self) -> float:
+        """J of facility energy per output token at the capacity rate."""
+        return math.nan if self.economics is None else self.economics.energy_per_unit
+
+    @property
+    def carbon_per_million_output_tokens(self) -> float | None:
+        """kg CO2e per 1M output tokens (None without ``region``)."""
+        g = None if self.economics is None else self.economics.carbon_per_unit
+        return None if g is None else g * 1e6
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.economics is not None:
+            d["economics"] = self.economics.to_dict()
+        return d
 
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ...report import repr_line
 
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ...report import repr_html
-
-        return repr_html(self)
 
 
 @A.checked(model=A.anything, hardware=A.anything, prompt_len=R.TOKENS, output_len=R.TOKENS,
            ttft_slo=A.real(0, 1e6, unit="s"), tpot_slo=A.real(0, 1e6, unit="s"),
            precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
-           tp=R.DEGREE, preset=A.text, engine=R.ENGINE, kv_window=R.KV_WINDOW)
+           tp=R.DEGREE, preset=A.text, engine=R.ENGINE, kv_window=R.KV_WINDOW,
+           price_per_hour=A.anything, region=A.anything, pue=A.anything)
 def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: int,
                      ttft_slo: float, tpot_slo: float, precision: str = "bf16",
                      kv_precision: str | None = None, weight_precision: str | None = None,
                      tp: int = 1, preset: str = "default", engine: str = "trtllm",
-                     kv_window: str = "ring") -> Capacity:
+                     kv_window: str = "ring", price_per_hour: float | None = None,
+                     region: str | None = None, pue: float | None = None) -> Capacity:
     """Highest Poisson request rate whose mean TTFT and TPOT meet the SLOs (``QUEUE_MODEL``).
-    ``kv_window``: KV layout of sliding-window layers, as in ``serve``."""
+    ``kv_window``: KV layout of sliding-window layers, as in ``serve``. ``price_per_hour``,
+    ``region``, ``pue``: as in ``serve``; the result's ``economics`` prices the output tokens
+    of the capacity rate on the tp devices."""
+    from ...analysis.economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     for nm, v in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):
         if not (isinstance(v, int | float) and v > 0):
             raise SpecError(f"{nm} must be > 0 seconds, got {v!r}")
@@ -102,10 +124,23 @@ def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: 
             return False, "tpot"
         return True, "none"
 
+    def econ(C: float, tokens_per_s: float) -> Any:
+        """The tp devices at the binding utilisation of a decode batch of C sequences."""
+        from ...analysis.economics import _hw_of, economics, for_serve
+
+        c = max(1, min(math.ceil(C), max(cmax, 1)))
+        r = serve(model, hardware, batch=c, prompt_len=prompt_len, output_len=output_len,
+                  precision=precision, kv_precision=kv_precision,
+                  weight_precision=weight_precision, tp=tp, preset=preset, engine=engine,
+                  kv_window=kv_window)
+        return economics(_hw_of(r, "hardware"), devices=r.devices, units_per_s=tokens_per_s,
+                         utilisation=for_serve(r).utilisation, unit="output token",
+                         preset=preset, price_per_hour=price_per_hour, region=region, pue=pue)
+
     good, why0 = ok(1e-9)
     if not good:
         return Capacity(rate_per_s=0.0, concurrency=0.0, ttft=one.ttft, tpot=one.tpot,
-                        tokens_per_s=0.0, limited_by=why0)
+                        tokens_per_s=0.0, limited_by=why0, economics=econ(1.0, 0.0))
     lo, hi = 0.0, 1.0 / s
     why = "none"
     for _ in range(60):
@@ -117,4 +152,5 @@ def serving_capacity(model: Any, hardware: Any, *, prompt_len: int, output_len: 
             hi, why = mid, w
     ttft, tpot, C, _ = state(lo)
     return Capacity(rate_per_s=lo, concurrency=C, ttft=ttft, tpot=tpot,
-                    tokens_per_s=lo * output_len, limited_by=why)
+                    tokens_per_s=lo * output_len, limited_by=why,
+                    economics=econ(C, lo * output_len))

@@ -90,8 +90,9 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
     n = _pos_int(output_len, "output_len")
     preset = check_preset(preset)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     _check_ep(ep, cfg, m.name, preset)
     p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
@@ -157,6 +158,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         kv_window, ep)
     cfg = m.config
     Bg = -(-B // ep)  # sequences per expert-parallel group (all of them for ep = 1)
+    if cfg.arch == "seq2seq":
+        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
     if cfg.max_positions and P + n > cfg.max_positions + 1:
         return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
@@ -175,9 +178,12 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    # TP all-reduces a token meets: two per layer on every one of the pp stages it crosses
-    # (the stages run in turn for one token) and one for the vocabulary-parallel embedding
-    n_ar = 2 * L_dev * pp + 1
+    seq2seq = cfg.arch == "seq2seq"
+    # TP all-reduces a token meets: two per layer (after attention and the MLP; an
+    # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
+    # stages it crosses (the stages run in turn for one token) and one for the
+    # vocabulary-parallel embedding
+    n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
 
     # -- prefill (each group's Bg sequences, all stages in turn for pp > 1)
     Bm = -(-Bg // pp)  # micro-batch per stage
@@ -187,6 +193,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm,
                                draft)
     pre_comm += ep_pre
+    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
+        pre_comm += _allreduce(Bg * cfg.source_len * D * ab, tp, hw, factors,
+                               2 * plan.cfg.encoder_layers * pp)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
@@ -216,7 +225,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
                                                           T_new, pc, chunk_size, kv_window)
     kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes))
+                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
+                         + cfg.cross_kv_bytes(p.kv_bytes))
 
     peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
@@ -245,6 +255,17 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+    """What serving an encoder-decoder does not model (each would re-run or skip the
+    encoder): a SpecError naming the argument."""
+    for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
+                     ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
+        if bad:
+            raise SpecError(f"{arg}: not modelled for the encoder-decoder {name} (its prefill "
+                            "is the encoder over source_len tokens plus the decoder prompt); "
+                            "leave it at its default")
 
 
 def _kv_transfer(plan: sp.Plan, hw: Hardware, B: int, P: int, kv_window: str,

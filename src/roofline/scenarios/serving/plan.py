@@ -308,7 +308,7 @@ class Plan:
         check_kv_window(kv_window)
         kvb = self.precision.kv_bytes
         if kv_window == "full" or self.full.sliding_window is None:
-            return tokens * self.cfg.kv_bytes_per_token(kvb)
+            return tokens * self.cfg.kv_bytes_per_token(kvb) + self.cfg.cross_kv_bytes(kvb)
         if self.pp == 1:
             return self.cfg.kv_bytes_per_sequence(tokens, kvb)
         tp_cfg = shard_config(self.full, self.tp, 1)  # KV heads per device, all L layers

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..._display import Display
 from ..._text import printable_str
 from ...engine.result import Result
 from ...errors import SpecError
@@ -33,8 +34,8 @@ def expected_tokens_per_step(acceptance: float, draft_len: int) -> float:
     return (1 - acceptance ** (draft_len + 1)) / (1 - acceptance)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class ServeResult:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ServeResult(Display):
     """One serving scenario: latencies, throughput, memory and why. SI units."""
 
     model: str
@@ -159,23 +160,6 @@ class ServeResult:
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         d["shares"] = {k: (None if math.isnan(v) else v) for k, v in self.shares.items()}
         return d
-
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ...report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ...report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ...report import to_html
-
-        return to_html(self, path)
 
     @printable_str
     def __str__(self) -> str:

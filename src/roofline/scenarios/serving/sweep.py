@@ -26,12 +26,14 @@ from .comm import allreduce_times
            precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
            kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
            group_size=A.optional(A.count()), tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
-           kv_window=R.KV_WINDOW)
+           kv_window=R.KV_WINDOW, price_per_hour=A.anything, region=A.anything,
+           pue=A.anything)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                 precision: Any = ("bf16",), kv_precision: str | None = None,
                 weight_precision: str | None = None, group_size: int | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",
-                kv_window: str = "ring") -> dict[str, np.ndarray]:
+                kv_window: str = "ring", price_per_hour: float | None = None,
+                region: str | None = None, pue: float | None = None) -> dict[str, np.ndarray]:
     """Decode-step time (TPOT at a context), decode throughput and memory fit over a grid
     hardware × precision × batch × context, vectorised (one engine call per precision).
 
@@ -41,12 +43,23 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     plus the axes. ``weight_precision`` / ``group_size``: weight-only quantisation applied to
     every precision of the grid, as ``serve`` takes them. Dense models only (MoE graphs are
     built per batch; use ``serve``).
+
+    Economics per point (``analysis.econ_columns``; ``price_per_hour``, ``region``, ``pue`` as in
+    ``serve``): ``utilisation`` (of the binding resource: the larger of MBU = step bytes /
+    (device time × bandwidth), as ``serve`` reports it, and MFU = step FLOPs / (TPOT × peak)),
+    ``usd_per_million_tokens`` (NaN without a price), ``energy_per_token`` (J, facility) and
+    ``carbon_per_million_tokens`` (kg, NaN without a region); ``price_per_hour`` and
+    ``economics_note`` per hardware say which price and grid were used, or why none.
     """
+    from ...analysis.economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     kv_window = sp.check_kv_window(kv_window)
     m = resolve_model(model)
     cfg = m.config
-    if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"serve_sweep needs a decoder LLM; {m.name} is a {m.family} model")
+    if cfg is None or not cfg.generates:
+        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is a "
+                        f"{m.family} model")
     if cfg.n_experts:
         raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
                         "(its weight traffic depends on the batch): call serve per batch")
@@ -64,6 +77,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     out_t = np.full((len(hws), len(precs), len(Bs), len(Ss)), np.nan)
     fits = np.zeros(out_t.shape, dtype=bool)
     kvb = np.zeros(out_t.shape)
+    util = np.full(out_t.shape, np.nan)
     for j, pr in enumerate(precs):
         p = make_precision(pr, kv=kv_precision, weights=weight_precision, group_size=group_size)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True,
@@ -80,19 +94,24 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         W = np.where(np.isfinite(c1.window), c1.window, np.inf)
         cnt = c1.counts
         t_dev = np.empty((len(hsel), len(Bs), len(Ss)))
+        work = np.empty((2, len(hsel), len(Bs), len(Ss)))  # bytes, flops per device and step
         for i, (h, e) in enumerate(zip(hsel, effs)):
             # the time model's per-op lines in the context S, as serve sums them
             tm = time_model(g, h, e)
             ot = tm.ops(Bs)  # [b, 2u]
             ln = op_lines(tm.select(ot, slice(0, u)), tm.select(ot, slice(u, 2 * u)), tm.gap,
-                          tm.sync, tm.has[:u], rows=("time",))
-            a, sl = ln.time  # [k, b, u]
+                          tm.sync, tm.has[:u], rows=("time", "bytes", "flops"))
             dep = ln.depends
-            t_in = max_at(a[..., ~dep], sl[..., ~dep], 1.0) @ cnt[~dep]  # [b]
             S = np.minimum(Ss[:, None], W[dep])  # [s, ud]: windowed ops stop growing at W
-            t_d = max_at(a[:, :, None, dep], sl[:, :, None, dep], S) @ cnt[dep]  # [b, s]
-            t_dev[i] = t_in[:, None] + t_d
-        comm = np.array([(2 * plan.cfg.n_layers + 1) * allreduce_times(
+            for k, (a, sl) in enumerate((ln.time, ln.bytes, ln.flops)):
+                t_in = max_at(a[..., ~dep], sl[..., ~dep], 1.0) @ cnt[~dep]  # [b]
+                t_d = max_at(a[:, :, None, dep], sl[:, :, None, dep], S) @ cnt[dep]  # [b, s]
+                if k == 0:
+                    t_dev[i] = t_in[:, None] + t_d
+                else:
+                    work[k - 1, i] = t_in[:, None] + t_d
+        n_ar = (3 if cfg.arch == "seq2seq" else 2) * plan.cfg.n_layers + 1  # + cross-attention
+        comm = np.array([n_ar * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + factors.step_overhead + \
             factors.layer_overhead * plan.cfg.n_layers
@@ -102,6 +121,32 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         ws = np.array([e.workspace for e in effs])[:, None, None]
         cap = np.array([h.memory_capacity_bytes for h in hsel])[:, None, None]
         fits[ok_hw, j] = mem_fits((c1.graph.weight_footprint_bytes + kv)[None] + ws, cap)
-    return {"tpot": out_t, "tokens_per_s": Bs.reshape(1, 1, -1, 1) / out_t, "fits": fits,
-            "kv_cache_bytes": kvb, "hardware": np.array([h.name for h in hws]),
+        bw = np.array([h.memory_bytes_per_s for h in hsel])[:, None, None]
+        peak = np.array([h.peak_flops_per_s.get(p.compute, np.nan) for h in hsel])[:, None, None]
+        with np.errstate(divide="ignore", invalid="ignore"):  # as serve: MBU over device time
+            util[ok_hw, j] = np.fmax(work[0] / (t_dev * bw), work[1] / (t * peak))
+    tps = Bs.reshape(1, 1, -1, 1) / out_t
+    econ = _economics(hws, tp, tps, util, price_per_hour, region, pue, preset)
+    return {"tpot": out_t, "tokens_per_s": tps, "fits": fits,
+            "kv_cache_bytes": kvb, "utilisation": util, **econ,
+            "hardware": np.array([h.name for h in hws]),
             "precision": np.array([str(x) for x in precs]), "batch": Bs, "context": Ss}
+
+
+def _economics(hws: list[Any], tp: int, tps: np.ndarray, util: np.ndarray,
+               price_per_hour: float | None, region: str | None, pue: float | None,
+               preset: str) -> dict[str, np.ndarray]:
+    """Cost, energy and carbon arrays [hardware, precision, batch, context] of the sweep."""
+    from ...analysis.econ_columns import econ_columns
+
+    out = {k: np.full(tps.shape, np.nan) for k in
+           ("usd_per_million_tokens", "energy_per_token", "carbon_per_million_tokens")}
+    price, notes = np.full(len(hws), np.nan), []
+    for i, h in enumerate(hws):
+        ec = econ_columns(h, devices=tp, units_per_s=tps[i], utilisation=util[i],
+                          price_per_hour=price_per_hour, region=region, pue=pue, preset=preset)
+        for k, v in ec.columns().items():
+            out[k][i] = v
+        price[i] = np.nan if ec.usd_per_device_hour is None else ec.usd_per_device_hour
+        notes.append(ec.note())
+    return {**out, "price_per_hour": price, "economics_note": np.array(notes)}

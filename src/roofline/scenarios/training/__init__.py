@@ -24,9 +24,10 @@ optimizer step of a decoder LM trained with Megatron-style 3D/4D parallelism:
   what does not fit under it, and at least the last bucket, stays exposed.
 * **Expert parallelism (MoE).** Two all-to-alls (dispatch, combine) of ``b·s·k·h`` per MoE layer
   in forward and two in backward, exposed.
-* **Optimizer.** Mixed-precision Adam over the local shard: a memory-bound pass of 34 bytes per
-  parameter (read fp32 grad twice — norm for clipping, then update —, read and write fp32 master,
-  m, v, write the bf16 copy), ~16 FLOPs per parameter.
+* **Optimizer.** Mixed-precision Adam(W) over the local shard: one op of the registered
+  formula ``optimizer_step`` (34 bytes per parameter: read the fp32 grad twice — norm for
+  clipping, then update —, read and write fp32 master, m, v, write the bf16 copy; 16–17 FLOPs),
+  priced by the time model as every other op (``optimizer``), launch included.
 
 MFU and HFU follow PaLM (Chowdhery et al. 2022, App. B) as Korthikanti et al. 2022 §6.3 does:
 **model FLOPs** are those of one forward and one backward pass (3× the forward matmul FLOPs,
@@ -44,7 +45,8 @@ each recompute mode and sequence parallelism, for the ``min(m, p)`` micro-batche
 
 Modules: ``step`` (``train``: the vectorised step model, validation of a split), ``memory``
 (bytes per device), ``search`` (``best_parallelism``), ``context`` (the split-independent part,
-cached group times; collectives are ``ops.collectives``), ``factors`` (the fitted
+cached group times; collectives are ``ops.collectives``), ``optimizer`` (the optimizer step as
+a one-op graph of the time model), ``generic`` (any other graph), ``factors`` (the fitted
 training factors), ``result`` (``TrainingResult``).
 """
 

@@ -23,7 +23,7 @@ from ...specs.dtypes import Precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
-from .factors import _OVERRIDE, training_factors
+from .factors import _OVERRIDE, cluster_links, training_factors
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -42,6 +42,7 @@ class _Ctx:
     grad_bytes: float  #: gradient buffer bytes per parameter
     opt_bytes: float  #: optimizer-state bytes per parameter
     key: SpecKey  #: the content the cached graphs and timings depend on (hash computed once)
+    lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -58,21 +59,23 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
-             fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
+             fused_attention: bool, dropout: bool, preset: str,
+             lora_rank: int | None = None) -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset)
+                             preset, lora_rank)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             _override_key("gpu"), _override_key("tpu"))
+             lora_rank, _override_key("gpu"), _override_key("tpu"))
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
-    ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset)
+    ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
+                        lora_rank)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -84,7 +87,8 @@ def _is_path(x: Any) -> bool:
 
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
-                  seq_len: int, fused_attention: bool, dropout: bool, preset: str) -> _Ctx:
+                  seq_len: int, fused_attention: bool, dropout: bool, preset: str,
+                  lora_rank: int | None = None) -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -102,26 +106,21 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
     base = efficiency_for(hw, preset)
-    if preset == "bound":
-        eff = base
-        up_e = out_e = 1.0
-    else:
-        f = training_factors(hw.kind)
-        eff = f.efficiency(base, hw.kind)
-        up_e, out_e = f.scale_up_efficiency, f.scale_out_efficiency
-    links = coll.Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
-                       up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
-                       out_alpha=c.scale_out_latency_s)
+    f = None if preset == "bound" else training_factors(hw.kind)
+    eff = base if f is None else f.efficiency(base, hw.kind)
+    links = cluster_links(c, f)
     if p.compute == "fp16" or p.weights == "fp16":
         grad_b, opt_b = 2.0, 16.0
     else:
         grad_b, opt_b = 4.0, 12.0
     # the graphs and timings cached under this key depend on the model's shape and on the
     # device's and the factors' values: key on those, never on an id or a name
-    key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention))
+    key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
+                   lora_rank))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
-                peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key)
+                peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
+                lora_rank=lora_rank)
 
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
@@ -142,7 +141,7 @@ def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> Train
     if g is None:
         g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len, tp=tp, sequence_parallel=sp,
                            fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
-                           dropout=ctx.dropout)
+                           dropout=ctx.dropout, lora_rank=ctx.lora_rank)
         _lru_put(_GRAPHS, k, g)
     return g
 
@@ -180,7 +179,8 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
 
 
 def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
-                           precision: str | Precision = "bf16") -> tuple[float, float, float]:
+                           precision: str | Precision = "bf16",
+                           lora_rank: int | None = None) -> tuple[float, float, float]:
     """(model FLOPs, extra FLOPs of selective recompute, extra FLOPs of full recompute) per
     sequence of ``seq_len`` tokens, for one training step (forward + backward).
 
@@ -191,7 +191,7 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     """
     m = resolve_model(model)
     p = make_precision(precision)
-    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p)
+    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank)
     hit = _MODEL_FLOPS.get(k)
     if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused
         return hit[1]
@@ -204,6 +204,12 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     core = np.array([(".attn.scores" in n or ".attn.context" in n) for n in g.names])
     fwd = float(flops[mm].sum())
     out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()))
+    if lora_rank is not None:
+        lin = np.array([k == "linear" for k in g.kinds])
+        blk = lin & layer & np.array([".moe.router" not in n for n in g.names])
+        ad = float((2 * g.gemm[0] * lora_rank * (g.gemm[1] + g.gemm[2]))[blk].sum())
+        w_mm = float(flops[mm & lin].sum())
+        out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad)
     if len(_MODEL_FLOPS) >= 256:
         _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
     _MODEL_FLOPS[k] = (m, out)

@@ -8,6 +8,8 @@ from functools import lru_cache
 from ..._data import DATA, read_toml
 from ...engine.efficiency import Efficiency, Gemm, read_efficiency
 from ...errors import SpecError
+from ...ops.collectives import Links
+from ...specs.cluster import Cluster
 from ...specs.sourced import Provenance, read_quantity
 
 
@@ -81,3 +83,17 @@ def training_factors(kind: str = "gpu") -> TrainingFactors:
         return _OVERRIDE[kind]
     tables = _factor_tables()
     return tables.get(kind, tables["gpu"])
+
+
+def cluster_links(c: Cluster, f: TrainingFactors | None) -> Links:
+    """The links training's collectives run on: the cluster's bandwidths times the fitted link
+    efficiencies (``f``; None: the pure roofline, ideal links); on a fabric with in-switch
+    reduction the NVLS all-reduce bandwidth per device, the cluster's measured fraction of the
+    link (``scale_up.nvls``; ideal: the whole link, n bytes each way per rank)."""
+    up_e, out_e = (1.0, 1.0) if f is None else (f.scale_up_efficiency, f.scale_out_efficiency)
+    nvls = c.scale_up_nvls_fraction
+    if f is None and nvls:
+        nvls = 1.0
+    return Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
+                 up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
+                 out_alpha=c.scale_out_latency_s, nvls_bw=c.scale_up_bytes_per_s * nvls)

@@ -14,13 +14,16 @@ data-parallel devices, each holding the whole model:
   scale-up domains; ops/collectives.py), bucketed and overlapped with the last micro-batch's
   backward when ``dp_overlap`` (what does not fit under it, and at least the last bucket of
   ``DP_BUCKET_BYTES``, is exposed), as DDP and Megatron run it.
-* **Optimizer step.** A memory-bound pass over the parameters: Adam(W) 34 bytes and 16 FLOPs
-  per parameter (as the decoder model counts it), SGD with momentum 22 bytes (read the fp32
-  gradient, read and write the fp32 master weight and momentum, write the 16-bit copy) and
-  4 FLOPs per parameter; with fp32 training (no 16-bit copy and no master) 28 and 20 bytes.
-* **Memory per device.** Weights, fp32 gradients, optimizer state (Adam 12 bytes per
-  parameter with the fp32 master; SGD momentum 8; fp32 training without the master copy: 8
-  and 4) and the saved activations of one micro-batch (graphs/backward.py, an upper bound).
+* **Optimizer step.** One op of the registered formula ``optimizer_step``
+  (ops/training_formulas.py), priced by the time model like every other op (optimizer.py),
+  with gradient clipping and weight decay for every optimizer: per parameter, mixed
+  precision (fp32 master, 16-bit copy), Adam(W) 34 bytes (16 / 17 FLOPs), SGD with momentum
+  ("momentum") 26 bytes and 9 FLOPs, plain SGD 18 bytes and 7 FLOPs; pure fp32 training (no
+  master, no copy) 32, 24 and 16 bytes; fp16 training reads 2-byte gradients.
+* **Memory per device.** Weights, gradients (fp32; fp16 with fp16 training), optimizer state
+  (``optimizer_state_bytes``: Adam 12 bytes per parameter with the fp32 master, momentum 8,
+  SGD 4; fp32 training without the master copy: 8, 4 and 0) and the saved activations of one
+  micro-batch (graphs/backward.py, an upper bound).
 
 MFU counts model FLOPs as 3× the forward FLOPs of the matmul-class ops (convolutions, linears,
 attention), as for decoders (PaLM App. B); no recomputation, so HFU = MFU.
@@ -39,20 +42,17 @@ from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
 from ...graphs.resolve import model as resolve_model
 from ...ops import collectives as coll
+from ...ops.training_formulas import OPTIMIZERS, optimizer_state_bytes
 from ...ops.xp import SCALAR
 from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
 from ...units import fmt_bytes
-from .factors import training_factors
+from .factors import cluster_links, training_factors
+from .optimizer import optimizer_graph, optimizer_time
 from .result import TrainingResult
 
-__all__ = ["OPTIMIZERS", "train_graph"]
+__all__ = ["train_graph"]
 
-#: optimizer -> (bytes moved per parameter, FLOPs per parameter, state bytes per parameter)
-#: with 16-bit weights and an fp32 master copy; see the module docstring
-OPTIMIZERS = {"adam": (34.0, 16.0, 12.0), "adamw": (34.0, 16.0, 12.0), "sgd": (22.0, 4.0, 8.0)}
-#: the same in pure fp32 training (no master copy, no 16-bit copy)
-OPTIMIZERS_FP32 = {"adam": (28.0, 16.0, 8.0), "adamw": (28.0, 16.0, 8.0), "sgd": (20.0, 4.0, 4.0)}
 DP_BUCKET_BYTES = 40e6 * 4
 
 
@@ -126,13 +126,11 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     P = tg.params
     fp32 = p.weights == "fp32"
     grad_b = 2.0 if p.weights == "fp16" else 4.0
-    opt_bytes, opt_flops, state_b = (OPTIMIZERS_FP32 if fp32 else OPTIMIZERS)[optimizer]
+    state_b = optimizer_state_bytes(optimizer, master_weights=not fp32)
+    opt_g = optimizer_graph(optimizer, p, master_weights=not fp32, grad_bytes=grad_b,
+                            weight_bytes=p.weight_bytes)
     f = training_factors(hw.kind) if preset != "bound" else None
-    links = coll.Links(domain=c.domain,
-                       up_bw=c.scale_up_bytes_per_s * (f.scale_up_efficiency if f else 1.0),
-                       up_alpha=c.scale_up_latency_s,
-                       out_bw=c.scale_out_bytes_per_s * (f.scale_out_efficiency if f else 1.0),
-                       out_alpha=c.scale_out_latency_s)
+    links = cluster_links(c, f)
     g_bytes = P * grad_b
     t_ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR)) if dp > 1 else 0.0
     if dp_overlap and dp > 1:
@@ -140,9 +138,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         dp_exp = max(t_ar - t_b, last)
     else:
         dp_exp = t_ar
-    vpeak = hw.peak_flops_per_s.get("fp32", hw.peak(p.compute))
-    t_opt = max(P * opt_bytes / (hw.memory_bytes_per_s * eff.memory.max),
-                P * opt_flops / (vpeak * eff.vector.max))
+    t_opt = float(optimizer_time(opt_g, hw, eff, P, SCALAR))
     step = n_mb * (t_f + t_b) + dp_exp + t_opt
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch

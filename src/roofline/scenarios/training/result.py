@@ -6,13 +6,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._display import Display
 from ..._text import printable_str
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainingResult:
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TrainingResult(Display):
     """One training configuration priced on a cluster. Times in s, bytes in B, energy in J."""
 
     model: str
@@ -53,9 +54,11 @@ class TrainingResult:
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
-    optimizer: str = "adam"  #: the optimizer step priced ("adam", "adamw", "sgd")
+    optimizer: str = "adam"  #: the optimizer step priced (ops.training_formulas.OPTIMIZERS)
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
+    lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
@@ -144,23 +147,6 @@ class TrainingResult:
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
 
-    # -- display (the presentation layer, imported on first use) --------------------------------
-    def __repr__(self) -> str:
-        from ...report import repr_line
-
-        return repr_line(self)
-
-    def _repr_html_(self) -> str:
-        from ...report import repr_html
-
-        return repr_html(self)
-
-    def to_html(self, path: Any = None) -> str:
-        """A self-contained HTML page (written to ``path`` when given); see docs/report.md."""
-        from ...report import to_html
-
-        return to_html(self, path)
-
     @printable_str
     def __str__(self) -> str:
         mem = self.memory_per_device
@@ -173,7 +159,9 @@ class TrainingResult:
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
-            + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else ""),
+            + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
+            + (f" LoRA r={self.lora_rank} ({self.trainable_params / 1e6:,.1f} M trained)"
+               if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
             f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "

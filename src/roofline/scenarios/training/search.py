@@ -27,7 +27,8 @@ def _divisors(n: int) -> list[int]:
            interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
            recomputes=A.seq(RECOMPUTE_ARG, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
            zeros=A.seq(ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=OPT_DEGREE,
-           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag)
+           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag,
+           price_per_hour=A.anything, region=A.anything, pue=A.anything)
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -35,14 +36,24 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      recomputes: tuple[str, ...] = RECOMPUTE, zeros: tuple[int, ...] = (0, 1, 2, 3),
                      max_tp: int | None = None, fused_attention: bool = True,
                      dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
-                     top: int | None = 20, include_infeasible: bool = False) -> Table:
+                     top: int | None = 20, include_infeasible: bool = False,
+                     price_per_hour: float | None = None, region: str | None = None,
+                     pue: float | None = None) -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
     ``tp`` ranges over divisors of the device count that divide the heads (and the KV heads or
     vice versa) up to ``max_tp`` (default: the scale-up domain); ``pp`` over divisors of the
     layers; ``ep`` over divisors of the experts (MoE only). Returns a ``Table`` (best first).
+
+    Each row also has ``usd_per_million_tokens``, ``energy_per_token`` (J, facility: devices at
+    the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
+    ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
+    price or a region, the table's ``notes`` say why).
     """
+    from ...analysis.economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
@@ -113,8 +124,15 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "comm": (r["tp_comm"] + r["dp_comm"] + r["pp_comm"] + r["ep_comm"])[order],
         "fits": fits[order],
     }
+    from ...analysis.econ_columns import ECON_COLUMN_UNITS, econ_columns
+
+    ec = econ_columns(ctx.cl.device, devices=devices, units_per_s=cols["tokens_per_s"],
+                      utilisation=cols["mfu"], other_power_w=ctx.cl.nodes * ctx.cl.node_overhead_w,
+                      price_per_hour=price_per_hour, region=region, pue=pue)
+    cols.update(ec.columns())
     return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
-                              "tokens_per_s": "tokens/s", "mfu": FRACTION},
+                              "tokens_per_s": "tokens/s", "mfu": FRACTION, **ECON_COLUMN_UNITS},
+                 notes=(ec.note(),),
                  show=("tp", "pp", "dp", "ep", "micro_batch", "recompute", "zero", "step_time",
                        "mfu", "memory", "fits", "interleave", "tokens_per_s", "bubble", "comm"),
                  title=f"{cfg.name} on {ctx.cl.name} × {ctx.cl.nodes} nodes ({devices} devices), "

@@ -16,20 +16,25 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
 from ...ops import cost
+from ...ops.training_formulas import OPTIMIZERS
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
+from .optimizer import optimizer_graph, optimizer_time
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
 RECOMPUTE = ("none", "selective", "full")
 _GI = {g: i for i, g in enumerate(GROUPS)}
 #: the optimizer step per local parameter: mixed-precision AdamW with gradient clipping and
-#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs
+#: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs; priced as an op of the time
+#: model (optimizer.py)
 _ADAMW = cost("optimizer_step", params=1, optimizer="adamw")
 ADAM_BYTES_PER_PARAM = _ADAMW.bytes
 ADAM_FLOPS_PER_PARAM = _ADAMW.flops
+#: the optimizers decoder training is modelled with (mixed precision, fp32 master weights)
+DECODER_OPTIMIZERS = ("adam", "adamw")
 #: gradient bucket for DP overlap, bytes (Megatron's default 40 M parameters in fp32)
 DP_BUCKET_BYTES = 40e6 * 4
 
@@ -37,12 +42,17 @@ DP_BUCKET_BYTES = 40e6 * 4
 def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, b: Any, v: Any,
               rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
               dp_overlap: bool, sp: Any = True, xp: Any = np,
-              layout: StageLayout | None = None) -> dict[str, Any]:
+              layout: StageLayout | None = None,
+              trainable: tuple[Any, Any, Any] | None = None,
+              optimizer: str = "adam") -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
-    ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head.
+    ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
+    ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
     With ``xp=SCALAR`` every argument is a Python number (``gt`` a [G] sequence): the same
     formulas price one configuration without numpy's per-call overhead. ``layout``: unequal
-    pipeline stages (training/stages.py; None: L/pp layers on every stage)."""
+    pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
+    trainable parameters of a layer, the embedding, the head where they are fewer than all of
+    them (LoRA; None: every parameter is trained)."""
     cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
@@ -103,18 +113,20 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + pp_mb
     bubble = (pp - 1) / v * t_mb
 
-    # -- parameters on the fullest stage
-    tied = ctx.cfg.tied_embeddings
-    p_dev = xp.where(pp1, L * lp + emb_p + head_p, xp.maximum(xp.maximum(
-        n_first * lp + emb_p, n_last * lp + head_p + (emb_p if tied else 0.0)), n_mid * lp))
+    # -- parameters on the fullest stage (all of them; those trained)
+    stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
+    p_dev = stage_params(lp, emb_p, head_p)
+    p_train = p_dev if trainable is None else stage_params(*trainable)
     # -- data parallelism (+ ZeRO)
-    g_bytes = p_dev * ctx.grad_bytes
+    g_bytes = p_train * ctx.grad_bytes
     w_bytes = p_dev * wb
     ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
-    rs = 0.5 * ar  # reduce-scatter = half a ring all-reduce of the same buffer
+    rs = coll.group_reduce_scatter(g_bytes, dp, tp, links, xp)  # half a ring all-reduce
     ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
+    # ZeRO 1/2 all-gather the updated (trained) parameters once per step
+    ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dp, tp, links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
-    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag, rs + ag))
+    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
     if dp_overlap:
         window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
         last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
@@ -126,18 +138,39 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     z3 = xp.where(zero == 3, xp.maximum(2 * ag + rs - (f_mb + b_mb) * dp_overlap, 0.0), 0.0)
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
-    p_opt = p_dev / xp.where(zero >= 1, dp, 1)
-    hw = ctx.cl.device
-    vpeak = hw.peak_flops_per_s.get("fp32", ctx.peak)
-    t_opt = xp.maximum(p_opt * ADAM_BYTES_PER_PARAM / (hw.memory_bytes_per_s * ctx.eff.memory.max),
-                       p_opt * ADAM_FLOPS_PER_PARAM / (vpeak * ctx.eff.vector.max))
+    p_opt = p_train / xp.where(zero >= 1, dp, 1)
+    t_opt = optimizer_time(optimizer_graph(optimizer, ctx.prec), ctx.cl.device, ctx.eff,
+                           p_opt, xp)
     step = m * t_mb + bubble + dp_exp + t_opt
 
-    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_dev,
+    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
                   w_bytes, g_bytes, xp)
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
+    """The parameters on the fullest stage, for per-rank (layer, embedding, head) counts: all
+    of them with pp = 1; else the first stage (its layers + the embedding), the last (its
+    layers + the head, and the embedding again when tied) or the fullest middle one."""
+    L = float(ctx.cfg.n_layers)
+    tied = ctx.cfg.tied_embeddings
+
+    def params(lp: Any, emb_p: Any, head_p: Any) -> Any:
+        return xp.where(pp1, L * lp + emb_p + head_p, xp.maximum(xp.maximum(
+            n_first * lp + emb_p, n_last * lp + head_p + (emb_p if tied else 0.0)),
+            n_mid * lp))
+    return params
+
+
+def _trainable_params(ctx: _Ctx, ep: int, b: int) -> float:
+    """Parameters the step trains, model-wide (the unsharded graph's counts × layers)."""
+    g = _graph(ctx, 1, ep, b, False)
+    per = (g.layer_trainable, g.embed_trainable, g.head_trainable)
+    if per[0] is None:
+        per = (g.layer_params, g.embed_params, g.head_params)
+    return float(ctx.cfg.n_layers * per[0] + per[1] + per[2])
 
 
 def _check_int(name: str, v: Any, lo: int = 1) -> int:
@@ -184,26 +217,31 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
-           sequence_parallel=A.flag, optimizer=A.choice("adam", "adamw", "sgd"),
-           pp_stages=STAGES_ARG)
+           sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
+           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str = "selective", zero: int = 1,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
-          optimizer: str = "adam", pp_stages: Any = None) -> TrainingResult:
+          optimizer: str = "adam", pp_stages: Any = None,
+          lora_rank: int | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
     parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
-    ``optimizer`` "adam" | "adamw" | "sgd"; tp, pp, ep, interleave, recompute and zero do not
+    ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
+    decoders: "adam" | "adamw"); tp, pp, ep, interleave, recompute and zero do not
     apply (a value other than their default is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
     ``pp_stages`` gives the layers of each stage (first to last; ``pp`` defaults to its
     length); the step runs at the slowest stage's pace and memory is the fullest stage's.
+    ``lora_rank`` r: LoRA fine-tuning — an adapter A·B of rank r on every linear of the blocks,
+    every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
+    optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
     ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
@@ -214,6 +252,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``energy_to_train`` and ``carbon_to_train``.
     """
     m = resolve_model(model)
+    if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
+        raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
+                        f"a {m.family} model")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
@@ -225,10 +266,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            zero=None if zero == 1 else zero)
     if seq_len is None:
         raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
-    if optimizer not in ("adam", "adamw"):
+    if optimizer not in DECODER_OPTIMIZERS:
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
-                        "mixed-precision Adam(W) only")
-    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
+                        "mixed-precision Adam(W) only; allowed: adam, adamw")
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
+                   lora_rank)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
@@ -249,20 +291,23 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
     rc = RECOMPUTE.index(recompute)
+    trainable = None if lora_rank is None else (tg.layer_trainable, tg.embed_trainable,
+                                                 tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout)
+                  layout, trainable, optimizer)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp, stages)
+                   zero, sp, stages, optimizer)
 
 
 def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
-            zero: int, sp: bool = True, stages: tuple[int, ...] = ()) -> TrainingResult:
+            zero: int, sp: bool = True, stages: tuple[int, ...] = (),
+            optimizer: str = "adam") -> TrainingResult:
     step = float(r["step"][i])
     mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
-                                           precision=ctx.prec)
+                                           precision=ctx.prec, lora_rank=ctx.lora_rank)
     extra = {"none": 0.0, "selective": sel, "full": full}[recompute]
     model_flops = mf * global_batch
     hw_flops = (mf + extra) * global_batch
@@ -287,9 +332,10 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-        sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), step_time=step,
+        sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
+        trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer)

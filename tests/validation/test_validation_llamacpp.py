@@ -1,0 +1,76 @@
+"""docs/validation/llamacpp.md: the llama.cpp engine profile against published llama.cpp /
+Ollama decode rates, its fit reproduced, in-sample and leave-one-source-out errors; GGUF weight
+bytes by hand."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.validation import llamacpp as v
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "llamacpp.md"
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return v.llamacpp_holdout()
+
+
+def _block(name: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    m = re.search(rf"<!-- {name}: .*? -->\n(.*?)\n<!-- end {name} -->", text, re.S)
+    assert m is not None
+    return m.group(1)
+
+
+def test_doc_tables_are_generated(rep) -> None:
+    assert _block("holdout") == v.holdout_table(rep)
+    assert _block("cases") == v.case_table(rep)
+
+
+def test_fit_reproduces_the_shipped_factors(rep) -> None:
+    assert rep.refit.values == pytest.approx(rep.shipped)
+
+
+def test_errors_within_stated_bounds(rep) -> None:
+    # in-sample median ≤ 20 %, held out ≤ 25 %; the Pi inside the edge target ×1.5 held out
+    assert rep.shipped_in_sample.median_abs <= 0.20
+    assert rep.loso.median_abs <= 0.25
+    pi = next(p for p in rep.per_source if p.source == "pi5")
+    assert abs(pi.held_out.worst) <= 0.5
+
+
+def test_gguf_bytes_by_hand() -> None:
+    # ggml block_q4_0: fp16 scale + 16 B of nibbles per 32 weights = 18 B → 4.5 bit;
+    # block_q8_0: 2 + 32 = 34 B / 32 → 8.5 bit; block_q6_K: 128 + 64 + 16 + 2 = 210 B / 256
+    assert rl.precision("q4_0").weight_bytes == pytest.approx(18 / 32)
+    assert rl.precision("q8_0").weight_bytes == pytest.approx(34 / 32)
+    assert rl.precision("q6_k").weight_bytes == pytest.approx(210 / 256)
+    assert rl.precision("Q4_K_M").weight_bytes == pytest.approx(4.84 / 8)  # llama.cpp README
+    p = rl.precision("fp16", weights="q5_k_m")
+    assert p.weight_bytes == pytest.approx(5.68 / 8) and p.compute == "fp16"
+    assert "w=q5_k_m" in p.label
+    with pytest.raises(rl.RooflineError, match="group_size"):
+        rl.precision("fp16", weights="q4_0", group_size=32)
+    # a Llama 3.2 3B decode step reads its weights at 4.84 bits: the solve's weight bytes
+    r = rl.solve("llama-3.2-3b", "raspberry-pi-5", batch=1, phase="decode", context=8,
+                 precision="q4_k_m")
+    r0 = rl.solve("llama-3.2-3b", "raspberry-pi-5", batch=1, phase="decode", context=8,
+                  precision="q4_0")
+    wb, wb0 = float(r.ops["weight_bytes"].sum()), float(r0.ops["weight_bytes"].sum())
+    assert wb / wb0 == pytest.approx(4.84 / 4.5, rel=1e-3)
+    assert r.latency > r0.latency
+
+
+def test_engine_profile_terms_by_hand() -> None:
+    """TPOT = the roofline with the engine's memory fraction + layers × 100 µs."""
+    from roofline.validation.llamacpp import _base_tpot, cases, predict
+
+    c = next(x for x in cases() if x.id == "XD2 M2 Ultra 7B q4_0")
+    t0, layers = _base_tpot(c.id, 0.70)
+    assert layers == 32
+    assert 1 / predict(c) == pytest.approx(t0 + 32 * 100e-6, rel=1e-9)
