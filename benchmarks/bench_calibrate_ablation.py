@@ -20,15 +20,16 @@ from roofline.calibrate.workloads import suite
 from roofline.engine import presets
 from roofline.specs import hardware
 
+#: each measured term switched off (None) in the grouped Efficiency (engine/efficiency.py)
 GROUPS = {
-    "cold weights": ("cold_after", "cold_read_max", "cold_pack_max", "pack_min_rows"),
-    "evicted dispatch": ("evicted_dispatch", "evicted_kind_dispatch", "evict_after"),
-    "bf16 GEMM model": ("gemm_max_bf16", "gemm_a_bf16", "gemm_b_bf16", "gemm_c_bf16"),
+    "cold weights": lambda e: replace(e, cpu=replace(e.cpu, cold=None)),
+    "evicted dispatch": lambda e: replace(e, cpu=replace(e.cpu, evicted=None)),
+    "bf16 GEMM model": lambda e: replace(e, gemm_bf16=None),
 }
 
 
 def _rows(hw, eff, items, meas) -> list[Row]:  # type: ignore[no-untyped-def]
-    presets.register_efficiency(hw.key, eff)
+    presets.register_efficiency(hw, eff)
     rows = []
     for it in items:
         pred, bound, _ = _predict(it, hw)
@@ -45,11 +46,10 @@ def main(folder: str) -> None:
     items = [it for it in suite(False, True) if it.name in meas]
     full = presets.efficiency_for(hw, "default")
     variants = {"as measured": full}
-    for name, fields in GROUPS.items():
-        variants[f"without {name}"] = replace(
-            full, **{f: type(getattr(full, f))(getattr(presets.BOUND, f)) for f in fields},
-            label=f"{full.label}/no-{name}")
+    for name, off in GROUPS.items():
+        variants[f"without {name}"] = replace(off(full), label=f"{full.label}/no-{name}")
     results = {label: _rows(hw, eff, items, meas) for label, eff in variants.items()}
+    presets.register_efficiency(hw, None)
     for label, rows in results.items():
         s = summarize(rows)
         print(f"{label}:")

@@ -35,7 +35,7 @@ def _run_python(code: str, ns: dict) -> str:
 
 
 @pytest.mark.parametrize("page", ["solve.md", "sweep.md", "plots.md", "report.md", "levers.md",
-                                  "explore.md"])
+                                  "explore.md", "zoo.md"])
 def test_python_examples(page, tmp_path, monkeypatch):
     pytest.importorskip("pandas")
     pytest.importorskip("matplotlib")

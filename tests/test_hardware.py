@@ -150,3 +150,28 @@ def test_groq_lpu_fits_a_small_model_under_the_default_preset():
     r = rl.solve("resnet50", "groq-lpu", batch=1, precision="fp16")
     assert r.feasible and r.memory_breakdown["workspace"] == 0.0
     assert not rl.solve("llama-3.2-1b", "groq-lpu", batch=1, precision="fp16").feasible
+
+
+def test_register_efficiency_keys_on_the_spec_content() -> None:
+    """Two parts with the same key but different numbers never share a registered table."""
+    from dataclasses import replace
+
+    from roofline.engine.presets import efficiency_for, register_efficiency
+
+    a = rl.hardware("A100")
+    b = replace(a, peak_flops_per_s={k: 2 * v for k, v in a.peak_flops_per_s.items()})
+    assert a.key == b.key and a != b
+    base_a, base_b = efficiency_for(a, "default"), efficiency_for(b, "default")
+    mine = replace(base_a, gemm=replace(base_a.gemm, max=0.4), label="registered")
+    before = rl.solve("resnet50", a, batch=64, precision="fp16").latency
+    register_efficiency(a, mine)
+    try:
+        assert efficiency_for(a, "default") == mine
+        assert efficiency_for(b, "default") == base_b  # same key, other spec: not registered
+        assert efficiency_for(replace(a), "default") == mine  # an equal copy: same content
+        assert rl.solve("resnet50", a, batch=64, precision="fp16").latency > before
+    finally:
+        register_efficiency(a, None)
+    assert efficiency_for(a, "default") == base_a
+    with pytest.raises(SpecError, match="hw must be a Hardware"):
+        register_efficiency("A100", mine)  # type: ignore[arg-type]

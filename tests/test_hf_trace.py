@@ -72,3 +72,114 @@ def test_bert_and_vit() -> None:
                      intermediate_size=256, image_size=64, patch_size=16, num_labels=10)
     traced, built = _pair(vcfg, ViTForImageClassification, (torch.zeros(1, 3, 64, 64),))
     _close(traced, built, None)
+
+
+#: small MoE configs (4 experts, top-2); DeepSeek-V3 with MLA and one dense first layer
+MOE = {
+    "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                      shared_expert_intermediate_size=128),
+    "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                      head_dim=32),
+    "deepseek_v3": dict(num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=64, kv_lora_rank=32, q_lora_rank=64,
+                        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                        n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1),
+}
+
+
+@pytest.mark.parametrize("family", list(MOE))
+def test_moe_families(family: str) -> None:
+    """transformers 5 runs the experts as aten._grouped_mm (rows sorted by expert): priced as
+    2·(T·k)·K·N FLOPs with every expert's weight read once; the routing sort/histc are tiny.
+    The config-built graph counts the experts T·k rows touch (all 4 at 32 tokens)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(family, **{**SMALL, **MOE[family]})
+    with torch.device("meta"):  # grouped_mm's meta kernel takes bf16 operands only
+        module = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    traced = rl.model(module.eval(), example_inputs=(torch.zeros(1, T, dtype=torch.long),),
+                      seq_dim=1)
+    built = transformer_model(from_hf_config(cfg.to_dict(), name="cfg"), key="cfg")
+    assert traced.unsupported_ops == ()
+    assert traced.params == pytest.approx(built.params, rel=0.01)
+    for b in (1, 4):
+        ft = traced.graph(precision="bf16", seq_len=T, batch=b).cost(b).flops
+        fb = built.graph(precision="bf16", seq_len=T, batch=b).cost(b).flops
+        if family == "deepseek_v3":
+            # HF runs MLA's attention eagerly over the whole T×T matrix (2 layers, 4 heads,
+            # q/k dim 24, v dim 16); the graph counts the causal T(T+1)/2 pairs:
+            # 2 · 2 · 4 · (32·32 − 32·33/2) · (24 + 16) = 317,440 per sample
+            ft -= b * 2 * 2 * 4 * (T * T - T * (T + 1) // 2) * (24 + 16)
+        assert ft == pytest.approx(fb, rel=0.01), (b, ft, fb)
+
+
+def test_encoder_decoders() -> None:
+    """T5, BART and Whisper modules (encoder 24 tokens / 48 mel frames, decoder 8 tokens)
+    against the seq2seq graphs of the same config (source_len 24): parameters equal, FLOPs
+    within 1 %."""
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        T5Config,
+        T5ForConditionalGeneration,
+        WhisperConfig,
+        WhisperForConditionalGeneration,
+    )
+
+    from roofline.graphs.knobs import resize
+
+    stack = dict(encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                 d_model=64, vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=1,
+                 decoder_start_token_id=1)
+    Ts, Td = 24, 8
+    cases = [
+        (T5ForConditionalGeneration, T5Config(
+            d_model=64, d_kv=16, num_heads=4, d_ff=128, num_layers=2, vocab_size=128,
+            n_positions=Ts, relative_attention_num_buckets=8),
+         torch.zeros(1, Ts, dtype=torch.long)),
+        (BartForConditionalGeneration, BartConfig(**stack, max_position_embeddings=64),
+         torch.zeros(1, Ts, dtype=torch.long)),
+        (WhisperForConditionalGeneration, WhisperConfig(
+            **stack, num_mel_bins=16, max_source_positions=Ts, max_target_positions=32,
+            suppress_tokens=[], begin_suppress_tokens=[]), torch.zeros(1, 16, 2 * Ts)),
+    ]
+    for cls, config, x in cases:
+        with torch.device("meta"):
+            module = cls(config).eval()
+        traced = rl.model(module, example_inputs=(x,),
+                          example_kwargs={"decoder_input_ids": torch.zeros(1, Td,
+                                                                           dtype=torch.long)})
+        built = resize(transformer_model(from_hf_config(config.to_dict(), name="cfg"),
+                                         key="cfg"), source_len=Ts)
+        assert traced.unsupported_ops == ()
+        assert traced.module_params == built.params, cls.__name__
+        for b in (1, 4):
+            ft = traced.graph(precision="bf16", batch=b).cost(b).flops
+            fb = built.graph(precision="bf16", seq_len=Td).cost(b).flops
+            assert ft == pytest.approx(fb, rel=0.01), (cls.__name__, b, ft, fb)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "deepseek_v3"])
+def test_repeated_layers_traced_once_equal_every_layer_traced(family: str) -> None:
+    """Identical layers replayed from the first (trace_repeats=True, the default) give the
+    same ops, names and costs as tracing every layer; Gemma 2's alternating sliding-window
+    layers and DeepSeek-V3's dense first layer have their own signatures."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    extra = {"gemma2": {"head_dim": 32}, "deepseek_v3": MOE["deepseek_v3"]}.get(family, {})
+    cfg = AutoConfig.for_model(family, **{**SMALL, "num_hidden_layers": 4, **extra})
+    with torch.device("meta"):
+        module = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    ids = (torch.zeros(1, T, dtype=torch.long),)
+    once = rl.model(module, example_inputs=ids, seq_dim=1)
+    every = rl.model(module, example_inputs=ids, seq_dim=1, trace_repeats=False)
+    assert any("repeated layers traced once" in n for n in once.notes)
+    assert not any("repeated layers" in n for n in every.notes)
+    for b in (1, 3):
+        g1 = once.graph(precision="bf16", seq_len=T, batch=b)
+        g2 = every.graph(precision="bf16", seq_len=T, batch=b)
+        assert g1.names == g2.names and g1.kinds == g2.kinds
+        assert (g1.quantities(b) == g2.quantities(b)).all()
+    assert once.params == every.params

@@ -111,8 +111,8 @@ def test_numpy_only_measures_and_says_what_it_skipped() -> None:
     hw = measure(backends=[NumpyBackend(min_time_s=0.002, min_reps=3)], quick=True, **FIXED)
     assert set(hw.peak_flops_per_s) == {"fp64", "fp32"}
     tbl = hw.efficiency_table or {}
-    assert "needs" not in str(tbl.get("vector_max"))  # taken from the default preset, cited
-    assert "default" in tbl["vector_max"]["source"]
+    assert "needs" not in str(tbl["vector"].get("max"))  # taken from the default preset, cited
+    assert "default" in tbl["vector"]["max"]["source"]
     assert efficiency_for(hw, "default").vector.max == pytest.approx(0.3)
 
 
@@ -226,8 +226,8 @@ def test_bf16_gets_its_own_gemm_model(tmp_path: Path) -> None:
     hw = measure(tmp_path / "mixed.toml", backends=[Mixed(m)], **FIXED)
     eff = efficiency_for(hw, "default")
     assert eff.gemm_bf16 is not None and eff.gemm_bf16.max > 0
-    assert "fitted" not in eff.provenance["gemm_a_bf16"].source
-    assert "bf16 GEMM shapes" in eff.provenance["gemm_a_bf16"].derivation
+    assert "fitted" not in eff.provenance["gemm_bf16.a"].source
+    assert "bf16 GEMM shapes" in eff.provenance["gemm_bf16.a"].derivation
     for mm, n, k in ((1024, 1024, 1024), (128, 3072, 768)):
         truth = FakeBackend(slow).gemm("bf16", mm, n, k).median_s
         pred = _predict(_linear(mm, n, k, "bf16"), hw)[0]
@@ -256,3 +256,62 @@ def test_vector_sizes_stay_inside_the_innermost_stream_plateau() -> None:
     # a large cache: capped at the plan's largest size, the smaller a quarter of it
     big_cache = {4096 * KiB: 200e9, 16384 * KiB: 190e9, 65536 * KiB: 40e9}
     assert vector_sizes(stream(big_cache), 2**18) == (2**18, 2**16)
+
+
+def _flat(tbl: dict) -> dict:
+    """A grouped ``[efficiency]`` table written back in the flat keys of earlier files."""
+    from roofline.engine.efficiency import FLAT_KEYS
+
+    name = {f"{g}.{f}": k for k, (g, f, _) in FLAT_KEYS.items()}
+    out = {}
+    for k, v in tbl.items():
+        if k == "workspace":
+            out[k] = v
+        elif k == "cpu":
+            for sub, fields in v.items():
+                out.update({name[f"cpu.{sub}.{f}"]: q for f, q in fields.items()})
+        else:
+            out.update({(f if f.startswith("dispatch_") else name[f"{k}.{f}"]): q
+                        for f, q in v.items()})
+    return out
+
+
+def test_the_writer_writes_grouped_tables_that_read_as_the_flat_ones(tmp_path) -> None:
+    """measure writes [efficiency.gemm], ..., [efficiency.cpu.cold]; the same factors written
+    flat (the format of files before the grouping, still read) give the same Efficiency."""
+    from roofline.engine.efficiency import read_efficiency
+    from roofline.specs.hardware import SYNCHRONOUS_KINDS
+
+    out = tmp_path / "m.toml"
+    hw = measure(out, backends=[FakeBackend()], **FIXED)
+    text = out.read_text(encoding="utf-8")
+    for group in ("gemm", "gemm_bf16", "conv", "attention", "vector", "memory", "launch",
+                  "cpu.page_faults", "cpu.cold", "cpu.evicted"):
+        assert f"\n[efficiency.{group}]\n" in text
+    for flat in ("gemm_max", "vector_max", "cold_after", "page_fault", "evicted_dispatch"):
+        assert f"\n{flat} = " not in text
+    tbl = dict(hw.efficiency_table or {})
+    assert set(tbl) == {"workspace", "gemm", "gemm_bf16", "conv", "attention", "vector",
+                        "memory", "launch", "cpu"}
+    sources = {"m": "measured", "default": "default preset", "glibc": "glibc"}
+    kw = dict(sources=sources, origin="test", label=f"measured/{hw.key}",
+              synchronous=hw.kind in SYNCHRONOUS_KINDS)
+    grouped = read_efficiency(tbl, **kw)
+    flat = read_efficiency(_flat(tbl), **kw)
+    assert grouped == flat
+    assert grouped == efficiency_for(hw, "default")
+    assert grouped.cold is not None and grouped.page_faults is not None
+
+
+def test_an_old_flat_measured_file_still_loads() -> None:
+    """docs/validation/cpu-run/measured.toml was written flat (gemm_max, cold_after, ...)."""
+    path = Path(__file__).parents[1] / "docs" / "validation" / "cpu-run" / "measured.toml"
+    text = path.read_text(encoding="utf-8")
+    assert "\ngemm_max = " in text and "[efficiency.gemm]" not in text
+    hw = rl.hardware(path)
+    eff = efficiency_for(hw, "default")
+    tbl = hw.efficiency_table or {}
+    assert eff.gemm.max == pytest.approx(tbl["gemm_max"]["value"])
+    assert eff.launch.dispatch == pytest.approx(tbl["dispatch"]["value"] * 1e-6)
+    assert eff.cold is not None and eff.cold.read_max == pytest.approx(
+        tbl["cold_read_max"]["value"])

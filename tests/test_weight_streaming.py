@@ -64,3 +64,16 @@ def test_bad_modes_are_refused():
         rl.hardware("cerebras-cs3:streaming")
     assert rl.hardware("cerebras-cs3").execution == "resident"
     assert rl.hardware("cerebras-cs3:resident") == rl.hardware("cerebras-cs3")
+
+
+def test_serving_fits_the_same_way():
+    from roofline.scenarios.serving.sweep import serve_sweep
+
+    assert not rl.serve("llama-3.1-70b", "cerebras-cs3", batch=8, precision="bf16").feasible
+    s = rl.serve("llama-3.1-70b", WS, batch=8, precision="bf16")
+    assert s.feasible
+    grid = serve_sweep("llama-3.1-70b", ["cerebras-cs3", WS], batch=[8], context=[1024],
+                       precision="bf16")
+    assert grid["fits"][:, 0, 0, 0].tolist() == [False, True]
+    one = rl.serve("llama-3.1-70b", WS, batch=8, prompt_len=1024, output_len=1, precision="bf16")
+    assert one.feasible

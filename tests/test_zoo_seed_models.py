@@ -93,3 +93,40 @@ def test_mlperf_tiny_models_on_microcontrollers(model, hw):
     # on the 64 MHz Cortex-M4 the same model is slower than on the 240 MHz dual LX7
     if hw == "nrf52840":
         assert r.latency > rl.solve(model, "esp32-s3", batch=1, precision="int8").latency
+
+
+def _all_macs(g):
+    """Multiply-adds of the matmul, conv and attention ops (FLOPs / 2, bias adds halved)."""
+    return sum(g.c1[0, i] for i, c in enumerate(g.classes)
+               if c in ("conv", "matmul", "attention")) / 2
+
+
+def test_dit_xl_2_matches_the_paper():
+    m = rl.model("dit-xl-2")
+    # hand count of DiT-XL/2: patchify 4*2*2*1152 + 1152 = 19,584; pos_embed 256*1152 =
+    # 294,912; timestep MLP (256*1152 + 1152) + (1152^2 + 1152) = 1,624,320; labels 1001*1152
+    # = 1,153,152; 28 blocks x (qkv 3,984,768 + proj 1,328,256 + fc1 5,313,024 + fc2 5,309,568
+    # + adaLN 7,969,536) = 669,344,256; final linear 36,896 + adaLN 2,656,512
+    assert m.params == (19_584 + 294_912 + 1_624_320 + 1_153_152 + 669_344_256 + 36_896
+                        + 2_656_512)  # 675,129,632
+    assert m.params == pytest.approx(m.published["params"].value, rel=0.001)
+    assert _all_macs(m.graph(precision="fp16")) == pytest.approx(
+        m.published["macs"].value, rel=0.002)  # 118.66 G vs the paper's 118.6
+
+
+def test_sd15_unet_matches_the_model_card():
+    m = rl.model("sd15-unet")
+    assert m.params == 859_520_964  # diffusers' count of the v1-5 UNet's parameters
+    assert m.params == pytest.approx(m.published["params"].value, rel=0.001)  # "860M"
+    g = m.graph(precision="fp16")
+    # the self-attention at the 64x64 latent: 4,096 queries x 4,096 keys, 8 heads of 40
+    i = g.names.index("down_blocks.0.attentions.0.transformer_blocks.0.attn1.attention")
+    assert g.c1[0, i] == 4 * 8 * 4096 * 4096 * 40  # 4·N·T·S·H, not causal
+    # one step is ~0.40 T multiply-adds at 512x512 (convs dominate)
+    assert 3.9e11 < _all_macs(g) < 4.1e11
+
+
+def test_classifier_free_guidance_is_twice_the_batch():
+    one = rl.solve("dit-xl-2", "h100-sxm5", batch=8, precision="bf16", preset="bound")
+    two = rl.solve("dit-xl-2", "h100-sxm5", batch=16, precision="bf16", preset="bound")
+    assert two.flops == pytest.approx(2 * one.flops, rel=1e-3)

@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import _args as A
 from .._display import Display
+from .._text import summary_str
 from ..engine.table import Table
 from ..errors import SpecError
 from ..progress import Progress, progress_stream
@@ -96,6 +97,7 @@ class PlanChoice(Display):
         """Output tokens/s of requests meeting every SLO, per device."""
         return self.sim.goodput * self.sim._raw["output"].mean() / self.devices
 
+    @summary_str
     def __str__(self) -> str:
         head = (f"{self.mode} {self.layout}, max concurrency {self.max_concurrency}, chunk "
                 f"{self.chunk_size or 'whole prompts'}: {self.devices} devices")
@@ -120,34 +122,11 @@ class ServingPlan(Display):
     _points: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def plot(self, ax: Any = None, path: str | None = None) -> Any:
-        """The frontier (tokens/s per device vs per user), SLO region shaded."""
-        from ..errors import require_extra
+        """The frontier (tokens/s per device vs per user), SLO region shaded
+        (``roofline.viz.charts.plot_plan``; needs ``pip install 'roofline[plot]'``)."""
+        from ..viz.charts import plot_plan
 
-        plt = require_extra("matplotlib.pyplot", "plot", "ServingPlan.plot()")
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 4.5))
-        L = self.layouts
-        ax.scatter(L["tokens_per_s_per_user"], L["tokens_per_s_per_device"], s=10, c="0.75",
-                   label="layouts × concurrency")
-        P = self.pareto
-        o = np.argsort(P["tokens_per_s_per_user"])
-        ax.plot(P["tokens_per_s_per_user"][o], P["tokens_per_s_per_device"][o], "o-", c="C0",
-                label="Pareto frontier")
-        if self.slo.tpot_p99 is not None:
-            x0 = 1.0 / self.slo.tpot_p99
-            ax.axvspan(x0, max(x0 * 1.05, float(np.max(L["tokens_per_s_per_user"])) * 1.1),
-                       color="C2", alpha=0.12, label=f"TPOT ≤ {self.slo.tpot_p99 * 1e3:g} ms")
-        if self.best is not None:
-            s = self.best.sim
-            ax.scatter([1 / s.tpot.mean], [s.tokens_per_s_per_device], marker="*", s=160,
-                       c="C3", zorder=5, label=f"best: {self.best.layout} (simulated)")
-        ax.set_xlabel("output tokens/s per user (1 / TPOT)")
-        ax.set_ylabel("output tokens/s per device")
-        ax.set_title(f"{self.model} on {self.hardware}: serving frontier")
-        ax.legend(fontsize=8)
-        if path:
-            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-        return ax
+        return plot_plan(self, ax=ax, path=path)
 
     def to_dict(self) -> dict[str, Any]:
         b = self.best
@@ -165,6 +144,7 @@ class ServingPlan(Display):
                 "pareto": self.pareto.to_dicts(), "infeasible": self.infeasible.to_dicts(),
                 "simulated": self.simulated.to_dicts(), "notes": list(self.notes)}
 
+    @summary_str
     def __str__(self) -> str:
         lines = [f"Serving plan: {self.model} on up to {self.devices}× {self.hardware}; "
                  f"{self.workload}; {self.slo}"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 
 __all__ = ["Reliability", "reliability", "young_interval", "daly_interval", "daly_wallclock",
@@ -136,6 +137,7 @@ class Reliability(Display):
                  lost_work_s=self.lost_work_s)
         return d
 
+    @summary_str
     def __str__(self) -> str:
         h = 3600.0
         ck = "" if math.isnan(self.checkpoint_bytes) else \

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._call import Call
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from .sensitivity import scaled_hardware
 
@@ -79,6 +80,7 @@ class Requirements(Display):
                                    *h.memory[1:]))
         return h
 
+    @summary_str
     def __str__(self) -> str:
         from ..units import fmt_bytes, fmt_time
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _args as A
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
@@ -109,6 +110,7 @@ class ServingSim(Display):
 
         return clean(d)
 
+    @summary_str
     def __str__(self) -> str:
         def row(name: str, s: Stat) -> str:
             def f(v: float) -> str:

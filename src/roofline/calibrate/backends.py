@@ -198,8 +198,8 @@ class NumpyBackend(_Timed):
                 "blas": blas_info()}
 
 
-class TorchBackend(_Timed):
-    """PyTorch eager on ``device`` ("cpu" or "cuda"): what the validation workloads run on."""
+class _TorchBase(_Timed):
+    """A PyTorch device and its tensors (shared by the kernels and the probes below)."""
 
     def __init__(self, device: str = "cpu", *, min_time_s: float = 0.05,
                  min_reps: int = 5) -> None:
@@ -218,44 +218,11 @@ class TorchBackend(_Timed):
         torch = self.torch
         return torch.randn(*shape, device=self.device, dtype=dtype or torch.float32)
 
-    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample:
-        torch = self.torch
-        dt = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16,
-              "fp16": torch.float16}[dtype]
-        a, b = self._t(m, k, dtype=dt), self._t(k, n, dtype=dt)
-        c = torch.empty(m, n, dtype=dt, device=self.device)
-        with torch.inference_mode():
-            return self._time(lambda: torch.mm(a, b, out=c),
-                              inner=self._inner(2 * m * n * k / 5e10))
 
-    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
-             stride: int) -> Sample:
-        torch = self.torch
-        x = self._t(batch, c_in, hw, hw)
-        w = self._t(c_out, c_in, kernel, kernel)
-        with torch.inference_mode():
-            return self._time(lambda: torch.nn.functional.conv2d(x, w, stride=stride,
-                                                                 padding=kernel // 2))
-
-    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> Sample:
-        torch = self.torch
-        q = self._t(batch, heads, q_len, head_dim)
-        k, v = self._t(batch, heads, kv_len, head_dim), self._t(batch, heads, kv_len, head_dim)
-        f = torch.nn.functional.scaled_dot_product_attention
-        with torch.inference_mode():
-            return self._time(lambda: f(q, k, v, is_causal=q_len == kv_len))
-
-    def stream(self, kernel: str, n: int) -> Sample:
-        torch = self.torch
-        a, b = self._t(n), self._t(n)
-        c = torch.empty(n, device=self.device)
-        fns: dict[str, Callable[[], object]] = {
-            "copy": lambda: c.copy_(a), "scale": lambda: torch.mul(a, 3.0, out=c),
-            "add": lambda: torch.add(a, b, out=c),
-            "triad": lambda: torch.add(a, b, alpha=3.0, out=c),
-        }
-        with torch.inference_mode():
-            return self._time(fns[kernel], inner=self._inner(n * 12 / 5e10))
+class _TorchProbes(_TorchBase):
+    """Host and memory-system probes on PyTorch: per-call costs (``tiny``, ``tiny_class``),
+    fresh memory (``fresh``, ``conv_fresh_bytes``), cold weights (``cold_gemv``) and evicted
+    dispatch (``after_flush``)."""
 
     def cold_gemv(self, n: int, k: int, pool_bytes: int, rows: int = 1) -> Sample:
         torch = self.torch
@@ -265,39 +232,6 @@ class TorchBackend(_Timed):
         with torch.inference_mode():
             s = self._time(lambda: [lin(x, w) for w in ws])
         return _per_call(s, count)
-
-    def vector(self, op: str, n: int) -> Sample:
-        torch = self.torch
-        F = torch.nn.functional
-        fn: Callable[[], object]
-        if op == "relu":
-            x = self._t(n)
-            fn = lambda: torch.relu(x)  # noqa: E731
-        elif op == "gelu_tanh":
-            x = self._t(n)
-            fn = lambda: F.gelu(x, approximate="tanh")  # noqa: E731
-        elif op == "silu":
-            x = self._t(n)
-            fn = lambda: F.silu(x)  # noqa: E731
-        elif op == "softmax":
-            x = self._t(max(1, n // 1024), 1024)
-            fn = lambda: torch.softmax(x, -1)  # noqa: E731
-        elif op == "layernorm":
-            x = self._t(max(1, n // 1024), 1024)
-            fn = lambda: F.layer_norm(x, (1024,))  # noqa: E731
-        elif op == "batchnorm":
-            x = self._t(1, 64, max(1, n // 64))
-            w, b = self._t(64), self._t(64)
-            rm, rv = self._t(64), self._t(64).abs()
-            fn = lambda: F.batch_norm(x, rm, rv, w, b, False)  # noqa: E731
-        elif op == "maxpool":
-            side = max(4, int(math.sqrt(n / 64)))
-            x = self._t(1, 64, side, side)
-            fn = lambda: F.max_pool2d(x, 3, 2, 1)  # noqa: E731
-        else:
-            raise ValueError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
-        with torch.inference_mode():
-            return self._time(fn, inner=self._inner(n * 1e-9))
 
     def tiny(self) -> Sample:
         torch = self.torch
@@ -383,6 +317,84 @@ class TorchBackend(_Timed):
                     between()
             return time_after(fn, flush, min_time_s=self.min_time_s,
                               min_reps=max(self.min_reps, 30))
+
+
+class TorchBackend(_TorchProbes):
+    """PyTorch eager on ``device`` ("cpu" or "cuda"): what the validation workloads run on: the
+    compute kernels here (GEMM, convolution, attention, STREAM, vector ops), the probes in
+    ``_TorchProbes``."""
+
+    def gemm(self, dtype: str, m: int, n: int, k: int) -> Sample:
+        torch = self.torch
+        dt = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16,
+              "fp16": torch.float16}[dtype]
+        a, b = self._t(m, k, dtype=dt), self._t(k, n, dtype=dt)
+        c = torch.empty(m, n, dtype=dt, device=self.device)
+        with torch.inference_mode():
+            return self._time(lambda: torch.mm(a, b, out=c),
+                              inner=self._inner(2 * m * n * k / 5e10))
+
+    def conv(self, batch: int, c_in: int, hw: int, c_out: int, kernel: int,
+             stride: int) -> Sample:
+        torch = self.torch
+        x = self._t(batch, c_in, hw, hw)
+        w = self._t(c_out, c_in, kernel, kernel)
+        with torch.inference_mode():
+            return self._time(lambda: torch.nn.functional.conv2d(x, w, stride=stride,
+                                                                 padding=kernel // 2))
+
+    def sdpa(self, batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> Sample:
+        torch = self.torch
+        q = self._t(batch, heads, q_len, head_dim)
+        k, v = self._t(batch, heads, kv_len, head_dim), self._t(batch, heads, kv_len, head_dim)
+        f = torch.nn.functional.scaled_dot_product_attention
+        with torch.inference_mode():
+            return self._time(lambda: f(q, k, v, is_causal=q_len == kv_len))
+
+    def stream(self, kernel: str, n: int) -> Sample:
+        torch = self.torch
+        a, b = self._t(n), self._t(n)
+        c = torch.empty(n, device=self.device)
+        fns: dict[str, Callable[[], object]] = {
+            "copy": lambda: c.copy_(a), "scale": lambda: torch.mul(a, 3.0, out=c),
+            "add": lambda: torch.add(a, b, out=c),
+            "triad": lambda: torch.add(a, b, alpha=3.0, out=c),
+        }
+        with torch.inference_mode():
+            return self._time(fns[kernel], inner=self._inner(n * 12 / 5e10))
+
+    def vector(self, op: str, n: int) -> Sample:
+        torch = self.torch
+        F = torch.nn.functional
+        fn: Callable[[], object]
+        if op == "relu":
+            x = self._t(n)
+            fn = lambda: torch.relu(x)  # noqa: E731
+        elif op == "gelu_tanh":
+            x = self._t(n)
+            fn = lambda: F.gelu(x, approximate="tanh")  # noqa: E731
+        elif op == "silu":
+            x = self._t(n)
+            fn = lambda: F.silu(x)  # noqa: E731
+        elif op == "softmax":
+            x = self._t(max(1, n // 1024), 1024)
+            fn = lambda: torch.softmax(x, -1)  # noqa: E731
+        elif op == "layernorm":
+            x = self._t(max(1, n // 1024), 1024)
+            fn = lambda: F.layer_norm(x, (1024,))  # noqa: E731
+        elif op == "batchnorm":
+            x = self._t(1, 64, max(1, n // 64))
+            w, b = self._t(64), self._t(64)
+            rm, rv = self._t(64), self._t(64).abs()
+            fn = lambda: F.batch_norm(x, rm, rv, w, b, False)  # noqa: E731
+        elif op == "maxpool":
+            side = max(4, int(math.sqrt(n / 64)))
+            x = self._t(1, 64, side, side)
+            fn = lambda: F.max_pool2d(x, 3, 2, 1)  # noqa: E731
+        else:
+            raise ValueError(f"vector op {op!r}; allowed: {', '.join(VECTOR_OPS)}")
+        with torch.inference_mode():
+            return self._time(fn, inner=self._inner(n * 1e-9))
 
     def info(self) -> dict[str, str]:
         torch = self.torch

@@ -103,6 +103,19 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
 
     ms.tiny = keep(main.tiny())
     pr.step("per-op call overhead", f"{ms.tiny.median_s * 1e6:.2f} µs")
+    _run_peaks(plan, backends, ms, keep, pr)
+    _run_shapes(plan, main, ms, keep, pr)
+    _run_vector(plan, main, ms, keep, pr)
+    _run_memory(plan, main, ms, keep, pr)
+    if plan.evict_flush:
+        _run_evict(plan, main, ms, keep, pr)
+    pr.close()
+    return ms
+
+
+def _run_peaks(plan: MeasurePlan, backends: list[Backend], ms: Measurements,
+               keep: Callable[[Sample], Sample], pr: _Progress) -> None:
+    """The GEMM peak per dtype: every backend at every size of ``plan.peak_sizes``."""
     for dtype, sizes in plan.peak_sizes.items():
         for be in backends:
             if dtype not in be.dtypes:
@@ -119,6 +132,11 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
     for dtype in ("bf16", "fp16"):
         if dtype in plan.peak_sizes and dtype not in ms.peaks:
             ms.skipped.append(f"{dtype} GEMM peak (needs PyTorch)")
+
+
+def _run_shapes(plan: MeasurePlan, main: Backend, ms: Measurements,
+                keep: Callable[[Sample], Sample], pr: _Progress) -> None:
+    """STREAM kernels, then the GEMM, convolution and attention shapes of the efficiency fit."""
     for n in plan.stream_elems:
         for kern in plan.stream_kernels:
             smp = keep(main.stream(kern, n))
@@ -170,6 +188,12 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
         ms.gemm_points.append((f"sdpa b{b} h{h} T={t} S={sl} d{d}", *at.gemm, flops, smp))
         pr.step(f"attention b={b} heads={h} T={t} S={sl} d={d}",
                 f"{flops / smp.median_s / 1e9:.1f} GFLOP/s")
+
+
+def _run_vector(plan: MeasurePlan, main: Backend, ms: Measurements,
+                keep: Callable[[Sample], Sample], pr: _Progress) -> None:
+    """Vector-op rates (at the plan's sizes, or those the caches give) and per-class call
+    costs."""
     big, small = plan.vector_elems, plan.vector_elems_small
     if plan.kind == "cpu" and small and not plan.quick:
         big, small = vector_sizes(ms.stream, big)
@@ -198,6 +222,12 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
             break
         ms.tiny_class[cls] = smp
         pr.step(f"per-op call overhead, {cls}", f"{smp.median_s * 1e6:.2f} µs")
+
+
+def _run_memory(plan: MeasurePlan, main: Backend, ms: Measurements,
+                keep: Callable[[Sample], Sample], pr: _Progress) -> None:
+    """Fresh-memory (page-fault) terms, then cold weights and repacking (after the page-fault
+    benchmark: freeing the weight pool changes what malloc maps fresh)."""
     if plan.fresh_elems:
         n = plan.fresh_elems
         fresh = keep(main.fresh(n))
@@ -228,10 +258,6 @@ def run_plan(plan: MeasurePlan, backends: list[Backend],
             ms.pack.append((rows, smp))
             pr.step(f"cold GEMM {rows}x{k} @ {k}x{n} ({4 * n * k / 2**20:.0f} MiB of weights)",
                     f"{smp.median_s * 1e3:.2f} ms")
-    if plan.evict_flush:
-        _run_evict(plan, main, ms, keep, pr)
-    pr.close()
-    return ms
 
 
 def _run_evict(plan: MeasurePlan, main: Backend, ms: Measurements,

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..engine.efficiency import FLAT_KEYS
 from ..errors import SpecError
 from .derive import Fitted, _num, _spread, derive
 from .plan import FRESH_ALLOC_MIN_BYTES
@@ -184,59 +185,92 @@ def _memory_rows(ms: Measurements, fit: Fitted, mem_total: float) -> list[str]:
     return L
 
 
+#: the sub-tables of ``[efficiency]`` the writer emits, in this order (engine/efficiency.py)
+_GROUP_ORDER = ("gemm", "gemm_bf16", "conv", "attention", "vector", "memory", "launch",
+                "cpu.page_faults", "cpu.cold", "cpu.evicted")
+
+
 def _efficiency_rows(ms: Measurements, fit: Fitted) -> list[str]:
-    """The ``[efficiency]`` table: the fitted model (defaults, named so, where not measured)."""
-    L: list[str] = []
-    # -- efficiency
+    """The ``[efficiency]`` table: the fitted model (defaults, named so, where not measured),
+    written as the grouped sub-tables the one loader reads (``[efficiency.gemm]``, ...,
+    ``[efficiency.cpu.cold]``); ``_grouped`` places each factor."""
     d = _default_eff_rows(ms.kind)
-    L += ["", "[efficiency]"]
+    rows: list[tuple[str, float, str]] = []  # (flat name, value, sourced quantity)
+
+    def put(k: str, v: float, unit: str, src: str, der: str = "") -> None:
+        shown = v * 1e6 if unit == "us" else v / 2**20 if unit == "MiB" else \
+            v / 2**30 if unit == "GiB" else v
+        rows.append((k, v, _q(shown, unit, src, der)))
+
     g = fit.gemm
     if g is not None:
         gd = (f"least-squares fit (relative residuals, a,b,c >= 0) of 1/eff = (1 + a/M + b/N + "
               f"c/K)/gemm_max to {fit.gemm_used} fp32 GEMM shapes; rms log error "
               f"{g.rms_log_error:.3f}")
-        L += [f"gemm_max = {_q(g.gemm_max, '1', 'm', gd)}", f"gemm_a = {_q(g.a, '1', 'm', gd)}",
-              f"gemm_b = {_q(g.b, '1', 'm', gd)}", f"gemm_c = {_q(g.c, '1', 'm', gd)}"]
+        for k, v in (("gemm_max", g.gemm_max), ("gemm_a", g.a), ("gemm_b", g.b),
+                     ("gemm_c", g.c)):
+            put(k, v, "1", "m", gd)
     else:
         for k in ("gemm_max", "gemm_a", "gemm_b", "gemm_c"):
-            L.append(f"{k} = {_q(d[k], '1', 'default', 'too few compute-bound GEMM shapes')}")
+            put(k, d[k], "1", "default", "too few compute-bound GEMM shapes")
     for fld, (v, der) in fit.scales.items():
-        L.append(f"{fld} = {_q(v, '1', 'm', der)}")
+        put(fld, v, "1", "m", der)
     for fld in ("vector_max", "norm_max", "softmax_max", "pool_max"):
         if fld in fit.vector_frac:
             v, der = fit.vector_frac[fld]
-            L.append(f"{fld} = {_q(v, '1', 'm', der)}")
+            put(fld, v, "1", "m", der)
         elif fld == "vector_max":
-            L.append(f"vector_max = {_q(d['vector_max'], '1', 'default', 'not measured')}")
-    L.append("memory_max = " + _q(1.0, "1", "m", "the level bandwidths above are already "
-                                  "measured achievable STREAM rates"))
-    L.append("cache_fraction = " + _q(1.0, "1", "m", "the level capacities above are measured "
-                                      "effective working sets"))
-    L.append("dispatch = " + _q(fit.dispatch_s * 1e6, "us", "m",
-                                f"{fit.dispatch_note} ({_spread(ms.tiny)})" if ms.tiny else ""))
+            put("vector_max", d["vector_max"], "1", "default", "not measured")
+    put("memory_max", 1.0, "1", "m", "the level bandwidths above are already measured "
+        "achievable STREAM rates")
+    put("cache_fraction", 1.0, "1", "m", "the level capacities above are measured effective "
+        "working sets")
+    put("dispatch", fit.dispatch_s, "us", "m",
+        f"{fit.dispatch_note} ({_spread(ms.tiny)})" if ms.tiny else "")
     for k, (v, der) in sorted(fit.dispatch_class.items()):
-        L.append(f"{k} = " + _q(v * 1e6, "us", "m", der))
-    L.append("kernel_gap = " + _q(0.0, "us", "m", "synchronous CPU execution: the per-op cost "
-                                  "is all in dispatch" if ms.kind == "cpu" else
-                                  "not measured separately: back-to-back launch cost is in "
-                                  "dispatch"))
+        put(k, v, "us", "m", der)
+    put("kernel_gap", 0.0, "us", "m", "synchronous CPU execution: the per-op cost is all in "
+        "dispatch" if ms.kind == "cpu" else "not measured separately: back-to-back launch cost "
+        "is in dispatch")
     if fit.page_fault_s is not None:
-        L.append("page_fault = " + _q(fit.page_fault_s * 1e6, "us", "m", fit.page_derivation))
-        L.append("fresh_alloc_min = " + _q(FRESH_ALLOC_MIN_BYTES / 2**20, "MiB", "glibc"))
+        put("page_fault", fit.page_fault_s, "us", "m", fit.page_derivation)
+        put("fresh_alloc_min", FRESH_ALLOC_MIN_BYTES, "MiB", "glibc")
         if fit.conv_fresh is not None:
-            L.append("conv_fresh_factor = " + _q(fit.conv_fresh[0], "1", "m", fit.conv_fresh[1]))
+            put("conv_fresh_factor", fit.conv_fresh[0], "1", "m", fit.conv_fresh[1])
     for fld in ("cold_after", "cold_read_max", "cold_pack_max", "pack_min_rows"):
         if fld in fit.cold:
             v, der = fit.cold[fld]
-            L.append(f"{fld} = " + (_q(v / 2**20, "MiB", "m", der) if fld == "cold_after"
-                                    else _q(v, "1", "m", der)))
+            put(fld, v, "MiB" if fld == "cold_after" else "1", "m", der)
     if "evicted_dispatch" in fit.evicted:
         for fld in ("evicted_dispatch", "evicted_kind_dispatch"):
             v, der = fit.evicted[fld]
-            L.append(f"{fld} = " + _q(v * 1e6, "us", "m", der))
+            put(fld, v, "us", "m", der)
         v, der = fit.evicted["evict_after"]
-        L.append("evict_after = " + _q(v / 2**20, "MiB", "m", der))
-    L.append("workspace = " + _q(d["workspace"] / 2**30, "GiB", "default", "not measured"))
+        put("evict_after", v, "MiB", "m", der)
+    put("workspace", d["workspace"], "GiB", "default", "not measured")
+    return _grouped(rows)
+
+
+def _grouped(rows: list[tuple[str, float, str]]) -> list[str]:
+    """``[efficiency]`` (the workspace) and its sub-tables from (flat name, value, quantity)
+    rows: each flat name's group and field (``FLAT_KEYS``), ``dispatch_<op class>`` in
+    ``launch``. A 0 where a flat file's 0 meant "off" (``norm_max``, ``page_fault``, ...) is
+    left out, so the grouped file reads as the flat one did."""
+    top: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for k, v, text in rows:
+        if k == "workspace":
+            top.append(f"workspace = {text}")
+        elif k.startswith("dispatch_"):
+            groups.setdefault("launch", []).append(f"{k} = {text}")
+        else:
+            group, fld, zero_off = FLAT_KEYS[k]
+            if not (zero_off and v == 0):
+                groups.setdefault(group, []).append(f"{fld} = {text}")
+    L = ["", "[efficiency]", *top]
+    for group in _GROUP_ORDER:
+        if group in groups:
+            L += ["", f"[efficiency.{group}]", *groups[group]]
     return L
 
 

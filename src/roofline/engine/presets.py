@@ -20,7 +20,8 @@ from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
-           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency"]
+           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency",
+           "registered_epoch"]
 
 PRESETS = ("default", "bound", "mlsysim")
 #: how kernels reach the device: "eager" launches every op from the host (each pays the
@@ -47,12 +48,32 @@ def default_tables() -> dict[str, Efficiency]:
     return out
 
 
-_CUSTOM: dict[str, Efficiency] = {}
+#: registered tables, keyed on the spec's content (``spec_key``), never on its name or key
+_CUSTOM: dict[Any, Efficiency] = {}
+_EPOCH = [0]  #: bumped on every change of _CUSTOM: caches above the preset key on it
 
 
-def register_efficiency(hw_key: str, eff: Efficiency) -> None:
-    """Attach fitted factors to one hardware key (used for measured specs)."""
-    _CUSTOM[hw_key] = eff
+def register_efficiency(hw: Hardware, eff: Efficiency | None) -> None:
+    """Attach fitted factors to one hardware spec (its content: another spec that shares its
+    ``key`` but not its numbers does not get them); the default preset then uses ``eff`` on
+    it. ``register_efficiency(hw, None)`` removes the registration."""
+    if not isinstance(hw, Hardware):
+        raise SpecError(f"register_efficiency: hw must be a Hardware spec (rl.hardware(...)), "
+                        f"got {type(hw).__name__} {hw!r}")
+    _EPOCH[0] += 1
+    if eff is None:
+        _CUSTOM.pop(spec_key(hw), None)
+        return
+    if not isinstance(eff, Efficiency):
+        raise SpecError(f"register_efficiency: eff must be an Efficiency, got "
+                        f"{type(eff).__name__}")
+    _CUSTOM[spec_key(hw)] = eff
+
+
+def registered_epoch() -> int:
+    """A counter that changes whenever ``register_efficiency`` does: a cache of results that
+    depend on ``efficiency_for`` keys on it."""
+    return _EPOCH[0]
 
 
 _FROM_SPEC: dict[tuple[object, ...], Efficiency] = {}
@@ -82,10 +103,8 @@ def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
     if preset == "bound":
         return BOUND
     if preset == "default":
-        if hw.key in _CUSTOM:
-            eff = _CUSTOM[hw.key]
-        else:
-            eff = spec_efficiency(hw) or default_tables()[hw.kind]
+        hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
+        eff = hit if hit is not None else spec_efficiency(hw) or default_tables()[hw.kind]
         if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
             eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
         return eff

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._display import Display
-from .._text import printable_str
+from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
@@ -65,6 +65,8 @@ class Result(Display):
     #: what the numbers leave out or assume (ops without a formula: "N ops unpriced (x % of
     #: bytes)"); empty when nothing is
     warnings: tuple[str, ...] = ()
+    #: s a client adds end to end, included in ``latency`` (solve(client=True)); 0: device only
+    client_time: float = 0.0
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
@@ -98,11 +100,13 @@ class Result(Display):
         """``{"latency": Band(low, high, level, cls, n)}``: the 80 % interval of the latency
         from the validation residuals of its class (roofline.uncertainty; method in
         docs/validation/uncertainty.md); empty for a preset or result without a validated
-        class. ``low, high = r.uncertainty["latency"]``."""
+        class (and for a client-side end-to-end latency, ``client=True``: its residuals are not
+        in those classes; docs/validation/client.md gives its errors). ``low, high =
+        r.uncertainty["latency"]``."""
         from ..uncertainty import bands
 
         cls = _solve_class(self)
-        if cls is None or not self.feasible:
+        if cls is None or not self.feasible or self.client_time > 0:
             return {}
         return bands({"latency": (self.latency, cls, False),
                       "throughput": (self.throughput, cls, True)})
@@ -166,7 +170,7 @@ class Result(Display):
 
         return plot_layers(self, path=path, **kw)
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
         from ..uncertainty import fmt_band
 

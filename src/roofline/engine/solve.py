@@ -72,13 +72,14 @@ TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
            fused_attention=A.flag, kv_precision=A.optional(A.dtype),
            weight_precision=A.optional(A.dtype), group_size=A.optional(A.count()),
-           fuse=FUSE_ARG, runtime=A.text, sparsity=SPARSITY_ARG)
+           fuse=FUSE_ARG, runtime=A.text, sparsity=SPARSITY_ARG, client=A.flag)
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
           group_size: int | None = None, fuse: bool | Any = False,
-          runtime: str = "eager", sparsity: str | float | None = None) -> Result:
+          runtime: str = "eager", sparsity: str | float | None = None,
+          client: bool = False) -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
@@ -95,7 +96,10 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     (unstructured, compressed weights; graphs/sparsity.py). A configuration that cannot run
     (dtype missing, does not fit) is a Result with ``feasible=False`` and the ``reason``.
     ``price_per_hour`` (USD per device-hour), ``region`` (grid, for carbon) and ``pue`` feed
-    ``r.economics`` / ``r.cost_per_sample``.
+    ``r.economics`` / ``r.cost_per_sample``. ``client=True``: the latency a client measures end
+    to end — the device time plus the inputs and outputs over the host link and through the
+    serving stack and a per-request floor (engine/client.py; fitted on Triton runs, off by
+    default); ``r.client_time`` holds the added seconds.
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -133,12 +137,28 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
              "overhead": tot.t_overhead}
     bottleneck = max(parts, key=parts.__getitem__)
-    return _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
-                   latency_bound=tot.latency_bound, t_compute=tot.t_compute,
-                   t_memory=tot.t_memory, t_overhead=tot.t_overhead, bottleneck=bottleneck,
-                   flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
-                   workspace=eff.workspace, ops=ops, seq_len=seq_len, context=context,
-                   live=tot.live_activation_bytes)
+    r = _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
+                latency_bound=tot.latency_bound, t_compute=tot.t_compute,
+                t_memory=tot.t_memory, t_overhead=tot.t_overhead, bottleneck=bottleneck,
+                flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
+                workspace=eff.workspace, ops=ops, seq_len=seq_len, context=context,
+                live=tot.live_activation_bytes)
+    return _with_client(r, g, hw, batch) if client else r
+
+
+def _with_client(r: Result, g: Graph, hw: Hardware, batch: int) -> Result:
+    """``r`` as a client measures it: latency + the client terms (engine/client.py), stated."""
+    from .client import client_time
+
+    c = client_time(g, hw, batch)
+    lat = r.latency + c["total"]
+    note = (f"end to end as a client measures it (client=True): + {c['total'] * 1e3:.3g} ms "
+            f"(host-link copies {c['copies'] * 1e3:.3g} ms, serving-stack transport "
+            f"{c['transport'] * 1e3:.3g} ms, per-request floor {c['floor'] * 1e3:.3g} ms)")
+    tok = None if r.tokens_per_s is None else r.tokens_per_s * r.latency / lat
+    return replace(r, latency=lat, throughput=batch / lat, tokens_per_s=tok,
+                   mfu=r.mfu * r.latency / lat, mbu=r.mbu * r.latency / lat,
+                   client_time=c["total"], warnings=r.warnings + (note,))
 
 
 def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: str, phase: str,

@@ -58,6 +58,8 @@ BACKWARD_RULES: dict[str, str] = {
     "global_pool": "pointwise", "variance": "pointwise", "cumsum": "pointwise",
     "sort": "pointwise", "topk": "pointwise", "copy": "copy", "embedding": "embedding",
     "view": "none", "kv_cache_write": "none",
+    "selective_scan": "pointwise",  # the scan's backward: a reverse scan, ~2x the forward
+    "embedding_bag": "embedding",  # a scatter-add of dY into the gathered rows
     "optimizer_step": "none",  # the update after the backward: nothing to differentiate
 }
 #: forward FLOPs multiple of each rule's backward (per backward op)

@@ -21,7 +21,7 @@ from .graph import Graph
 if TYPE_CHECKING:
     from .transformer import TransformerConfig
 
-__all__ = ["Model", "transformer_model", "Published"]
+__all__ = ["Model", "transformer_model", "sequence_model", "Published"]
 
 
 def __getattr__(name: str) -> Any:
@@ -151,6 +151,21 @@ class Model:
 
 # -- builders --------------------------------------------------------------------------------------
 
+def sequence_model(key: str, name: str, family: str, graph_fn: Callable[..., Graph], *,
+                   aliases: tuple[str, ...] = (), source: str = "",
+                   published: Mapping[str, Published] | None = None,
+                   default_seq_len: int = 2048, n_layers: int | None = None) -> Model:
+    """A language model that is not a transformer (Mamba): ``graph_fn(precision, phase=,
+    seq_len=)`` builds each scenario; forward/prefill over seq_len tokens, or a decode step."""
+    def build(*, precision: Precision, phase: str, seq_len: int | None, **_: Any) -> Graph:
+        return graph_fn(precision, phase=phase, seq_len=seq_len or default_seq_len)
+
+    return Model(key=key, name=name, family=family, builder=build,
+                 phases=("forward", "prefill", "decode"), default_phase="forward",
+                 default_seq_len=default_seq_len, aliases=aliases, source=source,
+                 published=dict(published or {}), n_layers=n_layers)
+
+
 def _cnn_builder(fn: Callable[[Precision], Graph]) -> Callable[..., Graph]:
     def build(*, precision: Precision, phase: str, **_: Any) -> Graph:
         return fn(precision)
@@ -185,7 +200,7 @@ def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = No
 def _cnn_registry() -> dict[str, Callable[..., Graph]]:
     """Builder name -> fn(precision, **builder_args) for the models a zoo TOML names by
     ``builder`` (its optional ``[builder_args]`` table gives the keyword arguments)."""
-    from . import cnn, tiny, yolo
+    from . import cnn, diffusion, recsys, tiny, yolo
 
     return {
         "resnet18": lambda p: cnn.resnet(18, p), "resnet34": lambda p: cnn.resnet(34, p),
@@ -193,5 +208,6 @@ def _cnn_registry() -> dict[str, Callable[..., Graph]]:
         "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
         "alexnet": cnn.alexnet, "mobilenet_v1": tiny.mobilenet_v1, "ds_cnn": tiny.ds_cnn,
-        "resnet8": tiny.resnet8, "yolov8": yolo.yolov8,
+        "resnet8": tiny.resnet8, "yolov8": yolo.yolov8, "dlrm": recsys.dlrm,
+        "dit": diffusion.dit, "sd_unet": diffusion.sd_unet,
     }

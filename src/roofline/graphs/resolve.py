@@ -43,6 +43,31 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
     if not source:
         raise SpecError(f"{origin}: a model file needs a 'source' (model card, config.json, paper)")
     pub = _published(doc, origin)
+    if doc.get("builder") == "mamba":
+        from .model import sequence_model
+        from .ssm import MambaConfig, mamba_graph
+
+        raw = doc.get("config")
+        if not isinstance(raw, dict):
+            raise SpecError(f"{origin}: a Mamba model needs [config] (its config.json fields)")
+        known = {f for f in MambaConfig.__dataclass_fields__}
+        mcfg = MambaConfig(**{k: v for k, v in raw.items() if k in known})
+        return sequence_model(key, name, "ssm", functools.partial(mamba_graph, mcfg),
+                              aliases=aliases, source=source, published=pub,
+                              n_layers=mcfg.n_layer)
+    if "transformer" in doc:  # a transformer shape given directly (no HF family importer)
+        from dataclasses import fields
+
+        from .transformer import TransformerConfig
+
+        raw = doc["transformer"]
+        known = {f.name for f in fields(TransformerConfig)}
+        if not isinstance(raw, dict) or set(raw) - known:
+            bad = sorted(set(raw) - known) if isinstance(raw, dict) else raw
+            raise SpecError(f"{origin}: [transformer] takes TransformerConfig fields; unknown "
+                            f"{bad}")
+        return transformer_model(TransformerConfig(name=name, **raw), key=key, name=name,
+                                 aliases=aliases, source=source, published=pub)
     if "builder" in doc:
         reg = _cnn_registry()
         b = doc["builder"]

@@ -83,6 +83,9 @@ class TransformerConfig:
     n_shared_experts: int = 0  #: always-on experts of width moe_d_ff each (DeepSeek, Qwen-MoE)
     #: first k layers use a dense MLP of width d_ff (first_k_dense_replace)
     first_dense_layers: int = 0
+    #: every n-th layer is MoE (layers n-1, 2n-1, ...; Llama 4's interleave_moe_layer_step), the
+    #: others dense of width d_ff; 1: every layer past first_dense_layers
+    moe_every: int = 1
     router_bias: bool = False  #: per-expert score-correction bias (DeepSeek-V3 noaux_tc)
     #: expert parallelism as serving runs it (attention data-parallel over this many groups,
     #: the routed experts split among them): the device holds E/expert_groups experts and
@@ -158,7 +161,8 @@ class TransformerConfig:
         return self.sliding_window
 
     def layer_is_moe(self, i: int) -> bool:
-        return self.n_experts > 0 and i >= self.first_dense_layers
+        return (self.n_experts > 0 and i >= self.first_dense_layers
+                and (i + 1) % max(self.moe_every, 1) == 0)
 
     @property
     def image_tokens(self) -> int:

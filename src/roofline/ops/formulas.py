@@ -178,6 +178,7 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "add": 1, "sub": 1, "mul": 1, "div": 1,
     "scale": 1,       # x·c
     "rope": 3,        # x·cos + rotate(x)·sin per element: 2 mul + 1 add
+    "softplus": 3,    # log(1 + exp(x)): exp, add, log (Mamba's Δ)
     "mask": 1,
     "dropout": 2,     # compare random, multiply
     "exp": 1, "sqrt": 1, "neg": 1, "abs": 1, "pow": 1, "clamp": 2, "where": 1, "cast": 0,

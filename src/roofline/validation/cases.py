@@ -1,7 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``) is one TOML file with a ``[sources]``
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``) is one TOML file with a
+``[sources]``
 table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
 
@@ -84,6 +85,12 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "cluster": str, "dp": int, "precision": str,
                      "micro_batch": int, "accumulation": int, "optimizer": str},
         "optional": {"seq_len": int},
+    },
+    "client": {
+        "metrics": {"latency": {"ms": 1e-3}},
+        "required": {"model": str, "hardware": str, "batch": int, "precision": str,
+                     "fuse": bool, "runtime": str},
+        "optional": {},
     },
     "llamacpp": {
         "metrics": {"tok_s": {"tok/s": 1.0}},

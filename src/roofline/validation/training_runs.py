@@ -115,8 +115,8 @@ def report_table(rs: list[dict[str, Any]] | None = None) -> str:
                      f"| {x['error']:+.1%} | {x['source']} |")
     s = summary(rs)
     lines += ["", f"**{s['n']} runs (known outliers left out): median |error| "
-                  f"{s['median_abs_error']:.1%}, largest {s['max_abs_error']:.1%}, geometric-mean ratio ours/published "
-                  f"{s['geomean_ratio']:.3f}.**"]
+                  f"{s['median_abs_error']:.1%}, largest {s['max_abs_error']:.1%}, "
+                  f"geometric-mean ratio ours/published {s['geomean_ratio']:.3f}.**"]
     lora = {x["id"]: x["ours"] for x in rs}
     pub = {x["id"]: x["published"] for x in rs}
     a, b = "NeMo Llama2-7B LoRA", "NeMo Llama2-7B SFT"

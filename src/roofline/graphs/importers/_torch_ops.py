@@ -23,7 +23,7 @@ _ELEMENTWISE: dict[str, str] = {
     "rsqrt": "sqrt",  # 1 FLOP, as sqrt
     "neg": "neg", "abs": "abs", "pow": "pow", "where": "where", "masked_fill": "where",
     "clamp": "clamp", "clamp_min": "mask", "clamp_max": "mask",  # one comparison
-    "reciprocal": "div", "square": "mul",
+    "reciprocal": "div", "square": "mul", "floor_divide": "div", "remainder": "div",
     # one transcendental each, counted as exp is (1 FLOP)
     "log": "exp", "log1p": "exp", "expm1": "exp", "erf": "exp", "sin": "exp", "cos": "exp",
     "exp2": "exp", "log2": "exp", "softplus": "exp",
@@ -54,7 +54,8 @@ _VIEWS = {"view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "permut
           "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "dropout", "set",
           "contiguous", "_assert_tensor_metadata", "_assert_async"}
 _REDUCE = {"mean", "sum", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "any",
-           "all", "nansum", "logsumexp"}
+           "all", "nansum", "logsumexp",
+           "histc"}  # a count per bin: every element read once into its bin (MoE routing)
 _POOLS = {"max_pool1d", "max_pool1d_with_indices", "avg_pool1d", "max_pool2d_with_indices",
           "max_pool2d", "avg_pool2d", "max_pool3d_with_indices", "max_pool3d", "avg_pool3d"}
 _SDPA = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
@@ -203,6 +204,8 @@ class _Tracer:
             return self.conv(a, o)
         if name in ("addmm", "mm", "bmm", "baddbmm"):
             return self.matmul(name, a, args, o)
+        if name == "_grouped_mm":
+            return self.grouped_mm(a, o)
         if name in _SDPA:
             return self.sdpa(name, a)
         if name in FASTPATH_OPS:
@@ -359,6 +362,23 @@ class _Tracer:
             out.append(self.rec("matmul", name, params=self.take_params(w), **shape))
         if bias is not None:
             out.append(self.bias_add(name, bias, o))
+        return out
+
+    def grouped_mm(self, a: dict[str, Any], o: Any) -> list[OpRecord] | str:
+        """``aten._grouped_mm`` as mixture-of-experts layers run it: rows [S, K] sorted by
+        expert, each group through its expert's [K, N] weight (``offs`` marks the groups). The
+        S rows cost 2·S·K·N FLOPs whatever the split; every expert's weight is read once
+        (E·K·N: all experts touched, as they are for a batch of many tokens)."""
+        x, w = a["self"], a["mat2"]
+        if x.dim() != 2 or w.dim() != 3 or self.param(w) is None:
+            return ("grouped_mm is read for [rows, K] activations by an [experts, K, N] "
+                    "weight only")
+        E, K, N = (int(d) for d in w.shape)
+        out = [self.rec("matmul", "_grouped_mm", params=self.take_params(w), batch=1,
+                        groups=1, m=int(x.shape[0]), k=K, n=N, b_source="weight",
+                        b_bytes=Bytes("weight", E))]
+        if self.is_t(a.get("bias")):
+            out.append(self.bias_add("_grouped_mm", a["bias"], o))
         return out
 
     def bias_add(self, name: str, bias: Any, o: Any) -> OpRecord:

@@ -31,10 +31,12 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mixtral": ("Mixtral MoE decoder", ("num_local_experts", "num_experts_per_tok")),
     "qwen2": ("Qwen2/Qwen2.5 decoder (QKV bias)", ()),
     "qwen2_moe": ("Qwen2-MoE decoder (routed + shared expert)",
-                  ("num_experts", "num_experts_per_tok", "moe_intermediate_size")),
+                  ("num_experts|num_local_experts", "num_experts_per_tok",
+                   "moe_intermediate_size")),
     "qwen3": ("Qwen3 decoder (head_dim given; per-head q/k RMSNorm not counted)", ()),
     "qwen3_moe": ("Qwen3-MoE decoder",
-                  ("num_experts", "num_experts_per_tok", "moe_intermediate_size")),
+                  ("num_experts|num_local_experts", "num_experts_per_tok",
+                   "moe_intermediate_size")),
     "gemma": ("Gemma decoder (GeGLU, tied, √D embedding scale)", ()),
     "gemma2": ("Gemma 2 decoder (alternating sliding window, sandwich norms, soft-capping)", ()),
     "phi3": ("Phi-3 decoder (fused QKV and gate/up: the same weights as Llama's)", ()),
@@ -83,6 +85,9 @@ def check_family(cfg: dict[str, Any], name: str) -> str:
                                f"Supported: {', '.join(sorted(SUPPORTED_MODEL_TYPES))} "
                                "(docs/import.md, 'HuggingFace config.json')")
     for f in SUPPORTED_MODEL_TYPES[mt][1]:
+        # "a|b": either name (transformers 5 writes Qwen-MoE's num_experts as
+        # num_local_experts)
+        f = next((n for n in f.split("|") if cfg.get(n) is not None), f.split("|")[0])
         v = cfg.get(f)
         # missing; or, for an MoE family, no experts; or no heads (ranges are checked where
         # the fields are read)

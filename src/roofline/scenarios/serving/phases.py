@@ -11,7 +11,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
-from ...engine.memory import memory_fit
+from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
 from ...engine.result import Result
 from ...engine.solve import check_batch
@@ -369,7 +369,7 @@ def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, token
     """Per-device memory of a generation of ``tokens`` (prompt + output) per sequence:
     (breakdown, capacity, largest batch that fits, fits, reason)."""
     cg = plan.graph("prefill", seq_len=min(T_new, chunk_size or T_new), context=pc, batch=B)
-    weights = cg.graph.weight_footprint_bytes
+    weights, store_why = resident_weights(cg.graph, hw)  # weight streaming holds one op's
     act = plan.live_activations(B, min(T_new, chunk_size or T_new), pc)
     kv_seq_dev = float(plan.kv_bytes_per_sequence(tokens, kv_window))  # one sequence, 1 device
     # every stage keeps its layers' KV for all B sequences (each micro-batch passes every stage)
@@ -383,6 +383,8 @@ def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, token
     max_batch = int(max(0.0, (cap - weights - ws) // per_seq)) if per_seq > 0 else 0
     feasible, footprint, reason = memory_fit(
         breakdown, cap, hw.name, tail=f"; the largest batch that fits is {max_batch}")
+    if feasible and store_why:
+        feasible, reason, max_batch = False, store_why, 0
     return breakdown, cap, max_batch, feasible, reason
 
 

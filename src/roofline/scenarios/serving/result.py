@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..._display import Display
-from ..._text import printable_str
+from ..._text import summary_str
 from ...engine.result import Result
 from ...errors import SpecError
 from ...uncertainty import fmt_band
@@ -161,7 +161,7 @@ class ServeResult(Display):
         d["shares"] = {k: (None if math.isnan(v) else v) for k, v in self.shares.items()}
         return d
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
         head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}"
                 f"{f', ep {self.ep}' if self.ep > 1 else ''}) — "

@@ -11,6 +11,7 @@ from ... import _args as A
 from ...engine.core import time_model
 from ...engine.lines import max_at, op_lines
 from ...engine.memory import fits as mem_fits
+from ...engine.memory import resident_weights
 from ...engine.presets import check_preset
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -120,7 +121,10 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         kvb[ok_hw, j] = kv
         ws = np.array([e.workspace for e in effs])[:, None, None]
         cap = np.array([h.memory_capacity_bytes for h in hsel])[:, None, None]
-        fits[ok_hw, j] = mem_fits((c1.graph.weight_footprint_bytes + kv)[None] + ws, cap)
+        held = [resident_weights(c1.graph, h) for h in hsel]  # weight streaming: one op's
+        w_on = np.array([w for w, _ in held])[:, None, None]
+        store_ok = np.array([not why for _, why in held])[:, None, None]
+        fits[ok_hw, j] = mem_fits(w_on + kv[None] + ws, cap) & store_ok
         bw = np.array([h.memory_bytes_per_s for h in hsel])[:, None, None]
         peak = np.array([h.peak_flops_per_s.get(p.compute, np.nan) for h in hsel])[:, None, None]
         with np.errstate(divide="ignore", invalid="ignore"):  # as serve: MBU over device time

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._display import Display
-from ..._text import printable_str
+from ..._text import summary_str
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
@@ -147,7 +147,7 @@ class TrainingResult(Display):
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
         mem = self.memory_per_device
         b = fmt_bytes
