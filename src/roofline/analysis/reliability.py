@@ -209,9 +209,9 @@ def reliability(*, devices: int, job_hours: float, checkpoint_s: float | None = 
         checkpoint_overhead=delta / tau if tau > 0 else 0.0)
 
 
-def for_train(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None,
-              restart_s: float | None = None, failure_rate: float | None = None,
-              method: str = "daly") -> Reliability:
+def train_reliability(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None,
+                      restart_s: float | None = None, failure_rate: float | None = None,
+                      method: str = "daly") -> Reliability:
     """Reliability of training ``t`` (a TrainingResult) on ``tokens`` tokens."""
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware

@@ -161,13 +161,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     if cfg.arch == "seq2seq":
         _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
-    if cfg.max_positions and P + n > cfg.max_positions + 1:
-        return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
-                           f"max_position_embeddings={cfg.max_positions} of {m.name}")
-    for h in {hw.key: hw, hw_d.key: hw_d}.values():
-        if not h.has(p.compute):
-            return _infeasible(base, f"{h.name} has no {p.compute} peak; it has "
-                               f"{', '.join(h.dtypes)}")
+    why = _unservable(m, hw, hw_d, p, P, n)
+    if why:
+        return _infeasible(base, why)
     if preset == "mlsysim":  # mlsysim's convention: every layer holds every token
         return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
                               B, P, n, p)
@@ -224,14 +220,11 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # -- memory (per device)
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
                                                           T_new, pc, chunk_size, kv_window)
-    kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
-                         + cfg.cross_kv_bytes(p.kv_bytes))
+    kv_total = _kv_total(cfg, p, B, P + n, kv_window)
 
-    peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
     mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
-    mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
+    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
 
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
@@ -255,6 +248,27 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,
+                n: int) -> str:
+    """Why this generation cannot be served at all ("" when it can)."""
+    cfg = m.config
+    if cfg.max_positions and P + n > cfg.max_positions + 1:
+        return (f"prompt_len + output_len = {P + n} tokens exceed "
+                f"max_position_embeddings={cfg.max_positions} of {m.name}")
+    for h in {hw.key: hw, hw_d.key: hw_d}.values():
+        if not h.has(p.compute):
+            return f"{h.name} has no {p.compute} peak; it has {', '.join(h.dtypes)}"
+    return ""
+
+
+def _kv_total(cfg: Any, p: Precision, B: int, tokens: int, kv_window: str) -> float:
+    """The batch's KV cache over all devices at ``tokens`` per sequence (windowed layers: the
+    window with ``kv_window="ring"``; encoder-decoders: the cross-attention KV too)."""
+    return B * float(cfg.kv_bytes_per_sequence(tokens, p.kv_bytes) if kv_window == "ring"
+                     else tokens * cfg.kv_bytes_per_token(p.kv_bytes)
+                     + cfg.cross_kv_bytes(p.kv_bytes))
 
 
 def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:

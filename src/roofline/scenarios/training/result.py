@@ -134,9 +134,9 @@ class TrainingResult(Display):
         """Failures of the run: MTBF, checkpoint size and write time, interval, goodput and
         wall-clock with failures (``analysis.reliability``; keywords: storage_bytes_per_s,
         restart_s, failure_rate, method)."""
-        from ...analysis.reliability import for_train
+        from ...analysis.reliability import train_reliability
 
-        return for_train(self, tokens, **kw)
+        return train_reliability(self, tokens, **kw)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
