@@ -207,3 +207,24 @@ def test_generic_zero_stages_and_full_recompute() -> None:
         rl.train("resnet50", "dgx-a100", recompute="selective", **kw)
     with pytest.raises(SpecError, match="pp=2 does not apply"):
         rl.train("resnet50", "dgx-a100", pp=2, **kw)
+
+
+def test_train_on_one_device_spec() -> None:
+    """A hardware spec (a measured CPU, one GPU) trains as a one-device cluster."""
+    from pathlib import Path
+
+    spec = Path(__file__).parents[1] / "docs" / "validation" / "cpu-run" / "measured.toml"
+    kw = dict(global_batch=8, micro_batch=8, precision="fp32", optimizer="sgd")
+    a = rl.train("resnet18", str(spec), **kw)
+    b = rl.train("resnet18", rl.hardware(str(spec)), **kw)
+    assert a.devices == 1 and a.step_time == b.step_time > 0
+    assert a.breakdown["dp_comm"] == 0.0
+    one = rl.train("resnet18", rl.hardware("A100"), global_batch=64, micro_batch=64,
+                   precision="bf16", optimizer="sgd")
+    eight = rl.train("resnet18", "dgx-a100", global_batch=512, micro_batch=64,
+                     precision="bf16", optimizer="sgd", dp_overlap=False)
+    # the same per-device work; the 8-GPU step adds only its gradient all-reduce
+    assert eight.step_time == pytest.approx(one.step_time + eight.breakdown["dp_comm"],
+                                            rel=1e-9)
+    with pytest.raises(SpecError, match="is one device"):
+        rl.train("resnet18", rl.hardware("A100"), nodes=2, **kw)
