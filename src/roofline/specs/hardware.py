@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .._data import load_toml_file
+from .._display import Display
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .sourced import Provenance, read_quantity
@@ -63,7 +64,7 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hardware:
+class Hardware(Display):
     """A device: what it can compute per second, and how fast it moves bytes."""
 
     key: str  #: zoo key, e.g. "a100-sxm4-80gb"
