@@ -27,7 +27,7 @@ def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
     """(parameters per device, bandwidth B/s, peak FLOP/s) of one layout's devices."""
     from ..specs.dtypes import precision as make_precision
 
-    p = make_precision(c.precision, kv=c.kv_precision)
+    p = make_precision(c.precision, kv=c.kv_precision, weights=c.weight_precision)
     return (c.weights_bytes / p.weight_bytes, hw.memory_bytes_per_s,
             hw.peak_flops_per_s.get(p.compute, math.nan))
 
