@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import _args as A
 from .._display import Display
-from .._text import summary_str
+from .._text import a_family, summary_str
 from ..engine.table import Table
 from ..errors import SpecError
 from ..progress import Progress, progress_stream
@@ -307,7 +307,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     hw = resolve_hw(hardware)
     cfg = m.config
     if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is a {m.family} model")
+        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is {a_family(m.family)} model")
     if precisions is None:
         precisions = PRECISIONS if hw.has("fp8") else PRECISIONS_NO_FP8
     precisions = _check_precisions(precisions)

@@ -11,6 +11,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ..._text import a_family
 from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -91,8 +92,8 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
     preset = check_preset(preset)
     cfg = m.config
     if cfg is None or not cfg.generates:
-        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
-                        f"{m.family} model")
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is "
+                        f"{a_family(m.family)} model")
     _check_ep(ep, cfg, m.name, preset)
     p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)

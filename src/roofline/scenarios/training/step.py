@@ -10,6 +10,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ..._text import a_family
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -257,7 +258,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     m = resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
-                        f"a {m.family} model")
+                        f"{a_family(m.family)} model")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
