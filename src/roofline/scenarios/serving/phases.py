@@ -181,8 +181,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     T_new = P - pc
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, Bg, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
-    ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm,
-                               draft)
+    ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm, draft)
     pre_comm += ep_pre + _encoder_comm(plan, Bg, D * ab, tp, pp, hw, factors)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
@@ -192,12 +191,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # -- decode steps S = P+1 … P+n−1 (closed form)
     steps = n - 1
     S_mean = P + n / 2.0
-    decode_time, dec, dec_comm, dec_over, step_notes = _decode_phase(
+    decode_time, dec, dec_comm, dec_over, notes = _decode_phase(
         plan, cfg, p, hw_d, eff_d, factors, Bm, P, S_end, steps, tp, pp, Bm * D * ab, n_ar, L_dev,
         draft, draft_len, acceptance, fused_attention)
-    dec_comm += steps * ep_step
-    decode_time += steps * ep_step
-    notes = step_notes
+    dec_comm, decode_time = dec_comm + steps * ep_step, decode_time + steps * ep_step
     tpot = decode_time / steps if steps else 0.0
     e2e = ttft + decode_time
     devices = base["devices"]
