@@ -68,7 +68,7 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                              preset, lora_rank)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             lora_rank, _override_key("gpu"), _override_key("tpu"))
+             lora_rank, _override_key("gpu"), _override_key("tpu"), _override_key("gpu-hopper"))
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
@@ -106,7 +106,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
     base = efficiency_for(hw, preset)
-    f = None if preset == "bound" else training_factors(hw.kind)
+    f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)
     if p.compute == "fp16" or p.weights == "fp16":

@@ -133,9 +133,12 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         dp_exp = xp.where(dp > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
     else:
         dp_exp = xp.where(dp > 1, t_dp, 0.0)
-    # ZeRO-3: two parameter all-gathers and a gradient reduce-scatter per micro-batch,
-    # prefetched/overlapped under its compute
-    z3 = xp.where(zero == 3, xp.maximum(2 * ag + rs - (f_mb + b_mb) * dp_overlap, 0.0), 0.0)
+    # ZeRO-3 as FSDP runs it, per layer and micro-batch: the next layer's parameters are
+    # gathered while this one computes (in the forward, and again, resharded, in the backward)
+    # and its gradients reduce-scattered behind the previous layer's backward; the first gather
+    # and the last reduce-scatter have nothing to hide behind (_fsdp_exposed)
+    z3 = xp.where(zero == 3, _fsdp_exposed(ag, rs, f_mb, b_mb + rc_mb, n_lps, xp)
+                  if dp_overlap else 2 * ag + rs, 0.0)
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dp, 1)
@@ -148,6 +151,17 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
+    """Exposed ZeRO-3 time of one micro-batch through n layers (FSDP's prefetching):
+    ag/n + rs/n (the first gather, the last reduce-scatter) + n · (max(0, ag/n − t_f/n) +
+    max(0, (ag + rs)/n − t_b/n)), with ``ag`` one all-gather of the stage's parameters, ``rs``
+    one reduce-scatter of its gradients, ``t_f``/``t_b`` its forward / backward compute."""
+    nl = xp.maximum(n, 1.0)
+    ag_l, rs_l = ag / nl, rs / nl
+    return ag_l + rs_l + nl * (xp.maximum(ag_l - t_f / nl, 0.0)
+                               + xp.maximum(ag_l + rs_l - t_b / nl, 0.0))
 
 
 def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
