@@ -77,6 +77,7 @@ def test_published_purchase_prices_come_through():
     # Gaudi 3: Intel's Computex 2024 kit list price 125,000 $ for 8 accelerators
     assert rl.price_quotes("gaudi3").purchase_usd == pytest.approx(125_000 / 8)
     assert rl.price_quotes("raspberry-pi-5").purchase_usd == pytest.approx(80)
+    assert rl.price_quotes("dgx-spark").purchase_usd == pytest.approx(3999)  # launch price
 
 
 def test_us_cloud_regions_use_their_own_grid_zone():

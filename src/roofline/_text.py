@@ -19,7 +19,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["printable", "printable_str", "csv_cell", "csv_row", "mathtext_safe"]
+__all__ = ["printable", "printable_str", "csv_cell", "csv_row", "mathtext_safe", "wrap_prose",
+           "summary_str", "TEXT_WIDTH"]
+
+#: the widest line a printout has (tables fit it by leaving columns out, prose wraps)
+TEXT_WIDTH = 100
+#: "  label<2+ spaces>value": a continuation line starts under the value
+_UNIT = re.compile(r"(\d) (?=[a-zA-Zµ%$×]{1,8}\b|%)")
+_LABEL = re.compile(r"^(\s*\S[^ ]*(?: [^ ]+)*?\s{2,})\S")
 
 #: CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-byte ESC sequences
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
@@ -40,6 +47,42 @@ def printable_str(fn: Callable[..., str]) -> Callable[..., str]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> str:
         return printable(fn(*args, **kwargs))
+
+    return call
+
+
+def wrap_prose(text: str, width: int | None = TEXT_WIDTH) -> str:
+    """``text`` with every line longer than ``width`` wrapped at spaces; a continuation starts
+    under the value of a ``  label   value`` line, or two spaces in from the line's own indent.
+    Shorter lines (tables fitted to the width, headings) are left as they are; ``None``: no
+    wrapping."""
+    if width is None or all(len(ln) <= width for ln in text.splitlines()):
+        return text
+    import textwrap
+
+    out = []
+    for ln in text.split("\n"):
+        if len(ln) <= width:
+            out.append(ln)
+            continue
+        m = _LABEL.match(ln)
+        lead = len(ln) - len(ln.lstrip(" "))
+        indent = " " * (len(m.group(1)) if m and len(m.group(1)) <= width // 3 else lead + 2)
+        # a number keeps its unit on its line ("7.499 ms", "12 %"): glue them while wrapping
+        glued = _UNIT.sub("\\1\ue000", ln)
+        out.append(textwrap.fill(glued, width=width, subsequent_indent=indent,
+                                 break_long_words=False, break_on_hyphens=False,
+                                 drop_whitespace=True, replace_whitespace=False)
+                   .replace("\ue000", " "))
+    return "\n".join(out)
+
+
+def summary_str(fn: Callable[..., str]) -> Callable[..., str]:
+    """Decorate a result's ``__str__``: printable, and its prose wrapped to ``TEXT_WIDTH``."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        return wrap_prose(printable(fn(*args, **kwargs)))
 
     return call
 

@@ -5,6 +5,10 @@ Groups (each a frozen value; a group or field that is ``None`` is *off* — it c
 
 - ``gemm``: the matmul model ``1/e = (1 + a/M + b/N + c/K) / max`` (implicit-GEMM sizes);
   ``gemm_bf16``: its own model for bf16 matmuls (measured CPUs), ``None``: use ``gemm``;
+  ``gemm_dtype``: the dtype-aware part — per narrow compute dtype (fp8, fp4, int8, int4) a
+  multiplier on the matmul model's ``max`` (of *that dtype's* peak), relative to the 16-bit
+  model; ``None``: the same fraction as 16-bit matmuls. One factor for solve, serve and train:
+  each scenario's own 16-bit model (a training fit, a serving engine's) is scaled by it;
 - ``conv`` / ``attention``: multipliers on the matmul efficiency, and for convolutions their own
   ``a, b, c`` (``None``: the matmul model's);
 - ``vector``: fraction of the fp32 peak elementwise math reaches, per class (``None``: ``max``);
@@ -31,8 +35,8 @@ from ..errors import SpecError
 from ..ops.cost import OP_CLASSES
 from ..specs.sourced import Provenance, read_quantity
 
-__all__ = ["Efficiency", "Gemm", "Conv", "Attention", "Vector", "Memory", "Launch", "Cpu",
-           "PageFaults", "ColdWeights", "EvictedDispatch", "BOUND", "read_efficiency",
+__all__ = ["Efficiency", "Gemm", "GemmDtype", "Conv", "Attention", "Vector", "Memory", "Launch",
+           "Cpu", "PageFaults", "ColdWeights", "EvictedDispatch", "BOUND", "read_efficiency",
            "read_patch", "EfficiencyPatch", "flat_efficiency", "FLAT_KEYS"]
 
 
@@ -70,6 +74,26 @@ class Gemm:
         for f in ("a", "b", "c"):
             _check(label, f"{name}.{f}", getattr(self, f), 0.0, float("inf"))
         _check(label, f"{name}.gemv", self.gemv, 0.0, 1.0)
+
+
+#: the compute dtypes ``GemmDtype`` has a factor for
+NARROW_DTYPES = ("fp8", "fp4", "int8", "int4")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmDtype:
+    """Matmul efficiency of narrow compute dtypes relative to the 16-bit model: the fraction of
+    its own (2x, 4x) peak an fp8 matmul reaches is ``fp8`` times the fraction a 16-bit matmul
+    of the same shape reaches of the 16-bit peak. None: the same fraction (a factor of 1)."""
+
+    fp8: float | None = None
+    fp4: float | None = None
+    int8: float | None = None
+    int4: float | None = None
+
+    def of(self, dtype: str) -> float:
+        v = getattr(self, dtype) if dtype in NARROW_DTYPES else None
+        return 1.0 if v is None else float(v)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,6 +214,7 @@ class Efficiency:
 
     gemm: Gemm = Gemm()
     gemm_bf16: Gemm | None = None  #: bf16 matmuls (measured CPUs: AMX tiles); None: ``gemm``
+    gemm_dtype: GemmDtype = GemmDtype()  #: narrow dtypes relative to the 16-bit model
     conv: Conv = Conv()
     attention: Attention = Attention()
     vector: Vector = Vector()
@@ -212,6 +237,9 @@ class Efficiency:
         self.gemm.check(lb, "gemm")
         if self.gemm_bf16 is not None:
             self.gemm_bf16.check(lb, "gemm_bf16", hi=2.0)  # vs the best measured bf16 rate
+        for nm in NARROW_DTYPES:
+            _check(lb, f"gemm_dtype.{nm}", getattr(self.gemm_dtype, nm), 0.0, 2.0, lo_open=True,
+                   allowed="a multiplier on the 16-bit matmul efficiency")
         for nm, v in (("conv.scale", self.conv.scale), ("attention.scale", self.attention.scale)):
             _check(lb, nm, v, 0.0, 4.0, lo_open=True, allowed="1: same as GEMM")
         for nm in ("a", "b", "c"):
@@ -266,10 +294,14 @@ class Efficiency:
         return None if self.cpu is None else self.cpu.evicted
 
     def gemm_for(self, dtype: str) -> Gemm:
-        """The matmul model for matmuls in ``dtype``."""
+        """The matmul model for matmuls in ``dtype``: the 16-bit model (``gemm_bf16`` for bf16
+        where set), its ``max`` times ``gemm_dtype`` for a narrow dtype."""
         if dtype == "bf16" and self.gemm_bf16 is not None:
             return self.gemm_bf16
-        return self.gemm
+        k = self.gemm_dtype.of(dtype)
+        if k == 1.0:
+            return self.gemm
+        return replace(self.gemm, max=self.gemm.max * k)
 
     def dispatch_per_op(self, classes: tuple[str, ...]) -> Any:
         """Host dispatch time of each op: a scalar when no class overrides it."""
@@ -294,6 +326,7 @@ BOUND = Efficiency()
 _GROUPS: dict[str, dict[str, str]] = {
     "gemm": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio", "gemv": "ratio"},
     "gemm_bf16": {"max": "ratio", "a": "ratio", "b": "ratio", "c": "ratio", "gemv": "ratio"},
+    "gemm_dtype": {d: "ratio" for d in NARROW_DTYPES},
     "conv": {"scale": "ratio", "a": "ratio", "b": "ratio", "c": "ratio"},
     "attention": {"scale": "ratio"},
     "vector": {"max": "ratio", "norm": "ratio", "softmax": "ratio", "pool": "ratio"},
@@ -336,7 +369,9 @@ _FLAT_NAME = {f"{g}.{f}": k for k, (g, f, _) in FLAT_KEYS.items()}
 _INF = float("inf")
 #: the range of each factor where it is read (lo, hi, lo exclusive)
 _RANGES: dict[str, tuple[float, float, bool]] = {
-    "gemm.max": (0, 1, True), "gemm_bf16.max": (0, 2, True), "conv.scale": (0, 4, True),
+    "gemm.max": (0, 1, True), "gemm_bf16.max": (0, 2, True), "gemm_dtype.fp8": (0, 2, True),
+    "gemm_dtype.fp4": (0, 2, True), "gemm_dtype.int8": (0, 2, True),
+    "gemm_dtype.int4": (0, 2, True), "conv.scale": (0, 4, True),
     "attention.scale": (0, 4, True), "vector.max": (0, 1, True), "vector.norm": (0, 1, False),
     "vector.softmax": (0, 1, False), "vector.pool": (0, 1, False), "memory.max": (0, 1, True),
     "memory.main_read": (0, 1, False), "memory.cache_fraction": (0, 1, False),
@@ -479,6 +514,7 @@ def _build(base: Efficiency, vals: dict[str, dict[str, float | None]],
               evicted=merged("cpu.evicted", cpu.evicted, EvictedDispatch))
     return Efficiency(
         gemm=merged("gemm", base.gemm, Gemm), gemm_bf16=merged("gemm_bf16", base.gemm_bf16, Gemm),
+        gemm_dtype=merged("gemm_dtype", base.gemm_dtype, GemmDtype),
         conv=merged("conv", base.conv, Conv), attention=merged("attention", base.attention,
                                                                Attention),
         vector=merged("vector", base.vector, Vector), memory=merged("memory", base.memory, Memory),

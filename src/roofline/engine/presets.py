@@ -20,7 +20,8 @@ from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
-           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency"]
+           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency",
+           "registered_epoch"]
 
 PRESETS = ("default", "bound", "mlsysim")
 #: how kernels reach the device: "eager" launches every op from the host (each pays the
@@ -49,6 +50,7 @@ def default_tables() -> dict[str, Efficiency]:
 
 #: registered tables, keyed on the spec's content (``spec_key``), never on its name or key
 _CUSTOM: dict[Any, Efficiency] = {}
+_EPOCH = [0]  #: bumped on every change of _CUSTOM: caches above the preset key on it
 
 
 def register_efficiency(hw: Hardware, eff: Efficiency | None) -> None:
@@ -58,6 +60,7 @@ def register_efficiency(hw: Hardware, eff: Efficiency | None) -> None:
     if not isinstance(hw, Hardware):
         raise SpecError(f"register_efficiency: hw must be a Hardware spec (rl.hardware(...)), "
                         f"got {type(hw).__name__} {hw!r}")
+    _EPOCH[0] += 1
     if eff is None:
         _CUSTOM.pop(spec_key(hw), None)
         return
@@ -65,6 +68,12 @@ def register_efficiency(hw: Hardware, eff: Efficiency | None) -> None:
         raise SpecError(f"register_efficiency: eff must be an Efficiency, got "
                         f"{type(eff).__name__}")
     _CUSTOM[spec_key(hw)] = eff
+
+
+def registered_epoch() -> int:
+    """A counter that changes whenever ``register_efficiency`` does: a cache of results that
+    depend on ``efficiency_for`` keys on it."""
+    return _EPOCH[0]
 
 
 _FROM_SPEC: dict[tuple[object, ...], Efficiency] = {}

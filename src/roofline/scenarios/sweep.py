@@ -201,25 +201,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         names = np.array(["compute", "memory", "overhead"], dtype=object)
         bott = names[parts.argmax(0)]
         bf = batches.astype(np.float64)[None, :]
-        ws = np.array([e.workspace for e in effs])[:, None]
-        held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
-        w_on = np.array([h for h, _ in held])[:, None]
-        foot = w_on + arr["live"] + g.state_bytes_per_sample * bf + ws
-        cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
+        foot, fits, reason = _memory_fit(g, ok, effs, arr["live"], bf)
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
-        fits = mem_fits(foot, cap)
-        reason = np.full(fits.shape, "", dtype=object)
-        for hi, (_, why) in enumerate(held):
-            if why:  # the weights do not fit the weight store
-                reason[hi, fits[hi]] = why
-                fits[hi] = False
-        for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
-            if reason[hi, bi]:
-                continue
-            reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
-                "weights": w_on[hi, 0], "activations": arr["live"][hi, bi],
-                "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
@@ -243,6 +227,30 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
     out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
     return out
+
+
+def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
+                bf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[h, b] footprint, fits and reason (the parts as ``solve`` lists them; weights that do
+    not fit a weight store say so) of graph ``g`` on each hardware at each batch."""
+    ws = np.array([e.workspace for e in effs])[:, None]
+    held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
+    w_on = np.array([h for h, _ in held])[:, None]
+    foot = w_on + live + g.state_bytes_per_sample * bf + ws
+    cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
+    fits = mem_fits(foot, cap)
+    reason = np.full(fits.shape, "", dtype=object)
+    for hi, (_, why) in enumerate(held):
+        if why:  # the weights do not fit the weight store
+            reason[hi, fits[hi]] = why
+            fits[hi] = False
+    for hi, bi in zip(*np.nonzero(~fits)):
+        if reason[hi, bi]:
+            continue
+        reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
+            "weights": w_on[hi, 0], "activations": live[hi, bi],
+            "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
+    return foot, fits, reason
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

@@ -72,8 +72,19 @@ def _hand_keys() -> list[str]:
 
 def shipped_serving_values() -> dict[str, float]:
     """The shipped values of FIT_PARAMS and HAND_SET ('engine.factor' -> value)."""
-    return {k: float(getattr(_factors(k.split(".", 1)[0]), k.split(".", 1)[1]))
-            for k in _keys() + _hand_keys()}
+    out = {}
+    for k in _keys() + _hand_keys():
+        e, n = k.split(".", 1)
+        out[k] = _shipped_fp8() if n == _SHARED else float(getattr(_factors(e), n))
+    return out
+
+
+def _shipped_fp8() -> float:
+    """The shipped fp8 fraction: the GPU preset's 16-bit gemm.max times its gemm_dtype fp8
+    factor (the one narrow-dtype factor solve, serve and train share)."""
+    from ..engine.presets import default_tables
+
+    return float(default_tables()["gpu"].gemm_for("fp8").max)
 
 
 def _profiles(values: Mapping[str, float] | None) -> dict[str, Any] | None:

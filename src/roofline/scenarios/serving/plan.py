@@ -77,7 +77,9 @@ class ServingFactors:
     step_overhead: float = 0.0  #: s of host time per decode step
     layer_overhead: float = 0.0  #: s per layer (on a device) per step: per-layer plugin/sync cost
     request_overhead: float = 0.0  #: s per prefill call
-    gemm_max_fp8: float | None = None  #: achievable fraction of the fp8 peak
+    #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
+    #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
+    gemm_max_fp8: float | None = None
     allreduce_efficiency: float = 1.0  #: achieved / link bandwidth of a TP all-reduce
     allreduce_alpha: float = 0.0  #: s of latency per all-reduce *call* at p = 2 ranks
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
@@ -100,8 +102,10 @@ class ServingFactors:
         if self.patch is not None:
             out = self.patch.apply(base, label=f"{base.label}/{self.name}")
         if self.gemm_max_fp8 is not None and compute_dtype in ("fp8", "fp4", "int4"):
-            out = replace(out, gemm=replace(out.gemm, max=min(self.gemm_max_fp8,
-                                                              base.gemm.max)))
+            # a fit's trial value of the shared narrow-dtype fraction (the shipped one lives in
+            # the preset: [gpu.gemm_dtype], the same for solve, serve and train)
+            k = min(self.gemm_max_fp8 / base.gemm.max, 1.0)
+            out = replace(out, gemm_dtype=replace(out.gemm_dtype, **{compute_dtype: k}))
         return out
 
 
@@ -322,11 +326,18 @@ _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
 
 
 def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
-             fused_attention: bool, weight_format: Any = None) -> Plan:
-    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format)
+             fused_attention: bool, weight_format: Any = None, ep: int = 1) -> Plan:
+    """The plan of one device of a tp × pp (× ep) replica. ``ep`` > 1: expert parallelism
+    with data-parallel attention — ep groups of tp × pp devices, each serving its share of the
+    sequences with the dense weights replicated, the routed experts split among the groups
+    (``TransformerConfig.expert_groups``)."""
+    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format, ep)
     pl = _PLANS.get(key)
     if pl is None:
-        pl = Plan(cfg=shard_config(cfg, tp, pp), full=cfg, precision=p, fuse=fuse,
+        dev = shard_config(cfg, tp, pp, ep)
+        if ep > 1:
+            dev = replace(dev, expert_groups=ep)
+        pl = Plan(cfg=dev, full=cfg, precision=p, fuse=fuse,
                   fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict(),
                   weight_format=weight_format)
         _PLANS[key] = pl

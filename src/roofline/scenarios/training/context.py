@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...engine.core import time_model
-from ...engine.presets import Efficiency, check_preset, efficiency_for
+from ...engine.presets import Efficiency, check_preset, efficiency_for, registered_epoch
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
@@ -68,7 +68,8 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                              preset, lora_rank)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             lora_rank, _override_key("gpu"), _override_key("tpu"), _override_key("gpu-hopper"))
+             lora_rank, _override_key("gpu"), _override_key("tpu"),
+             _override_key("gpu-hopper"), registered_epoch())
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None

@@ -230,12 +230,13 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 @with_economics
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
-           ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
+           ep=DEGREE, interleave=A.count(1, 1024), recompute=A.optional(RECOMPUTE_ARG),
+           zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
-          interleave: int = 1, recompute: str = "selective", zero: int = 1,
+          interleave: int = 1, recompute: str | None = None, zero: int | None = None,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
@@ -246,8 +247,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
     parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
     ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
-    decoders: "adam" | "adamw"); tp, pp, ep, interleave, recompute and zero do not
-    apply (a value other than their default is refused).
+    decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
+    or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
+    other than 1 is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -257,7 +259,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
     optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
     ``interleave`` is v, model chunks per device
-    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
+    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full" (decoder default
+    "selective"). ``zero``: 0–3 (decoder default 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -276,8 +279,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave,
-                           recompute=None if recompute == "selective" else recompute,
-                           zero=None if zero == 1 else zero)
+                           recompute=recompute, zero=zero)
+    recompute = "selective" if recompute is None else recompute  # decoder defaults
+    zero = 1 if zero is None else zero
     if seq_len is None:
         raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
     if optimizer not in DECODER_OPTIMIZERS:

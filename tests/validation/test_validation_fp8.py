@@ -1,0 +1,55 @@
+"""The one fp8 matmul factor (docs/validation/fp8.md): applied by solve, serve and train alike,
+judged on fp8 training runs it was not fitted on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.engine.presets import default_tables
+from roofline.validation import fp8
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "fp8.md"
+
+
+def test_factor_scales_the_16bit_model_of_every_scenario() -> None:
+    gpu = default_tables()["gpu"]
+    # 0.80 (16-bit gemm.max) x 0.6125 = 0.49 of the fp8 peak: the serving fit's fraction
+    assert gpu.gemm_for("fp8").max == pytest.approx(0.49)
+    assert gpu.gemm_for("bf16").max == pytest.approx(0.80)
+    assert gpu.gemm_for("fp8").a == gpu.gemm.a  # only max scales
+    # a compute-bound GEMM on H100: fp8 runs 1979·0.49 / (989.4·0.80) = 1.225x the bf16 rate
+    b, f = (rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=4096, batch=8,
+                     precision=p) for p in ("bf16", "fp8"))
+    assert b.latency / f.latency == pytest.approx(1.225, rel=0.08)
+
+
+def test_training_fp8_uses_the_factor_on_its_own_fit() -> None:
+    kw = dict(nodes=1, global_batch=128, seq_len=4096, micro_batch=1, tp=1, pp=1, dp=8,
+              recompute="none")
+    b = rl.train("llama-2-7b", "dgx-h100", precision="bf16", **kw)
+    f = rl.train("llama-2-7b", "dgx-h100", precision="fp8", **kw)
+    # compute-bound: fp8 = 2x the peak x 0.6125 = 1.225x the bf16 throughput (was 2.0x)
+    assert f.tokens_per_s / b.tokens_per_s == pytest.approx(1.225, rel=0.06)
+
+
+def test_held_out_fp8_runs_improve_and_the_page_shows_them() -> None:
+    after, before = fp8.fp8_rows(), fp8.fp8_rows(1.0)
+    med = lambda rs: sorted(abs(r["error"]) for r in rs)[len(rs) // 2]  # noqa: E731
+    assert med(after) < med(before)
+    assert all(abs(r["error"]) <= 0.40 for r in after)
+    assert fp8.fp8_table() in DOC.read_text(encoding="utf-8")
+
+
+def test_a_bad_dtype_factor_is_refused() -> None:
+    from roofline.engine.efficiency import read_efficiency
+    from roofline.errors import SpecError
+
+    q = {"value": 3.0, "unit": "1", "source": "s"}
+    with pytest.raises(SpecError, match="gemm_dtype.fp8"):
+        read_efficiency({"gemm_dtype": {"fp8": q}}, sources={"s": "x"}, origin="t", label="t")
+    with pytest.raises(SpecError, match="unknown factor gemm_dtype.bf16"):
+        read_efficiency({"gemm_dtype": {"bf16": {**q, "value": 0.5}}}, sources={"s": "x"},
+                        origin="t", label="t")
