@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ..._data import DATA, read_toml
-from ...engine.efficiency import Efficiency, Gemm, read_efficiency
+from ...engine.efficiency import NARROW_DTYPES, Efficiency, Gemm, read_efficiency
 from ...errors import SpecError
 from ...ops.collectives import Links
 from ...specs.cluster import Cluster
@@ -22,6 +22,9 @@ class TrainingFactors:
     gemm: Gemm  #: the training matmul model (replaces the preset's ``gemm``)
     #: device keys this table is for (an architecture's parts); () for a hardware kind's table
     devices: tuple[str, ...] = ()
+    #: multiplier on the preset's narrow-dtype factors (``gemm_dtype``: fp8, fp4, int8, int4)
+    #: on this table's devices; 1: the preset's
+    dtype_scale: float = 1.0
     scale_up_efficiency: float  #: busbw / link bandwidth on NVLink/ICI
     scale_out_efficiency: float  #: busbw / link bandwidth on the NICs
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
@@ -46,7 +49,11 @@ class TrainingFactors:
 
     def efficiency(self, base: Efficiency, kind: str) -> Efficiency:
         """The preset's factors on the device with the training matmul model."""
-        return replace(base, gemm=self.gemm, label=f"training/{kind}")
+        gd = base.gemm_dtype
+        if self.dtype_scale != 1.0:
+            gd = replace(gd, **{d: (getattr(gd, d) or 1.0) * self.dtype_scale
+                                for d in NARROW_DTYPES})
+        return replace(base, gemm=self.gemm, gemm_dtype=gd, label=f"training/{kind}")
 
 
 @lru_cache(maxsize=1)
@@ -76,6 +83,10 @@ def _factor_tables() -> dict[str, TrainingFactors]:
         eff = read_efficiency(tbl["efficiency"], sources=sources, origin=f"{origin} efficiency",
                               label=f"training/{kind}")
         prov.update(eff.provenance)
+        if "dtype_scale" in tbl:
+            v, p = read_quantity(tbl["dtype_scale"], field="dtype_scale", dimension="ratio",
+                                 sources=sources, origin=origin)
+            vals["dtype_scale"], prov["dtype_scale"] = v, p
         out[kind] = TrainingFactors(gemm=eff.gemm, devices=tuple(devices), **vals,
                                     provenance=prov)
     return out
