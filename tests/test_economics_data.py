@@ -80,6 +80,14 @@ def test_published_purchase_prices_come_through():
     assert rl.price_quotes("dgx-spark").purchase_usd == pytest.approx(3999)  # launch price
 
 
+def test_tpu_prices_per_chip():
+    # Google Cloud list prices: v4 6,594.56 $/h for 2,048 chips; v6e-1 2.70 $/h; v5e 1.2, v5p 4.2
+    assert rl.price_quotes("tpu-v4").usd_per_hour == pytest.approx(6594.56 / 2048, rel=1e-3)
+    assert rl.price_quotes("tpu-v6e").usd_per_hour == pytest.approx(2.70)
+    assert rl.price_quotes("tpu-v5e").usd_per_hour == pytest.approx(1.2)
+    assert rl.price_quotes("tpu-v5p").providers == ("Google Cloud",)
+
+
 def test_us_cloud_regions_use_their_own_grid_zone():
     # Electricity Maps 2023 zone averages (grids.toml): PJM 401, BPA 123, ERCOT 394 g/kWh
     assert rl.region("us-east-1").g_per_kwh == pytest.approx(401)

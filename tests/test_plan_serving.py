@@ -119,13 +119,27 @@ def test_no_layout_fits_says_by_how_much():
 
 def test_weight_only_quantisation_is_searched(plan):
     layouts = set(plan.layouts["layout"])
-    # bf16 compute over int8 / int4 weights with an fp8 KV cache, next to bf16 and fp8
-    for lab in ("tp1 bf16 wint4/kv fp8", "tp2 bf16 wint8/kv fp8", "tp1 fp8", "tp1 bf16"):
+    # bf16 compute over int4 weights with an fp8 KV cache, next to bf16 and fp8; int8
+    # weight-only is dominated by fp8 on an fp8 part and searched only where asked
+    for lab in ("tp1 bf16 wint4/kv fp8", "tp2 bf16 wint4/kv fp8", "tp1 fp8", "tp1 bf16"):
         assert lab in layouts, lab
-    # int4 weights: a quarter of the bf16 weight bytes, so at batch 1 it decodes fastest
+    assert not any("wint8" in x for x in layouts)
+    # int4 weights: a quarter of the bf16 weight bytes, half of fp8's: at batch 1 it decodes
+    # fastest
     L = plan.layouts.where(plan.layouts["max_concurrency"] == 1)
     t = dict(zip(L["layout"], L["tpot_ms"]))
-    assert t["tp1 bf16 wint4/kv fp8"] < t["tp1 bf16 wint8/kv fp8"] < t["tp1 bf16/kv fp8"]
+    assert t["tp1 bf16 wint4/kv fp8"] < t["tp1 fp8"] < t["tp1 bf16/kv fp8"]
+
+
+def test_weight_only_int8_where_the_part_has_no_fp8():
+    from roofline.analysis.plan import PRECISIONS_NO_FP8
+
+    assert ("bf16", "bf16", "int8") in PRECISIONS_NO_FP8
+    wl = rl.Workload(prompt=512, output=64, rate=2.0)
+    p = rl.plan_serving(M, "A100", devices=1, workload=wl, slo=rl.SLO(tpot_p99=0.05),
+                        requests=200, disaggregated=False, max_simulations=2)
+    lay = set(p.layouts["layout"])
+    assert {"tp1 bf16", "tp1 bf16 wint8", "tp1 bf16 wint4"} <= lay
 
 
 def test_expert_parallelism_is_searched_for_moe():

@@ -204,6 +204,12 @@ def test_cli_report_scenarios(tmp_path, capsys):
     assert main(["report", "simulate", "llama-3.1-8b", "H100", "--rate", "10", "--requests",
                  "300", "--tpot-p99", "0.05", "-o", str(f)]) == 0
     assert f.read_text().count("histogram and CDF") == 3
-    capsys.readouterr()
+    f = tmp_path / "p.html"
+    assert main(["report", "plan", "llama-3.1-8b", "H100", "--devices", "4", "--rate", "10",
+                 "--requests", "300", "--tpot-p99", "0.05", "--ttft-p99", "1", "-o",
+                 str(f)]) == 0
+    page = f.read_text()
+    assert 'class="rl-slo"' in page and "Infeasible layouts" in page
+    assert f"wrote {f}: the plan report" in capsys.readouterr().out
     assert main(["report", "serve", "llama-3.1-8b", "H100", "--format", "json"]) == 2
     assert "writes HTML" in capsys.readouterr().err

@@ -73,3 +73,16 @@ def test_bad_ep_names_the_field(kw, field):
     model = kw.pop("model")
     with pytest.raises(RooflineError, match=field.replace("(", r"\(")):
         rl.serve(model, "H100", **kw)
+
+
+def test_data_parallel_attention_does_not_replicate_mla_kv():
+    # DeepSeek-V3's latent KV (61 layers × (512 + 64) × 1 B in fp8 = 35,136 B per token) is
+    # replicated on every TP rank; with ep = 8 each device holds only its 8 of the 64 sequences
+    kw = dict(batch=64, prompt_len=1024, output_len=256, precision="fp8", kv_precision="fp8")
+    tp8 = rl.serve("deepseek-v3", "H200", tp=8, **kw)
+    ep8 = rl.serve("deepseek-v3", "H200", ep=8, **kw)
+    per_token = 61 * (512 + 64) * 1
+    assert tp8.memory_breakdown["kv_cache"] == pytest.approx(64 * 1280 * per_token)
+    assert ep8.memory_breakdown["kv_cache"] == pytest.approx(8 * 1280 * per_token)
+    assert ep8.devices == tp8.devices == 8
+    assert ep8.phase_seconds["ep_comm"] > 0 and ep8.phase_seconds["tp_comm"] == 0.0

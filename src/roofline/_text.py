@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["printable", "printable_str", "csv_cell", "csv_row", "mathtext_safe", "wrap_prose",
-           "summary_str", "TEXT_WIDTH"]
+           "summary_str", "TEXT_WIDTH", "a_family"]
 
 #: the widest line a printout has (tables fit it by leaving columns out, prose wraps)
 TEXT_WIDTH = 100
@@ -101,3 +101,16 @@ def csv_row(row: dict[str, Any]) -> dict[str, Any]:
 def mathtext_safe(s: str) -> str:
     """``s`` with ``$`` escaped, so matplotlib draws it as text, never as mathtext."""
     return s.replace("$", r"\$")
+
+
+#: how a model family reads in a sentence (acronyms upper-cased)
+_FAMILY_WORDS = {"cnn": "CNN", "ssm": "SSM", "recsys": "recommender (recsys)",
+                 "seq2seq": "encoder-decoder (seq2seq)", "vision": "vision-encoder"}
+
+
+def a_family(family: str) -> str:
+    """``family`` with its indefinite article, as in "... is an SSM model": 'a CNN', 'an SSM',
+    'an encoder', 'a decoder' (the article follows the sound: S reads "ess")."""
+    word = _FAMILY_WORDS.get(family, family)
+    vowel = word[:1].lower() in "aeio" or (word[:1] in "FHLMNRSX" and word[1:2].isupper())
+    return f"{'an' if vowel else 'a'} {word}"

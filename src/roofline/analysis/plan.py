@@ -26,15 +26,7 @@ The seed system's M/M/c with Kingman's correction (``queueing.tail_latency``) is
 for ``best`` as the analytic cross-check: c = replicas × concurrency slots, service = the
 simulated mean time in service and its coefficient of variation.
 
-Economics of each frontier point (``layouts`` and ``pareto`` columns ``usd_per_million_tokens``,
-``energy_per_token``, ``carbon_per_million_tokens``; ``analysis.econ_columns``): the point's
-devices at a utilisation of the binding resource estimated in closed form — a decode step of C
-sequences reads the weights and C × (P + n/2) tokens of KV (MBU = bytes / (step × bandwidth))
-and does 2 × params × C FLOPs (MFU), a prompt's prefill does 2 × params × P FLOPs in its time
-(activation traffic not counted and the bytes spread over the whole step, launch overheads
-included, so it reads under ``rl.serve``'s MBU, which divides by busy device time); aggregated
-replicas weight the two by the time they take in the cycle, disaggregated groups weight the
-decode and prefill workers by device count (power is linear in u).
+Each frontier point also carries its cost, energy and carbon per token (``plan_power``).
 """
 
 from __future__ import annotations
@@ -47,10 +39,12 @@ import numpy as np
 
 from .. import _args as A
 from .._display import Display
-from .._text import summary_str
+from .._text import a_family, summary_str
 from ..engine.table import Table
 from ..errors import SpecError
 from ..progress import Progress, progress_stream
+from .economics import check_economics
+from .plan_power import points_table, u_aggregated, u_decode, u_prefill
 from .queueing import TailLatency, tail_latency
 from .simulate import KV_POLICIES, ServingSim, simulate_serving
 from .stepcost import StepCosts, step_costs
@@ -59,11 +53,11 @@ from .workload import SLO, Workload
 __all__ = ["ServingPlan", "PlanChoice", "plan_serving", "PRECISIONS"]
 
 #: (compute and weights, KV cache[, weight-only quantisation]) precisions searched when the
-#: hardware has an fp8 peak: bf16, fp8 KV, fp8 (W8A8), and bf16 compute over int8 / int4
-#: weights (weight-only, W8A16 / W4A16 kernels)
-PRECISIONS = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"), ("bf16", "fp8", "int8"),
-              ("bf16", "fp8", "int4"))
-#: without an fp8 peak
+#: hardware has an fp8 peak: bf16, fp8 KV, fp8 (W8A8), and bf16 compute over int4 weights
+#: (weight-only, W4A16 kernels). Weight-only int8 (W8A16) is left out there: it reads the
+#: bytes fp8 reads with no faster GEMM, so it never beats fp8 (pass it in ``precisions``)
+PRECISIONS = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"), ("bf16", "fp8", "int4"))
+#: without an fp8 peak: bf16, and bf16 compute over int8 / int4 weights (W8A16 / W4A16)
 PRECISIONS_NO_FP8 = (("bf16", "bf16"), ("bf16", "bf16", "int8"), ("bf16", "bf16", "int4"))
 LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 HEADROOM = 0.85  #: replicas are first sized for this utilisation of the closed-form capacity
@@ -250,37 +244,6 @@ class _Point:
     util: float = math.nan  #: device-weighted utilisation of the binding resource (power model)
 
 
-def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
-    """(parameters per device, bandwidth B/s, peak FLOP/s) of one layout's devices."""
-    from ..specs.dtypes import precision as make_precision
-
-    p = make_precision(c.precision, kv=c.kv_precision)
-    return (c.weights_bytes / p.weight_bytes, hw.memory_bytes_per_s,
-            hw.peak_flops_per_s.get(p.compute, math.nan))
-
-
-def _u_decode(c: StepCosts, hw: Any, C: int, context: float, d: float) -> float:
-    """Utilisation of a decode step of C sequences at a mean context, taking d seconds."""
-    n_dev, bw, peak = _shape(c, hw)
-    mbu = (c.weights_bytes + C * context * c.kv_bytes_per_token) / (d * bw)
-    return min(1.0, max(mbu, 2 * n_dev * C / (d * peak)))
-
-
-def _u_prefill(c: StepCosts, hw: Any, P: float, t: float) -> float:
-    """Utilisation (MFU) of P prompt tokens' prefill taking t seconds."""
-    n_dev, _, peak = _shape(c, hw)
-    return min(1.0, 2 * n_dev * P / (t * peak)) if t > 0 else math.nan
-
-
-def _u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: float) -> float:
-    """Time-weighted utilisation of an aggregated replica's cycle (n decode steps of C
-    sequences, C prompts' prefill mixed in)."""
-    d = c.decode_time(C, C * (P + n / 2))
-    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
-    ud, up = _u_decode(c, hw, C, P + n / 2, d), _u_prefill(c, hw, P, add)
-    return (n * d * ud + C * add * (up if math.isfinite(up) else 0.0)) / (n * d + C * add)
-
-
 def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
             with_prefill: bool) -> tuple[float, float]:
     """(mean TPOT, requests/s) of one replica with C requests in flight."""
@@ -328,31 +291,23 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``:
     chunked-prefill budgets tried on the winner (None: whole prompts). ``requests``: per sizing
     simulation.
-    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and
-    carbon columns of ``layouts`` and ``pareto`` (NaN without a price or a region; the
-    tables' ``notes`` say which price and grid, or why not).
+    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and carbon
+    columns of ``layouts`` and ``pareto`` (``plan_power``; NaN without a price or region).
     ``progress``: a line per layout priced and per sizing simulation, with the rate and the
     time left (True: on stderr when it is a terminal; a stream: there; ``roofline.progress``).
     """
-    from .economics import check_economics
-
     price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware as resolve_hw
 
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise SpecError(f"devices must be a positive integer, got {devices!r}")
+    # devices, workload and slo are checked by @A.checked (count, rl.Workload, rl.SLO)
     progress = A.progress("progress", progress)
     out = progress_stream(progress)
-    if not isinstance(workload, Workload):
-        raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
-    if not isinstance(slo, SLO):
-        raise SpecError(f"slo must be an rl.SLO, got {type(slo).__name__}")
     m = resolve_model(model)
     hw = resolve_hw(hardware)
     cfg = m.config
     if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is a {m.family} model")
+        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is {a_family(m.family)} model")
     if precisions is None:
         precisions = PRECISIONS if hw.has("fp8") else PRECISIONS_NO_FP8
     precisions = _check_precisions(precisions)
@@ -403,7 +358,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
             tpot, r = _steady(c, C, Pm, nm, att_mean, True)
             pts.append(_Point("aggregated", c, None, C, tpot, r, c.devices / r,
                               r * nm / c.devices, 1 / tpot,
-                              util=_u_aggregated(c, hw, C, Pm, nm, att_mean)))
+                              util=u_aggregated(c, hw, C, Pm, nm, att_mean)))
     if disaggregated:
         for cd in feas:
             for cpf in feas:
@@ -413,7 +368,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     continue  # same precision and ep; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
                 rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
-                up = _u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
+                up = u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
                 cap = cd.kv_capacity_batch(Pm + nm)
                 for C in LADDER:
                     if C > max(cap, 1):
@@ -421,11 +376,12 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     tpot, rd = _steady(cd, C, Pm, nm, 0.0, False)
                     ratio = rd / rate_p  # prefill workers per decode worker
                     dev = cd.devices + ratio * cpf.devices
-                    ud = _u_decode(cd, hw, C, Pm + nm / 2, tpot)
+                    ud = u_decode(cd, hw, C, Pm + nm / 2, tpot)
                     pts.append(_Point("disaggregated", cd, cpf, C, tpot, rd, dev / rd,
                                       rd * nm / dev, 1 / tpot, ratio,
                                       util=(cd.devices * ud + ratio * cpf.devices * up) / dev))
-    layouts = _points_table(pts, hw, price_per_hour, region, pue, preset)
+    layouts = points_table(pts, [_label(p) for p in pts], hw, price_per_hour, region, pue,
+                           preset)
     pareto = _pareto(layouts)
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
@@ -465,30 +421,6 @@ def _label(p: _Point, R: int = 0, X: int = 0) -> str:
     if R:
         return f"{X}P {pre} + {R}D {p.costs.label}"
     return f"P {pre} + D {p.costs.label} ({p.ratio:.2f} P/D)"
-
-
-def _points_table(pts: list[_Point], hw: Any, price_per_hour: float | None,
-                  region: str | None, pue: float | None, preset: str) -> Table:
-    from .econ_columns import ECON_COLUMN_UNITS, econ_columns
-
-    tpd = np.array([p.tps_device for p in pts])
-    # per device: the columns are per token, so one device at its share of the throughput
-    ec = econ_columns(hw, devices=1.0, units_per_s=tpd,
-                      utilisation=np.array([p.util for p in pts]), price_per_hour=price_per_hour,
-                      region=region, pue=pue, preset=preset)
-    return Table({
-        "mode": [p.mode for p in pts], "layout": [_label(p) for p in pts],
-        "max_concurrency": np.array([p.conc for p in pts], dtype=np.int64),
-        "tpot_ms": np.array([p.tpot * 1e3 for p in pts]),
-        "tokens_per_s_per_user": np.array([p.tps_user for p in pts]),
-        "tokens_per_s_per_device": tpd,
-        "devices_per_req_per_s": np.array([p.dev_per_rate for p in pts]),
-        "utilisation": np.array([p.util for p in pts]), **ec.columns(),
-    }, units=ECON_COLUMN_UNITS,
-        title="frontier points (closed form, steady state at max concurrency)",
-        show=("layout", "max_concurrency", "tpot_ms", "tokens_per_s_per_user",
-              "tokens_per_s_per_device", "mode", "usd_per_million_tokens"),
-        notes=(ec.note(),))
 
 
 def _pareto(t: Table) -> Table:

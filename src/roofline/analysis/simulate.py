@@ -137,12 +137,6 @@ class ServingSim(Display):
         return "\n".join(lines)
 
 
-def _check_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
 _N = A.count(1, A.MAX_DEVICES)
 _OPT_DT = A.optional(A.dtype)
 
@@ -189,23 +183,15 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
     """
-    if not isinstance(workload, Workload):
-        raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
-    if slo is not None and not isinstance(slo, SLO):
-        raise SpecError(f"slo must be an rl.SLO, got {type(slo).__name__}")
-    tp, pp, R = _check_int("tp", tp), _check_int("pp", pp), _check_int("replicas", replicas)
-    ep = _check_int("ep", ep)
-    mc = _check_int("max_concurrency", max_concurrency)
-    budget = _check_int("chunk_size", chunk_size) if chunk_size is not None else \
-        _check_int("max_batched_tokens", max_batched_tokens)
-    if kv_policy not in KV_POLICIES:
-        raise SpecError(f"kv_policy {kv_policy!r} is not known; allowed: {', '.join(KV_POLICIES)}")
+    # (types and ranges: the @checked rules above)
+    R, mc = replicas, max_concurrency
+    budget = chunk_size if chunk_size is not None else max_batched_tokens
     disagg = prefill_replicas is not None
-    Rp = _check_int("prefill_replicas", prefill_replicas) if disagg else 0
-    tpp = _check_int("prefill_tp", prefill_tp if prefill_tp is not None else tp) if disagg else 0
+    Rp = prefill_replicas or 0
+    tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
     if devices is not None:
-        have = _check_int("devices", devices)
+        have = devices
         if used > have:
             raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
                             f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
@@ -279,8 +265,6 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         done[~np.isfinite(first)] = math.inf
         label = f"{Rp}P × {prefill_costs.label} + {R}D × {costs.label}"
         notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
-    if warmup is not None and not (isinstance(warmup, int | float) and warmup >= 0):
-        raise SpecError(f"warmup must be >= 0 seconds, got {warmup!r}")
     return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
                       label=label, devices=used, slo=slo,
                       preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),

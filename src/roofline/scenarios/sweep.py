@@ -41,6 +41,8 @@ class Sweep(Display):
         self.runtime = runtime  #: "eager" or "compiled" (see ``solve``)
         #: what every row leaves out (ops without a formula), as ``Result.warnings``
         self.warnings = warnings
+        #: row "hardware" name -> its Hardware (names are unique within a sweep)
+        self.hardware_specs: dict[str, Hardware] = {}
 
     def __len__(self) -> int:
         return len(self.table)
@@ -131,6 +133,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     hws = [resolve_hardware(h) for h in _as_list(hardware)]
     if not hws:
         raise SpecError("sweep needs at least one hardware")
+    _check_distinct_names(hws)
     batches = np.array([check_batch(b) for b in _as_list(batch)], dtype=np.int64)
     if not len(batches):
         raise SpecError("sweep needs at least one batch")
@@ -225,7 +228,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     bar.close()
     out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
-    out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
+    out.hardware_specs = {hw.name: hw for hw in hws}
     return out
 
 
@@ -251,6 +254,19 @@ def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
             "weights": w_on[hi, 0], "activations": live[hi, bi],
             "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
     return foot, fits, reason
+
+
+def _check_distinct_names(hws: list[Hardware]) -> None:
+    """Rows are labelled by the part's name: two different specs under one name (a hypothetical
+    part made with ``with_peak``, say) would be indistinguishable, and the chart would draw
+    both with one spec. The same part given twice is allowed (its rows repeat)."""
+    seen: dict[str, Hardware] = {}
+    for hw in hws:
+        other = seen.setdefault(hw.name, hw)
+        if other is not hw and other != hw:
+            raise SpecError(
+                f"hardware: two different specs are both named {hw.name!r}; rows are labelled "
+                "by name, so give one another name, e.g. dataclasses.replace(hw, name='...')")
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.lines import max_at, op_lines
 from ...engine.memory import fits as mem_fits
@@ -59,8 +60,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     m = resolve_model(model)
     cfg = m.config
     if cfg is None or not cfg.generates:
-        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is a "
-                        f"{m.family} model")
+        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is "
+                        f"{a_family(m.family)} model")
     if cfg.n_experts:
         raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
                         "(its weight traffic depends on the batch): call serve per batch")

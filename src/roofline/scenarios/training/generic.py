@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
@@ -86,8 +87,8 @@ def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any]) -> tuple
     what does not apply to it (tp, pp, ep, interleave; selective recompute)."""
     bad = {k: v for k, v in unused.items() if v not in (None, 1, False)}
     if bad:
-        raise SpecError(f"training {m.name} (a {m.family} graph, not a decoder LM) is modelled "
-                        f"data parallel, with ZeRO and full recompute; "
+        raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
+                        f"modelled data parallel, with ZeRO and full recompute; "
                         f"{', '.join(f'{k}={v!r}' for k, v in bad.items())} does not apply "
                         "(tensor, pipeline and expert parallelism need a decoder's layer "
                         "structure): use tp=pp=ep=1")

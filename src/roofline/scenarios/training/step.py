@@ -10,6 +10,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ..._text import a_family
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -21,7 +22,7 @@ from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
-from .optimizer import optimizer_graph, optimizer_time
+from .optimizer import optimizer_model, optimizer_time
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
@@ -142,8 +143,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dp, 1)
-    t_opt = optimizer_time(optimizer_graph(optimizer, ctx.prec), ctx.cl.device, ctx.eff,
-                           p_opt, xp)
+    t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
+                                           ctx.eff), params=p_opt, xp=xp)
     step = m * t_mb + bubble + dp_exp + t_opt
 
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
@@ -271,7 +272,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     m = resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
-                        f"a {m.family} model")
+                        f"{a_family(m.family)} model")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
