@@ -43,7 +43,7 @@ class TrainingResult(Display):
     breakdown: dict[str, float]  #: seconds per step: forward, backward, recompute, optimizer,
     #: tp_comm, dp_comm, pp_comm, ep_comm (exposed parts), bubble; they sum to step_time
     memory_per_device: dict[str, float]  #: bytes: weights, gradients, optimizer, activations,
-    #: workspace, total
+    #: workspace, total (on the device); weight streaming adds weight_store (held off the chip)
     memory_capacity: float  #: bytes per device
     feasible: bool
     reason: str = ""
@@ -167,6 +167,9 @@ class TrainingResult(Display):
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "
             f"workspace {b(mem['workspace'])}",
         ]
+        if "weight_store" in mem:  # weight streaming: the training state off the chip
+            lines.append(f"    weight store: {b(mem['weight_store'])} (weights, gradients and "
+                         "optimizer states)")
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
             return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

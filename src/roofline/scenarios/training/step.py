@@ -11,7 +11,14 @@ from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
-from ...engine.memory import fit_reason, fits
+from ...engine.memory import (
+    STREAMED_OPTIMIZER_NOTE,
+    fit_reason,
+    fits,
+    store_reason,
+    streamed_training,
+    streams_weights,
+)
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
@@ -145,10 +152,16 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_opt = p_train / xp.where(zero >= 1, dp, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff), params=p_opt, xp=xp)
-    step = m * t_mb + bubble + dp_exp + t_opt
-
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
                   w_bytes, g_bytes, xp)
+    if streams_weights(ctx.cl.device):
+        # weight streaming: weights, gradients and optimizer states live in the weight store;
+        # the chip holds the largest layer's (a block, the embedding, the head) weights and
+        # gradient; the update runs in the store (STREAMED_OPTIMIZER_NOTE)
+        big = xp.maximum(xp.maximum(lp, emb_p), head_p)
+        mem = streamed_training(mem, big * wb, big * ctx.grad_bytes, xp)
+        t_opt = 0.0 * t_opt
+    step = m * t_mb + bubble + dp_exp + t_opt
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
@@ -338,6 +351,13 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     feasible = bool(fits(mem["total"], cap))
     reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
         k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
+    warnings: tuple[str, ...] = ()
+    if "weight_store" in r:  # weight streaming: the training state must fit the store
+        mem["weight_store"] = float(r["weight_store"][i])
+        why = store_reason(mem["weight_store"], ctx.cl.device)
+        if feasible and why:
+            feasible, reason = False, why
+        warnings = (STREAMED_OPTIMIZER_NOTE.format(store=ctx.cl.device.weight_store.name),)
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "bubble")}
     hw = ctx.cl.device
@@ -357,4 +377,4 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings)
