@@ -172,7 +172,7 @@ def _knobs(cid: str) -> dict[str, Any]:
     kw = dict(nodes=sc["gpus"] // 8, global_batch=sc["global_batch"], seq_len=sc["seq_len"],
               micro_batch=r.micro_batch, tp=r.tp, pp=r.pp, dp=r.dp, interleave=r.interleave,
               recompute=r.recompute, precision=sc["precision"])
-    kw.update({k: sc[k] for k in ("zero", "lora_rank") if k in sc})
+    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp") if k in sc})
     return {"model": sc["model"], "cluster": sc["cluster"], **kw}
 
 
