@@ -62,6 +62,16 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
+def _encoder_comm(plan: sp.Plan, cfg: Any, Bg: int, row_bytes: float, tp: int, pp: int,
+                  hw: Hardware, factors: sp.ServingFactors) -> float:
+    """An encoder-decoder's encoder in the prefill: 2 TP all-reduces per encoder layer over its
+    source_len tokens (0 for a decoder-only model)."""
+    if cfg.arch != "seq2seq":
+        return 0.0
+    return _allreduce(Bg * cfg.source_len * row_bytes, tp, hw, factors,
+                      2 * plan.cfg.encoder_layers * pp)
+
+
 def _check_ep(ep: int, cfg: Any, name: str, preset: str) -> None:
     if ep == 1:
         return
@@ -124,10 +134,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
           group_size: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
-          preset: str = "default",
-          engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
-          chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
-          acceptance: float = 0.7, decode_hardware: Any = None,
+          preset: str = "default", engine: str = "trtllm", fused_attention: bool = True,
+          prefix_cached: int = 0, chunk_size: int | None = None, draft: Any = None,
+          draft_len: int = 4, acceptance: float = 0.7, decode_hardware: Any = None,
           kv_link_bytes_per_s: float | None = None, kv_window: str = "ring") -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
 
@@ -136,8 +145,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     weights (a 2-byte scale per group), ``kv_precision`` the KV cache. ``tp``/``pp``: tensor
     and pipeline parallel degrees; ``ep`` (MoE): ep data-parallel attention groups of tp × pp
     devices sharing the routed experts, two all-to-alls per MoE layer (docs/serving.md).
-    ``engine``: serving-engine factors from
-    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
+    ``engine``: serving-engine factors (data/presets/serving.toml: "trtllm", "vllm", ...).
     ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
     ``chunk_size``: chunked prefill.
     ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
@@ -175,12 +183,11 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    seq2seq = cfg.arch == "seq2seq"
     # TP all-reduces a token meets: two per layer (after attention and the MLP; an
     # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
     # stages it crosses (the stages run in turn for one token) and one for the
     # vocabulary-parallel embedding
-    n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
+    n_ar = (3 if cfg.arch == "seq2seq" else 2) * L_dev * pp + 1
 
     # -- prefill (each group's Bg sequences, all stages in turn for pp > 1)
     Bm = -(-Bg // pp)  # micro-batch per stage
@@ -188,10 +195,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, Bg, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
     ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm, draft)
-    pre_comm += ep_pre
-    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
-        pre_comm += _allreduce(Bg * cfg.source_len * D * ab, tp, hw, factors,
-                               2 * plan.cfg.encoder_layers * pp)
+    pre_comm += ep_pre + _encoder_comm(plan, cfg, Bg, D * ab, tp, pp, hw, factors)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
