@@ -62,16 +62,6 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
-def _encoder_comm(plan: sp.Plan, cfg: Any, Bg: int, row_bytes: float, tp: int, pp: int,
-                  hw: Hardware, factors: sp.ServingFactors) -> float:
-    """An encoder-decoder's encoder in the prefill: 2 TP all-reduces per encoder layer over its
-    source_len tokens (0 for a decoder-only model)."""
-    if cfg.arch != "seq2seq":
-        return 0.0
-    return _allreduce(Bg * cfg.source_len * row_bytes, tp, hw, factors,
-                      2 * plan.cfg.encoder_layers * pp)
-
-
 def _check_ep(ep: int, cfg: Any, name: str, preset: str) -> None:
     if ep == 1:
         return
@@ -134,9 +124,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
           group_size: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
-          preset: str = "default", engine: str = "trtllm", fused_attention: bool = True,
-          prefix_cached: int = 0, chunk_size: int | None = None, draft: Any = None,
-          draft_len: int = 4, acceptance: float = 0.7, decode_hardware: Any = None,
+          preset: str = "default",
+          engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
+          chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
+          acceptance: float = 0.7, decode_hardware: Any = None,
           kv_link_bytes_per_s: float | None = None, kv_window: str = "ring") -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
 
@@ -145,7 +136,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     weights (a 2-byte scale per group), ``kv_precision`` the KV cache. ``tp``/``pp``: tensor
     and pipeline parallel degrees; ``ep`` (MoE): ep data-parallel attention groups of tp × pp
     devices sharing the routed experts, two all-to-alls per MoE layer (docs/serving.md).
-    ``engine``: serving-engine factors (data/presets/serving.toml: "trtllm", "vllm", ...).
+    ``engine``: serving-engine factors from
+    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
     ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
     ``chunk_size``: chunked prefill.
     ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
@@ -167,8 +159,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         kv_window, ep)
     cfg = m.config
     Bg = -(-B // ep)  # sequences per expert-parallel group (all of them for ep = 1)
-    if cfg.arch == "seq2seq":
-        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
+    _check_seq2seq(m, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
     why = _unservable(m, hw, hw_d, p, P, n)
     if why:
@@ -183,11 +174,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    # TP all-reduces a token meets: two per layer (after attention and the MLP; an
-    # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
-    # stages it crosses (the stages run in turn for one token) and one for the
-    # vocabulary-parallel embedding
-    n_ar = (3 if cfg.arch == "seq2seq" else 2) * L_dev * pp + 1
+    n_ar = _n_allreduce(cfg, L_dev, pp)
 
     # -- prefill (each group's Bg sequences, all stages in turn for pp > 1)
     Bm = -(-Bg // pp)  # micro-batch per stage
@@ -195,7 +182,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, Bg, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
     ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm, draft)
-    pre_comm += ep_pre + _encoder_comm(plan, cfg, Bg, D * ab, tp, pp, hw, factors)
+    pre_comm += ep_pre + _encoder_comm(plan, Bg, D * ab, tp, pp, hw, factors)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
@@ -214,19 +201,15 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     tokens_per_s = B * n / e2e
 
     # -- continuous batching steady state at concurrency B
-    single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
-        plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
-    steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
-    steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
+    steady_tpot, steady_tps = _steady(plan, hw, eff, pre_parts, B, Bg, T_new, pc, pp, tpot,
+                                      steps, n, req_fixed)
 
     # -- memory (per device)
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
                                                           T_new, pc, chunk_size, kv_window)
     kv_total = _kv_total(cfg, p, B, P + n, kv_window)
 
-    dec_dev_time = dec["total"] if dec["total"] else math.nan
-    mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
-    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
+    mbu, mfu = _utilisation(dec, steps, hw_d, p, pre_flops, e2e, pp)
 
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
@@ -235,14 +218,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
 
-    sh = plan  # closures for the lazy per-op Results
-
-    def _pre() -> Result:
-        return _phase_result(m, sh, hw, eff, preset, "prefill", Bg, T_new, pc)
-
-    def _dec() -> Result:
-        return _phase_result(m, sh, hw_d, eff_d, preset, "decode", Bm, 1, round(S_mean))
-
+    _pre, _dec = _lazy_phases(m, plan, hw, hw_d, eff, eff_d, preset, Bg, Bm, T_new, pc,
+                              round(S_mean))
     return ServeResult(
         **base, ttft=ttft, tpot=tpot, e2e_latency=e2e, tokens_per_s=tokens_per_s,
         tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
@@ -250,6 +227,41 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],
+            B: int, Bg: int, T_new: int, pc: int, pp: int, tpot: float, steps: int, n: int,
+            req_fixed: float) -> tuple[float, float]:
+    """Continuous batching's steady state at concurrency B: (TPOT with one prompt's prefill
+    spread over each sequence's n tokens, output tokens/s)."""
+    single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
+        plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
+    steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
+    return steady_tpot, (B / steady_tpot if steady_tpot > 0 else math.nan)
+
+
+def _utilisation(dec: dict[str, float], steps: int, hw_d: Hardware, p: Precision,
+                 pre_flops: float, e2e: float, pp: int) -> tuple[float, float]:
+    """(MBU of the decode steps, MFU of the whole generation)."""
+    dec_dev_time = dec["total"] if dec["total"] else math.nan
+    mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
+    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
+    return mbu, mfu
+
+
+def _lazy_phases(m: Model, plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, eff_d: Any,
+                 preset: str, Bg: int, Bm: int, T_new: int, pc: int,
+                 S_mean: int) -> tuple[Any, Any]:
+    """The closures that build the per-op Results of prefill and of a mean decode step when
+    ``r.prefill`` / ``r.decode`` are read."""
+
+    def _pre() -> Result:
+        return _phase_result(m, plan, hw, eff, preset, "prefill", Bg, T_new, pc)
+
+    def _dec() -> Result:
+        return _phase_result(m, plan, hw_d, eff_d, preset, "decode", Bm, 1, S_mean)
+
+    return _pre, _dec
 
 
 def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,
@@ -273,9 +285,30 @@ def _kv_total(cfg: Any, p: Precision, B: int, tokens: int, kv_window: str) -> fl
                      + cfg.cross_kv_bytes(p.kv_bytes))
 
 
-def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+def _n_allreduce(cfg: Any, L_dev: int, pp: int) -> int:
+    """TP all-reduces a token meets: two per layer (after attention and the MLP; an
+    encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
+    stages it crosses (the stages run in turn for one token) and one for the
+    vocabulary-parallel embedding."""
+    return (3 if cfg.arch == "seq2seq" else 2) * L_dev * pp + 1
+
+
+def _encoder_comm(plan: sp.Plan, B: int, row_bytes: float, tp: int, pp: int, hw: Hardware,
+                  factors: sp.ServingFactors) -> float:
+    """An encoder-decoder's prefill: 2 TP all-reduces per encoder layer over its source_len
+    tokens (0 for other models)."""
+    if plan.full.arch != "seq2seq":
+        return 0.0
+    return _allreduce(B * plan.full.source_len * row_bytes, tp, hw, factors,
+                      2 * plan.cfg.encoder_layers * pp)
+
+
+def _check_seq2seq(m: Any, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
     """What serving an encoder-decoder does not model (each would re-run or skip the
     encoder): a SpecError naming the argument."""
+    if m.config.arch != "seq2seq":
+        return
+    name = m.name
     for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
                      ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
         if bad:
