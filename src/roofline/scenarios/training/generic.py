@@ -157,7 +157,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     state_b = optimizer_state_bytes(optimizer, master_weights=not fp32)
     opt_g = optimizer_graph(optimizer, p, master_weights=not fp32, grad_bytes=grad_b,
                             weight_bytes=p.weight_bytes)
-    f = training_factors(hw.kind) if preset != "bound" else None
+    f = training_factors(hw.kind, hw.key) if preset != "bound" else None
     links = cluster_links(c, f)
     g_bytes = P * grad_b
     t_rc = t_f if recompute == "full" else 0.0  # the forward again, segment by segment

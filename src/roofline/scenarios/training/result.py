@@ -58,6 +58,7 @@ class TrainingResult(Display):
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    cp: int = 1  #: context-parallel degree (each rank holds seq_len / cp tokens)
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
@@ -157,6 +158,7 @@ class TrainingResult(Display):
             f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
                                                     if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
+            + (f"cp={self.cp} " if self.cp > 1 else "") +
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
