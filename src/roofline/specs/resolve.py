@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from .. import _args as A
 from .._data import DATA, alias_index, zoo_key
-from ..errors import SpecError
+from ..errors import SpecError, UnknownNameError
 from .cluster import Cluster, load_cluster_file
 from .hardware import EXECUTIONS, Hardware, load_hardware_file
 
@@ -114,9 +114,16 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
     if ":" in spec:  # "cerebras-cs3:weight-streaming": one zoo part in an execution mode
         return single_device(hardware(spec), nodes)
     by_key, alias = _cluster_zoo()
-    base = by_key[zoo_key(spec, "cluster", alias,
-                          [n for c in by_key.values() for n in (c.key, *c.aliases)])]
-    return base.with_nodes(nodes or 1)
+    try:
+        key = zoo_key(spec, "cluster", alias,
+                      [n for c in by_key.values() for n in (c.key, *c.aliases)])
+    except UnknownNameError as no_cluster:
+        try:  # a zoo part's name ("h100-sxm5"): that one device, as a Hardware would be
+            part = hardware(spec)
+        except UnknownNameError:
+            raise no_cluster from None  # neither: the message lists the closest clusters
+        return single_device(part, nodes)
+    return by_key[key].with_nodes(nodes or 1)
 
 
 def single_device(hw: Hardware, nodes: int | None = None) -> Cluster:
