@@ -10,6 +10,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
@@ -218,7 +219,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
            ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
-           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)))
+           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)),
+           attention_kernel=A.choice(*ATTENTION_KERNELS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str = "selective", zero: int = 1,
@@ -226,7 +228,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
           optimizer: str = "adam", pp_stages: Any = None,
-          lora_rank: int | None = None) -> TrainingResult:
+          lora_rank: int | None = None, attention_kernel: str = "auto") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -248,9 +250,15 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
+    ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
+    FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm";
+    "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
+    the kernel's measured rate.
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
+    if attention_kernel == "unfused":
+        fused_attention = False
     m = resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
@@ -270,7 +278,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank)
+                   lora_rank, attention_kernel)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
