@@ -142,7 +142,8 @@ def test_scalar_and_sequence_forms_of_sweep_arguments_agree():
 
 
 PUBLIC = ["solve", "sweep", "serve", "serving_capacity", "train", "best_parallelism", "model",
-          "hardware", "cluster", "precision", "measure", "validate", "plot_roofline"]
+          "hardware", "cluster", "precision", "measure", "validate", "plot_roofline",
+          "simulate_serving", "plan_serving"]
 
 
 ELSEWHERE = {"plot_roofline": "roofline.viz.roofline",

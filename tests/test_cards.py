@@ -70,12 +70,22 @@ def instances():
                                     constraints=["fits"]),
         "Region": rl.region("austria"),
         "PartPrices": rl.price_quotes("H100"),
+        "Hardware": rl.hardware("H100"), "Cluster": rl.cluster("dgx-h100"),
+        "Model": rl.model("llama-3.1-8b"),
     }
     return out
 
 
+#: specs keep their own constructor-like repr (``Hardware('h100-sxm5')``)
+SPECS = ("Hardware", "Cluster", "Model")
+
+
 def test_inventory_every_display_type_is_checked(instances):
-    assert _all_display_types() == set(instances)
+    from roofline.report.cards import CARDS
+
+    found = _all_display_types()
+    # ImportedModel (a Model subclass) is shown by the Model card
+    assert found - {"ImportedModel"} == set(instances) and "ImportedModel" in CARDS
     for name, obj in instances.items():
         assert type(obj).__name__ == name and isinstance(obj, Display)
 
@@ -84,11 +94,12 @@ def test_inventory_every_display_type_is_checked(instances):
     "Result", "Table", "Sweep", "ServeResult", "TrainingResult", "Capacity", "Validation",
     "Levers", "ServingPlan", "PlanChoice", "ServingSim", "Sensitivity", "Requirements", "TCO",
     "Reliability", "Placement", "Economics", "TailLatency", "ExploreResult", "Region",
-    "PartPrices"])
+    "PartPrices", *SPECS])
 def test_card_and_one_line_repr(instances, name):
     obj = instances[name]
     line = repr(obj)
-    assert "\n" not in line and line.startswith(f"<{name}") and line.endswith(">"), line
+    start, end = (f"{name}(", ")") if name in SPECS else (f"<{name}", ">")
+    assert "\n" not in line and line.startswith(start) and line.endswith(end), line
     assert len(line) <= 300, line
     assert " object at 0x" not in line
     h = obj._repr_html_()
@@ -117,6 +128,10 @@ def test_cards_hold_the_numbers(instances):
     h = req._repr_html_()
     assert fmt_time(req.reference_time) in h
     assert all(f'data-v="{float(p)!r}"' in h for p, _ in req.frontier)
+    hw = instances["Hardware"]
+    h = hw._repr_html_()
+    assert all(f'data-v="{hw.peak(d)!r}"' in h for d in hw.dtypes)
+    assert f'data-v="{hw.memory_bytes_per_s!r}"' in h
     ex = instances["ExploreResult"]
     assert f"{ex.evaluated:,} of {ex.size:,}" in ex._repr_html_()
     assert len(re.findall(r"<tr>", ex._repr_html_())) >= len(ex.pareto)

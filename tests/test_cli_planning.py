@@ -48,3 +48,17 @@ def test_bad_input_is_one_line_naming_the_field(capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("roofline: error:") and field in err, (argv, err)
+
+
+def test_simulate_expert_parallel_and_weight_only(capsys):
+    rc = main(["simulate", "mixtral-8x7b", "H100", "--rate", "2", "--prompt", "512",
+               "--output-len", "32", "--requests", "100", "--ep", "4", "--precision", "fp8",
+               "--kv-precision", "fp8", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["devices"] == 4 and "ep4" in d["layout"]
+    rc = main(["simulate", "llama-3.1-8b", "H100", "--rate", "2", "--prompt", "512",
+               "--output-len", "32", "--requests", "100", "--weight-precision", "int4",
+               "--json"])
+    assert rc == 0
+    assert "wint4" in json.loads(capsys.readouterr().out)["layout"]

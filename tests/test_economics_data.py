@@ -77,6 +77,15 @@ def test_published_purchase_prices_come_through():
     # Gaudi 3: Intel's Computex 2024 kit list price 125,000 $ for 8 accelerators
     assert rl.price_quotes("gaudi3").purchase_usd == pytest.approx(125_000 / 8)
     assert rl.price_quotes("raspberry-pi-5").purchase_usd == pytest.approx(80)
+    assert rl.price_quotes("dgx-spark").purchase_usd == pytest.approx(3999)  # launch price
+
+
+def test_tpu_prices_per_chip():
+    # Google Cloud list prices: v4 6,594.56 $/h for 2,048 chips; v6e-1 2.70 $/h; v5e 1.2, v5p 4.2
+    assert rl.price_quotes("tpu-v4").usd_per_hour == pytest.approx(6594.56 / 2048, rel=1e-3)
+    assert rl.price_quotes("tpu-v6e").usd_per_hour == pytest.approx(2.70)
+    assert rl.price_quotes("tpu-v5e").usd_per_hour == pytest.approx(1.2)
+    assert rl.price_quotes("tpu-v5p").providers == ("Google Cloud",)
 
 
 def test_us_cloud_regions_use_their_own_grid_zone():

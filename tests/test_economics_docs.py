@@ -19,7 +19,7 @@ def _pairs(text: str) -> list[tuple[str, str]]:
 
 def test_worked_examples_print_what_the_doc_shows() -> None:
     pairs = _pairs((DOCS / "economics.md").read_text(encoding="utf-8"))
-    assert len(pairs) == 5
+    assert len(pairs) == 6
     env: dict[str, object] = {}
     for code, shown in pairs:
         buf = io.StringIO()

@@ -34,8 +34,8 @@ def test_unknown_family_lists_the_supported_ones() -> None:
         from_hf_config({**LLAMA, "model_type": "falcon_mamba_x"}, name="x")
     for mt in ("llama", "qwen3_moe", "deepseek_v3"):
         assert mt in str(e.value)
-    with pytest.raises(SpecError, match="state-space model.*supported families"):
-        from_hf_config({"model_type": "mamba", "d_model": 512}, name="mamba-130m")
+    with pytest.raises(SpecError, match="Mamba-2.*supported families"):
+        from_hf_config({"model_type": "mamba2", "d_model": 512}, name="mamba2-130m")
     # T5 is supported now (tests/test_seq2seq.py); a T5 config without its heads names them
     with pytest.raises(SpecError, match="'t5' config needs 'num_heads'"):
         from_hf_config({"model_type": "t5", "d_model": 512}, name="t5-small")

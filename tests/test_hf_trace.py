@@ -159,3 +159,27 @@ def test_encoder_decoders() -> None:
             ft = traced.graph(precision="bf16", batch=b).cost(b).flops
             fb = built.graph(precision="bf16", seq_len=Td).cost(b).flops
             assert ft == pytest.approx(fb, rel=0.01), (cls.__name__, b, ft, fb)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "deepseek_v3"])
+def test_repeated_layers_traced_once_equal_every_layer_traced(family: str) -> None:
+    """Identical layers replayed from the first (trace_repeats=True, the default) give the
+    same ops, names and costs as tracing every layer; Gemma 2's alternating sliding-window
+    layers and DeepSeek-V3's dense first layer have their own signatures."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    extra = {"gemma2": {"head_dim": 32}, "deepseek_v3": MOE["deepseek_v3"]}.get(family, {})
+    cfg = AutoConfig.for_model(family, **{**SMALL, "num_hidden_layers": 4, **extra})
+    with torch.device("meta"):
+        module = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    ids = (torch.zeros(1, T, dtype=torch.long),)
+    once = rl.model(module, example_inputs=ids, seq_dim=1)
+    every = rl.model(module, example_inputs=ids, seq_dim=1, trace_repeats=False)
+    assert any("repeated layers traced once" in n for n in once.notes)
+    assert not any("repeated layers" in n for n in every.notes)
+    for b in (1, 3):
+        g1 = once.graph(precision="bf16", seq_len=T, batch=b)
+        g2 = every.graph(precision="bf16", seq_len=T, batch=b)
+        assert g1.names == g2.names and g1.kinds == g2.kinds
+        assert (g1.quantities(b) == g2.quantities(b)).all()
+    assert once.params == every.params

@@ -301,6 +301,11 @@ def test_the_writer_writes_grouped_tables_that_read_as_the_flat_ones(tmp_path) -
     assert grouped == flat
     assert grouped == efficiency_for(hw, "default")
     assert grouped.cold is not None and grouped.page_faults is not None
+    # the sub-tables' source ids resolve to the file's citations, as the flat keys' did
+    prov = efficiency_for(hw, "default").provenance
+    assert prov["gemm.max"].source.startswith("measured: roofline measure")
+    assert prov["cpu.cold.read_max"].source.startswith("measured: roofline measure")
+    assert prov["workspace"].source.startswith("roofline data/presets/default.toml")
 
 
 def test_an_old_flat_measured_file_still_loads() -> None:

@@ -197,3 +197,59 @@ def test_plot_takes_several_devices(capsys, tmp_path):
                      str(f), "--json")
     d = json.loads(out)
     assert rc == 0 and d["model_points"] == 4 and f.stat().st_size > 10_000
+
+
+# -- every printout's lines fit 100 characters (issue 15) ---------------------------------------
+
+_COMMANDS = [
+    "solve resnet50 A100 --batch 8", "solve llama-3.1-8b H100 --batch 8 --ops",
+    "sweep resnet50 A100 H100 --batch 1..64", "serve llama-3.1-70b H100 --tp 4 --batch 64 --ops",
+    "serve llama-3.1-8b H100 --batch 8 --region austria", "serve llama-3.1-8b H100 --advise",
+    "train llama-3.1-70b dgx-h100 --nodes 64 --global-batch 1024 --seq-len 8192 --tp 8 "
+    "--tokens 1e12", "train llama-3.1-8b dgx-h100 --global-batch 64 --seq-len 4096 --search",
+    "train llama-3.1-405b dgx-h100 --global-batch 64 --seq-len 4096",
+    "requirements resnet50 --target-latency 0.001 --reference A100 --batch 8",
+    "plan llama-3.1-8b H100 --devices 4 --rate 10 --requests 300 --tpot-p99 0.05 --ttft-p99 1",
+    "simulate llama-3.1-8b H100 --rate 10 --requests 300 --tpot-p99 0.05",
+    "tco H100 --devices 8 --years 3", "zoo", "advise resnet50 A100",
+]
+
+
+@pytest.mark.parametrize("cmd", _COMMANDS)
+def test_every_text_line_fits_100_columns(capsys, cmd):
+    import shlex
+
+    from roofline.cli import main
+
+    main(shlex.split(cmd))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines, cmd
+    too_long = [ln for ln in lines if len(ln) > 100]
+    assert not too_long, too_long[:3]
+
+
+def test_python_printouts_fit_100_columns_and_wide_keeps_lines():
+    from roofline._text import wrap_prose
+
+    s = rl.serve("llama-3.1-70b", "H100", tp=4, batch=64)
+    t = rl.train("llama-3.1-405b", "dgx-h100", global_batch=64, seq_len=4096)
+    for obj in (rl.solve("llama-3.1-8b", "H100", batch=8), s, t):
+        assert max(map(len, str(obj).splitlines())) <= 100, str(obj)
+    # wrapping moves words, never drops one; a label's continuation starts under its value
+    line = "  memory/device   " + ", ".join(f"part{i} {i}.5 GB" for i in range(12))
+    w = wrap_prose(line)
+    assert w.split() == line.split() and len(w.splitlines()) >= 2
+    for cont in w.splitlines()[1:]:
+        assert cont.startswith(" " * 18) and cont[18] != " " and len(cont) <= 100
+    assert wrap_prose(line, None) == line
+
+
+def test_wide_tables_are_not_wrapped(capsys):
+    from roofline.cli import main
+
+    main(["solve", "resnet50", "A100", "--ops", "--wide"])
+    out = capsys.readouterr().out
+    wide = [ln for ln in out.splitlines() if len(ln) > 100]
+    # every column, as asked: the header, the rule and each of the 10 rows stay one line
+    assert len(wide) == 12 and "top 10 of 174 operators" in out

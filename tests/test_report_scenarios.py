@@ -141,6 +141,41 @@ def test_simulate_report_in_browser(chromium_exe, tmp_path):
     assert ("SLO met at p99" if sim.meets() else "SLO missed at p99") in text
 
 
+#: hover the first chart element matching SEL and write what the page did into the DOM
+PROBE = """<script>
+(function(){var out={};var p=document.querySelector(window.RL_SEL);
+p.dispatchEvent(new MouseEvent('mouseenter'));
+out.tip=document.querySelector('.rl-tip').textContent;out.want=p.dataset.tip;
+var r=p.dataset.row?document.getElementById(p.dataset.row):null;
+out.hl=r?r.classList.contains('rl-hl'):null;
+var pre=document.createElement('pre');pre.id='rl-probe';pre.textContent=JSON.stringify(out);
+document.body.appendChild(pre);})();
+</script>"""
+
+
+def _hover(page: str, sel: str, tmp_path: Path) -> dict:
+    import json
+
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", f"<script>window.RL_SEL={json.dumps(sel)}</script>"
+                                              f"{PROBE}</body>"), encoding="utf-8")
+    got = load(probe)
+    assert got.console == [], got.console
+    m = re.search(r'<pre id="rl-probe">(.*?)</pre>', got.dom)
+    assert m, "the probe did not run"
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_charts_are_interactive_in_browser(chromium_exe, tmp_path, plan):
+    """Hovering a histogram bar shows its count; a frontier point highlights its Pareto row."""
+    sim = rl.simulate_serving("llama-3.1-8b", "H100", workload=rl.Workload(**WL),
+                              requests=300, slo=SLO)
+    out = _hover(sim.to_html(), "svg rect[data-tip]", tmp_path)
+    assert out["tip"] == out["want"] and re.search(r": \d+ requests$", out["tip"])
+    out = _hover(plan.to_html(), 'svg [data-row^="pareto"]', tmp_path)
+    assert out["hl"] is True and out["tip"] == out["want"] and "tok/s/user" in out["tip"]
+
+
 def test_scenario_names_escaped_in_browser(chromium_exe, tmp_path):
     s = rl.serve("llama-3.1-8b", "H100", batch=2)
     evil = replace(s, model='<img src=x onerror="console.error(1)"><script>alert(1)</script>')
@@ -169,6 +204,12 @@ def test_cli_report_scenarios(tmp_path, capsys):
     assert main(["report", "simulate", "llama-3.1-8b", "H100", "--rate", "10", "--requests",
                  "300", "--tpot-p99", "0.05", "-o", str(f)]) == 0
     assert f.read_text().count("histogram and CDF") == 3
-    capsys.readouterr()
+    f = tmp_path / "p.html"
+    assert main(["report", "plan", "llama-3.1-8b", "H100", "--devices", "4", "--rate", "10",
+                 "--requests", "300", "--tpot-p99", "0.05", "--ttft-p99", "1", "-o",
+                 str(f)]) == 0
+    page = f.read_text()
+    assert 'class="rl-slo"' in page and "Infeasible layouts" in page
+    assert f"wrote {f}: the plan report" in capsys.readouterr().out
     assert main(["report", "serve", "llama-3.1-8b", "H100", "--format", "json"]) == 2
     assert "writes HTML" in capsys.readouterr().err

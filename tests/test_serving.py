@@ -265,3 +265,16 @@ def test_pipeline_stages_keep_kv_for_every_sequence():
     assert b.memory_breakdown["kv_cache"] == 8 * 576 * 16 * 4096
     a = rl.serve(M, "H100", batch=8, prompt_len=512, output_len=64)
     assert b.memory_breakdown["kv_cache"] == pytest.approx(a.memory_breakdown["kv_cache"] / 2)
+
+
+@pytest.mark.parametrize("w,g", [("int8", None), ("int4", None), ("int4", 128)])
+def test_sweep_takes_weight_only_quantisation_as_serve_does(w, g):
+    out = serve_sweep("llama-3.1-70b", "H100", batch=[1, 8], context=[1024], tp=2,
+                      precision="bf16", kv_precision="fp8", weight_precision=w, group_size=g)
+    s = rl.serve("llama-3.1-70b", "H100", batch=8, prompt_len=1023, output_len=2, tp=2,
+                 kv_precision="fp8", weight_precision=w, group_size=g)
+    assert out["tpot"][0, 0, 1, 0] == pytest.approx(s.tpot, rel=1e-9)
+    # int8 halves and int4 quarters the bf16 weight bytes a memory-bound step reads
+    full = serve_sweep("llama-3.1-70b", "H100", batch=[1], context=[1024], tp=2,
+                       kv_precision="fp8")["tpot"][0, 0, 0, 0]
+    assert out["tpot"][0, 0, 0, 0] < (0.75 if w == "int8" else 0.5) * full

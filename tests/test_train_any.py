@@ -89,7 +89,7 @@ def test_imported_module_trains_and_keeps_warnings() -> None:
     r = rl.train(m, "dgx-a100", global_batch=16, micro_batch=2, precision="bf16")
     assert r.feasible and r.step_time > 0
     (w,) = r.warnings
-    assert w.startswith("1 ops unpriced (") and f"WARNING: {w}" in str(r)
+    assert w.startswith("1 ops unpriced (") and f"WARNING: {w}" in " ".join(str(r).split())
 
 
 def test_bad_options() -> None:
@@ -161,3 +161,70 @@ def test_decoder_optimizer_names_and_result() -> None:
     with pytest.raises(SpecError, match="allowed: adam, adamw"):
         rl.train("gpt2-xl", "dgx-a100", global_batch=64, seq_len=1024, micro_batch=4,
                  optimizer="momentum")
+
+
+def test_generic_zero_stages_and_full_recompute() -> None:
+    """ZeRO (Rajbhandari et al. 2020) and √n checkpointing (Chen et al. 2016) for a CNN."""
+    from roofline.ops import collectives as coll
+    from roofline.ops.xp import SCALAR
+    from roofline.scenarios.training.context import cluster_links
+    from roofline.scenarios.training.factors import training_factors
+    from roofline.specs.resolve import cluster as resolve_cluster
+
+    kw = dict(global_batch=512, micro_batch=32, precision="bf16", optimizer="sgd",
+              dp_overlap=False)
+    r = {z: rl.train("resnet50", "dgx-a100", zero=z, **kw) for z in (0, 1, 2, 3)}
+    m0 = r[0].memory_per_device
+    assert r[0].zero == 0 and r[3].zero == 3
+    # stage 1 shards the optimizer state over the 8 ranks, 2 the gradients, 3 the weights
+    assert r[1].memory_per_device["optimizer"] == pytest.approx(m0["optimizer"] / 8)
+    assert r[1].memory_per_device["gradients"] == m0["gradients"]
+    assert r[2].memory_per_device["gradients"] == pytest.approx(m0["gradients"] / 8)
+    assert r[2].memory_per_device["weights"] == m0["weights"]
+    assert r[3].memory_per_device["weights"] == pytest.approx(m0["weights"] / 8)
+    # stage 0 all-reduces the fp32 gradients; stage 1 reduce-scatters them and all-gathers
+    # the bf16 weights: 0.5·AR(4P) + 0.5·AR(2P) with the same ring (no overlap here)
+    c = resolve_cluster("dgx-a100", None)
+    links = cluster_links(c, training_factors(c.device.kind))
+    P = 25_557_032
+
+    def ar(n: float) -> float:
+        return float(coll.group_all_reduce(n, 8, 1, links, SCALAR))
+
+    assert r[0].breakdown["dp_comm"] == pytest.approx(ar(4 * P))
+    assert r[1].breakdown["dp_comm"] == pytest.approx(0.5 * ar(4 * P) + 0.5 * ar(2 * P))
+    assert r[3].breakdown["dp_comm"] > r[1].breakdown["dp_comm"]  # weights gathered per pass
+    # full recompute: the forward once more per micro-batch, HFU = 4/3 MFU, activations
+    # from √n-op segments: 2·saved/√n
+    f = rl.train("resnet50", "dgx-a100", recompute="full", **kw)
+    assert f.breakdown["recompute"] == pytest.approx(f.breakdown["forward"])
+    assert f.step_time == pytest.approx(r[0].step_time + f.breakdown["recompute"])
+    assert f.hfu == pytest.approx(f.mfu * 4 / 3)
+    n = len(rl.model("resnet50").graph(precision="bf16"))
+    assert f.memory_per_device["activations"] == pytest.approx(
+        2 * m0["activations"] / n ** 0.5)
+    with pytest.raises(SpecError, match="selective.*'none' or 'full'"):
+        rl.train("resnet50", "dgx-a100", recompute="selective", **kw)
+    with pytest.raises(SpecError, match="pp=2 does not apply"):
+        rl.train("resnet50", "dgx-a100", pp=2, **kw)
+
+
+def test_train_on_one_device_spec() -> None:
+    """A hardware spec (a measured CPU, one GPU) trains as a one-device cluster."""
+    from pathlib import Path
+
+    spec = Path(__file__).parents[1] / "docs" / "validation" / "cpu-run" / "measured.toml"
+    kw = dict(global_batch=8, micro_batch=8, precision="fp32", optimizer="sgd")
+    a = rl.train("resnet18", str(spec), **kw)
+    b = rl.train("resnet18", rl.hardware(str(spec)), **kw)
+    assert a.devices == 1 and a.step_time == b.step_time > 0
+    assert a.breakdown["dp_comm"] == 0.0
+    one = rl.train("resnet18", rl.hardware("A100"), global_batch=64, micro_batch=64,
+                   precision="bf16", optimizer="sgd")
+    eight = rl.train("resnet18", "dgx-a100", global_batch=512, micro_batch=64,
+                     precision="bf16", optimizer="sgd", dp_overlap=False)
+    # the same per-device work; the 8-GPU step adds only its gradient all-reduce
+    assert eight.step_time == pytest.approx(one.step_time + eight.breakdown["dp_comm"],
+                                            rel=1e-9)
+    with pytest.raises(SpecError, match="is one device"):
+        rl.train("resnet18", rl.hardware("A100"), nodes=2, **kw)

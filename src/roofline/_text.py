@@ -19,7 +19,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["printable", "printable_str", "csv_cell", "csv_row", "mathtext_safe"]
+__all__ = ["printable", "printable_str", "csv_cell", "csv_row", "mathtext_safe", "wrap_prose",
+           "summary_str", "TEXT_WIDTH", "a_family"]
+
+#: the widest line a printout has (tables fit it by leaving columns out, prose wraps)
+TEXT_WIDTH = 100
+#: "  label<2+ spaces>value": a continuation line starts under the value
+_UNIT = re.compile(r"(\d) (?=[a-zA-Zµ%$×]{1,8}\b|%)")
+_LABEL = re.compile(r"^(\s*\S[^ ]*(?: [^ ]+)*?\s{2,})\S")
 
 #: CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-byte ESC sequences
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
@@ -44,6 +51,42 @@ def printable_str(fn: Callable[..., str]) -> Callable[..., str]:
     return call
 
 
+def wrap_prose(text: str, width: int | None = TEXT_WIDTH) -> str:
+    """``text`` with every line longer than ``width`` wrapped at spaces; a continuation starts
+    under the value of a ``  label   value`` line, or two spaces in from the line's own indent.
+    Shorter lines (tables fitted to the width, headings) are left as they are; ``None``: no
+    wrapping."""
+    if width is None or all(len(ln) <= width for ln in text.splitlines()):
+        return text
+    import textwrap
+
+    out = []
+    for ln in text.split("\n"):
+        if len(ln) <= width:
+            out.append(ln)
+            continue
+        m = _LABEL.match(ln)
+        lead = len(ln) - len(ln.lstrip(" "))
+        indent = " " * (len(m.group(1)) if m and len(m.group(1)) <= width // 3 else lead + 2)
+        # a number keeps its unit on its line ("7.499 ms", "12 %"): glue them while wrapping
+        glued = _UNIT.sub("\\1\ue000", ln)
+        out.append(textwrap.fill(glued, width=width, subsequent_indent=indent,
+                                 break_long_words=False, break_on_hyphens=False,
+                                 drop_whitespace=True, replace_whitespace=False)
+                   .replace("\ue000", " "))
+    return "\n".join(out)
+
+
+def summary_str(fn: Callable[..., str]) -> Callable[..., str]:
+    """Decorate a result's ``__str__``: printable, and its prose wrapped to ``TEXT_WIDTH``."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        return wrap_prose(printable(fn(*args, **kwargs)))
+
+    return call
+
+
 def csv_cell(v: Any) -> Any:
     """A value as a CSV cell that no spreadsheet runs as a formula."""
     if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
@@ -58,3 +101,16 @@ def csv_row(row: dict[str, Any]) -> dict[str, Any]:
 def mathtext_safe(s: str) -> str:
     """``s`` with ``$`` escaped, so matplotlib draws it as text, never as mathtext."""
     return s.replace("$", r"\$")
+
+
+#: how a model family reads in a sentence (acronyms upper-cased)
+_FAMILY_WORDS = {"cnn": "CNN", "ssm": "SSM", "recsys": "recommender (recsys)",
+                 "seq2seq": "encoder-decoder (seq2seq)", "vision": "vision-encoder"}
+
+
+def a_family(family: str) -> str:
+    """``family`` with its indefinite article, as in "... is an SSM model": 'a CNN', 'an SSM',
+    'an encoder', 'a decoder' (the article follows the sound: S reads "ess")."""
+    word = _FAMILY_WORDS.get(family, family)
+    vowel = word[:1].lower() in "aeio" or (word[:1] in "FHLMNRSX" and word[1:2].isupper())
+    return f"{'an' if vowel else 'a'} {word}"

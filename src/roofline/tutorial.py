@@ -24,7 +24,7 @@ import roofline as rl
 
 from .engine.presets import efficiency_for
 
-__all__ = ["BATCHES", "Tutorial", "main", "report", "run_experiments"]
+__all__ = ["BATCHES", "Tutorial", "main", "tutorial_text", "run_experiments"]
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  #: the seed's batch sweep
 MODEL, LLM = "resnet50", "llama-3.1-8b"
@@ -138,7 +138,7 @@ def _top_ops(r: rl.Result, k: int) -> list[list[str]]:
              str(t["bound"][i]), _us(float(kernel[i])), _us(float(time[i]))] for i in order]
 
 
-def report(tut: Tutorial) -> str:
+def tutorial_text(tut: Tutorial) -> str:
     """The tutorial's printout."""
     a1, h1 = tut.mlsysim_a100[0], tut.mlsysim_h100[0]
     c = tut.conventions
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the tutorial (``roofline tutorial``, ``python examples/hello_roofline.py``)."""
     p = argparse.ArgumentParser(prog="hello_roofline", description=__doc__.splitlines()[0])
     p.parse_args(argv)
-    print(report(run_experiments()))
+    print(tutorial_text(run_experiments()))
     return 0
 
 

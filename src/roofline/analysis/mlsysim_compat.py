@@ -31,11 +31,11 @@ from ..specs.hardware import Hardware
 from ..specs.resolve import hardware as resolve_hardware
 from .reliability import Reliability, young_interval
 
-__all__ = ["mlsysim_device", "mlsysim_grid", "node_mtbf_hours", "tco_mlsysim",
+__all__ = ["mlsysim_device_costs", "mlsysim_grid", "node_mtbf_hours", "tco_mlsysim",
            "reliability_mlsysim", "energy_mlsysim"]
 
 
-def mlsysim_device(hw: Hardware) -> dict[str, float] | None:
+def mlsysim_device_costs(hw: Hardware) -> dict[str, float] | None:
     """mlsysim's TDP and unit cost for ``hw`` (matched by zoo alias), None if it has none."""
     from .data import mlsysim_table
 
@@ -80,7 +80,7 @@ def tco_mlsysim(hardware: Any, *, devices: int, years: float | None, days: float
 
     hw = resolve_hardware(hardware)
     conv = mlsysim_table()["conventions"]
-    dev = mlsysim_device(hw) or {}
+    dev = mlsysim_device_costs(hw) or {}
     h100 = mlsysim_table()["devices"]["H100"]
     tdp = dev.get("tdp", hw.tdp_w if math.isfinite(hw.tdp_w) else h100["tdp"])
     cost = unit_price if unit_price is not None else dev.get("unit_cost", h100["unit_cost"])

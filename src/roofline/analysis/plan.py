@@ -26,15 +26,7 @@ The seed system's M/M/c with Kingman's correction (``queueing.tail_latency``) is
 for ``best`` as the analytic cross-check: c = replicas × concurrency slots, service = the
 simulated mean time in service and its coefficient of variation.
 
-Economics of each frontier point (``layouts`` and ``pareto`` columns ``usd_per_million_tokens``,
-``energy_per_token``, ``carbon_per_million_tokens``; ``analysis.econ_columns``): the point's
-devices at a utilisation of the binding resource estimated in closed form — a decode step of C
-sequences reads the weights and C × (P + n/2) tokens of KV (MBU = bytes / (step × bandwidth))
-and does 2 × params × C FLOPs (MFU), a prompt's prefill does 2 × params × P FLOPs in its time
-(activation traffic not counted and the bytes spread over the whole step, launch overheads
-included, so it reads under ``rl.serve``'s MBU, which divides by busy device time); aggregated
-replicas weight the two by the time they take in the cycle, disaggregated groups weight the
-decode and prefill workers by device count (power is linear in u).
+Each frontier point also carries its cost, energy and carbon per token (``plan_power``).
 """
 
 from __future__ import annotations
@@ -47,18 +39,26 @@ import numpy as np
 
 from .. import _args as A
 from .._display import Display
+from .._text import a_family, summary_str
 from ..engine.table import Table
 from ..errors import SpecError
 from ..progress import Progress, progress_stream
+from .economics import check_economics
+from .plan_power import points_table, u_aggregated, u_decode, u_prefill
 from .queueing import TailLatency, tail_latency
-from .simulate import ServingSim, simulate_serving
+from .simulate import KV_POLICIES, ServingSim, simulate_serving
 from .stepcost import StepCosts, step_costs
 from .workload import SLO, Workload
 
 __all__ = ["ServingPlan", "PlanChoice", "plan_serving", "PRECISIONS"]
 
-#: (weights/compute, KV cache) precisions searched when the hardware has an fp8 peak
-PRECISIONS = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"))
+#: (compute and weights, KV cache[, weight-only quantisation]) precisions searched when the
+#: hardware has an fp8 peak: bf16, fp8 KV, fp8 (W8A8), and bf16 compute over int4 weights
+#: (weight-only, W4A16 kernels). Weight-only int8 (W8A16) is left out there: it reads the
+#: bytes fp8 reads with no faster GEMM, so it never beats fp8 (pass it in ``precisions``)
+PRECISIONS = (("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"), ("bf16", "fp8", "int4"))
+#: without an fp8 peak: bf16, and bf16 compute over int8 / int4 weights (W8A16 / W4A16)
+PRECISIONS_NO_FP8 = (("bf16", "bf16"), ("bf16", "bf16", "int8"), ("bf16", "bf16", "int4"))
 LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 HEADROOM = 0.85  #: replicas are first sized for this utilisation of the closed-form capacity
 
@@ -73,6 +73,8 @@ class PlanChoice(Display):
     pp: int
     precision: str
     kv_precision: str
+    ep: int = 1  #: expert-parallel groups per replica (MoE)
+    weight_precision: str | None = None  #: weight-only quantisation (None: the precision's)
     replicas: int  #: decode (or aggregated) replicas
     prefill_replicas: int  #: prefill workers (0: aggregated)
     prefill_tp: int
@@ -89,6 +91,7 @@ class PlanChoice(Display):
         """Output tokens/s of requests meeting every SLO, per device."""
         return self.sim.goodput * self.sim._raw["output"].mean() / self.devices
 
+    @summary_str
     def __str__(self) -> str:
         head = (f"{self.mode} {self.layout}, max concurrency {self.max_concurrency}, chunk "
                 f"{self.chunk_size or 'whole prompts'}: {self.devices} devices")
@@ -113,42 +116,20 @@ class ServingPlan(Display):
     _points: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def plot(self, ax: Any = None, path: str | None = None) -> Any:
-        """The frontier (tokens/s per device vs per user), SLO region shaded."""
-        from ..errors import require_extra
+        """The frontier (tokens/s per device vs per user), SLO region shaded
+        (``roofline.viz.charts.plot_plan``; needs ``pip install 'roofline[plot]'``)."""
+        from ..viz.charts import plot_plan
 
-        plt = require_extra("matplotlib.pyplot", "plot", "ServingPlan.plot()")
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 4.5))
-        L = self.layouts
-        ax.scatter(L["tokens_per_s_per_user"], L["tokens_per_s_per_device"], s=10, c="0.75",
-                   label="layouts × concurrency")
-        P = self.pareto
-        o = np.argsort(P["tokens_per_s_per_user"])
-        ax.plot(P["tokens_per_s_per_user"][o], P["tokens_per_s_per_device"][o], "o-", c="C0",
-                label="Pareto frontier")
-        if self.slo.tpot_p99 is not None:
-            x0 = 1.0 / self.slo.tpot_p99
-            ax.axvspan(x0, max(x0 * 1.05, float(np.max(L["tokens_per_s_per_user"])) * 1.1),
-                       color="C2", alpha=0.12, label=f"TPOT ≤ {self.slo.tpot_p99 * 1e3:g} ms")
-        if self.best is not None:
-            s = self.best.sim
-            ax.scatter([1 / s.tpot.mean], [s.tokens_per_s_per_device], marker="*", s=160,
-                       c="C3", zorder=5, label=f"best: {self.best.layout} (simulated)")
-        ax.set_xlabel("output tokens/s per user (1 / TPOT)")
-        ax.set_ylabel("output tokens/s per device")
-        ax.set_title(f"{self.model} on {self.hardware}: serving frontier")
-        ax.legend(fontsize=8)
-        if path:
-            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-        return ax
+        return plot_plan(self, ax=ax, path=path)
 
     def to_dict(self) -> dict[str, Any]:
         b = self.best
         return {"model": self.model, "hardware": self.hardware, "devices": self.devices,
                 "workload": str(self.workload), "slo": str(self.slo),
                 "best": None if b is None else {
-                    "mode": b.mode, "layout": b.layout, "tp": b.tp, "pp": b.pp,
+                    "mode": b.mode, "layout": b.layout, "tp": b.tp, "pp": b.pp, "ep": b.ep,
                     "precision": b.precision, "kv_precision": b.kv_precision,
+                    "weight_precision": b.weight_precision,
                     "replicas": b.replicas, "prefill_replicas": b.prefill_replicas,
                     "prefill_tp": b.prefill_tp, "max_concurrency": b.max_concurrency,
                     "chunk_size": b.chunk_size, "devices": b.devices, "why": b.why,
@@ -157,6 +138,7 @@ class ServingPlan(Display):
                 "pareto": self.pareto.to_dicts(), "infeasible": self.infeasible.to_dicts(),
                 "simulated": self.simulated.to_dicts(), "notes": list(self.notes)}
 
+    @summary_str
     def __str__(self) -> str:
         lines = [f"Serving plan: {self.model} on up to {self.devices}× {self.hardware}; "
                  f"{self.workload}; {self.slo}"]
@@ -178,6 +160,42 @@ class ServingPlan(Display):
 
 
 # -- candidates --------------------------------------------------------------------------------
+
+def _check_precisions(precisions: Any) -> list[tuple[str, str, str | None]]:
+    """(compute, KV[, weight-only]) tuples, each a 2- or 3-tuple of dtype names."""
+    out = []
+    try:
+        items = list(precisions)
+    except TypeError:
+        items = [precisions]
+    for t in items:
+        if not isinstance(t, tuple | list) or len(t) not in (2, 3) or \
+                not all(isinstance(x, str) for x in t[:2]) or \
+                (len(t) == 3 and t[2] is not None and not isinstance(t[2], str)):
+            raise SpecError(f"precisions: each entry must be (compute, kv) or (compute, kv, "
+                            f"weights) dtype names, e.g. ('bf16', 'fp8', 'int4'); got {t!r}")
+        out.append((t[0], t[1], t[2] if len(t) == 3 else None))
+    if not out:
+        raise SpecError("precisions must name at least one (compute, kv) pair")
+    return out
+
+
+def _ep_options(cfg: Any, ep_options: Any) -> list[int]:
+    if not cfg.n_experts:
+        if ep_options is not None and any(e != 1 for e in ep_options):
+            raise SpecError(f"ep_options={ep_options!r}: {cfg.name} has no experts (a dense "
+                            "model); expert parallelism needs a mixture of experts")
+        return [1]
+    if ep_options is None:
+        return [e for e in (1, 2, 4, 8, 16, 32, 64) if cfg.n_experts % e == 0]
+    eps = list(ep_options) if isinstance(ep_options, tuple | list) else [ep_options]
+    for e in eps:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1 or cfg.n_experts % e:
+            raise SpecError(f"ep_options: {e!r} is not an expert-parallel degree of "
+                            f"{cfg.name} (positive integers dividing its {cfg.n_experts} "
+                            "experts)")
+    return eps
+
 
 def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float) -> str:
     """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
@@ -226,37 +244,6 @@ class _Point:
     util: float = math.nan  #: device-weighted utilisation of the binding resource (power model)
 
 
-def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
-    """(parameters per device, bandwidth B/s, peak FLOP/s) of one layout's devices."""
-    from ..specs.dtypes import precision as make_precision
-
-    p = make_precision(c.precision, kv=c.kv_precision)
-    return (c.weights_bytes / p.weight_bytes, hw.memory_bytes_per_s,
-            hw.peak_flops_per_s.get(p.compute, math.nan))
-
-
-def _u_decode(c: StepCosts, hw: Any, C: int, context: float, d: float) -> float:
-    """Utilisation of a decode step of C sequences at a mean context, taking d seconds."""
-    n_dev, bw, peak = _shape(c, hw)
-    mbu = (c.weights_bytes + C * context * c.kv_bytes_per_token) / (d * bw)
-    return min(1.0, max(mbu, 2 * n_dev * C / (d * peak)))
-
-
-def _u_prefill(c: StepCosts, hw: Any, P: float, t: float) -> float:
-    """Utilisation (MFU) of P prompt tokens' prefill taking t seconds."""
-    n_dev, _, peak = _shape(c, hw)
-    return min(1.0, 2 * n_dev * P / (t * peak)) if t > 0 else math.nan
-
-
-def _u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: float) -> float:
-    """Time-weighted utilisation of an aggregated replica's cycle (n decode steps of C
-    sequences, C prompts' prefill mixed in)."""
-    d = c.decode_time(C, C * (P + n / 2))
-    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
-    ud, up = _u_decode(c, hw, C, P + n / 2, d), _u_prefill(c, hw, P, add)
-    return (n * d * ud + C * add * (up if math.isfinite(up) else 0.0)) / (n * d + C * add)
-
-
 def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
             with_prefill: bool) -> tuple[float, float]:
     """(mean TPOT, requests/s) of one replica with C requests in flight."""
@@ -270,8 +257,25 @@ def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
     return cycle / n, C / cycle
 
 
+_DEGREES = A.seq(A.count(1, A.MAX_DEVICES), scalar=True, what="parallel degrees (positive "
+                 "integers)")
+
+
+@A.checked(model=A.anything, hardware=A.anything, devices=A.count(1, A.MAX_DEVICES),
+           workload=A.instance_of(Workload, what="an rl.Workload"),
+           slo=A.instance_of(SLO, what="an rl.SLO"), precisions=A.anything,
+           max_tp=A.count(1, A.MAX_DEVICES), pp_options=_DEGREES,
+           ep_options=A.optional(_DEGREES),
+           chunk_sizes=A.seq(A.optional(A.count(1, A.MAX_TOKENS)), scalar=True,
+                             what="chunked-prefill budgets (tokens) or None (whole prompts)"),
+           disaggregated=A.flag, engine=A.anything, preset=A.text,
+           kv_policy=A.choice(*KV_POLICIES),
+           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), requests=A.count(),
+           seed=A.count(0, 2**32 - 1), max_simulations=A.count(), price_per_hour=A.anything,
+           region=A.anything, pue=A.anything, progress=A.progress)
 def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload, slo: SLO,
                  precisions: Any = None, max_tp: int = 8, pp_options: tuple[int, ...] = (1, 2, 4),
+                 ep_options: tuple[int, ...] | None = None,
                  chunk_sizes: tuple[int | None, ...] = (2048, 512, 8192, None),
                  disaggregated: bool = True, engine: str = "trtllm", preset: str = "default",
                  kv_policy: str = "dynamic", kv_link_bytes_per_s: float | None = None,
@@ -280,36 +284,34 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                  pue: float | None = None, progress: bool | TextIO = False) -> ServingPlan:
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
-    ``precisions``: (weights, KV) pairs (default ``PRECISIONS`` where the hardware has fp8,
-    else bf16 only). ``pp_options``: pipeline depths. ``chunk_sizes``: chunked-prefill budgets
-    tried on the winner (None: whole prompts). ``requests``: per sizing simulation.
-    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and
-    carbon columns of ``layouts`` and ``pareto`` (NaN without a price or a region; the
-    tables' ``notes`` say which price and grid, or why not).
+    ``precisions``: (compute and weights, KV[, weight-only quantisation]) tuples (default
+    ``PRECISIONS`` where the hardware has fp8, else ``PRECISIONS_NO_FP8``). ``pp_options``:
+    pipeline depths. ``ep_options``: expert-parallel groups per replica for a MoE (default:
+    the powers of two dividing its experts; searched at tp = pp = 1, i.e. ep single-device
+    attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``:
+    chunked-prefill budgets tried on the winner (None: whole prompts). ``requests``: per sizing
+    simulation.
+    ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and carbon
+    columns of ``layouts`` and ``pareto`` (``plan_power``; NaN without a price or region).
     ``progress``: a line per layout priced and per sizing simulation, with the rate and the
     time left (True: on stderr when it is a terminal; a stream: there; ``roofline.progress``).
     """
-    from .economics import check_economics
-
     price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware as resolve_hw
 
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise SpecError(f"devices must be a positive integer, got {devices!r}")
+    # devices, workload and slo are checked by @A.checked (count, rl.Workload, rl.SLO)
     progress = A.progress("progress", progress)
     out = progress_stream(progress)
-    if not isinstance(workload, Workload):
-        raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
-    if not isinstance(slo, SLO):
-        raise SpecError(f"slo must be an rl.SLO, got {type(slo).__name__}")
     m = resolve_model(model)
     hw = resolve_hw(hardware)
     cfg = m.config
     if cfg is None or cfg.arch != "decoder":
-        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is a {m.family} model")
+        raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is {a_family(m.family)} model")
     if precisions is None:
-        precisions = PRECISIONS if hw.has("fp8") else (("bf16", "bf16"),)
+        precisions = PRECISIONS if hw.has("fp8") else PRECISIONS_NO_FP8
+    precisions = _check_precisions(precisions)
+    eps = _ep_options(cfg, ep_options)
     lam = workload.arrival_rate
     Pm, nm = workload.mean_prompt(), workload.mean_output()
     _, isl_s, _ = workload.sample(min(requests, 5000), seed)
@@ -321,21 +323,22 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     bad: dict[str, list[Any]] = {"layout": [], "reason": []}
     feas: list[StepCosts] = []
     notes = []
-    if cfg.n_experts:
-        notes.append("MoE: rl.serve prices tensor and pipeline parallelism; expert "
-                     "parallelism (ep) is not modelled, so it is not searched")
     tps = _tp_options(cfg, max_tp, devices)
     # pipeline stages extend a replica past one scale-up domain: within it, tensor
     # parallelism is faster per step at the same device count (rl.serve prices a pp step as
-    # pp stages in turn), so pp > 1 is searched at the largest tp only
-    combos = [(tp, pp, w, kv) for tp in tps for pp in pp_options
-              if not (tp * pp > devices or pp > cfg.n_layers or (pp > 1 and tp != tps[-1]))
-              for w, kv in precisions]
+    # pp stages in turn), so pp > 1 is searched at the largest tp only; expert parallelism as
+    # DP-attention deployments run it, ep groups of one device (tp = 1, pp = 1: rl.serve
+    # prices tp × ep hybrids, the search leaves them out — each MoE layout costs ~50 graph
+    # builds); weight-only quantisation without pipeline stages
+    combos = [(tp, pp, ep, w, kv, wq) for tp in tps for pp in pp_options for ep in eps
+              if not (tp * pp * ep > devices or pp > cfg.n_layers or
+                      (pp > 1 and tp != tps[-1]) or (ep > 1 and (pp > 1 or tp > 1)))
+              for w, kv, wq in precisions if not (wq is not None and pp > 1)]
     bar = Progress(len(combos), out, unit="layout")
-    for tp, pp, w, kv in combos:
-        c = step_costs(m, hw, tp=tp, pp=pp, precision=w, kv_precision=kv, engine=engine,
-                       preset=preset, max_tokens=n_max, ref_prompts=refs,
-                       ref_output=max(2, int(nm)))
+    for tp, pp, ep, w, kv, wq in combos:
+        c = step_costs(m, hw, tp=tp, pp=pp, ep=ep, precision=w, kv_precision=kv,
+                       weight_precision=wq, engine=engine, preset=preset, max_tokens=n_max,
+                       ref_prompts=refs, ref_output=max(2, int(nm)))
         why = _why_not(c, slo, P99, Pm + nm / 2)
         if why:
             bad["layout"].append(c.label)
@@ -355,16 +358,17 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
             tpot, r = _steady(c, C, Pm, nm, att_mean, True)
             pts.append(_Point("aggregated", c, None, C, tpot, r, c.devices / r,
                               r * nm / c.devices, 1 / tpot,
-                              util=_u_aggregated(c, hw, C, Pm, nm, att_mean)))
+                              util=u_aggregated(c, hw, C, Pm, nm, att_mean)))
     if disaggregated:
         for cd in feas:
             for cpf in feas:
-                if (cpf.precision, cpf.kv_precision) != (cd.precision, cd.kv_precision) or \
+                if (cpf.precision, cpf.kv_precision, cpf.weight_precision, cpf.ep) != \
+                        (cd.precision, cd.kv_precision, cd.weight_precision, cd.ep) or \
                         cpf.pp > 1:
-                    continue  # same precision; prefill workers without pipeline stages
+                    continue  # same precision and ep; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
                 rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
-                up = _u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
+                up = u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
                 cap = cd.kv_capacity_batch(Pm + nm)
                 for C in LADDER:
                     if C > max(cap, 1):
@@ -372,11 +376,12 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     tpot, rd = _steady(cd, C, Pm, nm, 0.0, False)
                     ratio = rd / rate_p  # prefill workers per decode worker
                     dev = cd.devices + ratio * cpf.devices
-                    ud = _u_decode(cd, hw, C, Pm + nm / 2, tpot)
+                    ud = u_decode(cd, hw, C, Pm + nm / 2, tpot)
                     pts.append(_Point("disaggregated", cd, cpf, C, tpot, rd, dev / rd,
                                       rd * nm / dev, 1 / tpot, ratio,
                                       util=(cd.devices * ud + ratio * cpf.devices * up) / dev))
-    layouts = _points_table(pts, hw, price_per_hour, region, pue, preset)
+    layouts = points_table(pts, [_label(p) for p in pts], hw, price_per_hour, region, pue,
+                           preset)
     pareto = _pareto(layouts)
     # -- sizing by simulation
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
@@ -416,30 +421,6 @@ def _label(p: _Point, R: int = 0, X: int = 0) -> str:
     if R:
         return f"{X}P {pre} + {R}D {p.costs.label}"
     return f"P {pre} + D {p.costs.label} ({p.ratio:.2f} P/D)"
-
-
-def _points_table(pts: list[_Point], hw: Any, price_per_hour: float | None,
-                  region: str | None, pue: float | None, preset: str) -> Table:
-    from .econ_columns import ECON_COLUMN_UNITS, econ_columns
-
-    tpd = np.array([p.tps_device for p in pts])
-    # per device: the columns are per token, so one device at its share of the throughput
-    ec = econ_columns(hw, devices=1.0, units_per_s=tpd,
-                      utilisation=np.array([p.util for p in pts]), price_per_hour=price_per_hour,
-                      region=region, pue=pue, preset=preset)
-    return Table({
-        "mode": [p.mode for p in pts], "layout": [_label(p) for p in pts],
-        "max_concurrency": np.array([p.conc for p in pts], dtype=np.int64),
-        "tpot_ms": np.array([p.tpot * 1e3 for p in pts]),
-        "tokens_per_s_per_user": np.array([p.tps_user for p in pts]),
-        "tokens_per_s_per_device": tpd,
-        "devices_per_req_per_s": np.array([p.dev_per_rate for p in pts]),
-        "utilisation": np.array([p.util for p in pts]), **ec.columns(),
-    }, units=ECON_COLUMN_UNITS,
-        title="frontier points (closed form, steady state at max concurrency)",
-        show=("layout", "max_concurrency", "tpot_ms", "tokens_per_s_per_user",
-              "tokens_per_s_per_device", "mode", "usd_per_million_tokens"),
-        notes=(ec.note(),))
 
 
 def _pareto(t: Table) -> Table:
@@ -545,7 +526,7 @@ def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Work
          kv_policy: str, link: float | None, requests: int, seed: int, engine: str, preset: str,
          devices: int) -> PlanChoice:
     c = p.costs
-    w, kvp, tp, pp = c.precision, c.kv_precision, c.tp, c.pp
+    w, kvp, tp, pp, ep = c.precision, c.kv_precision, c.tp, c.pp, c.ep
     if chunk is not None and chunk <= p.conc:
         chunk = max(2048, 2 * p.conc)
     # the population fills from empty over about one time in system W: leave it out, and
@@ -555,17 +536,19 @@ def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Work
     n_req = requests
     if wl._trace is None:
         n_req = int(min(max(requests, math.ceil(lam * 3 * W)), 20_000))
-    sim = simulate_serving(m, hw, workload=wl, requests=n_req, tp=tp, pp=pp, replicas=R,
+    sim = simulate_serving(m, hw, workload=wl, requests=n_req, tp=tp, pp=pp, ep=ep, replicas=R,
                            warmup=min(W, 0.5 * n_req / lam) if wl._trace is None else 0.0,
                            max_concurrency=p.conc, chunk_size=chunk, precision=w,
-                           kv_precision=kvp, engine=engine, preset=preset, kv_policy=kv_policy,
+                           kv_precision=kvp, weight_precision=c.weight_precision,
+                           engine=engine, preset=preset, kv_policy=kv_policy,
                            slo=slo, seed=seed, costs=c, devices=devices,
                            prefill_replicas=X if p.mode == "disaggregated" else None,
                            prefill_tp=(p.pcosts.tp if p.pcosts is not None else None),
                            kv_link_bytes_per_s=link, prefill_costs=p.pcosts)
     label = _label(p, R, X) if p.mode == "disaggregated" else f"{R} × {c.label}"
     prefill_tp = p.pcosts.tp if p.pcosts is not None else 0
-    ch = PlanChoice(mode=p.mode, layout=label, tp=tp, pp=pp, precision=w, kv_precision=kvp,
+    ch = PlanChoice(mode=p.mode, layout=label, tp=tp, pp=pp, ep=ep, precision=w,
+                    kv_precision=kvp, weight_precision=c.weight_precision,
                     replicas=R, prefill_replicas=X,
                     prefill_tp=prefill_tp,
                     max_concurrency=p.conc, chunk_size=chunk, devices=sim.devices, sim=sim,

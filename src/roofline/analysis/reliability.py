@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 
 __all__ = ["Reliability", "reliability", "young_interval", "daly_interval", "daly_wallclock",
@@ -136,6 +137,7 @@ class Reliability(Display):
                  lost_work_s=self.lost_work_s)
         return d
 
+    @summary_str
     def __str__(self) -> str:
         h = 3600.0
         ck = "" if math.isnan(self.checkpoint_bytes) else \
@@ -207,9 +209,9 @@ def reliability(*, devices: int, job_hours: float, checkpoint_s: float | None = 
         checkpoint_overhead=delta / tau if tau > 0 else 0.0)
 
 
-def for_train(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None,
-              restart_s: float | None = None, failure_rate: float | None = None,
-              method: str = "daly") -> Reliability:
+def train_reliability(t: Any, tokens: float, *, storage_bytes_per_s: float | None = None,
+                      restart_s: float | None = None, failure_rate: float | None = None,
+                      method: str = "daly") -> Reliability:
     """Reliability of training ``t`` (a TrainingResult) on ``tokens`` tokens."""
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware

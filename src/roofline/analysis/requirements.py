@@ -23,6 +23,7 @@ from typing import Any
 
 from .._call import Call
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from .sensitivity import scaled_hardware
 
@@ -79,6 +80,7 @@ class Requirements(Display):
                                    *h.memory[1:]))
         return h
 
+    @summary_str
     def __str__(self) -> str:
         from ..units import fmt_bytes, fmt_time
 
@@ -159,18 +161,7 @@ def requirements(model: Any, *, target_latency: float | None = None,
     solve's samples/s (tokens/s for decode), serve's output tokens/s per device.
     ``reference``: the part whose other ceilings are held (zoo name, file or Hardware).
     """
-    if (target_latency is None) == (target_throughput is None):
-        raise SpecError("requirements needs exactly one of target_latency= or "
-                        "target_throughput=")
-    tgt = target_latency if target_latency is not None else target_throughput
-    name = "target_latency" if target_latency is not None else "target_throughput"
-    if isinstance(tgt, bool) or not isinstance(tgt, int | float) or not math.isfinite(tgt) \
-            or tgt <= 0:
-        raise SpecError(f"{name} must be a positive finite number, got {tgt!r}")
-    if fn not in ("solve", "serve"):
-        raise SpecError(f"fn={fn!r}; allowed: solve, serve")
-    if not (isinstance(rtol, float) and 1e-9 <= rtol <= 0.1):
-        raise SpecError(f"rtol must be a float in [1e-9, 0.1], got {rtol!r}")
+    tgt = _check_target(target_latency, target_throughput, fn, rtol)
     from ..specs.dtypes import precision as make_precision
     from ..specs.resolve import hardware as resolve_hardware
     from ..specs.resolve import list_hardware
@@ -223,13 +214,12 @@ def requirements(model: Any, *, target_latency: float | None = None,
                 else f"throughput >= {tgt:g} /s")
     cap = _capacity(base, fn)
     parts = []
-    for key in list_hardware():
+    for key in list_hardware():  # every zoo part that has the dtype: does it meet the goal?
         p = resolve_hardware(key)
-        if not p.has(dtype):
-            continue
-        r = call.with_(hardware=p).run()
-        t = unit_time(r) if getattr(r, "feasible", True) else math.inf
-        parts.append((p.name, t, bool(t <= goal * (1 + 1e-12))))
+        if p.has(dtype):
+            r = call.with_(hardware=p).run()
+            t = unit_time(r) if getattr(r, "feasible", True) else math.inf
+            parts.append((p.name, t, bool(t <= goal * (1 + 1e-12))))
     common = dict(call=call, target=target_s, reference=hw.name, reference_time=ref_time,
                   floor=floor, capacity_bytes=cap, parts=tuple(parts), _hw=hw, _dtype=dtype)
     if floor > goal:
@@ -257,28 +247,53 @@ def requirements(model: Any, *, target_latency: float | None = None,
             and hw.scale_up_link is not None:
         s_link = least("link")
         link = hw.scale_up_link.bytes_per_s * s_link if math.isfinite(s_link) else math.nan
-    front = []
-    if math.isfinite(s_bw):
-        # bandwidth from its least value (peak infinite there) up to x4 the reference's
-        lo_bw = _least_bw_with_infinite_peak(at, goal, rtol)
-        for i in range(frontier_points):
-            b = lo_bw * (max(4.0, s_bw * 1.5) / lo_bw) ** (i / max(1, frontier_points - 1))
-
-            def ok_p(s: float, b: float = b) -> bool:
-                return at(peak=s, bw=b) <= goal
-
-            if not ok_p(_HUGE):
-                continue
-            lo, hi = _bracket(ok_p)
-            sp = lo if ok_p(lo) else _least(lambda x, b=b: at(peak=x, bw=b), goal, lo, hi,
-                                            max(rtol, 1e-3))  # frontier: 0.1 % is plenty
-            front.append((hw.peak(dtype) * sp, hw.memory_bytes_per_s * b))
+    front = _frontier(at, hw, dtype, goal, rtol, s_bw, frontier_points) \
+        if math.isfinite(s_bw) else []
     return Requirements(reachable=True,
                         peak_flops_per_s=hw.peak(dtype) * s_peak if math.isfinite(s_peak)
                         else math.nan,
                         bandwidth_bytes_per_s=hw.memory_bytes_per_s * s_bw
                         if math.isfinite(s_bw) else math.nan,
                         link_bytes_per_s=link, frontier=tuple(front), **common)
+
+
+def _check_target(target_latency: float | None, target_throughput: float | None, fn: str,
+                  rtol: Any) -> float:
+    """The one target given (a positive finite number), after checking ``fn`` and ``rtol``."""
+    if (target_latency is None) == (target_throughput is None):
+        raise SpecError("requirements needs exactly one of target_latency= or "
+                        "target_throughput=")
+    tgt = target_latency if target_latency is not None else target_throughput
+    name = "target_latency" if target_latency is not None else "target_throughput"
+    if isinstance(tgt, bool) or not isinstance(tgt, int | float) or not math.isfinite(tgt) \
+            or tgt <= 0:
+        raise SpecError(f"{name} must be a positive finite number, got {tgt!r}")
+    if fn not in ("solve", "serve"):
+        raise SpecError(f"fn={fn!r}; allowed: solve, serve")
+    if not (isinstance(rtol, float) and 1e-9 <= rtol <= 0.1):
+        raise SpecError(f"rtol must be a float in [1e-9, 0.1], got {rtol!r}")
+    return float(tgt)
+
+
+def _frontier(at: Any, hw: Any, dtype: str, goal: float, rtol: float, s_bw: float,
+              points: int) -> list[tuple[float, float]]:
+    """(peak, bandwidth) pairs that just meet the goal: bandwidth from its least value (peak
+    infinite there) up to x4 the reference's, the least peak at each."""
+    front = []
+    lo_bw = _least_bw_with_infinite_peak(at, goal, rtol)
+    for i in range(points):
+        b = lo_bw * (max(4.0, s_bw * 1.5) / lo_bw) ** (i / max(1, points - 1))
+
+        def ok_p(s: float, b: float = b) -> bool:
+            return bool(at(peak=s, bw=b) <= goal)
+
+        if not ok_p(_HUGE):
+            continue
+        lo, hi = _bracket(ok_p)
+        sp = lo if ok_p(lo) else _least(lambda x, b=b: at(peak=x, bw=b), goal, lo, hi,
+                                        max(rtol, 1e-3))  # frontier: 0.1 % is plenty
+        front.append((hw.peak(dtype) * sp, hw.memory_bytes_per_s * b))
+    return front
 
 
 def _bracket(ok: Any) -> tuple[float, float]:

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _args as A
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
@@ -108,6 +110,7 @@ class ServingSim(Display):
 
         return clean(d)
 
+    @summary_str
     def __str__(self) -> str:
         def row(name: str, s: Stat) -> str:
             def f(v: float) -> str:
@@ -134,17 +137,30 @@ class ServingSim(Display):
         return "\n".join(lines)
 
 
-def _check_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise SpecError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+_N = A.count(1, A.MAX_DEVICES)
+_OPT_DT = A.optional(A.dtype)
 
 
+@A.checked(model=A.anything, hardware=A.anything,
+           workload=A.instance_of(Workload, what="an rl.Workload"),
+           requests=A.optional(A.count(1, 10**9)), tp=_N, pp=_N, ep=_N, replicas=_N,
+           max_concurrency=A.count(1, 2**20), chunk_size=A.optional(A.count(1, A.MAX_TOKENS)),
+           max_batched_tokens=A.count(1, A.MAX_TOKENS), precision=A.dtype, kv_precision=_OPT_DT,
+           weight_precision=_OPT_DT, engine=A.anything, preset=A.text,
+           kv_policy=A.choice(*KV_POLICIES), block_size=A.count(1, 2**16),
+           slo=A.optional(A.instance_of(SLO, what="an rl.SLO")), seed=A.count(0, 2**32 - 1),
+           devices=A.optional(_N), prefill_replicas=A.optional(_N), prefill_tp=A.optional(_N),
+           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")),
+           costs=A.optional(A.instance_of(StepCosts, what="step tables (stepcost.step_costs)")),
+           prefill_costs=A.optional(A.instance_of(StepCosts, what="step tables")),
+           warmup=A.optional(A.real(0, 1e12, lo_open=False, unit="s")))
 def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      requests: int | None = 10_000,
-                     tp: int = 1, pp: int = 1, replicas: int = 1, max_concurrency: int = 256,
+                     tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
+                     max_concurrency: int = 256,
                      chunk_size: int | None = 2048, max_batched_tokens: int = 8192,
                      precision: str = "bf16", kv_precision: str | None = None,
+                     weight_precision: str | None = None,
                      engine: str = "trtllm", preset: str = "default",
                      kv_policy: str = "dynamic", block_size: int = 16, slo: SLO | None = None,
                      seed: int = 0, devices: int | None = None,
@@ -153,7 +169,9 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      costs: StepCosts | None = None,
                      prefill_costs: StepCosts | None = None,
                      warmup: float | None = None) -> ServingSim:
-    """Simulate serving ``workload`` on ``replicas`` × (tp × pp) devices of ``hardware``.
+    """Simulate serving ``workload`` on ``replicas`` × (tp × pp × ep) devices of ``hardware``
+    (``ep``: expert-parallel groups of a MoE, as ``rl.serve`` takes it; ``weight_precision``:
+    weight-only quantisation, "int8" / "int4").
 
     ``chunk_size``: chunked prefill with that token budget per step (None: whole prompts,
     batched up to ``max_batched_tokens`` per step). ``kv_policy``: "dynamic" (vLLM: allocate as
@@ -165,25 +183,18 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
     """
-    if not isinstance(workload, Workload):
-        raise SpecError(f"workload must be an rl.Workload, got {type(workload).__name__}")
-    if slo is not None and not isinstance(slo, SLO):
-        raise SpecError(f"slo must be an rl.SLO, got {type(slo).__name__}")
-    tp, pp, R = _check_int("tp", tp), _check_int("pp", pp), _check_int("replicas", replicas)
-    mc = _check_int("max_concurrency", max_concurrency)
-    budget = _check_int("chunk_size", chunk_size) if chunk_size is not None else \
-        _check_int("max_batched_tokens", max_batched_tokens)
-    if kv_policy not in KV_POLICIES:
-        raise SpecError(f"kv_policy {kv_policy!r} is not known; allowed: {', '.join(KV_POLICIES)}")
+    # (types and ranges: the @checked rules above)
+    R, mc = replicas, max_concurrency
+    budget = chunk_size if chunk_size is not None else max_batched_tokens
     disagg = prefill_replicas is not None
-    Rp = _check_int("prefill_replicas", prefill_replicas) if disagg else 0
-    tpp = _check_int("prefill_tp", prefill_tp if prefill_tp is not None else tp) if disagg else 0
-    used = R * tp * pp + Rp * tpp * pp
+    Rp = prefill_replicas or 0
+    tpp = (prefill_tp or tp) if disagg else 0
+    used = R * tp * pp * ep + Rp * tpp * pp * ep
     if devices is not None:
-        have = _check_int("devices", devices)
+        have = devices
         if used > have:
             raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
-                            f"({R} replicas × tp {tp} × pp {pp}"
+                            f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
                             + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
                             + ")")
     if chunk_size is not None and mc >= budget:
@@ -192,7 +203,8 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     arr, isl, osl = workload.sample(requests, seed)
     n = len(arr)
     kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, engine=engine,
-                              preset=preset, block_size=block_size)
+                              preset=preset, block_size=block_size,
+                              weight_precision=weight_precision, ep=ep)
     refs = _ref_prompts(isl)
     n_max = (budget + mc) if chunk_size is not None else max(budget, int(isl.max())) + mc
     if costs is None:
@@ -253,8 +265,6 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         done[~np.isfinite(first)] = math.inf
         label = f"{Rp}P × {prefill_costs.label} + {R}D × {costs.label}"
         notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
-    if warmup is not None and not (isinstance(warmup, int | float) and warmup >= 0):
-        raise SpecError(f"warmup must be >= 0 seconds, got {warmup!r}")
     return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
                       label=label, devices=used, slo=slo,
                       preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),

@@ -45,7 +45,7 @@ class StepCosts:
     """Per-iteration cost tables of one replica layout (SI units)."""
 
     label: str  #: the layout, e.g. "tp8 bf16/kv fp8"
-    devices: int  #: devices per replica (tp × pp)
+    devices: int  #: devices per replica (tp × pp × ep)
     tp: int
     pp: int
     precision: str  #: compute/weights
@@ -61,6 +61,8 @@ class StepCosts:
     weights_bytes: float
     capacity_bytes: float
     ttft_ref: dict[int, float] = field(default_factory=dict)  #: serve's unloaded TTFT by T
+    ep: int = 1  #: expert-parallel groups (MoE, ``rl.serve``'s ep)
+    weight_precision: str | None = None  #: weight-only quantisation (None: the precision's)
     tpot_ref: float = math.nan  #: serve's batch-1 TPOT at the reference lengths
     feasible: bool = True
     reason: str = ""
@@ -112,7 +114,8 @@ def _grid(n_max: int) -> np.ndarray:
 
 
 def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision: str = "bf16",
-               kv_precision: str | None = None, engine: str = "trtllm", preset: str = "default",
+               kv_precision: str | None = None, weight_precision: str | None = None,
+               ep: int = 1, engine: str = "trtllm", preset: str = "default",
                max_tokens: int = 8192, ref_prompts: tuple[int, ...] = (1024,),
                ref_output: int = 128, block_size: int = 16, kv_window: str = "ring",
                pre_points: int = 16) -> StepCosts:
@@ -131,13 +134,18 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     n_max = max(int(max_tokens), 2)
     refs = sorted({max(1, min(int(t), n_max)) for t in ref_prompts})
     kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, tp=tp, preset=preset,
-              engine=engine, kv_window=kv_window)
-    label = f"tp{tp}" + (f" pp{pp}" if pp > 1 else "") + f" {precision}" + \
+              engine=engine, kv_window=kv_window, weight_precision=weight_precision)
+    label = f"tp{tp}" + (f" pp{pp}" if pp > 1 else "") + (f" ep{ep}" if ep > 1 else "") + \
+        f" {precision}" + (f" w{weight_precision}" if weight_precision else "") + \
         (f"/kv {kv_precision}" if kv_precision and kv_precision != precision else "")
-    one = serve(model, hardware, batch=1, prompt_len=refs[-1], output_len=ref_output, pp=pp, **kw)
+    ekw: dict[str, Any] = {"ep": ep} if ep > 1 else {}  # (serve_sweep: dense models, no ep)
+    one = serve(model, hardware, batch=1, prompt_len=refs[-1], output_len=ref_output, pp=pp,
+                **kw, **ekw)
     nan = np.full(2, math.nan)
+    dev = tp * pp * ep
     if not one.feasible:
-        return StepCosts(label=label, devices=tp * pp, tp=tp, pp=pp, precision=precision,
+        return StepCosts(label=label, devices=dev, tp=tp, pp=pp, ep=ep,
+                         weight_precision=weight_precision, precision=precision,
                          kv_precision=kv_precision or precision, lin=nan, slope=nan,
                          pair=nan, pre=nan,
                          kv_bytes_per_token=math.nan, kv_budget_bytes=0.0,
@@ -158,9 +166,9 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
         grid = np.union1d(np.unique(np.rint(np.geomspace(1, n_max, pts))), refs)
         s1 = 17  # a 16-token prompt (the prefill graph below) + its first decode step
         t1 = np.array([serve(model, hardware, batch=int(b), prompt_len=16, output_len=2, pp=pp,
-                             **kw).tpot for b in grid])
+                             **kw, **ekw).tpot for b in grid])
         t2 = np.array([serve(model, hardware, batch=int(b), prompt_len=s2 - 1, output_len=2,
-                             pp=pp, **kw).tpot for b in grid])
+                             pp=pp, **kw, **ekw).tpot for b in grid])
     d1 = (t2 - t1) / (s2 - s1)  # per sequence-context token, at batch b: whole-step slope / b
     t0 = t1 - d1 * s1
     Ns = np.arange(n_max + 1, dtype=np.float64)
@@ -173,7 +181,7 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     pb = np.unique(np.rint(np.geomspace(1, top, pre_points)))
     pb = np.union1d(pb, np.maximum(1, np.rint(np.asarray(refs, dtype=np.float64) / T0)))
     pt = np.array([serve(model, hardware, batch=int(B), prompt_len=T0, output_len=1, pp=pp,
-                         **kw).ttft for B in pb])
+                         **kw, **ekw).ttft for B in pb])
     pre = np.interp(Ns, pb * T0, pt)
     pre[0] = 0.0
     # prefill attention per pair, from serve's TTFT at the reference prompt lengths
@@ -181,26 +189,39 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     pairs_cost = []
     for T in refs:
         r = one if T == refs[-1] else serve(model, hardware, batch=1, prompt_len=T,
-                                            output_len=ref_output, pp=pp, **kw)
+                                            output_len=ref_output, pp=pp, **kw, **ekw)
         ttft[T] = r.ttft
-        pairs_cost.append(max(0.0, (r.ttft - pre[T]) / (T * (T + 1) / 2)))
+        if ep == 1:
+            pairs_cost.append(max(0.0, (r.ttft - pre[T]) / (T * (T + 1) / 2)))
+            continue
+        # ep groups: the tables describe steps balanced over the groups, so a chunk's pairs
+        # cost 1/ep of what they cost the group running them (ep chunks side by side). A
+        # group's attention per pair is that of the same tp × pp layout without ep (a lone
+        # prompt's TTFT less the context-free time of its T tokens)
+        Bq = max(1, round(T / T0))
+        free = serve(model, hardware, batch=Bq, prompt_len=T0, output_len=1, pp=pp,
+                     **kw).ttft * T / (Bq * T0)
+        r1 = serve(model, hardware, batch=1, prompt_len=T, output_len=1, pp=pp, **kw)
+        pairs_cost.append(max(0.0, (r1.ttft - free) / (T * (T + 1) / 2)) / ep)
     if len(refs) == 1:
         pair = np.full(n_max + 1, pairs_cost[0])
     else:
         pair = np.interp(np.log(np.maximum(Ns, 1)), np.log(refs), pairs_cost)
     # KV capacity (per device): what serve's memory model leaves after weights, workspace and
-    # the activations of the largest step
+    # the activations of the largest step; with ep groups each holds its own sequences' KV
+    # (one pool of ep × a device's blocks, balanced over the groups; a step's tokens split too)
     mb = one.memory_breakdown
     kv_tok = mb["kv_cache"] / (refs[-1] + ref_output)
     act_tok = mb["activations"] / refs[-1]
-    budget = one.memory_capacity - mb["weights"] - mb["workspace"] - act_tok * n_max
-    blocks = int(budget // (kv_tok * block_size)) if budget > 0 and kv_tok > 0 else 0
+    budget = one.memory_capacity - mb["weights"] - mb["workspace"] - act_tok * n_max / ep
+    blocks = ep * int(budget // (kv_tok * block_size)) if budget > 0 and kv_tok > 0 else 0
     feasible, reason = blocks > 0, ""
     if not feasible:
         reason = (f"no room for the KV cache: {one.memory_capacity / 1e9:.1f} GB per device − "
                   f"weights {mb['weights'] / 1e9:.1f} GB − workspace and step activations "
-                  f"{(mb['workspace'] + act_tok * n_max) / 1e9:.1f} GB")
-    return StepCosts(label=label, devices=tp * pp, tp=tp, pp=pp, precision=precision,
+                  f"{(mb['workspace'] + act_tok * n_max / ep) / 1e9:.1f} GB")
+    return StepCosts(label=label, devices=dev, tp=tp, pp=pp, ep=ep,
+                     weight_precision=weight_precision, precision=precision,
                      kv_precision=kv_precision or precision, lin=lin, slope=slope,
                      pair=pair, pre=pre,
                      kv_bytes_per_token=kv_tok, kv_budget_bytes=max(budget, 0.0),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._display import Display
+from .._text import summary_str
 from ..errors import SpecError
 from ..specs.resolve import hardware as resolve_hardware
 from .power import check_pue, check_utilisation, power_model
@@ -78,6 +79,7 @@ class TCO(Display):
                  usd_per_device_hour=self.usd_per_device_hour, reasons=list(self.reasons))
         return d
 
+    @summary_str
     def __str__(self) -> str:
         yrs = self.period_s / _YEAR_S
 

@@ -82,7 +82,11 @@ def _emit(args: argparse.Namespace, text: str | Callable[[], str], data: Any,
           pairs: Sequence[tuple[str, str]] | None) -> int:
     fmt = getattr(args, "format", "text") or "text"
     if fmt == "text":
-        print(text() if callable(text) else text)
+        from .._text import wrap_prose
+
+        body = text() if callable(text) else text
+        # prose lines wrap at 100 characters (tables already fit it); --wide: as they are
+        print(body if getattr(args, "wide", False) else wrap_prose(body))
         return 0
     if fmt == "json":
         from .solve import dump_json

@@ -21,12 +21,16 @@ def register(sub: Any) -> None:
     add_workload_args(p)
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree per replica")
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree per replica")
+    p.add_argument("--ep", type=int, default=1,
+                   help="MoE: expert-parallel groups per replica (data-parallel attention)")
     p.add_argument("--replicas", type=int, default=1, help="replicas (decode workers)")
     p.add_argument("--max-concurrency", type=int, default=256, help="running requests cap")
     p.add_argument("--chunk", default="2048",
                    help="chunked-prefill budget per step, or 'none' for whole prompts")
     p.add_argument("--precision", default="bf16", help="compute/weight dtype (default bf16)")
     p.add_argument("--kv-precision", default=None, help="KV-cache dtype (e.g. fp8)")
+    p.add_argument("--weight-precision", default=None,
+                   help="weight-only quantisation (int8, int4) under --precision compute")
     p.add_argument("--prefill-replicas", type=int, default=None,
                    help="disaggregated: prefill workers")
     p.add_argument("--prefill-tp", type=int, default=None, help="TP of a prefill worker")
@@ -48,10 +52,11 @@ def run(args: argparse.Namespace) -> int:
             raise SpecError(f"--chunk must be a token count or 'none', got {args.chunk!r}") \
                 from None
     s = simulate_serving(args.model, args.hardware, workload=workload_from(args),
-                         requests=args.requests or 10_000, tp=args.tp, pp=args.pp,
+                         requests=args.requests or 10_000, tp=args.tp, pp=args.pp, ep=args.ep,
                          replicas=args.replicas, max_concurrency=args.max_concurrency,
                          chunk_size=chunk, precision=args.precision,
-                         kv_precision=args.kv_precision, engine=args.engine,
+                         kv_precision=args.kv_precision,
+                         weight_precision=args.weight_precision, engine=args.engine,
                          kv_policy=args.kv_policy, slo=slo_from(args, required=False),
                          seed=args.seed, devices=args.devices,
                          prefill_replicas=args.prefill_replicas, prefill_tp=args.prefill_tp)

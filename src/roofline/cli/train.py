@@ -42,8 +42,10 @@ def register(sub: Any) -> None:
     p.add_argument("--ep", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
-    p.add_argument("--recompute", default="selective", choices=("none", "selective", "full"))
-    p.add_argument("--zero", type=int, default=1, choices=(0, 1, 2, 3))
+    p.add_argument("--recompute", default=None, choices=("none", "selective", "full"),
+                   help="default: selective for decoder LMs, none for other graphs")
+    p.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
+                   help="ZeRO stage; default: 1 for decoder LMs, 0 for other graphs")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
     p.add_argument("--unfused-attention", action="store_true",
                    help="price the unfused QKᵀ/softmax/·V path instead of FlashAttention")

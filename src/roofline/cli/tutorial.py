@@ -21,7 +21,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tutorial import report, run_experiments
+    from ..tutorial import run_experiments, tutorial_text
     from .output import emit
 
     tut = run_experiments()
@@ -41,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
                     "h100": [pick(r) for r in tut.default_h100],
                     "crossover": tut.default_crossover, "llama": pick(tut.default_llama)},
     }
-    return emit(args, text=lambda: report(tut), data=data, title="Hello, roofline")
+    return emit(args, text=lambda: tutorial_text(tut), data=data, title="Hello, roofline")

@@ -42,16 +42,19 @@ def model_rows() -> list[dict[str, Any]]:
 
 
 def _hw_table(rows: list[dict[str, Any]], wide: bool = False) -> str:
-    def cut(name: str) -> str:
-        return name if wide or len(name) <= 34 else name[:33] + "…"
-
     head = ("key", "name", "kind", "memory GB", "GB/s", "TDP W") + (("dtypes",) if wide else ())
-    body = [(r["key"], cut(r["name"]), r["kind"], f"{r['memory_gb']:.4g}",
+    body = [(r["key"], r["name"], r["kind"], f"{r['memory_gb']:.4g}",
              f"{r['memory_gb_per_s']:,.0f}" if r["memory_gb_per_s"] >= 10
              else f"{r['memory_gb_per_s']:.2g}",
              "-" if r["tdp_w"] != r["tdp_w"] else f"{r['tdp_w']:,.0f}" if r["tdp_w"] >= 10
              else f"{r['tdp_w']:.2g}")  # a microcontroller draws mW
             + ((",".join(r["dtypes"]),) if wide else ()) for r in rows]
+    if not wide:  # names take what the other columns leave of 100 characters
+        others = sum(max(len(h), *(len(b[j]) for b in body)) + 2
+                     for j, h in enumerate(head) if j != 1)
+        room = max(100 - others - 2, 12)
+        body = [(b[0], b[1] if len(b[1]) <= room else b[1][:room - 1] + "…", *b[2:])
+                for b in body]
     out = _grid(head, body, right=(3, 4, 5))
     if not wide:
         out += "\n(the dtypes each part has, and full names: --wide shows all)"

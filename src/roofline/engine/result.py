@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._display import Display
-from .._text import printable_str
+from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
@@ -170,7 +170,7 @@ class Result(Display):
 
         return plot_layers(self, path=path, **kw)
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
         from ..uncertainty import fmt_band
 

@@ -19,6 +19,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from .._text import a_family
 from ..errors import SpecError
 from .model import Model, _cnn_builder, transformer_model
 
@@ -128,8 +129,8 @@ def _transformer(m: Model, knobs: dict[str, Any]) -> Model:
         ch["gated_mlp"] = knobs["gated_mlp"]
     if "source_len" in knobs:
         if cfg.arch != "seq2seq":
-            raise SpecError(f"source_len applies to encoder-decoders; {m.name} is a "
-                            f"{cfg.arch} model (use seq_len=)")
+            raise SpecError(f"source_len applies to encoder-decoders; {m.name} is "
+                            f"{a_family(cfg.arch)} model (use seq_len=)")
         ch["source_len"] = int(_positive("source_len", knobs["source_len"], integer=True))
     label = ", ".join(f"{k}={v}" for k, v in knobs.items())
     return variant_of(replace(cfg, **ch), key=m.key, name=f"{m.name} ({label})",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._display import Display
 from ..errors import SpecError
 from ..specs.dtypes import Precision
 from ..specs.dtypes import precision as make_precision
@@ -43,7 +44,7 @@ class Published:
 
 
 @dataclass(eq=False)
-class Model:
+class Model(Display):
     """A model recipe. ``graph(...)`` builds (and caches) the op graph for one scenario."""
 
     key: str  #: zoo key or file stem

@@ -85,15 +85,10 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
     if "config" not in doc:
         raise SpecError(f"{origin}: a model file needs [config] (HF config.json fields) or "
                         "'builder'")
-    from .importers.hf_config import from_hf_config
-    from .importers.hf_families import weight_format
+    from .importers.hf_config import hf_config_model
 
-    raw = dict(doc["config"])
-    cfg = from_hf_config(raw, name=name)
-    m = transformer_model(cfg, key=key, name=name, aliases=aliases, source=source,
-                          published=pub)
-    m.weight_format = weight_format(raw, name)
-    return m
+    return hf_config_model(dict(doc["config"]), key=key, name=name, aliases=aliases,
+                           source=source, published=pub)
 
 
 @lru_cache(maxsize=1)

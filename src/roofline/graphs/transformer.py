@@ -87,6 +87,10 @@ class TransformerConfig:
     #: others dense of width d_ff; 1: every layer past first_dense_layers
     moe_every: int = 1
     router_bias: bool = False  #: per-expert score-correction bias (DeepSeek-V3 noaux_tc)
+    #: expert parallelism as serving runs it (attention data-parallel over this many groups,
+    #: the routed experts split among them): the device holds E/expert_groups experts and
+    #: receives, with balanced routing, the token rows of every group routed to them (1: none)
+    expert_groups: int = 1
     # -- multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 switches it on
     q_lora_rank: int = 0  #: query down-projection rank (0: a plain [D, N·(nope+rope)] q_proj)
     kv_lora_rank: int = 0  #: compressed KV latent width (cached per token with the RoPE key)
@@ -463,17 +467,21 @@ def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens
         raise SpecError(f"{cfg.name}: a mixture-of-experts graph needs the batch to count the "
                         "experts it reads")
     D, F, E, k = cfg.d_model, cfg.moe_d_ff or cfg.d_ff, cfg.n_experts, cfg.top_k
+    G = cfg.expert_groups
     b.add("linear", f"{p}.moe.router", params=D * E + (E if cfg.router_bias else 0), tokens=T,
           d_in=D, d_out=E)
     b.add("softmax", f"{p}.moe.router_softmax", elements=T * E)
-    touched = _expected_experts(E, k, n_tokens)
+    # expert parallelism over G groups (each with n_tokens tokens): this device holds E/G
+    # experts, hit by the G·n_tokens tokens of all groups — touched/G of them on average — and,
+    # balanced, receives G·n_tokens·k/G = n_tokens·k rows: the same rows as without EP
+    touched = _expected_experts(E, k, n_tokens * G) / G
     n_mats = 3 if cfg.gated_mlp else 2
     wb = b.precision.weight_bytes
     mats = (("gate_proj", D, F), ("up_proj", D, F), ("down_proj", F, D))[3 - n_mats:]
     for nm, d_in, d_out in mats:
         # T·k rows per sample through [d_in, d_out]; the touched experts' weights read once.
         # Each expert's GEMM sees about B·T·k/touched rows: that is the M the efficiency sees.
-        b.add("matmul", f"{p}.moe.experts.{nm}", params=E * d_in * d_out, m=T * k, k=d_in,
+        b.add("matmul", f"{p}.moe.experts.{nm}", params=E // G * d_in * d_out, m=T * k, k=d_in,
               n=d_out, b_source="weight", b_bytes=wb * touched,
               gemm=(T * k / max(touched, 1.0), d_out, d_in))
     b.add("elementwise", f"{p}.moe.act_mul", elements=T * k * F,

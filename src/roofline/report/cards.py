@@ -316,6 +316,64 @@ def _line_prices(p: Any) -> str:
     return f"<PartPrices {p.key}: {h} ({len(p.quotes)} quotes)>"
 
 
+# -- specs: a part, a cluster, a model (their own repr stays: Hardware('h100-sxm5')) ----------
+
+def _html_hardware(h: Any) -> str:
+    rows = [("kind", esc(f"{h.kind}" + (f", {h.vendor}" if h.vendor else "")
+                         + (f", {h.year}" if h.year else ""))),
+            ("main memory", esc(f"{h.main_memory.name} {fmt_bytes(h.memory_capacity_bytes)} at "
+                                f"{h.memory_bytes_per_s / 1e9:,.4g} GB/s")),
+            ("TDP", esc("unpublished" if math.isnan(h.tdp_w) else f"{h.tdp_w:,.0f} W"))]
+    for nm, ln in (("host link", h.host_link), ("scale-up link", h.scale_up_link)):
+        if ln is not None:
+            rows.append((nm, esc(f"{ln.name}: {ln.bytes_per_s / 1e9:,.4g} GB/s per direction")))
+    if h.origin:
+        rows.append(("loaded from", esc(h.origin)))
+    peaks = Table({"dtype": list(h.dtypes),
+                   "peak": np.array([h.peak(d) for d in h.dtypes], dtype=float),
+                   "ridge": np.array([h.ridge_point(d) for d in h.dtypes], dtype=float)},
+                  {"peak": "FLOP/s", "ridge": "FLOP/B"}, title="dense peaks")
+    mem = Table({"level": [m.name for m in h.memory],
+                 "capacity": np.array([m.capacity_bytes for m in h.memory], dtype=float),
+                 "bandwidth": np.array([m.bytes_per_s for m in h.memory], dtype=float)},
+                {"capacity": "B", "bandwidth": "B/s"}, title="memory levels")
+    src = Table({"field": list(h.provenance), "source": [str(v) for v in
+                                                         h.provenance.values()]})
+    return card(f"<b>{esc(h.name)}</b> <span class=\"rl-sub\">— {esc(h.key)}</span>", rows,
+                extra=table_html(peaks, max_rows=None) + table_html(mem, max_rows=None),
+                details=table_html(src, max_rows=None) if len(src) else "",
+                details_label=f"sources ({len(src)} fields)")
+
+
+def _html_cluster(c: Any) -> str:
+    rows = [("devices", esc(f"{c.nodes} × {c.devices_per_node} {c.device.name} = {c.devices}")),
+            ("scale-up", esc(f"{c.scale_up_bytes_per_s / 1e9:,.4g} GB/s per device over "
+                             f"{c.scale_up_domain} devices")),
+            ("scale-out", esc(f"{c.scale_out_bytes_per_s / 1e9:,.4g} GB/s per device"))]
+    return card(f"<b>{esc(c.name)}</b> <span class=\"rl-sub\">— {esc(c.key)}</span>", rows,
+                details=_html_hardware(c.device), details_label=f"the device: {c.device.name}")
+
+
+def _html_model(m: Any) -> str:
+    rows = [("family", esc(m.family)), ("parameters", esc(f"{m.params / 1e6:,.1f} M")),
+            ("phases", esc(", ".join(m.phases)))]
+    if m.n_layers:
+        rows.append(("layers", str(m.n_layers)))
+    if m.default_seq_len:
+        rows.append(("default sequence", f"{m.default_seq_len:,} tokens"))
+    cfg = m.config
+    if cfg is not None:
+        rows.append(("shape", esc(f"d_model {cfg.d_model}, {cfg.n_heads} heads "
+                                  f"({cfg.n_kv_heads} KV), d_ff {cfg.d_ff}, vocab {cfg.vocab}"
+                                  + (f", {cfg.n_experts} experts" if cfg.n_experts else ""))))
+    if m.unsupported_ops:
+        rows.append(("unpriced ops", f'<span class="rl-bad">{len(m.unsupported_ops)} (see the '
+                                     "model's summary)</span>"))
+    if m.source:
+        rows.append(("source", esc(m.source)))
+    return card(f"<b>{esc(m.name)}</b> <span class=\"rl-sub\">— {esc(m.key)}</span>", rows)
+
+
 def _line_text(obj: Any) -> str:
     first = str(obj).splitlines()[0] if str(obj) else ""
     return f"<{type(obj).__name__} {first[:150]}>"
@@ -326,7 +384,8 @@ CARDS = {"ServingSim": _html_sim, "ServingPlan": _html_plan, "PlanChoice": _html
          "ExploreResult": _html_explore, "TCO": _html_text_card,
          "Reliability": _html_text_card, "Placement": _html_text_card,
          "Economics": _html_econ, "TailLatency": _html_tail, "Region": _html_region,
-         "PartPrices": _html_prices}
+         "PartPrices": _html_prices, "Hardware": _html_hardware, "Cluster": _html_cluster,
+         "Model": _html_model, "ImportedModel": _html_model}
 LINES = {"ServingSim": _line_sim, "ServingPlan": _line_plan, "PlanChoice": _line_choice,
          "Sensitivity": _line_sensitivity, "Requirements": _line_requirements,
          "ExploreResult": _line_explore, "Levers": _line_levers, "TCO": _line_text,

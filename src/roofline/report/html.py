@@ -48,7 +48,8 @@ border-radius:3px;font-size:12px;display:none;z-index:10}
 """
 
 #: click a header to sort (numbers by their data-v value); hover a chart point to highlight its
-#: table row (points carry data-row="ID", rows id="ID")
+#: table row (points carry data-row="ID", rows id="ID") and see its data-tip; any other chart
+#: element with a data-tip (a bar, a line point) shows its tip on hover
 JS = """
 (function(){
 function sortBy(th){var t=th.closest('table'),b=t.tBodies[0],i=th.cellIndex,
@@ -65,14 +66,15 @@ document.querySelectorAll('.rl table.rl-sort').forEach(function(t){
  Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th){
   th.addEventListener('click',function(){sortBy(th);});});});
 var tip=document.querySelector('.rl .rl-tip');
-document.querySelectorAll('.rl [data-row]').forEach(function(p){
+document.querySelectorAll('.rl [data-row], .rl svg [data-tip]').forEach(function(p){
  if(p.dataset.rlInit)return;p.dataset.rlInit='1';
- p.addEventListener('mouseenter',function(e){var r=document.getElementById(p.dataset.row);
+ function row(){return p.dataset.row?document.getElementById(p.dataset.row):null;}
+ p.addEventListener('mouseenter',function(e){var r=row();
   if(r){r.classList.add('rl-hl');var det=r.closest('details');if(det)det.open=true;
    var s=r.closest('.rl-scroll');if(s)s.scrollTop=r.offsetTop-s.clientHeight/2;}
   if(tip&&p.dataset.tip){tip.textContent=p.dataset.tip;tip.style.display='block';
    tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';}});
- p.addEventListener('mouseleave',function(){var r=document.getElementById(p.dataset.row);
+ p.addEventListener('mouseleave',function(){var r=row();
   if(r)r.classList.remove('rl-hl');if(tip)tip.style.display='none';});});
 })();
 """

@@ -41,6 +41,8 @@ class Sweep(Display):
         self.runtime = runtime  #: "eager" or "compiled" (see ``solve``)
         #: what every row leaves out (ops without a formula), as ``Result.warnings``
         self.warnings = warnings
+        #: row "hardware" name -> its Hardware (names are unique within a sweep)
+        self.hardware_specs: dict[str, Hardware] = {}
 
     def __len__(self) -> int:
         return len(self.table)
@@ -131,6 +133,7 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     hws = [resolve_hardware(h) for h in _as_list(hardware)]
     if not hws:
         raise SpecError("sweep needs at least one hardware")
+    _check_distinct_names(hws)
     batches = np.array([check_batch(b) for b in _as_list(batch)], dtype=np.int64)
     if not len(batches):
         raise SpecError("sweep needs at least one batch")
@@ -201,25 +204,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         names = np.array(["compute", "memory", "overhead"], dtype=object)
         bott = names[parts.argmax(0)]
         bf = batches.astype(np.float64)[None, :]
-        ws = np.array([e.workspace for e in effs])[:, None]
-        held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
-        w_on = np.array([h for h, _ in held])[:, None]
-        foot = w_on + arr["live"] + g.state_bytes_per_sample * bf + ws
-        cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
+        foot, fits, reason = _memory_fit(g, ok, effs, arr["live"], bf)
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
-        fits = mem_fits(foot, cap)
-        reason = np.full(fits.shape, "", dtype=object)
-        for hi, (_, why) in enumerate(held):
-            if why:  # the weights do not fit the weight store
-                reason[hi, fits[hi]] = why
-                fits[hi] = False
-        for hi, bi in zip(*np.nonzero(~fits)):  # the parts as solve lists them
-            if reason[hi, bi]:
-                continue
-            reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
-                "weights": w_on[hi, 0], "activations": arr["live"][hi, bi],
-                "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
@@ -241,8 +228,45 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
                                "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     bar.close()
     out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
-    out.hardware_specs = {hw.name: hw for hw in hws}  #: row "hardware" name -> its Hardware
+    out.hardware_specs = {hw.name: hw for hw in hws}
     return out
+
+
+def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
+                bf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[h, b] footprint, fits and reason (the parts as ``solve`` lists them; weights that do
+    not fit a weight store say so) of graph ``g`` on each hardware at each batch."""
+    ws = np.array([e.workspace for e in effs])[:, None]
+    held = [resident_weights(g, hw) for hw in ok]  # weight streaming holds one op's
+    w_on = np.array([h for h, _ in held])[:, None]
+    foot = w_on + live + g.state_bytes_per_sample * bf + ws
+    cap = np.array([hw.memory_capacity_bytes for hw in ok])[:, None]
+    fits = mem_fits(foot, cap)
+    reason = np.full(fits.shape, "", dtype=object)
+    for hi, (_, why) in enumerate(held):
+        if why:  # the weights do not fit the weight store
+            reason[hi, fits[hi]] = why
+            fits[hi] = False
+    for hi, bi in zip(*np.nonzero(~fits)):
+        if reason[hi, bi]:
+            continue
+        reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
+            "weights": w_on[hi, 0], "activations": live[hi, bi],
+            "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
+    return foot, fits, reason
+
+
+def _check_distinct_names(hws: list[Hardware]) -> None:
+    """Rows are labelled by the part's name: two different specs under one name (a hypothetical
+    part made with ``with_peak``, say) would be indistinguishable, and the chart would draw
+    both with one spec. The same part given twice is allowed (its rows repeat)."""
+    seen: dict[str, Hardware] = {}
+    for hw in hws:
+        other = seen.setdefault(hw.name, hw)
+        if other is not hw and other != hw:
+            raise SpecError(
+                f"hardware: two different specs are both named {hw.name!r}; rows are labelled "
+                "by name, so give one another name, e.g. dataclasses.replace(hw, name='...')")
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

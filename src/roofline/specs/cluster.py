@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .._data import load_toml_file
+from .._display import Display
 from ..errors import SpecError
 from .hardware import Hardware
 from .sourced import Provenance, read_quantity
@@ -32,7 +33,7 @@ _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cluster:
+class Cluster(Display):
     """``nodes`` × ``devices_per_node`` identical devices and the links between them."""
 
     key: str  #: zoo key, e.g. "dgx-h100"

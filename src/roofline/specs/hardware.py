@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .._data import load_toml_file
+from .._display import Display
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .sourced import Provenance, read_quantity
@@ -63,7 +64,7 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hardware:
+class Hardware(Display):
     """A device: what it can compute per second, and how fast it moves bytes."""
 
     key: str  #: zoo key, e.g. "a100-sxm4-80gb"
@@ -321,41 +322,8 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
             raise SpecError(f"{origin}: peak.{dtype} is not a dtype; allowed: {', '.join(DTYPES)}")
         peaks[dtype] = q(raw, f"peak.{dtype}", "compute")
 
-    mem_raw = doc.get("memory")
-    if not isinstance(mem_raw, list) or not mem_raw:
-        raise SpecError(f"{origin}: at least one [[memory]] level (main memory first) is required")
-    levels = []
-    for i, lvl in enumerate(mem_raw):
-        if not isinstance(lvl, dict) or not isinstance(lvl.get("name"), str):
-            raise SpecError(f"{origin}: memory.{i} needs a 'name'")
-        extra = set(lvl) - {"name", "capacity", "bandwidth", "note"}
-        if extra:
-            raise SpecError(f"{origin}: memory.{i} has unknown keys {sorted(extra)}; allowed: "
-                            "name, capacity, bandwidth, note")
-        if "capacity" not in lvl:
-            raise SpecError(f"{origin}: memory.{i} ({lvl['name']}) needs a 'capacity'")
-        cap = q(lvl["capacity"], f"memory.{i}.capacity", "bytes", lo=1024.0)
-        bw = q(lvl["bandwidth"], f"memory.{i}.bandwidth", "bandwidth") if "bandwidth" in lvl \
-            else math.nan
-        if i == 0 and math.isnan(bw):
-            raise SpecError(f"{origin}: memory.0 ({lvl['name']}) is main memory and needs a "
-                            "'bandwidth'")
-        levels.append(MemoryLevel(name=lvl["name"], capacity_bytes=cap, bytes_per_s=bw))
-
-    links: dict[str, Link] = {}
-    links_raw = doc.get("links") or {}
-    if not isinstance(links_raw, dict):
-        raise SpecError(f"{origin}: [links] must be a table of host / scale_up / scale_out "
-                        f"links, got a {type(links_raw).__name__}")
-    for lk, raw in links_raw.items():
-        if lk not in ("host", "scale_up", "scale_out"):
-            raise SpecError(f"{origin}: links.{lk}; allowed: host, scale_up, scale_out")
-        if not isinstance(raw, dict) or "bandwidth" not in raw:
-            raise SpecError(f"{origin}: links.{lk} needs a 'bandwidth' (per direction)")
-        bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
-        lat = q(raw["latency"], f"links.{lk}.latency", "time", hi=1.0) if "latency" in raw \
-            else math.nan
-        links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
+    levels = _memory_levels(doc.get("memory"), origin, q)
+    links = _links(doc.get("links") or {}, origin, q)
 
     sus_raw = doc.get("sustained") or {}
     if not isinstance(sus_raw, dict):
@@ -403,16 +371,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
     for fld in ("vendor", "kind"):
         if not isinstance(doc.get(fld, ""), str):
             raise SpecError(f"{origin}: {fld} must be a string, got {type(doc[fld]).__name__}")
-    eff_raw = doc.get("efficiency")
-    eff_tbl: dict[str, Any] | None = None
-    if eff_raw is not None:
-        if not isinstance(eff_raw, dict):
-            raise SpecError(f"{origin}: [efficiency] must be a table of sourced factors")
-        eff_tbl = {}
-        for k, v in eff_raw.items():
-            if isinstance(v, dict) and isinstance(v.get("source"), str):
-                v = {**v, "source": sources.get(v["source"], v["source"])}
-            eff_tbl[k] = v
+    eff_tbl = _efficiency_table(doc.get("efficiency"), sources, origin)
     return Hardware(
         key=key, name=doc["name"], vendor=str(doc.get("vendor", "")),
         kind=str(doc.get("kind", "gpu")), year=int(year) if year is not None else None,
@@ -421,6 +380,68 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
         sparsity=sparsity, workspace_bytes=workspace, weight_store=store, execution=execution,
     )
+
+
+def _memory_levels(mem_raw: Any, origin: str, q: Any) -> list[MemoryLevel]:
+    """``[[memory]]``: main memory first (it needs a bandwidth), then faster levels."""
+    if not isinstance(mem_raw, list) or not mem_raw:
+        raise SpecError(f"{origin}: at least one [[memory]] level (main memory first) is required")
+    levels = []
+    for i, lvl in enumerate(mem_raw):
+        if not isinstance(lvl, dict) or not isinstance(lvl.get("name"), str):
+            raise SpecError(f"{origin}: memory.{i} needs a 'name'")
+        extra = set(lvl) - {"name", "capacity", "bandwidth", "note"}
+        if extra:
+            raise SpecError(f"{origin}: memory.{i} has unknown keys {sorted(extra)}; allowed: "
+                            "name, capacity, bandwidth, note")
+        if "capacity" not in lvl:
+            raise SpecError(f"{origin}: memory.{i} ({lvl['name']}) needs a 'capacity'")
+        cap = q(lvl["capacity"], f"memory.{i}.capacity", "bytes", lo=1024.0)
+        bw = q(lvl["bandwidth"], f"memory.{i}.bandwidth", "bandwidth") if "bandwidth" in lvl \
+            else math.nan
+        if i == 0 and math.isnan(bw):
+            raise SpecError(f"{origin}: memory.0 ({lvl['name']}) is main memory and needs a "
+                            "'bandwidth'")
+        levels.append(MemoryLevel(name=lvl["name"], capacity_bytes=cap, bytes_per_s=bw))
+    return levels
+
+
+def _links(links_raw: Any, origin: str, q: Any) -> dict[str, Link]:
+    """``[links]``: host, scale_up, scale_out (bandwidth per direction, optional latency)."""
+    if not isinstance(links_raw, dict):
+        raise SpecError(f"{origin}: [links] must be a table of host / scale_up / scale_out "
+                        f"links, got a {type(links_raw).__name__}")
+    links: dict[str, Link] = {}
+    for lk, raw in links_raw.items():
+        if lk not in ("host", "scale_up", "scale_out"):
+            raise SpecError(f"{origin}: links.{lk}; allowed: host, scale_up, scale_out")
+        if not isinstance(raw, dict) or "bandwidth" not in raw:
+            raise SpecError(f"{origin}: links.{lk} needs a 'bandwidth' (per direction)")
+        bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
+        lat = q(raw["latency"], f"links.{lk}.latency", "time", hi=1.0) if "latency" in raw \
+            else math.nan
+        links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
+    return links
+
+
+def _efficiency_table(eff_raw: Any, sources: dict[str, str],
+                      origin: str) -> dict[str, Any] | None:
+    """``[efficiency]`` as given, each quantity's source id replaced by its citation, in flat
+    keys and in the grouped sub-tables (``[efficiency.gemm]``, ``[efficiency.cpu.cold]``) alike;
+    the one loader (engine/efficiency.py) reads and checks it."""
+    if eff_raw is None:
+        return None
+    if not isinstance(eff_raw, dict):
+        raise SpecError(f"{origin}: [efficiency] must be a table of sourced factors")
+
+    def cite(v: Any) -> Any:
+        if isinstance(v, dict) and isinstance(v.get("source"), str) and "value" in v:
+            return {**v, "source": sources.get(v["source"], v["source"])}
+        if isinstance(v, dict):
+            return {k: cite(x) for k, x in v.items()}
+        return v
+
+    return {k: cite(v) for k, v in eff_raw.items()}
 
 
 def _weight_store(raw: Any, origin: str, q: Any) -> MemoryLevel | None:

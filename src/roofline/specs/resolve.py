@@ -100,7 +100,13 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
         raise SpecError(f"nodes must be a positive integer, got {nodes!r}")
     if isinstance(spec, Cluster):
         return spec if nodes is None else spec.with_nodes(nodes)
+    if isinstance(spec, Hardware):
+        return single_device(spec, nodes)
     if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.lower().endswith(".toml")):
+        from .._data import load_toml_file
+
+        if "peak" in load_toml_file(spec, "cluster"):  # a hardware spec (e.g. `roofline measure`)
+            return single_device(load_hardware_file(spec), nodes)
         return load_cluster_file(spec, nodes=nodes or 1)
     if not isinstance(spec, str):
         raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
@@ -109,3 +115,16 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
     base = by_key[zoo_key(spec, "cluster", alias,
                           [n for c in by_key.values() for n in (c.key, *c.aliases)])]
     return base.with_nodes(nodes or 1)
+
+
+def single_device(hw: Hardware, nodes: int | None = None) -> Cluster:
+    """One ``hw`` device as a cluster (a measured CPU, one GPU): no collectives run on it, so
+    its link fields are placeholders (the device's memory bandwidth, zero latency) that no
+    formula reads at dp = tp = pp = 1."""
+    if nodes not in (None, 1):
+        raise SpecError(f"nodes={nodes}: {hw.name} is one device (a hardware spec); for "
+                        "several, describe their links in a cluster TOML")
+    bw = hw.memory_bytes_per_s
+    return Cluster(key=hw.key, name=f"one {hw.name}", device=hw, nodes=1, devices_per_node=1,
+                   scale_up_domain=1, scale_up_bytes_per_s=bw, scale_up_latency_s=0.0,
+                   scale_out_bytes_per_s=bw, scale_out_latency_s=0.0, origin=hw.origin)

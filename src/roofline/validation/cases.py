@@ -1,7 +1,8 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
-Every domain (``inference``, ``serving``, ``training``, ``training_graphs``, ``training_runs``,
-``collectives``, ``edge``, ``llamacpp``, ``client``) is one TOML file with a ``[sources]``
+Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``) is one TOML file with a
+``[sources]``
 table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
 
@@ -49,6 +50,15 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "hardware": str, "precision": str, "kv": str,
                      "activations": str, "batch": int, "tp": int, "prompt": int, "output": int,
                      "engine": str},
+        "optional": {},
+    },
+    "serving_mix": {
+        "metrics": {"ttft_p50": {"ms": 1e-3}, "ttft_p99": {"ms": 1e-3}, "tpot_p50": {"ms": 1e-3},
+                    "tpot_p99": {"ms": 1e-3}, "tok_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "kv": str, "tp": int,
+                     "pp": int, "engine": str, "requests": int, "rate": _NUM, "prompt": str,
+                     "output": str, "max_concurrency": int, "chunk": int,
+                     "max_batched_tokens": int, "kv_policy": str, "seeds": int},
         "optional": {},
     },
     "training": {

@@ -20,7 +20,8 @@ import numpy as np
 from ..errors import SpecError
 from .roofline import _HW_COLOURS, _figure
 
-__all__ = ["plot_sweep", "plot_serving", "plot_training", "plot_layers", "layer_times"]
+__all__ = ["plot_sweep", "plot_serving", "plot_training", "plot_layers", "layer_times",
+           "plot_plan"]
 
 _SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
 #: stacked-bar colours of the time components (training breakdown, per-layer time)
@@ -159,6 +160,19 @@ def plot_serving(results: Sequence[Any], *, plan: Any = None, path: str | Path |
     return _save(fig, path, dpi)
 
 
+def plot_plan(plan: Any, *, ax: Any = None, path: str | Path | None = None,
+              figsize: tuple[float, float] = (8.0, 4.8), dpi: int = 110) -> Any:
+    """A serving plan's frontier: tokens/s per device against per user (1 / TPOT), every layout
+    × concurrency in grey, the Pareto frontier, the TPOT-SLO region shaded, the best layout
+    (simulated) starred (``ServingPlan.plot``). Returns the axes."""
+    fig, ax = _figure(ax, path, figsize, dpi)
+    _frontier(ax, plan, [])
+    ax.set_title(f"{plan.model} on {plan.hardware}: serving frontier", fontsize=10)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    _save(fig, path, dpi)
+    return ax
+
+
 def _frontier(ax: Any, plan: Any, drawn: Sequence[tuple[str, str, str, list[Any]]]) -> None:
     """The planner's frontier on ``ax`` (log-log) with the results overlaid."""
     L, P = plan.layouts, plan.pareto
@@ -179,7 +193,7 @@ def _frontier(ax: Any, plan: Any, drawn: Sequence[tuple[str, str, str, list[Any]
         ax.scatter([1 / sim.tpot.mean], [sim.tokens_per_s_per_device], marker="*", s=170,
                    c="#D55E00", edgecolors="white", linewidths=0.6, zorder=5,
                    label=f"planner's best: {plan.best.layout} (simulated)")
-    for label, colour, mk, ok in drawn:
+    for _label, colour, mk, ok in drawn:
         pts = [(1.0 / r.tpot, r.tokens_per_s_per_device) for r in ok if r.tpot > 0]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", lw=1.0, color=colour,

@@ -1,9 +1,10 @@
 """HuggingFace ``config.json`` -> ``TransformerConfig`` (plain JSON; no transformers import).
 
 ``from_hf_config`` normalises the field names of the families we know (GPT-2, BERT/RoBERTa, ViT,
-the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3; and the
-encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``hf_model``
-reads a ``config.json`` file into a ``Model``.
+the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3, llama4; and the
+encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``mamba_from_hf`` reads a
+Mamba config into a ``MambaConfig``; ``hf_config_model`` builds the ``Model`` of any supported
+family and ``hf_model`` reads a ``config.json`` file into one.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any
 
 from ..._data import read_text
 from ...errors import SpecError
-from ..model import Model, transformer_model
+from ..model import Model, Published, sequence_model, transformer_model
+from ..ssm import MambaConfig, mamba_graph
 from ..transformer import TransformerConfig
 from .hf_families import check_family, weight_format
 from .hf_seq2seq import SEQ2SEQ_TYPES, seq2seq_config
 
-__all__ = ["from_hf_config", "hf_model"]
+__all__ = ["from_hf_config", "mamba_from_hf", "hf_config_model", "hf_model"]
 
 _ACT = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
         "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
@@ -109,6 +111,15 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         raise SpecError(f"{name}: a config must be a JSON object")
     f = _Fields(cfg, name)
     mt = check_family(cfg, name)
+    if mt == "mamba":
+        raise SpecError(f"{name}: model_type 'mamba' is a state-space model, not a transformer: "
+                        "rl.model(config) builds it (mamba_from_hf gives its MambaConfig)")
+    if mt == "llama4":  # the multimodal wrapper: its text model
+        text = cfg["text_config"]
+        if not isinstance(text, dict):
+            raise SpecError(f"{name}: a 'llama4' config's text_config must be an object, got "
+                            f"{_shown(text)}")
+        return from_hf_config({**text, "model_type": "llama4_text"}, name=name)
     if mt in SEQ2SEQ_TYPES:
         return seq2seq_config(f, mt, name)
     if mt in ("gpt2",) or "n_embd" in cfg:
@@ -170,6 +181,9 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         _divides(name, D, N, "hidden_size", "num_attention_heads")
     H = f.int("head_dim", default=D // N, hi=MAX_HEADS)
     gemma = mt.startswith("gemma")
+    llama4 = mt == "llama4_text"
+    if llama4:  # intermediate_size is the experts' width; dense layers use intermediate_size_mlp
+        moe_ff, F = F, f.int("intermediate_size_mlp")
     # Gemma's config names the activation hidden_activation (hidden_act is a legacy field)
     act_name = f.text(*(("hidden_activation", "hidden_act") if gemma else
                         ("hidden_act", "hidden_activation")), default="silu")
@@ -198,9 +212,11 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         sliding_window=sw or None, embed_scale=gemma,
         window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
         final_logit_softcap=bool(f.number("final_logit_softcapping")),
-        moe_d_ff=f.int("moe_intermediate_size", default=0, lo=0) if E else 0,
-        n_shared_experts=f.int("n_shared_experts", default=_shared_experts(f, cfg), lo=0,
-                               hi=2**10) if E else 0,
+        moe_d_ff=moe_ff if llama4 else (f.int("moe_intermediate_size", default=0, lo=0)
+                                        if E else 0),
+        n_shared_experts=1 if llama4 else (f.int(
+            "n_shared_experts", default=_shared_experts(f, cfg), lo=0, hi=2**10) if E else 0),
+        moe_every=_moe_every(f, L) if llama4 else 1,
         first_dense_layers=f.int("first_k_dense_replace", default=0, lo=0, hi=L) if E else 0,
         router_bias=E > 0 and cfg.get("topk_method") == "noaux_tc",
         q_lora_rank=f.int("q_lora_rank", default=0, lo=0, hi=2**16) if mla else 0,
@@ -209,6 +225,65 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
         v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
+
+
+def _moe_every(f: _Fields, L: int) -> int:
+    """Llama 4's interleave_moe_layer_step s: layers s-1, 2s-1, ... are MoE (transformers'
+    default moe_layers); an explicit moe_layers list must be that pattern."""
+    s = f.int("interleave_moe_layer_step", default=1, hi=L)
+    moe_layers = f.cfg.get("moe_layers")
+    if moe_layers is not None and moe_layers != list(range(s - 1, L, s)):
+        raise SpecError(f"{f.where}: moe_layers={_shown(moe_layers)} is not every "
+                        f"interleave_moe_layer_step={s}-th layer; only that pattern is modelled")
+    return s
+
+
+def mamba_from_hf(cfg: dict[str, Any], name: str = "model") -> MambaConfig:
+    """A transformers ``MambaConfig`` dict (``state-spaces/mamba-*-hf``) as a ``MambaConfig``:
+    hidden_size, num_hidden_layers (or n_layer), vocab_size (not padded: transformers builds
+    the table it names), state_size, conv_kernel, expand, time_step_rank ("auto": ⌈D/16⌉),
+    use_bias, use_conv_bias, tie_word_embeddings (transformers' defaults when absent)."""
+    f = _Fields(cfg, name)
+    if check_family(cfg, name) != "mamba":
+        raise SpecError(f"{name}: mamba_from_hf reads model_type 'mamba', got "
+                        f"{cfg.get('model_type')!r}")
+    D = f.int("hidden_size")
+    E = f.int("expand", default=2, hi=64)
+    inner = f.int("intermediate_size", default=E * D)
+    if inner != E * D:  # transformers recomputes it as expand * hidden_size
+        raise SpecError(f"{name}: intermediate_size={inner} is not expand*hidden_size="
+                        f"{E * D}; transformers builds expand*hidden_size")
+    rank = 0 if cfg.get("time_step_rank") == "auto" else f.int(
+        "time_step_rank", default=0, lo=1, hi=MAX_WIDTH)
+    return MambaConfig(
+        d_model=D, n_layer=f.int("num_hidden_layers", "n_layer", hi=MAX_LAYERS),
+        vocab_size=f.int("vocab_size", hi=MAX_VOCAB), d_state=f.int("state_size", default=16,
+                                                                    hi=2**12),
+        d_conv=f.int("conv_kernel", default=4, hi=2**10), expand=E, pad_vocab_size_multiple=1,
+        time_step_rank=rank, bias=f.flag("use_bias", False),
+        conv_bias=f.flag("use_conv_bias", True),
+        tie_embeddings=f.flag("tie_word_embeddings", True))
+
+
+def hf_config_model(cfg: dict[str, Any], *, key: str, name: str, aliases: tuple[str, ...] = (),
+                    source: str = "",
+                    published: dict[str, Published] | None = None) -> Model:
+    """The Model of a config.json dict of any supported family (Mamba as a sequence model,
+    the others as transformers), with its checkpoint's weight format."""
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{name}: a config must be a JSON object")
+    if check_family(cfg, name) == "mamba":
+        mcfg = mamba_from_hf(cfg, name)
+        import functools
+
+        m = sequence_model(key, name, "ssm", functools.partial(mamba_graph, mcfg),
+                           aliases=aliases, source=source, published=published,
+                           n_layers=mcfg.n_layer)
+    else:
+        m = transformer_model(from_hf_config(cfg, name=name), key=key, name=name,
+                              aliases=aliases, source=source, published=published)
+    m.weight_format = weight_format(cfg, name)
+    return m
 
 
 def _labels(cfg: dict[str, Any]) -> int:
@@ -246,7 +321,4 @@ def hf_model(path: Path) -> Model:
         raise SpecError(f"model config {str(path)!r} nests too deeply to be a config.json"
                         ) from None
     name = path.parent.name if path.name == "config.json" else path.stem
-    m = transformer_model(from_hf_config(cfg, name=name), key=name, name=name,
-                          source=str(path))
-    m.weight_format = weight_format(cfg, name)
-    return m
+    return hf_config_model(cfg, key=name, name=name, source=str(path))

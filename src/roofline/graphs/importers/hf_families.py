@@ -52,6 +52,15 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mbart": ("mBART encoder-decoder (pre-norm, learned positions)", ("d_model",)),
     "whisper": ("Whisper speech encoder-decoder (conv front-end, 30 s window)",
                 ("d_model", "num_mel_bins")),
+    "llama4": ("Llama 4, its text model (text_config, as llama4_text; the vision encoder is "
+               "left out)", ("text_config",)),
+    "llama4_text": ("Llama 4 text decoder (MoE every interleave_moe_layer_step layers with one "
+                    "shared expert, dense layers of intermediate_size_mlp; chunked attention "
+                    "and q/k L2 norms not modelled)",
+                    ("num_local_experts", "num_experts_per_tok", "intermediate_size_mlp")),
+    "mamba": ("Mamba selective state-space LM (graphs/ssm.py: in_proj, causal conv1d, "
+              "x_proj, dt_proj, selective scan, out_proj)",
+              ("hidden_size", "num_hidden_layers|n_layer", "vocab_size")),
 }
 #: known model types that are not supported yet, and why
 UNSUPPORTED_MODEL_TYPES: dict[str, str] = {
@@ -59,9 +68,8 @@ UNSUPPORTED_MODEL_TYPES: dict[str, str] = {
               "are not modelled yet",
     "gemma3_text": "Gemma 3: its 5:1 local/global window pattern and q/k norms are not "
                    "modelled yet",
-    "llama4": "Llama 4's multimodal wrapper (interleaved MoE, chunked attention): not "
-              "supported yet",
-    "mamba": "a state-space model: not a transformer config",
+    "mamba2": "Mamba-2 (state-space duality: multi-head scan, grouped B/C): not modelled yet "
+              "(Mamba-1, model_type 'mamba', is)",
 }
 
 
@@ -119,7 +127,9 @@ def weight_format(cfg: dict[str, Any], name: str) -> WeightFormat | None:
         raise SpecError(f"{name}: quantization_config must be an object, got {qc!r}")
     method = str(qc.get("quant_method", "")).lower()
     # a typical d_in
-    row = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model") or 4096)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    row = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model")
+              or text.get("hidden_size") or 4096)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if block:

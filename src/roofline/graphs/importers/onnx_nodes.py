@@ -265,49 +265,9 @@ def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, ite
     if op in ("Conv", "ConvTranspose"):
         return _conv(node, ins, out, shape, take)
     if op == "Gemm":
-        a, bm = shape(ins[0]), shape(ins[1])
-        ta, tb = _attr(node, "transA", 0), _attr(node, "transB", 0)
-        M, K = (a[1], a[0]) if ta else (a[0], a[1])
-        N = bm[0] if tb else bm[1]
-        c = ins[2] if len(ins) > 2 and ins[2] else ""
-        if ins[1] in G.worigin:
-            full_bias = bool(c) and (c in G.worigin and numel(c) == N)
-            recs: list[_Rec] = [("linear", dict(tokens=M, d_in=K, d_out=N, bias=full_bias),
-                                 take(ins[1], c if full_bias else ""), 0.0, None)]
-            if c and not full_bias:
-                recs.append(_bias(c, M * N, numel, take, G))
-            return recs
-        recs = [("matmul", dict(m=M, k=K, n=N), 0, 0.0, None)]
-        if c:
-            recs.append(_bias(c, M * N, numel, take, G))
-        return recs
+        return _gemm(G, node, ins, shape, numel, take)
     if op == "MatMul":
-        a, bm = shape(ins[0]), shape(ins[1])
-        if ins[1] in G.worigin and len(bm) == 2:
-            M = int(math.prod(a[:-1]))
-            bias = ""
-            if i in F.bias_add:
-                add = G.nodes[F.bias_add[i]]
-                bias = next(x for x in add.input if x != out)
-            full = bool(bias) and numel(bias) == bm[1]
-            recs = [("linear", dict(tokens=M, d_in=bm[0], d_out=bm[1], bias=full),
-                     take(ins[1], bias if full else ""), 0.0, None)]
-            if bias and not full:
-                recs.append(_bias(bias, M * bm[1], numel, take, G))
-            return recs
-        if len(a) < 2 or len(bm) < 2:
-            return "matrix-vector MatMul has no formula"
-        o = shape(out)
-        groups = int(math.prod(o[:-2]))
-        bg = int(math.prod(bm[:-2]))
-        if groups % max(bg, 1):
-            return "MatMul broadcast the matmul formula does not cover"
-        src = "weight" if ins[1] in G.worigin else "act"
-        shp: dict[str, Any] = dict(groups=groups, m=a[-2], k=a[-1], n=bm[-1], b_groups=bg,
-                                   b_source=src)
-        if src == "weight":
-            shp["b_bytes"] = Bytes("weight")
-        return [("matmul", shp, take(ins[1]), 0.0, None)]
+        return _matmul(G, F, i, ins, out, shape, numel, take)
     if op in ("Softmax", "LogSoftmax"):
         return [("softmax", dict(elements=numel(ins[0])), 0, 0.0, None)]
     if op in _NORMS:
@@ -383,6 +343,60 @@ def _node(G: _Graph, F: _Fusions, i: int, node: Any, shape: Any, numel: Any, ite
                                      param_bytes=Bytes("weight", param_el)), params, extra,
                  fixed)]
     return None
+
+
+def _gemm(G: _Graph, node: Any, ins: list[str], shape: Any, numel: Any,
+          take: Any) -> list[_Rec]:
+    """ONNX Gemm: a linear when B is a weight (its bias folded when it is a full row), else an
+    activation matmul; a broadcast bias is its own op."""
+    a, bm = shape(ins[0]), shape(ins[1])
+    ta, tb = _attr(node, "transA", 0), _attr(node, "transB", 0)
+    M, K = (a[1], a[0]) if ta else (a[0], a[1])
+    N = bm[0] if tb else bm[1]
+    c = ins[2] if len(ins) > 2 and ins[2] else ""
+    if ins[1] in G.worigin:
+        full_bias = bool(c) and (c in G.worigin and numel(c) == N)
+        recs: list[_Rec] = [("linear", dict(tokens=M, d_in=K, d_out=N, bias=full_bias),
+                             take(ins[1], c if full_bias else ""), 0.0, None)]
+        if c and not full_bias:
+            recs.append(_bias(c, M * N, numel, take, G))
+        return recs
+    recs = [("matmul", dict(m=M, k=K, n=N), 0, 0.0, None)]
+    if c:
+        recs.append(_bias(c, M * N, numel, take, G))
+    return recs
+
+
+def _matmul(G: _Graph, F: _Fusions, i: int, ins: list[str], out: str, shape: Any,
+            numel: Any, take: Any) -> list[_Rec] | str:
+    """ONNX MatMul: a linear over a 2-D weight (with the Add that follows it as its bias), else
+    a batched matmul whose B is an activation or a broadcast weight."""
+    a, bm = shape(ins[0]), shape(ins[1])
+    if ins[1] in G.worigin and len(bm) == 2:
+        M = int(math.prod(a[:-1]))
+        bias = ""
+        if i in F.bias_add:
+            add = G.nodes[F.bias_add[i]]
+            bias = next(x for x in add.input if x != out)
+        full = bool(bias) and numel(bias) == bm[1]
+        recs: list[_Rec] = [("linear", dict(tokens=M, d_in=bm[0], d_out=bm[1], bias=full),
+                             take(ins[1], bias if full else ""), 0.0, None)]
+        if bias and not full:
+            recs.append(_bias(bias, M * bm[1], numel, take, G))
+        return recs
+    if len(a) < 2 or len(bm) < 2:
+        return "matrix-vector MatMul has no formula"
+    o = shape(out)
+    groups = int(math.prod(o[:-2]))
+    bg = int(math.prod(bm[:-2]))
+    if groups % max(bg, 1):
+        return "MatMul broadcast the matmul formula does not cover"
+    src = "weight" if ins[1] in G.worigin else "act"
+    shp: dict[str, Any] = dict(groups=groups, m=a[-2], k=a[-1], n=bm[-1], b_groups=bg,
+                               b_source=src)
+    if src == "weight":
+        shp["b_bytes"] = Bytes("weight")
+    return [("matmul", shp, take(ins[1]), 0.0, None)]
 
 
 def _bias(c: str, n_out: int, numel: Any, take: Any, G: _Graph) -> _Rec:

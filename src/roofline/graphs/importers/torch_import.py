@@ -27,7 +27,9 @@ from ... import _args as A
 from ...errors import ImportGraphError, SpecError, require_extra
 from ._import_common import ImportedModel, OpRecord, Trace, dedupe_names, imported_model
 from ._torch_batch import BatchDims, check_batch_dim, find_batch_dims
+from ._torch_export import batch_dims_from_dynamic_shapes, export_check
 from ._torch_ops import _Tracer
+from ._torch_repeat import Repeats
 
 __all__ = ["from_torch"]
 
@@ -51,7 +53,7 @@ def _mode_class(torch: Any) -> type:
 
 def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: BatchDims | None,
            batch: int, seq_dim: int | None, seq0: int | None, seq: int | None,
-           keep_views: bool) -> Trace:
+           keep_views: bool, repeats: Repeats | None = None) -> Trace:
     """One trace with each tensor input's batch dimension (``dims``, per tensor leaf; None:
     the example shapes) set to ``batch``, and the sequence dimension to ``seq``."""
     import torch
@@ -113,11 +115,14 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
         return hook
 
     training = {n: m.training for n, m in modules}
+    replaced: list[Any] = []
     try:
         for n, m in modules:
             if n:
                 handles.append(m.register_forward_pre_hook(pre(n)))
                 handles.append(m.register_forward_hook(post(n)))
+        if repeats is not None:
+            _replay(repeats, modules, tracer, handles, replaced)
         module.eval()
         with fake_mode, mode, torch.no_grad():
             result = torch.func.functional_call(module, state, f_args, f_kwargs, strict=False)
@@ -134,6 +139,8 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
     finally:
         for h in handles:
             h.remove()
+        for m in replaced:
+            del m.forward  # the class's forward again
         for n, m in modules:
             m.training = training[n]
 
@@ -157,19 +164,39 @@ def _trace(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: Bat
         names2 = dedupe_names([r.name for r in records])
         records = [replace(r, name=nm) for nm, r in zip(names2, records)]
     unsupported = [u for _, _, u in tracer.unsupported]
+    note = repeats.note() if repeats is not None and repeats.replayed else None
     return Trace(batch=batch, records=records, unsupported=unsupported,
                  n_views=len(tracer.views), view_names=tracer.views, module_params=module_params,
-                 meta={"out_elements": out_elements})
+                 meta={"out_elements": out_elements, "notes": [note] if note else []})
+
+
+def _replay(repeats: Repeats, modules: list[tuple[str, Any]], tracer: _Tracer,
+            handles: list[Any], replaced: list[Any]) -> None:
+    """Hooks on the representatives (where their records start and end, their output) and
+    the replaying ``forward`` on the repeated layers (``_torch_repeat``)."""
+    repeats.saved, repeats.replayed = {}, 0  # one trace's state
+    reps = set(repeats.rep_of.values())
+    for n, m in modules:
+        if n in reps:
+            handles.append(m.register_forward_pre_hook(
+                lambda mod, a, k, n=n: repeats.start(n, tracer, (a, k)), with_kwargs=True))
+            handles.append(m.register_forward_hook(
+                lambda mod, a, out, n=n: repeats.end(n, tracer, out)))
+        elif n in repeats.rep_of:
+            m.forward = repeats.forward(n, m.forward, tracer)
+            replaced.append(m)
 
 
 @A.checked(module=A.anything, example_inputs=A.anything,
            example_kwargs=A.optional(A.mapping(A.text, A.anything,
                                                what="argument names to values")),
            seq_dim=A.optional(A.count(0, 64)), batch_dim=A.anything,  # check_batch_dim
-           name=A.optional(A.text), keep_views=A.flag)
+           name=A.optional(A.text), keep_views=A.flag, trace_repeats=A.flag,
+           dynamic_shapes=A.anything)  # checked by _torch_export
 def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[str, Any] | None
                = None, seq_dim: int | None = None, batch_dim: Any = None,
-               name: str | None = None, keep_views: bool = False) -> ImportedModel:
+               name: str | None = None, keep_views: bool = False,
+               trace_repeats: bool = True, dynamic_shapes: Any = None) -> ImportedModel:
     """A Model from a PyTorch module, traced on fake tensors (no weights or data are read).
 
     ``example_inputs``: a tensor or tuple of positional inputs (meta tensors work).
@@ -179,6 +206,10 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     input dimension that is the sequence length (e.g. 1 for token ids ``[B, T]``); the model
     then takes ``seq_len=`` like a zoo transformer. ``keep_views=True`` keeps views and
     metadata ops in the graph (kind "view", zero cost) instead of only counting them.
+    ``trace_repeats=True`` traces each group of identical layers once (``_torch_repeat``);
+    False traces every layer. ``dynamic_shapes``: the batch in torch.export's format
+    (``({0: torch.export.Dim("batch")},)``), checked by ``torch.export.export``; when export
+    refuses it the batch is found by re-tracing instead (``_torch_export``).
     """
     torch = require_extra("torch", "torch", "Importing a PyTorch module")
     if not isinstance(module, torch.nn.Module):
@@ -209,21 +240,27 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
             raise SpecError(f"seq_dim must be a dimension of the first input other than the "
                             f"batch (0..{tensors[0].dim() - 1}), got {seq_dim!r}")
         seq0 = shapes[0][seq_dim]
-    given = check_batch_dim(batch_dim, shapes, seq_dim)
+    export_note = None
+    if dynamic_shapes is not None:
+        given, export_note = _from_export(module, args, kwargs, dynamic_shapes, batch_dim,
+                                          shapes, seq_dim, torch)
+    else:
+        given = check_batch_dim(batch_dim, shapes, seq_dim)
     label = name or type(module).__name__
+    rp = Repeats(torch, module) if trace_repeats else None
     state: dict[str, Any] = {"dims": given}
     early: dict[tuple[int, int | None], Trace] = {}  # traces made while finding the batch
 
     def trace(batch: int, seq: int | None) -> Trace:
         t = early.pop((batch, seq), None)
         return t if t is not None else _trace(module, args, kwargs, state["dims"], batch,
-                                              seq_dim, seq0, seq, keep_views)
+                                              seq_dim, seq0, seq, keep_views, rp)
 
     if given is None:
-        base = _trace(module, args, kwargs, None, 1, seq_dim, seq0, seq0, keep_views)
+        base = _trace(module, args, kwargs, None, 1, seq_dim, seq0, seq0, keep_views, rp)
 
         def trace_dims(dims: BatchDims, batch: int) -> Trace:
-            return _trace(module, args, kwargs, dims, batch, seq_dim, seq0, seq0, keep_views)
+            return _trace(module, args, kwargs, dims, batch, seq_dim, seq0, seq0, keep_views, rp)
 
         dims, first, doubled = find_batch_dims(shapes, seq_dim, trace_dims, base)
         state["dims"] = dims
@@ -243,6 +280,8 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
     early.clear()
     m.batch_dims = tuple(state["dims"])
     m.batch_dims_given = given is not None
+    if export_note:
+        m.notes = m.notes + (export_note,)
     if given is None and batch0 != shapes[0][d0]:
         m.notes = m.notes + (f"the ops at batch {shapes[0][d0]} differ from those at larger "
                              f"batches (a reshape that is a view only there, or a branch on "
@@ -250,3 +289,19 @@ def from_torch(module: Any, example_inputs: Any = None, *, example_kwargs: dict[
                              f"traces at {batch0}, {2 * batch0} and {3 * batch0}; pass "
                              "batch_dim= to trace it as given",)
     return m
+
+
+def _from_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+                 batch_dim: Any, shapes: list[tuple[int, ...]], seq_dim: int | None,
+                 torch: Any) -> tuple[BatchDims | None, str]:
+    """The batch dims a torch.export ``dynamic_shapes`` spec gives, when ``torch.export``
+    accepts it (else None: found by re-tracing), and the note saying which."""
+    if batch_dim is not None:
+        raise SpecError("pass batch_dim= or dynamic_shapes=, not both")
+    dims, name = batch_dims_from_dynamic_shapes(spec, module, args, kwargs, torch)
+    why = export_check(module, args, kwargs, spec, torch)
+    if why is not None:
+        return None, (f"torch.export refused Dim {name!r} as a dynamic batch ({why}); the "
+                      "batch was found by re-tracing instead")
+    return check_batch_dim(dims, shapes, seq_dim), (
+        f"batch from dynamic_shapes: Dim {name!r}, accepted by torch.export")

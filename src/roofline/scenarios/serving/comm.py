@@ -90,3 +90,29 @@ def _p2p(nbytes: float, pp: int, hw: Hardware, f: sp.ServingFactors) -> float:
         raise SpecError(f"pp={pp} needs a scale-up link on {hw.name}; its spec has none")
     return (pp - 1) * collectives.send_recv(nbytes, bw, max(lat, f.p2p_latency),
                                             link_efficiency=f.allreduce_efficiency)
+
+
+def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, hw: Hardware,
+                   f: sp.ServingFactors) -> float:
+    """Expert parallelism over ``ep`` groups: seconds of the dispatch and combine all-to-alls a
+    pass of ``tokens`` tokens per group meets in every MoE layer of the model (``cfg``: the
+    full config; a token crosses all of them, on whichever pipeline stage).
+
+    Each token's hidden state goes to its k experts and comes back: a rank holds
+    n = tokens·k·D·bytes / tp (the tp ranks of a group share their replicated tokens) and keeps
+    1/ep of it, α + (ep − 1)/ep · n/bw′ per call (``ops.collectives.all_to_all``, per-call α);
+    2 calls per MoE layer. α is the engine's all-reduce α at ep ranks (an all-to-all is one
+    kernel launch and one handshake as the custom all-reduce is; no all-to-all microbenchmark
+    is fitted: assumed), bw′ = scale-up link × allreduce_efficiency. Balanced routing assumed.
+    """
+    if ep == 1 or tokens == 0:
+        return 0.0
+    bw, lat = _link(hw)
+    if not math.isfinite(bw):
+        raise SpecError(f"ep={ep} needs a scale-up link on {hw.name}; its spec has none")
+    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (ep - 2))
+    n_moe = cfg.n_layers - cfg.first_dense_layers
+    nbytes = tokens * cfg.top_k * cfg.d_model * act_bytes / tp
+    return 2 * n_moe * collectives.all_to_all(nbytes, ep, bw, alpha,
+                                              link_efficiency=f.allreduce_efficiency,
+                                              latency="call")

@@ -12,6 +12,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ..._text import a_family
 from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
@@ -26,7 +27,7 @@ from ...specs.hardware import Hardware
 from ...specs.resolve import hardware as resolve_hardware
 from . import args as R
 from . import plan as sp
-from .comm import _allreduce, _link, _p2p
+from .comm import _allreduce, _link, _p2p, moe_all_to_all
 from .mlsysim import _serve_mlsysim
 from .result import ServeResult, expected_tokens_per_step
 
@@ -63,10 +64,24 @@ def _infeasible(base: dict[str, Any], reason: str, **kw: Any) -> ServeResult:
                        tokens_per_s_per_device=0.0, feasible=False, reason=reason, **kw)
 
 
+def _check_ep(ep: int, cfg: Any, name: str, preset: str) -> None:
+    if ep == 1:
+        return
+    if preset == "mlsysim":
+        raise SpecError(f"ep={ep}: preset 'mlsysim' has no expert parallelism; use ep=1")
+    if not cfg.n_experts:
+        raise SpecError(f"ep={ep}: {name} has no experts (a dense model); expert parallelism "
+                        "splits a mixture of experts' routed experts: use ep=1")
+    if cfg.n_experts % ep:
+        ok = [d for d in range(1, cfg.n_experts + 1) if cfg.n_experts % d == 0]
+        raise SpecError(f"ep={ep} must divide the {cfg.n_experts} routed experts of {name}; "
+                        f"allowed ep: {', '.join(map(str, ok))}")
+
+
 def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: Any,
             precision: Any, kv_precision: Any, weight_precision: Any, group_size: Any, tp: int,
             pp: int, preset: str, engine: str, prefix_cached: Any, decode_hardware: Any,
-            kv_window: str) -> tuple[Any, ...]:
+            kv_window: str, ep: int = 1) -> tuple[Any, ...]:
     """``serve``'s arguments resolved and checked (in the order the errors are raised): the
     model, the prefill and decode hardware, batch, prompt and output lengths, preset, precision,
     cached prefix, engine factors, KV-window rule, and the fields every result carries."""
@@ -79,8 +94,9 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
     preset = check_preset(preset)
     cfg = m.config
     if cfg is None or not cfg.generates:
-        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is a "
-                        f"{m.family} model")
+        raise SpecError(f"serve needs a decoder LLM or an encoder-decoder; {m.name} is "
+                        f"{a_family(m.family)} model")
+    _check_ep(ep, cfg, m.name, preset)
     p = _precision(precision, kv_precision, weight_precision, group_size)
     pc = _pos_int(prefix_cached, "prefix_cached", zero_ok=True)
     if pc >= P:
@@ -91,7 +107,7 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
             "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
             "preset": preset, "engine": factors.name,
             "kv_window": kv_window if cfg.sliding_window is not None else "",
-            "tp": tp, "pp": pp, "devices": tp * pp * (1 if hw_d is hw else 2),
+            "tp": tp, "pp": pp, "ep": ep, "devices": tp * pp * ep * (1 if hw_d is hw else 2),
             "_hw": lambda: hw}
     return m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base
 
@@ -101,7 +117,7 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
 @A.checked(model=A.anything, hardware=A.anything, batch=A.count(), prompt_len=R.TOKENS,
            output_len=R.TOKENS, precision=PRECISION_ARG, kv_precision=R.OPT_DTYPE,
            weight_precision=R.OPT_DTYPE, group_size=A.optional(A.count()), tp=R.DEGREE,
-           pp=R.DEGREE, preset=A.text, engine=R.ENGINE, fused_attention=A.flag,
+           pp=R.DEGREE, ep=R.DEGREE, preset=A.text, engine=R.ENGINE, fused_attention=A.flag,
            prefix_cached=A.count(0, A.MAX_TOKENS), chunk_size=A.optional(R.TOKENS),
            draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
            decode_hardware=A.anything,
@@ -110,7 +126,8 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
-          group_size: int | None = None, tp: int = 1, pp: int = 1, preset: str = "default",
+          group_size: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
+          preset: str = "default",
           engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
           chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
           acceptance: float = 0.7, decode_hardware: Any = None,
@@ -121,7 +138,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     ``precision`` sets the compute dtype (its tensor-core peak) and, by default, weights and
     activations; ``weight_precision`` ("int8", "int4", "fp8") and ``group_size`` quantise the
     weights (a 2-byte scale per group), ``kv_precision`` the KV cache. ``tp``/``pp``: tensor
-    and pipeline parallel degrees. ``engine``: serving-engine factors from
+    and pipeline parallel degrees; ``ep`` (MoE): ep data-parallel attention groups of tp × pp
+    devices sharing the routed experts, two all-to-alls per MoE layer (docs/serving.md).
+    ``engine``: serving-engine factors from
     data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
     ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
     ``chunk_size``: chunked prefill.
@@ -144,27 +163,24 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base = _inputs(
         model, hardware, batch, prompt_len, output_len, precision, kv_precision,
         weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
-        kv_window)
+        kv_window, ep)
     if attention_kernel == "unfused":
         fused_attention = False
     elif attention_kernel != "auto":
         factors = replace(factors, attention_kernel=attention_kernel)
     cfg = m.config
+    Bg = -(-B // ep)  # sequences per expert-parallel group (all of them for ep = 1)
     if cfg.arch == "seq2seq":
         _check_seq2seq(m.name, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
-    if cfg.max_positions and P + n > cfg.max_positions + 1:
-        return _infeasible(base, f"prompt_len + output_len = {P + n} tokens exceed "
-                           f"max_position_embeddings={cfg.max_positions} of {m.name}")
-    for h in {hw.key: hw, hw_d.key: hw_d}.values():
-        if not h.has(p.compute):
-            return _infeasible(base, f"{h.name} has no {p.compute} peak; it has "
-                               f"{', '.join(h.dtypes)}")
+    why = _unservable(m, hw, hw_d, p, P, n)
+    if why:
+        return _infeasible(base, why)
     if preset == "mlsysim":  # mlsysim's convention: every layer holds every token
         return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
                               B, P, n, p)
     plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
-                          fused_attention=fused_attention, weight_format=m.weight_format)
+                          fused_attention=fused_attention, weight_format=m.weight_format, ep=ep)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
     D = cfg.d_model
@@ -177,15 +193,17 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # vocabulary-parallel embedding
     n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
 
-    # -- prefill (batch B, all stages in turn for pp > 1)
-    Bm = -(-B // pp)  # micro-batch per stage
+    # -- prefill (each group's Bg sequences, all stages in turn for pp > 1)
+    Bm = -(-Bg // pp)  # micro-batch per stage
     T_new = P - pc
-    pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, B, T_new, pc, chunk_size,
+    pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, Bg, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
+    ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm, draft)
+    pre_comm += ep_pre
     if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
-        pre_comm += _allreduce(B * cfg.source_len * D * ab, tp, hw, factors,
+        pre_comm += _allreduce(Bg * cfg.source_len * D * ab, tp, hw, factors,
                                2 * plan.cfg.encoder_layers * pp)
-    kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, B, P, kv_window,
+    kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
     ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
@@ -193,36 +211,33 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     # -- decode steps S = P+1 … P+n−1 (closed form)
     steps = n - 1
     S_mean = P + n / 2.0
-    decode_time, dec, dec_comm, dec_over, step_notes = _decode_phase(
+    decode_time, dec, dec_comm, dec_over, notes = _decode_phase(
         plan, cfg, p, hw_d, eff_d, factors, Bm, P, S_end, steps, tp, pp, Bm * D * ab, n_ar, L_dev,
         draft, draft_len, acceptance, fused_attention)
-    notes = step_notes
+    dec_comm, decode_time = dec_comm + steps * ep_step, decode_time + steps * ep_step
     tpot = decode_time / steps if steps else 0.0
     e2e = ttft + decode_time
     devices = base["devices"]
     tokens_per_s = B * n / e2e
 
     # -- continuous batching steady state at concurrency B
-    single = pre_parts[2] if B == 1 or pre_parts[2] != pre_parts[2] else \
+    single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
         plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
-    steady_tpot = (tpot if steps else 0.0) + (B / n) * (single + req_fixed)
+    steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
     steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
 
     # -- memory (per device)
-    breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, B, P + n, T_new,
-                                                          pc, chunk_size, kv_window)
-    kv_total = B * float(cfg.kv_bytes_per_sequence(P + n, p.kv_bytes) if kv_window == "ring"
-                         else (P + n) * cfg.kv_bytes_per_token(p.kv_bytes)
-                         + cfg.cross_kv_bytes(p.kv_bytes))
+    breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
+                                                          T_new, pc, chunk_size, kv_window)
+    kv_total = _kv_total(cfg, p, B, P + n, kv_window)
 
-    peak = hw_d.peak(p.compute)
     dec_dev_time = dec["total"] if dec["total"] else math.nan
     mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
-    mfu = (pre_flops + dec["flops"]) / (e2e * peak * pp) if e2e > 0 else math.nan
+    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
 
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
-                             kv_transfer, tp, pp, B * T_new * D * ab, steps, Bm * D * ab,
-                             hw, hw_d, factors)
+                             kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
+                             hw, hw_d, factors, ep_pre + steps * ep_step)
     if tp > cfg.n_kv_heads and not cfg.mla:
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
@@ -230,7 +245,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     sh = plan  # closures for the lazy per-op Results
 
     def _pre() -> Result:
-        return _phase_result(m, sh, hw, eff, preset, "prefill", B, T_new, pc)
+        return _phase_result(m, sh, hw, eff, preset, "prefill", Bg, T_new, pc)
 
     def _dec() -> Result:
         return _phase_result(m, sh, hw_d, eff_d, preset, "decode", Bm, 1, round(S_mean))
@@ -242,6 +257,27 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,
+                n: int) -> str:
+    """Why this generation cannot be served at all ("" when it can)."""
+    cfg = m.config
+    if cfg.max_positions and P + n > cfg.max_positions + 1:
+        return (f"prompt_len + output_len = {P + n} tokens exceed "
+                f"max_position_embeddings={cfg.max_positions} of {m.name}")
+    for h in {hw.key: hw, hw_d.key: hw_d}.values():
+        if not h.has(p.compute):
+            return f"{h.name} has no {p.compute} peak; it has {', '.join(h.dtypes)}"
+    return ""
+
+
+def _kv_total(cfg: Any, p: Precision, B: int, tokens: int, kv_window: str) -> float:
+    """The batch's KV cache over all devices at ``tokens`` per sequence (windowed layers: the
+    window with ``kv_window="ring"``; encoder-decoders: the cross-attention KV too)."""
+    return B * float(cfg.kv_bytes_per_sequence(tokens, p.kv_bytes) if kv_window == "ring"
+                     else tokens * cfg.kv_bytes_per_token(p.kv_bytes)
+                     + cfg.cross_kv_bytes(p.kv_bytes))
 
 
 def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
@@ -296,6 +332,24 @@ def _decode_phase(plan: sp.Plan, cfg: Any, p: Precision, hw_d: Hardware, eff_d: 
         dec_over = dec.pop("overhead")
         notes.append(spec_note)
     return decode_time, dec, dec_comm, dec_over, notes
+
+
+def _ep_comm(cfg: Any, ep: int, tp: int, ab: float, hw: Hardware, hw_d: Hardware,
+             factors: sp.ServingFactors, Bg: int, T_new: int, chunk_size: int | None, Bm: int,
+             draft: Any) -> tuple[float, float]:
+    """Expert parallelism's all-to-alls: (the prefill's, one decode step's) seconds. The
+    prefill moves the Bg·T_new tokens of a group, one pass per chunk; a decode step the Bm
+    tokens of a micro-batch."""
+    if ep == 1:
+        return 0.0, 0.0
+    if draft is not None:
+        raise SpecError(f"ep={ep} with a draft model: speculative decoding under expert "
+                        "parallelism is not modelled; use ep=1")
+    c = chunk_size if chunk_size is not None and chunk_size < T_new else T_new
+    k_full, rest = divmod(T_new, c)
+    pre = k_full * moe_all_to_all(Bg * c, ep, tp, cfg, ab, hw, factors) + \
+        moe_all_to_all(Bg * rest, ep, tp, cfg, ab, hw, factors)
+    return pre, moe_all_to_all(Bm, ep, tp, cfg, ab, hw_d, factors)
 
 
 def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, B: int,
@@ -360,15 +414,16 @@ def _memory(plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, B: int, token
 def _phase_seconds(pre_parts: tuple[float, float, float], dec: dict[str, float], overhead: float,
             pre_comm: float, dec_comm: float, kv_transfer: float, tp: int, pp: int,
             pre_bytes: float, steps: int, dec_bytes: float, hw: Hardware, hw_d: Hardware,
-            factors: sp.ServingFactors) -> dict[str, float]:
+            factors: sp.ServingFactors, ep_comm: float = 0.0) -> dict[str, float]:
     """Where the end-to-end time goes (seconds per cause); the communication split into its
-    TP and PP parts. ``pre_bytes``/``dec_bytes``: the activations a stage sends."""
+    TP, PP and (MoE with ep > 1: ``ep_comm``, the all-to-alls) EP parts.
+    ``pre_bytes``/``dec_bytes``: the activations a stage sends."""
     shares = {
         "roofline": pre_parts[0] + dec["bound"],
         "efficiency": (pre_parts[1] - pre_parts[0]) + (dec["kernel"] - dec["bound"]),
         "launch": (pre_parts[2] - pre_parts[1]) + (dec["total"] - dec["kernel"]),
         "step_overhead": overhead,
-        "tp_comm": (pre_comm + dec_comm) if tp > 1 else 0.0,
+        "tp_comm": (pre_comm + dec_comm - ep_comm) if tp > 1 else 0.0,
         "pp_comm": 0.0,
         "kv_transfer": kv_transfer,
     }
@@ -376,7 +431,9 @@ def _phase_seconds(pre_parts: tuple[float, float, float], dec: dict[str, float],
         ppc = (_p2p(pre_bytes, pp, hw, factors) +
                steps * _p2p(dec_bytes, pp, hw_d, factors))
         shares["pp_comm"] = ppc
-        shares["tp_comm"] = pre_comm + dec_comm - ppc
+        shares["tp_comm"] = pre_comm + dec_comm - ppc - ep_comm
+    if ep_comm:
+        shares["ep_comm"] = ep_comm
     return shares
 
 

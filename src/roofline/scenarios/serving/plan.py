@@ -329,11 +329,18 @@ _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
 
 
 def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
-             fused_attention: bool, weight_format: Any = None) -> Plan:
-    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format)
+             fused_attention: bool, weight_format: Any = None, ep: int = 1) -> Plan:
+    """The plan of one device of a tp × pp (× ep) replica. ``ep`` > 1: expert parallelism
+    with data-parallel attention — ep groups of tp × pp devices, each serving its share of the
+    sequences with the dense weights replicated, the routed experts split among the groups
+    (``TransformerConfig.expert_groups``)."""
+    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format, ep)
     pl = _PLANS.get(key)
     if pl is None:
-        pl = Plan(cfg=shard_config(cfg, tp, pp), full=cfg, precision=p, fuse=fuse,
+        dev = shard_config(cfg, tp, pp, ep)
+        if ep > 1:
+            dev = replace(dev, expert_groups=ep)
+        pl = Plan(cfg=dev, full=cfg, precision=p, fuse=fuse,
                   fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict(),
                   weight_format=weight_format)
         _PLANS[key] = pl

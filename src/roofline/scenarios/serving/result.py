@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..._display import Display
-from ..._text import printable_str
+from ..._text import summary_str
 from ...engine.result import Result
 from ...errors import SpecError
 from ...uncertainty import fmt_band
@@ -51,6 +51,9 @@ class ServeResult(Display):
     kv_window: str = ""
     tp: int = 1
     pp: int = 1
+    #: expert-parallel groups (MoE): attention data-parallel over ep groups of tp × pp devices,
+    #: each serving ⌈batch/ep⌉ sequences, the routed experts split among them
+    ep: int = 1
     devices: int = 1
     ttft: float  #: s, time to first token (prefill of the batch, + KV transfer if disaggregated)
     tpot: float  #: s, mean time per output token after the first (inter-token latency)
@@ -158,9 +161,10 @@ class ServeResult(Display):
         d["shares"] = {k: (None if math.isnan(v) else v) for k, v in self.shares.items()}
         return d
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
-        head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}) — "
+        head = (f"{self.model} on {self.devices}× {self.hardware} (tp {self.tp}, pp {self.pp}"
+                f"{f', ep {self.ep}' if self.ep > 1 else ''}) — "
                 f"batch {self.batch}, prompt {self.prompt_len}, output {self.output_len}, "
                 f"{self.precision}, preset {self.preset}, engine {self.engine}")
         if not self.feasible and math.isnan(self.ttft):

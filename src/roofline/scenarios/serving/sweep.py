@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.lines import max_at, op_lines
 from ...engine.memory import fits as mem_fits
@@ -25,11 +26,13 @@ from .comm import allreduce_times
 
 @A.checked(model=A.anything, hardware=A.anything, batch=R.BATCHES, context=R.CONTEXTS,
            precision=A.seq(PRECISION_ARG, scalar=True, what="dtype names or Precisions"),
-           kv_precision=R.OPT_DTYPE, tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
+           kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
+           group_size=A.optional(A.count()), tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
            kv_window=R.KV_WINDOW, price_per_hour=A.anything, region=A.anything,
            pue=A.anything)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
-                precision: Any = ("bf16",), kv_precision: str | None = None, tp: int = 1,
+                precision: Any = ("bf16",), kv_precision: str | None = None,
+                weight_precision: str | None = None, group_size: int | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",
                 kv_window: str = "ring", price_per_hour: float | None = None,
                 region: str | None = None, pue: float | None = None) -> dict[str, np.ndarray]:
@@ -39,7 +42,9 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     Returns arrays shaped [hardware, precision, batch, context]: ``tpot`` (s), ``tokens_per_s``
     (= batch / tpot, per deployment), ``fits`` (weights + KV + workspace ≤ capacity) and
     ``kv_cache_bytes`` (per device; sliding-window layers per ``kv_window``, as in ``serve``),
-    plus the axes. Dense models only (MoE graphs are built per batch; use ``serve``).
+    plus the axes. ``weight_precision`` / ``group_size``: weight-only quantisation applied to
+    every precision of the grid, as ``serve`` takes them. Dense models only (MoE graphs are
+    built per batch; use ``serve``).
 
     Economics per point (``analysis.econ_columns``; ``price_per_hour``, ``region``, ``pue`` as in
     ``serve``): ``utilisation`` (of the binding resource: the larger of MBU = step bytes /
@@ -55,8 +60,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     m = resolve_model(model)
     cfg = m.config
     if cfg is None or not cfg.generates:
-        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is a "
-                        f"{m.family} model")
+        raise SpecError(f"serve_sweep needs a decoder LLM or an encoder-decoder; {m.name} is "
+                        f"{a_family(m.family)} model")
     if cfg.n_experts:
         raise SpecError(f"serve_sweep prices dense models; {m.name} is a mixture of experts "
                         "(its weight traffic depends on the batch): call serve per batch")
@@ -76,7 +81,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     kvb = np.zeros(out_t.shape)
     util = np.full(out_t.shape, np.nan)
     for j, pr in enumerate(precs):
-        p = make_precision(pr, kv=kv_precision)
+        p = make_precision(pr, kv=kv_precision, weights=weight_precision, group_size=group_size)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True,
                               weight_format=m.weight_format)
         c1 = plan.graph("decode", context=1)

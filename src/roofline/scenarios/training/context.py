@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for, registered_epoch
 from ...errors import SpecError, UnsupportedDtypeError
@@ -93,7 +94,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
-                        f"a {m.family} model")
+                        f"{a_family(m.family)} model")
     c = resolve_cluster(cl, nodes)
     p = make_precision(precision)
     preset = check_preset(preset)

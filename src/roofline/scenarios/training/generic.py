@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
@@ -81,17 +82,37 @@ def _check(name: str, v: Any, lo: int = 1) -> int:
     return int(v)
 
 
+def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any]) -> tuple[int, str]:
+    """ZeRO stage and recompute mode for a graph that is not a decoder LM; a SpecError for
+    what does not apply to it (tp, pp, ep, interleave; selective recompute)."""
+    bad = {k: v for k, v in unused.items() if v not in (None, 1, False)}
+    if bad:
+        raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
+                        f"modelled data parallel, with ZeRO and full recompute; "
+                        f"{', '.join(f'{k}={v!r}' for k, v in bad.items())} does not apply "
+                        "(tensor, pipeline and expert parallelism need a decoder's layer "
+                        "structure): use tp=pp=ep=1")
+    z = 0 if zero is None else zero
+    if isinstance(z, bool) or z not in (0, 1, 2, 3):
+        raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
+    rc = "none" if recompute is None else recompute
+    if rc == "selective":
+        raise SpecError(f"recompute='selective' re-runs a transformer's attention core "
+                        f"(Korthikanti et al. 2022); {m.name} is trained as a generic graph: "
+                        "use recompute='none' or 'full'")
+    if rc not in ("none", "full"):
+        raise SpecError(f"recompute={recompute!r}; allowed for {m.name}: 'none', 'full'")
+    return int(z), str(rc)
+
+
 def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int = 1,
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
-                preset: str = "default", **unused: Any) -> TrainingResult:
+                preset: str = "default", zero: int | None = None, recompute: str | None = None,
+                **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring)."""
-    bad = {k: v for k, v in unused.items() if v not in (None, 1, 0, False, "none")}
-    if bad:
-        raise SpecError(f"training {getattr(model, 'name', model)!r} (not a decoder LM) is "
-                        f"modelled with data parallelism only; these options do not apply: "
-                        f"{', '.join(f'{k}={v!r}' for k, v in bad.items())}")
     m = resolve_model(model)
+    zero, recompute = _options(m, zero, recompute, unused)
     c = resolve_cluster(cluster, nodes)
     p = make_precision(precision)
     preset = check_preset(preset)
@@ -132,18 +153,21 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     f = training_factors(hw.kind) if preset != "bound" else None
     links = cluster_links(c, f)
     g_bytes = P * grad_b
-    t_ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR)) if dp > 1 else 0.0
-    if dp_overlap and dp > 1:
-        last = t_ar * min(1.0, DP_BUCKET_BYTES / max(g_bytes, 1.0))
-        dp_exp = max(t_ar - t_b, last)
-    else:
-        dp_exp = t_ar
-    t_opt = float(optimizer_time(opt_g, hw, eff, P, SCALAR))
-    step = n_mb * (t_f + t_b) + dp_exp + t_opt
+    t_rc = t_f if recompute == "full" else 0.0  # the forward again, segment by segment
+    dp_exp = _dp_time(g_bytes, fwd.weight_footprint_bytes, dp, zero, links, dp_overlap,
+                      t_f, t_b + t_rc, n_mb)
+    shard = dp if zero >= 1 else 1  # ZeRO-1+: each rank updates 1/dp of the parameters
+    t_opt = float(optimizer_time(opt_g, hw, eff, P / shard, SCALAR))
+    step = n_mb * (t_f + t_b + t_rc) + dp_exp + t_opt
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch
-    mem = {"weights": fwd.weight_footprint_bytes, "gradients": P * grad_b,
-           "optimizer": P * state_b, "activations": tg.saved_bytes(b),
+    hf_step = mf_step * (4.0 / 3.0 if recompute == "full" else 1.0)
+    saved = tg.saved_bytes(b)
+    if recompute == "full":  # √n-segment checkpointing (Chen et al. 2016, §4.1)
+        saved = min(saved, 2.0 * saved / math.sqrt(max(len(fwd), 1)))
+    mem = {"weights": fwd.weight_footprint_bytes / (dp if zero == 3 else 1),
+           "gradients": P * grad_b / (dp if zero >= 2 else 1),
+           "optimizer": P * state_b / shard, "activations": saved,
            "workspace": float(eff.workspace)}
     mem["total"] = sum(mem.values())
     cap = hw.memory_capacity_bytes
@@ -153,7 +177,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         f"needs {fb(mem['total'])} per device, {hw.name} has {fb(cap)} (weights "
         f"{fb(mem['weights'])}, gradients {fb(mem['gradients'])}, optimizer "
         f"{fb(mem['optimizer'])}, activations {fb(mem['activations'])})")
-    bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": 0.0, "optimizer": t_opt,
+    bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": n_mb * t_rc,
+          "optimizer": t_opt,
           "tp_comm": 0.0, "dp_comm": dp_exp, "pp_comm": 0.0, "ep_comm": 0.0, "bubble": 0.0}
     devices = dp
     tokens = fwd.tokens_per_sample
@@ -166,10 +191,36 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
-        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, interleave=1, recompute="none", zero=0,
-        sequence_parallel=False, step_time=step, tokens_per_s=global_batch * tokens / step,
-        mfu=mf_step / (step * devices * peak), hfu=mf_step / (step * devices * peak),
-        model_flops_per_step=mf_step, hardware_flops_per_step=mf_step, breakdown=bd,
+        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, interleave=1, recompute=recompute,
+        zero=zero, sequence_parallel=False, step_time=step,
+        tokens_per_s=global_batch * tokens / step,
+        mfu=mf_step / (step * devices * peak), hfu=hf_step / (step * devices * peak),
+        model_flops_per_step=mf_step, hardware_flops_per_step=hf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
         warnings=tuple(fwd.meta.get("warnings", ())), optimizer=optimizer)
+
+
+def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,
+             overlap: bool, t_f: float, t_b: float, n_mb: int) -> float:
+    """Exposed data-parallel communication of one step (Rajbhandari et al. 2020, "ZeRO",
+    §5 and §7): stage 0 all-reduces the gradients; stages 1-2 reduce-scatter them and
+    all-gather the updated weights (the same volume); stage 3 also all-gathers the weights
+    twice per micro-batch (forward and backward) and reduce-scatters each micro-batch's
+    gradients, prefetched under its compute. With ``overlap`` the per-step part hides under
+    the last micro-batch's backward (and its forward from stage 1 on, as the decoder model
+    does), at least the last bucket exposed."""
+    if dp == 1:
+        return 0.0
+    ar = float(coll.group_all_reduce(g_bytes, dp, 1, links, SCALAR))
+    rs = float(coll.group_reduce_scatter(g_bytes, dp, 1, links, SCALAR))
+    ag = float(coll.group_all_gather(w_bytes, dp, 1, links, SCALAR))
+    t_dp = ar if zero == 0 else ag if zero == 3 else rs + ag
+    if overlap:
+        window = t_b + (t_f if zero >= 1 else 0.0)
+        exposed = max(t_dp - window, t_dp * min(1.0, DP_BUCKET_BYTES / max(g_bytes, 1.0)))
+    else:
+        exposed = t_dp
+    if zero == 3:
+        exposed += n_mb * max(2 * ag + rs - (t_f + t_b) * overlap, 0.0)
+    return exposed

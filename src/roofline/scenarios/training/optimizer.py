@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.core import time_model
+from ...engine.core import TimeModel, time_model
 from ...engine.efficiency import Efficiency
 from ...graphs.graph import Graph
 from ...ops import QUANTITIES, cost
@@ -26,7 +26,7 @@ from ...ops.xp import SCALAR
 from ...specs.dtypes import Precision
 from ...specs.hardware import Hardware
 
-__all__ = ["optimizer_graph", "optimizer_time"]
+__all__ = ["optimizer_graph", "optimizer_model", "optimizer_time"]
 
 _GRAPHS: dict[tuple[Any, ...], Graph] = {}
 
@@ -52,11 +52,34 @@ def optimizer_graph(optimizer: str, precision: Precision, *, master_weights: boo
     return g
 
 
-def optimizer_time(graph: Graph, hw: Hardware, eff: Efficiency, params: Any,
-                   xp: Any = np) -> Any:
+_MODELS: dict[tuple[Any, ...], TimeModel] = {}
+
+
+def optimizer_model(key: Any, optimizer: str, precision: Precision, hw: Hardware,
+                    eff: Efficiency, **graph_kw: Any) -> TimeModel:
+    """The TimeModel of ``optimizer_graph(optimizer, precision, **graph_kw)`` on (hw, eff),
+    cached under ``key``: a content key of (hw, eff, precision) the caller already holds (a
+    training context's ``SpecKey``), so that a warm call is one dictionary look-up."""
+    k = (key, optimizer, tuple(sorted(graph_kw.items())))
+    tm = _MODELS.get(k)
+    if tm is None:
+        tm = time_model(optimizer_graph(optimizer, precision, **graph_kw), hw, eff)
+        if len(_MODELS) >= 256:
+            _MODELS.pop(next(iter(_MODELS)))
+        _MODELS[k] = tm
+    return tm
+
+
+def optimizer_time(graph: Graph | TimeModel, hw: Hardware | None = None,
+                   eff: Efficiency | None = None, params: Any = 0.0, xp: Any = np) -> Any:
     """Seconds of the optimizer step over ``params`` local parameters (a number with
-    ``xp=SCALAR``, else an array of any shape): the time model's latency at B = ``params``."""
-    tm = time_model(graph, hw, eff)
+    ``xp=SCALAR``, else an array of any shape): the time model's latency at B = ``params``.
+    ``graph``: an ``optimizer_graph`` (priced on ``hw``, ``eff``) or its TimeModel."""
+    if isinstance(graph, TimeModel):
+        tm = graph
+    else:
+        assert hw is not None and eff is not None
+        tm = time_model(graph, hw, eff)
     if xp is SCALAR:
         return tm.latency_at(float(params))
     P = np.asarray(params, dtype=np.float64)

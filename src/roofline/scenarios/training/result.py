@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._display import Display
-from ..._text import printable_str
+from ..._text import summary_str
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
@@ -134,9 +134,9 @@ class TrainingResult(Display):
         """Failures of the run: MTBF, checkpoint size and write time, interval, goodput and
         wall-clock with failures (``analysis.reliability``; keywords: storage_bytes_per_s,
         restart_s, failure_rate, method)."""
-        from ...analysis.reliability import for_train
+        from ...analysis.reliability import train_reliability
 
-        return for_train(self, tokens, **kw)
+        return train_reliability(self, tokens, **kw)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
@@ -147,7 +147,7 @@ class TrainingResult(Display):
         d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
 
-    @printable_str
+    @summary_str
     def __str__(self) -> str:
         mem = self.memory_per_device
         b = fmt_bytes

@@ -10,6 +10,7 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
+from ..._text import a_family
 from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import fit_reason, fits
 from ...errors import SpecError
@@ -22,7 +23,7 @@ from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
 from .memory import _memory
-from .optimizer import optimizer_graph, optimizer_time
+from .optimizer import optimizer_model, optimizer_time
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
@@ -140,8 +141,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dp, 1)
-    t_opt = optimizer_time(optimizer_graph(optimizer, ctx.prec), ctx.cl.device, ctx.eff,
-                           p_opt, xp)
+    t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
+                                           ctx.eff), params=p_opt, xp=xp)
     step = m * t_mb + bubble + dp_exp + t_opt
 
     mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
@@ -217,13 +218,14 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
 @with_economics
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
-           ep=DEGREE, interleave=A.count(1, 1024), recompute=RECOMPUTE_ARG, zero=ZERO,
+           ep=DEGREE, interleave=A.count(1, 1024), recompute=A.optional(RECOMPUTE_ARG),
+           zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)),
            attention_kernel=A.choice(*ATTENTION_KERNELS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
-          interleave: int = 1, recompute: str = "selective", zero: int = 1,
+          interleave: int = 1, recompute: str | None = None, zero: int | None = None,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
@@ -234,8 +236,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
     parallel by the generic model (training/generic.py): ``seq_len`` only for sequence models,
     ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
-    decoders: "adam" | "adamw"); tp, pp, ep, interleave, recompute and zero do not
-    apply (a value other than their default is refused).
+    decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
+    or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
+    other than 1 is refused).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -245,7 +248,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
     optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
     ``interleave`` is v, model chunks per device
-    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full". ``zero``: 0–3.
+    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full" (decoder default
+    "selective"). ``zero``: 0–3 (decoder default 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -262,7 +266,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     m = resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
-                        f"a {m.family} model")
+                        f"{a_family(m.family)} model")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
@@ -270,8 +274,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave,
-                           recompute=None if recompute == "selective" else recompute,
-                           zero=None if zero == 1 else zero)
+                           recompute=recompute, zero=zero)
+    recompute = "selective" if recompute is None else recompute  # decoder defaults
+    zero = 1 if zero is None else zero
     if seq_len is None:
         raise SpecError(f"training {m.name} (a decoder LM) needs seq_len=")
     if optimizer not in DECODER_OPTIMIZERS:

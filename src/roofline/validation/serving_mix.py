@@ -1,0 +1,112 @@
+"""``rl.simulate_serving`` against published serving runs under a request mix
+(data/validation/serving_mix.toml): the predictions, their errors and the tables of
+docs/validation/serving.md, "Request mixes". Nothing is fitted here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .cases import Case, load_cases
+
+__all__ = ["predict", "predictions", "summary", "markdown_table", "SIM_METRICS"]
+
+#: metric -> (ServingSim attribute, statistic)
+SIM_METRICS = {"ttft_p50": ("ttft", "p50"), "ttft_p99": ("ttft", "p99"),
+               "tpot_p50": ("tpot", "p50"), "tpot_p99": ("tpot", "p99")}
+
+_COSTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _workload(c: Case) -> Any:
+    import roofline as rl
+
+    from ..analysis.workload import parse_lengths
+
+    p, o = parse_lengths(c["prompt"], "prompt"), parse_lengths(c["output"], "output")
+    if math.isinf(c["rate"]):  # every request offered at once: a trace at t = 0
+        n = c["requests"]
+        seed_wl = rl.Workload(prompt=p, output=o, rate=1.0)
+        return n, lambda seed: rl.Workload(trace=[
+            (int(i), int(j), 0.0) for i, j in zip(*seed_wl.sample(n, seed)[1:])])
+    wl = rl.Workload(prompt=p, output=o, rate=float(c["rate"]))
+    return c["requests"], lambda seed: wl
+
+
+def _run(c: Case, seed: int) -> Any:
+    import roofline as rl
+
+    from ..analysis.simulate import _ref_prompts
+    from ..analysis.stepcost import step_costs
+
+    n, make = _workload(c)
+    wl = make(seed)
+    chunk = c["chunk"] or None
+    mc = c["max_concurrency"]
+    budget = chunk if chunk else c["max_batched_tokens"]
+    _, isl, _ = wl.sample(n if wl._trace is None else None, seed)
+    key = (c["model"], c["hardware"], c["tp"], c["pp"], c["precision"], c["kv"], c["engine"],
+           chunk, budget, mc, c["prompt"])
+    costs = _COSTS.get(key)
+    if costs is None:
+        n_max = (budget + mc) if chunk else max(budget, int(isl.max())) + mc
+        costs = step_costs(c["model"], c["hardware"], tp=c["tp"], pp=c["pp"],
+                           precision=c["precision"], kv_precision=c["kv"], engine=c["engine"],
+                           max_tokens=n_max, ref_prompts=_ref_prompts(isl))
+        _COSTS[key] = costs
+    return rl.simulate_serving(c["model"], c["hardware"], workload=wl,
+                               requests=None if wl._trace is not None else n, tp=c["tp"],
+                               pp=c["pp"], max_concurrency=mc, chunk_size=chunk,
+                               max_batched_tokens=c["max_batched_tokens"],
+                               precision=c["precision"], kv_precision=c["kv"],
+                               engine=c["engine"], kv_policy=c["kv_policy"], seed=seed,
+                               costs=costs)
+
+
+def predict(c: Case) -> tuple[float, bool]:
+    """(the simulated value in SI — mean over the case's seeds —, overloaded in any seed)."""
+    vals, over = [], False
+    for seed in range(c["seeds"]):
+        s = _run(c, seed)
+        over |= s.overloaded
+        if c.metric == "tok_s":
+            vals.append(s.throughput_tokens_per_s)
+        else:
+            attr, stat = SIM_METRICS[c.metric]
+            vals.append(getattr(getattr(s, attr), stat))
+    return float(np.mean(vals)), over
+
+
+def predictions() -> list[tuple[Case, float, bool]]:
+    """Every case with its prediction (SI) and overload flag."""
+    return [(c, *predict(c)) for c in load_cases("serving_mix").cases]
+
+
+def summary(rows: list[tuple[Case, float, bool]]) -> dict[str, dict[str, float]]:
+    """Per source and overall: n, RMS of log(ours/measured), median |error|, worst error."""
+    groups: dict[str, list[float]] = {"all": []}
+    for c, v, _ in rows:
+        e = math.log(v / c.value_si)
+        groups["all"].append(e)
+        groups.setdefault(c.source, []).append(e)
+    out = {}
+    for k, es in groups.items():
+        a = np.asarray(es)
+        worst = a[np.argmax(np.abs(a))]
+        out[k] = {"n": len(a), "rms_log": float(np.sqrt(np.mean(a * a))),
+                  "median_abs": float(np.median(np.abs(np.expm1(a)))),
+                  "worst": float(np.expm1(worst))}
+    return out
+
+
+def markdown_table(rows: list[tuple[Case, float, bool]]) -> str:
+    """The cases table of docs/validation/serving.md, "Request mixes"."""
+    lines = ["| case | source | ours | measured | unit | error |", "|---|---|---:|---:|---|---:|"]
+    for c, v, over in rows:
+        scale = 1e3 if c.unit == "ms" else 1.0
+        flag = " (overloaded)" if over else ""
+        lines.append(f"| {c.id}{flag} | {c.source} | {v * scale:,.4g} | {c.measured:,.4g} | "
+                     f"{c.unit} | {v / c.value_si - 1:+.1%} |")
+    return "\n".join(lines)
