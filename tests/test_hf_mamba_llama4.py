@@ -151,3 +151,12 @@ def test_messages_use_the_right_article() -> None:
         rl.serve("mamba-130m", "h100-sxm5", batch=1, prompt_len=8, output_len=8)
     with pytest.raises(SpecError, match="is a CNN model"):
         rl.serve("resnet50", "h100-sxm5", batch=1, prompt_len=8, output_len=8)
+
+
+def test_type_messages_use_the_right_article() -> None:
+    from roofline.validation.cases import _check_type
+
+    with pytest.raises(SpecError, match="must be an int$"):
+        _check_type("3", int, "case x", "batch")
+    with pytest.raises(SpecError, match="must be a str$"):
+        _check_type(3, str, "case x", "model")

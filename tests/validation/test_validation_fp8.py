@@ -31,8 +31,14 @@ def test_training_fp8_uses_the_factor_on_its_own_fit() -> None:
               recompute="none")
     b = rl.train("llama-2-7b", "dgx-h100", precision="bf16", **kw)
     f = rl.train("llama-2-7b", "dgx-h100", precision="fp8", **kw)
-    # compute-bound: fp8 = 2x the peak x 0.6125 = 1.225x the bf16 throughput (was 2.0x)
-    assert f.tokens_per_s / b.tokens_per_s == pytest.approx(1.225, rel=0.06)
+    # compute-bound: fp8 = 2x the peak x 0.6125 = 1.225x the bf16 throughput (was 2.0x), times
+    # the Hopper training table's dtype_scale (data/presets/training.toml [gpu-hopper]: 1.5,
+    # which keeps fp8 at 0.6125 x 0.69 of its peak while Hopper bf16 trains at 0.46):
+    # 2 x 0.6125 x 1.5 = 1.84x
+    from roofline.scenarios.training.factors import training_factors
+
+    scale = training_factors("gpu", "h100-sxm5").dtype_scale
+    assert f.tokens_per_s / b.tokens_per_s == pytest.approx(2 * 0.6125 * scale, rel=0.06)
 
 
 def test_held_out_fp8_runs_improve_and_the_page_shows_them() -> None:

@@ -1,7 +1,7 @@
 """docs/validation/training-runs.md: published H100 training runs (LoRA, SFT, Llama 3 405B with
-unequal pipeline stages) against rl.train. Nothing is fitted to them; the tolerance is today's
-state (median |error| ≤ 30 %, every case within 55 %, known outliers apart), a regression guard
-below the issue's target."""
+unequal pipeline stages, FSDP runs) against rl.train; the Hopper GEMM fraction fitted on the bf16
+runs with its hold-out. Tolerance: today's state (median |error| ≤ 14 %, every case within 40 %,
+known outliers apart)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ def test_doc_table_is_generated(rows) -> None:
 
 def test_within_stated_tolerance(rows) -> None:
     s = v.summary(rows)
-    assert s["median_abs_error"] <= 0.30
-    assert s["max_abs_error"] <= 0.55
+    # 0.12 until fused attention on Hopper was priced as FlashAttention-3 (attention.md): with the
+    # Hopper GEMM fraction refitted (0.46 -> 0.44) the 22-run median is 13.3 % (the FSDP runs of
+    # llm-foundry use FlashAttention-2, which "auto" does not know per run)
+    assert s["median_abs_error"] <= 0.14
+    assert s["max_abs_error"] <= 0.40
 
 
 def test_lora_faster_than_sft_on_the_same_split(rows) -> None:
@@ -48,3 +51,26 @@ def test_llama3_runs_use_the_papers_stage_layout(rows) -> None:
     c = load_cases("training_runs").case("Llama 3 405B 8K GPUs")
     assert c.value_si == pytest.approx(430 / 989, abs=0.006)
     assert c.scenario["global_batch"] * c.scenario["seq_len"] == 16 * 2**20  # 16M tokens
+
+
+def test_hopper_fit_and_holdout_table() -> None:
+    rep = v.hopper_holdout()
+    assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"])
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(r"<!-- hopper: .*? -->\n(.*?)\n<!-- end hopper -->", text, re.S)
+    assert block is not None and block.group(1) == v.hopper_holdout_table(rep)
+    assert rep.loso.median_abs <= 0.15
+
+
+def test_fsdp_exposure_by_hand() -> None:
+    """ZeRO-3 per layer (n = 4): gather 8 ms and reduce-scatter 4 ms for the stage → 2 and 1 ms
+    per layer; forward 4 ms and backward 8 ms of compute → 1 and 2 ms per layer: the gather
+    (2 ms) exceeds a layer's forward (1 ms) by 1 ms, gather + reduce-scatter (3 ms) a layer's
+    backward (2 ms) by 1 ms: 2 + 1 + 4·(1 + 1) = 11 ms."""
+    import numpy as np
+
+    from roofline.scenarios.training.step import _fsdp_exposed
+
+    assert _fsdp_exposed(8.0, 4.0, 4.0, 8.0, 4.0, np) == pytest.approx(11.0)
+    # compute-rich layers hide everything but the first gather and the last reduce-scatter
+    assert _fsdp_exposed(8.0, 4.0, 400.0, 800.0, 4.0, np) == pytest.approx(3.0)

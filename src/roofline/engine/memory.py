@@ -15,7 +15,8 @@ from typing import Any
 
 from ..units import fmt_bytes
 
-__all__ = ["fits", "fit_reason", "memory_fit", "resident_weights"]
+__all__ = ["fits", "fit_reason", "memory_fit", "resident_weights", "streams_weights",
+           "streamed_training", "store_reason", "STREAMED_OPTIMIZER_NOTE"]
 
 _LABEL = {"kv_cache": "KV cache"}
 
@@ -66,3 +67,42 @@ def resident_weights(graph: Any, hw: Any) -> tuple[float, str]:
         f"weights of {fmt_bytes(total)} do not fit {hw.name}'s weight store ({store.name}, "
         f"{fmt_bytes(store.capacity_bytes)})")
     return held, why
+
+
+def streams_weights(hw: Any) -> bool:
+    """True when ``hw`` runs in weight-streaming execution (``Hardware.execution``)."""
+    return (getattr(hw, "execution", "resident") == "weight_streaming"
+            and getattr(hw, "weight_store", None) is not None)
+
+
+#: what a weight-streaming training result says about the optimizer step it does not price
+STREAMED_OPTIMIZER_NOTE = (
+    "weight streaming: weights, gradients and optimizer states live in the weight store "
+    "({store}); the optimizer update runs there and is not priced (no published compute or "
+    "bandwidth figure for it: the step time is a lower bound by that much); weight reads and "
+    "gradient traffic are priced over its link")
+
+
+def streamed_training(mem: Mapping[str, Any], working_weights: Any, working_grads: Any,
+                      xp: Any = None) -> dict[str, Any]:
+    """Training memory under weight streaming: the weights, gradients and optimizer states of
+    ``mem`` (per-device bytes as resident execution counts them) move to the weight store
+    (``weight_store``: their sum), and the chip holds the activations, the workspace and the
+    largest layer's working set (``working_weights`` + ``working_grads``) instead: ``total``
+    is what the chip holds. Numbers or arrays (then ``xp``, ops/xp.py, unused for numbers)."""
+    out = dict(mem)
+    opt_key = "optimizer" if "optimizer" in mem else "opt"
+    out["weight_store"] = mem["weights"] + mem["gradients"] + mem[opt_key]
+    out["weights"], out["gradients"] = working_weights, working_grads
+    out[opt_key] = 0.0 * mem[opt_key]
+    out["total"] = mem["total"] - out["weight_store"] + working_weights + working_grads
+    return out
+
+
+def store_reason(store_bytes: float, hw: Any) -> str:
+    """Why training state of ``store_bytes`` does not fit ``hw``'s weight store, or ""."""
+    store = hw.weight_store
+    if store_bytes <= store.capacity_bytes:
+        return ""
+    return (f"weights, gradients and optimizer states of {fmt_bytes(store_bytes)} do not fit "
+            f"{hw.name}'s weight store ({store.name}, {fmt_bytes(store.capacity_bytes)})")

@@ -86,7 +86,7 @@ def _is_core(name: str) -> bool:
 def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int, tp: int = 1,
                    sequence_parallel: bool = True, fused_attention: bool = True, ep: int = 1,
                    micro_batch: int | None = None, dropout: bool = False,
-                   lora_rank: int | None = None) -> TrainingGraph:
+                   lora_rank: int | None = None, cp: int = 1) -> TrainingGraph:
     """Forward and backward ops of one layer and of the embedding/head on one TP rank.
 
     Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
@@ -102,7 +102,15 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     graph, the "all linear layers" placement of QLoRA, Dettmers et al. 2023, arXiv:2305.14314
     §3); every other weight is frozen: its dW = Xᵀ·dY GEMM is not run (dX = dY·Wᵀ still is,
     for the layers below) and the embedding has no backward.
+
+    ``cp`` (context parallelism; Megatron-LM's load-balanced causal split, every rank holding
+    2 of 2·cp sequence chunks): ``seq_len`` is the rank's share T = s/cp of the sequence; its
+    queries attend to all s keys, so the attention core costs cp × the T-token graph's (a
+    cp-th of the full causal attention); the Q/O bytes of that scaling are an overcount
+    (Assumption); the KV exchange is a collective of the scenario.
     """
+    if cp > 1 and not fused_attention:
+        raise SpecError("cp > 1 (context parallelism) is modelled with fused attention only")
     if lora_rank is not None and cfg.n_experts:
         raise SpecError(f"lora_rank: LoRA on a mixture-of-experts model ({cfg.name}) is not "
                         "modelled")
@@ -121,6 +129,9 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     sp = sequence_parallel and tp > 1
     grp = np.empty(n, dtype=np.int64)
     for i, nm in enumerate(fwd.names):
+        if cp > 1 and nm.startswith("layers.") and _is_core(nm):
+            c0[:, i] *= cp  # local queries against the whole sequence's keys
+            c1[:, i] *= cp
         if nm.endswith(".attn.scale_mask"):
             c0[:, i] = 0.0  # folded into the fused scale-mask-softmax kernel
             c1[:, i] = 0.0

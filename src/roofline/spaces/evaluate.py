@@ -209,7 +209,9 @@ def _train(c: Chunk) -> dict[str, np.ndarray]:
     from ..scenarios.training import train
 
     (h,) = c.hardware
-    t = train(c.model, h, **c.fixed)
+    # a cluster name as given (a part in an execution mode, "x:weight-streaming", resolves as
+    # one device there); a part object (Hardware, a grid's hypothetical part) is one device
+    t = train(c.model, h if isinstance(h, str) else resolve_part(h), **c.fixed)
     out = _one_row(c, t, FIELDS["train"], h, "", float(t.devices))
     out["hardware"] = np.array([t.cluster], dtype=object)
     out["power_w"] = np.array([float(t.power_w)])

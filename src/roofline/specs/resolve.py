@@ -111,6 +111,8 @@ def cluster(spec: str | os.PathLike[str] | Cluster, nodes: int | None = None) ->
     if not isinstance(spec, str):
         raise SpecError(f"cluster must be a zoo name, a .toml path or a Cluster, got "
                         f"{type(spec).__name__}")
+    if ":" in spec:  # "cerebras-cs3:weight-streaming": one zoo part in an execution mode
+        return single_device(hardware(spec), nodes)
     by_key, alias = _cluster_zoo()
     base = by_key[zoo_key(spec, "cluster", alias,
                           [n for c in by_key.values() for n in (c.key, *c.aliases)])]

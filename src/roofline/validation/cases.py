@@ -109,7 +109,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
-                     "stack": str},
+                     "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }
 
@@ -175,7 +175,8 @@ def _check_type(value: Any, typ: Any, where: str, key: str) -> None:
     ok = isinstance(value, typ) and not (isinstance(value, bool) and typ in (int, _NUM))
     if not ok:
         names = typ.__name__ if isinstance(typ, type) else "number"
-        raise SpecError(f"{where}: {key} = {value!r} must be a {names}")
+        article = "an" if names[0] in "aeiou" else "a"  # "an int", "a str"
+        raise SpecError(f"{where}: {key} = {value!r} must be {article} {names}")
 
 
 def _parse_case(raw: Mapping[str, Any], domain: str, schema: Mapping[str, Any],

@@ -170,8 +170,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         factors = replace(factors, attention_kernel=attention_kernel)
     cfg = m.config
     Bg = -(-B // ep)  # sequences per expert-parallel group (all of them for ep = 1)
-    if cfg.arch == "seq2seq":
-        _check_seq2seq(m.name, pc, chunk_size, draft, preset)
+    _check_seq2seq(m, pc, chunk_size, draft, preset)
     S_end = P + n - 1  # context of the last decode step
     why = _unservable(m, hw, hw_d, p, P, n)
     if why:
@@ -186,12 +185,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     D = cfg.d_model
     ab = p.act_bytes
     L_dev = plan.cfg.n_layers
-    seq2seq = cfg.arch == "seq2seq"
-    # TP all-reduces a token meets: two per layer (after attention and the MLP; an
-    # encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
-    # stages it crosses (the stages run in turn for one token) and one for the
-    # vocabulary-parallel embedding
-    n_ar = (3 if seq2seq else 2) * L_dev * pp + 1
+    n_ar = _n_allreduce(cfg, L_dev, pp)
 
     # -- prefill (each group's Bg sequences, all stages in turn for pp > 1)
     Bm = -(-Bg // pp)  # micro-batch per stage
@@ -199,10 +193,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     pre_parts, pre_comm, pre_flops = _prefill(plan, hw, eff, factors, Bg, T_new, pc, chunk_size,
                                               tp, pp, D * ab, n_ar)
     ep_pre, ep_step = _ep_comm(cfg, ep, tp, ab, hw, hw_d, factors, Bg, T_new, chunk_size, Bm, draft)
-    pre_comm += ep_pre
-    if seq2seq:  # the encoder: 2 all-reduces per encoder layer over source_len tokens
-        pre_comm += _allreduce(Bg * cfg.source_len * D * ab, tp, hw, factors,
-                               2 * plan.cfg.encoder_layers * pp)
+    pre_comm += ep_pre + _encoder_comm(plan, Bg, D * ab, tp, pp, hw, factors)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
     req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
@@ -280,9 +271,30 @@ def _kv_total(cfg: Any, p: Precision, B: int, tokens: int, kv_window: str) -> fl
                      + cfg.cross_kv_bytes(p.kv_bytes))
 
 
-def _check_seq2seq(name: str, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
+def _n_allreduce(cfg: Any, L_dev: int, pp: int) -> int:
+    """TP all-reduces a token meets: two per layer (after attention and the MLP; an
+    encoder-decoder's decoder layers add one after cross-attention) on every one of the pp
+    stages it crosses (the stages run in turn for one token) and one for the
+    vocabulary-parallel embedding."""
+    return (3 if cfg.arch == "seq2seq" else 2) * L_dev * pp + 1
+
+
+def _encoder_comm(plan: sp.Plan, B: int, row_bytes: float, tp: int, pp: int, hw: Hardware,
+                  factors: sp.ServingFactors) -> float:
+    """An encoder-decoder's prefill: 2 TP all-reduces per encoder layer over its source_len
+    tokens (0 for other models)."""
+    if plan.full.arch != "seq2seq":
+        return 0.0
+    return _allreduce(B * plan.full.source_len * row_bytes, tp, hw, factors,
+                      2 * plan.cfg.encoder_layers * pp)
+
+
+def _check_seq2seq(m: Any, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
     """What serving an encoder-decoder does not model (each would re-run or skip the
     encoder): a SpecError naming the argument."""
+    if m.config.arch != "seq2seq":
+        return
+    name = m.name
     for arg, bad in (("prefix_cached", pc != 0), ("chunk_size", chunk_size is not None),
                      ("draft", draft is not None), ("preset='mlsysim'", preset == "mlsysim")):
         if bad:

@@ -44,6 +44,7 @@ class _Ctx:
     opt_bytes: float  #: optimizer-state bytes per parameter
     key: SpecKey  #: the content the cached graphs and timings depend on (hash computed once)
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    cp: int = 1  #: context-parallel degree (the graphs hold seq_len / cp tokens)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -61,23 +62,24 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str,
-             lora_rank: int | None = None, attention_kernel: str = "auto") -> _Ctx:
+             lora_rank: int | None = None, cp: int = 1,
+             attention_kernel: str = "auto") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset, lora_rank, attention_kernel)
+                             preset, lora_rank, cp, attention_kernel)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             lora_rank, _override_key("gpu"), _override_key("tpu"), registered_epoch(),
-             attention_kernel)
+             lora_rank, cp, _override_key("gpu"), _override_key("tpu"),
+             _override_key("gpu-hopper"), registered_epoch(), attention_kernel)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, attention_kernel)
+                        lora_rank, cp, attention_kernel)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -90,7 +92,8 @@ def _is_path(x: Any) -> bool:
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
-                  lora_rank: int | None = None, attention_kernel: str = "auto") -> _Ctx:
+                  lora_rank: int | None = None, cp: int = 1,
+                  attention_kernel: str = "auto") -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -108,7 +111,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
     base = efficiency_for(hw, preset, attention_kernel)
-    f = None if preset == "bound" else training_factors(hw.kind)
+    f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)
     if p.compute == "fp16" or p.weights == "fp16":
@@ -118,11 +121,11 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     # the graphs and timings cached under this key depend on the model's shape and on the
     # device's and the factors' values: key on those, never on an id or a name
     key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
-                   lora_rank))
+                   lora_rank, cp))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
-                lora_rank=lora_rank)
+                lora_rank=lora_rank, cp=cp)
 
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
@@ -141,7 +144,8 @@ def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> Train
     k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout)
     g = _GRAPHS.get(k)
     if g is None:
-        g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len, tp=tp, sequence_parallel=sp,
+        g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len // ctx.cp, tp=tp,
+                           sequence_parallel=sp, cp=ctx.cp,
                            fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
                            dropout=ctx.dropout, lora_rank=ctx.lora_rank)
         _lru_put(_GRAPHS, k, g)

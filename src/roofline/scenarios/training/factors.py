@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ..._data import DATA, read_toml
-from ...engine.efficiency import Efficiency, Gemm, read_efficiency
+from ...engine.efficiency import NARROW_DTYPES, Efficiency, Gemm, read_efficiency
 from ...errors import SpecError
 from ...ops.collectives import Links
 from ...specs.cluster import Cluster
@@ -20,6 +20,11 @@ class TrainingFactors:
     efficiency loader) and the collective efficiencies."""
 
     gemm: Gemm  #: the training matmul model (replaces the preset's ``gemm``)
+    #: device keys this table is for (an architecture's parts); () for a hardware kind's table
+    devices: tuple[str, ...] = ()
+    #: multiplier on the preset's narrow-dtype factors (``gemm_dtype``: fp8, fp4, int8, int4)
+    #: on this table's devices; 1: the preset's
+    dtype_scale: float = 1.0
     scale_up_efficiency: float  #: busbw / link bandwidth on NVLink/ICI
     scale_out_efficiency: float  #: busbw / link bandwidth on the NICs
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
@@ -44,7 +49,11 @@ class TrainingFactors:
 
     def efficiency(self, base: Efficiency, kind: str) -> Efficiency:
         """The preset's factors on the device with the training matmul model."""
-        return replace(base, gemm=self.gemm, label=f"training/{kind}")
+        gd = base.gemm_dtype
+        if self.dtype_scale != 1.0:
+            gd = replace(gd, **{d: (getattr(gd, d) or 1.0) * self.dtype_scale
+                                for d in NARROW_DTYPES})
+        return replace(base, gemm=self.gemm, gemm_dtype=gd, label=f"training/{kind}")
 
 
 @lru_cache(maxsize=1)
@@ -55,6 +64,10 @@ def _factor_tables() -> dict[str, TrainingFactors]:
     for kind, tbl in doc.items():
         if kind in ("schema", "sources"):
             continue
+        devices = tbl.get("devices", [])
+        if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+            raise SpecError(f"data/presets/training.toml [{kind}] devices must be a list of "
+                            "hardware keys")
         origin = f"data/presets/training.toml [{kind}]"
         vals, prov = {}, {}
         for k in ("scale_up_efficiency", "scale_out_efficiency"):
@@ -70,19 +83,35 @@ def _factor_tables() -> dict[str, TrainingFactors]:
         eff = read_efficiency(tbl["efficiency"], sources=sources, origin=f"{origin} efficiency",
                               label=f"training/{kind}")
         prov.update(eff.provenance)
-        out[kind] = TrainingFactors(gemm=eff.gemm, **vals, provenance=prov)
+        if "dtype_scale" in tbl:
+            v, p = read_quantity(tbl["dtype_scale"], field="dtype_scale", dimension="ratio",
+                                 sources=sources, origin=origin)
+            vals["dtype_scale"], prov["dtype_scale"] = v, p
+        out[kind] = TrainingFactors(gemm=eff.gemm, devices=tuple(devices), **vals,
+                                    provenance=prov)
     return out
 
 
 _OVERRIDE: dict[str, TrainingFactors] = {}
 
 
-def training_factors(kind: str = "gpu") -> TrainingFactors:
-    """The fitted training factors for a hardware kind (GPU factors for kinds without a fit)."""
-    if kind in _OVERRIDE:
-        return _OVERRIDE[kind]
+def factor_table_for(kind: str = "gpu", device: str | None = None) -> str:
+    """The name of the factor table a device uses: the table listing its key in ``devices``
+    (an architecture's table, e.g. "gpu-hopper"), else its kind's ("gpu" where none)."""
     tables = _factor_tables()
-    return tables.get(kind, tables["gpu"])
+    for name, f in tables.items():
+        if device is not None and device in f.devices:
+            return name
+    return kind if kind in tables else "gpu"
+
+
+def training_factors(kind: str = "gpu", device: str | None = None) -> TrainingFactors:
+    """The fitted training factors for a device (its architecture's table where one lists it)
+    or a hardware kind (GPU factors for kinds without a fit)."""
+    name = factor_table_for(kind, device)
+    if name in _OVERRIDE:
+        return _OVERRIDE[name]
+    return _factor_tables()[name]
 
 
 def cluster_links(c: Cluster, f: TrainingFactors | None) -> Links:

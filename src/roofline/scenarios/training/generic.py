@@ -38,6 +38,13 @@ import numpy as np
 
 from ..._text import a_family
 from ...engine.core import time_model
+from ...engine.memory import (
+    STREAMED_OPTIMIZER_NOTE,
+    resident_weights,
+    store_reason,
+    streamed_training,
+    streams_weights,
+)
 from ...engine.presets import check_preset, efficiency_for
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
@@ -150,14 +157,15 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     state_b = optimizer_state_bytes(optimizer, master_weights=not fp32)
     opt_g = optimizer_graph(optimizer, p, master_weights=not fp32, grad_bytes=grad_b,
                             weight_bytes=p.weight_bytes)
-    f = training_factors(hw.kind) if preset != "bound" else None
+    f = training_factors(hw.kind, hw.key) if preset != "bound" else None
     links = cluster_links(c, f)
     g_bytes = P * grad_b
     t_rc = t_f if recompute == "full" else 0.0  # the forward again, segment by segment
     dp_exp = _dp_time(g_bytes, fwd.weight_footprint_bytes, dp, zero, links, dp_overlap,
                       t_f, t_b + t_rc, n_mb)
     shard = dp if zero >= 1 else 1  # ZeRO-1+: each rank updates 1/dp of the parameters
-    t_opt = float(optimizer_time(opt_g, hw, eff, P / shard, SCALAR))
+    streamed = streams_weights(hw)  # the update runs in the weight store: not priced
+    t_opt = 0.0 if streamed else float(optimizer_time(opt_g, hw, eff, P / shard, SCALAR))
     step = n_mb * (t_f + t_b + t_rc) + dp_exp + t_opt
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch
@@ -170,6 +178,11 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
            "optimizer": P * state_b / shard, "activations": saved,
            "workspace": float(eff.workspace)}
     mem["total"] = sum(mem.values())
+    warnings = tuple(fwd.meta.get("warnings", ()))
+    if streamed:  # the chip holds the largest op's weights and their gradient
+        held = resident_weights(fwd, hw)[0]
+        mem = streamed_training(mem, held, held / p.weight_bytes * grad_b)
+        warnings += (STREAMED_OPTIMIZER_NOTE.format(store=hw.weight_store.name),)
     cap = hw.memory_capacity_bytes
     feasible = mem["total"] <= cap and math.isfinite(step)
     fb = fmt_bytes
@@ -177,6 +190,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         f"needs {fb(mem['total'])} per device, {hw.name} has {fb(cap)} (weights "
         f"{fb(mem['weights'])}, gradients {fb(mem['gradients'])}, optimizer "
         f"{fb(mem['optimizer'])}, activations {fb(mem['activations'])})")
+    if streamed and feasible and store_reason(mem["weight_store"], hw):
+        feasible, reason = False, store_reason(mem["weight_store"], hw)
     bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": n_mb * t_rc,
           "optimizer": t_opt,
           "tp_comm": 0.0, "dp_comm": dp_exp, "pp_comm": 0.0, "ep_comm": 0.0, "bubble": 0.0}
@@ -198,7 +213,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         model_flops_per_step=mf_step, hardware_flops_per_step=hf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
-        warnings=tuple(fwd.meta.get("warnings", ())), optimizer=optimizer)
+        warnings=warnings, optimizer=optimizer)
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,

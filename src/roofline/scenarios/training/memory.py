@@ -26,7 +26,7 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
         seq_len=s, tp=tp, sequence_parallel=sp, fused_attention=ctx.fused, dropout=ctx.dropout,
         xp=xp)
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, 2 * D))
-    tokens_mb = b * s
+    tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(
         v > 1, 1 + (pp - 1) / (pp * v), 1.0)
     act = per_layer_tok * act_scale * tokens_mb * n_lps * inflight

@@ -43,7 +43,7 @@ class TrainingResult(Display):
     breakdown: dict[str, float]  #: seconds per step: forward, backward, recompute, optimizer,
     #: tp_comm, dp_comm, pp_comm, ep_comm (exposed parts), bubble; they sum to step_time
     memory_per_device: dict[str, float]  #: bytes: weights, gradients, optimizer, activations,
-    #: workspace, total
+    #: workspace, total (on the device); weight streaming adds weight_store (held off the chip)
     memory_capacity: float  #: bytes per device
     feasible: bool
     reason: str = ""
@@ -58,6 +58,7 @@ class TrainingResult(Display):
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    cp: int = 1  #: context-parallel degree (each rank holds seq_len / cp tokens)
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
@@ -157,6 +158,7 @@ class TrainingResult(Display):
             f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
                                                     if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
+            + (f"cp={self.cp} " if self.cp > 1 else "") +
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
@@ -167,6 +169,9 @@ class TrainingResult(Display):
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "
             f"workspace {b(mem['workspace'])}",
         ]
+        if "weight_store" in mem:  # weight streaming: the training state off the chip
+            lines.append(f"    weight store: {b(mem['weight_store'])} (weights, gradients and "
+                         "optimizer states)")
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
             return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

@@ -12,7 +12,14 @@ from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
 from ...engine.attention import ATTENTION_KERNELS
-from ...engine.memory import fit_reason, fits
+from ...engine.memory import (
+    STREAMED_OPTIMIZER_NOTE,
+    fit_reason,
+    fits,
+    store_reason,
+    streamed_training,
+    streams_weights,
+)
 from ...errors import SpecError
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
@@ -55,7 +62,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
     them (LoRA; None: every parameter is trained)."""
-    cfg, s, links = ctx.cfg, float(ctx.seq_len), ctx.links
+    cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
+    s, s_full = float(ctx.seq_len) / cp, float(ctx.seq_len)  # tokens on this rank, in all
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
@@ -90,10 +98,19 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         ep_l = t_a2a * (4 + 2 * (rc == 2))
     else:
         ep_l = xp.zeros_like(one)
+    # -- context parallelism: each layer gathers the whole sequence's K and V from the cp
+    # group (ring attention's cp − 1 passes move the same bytes) behind its attention core;
+    # the backward gathers them again and reduce-scatters dK, dV behind its 2.5× longer core
+    if cp > 1:
+        kv = b * s_full * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim * ab
+        t_kv = coll.group_all_gather(kv, cp, tp, links, xp)
+        cp_l = xp.maximum(t_kv - t_core, 0.0) + xp.maximum(2 * t_kv - 2.5 * t_core, 0.0)
+    else:
+        cp_l = xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
     # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
     pp1 = pp == 1
-    t_layer = t_lf + t_lb + t_rc + tp_f + tp_b + ep_l
+    t_layer = t_lf + t_lb + t_rc + tp_f + tp_b + ep_l + cp_l
     t_first = n_first * t_layer + t_ef + t_eb
     t_last = n_last * t_layer + t_hf + t_hb
     last_slowest = t_last >= t_first
@@ -104,7 +121,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
                                                 xp.where(last_slowest, t_hf, t_ef)))
     ext_b = xp.where(pp1, t_hb + t_eb, xp.where(mid_slowest, 0.0,
                                                 xp.where(last_slowest, t_hb, t_eb)))
-    cross = tp * pp * dp > links.domain
+    cross = tp * cp * pp * dp > links.domain
     t_p2p = coll.group_send_recv(b * s * D * ab / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
     f_mb = n_lps * t_lf + ext_f
@@ -112,44 +129,67 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     rc_mb = n_lps * t_rc
     tp_mb = n_lps * (tp_f + tp_b)
     ep_mb = n_lps * ep_l
-    t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + pp_mb
+    cp_mb = n_lps * cp_l
+    t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + cp_mb + pp_mb
     bubble = (pp - 1) / v * t_mb
 
     # -- parameters on the fullest stage (all of them; those trained)
     stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
     p_dev = stage_params(lp, emb_p, head_p)
     p_train = p_dev if trainable is None else stage_params(*trainable)
-    # -- data parallelism (+ ZeRO)
+    # -- data parallelism (+ ZeRO) over the dp·cp ranks holding the same weights
+    dpc = dp * cp
     g_bytes = p_train * ctx.grad_bytes
     w_bytes = p_dev * wb
-    ar = coll.group_all_reduce(g_bytes, dp, tp, links, xp)
-    rs = coll.group_reduce_scatter(g_bytes, dp, tp, links, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes, dp, tp, links, xp)
+    ar = coll.group_all_reduce(g_bytes, dpc, tp, links, xp)
+    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, links, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes, dpc, tp, links, xp)
     # ZeRO 1/2 all-gather the updated (trained) parameters once per step
-    ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dp, tp, links, xp)
+    ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dpc, tp, links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
     t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
     if dp_overlap:
         window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
         last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
-        dp_exp = xp.where(dp > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
+        dp_exp = xp.where(dpc > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
     else:
-        dp_exp = xp.where(dp > 1, t_dp, 0.0)
-    # ZeRO-3: two parameter all-gathers and a gradient reduce-scatter per micro-batch,
-    # prefetched/overlapped under its compute
-    z3 = xp.where(zero == 3, xp.maximum(2 * ag + rs - (f_mb + b_mb) * dp_overlap, 0.0), 0.0)
-    dp_exp = dp_exp + xp.where(dp > 1, m * z3, 0.0)
+        dp_exp = xp.where(dpc > 1, t_dp, 0.0)
+    # ZeRO-3 as FSDP runs it, per layer and micro-batch: the next layer's parameters are
+    # gathered while this one computes (in the forward, and again, resharded, in the backward)
+    # and its gradients reduce-scattered behind the previous layer's backward; the first gather
+    # and the last reduce-scatter have nothing to hide behind (_fsdp_exposed)
+    z3 = xp.where(zero == 3, _fsdp_exposed(ag, rs, f_mb, b_mb + rc_mb, n_lps, xp)
+                  if dp_overlap else 2 * ag + rs, 0.0)
+    dp_exp = dp_exp + xp.where(dpc > 1, m * z3, 0.0)
     # -- optimizer over the local shard
-    p_opt = p_train / xp.where(zero >= 1, dp, 1)
+    p_opt = p_train / xp.where(zero >= 1, dpc, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff), params=p_opt, xp=xp)
-    step = m * t_mb + bubble + dp_exp + t_opt
-
-    mem = _memory(ctx, tp, pp, dp, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
+    mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
                   w_bytes, g_bytes, xp)
+    if streams_weights(ctx.cl.device):
+        # weight streaming: weights, gradients and optimizer states live in the weight store;
+        # the chip holds the largest layer's (a block, the embedding, the head) weights and
+        # gradient; the update runs in the store (STREAMED_OPTIMIZER_NOTE)
+        big = xp.maximum(xp.maximum(lp, emb_p), head_p)
+        mem = streamed_training(mem, big * wb, big * ctx.grad_bytes, xp)
+        t_opt = 0.0 * t_opt
+    step = m * t_mb + bubble + dp_exp + t_opt
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
+                cp_comm=m * cp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
+    """Exposed ZeRO-3 time of one micro-batch through n layers (FSDP's prefetching):
+    ag/n + rs/n (the first gather, the last reduce-scatter) + n · (max(0, ag/n − t_f/n) +
+    max(0, (ag + rs)/n − t_b/n)), with ``ag`` one all-gather of the stage's parameters, ``rs``
+    one reduce-scatter of its gradients, ``t_f``/``t_b`` its forward / backward compute."""
+    nl = xp.maximum(n, 1.0)
+    ag_l, rs_l = ag / nl, rs / nl
+    return ag_l + rs_l + nl * (xp.maximum(ag_l - t_f / nl, 0.0)
+                               + xp.maximum(ag_l + rs_l - t_b / nl, 0.0))
 
 
 def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
@@ -192,10 +232,15 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int) -> None:
-    devices = ctx.cl.devices
-    if tp * pp * dp != devices:
-        raise SpecError(f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal the cluster's "
+    devices, cp = ctx.cl.devices, ctx.cp
+    if tp * cp * pp * dp != devices:
+        what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
+        vals = f"{tp}·{cp}·{pp}·{dp}" if cp > 1 else f"{tp}·{pp}·{dp}"
+        raise SpecError(f"{what} = {vals} = {tp * cp * pp * dp} must equal the cluster's "
                         f"{devices} devices ({ctx.cl.nodes} nodes × {ctx.cl.devices_per_node})")
+    if cp > 1 and ctx.seq_len % (2 * cp):
+        raise SpecError(f"cp={cp}: seq_len={ctx.seq_len} must be a multiple of 2·cp = {2 * cp} "
+                        "(each rank holds 2 of 2·cp sequence chunks)")
     if interleave > 1 and pp == 1:
         raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
     if dp % ep:
@@ -221,7 +266,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            ep=DEGREE, interleave=A.count(1, 1024), recompute=A.optional(RECOMPUTE_ARG),
            zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
-           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)),
+           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
@@ -230,7 +275,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
           optimizer: str = "adam", pp_stages: Any = None,
-          lora_rank: int | None = None, attention_kernel: str = "auto") -> TrainingResult:
+          lora_rank: int | None = None, cp: int = 1,
+          attention_kernel: str = "auto") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -247,6 +293,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``lora_rank`` r: LoRA fine-tuning — an adapter A·B of rank r on every linear of the blocks,
     every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
     optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
+    ``cp``: context parallelism (Megatron-LM's, ring attention's): each of the cp ranks of a
+    group holds seq_len/cp tokens of every sequence, gathers the whole sequence's K and V per
+    layer behind its attention (exposed where the exchange is longer) and reduces gradients with
+    the dp ranks; devices = tp·cp·pp·dp, dp defaults to devices / (tp·cp·pp).
     ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full" (decoder default
     "selective"). ``zero``: 0–3 (decoder default 1).
@@ -283,7 +333,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, attention_kernel)
+                   lora_rank, _check_int("cp", cp), attention_kernel)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
@@ -291,9 +341,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     tp, pp, ep = (_check_int(n, x) for n, x in (("tp", tp), ("pp", pp), ("ep", ep)))
     interleave = _check_int("interleave", interleave)
     if dp is None:
-        if ctx.cl.devices % (tp * pp):
-            raise SpecError(f"tp·pp = {tp * pp} must divide the cluster's {ctx.cl.devices} devices")
-        dp = ctx.cl.devices // (tp * pp)
+        if ctx.cl.devices % (tp * pp * ctx.cp):
+            raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
+                            f"{ctx.cl.devices} devices")
+        dp = ctx.cl.devices // (tp * pp * ctx.cp)
     dp = _check_int("dp", dp)
     zero = _check_int("zero", zero, 0)
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
@@ -332,8 +383,15 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     feasible = bool(fits(mem["total"], cap))
     reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
         k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
+    warnings: tuple[str, ...] = ()
+    if "weight_store" in r:  # weight streaming: the training state must fit the store
+        mem["weight_store"] = float(r["weight_store"][i])
+        why = store_reason(mem["weight_store"], ctx.cl.device)
+        if feasible and why:
+            feasible, reason = False, why
+        warnings = (STREAMED_OPTIMIZER_NOTE.format(store=ctx.cl.device.weight_store.name),)
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
-                                      "dp_comm", "pp_comm", "ep_comm", "bubble")}
+                                      "dp_comm", "pp_comm", "ep_comm", "cp_comm", "bubble")}
     hw = ctx.cl.device
     from ...analysis.power import device_power_w
 
@@ -346,9 +404,10 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
+        cp=ctx.cp,
         trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings)
