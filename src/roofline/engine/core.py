@@ -520,8 +520,8 @@ def _attention_kernel(graph: Graph, hw: Hardware, eff: Efficiency, dtype: str, p
                       gpk: Any, ga: Any, gb: Any, gc: Any) -> tuple[Any, Any, Any, Any]:
     """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
     the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
-    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8 model (an fp8
-    model's attention otherwise runs at the 16-bit peak: the kernel is 16-bit); no shape
+    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
+    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
     penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
     tf32) and other ops keep the matmul model."""
     att = np.array([c == "attention" for c in graph.classes])

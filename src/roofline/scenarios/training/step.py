@@ -139,28 +139,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_train = p_dev if trainable is None else stage_params(*trainable)
     # -- data parallelism (+ ZeRO) over the dp·cp ranks holding the same weights
     dpc = dp * cp
-    g_bytes = p_train * ctx.grad_bytes
-    w_bytes = p_dev * wb
-    ar = coll.group_all_reduce(g_bytes, dpc, tp, links, xp)
-    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, links, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes, dpc, tp, links, xp)
-    # ZeRO 1/2 all-gather the updated (trained) parameters once per step
-    ag_upd = ag if trainable is None else coll.group_all_gather(p_train * wb, dpc, tp, links, xp)
-    # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
-    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
-    if dp_overlap:
-        window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
-        last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
-        dp_exp = xp.where(dpc > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
-    else:
-        dp_exp = xp.where(dpc > 1, t_dp, 0.0)
-    # ZeRO-3 as FSDP runs it, per layer and micro-batch: the next layer's parameters are
-    # gathered while this one computes (in the forward, and again, resharded, in the backward)
-    # and its gradients reduce-scattered behind the previous layer's backward; the first gather
-    # and the last reduce-scatter have nothing to hide behind (_fsdp_exposed)
-    z3 = xp.where(zero == 3, _fsdp_exposed(ag, rs, f_mb, b_mb + rc_mb, n_lps, xp)
-                  if dp_overlap else 2 * ag + rs, 0.0)
-    dp_exp = dp_exp + xp.where(dpc > 1, m * z3, 0.0)
+    g_bytes, w_bytes = p_train * ctx.grad_bytes, p_dev * ctx.prec.weight_bytes
+    dp_exp = _dp_exposed(ctx, tp, dpc, zero, m, p_train, w_bytes, g_bytes, trainable is None,
+                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dpc, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
@@ -179,6 +160,37 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 cp_comm=m * cp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w_bytes: Any,
+                g_bytes: Any, all_trained: bool, f_mb: Any, b_mb: Any, rc_mb: Any, n_lps: Any,
+                dp_overlap: bool, xp: Any) -> Any:
+    """Exposed seconds per step of the data-parallel reduction over the ``dpc`` ranks holding
+    the same weights: ZeRO 0 all-reduce, 1/2 reduce-scatter + all-gather of the updated
+    parameters, 3 FSDP's per-micro-batch gathers; bucketed and overlapped with the backward
+    when ``dp_overlap`` (what does not fit under it, and at least the last bucket, stays)."""
+    wb = ctx.prec.weight_bytes
+    ar = coll.group_all_reduce(g_bytes, dpc, tp, ctx.links, xp)
+    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, ctx.links, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes, dpc, tp, ctx.links, xp)
+    # ZeRO 1/2 all-gather the updated (trained) parameters once per step
+    ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, ctx.links, xp)
+    # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
+    t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
+    if dp_overlap:
+        window = b_mb + rc_mb + xp.where(zero >= 1, f_mb, 0.0)
+        last_bucket = t_dp * xp.minimum(1.0, DP_BUCKET_BYTES / xp.maximum(g_bytes, 1.0))
+        dp_exp = xp.where(dpc > 1, xp.maximum(t_dp - window, last_bucket), 0.0)
+    else:
+        dp_exp = xp.where(dpc > 1, t_dp, 0.0)
+    # ZeRO-3 as FSDP runs it, per layer and micro-batch: the next layer's parameters are
+    # gathered while this one computes (in the forward, and again, resharded, in the backward)
+    # and its gradients reduce-scattered behind the previous layer's backward; the first gather
+    # and the last reduce-scatter have nothing to hide behind (_fsdp_exposed)
+    z3 = xp.where(zero == 3, _fsdp_exposed(ag, rs, f_mb, b_mb + rc_mb, n_lps, xp)
+                  if dp_overlap else 2 * ag + rs, 0.0)
+    dp_exp = dp_exp + xp.where(dpc > 1, m * z3, 0.0)
+    return dp_exp
 
 
 def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
