@@ -122,35 +122,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
                             fused_attention=fused_attention,
                             batch=micro_batch if cfg.n_experts else None, logits="all")
-    n = len(fwd)
-    c0, c1 = fwd.c0.copy(), fwd.c1.copy()
-    gemm = fwd.gemm.copy()
-    params = fwd.params.copy()
     sp = sequence_parallel and tp > 1
-    grp = np.empty(n, dtype=np.int64)
-    for i, nm in enumerate(fwd.names):
-        if cp > 1 and nm.startswith("layers.") and _is_core(nm):
-            c0[:, i] *= cp  # local queries against the whole sequence's keys
-            c1[:, i] *= cp
-        if nm.endswith(".attn.scale_mask"):
-            c0[:, i] = 0.0  # folded into the fused scale-mask-softmax kernel
-            c1[:, i] = 0.0
-        if nm.startswith("layers."):
-            grp[i] = _G["layer_fwd_core"] if _is_core(nm) else _G["layer_fwd"]
-        elif nm.startswith("embed"):
-            grp[i] = _G["embed_fwd"]
-        else:
-            grp[i] = _G["head_fwd"]
-        if sp and (nm.endswith("norm") or nm.endswith("residual")):
-            c0[:, i] /= tp
-            c1[:, i] /= tp
-            if nm.endswith("norm"):
-                c0[_WR, i] *= tp  # the norm's γ/β are read whole by every rank
-        if ".moe.experts." in nm and ep > 1:
-            # each rank holds E/ep experts and, with balanced routing, runs T·k rows on them
-            c0[:, i] /= np.where(np.arange(c0.shape[0]) == _WR, ep, 1)
-            params[i] /= ep
-            gemm[0, i] *= ep
+    c0, c1, gemm, params, grp = _forward_ops(fwd, tp, ep, cp, sp)
     # -- the loss: softmax cross-entropy over the local V/t logits (all tokens)
     lb = GraphBuilder(cfg.name, "train", precision)
     lb.add("softmax", "loss.cross_entropy", elements=T * local.vocab)
@@ -214,6 +187,42 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                          embed_trainable=float(p_train[is_embed].sum()),
                          head_trainable=float(p_train[~is_layer & ~is_embed].sum()),
                          lora_rank=lora_rank)
+
+
+def _forward_ops(fwd: Graph, tp: int, ep: int, cp: int,
+                 sp: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The forward graph's costs as one rank runs them (c0, c1, gemm, params, group): the
+    attention core × cp under context parallelism, the mask folded into the fused softmax,
+    norms and residual adds on T/t tokens with sequence parallelism, E/ep experts per rank."""
+    n = len(fwd)
+    c0, c1 = fwd.c0.copy(), fwd.c1.copy()
+    gemm = fwd.gemm.copy()
+    params = fwd.params.copy()
+    grp = np.empty(n, dtype=np.int64)
+    for i, nm in enumerate(fwd.names):
+        if cp > 1 and nm.startswith("layers.") and _is_core(nm):
+            c0[:, i] *= cp  # local queries against the whole sequence's keys
+            c1[:, i] *= cp
+        if nm.endswith(".attn.scale_mask"):
+            c0[:, i] = 0.0  # folded into the fused scale-mask-softmax kernel
+            c1[:, i] = 0.0
+        if nm.startswith("layers."):
+            grp[i] = _G["layer_fwd_core"] if _is_core(nm) else _G["layer_fwd"]
+        elif nm.startswith("embed"):
+            grp[i] = _G["embed_fwd"]
+        else:
+            grp[i] = _G["head_fwd"]
+        if sp and (nm.endswith("norm") or nm.endswith("residual")):
+            c0[:, i] /= tp
+            c1[:, i] /= tp
+            if nm.endswith("norm"):
+                c0[_WR, i] *= tp  # the norm's γ/β are read whole by every rank
+        if ".moe.experts." in nm and ep > 1:
+            # each rank holds E/ep experts and, with balanced routing, runs T·k rows on them
+            c0[:, i] /= np.where(np.arange(c0.shape[0]) == _WR, ep, 1)
+            params[i] /= ep
+            gemm[0, i] *= ep
+    return c0, c1, gemm, params, grp
 
 
 def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
