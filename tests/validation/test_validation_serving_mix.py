@@ -51,7 +51,7 @@ def test_vllm_poisson_runs_with_p99s(rows):
 def test_the_page_shows_what_the_code_produces(rows):
     from pathlib import Path
 
-    from roofline.validation.serving_mix import markdown_table
+    from roofline.validation.serving_mix import case_table
 
     page = (Path(__file__).parents[2] / "docs" / "validation" / "serving.md").read_text()
-    assert markdown_table(rows) in page
+    assert case_table(rows) in page

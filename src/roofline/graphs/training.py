@@ -123,7 +123,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                             fused_attention=fused_attention,
                             batch=micro_batch if cfg.n_experts else None, logits="all")
     sp = sequence_parallel and tp > 1
-    c0, c1, gemm, params, grp = _forward_ops(fwd, tp, ep, cp, sp)
+    c0, c1, gemm, params, grp = _forward_costs(fwd, tp, ep, cp, sp)
     # -- the loss: softmax cross-entropy over the local V/t logits (all tokens)
     lb = GraphBuilder(cfg.name, "train", precision)
     lb.add("softmax", "loss.cross_entropy", elements=T * local.vocab)
@@ -189,11 +189,27 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                          lora_rank=lora_rank)
 
 
-def _forward_ops(fwd: Graph, tp: int, ep: int, cp: int,
-                 sp: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The forward graph's costs as one rank runs them (c0, c1, gemm, params, group): the
-    attention core × cp under context parallelism, the mask folded into the fused softmax,
-    norms and residual adds on T/t tokens with sequence parallelism, E/ep experts per rank."""
+def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
+              T: int) -> Graph:
+    """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
+    ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
+    this rank's shard (so a column-parallel linear's A is whole and its B split, a
+    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
+    b = GraphBuilder(cfg.name, "train", precision)
+    for i, nm in enumerate(fwd.names):
+        if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
+            continue
+        d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
+        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
+        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
+    return b.build()
+
+
+def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.ndarray, ...]:
+    """The forward graph's cost columns on one rank, and each op's group: context parallelism
+    scales the attention core by cp, the mask folds into the fused softmax, sequence
+    parallelism splits norms and residual adds by tp (the norms' γ/β read whole), expert
+    parallelism keeps E/ep experts' weights per rank."""
     n = len(fwd)
     c0, c1 = fwd.c0.copy(), fwd.c1.copy()
     gemm = fwd.gemm.copy()
@@ -223,22 +239,6 @@ def _forward_ops(fwd: Graph, tp: int, ep: int, cp: int,
             params[i] /= ep
             gemm[0, i] *= ep
     return c0, c1, gemm, params, grp
-
-
-def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
-              T: int) -> Graph:
-    """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
-    ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
-    this rank's shard (so a column-parallel linear's A is whole and its B split, a
-    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
-    b = GraphBuilder(cfg.name, "train", precision)
-    for i, nm in enumerate(fwd.names):
-        if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
-            continue
-        d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
-        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
-        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
-    return b.build()
 
 
 def _backward(names: list[str], kinds: list[str], classes: list[str], c0: np.ndarray,

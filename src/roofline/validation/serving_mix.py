@@ -11,7 +11,7 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["predict", "predictions", "summary", "markdown_table", "SIM_METRICS"]
+__all__ = ["predict", "predictions", "summary", "case_table", "SIM_METRICS"]
 
 #: metric -> (ServingSim attribute, statistic)
 SIM_METRICS = {"ttft_p50": ("ttft", "p50"), "ttft_p99": ("ttft", "p99"),
@@ -101,7 +101,7 @@ def summary(rows: list[tuple[Case, float, bool]]) -> dict[str, dict[str, float]]
     return out
 
 
-def markdown_table(rows: list[tuple[Case, float, bool]]) -> str:
+def case_table(rows: list[tuple[Case, float, bool]]) -> str:
     """The cases table of docs/validation/serving.md, "Request mixes"."""
     lines = ["| case | source | ours | measured | unit | error |", "|---|---|---:|---:|---|---:|"]
     for c, v, over in rows:

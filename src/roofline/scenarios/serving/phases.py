@@ -201,19 +201,15 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     tokens_per_s = B * n / e2e
 
     # -- continuous batching steady state at concurrency B
-    single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
-        plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
-    steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
-    steady_tps = B / steady_tpot if steady_tpot > 0 else math.nan
+    steady_tpot, steady_tps = _steady(plan, hw, eff, pre_parts, B, Bg, T_new, pc, pp, tpot,
+                                      steps, n, req_fixed)
 
     # -- memory (per device)
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
                                                           T_new, pc, chunk_size, kv_window)
     kv_total = _kv_total(cfg, p, B, P + n, kv_window)
 
-    dec_dev_time = dec["total"] if dec["total"] else math.nan
-    mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
-    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
+    mbu, mfu = _utilisation(dec, steps, hw_d, p, pre_flops, e2e, pp)
 
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
@@ -222,14 +218,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
 
-    sh = plan  # closures for the lazy per-op Results
-
-    def _pre() -> Result:
-        return _phase_result(m, sh, hw, eff, preset, "prefill", Bg, T_new, pc)
-
-    def _dec() -> Result:
-        return _phase_result(m, sh, hw_d, eff_d, preset, "decode", Bm, 1, round(S_mean))
-
+    _pre, _dec = _lazy_phases(m, plan, hw, hw_d, eff, eff_d, preset, Bg, Bm, T_new, pc,
+                              round(S_mean))
     return ServeResult(
         **base, ttft=ttft, tpot=tpot, e2e_latency=e2e, tokens_per_s=tokens_per_s,
         tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
@@ -237,6 +227,41 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+
+
+def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],
+            B: int, Bg: int, T_new: int, pc: int, pp: int, tpot: float, steps: int, n: int,
+            req_fixed: float) -> tuple[float, float]:
+    """Continuous batching's steady state at concurrency B: (TPOT with one prompt's prefill
+    spread over each sequence's n tokens, output tokens/s)."""
+    single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
+        plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
+    steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
+    return steady_tpot, (B / steady_tpot if steady_tpot > 0 else math.nan)
+
+
+def _utilisation(dec: dict[str, float], steps: int, hw_d: Hardware, p: Precision,
+                 pre_flops: float, e2e: float, pp: int) -> tuple[float, float]:
+    """(MBU of the decode steps, MFU of the whole generation)."""
+    dec_dev_time = dec["total"] if dec["total"] else math.nan
+    mbu = dec["bytes"] / (dec_dev_time * hw_d.memory_bytes_per_s) if steps else math.nan
+    mfu = (pre_flops + dec["flops"]) / (e2e * hw_d.peak(p.compute) * pp) if e2e > 0 else math.nan
+    return mbu, mfu
+
+
+def _lazy_phases(m: Model, plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, eff_d: Any,
+                 preset: str, Bg: int, Bm: int, T_new: int, pc: int,
+                 S_mean: int) -> tuple[Any, Any]:
+    """The closures that build the per-op Results of prefill and of a mean decode step when
+    ``r.prefill`` / ``r.decode`` are read."""
+
+    def _pre() -> Result:
+        return _phase_result(m, plan, hw, eff, preset, "prefill", Bg, T_new, pc)
+
+    def _dec() -> Result:
+        return _phase_result(m, plan, hw_d, eff_d, preset, "decode", Bm, 1, S_mean)
+
+    return _pre, _dec
 
 
 def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,

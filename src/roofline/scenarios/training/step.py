@@ -62,7 +62,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
     them (LoRA; None: every parameter is trained)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
-    s = float(ctx.seq_len) / cp  # tokens of a sequence on this rank
+    s, s_full = float(ctx.seq_len) / cp, float(ctx.seq_len)  # tokens on this rank, in all
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
@@ -97,8 +97,15 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         ep_l = t_a2a * (4 + 2 * (rc == 2))
     else:
         ep_l = xp.zeros_like(one)
-    # -- context parallelism: the K/V exchange not hidden behind the attention core
-    cp_l = _cp_exposed(ctx, b, tp, t_core, xp) if cp > 1 else xp.zeros_like(one)
+    # -- context parallelism: each layer gathers the whole sequence's K and V from the cp
+    # group (ring attention's cp − 1 passes move the same bytes) behind its attention core;
+    # the backward gathers them again and reduce-scatters dK, dV behind its 2.5× longer core
+    if cp > 1:
+        kv = b * s_full * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim * ab
+        t_kv = coll.group_all_gather(kv, cp, tp, links, xp)
+        cp_l = xp.maximum(t_kv - t_core, 0.0) + xp.maximum(2 * t_kv - 2.5 * t_core, 0.0)
+    else:
+        cp_l = xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
     # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
     pp1 = pp == 1
@@ -131,9 +138,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_train = p_dev if trainable is None else stage_params(*trainable)
     # -- data parallelism (+ ZeRO) over the dp·cp ranks holding the same weights
     dpc = dp * cp
-    g_bytes, w_bytes = p_train * ctx.grad_bytes, p_dev * wb
-    dp_exp = _dp_exposed(ctx, g_bytes, w_bytes, p_train * wb, trainable is not None, dpc, tp,
-                         zero, m, f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp)
+    g_bytes, w_bytes = p_train * ctx.grad_bytes, p_dev * ctx.prec.weight_bytes
+    dp_exp = _dp_exposed(ctx, tp, dpc, zero, m, p_train, w_bytes, g_bytes, trainable is None,
+                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp)
     # -- optimizer over the local shard
     p_opt = p_train / xp.where(zero >= 1, dpc, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
@@ -154,19 +161,19 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
 
 
-def _dp_exposed(ctx: _Ctx, g_bytes: Any, w_bytes: Any, upd_bytes: Any, partial: bool, dpc: Any,
-                tp: Any, zero: Any, m: Any, f_mb: Any, b_mb: Any, rc_mb: Any, n_lps: Any,
+def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w_bytes: Any,
+                g_bytes: Any, all_trained: bool, f_mb: Any, b_mb: Any, rc_mb: Any, n_lps: Any,
                 dp_overlap: bool, xp: Any) -> Any:
-    """Exposed data-parallel time of a step over the ``dpc`` ranks holding the same weights:
-    ZeRO 0 all-reduces the gradients, ZeRO 1/2 reduce-scatter them and all-gather the updated
-    parameters (``upd_bytes``; fewer than all with LoRA, ``partial``), once per step, bucketed
-    behind the last micro-batch's backward with ``dp_overlap``; ZeRO-3 gathers and
-    reduce-scatters per layer and micro-batch as FSDP does (``_fsdp_exposed``)."""
-    links = ctx.links
-    ar = coll.group_all_reduce(g_bytes, dpc, tp, links, xp)
-    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, links, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes, dpc, tp, links, xp)
-    ag_upd = coll.group_all_gather(upd_bytes, dpc, tp, links, xp) if partial else ag
+    """Exposed seconds per step of the data-parallel reduction over the ``dpc`` ranks holding
+    the same weights: ZeRO 0 all-reduce, 1/2 reduce-scatter + all-gather of the updated
+    parameters, 3 FSDP's per-micro-batch gathers; bucketed and overlapped with the backward
+    when ``dp_overlap`` (what does not fit under it, and at least the last bucket, stays)."""
+    wb = ctx.prec.weight_bytes
+    ar = coll.group_all_reduce(g_bytes, dpc, tp, ctx.links, xp)
+    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, ctx.links, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes, dpc, tp, ctx.links, xp)
+    # ZeRO 1/2 all-gather the updated (trained) parameters once per step
+    ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, ctx.links, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
     t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
     if dp_overlap:
@@ -181,18 +188,8 @@ def _dp_exposed(ctx: _Ctx, g_bytes: Any, w_bytes: Any, upd_bytes: Any, partial: 
     # and the last reduce-scatter have nothing to hide behind (_fsdp_exposed)
     z3 = xp.where(zero == 3, _fsdp_exposed(ag, rs, f_mb, b_mb + rc_mb, n_lps, xp)
                   if dp_overlap else 2 * ag + rs, 0.0)
-    return dp_exp + xp.where(dpc > 1, m * z3, 0.0)
-
-
-def _cp_exposed(ctx: _Ctx, b: Any, tp: Any, t_core: Any, xp: Any) -> Any:
-    """Exposed context-parallel time of one layer and micro-batch: the whole sequence's K and V
-    (b·s·2·max(K/t, 1)·H at the activation width) gathered from the cp group — ring attention's
-    cp − 1 passes move the same bytes — behind the attention core in the forward; gathered again
-    and dK, dV reduce-scattered behind the 2.5× longer core in the backward."""
-    cfg, ab = ctx.cfg, ctx.prec.act_bytes
-    kv = b * float(ctx.seq_len) * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim * ab
-    t_kv = coll.group_all_gather(kv, ctx.cp, tp, ctx.links, xp)
-    return xp.maximum(t_kv - t_core, 0.0) + xp.maximum(2 * t_kv - 2.5 * t_core, 0.0)
+    dp_exp = dp_exp + xp.where(dpc > 1, m * z3, 0.0)
+    return dp_exp
 
 
 def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
