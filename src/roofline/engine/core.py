@@ -271,6 +271,8 @@ class TimeModel:
         if eff.conv.has_shape:
             ca, cb, cc = eff.conv.abc(g)
             ga, gb, gc = np.where(conv, ca, g.a), np.where(conv, cb, g.b), np.where(conv, cc, g.c)
+        if eff.attention.measured and not eff.is_bound:
+            gpk, ga, gb, gc = _attention_kernel(graph, hw, eff, dtype, self.peak, gpk, ga, gb, gc)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
@@ -508,6 +510,35 @@ class TimeModel:
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()
         return out
+
+
+#: name suffixes of backward ops (graphs/training.py: ``.grad``; graphs/backward.py: ``.bwd``)
+_BACKWARD = (".grad", ".bwd")
+
+
+def _attention_kernel(graph: Graph, hw: Hardware, eff: Efficiency, dtype: str, peak: float,
+                      gpk: Any, ga: Any, gb: Any, gc: Any) -> tuple[Any, Any, Any, Any]:
+    """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
+    the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
+    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
+    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
+    penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
+    tf32) and other ops keep the matmul model."""
+    att = np.array([c == "attention" for c in graph.classes])
+    if dtype not in ("fp16", "bf16", "fp8") or not att.any():
+        return gpk, ga, gb, gc
+    k = eff.attention
+    d16 = dtype if dtype != "fp8" else ("bf16" if hw.has("bf16") else "fp16")
+    if not hw.has(d16):
+        return gpk, ga, gb, gc
+    p16 = peak if d16 == dtype else hw.peak(d16)
+    rate_b = p16 * k.bwd * hw.sustained(d16)
+    rate_f = p16 * k.fwd * hw.sustained(d16)
+    if dtype == "fp8" and k.fp8_fwd is not None:
+        rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
+    bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
+    gpk = np.where(att, np.where(bwd, rate_b, rate_f), gpk)
+    return gpk, np.where(att, 0.0, ga), np.where(att, 0.0, gb), np.where(att, 0.0, gc)
 
 
 def time_model(graph: Graph, hw: Hardware, eff: Efficiency) -> TimeModel:

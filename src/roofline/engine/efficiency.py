@@ -117,9 +117,20 @@ class Conv:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attention:
-    """Fused attention: a multiplier on the matmul efficiency (1: same as a GEMM)."""
+    """Fused attention: a multiplier on the matmul efficiency (1: same as a GEMM); or, with a
+    measured kernel (``kernel`` != "gemm", data/presets/attention.toml), the fraction of the
+    16-bit dense peak that kernel reaches forward (``fwd``) and backward (``bwd``), and of the
+    fp8 peak forward (``fp8_fwd``; None: the kernel runs 16-bit even in an fp8 model)."""
 
     scale: float = 1.0
+    kernel: str = "gemm"  #: the attention implementation these numbers are of
+    fwd: float | None = None
+    bwd: float | None = None
+    fp8_fwd: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.fwd is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +248,12 @@ class Efficiency:
         self.gemm.check(lb, "gemm")
         if self.gemm_bf16 is not None:
             self.gemm_bf16.check(lb, "gemm_bf16", hi=2.0)  # vs the best measured bf16 rate
+        for nm in ("fwd", "bwd", "fp8_fwd"):
+            _check(lb, f"attention.{nm}", getattr(self.attention, nm), 0.0, 1.0, lo_open=True,
+                   allowed="a fraction of the dense peak")
+        if self.attention.measured and self.attention.bwd is None:
+            raise SpecError(f"efficiency {lb}: attention kernel {self.attention.kernel!r} has "
+                            "a forward fraction but no backward one")
         for nm in NARROW_DTYPES:
             _check(lb, f"gemm_dtype.{nm}", getattr(self.gemm_dtype, nm), 0.0, 2.0, lo_open=True,
                    allowed="a multiplier on the 16-bit matmul efficiency")

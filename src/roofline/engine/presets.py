@@ -97,17 +97,20 @@ def spec_efficiency(hw: Hardware) -> Efficiency | None:
     return eff
 
 
-def efficiency_for(hw: Hardware, preset: str) -> Efficiency:
+def efficiency_for(hw: Hardware, preset: str, attention_kernel: str = "auto") -> Efficiency:
     """The factors ``preset`` applies on ``hw``: a registered table, else the spec's own
-    fitted ``[efficiency]`` table, else the per-kind default."""
+    fitted ``[efficiency]`` table, else the per-kind default; fused attention priced as
+    ``attention_kernel`` (engine/attention.py: "auto" is the architecture's default)."""
     if preset == "bound":
         return BOUND
     if preset == "default":
+        from .attention import with_attention
+
         hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
         eff = hit if hit is not None else spec_efficiency(hw) or default_tables()[hw.kind]
         if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
             eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
-        return eff
+        return with_attention(eff, hw, attention_kernel)
     raise unknown("preset", preset, PRESETS)
 
 

@@ -19,6 +19,7 @@ from ..specs.dtypes import PRECISION_ARG, Precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
 from ..specs.hardware import hardware as resolve_hardware
+from .attention import ATTENTION_KERNELS
 from .core import time_model
 from .memory import memory_fit, resident_weights
 from .presets import check_preset, check_runtime, efficiency_for, for_runtime
@@ -63,6 +64,7 @@ def SPARSITY_ARG(name: str, v: Any) -> Any:  # noqa: N802
 
 #: the argument rules of ``solve`` (``sweep`` and the CLI share the scenario ones)
 PHASE_ARG = A.optional(A.choice("forward", "prefill", "decode"))
+ATTENTION_ARG = A.choice(*ATTENTION_KERNELS)
 TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
 
 
@@ -72,14 +74,15 @@ TOKENS_ARG = A.optional(A.count(1, A.MAX_TOKENS))
            preset=A.text, phase=PHASE_ARG, seq_len=TOKENS_ARG, context=TOKENS_ARG,
            fused_attention=A.flag, kv_precision=A.optional(A.dtype),
            weight_precision=A.optional(A.dtype), group_size=A.optional(A.count()),
-           fuse=FUSE_ARG, runtime=A.text, sparsity=SPARSITY_ARG, client=A.flag)
+           fuse=FUSE_ARG, runtime=A.text, sparsity=SPARSITY_ARG, client=A.flag,
+           attention_kernel=ATTENTION_ARG)
 def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precision = "fp16",
           preset: str = "default", phase: str | None = None, seq_len: int | None = None,
           context: int | None = None, fused_attention: bool = True,
           kv_precision: str | None = None, weight_precision: str | None = None,
           group_size: int | None = None, fuse: bool | Any = False,
           runtime: str = "eager", sparsity: str | float | None = None,
-          client: bool = False) -> Result:
+          client: bool = False, attention_kernel: str = "auto") -> Result:
     """Predict latency, throughput and the binding resource of one forward pass (or decode step).
 
     ``model``: zoo name, path or Model; ``hardware``: zoo name, TOML path or Hardware.
@@ -99,7 +102,9 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     ``r.economics`` / ``r.cost_per_sample``. ``client=True``: the latency a client measures end
     to end — the device time plus the inputs and outputs over the host link and through the
     serving stack and a per-request floor (engine/client.py; fitted on Triton runs, off by
-    default); ``r.client_time`` holds the added seconds.
+    default); ``r.client_time`` holds the added seconds. ``attention_kernel``: the
+    fused-attention implementation ("auto": the architecture's — FlashAttention-3 on Hopper, the
+    matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm", "unfused"; engine/attention.py).
     """
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -122,6 +127,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
                                "file; unstructured sparsity (a density) still compresses weights")
         if pattern is not None:
             sparse = (pattern, hw.sparsity.get("2:4", 1.0) if pattern == "2:4" else 1.0)
+    if attention_kernel == "unfused":
+        fused_attention = False
     g = m.graph(precision=p, phase=phase, seq_len=seq_len, context=context, batch=batch,
                 fused_attention=fused_attention, fuse=fuse, sparsity=sparse)
     if not hw.has(p.compute):
@@ -130,7 +137,7 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
         return replace(r, warnings=tuple(g.meta.get("warnings", ())))
     if preset == "mlsysim":
         return _solve_mlsysim(m, hw, g, batch, p, phase)
-    eff = for_runtime(efficiency_for(hw, preset), runtime)
+    eff = for_runtime(efficiency_for(hw, preset, attention_kernel), runtime)
     tm = time_model(g, hw, eff)
     tot = tm.totals_at(batch)
     ops = OpTableSource(g, None, batch, tot.latency, tm)

@@ -75,6 +75,12 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "engine": str},
         "optional": {"phase": str, "context": int, "weights": str, "group_size": int},
     },
+    "attention": {
+        "metrics": {"tflops": {"TFLOP/s": 1e12}},
+        "required": {"hardware": str, "kernel": str, "direction": str, "batch": int, "heads": int,
+                     "seq_len": int, "head_dim": int, "causal": bool},
+        "optional": {},
+    },
     "collectives": {
         "metrics": {"busbw": {"GB/s": 1e9}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},

@@ -4,6 +4,7 @@ continuous-batching steady state and the per-device memory; speculative decoding
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
+from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -119,7 +121,8 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
            prefix_cached=A.count(0, A.MAX_TOKENS), chunk_size=A.optional(R.TOKENS),
            draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
            decode_hardware=A.anything,
-           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=R.KV_WINDOW)
+           kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=R.KV_WINDOW,
+           attention_kernel=A.choice(*ATTENTION_KERNELS))
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
@@ -128,7 +131,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
           chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
           acceptance: float = 0.7, decode_hardware: Any = None,
-          kv_link_bytes_per_s: float | None = None, kv_window: str = "ring") -> ServeResult:
+          kv_link_bytes_per_s: float | None = None, kv_window: str = "ring",
+          attention_kernel: str = "auto") -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
 
     ``precision`` sets the compute dtype (its tensor-core peak) and, by default, weights and
@@ -149,6 +153,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
     every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
     "Sliding-window layers"). Attention reads only the window either way.
+    ``attention_kernel``: the fused-attention implementation ("auto": the engine's, by default
+    the architecture's — FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3",
+    "cudnn", "gemm", "unfused"; engine/attention.py, docs/validation/attention.md).
     ``price_per_hour`` (USD per device-hour; default: the part's public price), ``region``
     (grid, for carbon) and ``pue`` feed ``cost_per_million_output_tokens``,
     ``energy_per_output_token`` and ``carbon_per_million_output_tokens``.
@@ -157,6 +164,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         model, hardware, batch, prompt_len, output_len, precision, kv_precision,
         weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
         kv_window, ep)
+    if attention_kernel == "unfused":
+        fused_attention = False
+    elif attention_kernel != "auto":
+        factors = replace(factors, attention_kernel=attention_kernel)
     cfg = m.config
     Bg = -(-B // ep)  # sequences per expert-parallel group (all of them for ep = 1)
     _check_seq2seq(m, pc, chunk_size, draft, preset)

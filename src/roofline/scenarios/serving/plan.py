@@ -85,6 +85,9 @@ class ServingFactors:
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
     allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
     p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
+    #: the fused-attention kernel the engine runs (engine/attention.py; "auto": the
+    #: architecture's default); ``serve(attention_kernel=...)`` replaces it
+    attention_kernel: str = "auto"
     provenance: dict[str, Provenance] | None = field(default=None, compare=False, hash=False)
     _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
 
@@ -430,7 +433,7 @@ def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -
     key = (spec_key(hw), preset, factors, dtype)
     e = _EFF.get(key)
     if e is None:
-        base = efficiency_for(hw, preset)
+        base = efficiency_for(hw, preset, factors.attention_kernel)
         e = base if preset == "bound" else factors.efficiency(base, dtype)
         if len(_EFF) >= 256:
             _EFF.pop(next(iter(_EFF)))

@@ -62,23 +62,24 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str,
-             lora_rank: int | None = None, cp: int = 1) -> _Ctx:
+             lora_rank: int | None = None, cp: int = 1,
+             attention_kernel: str = "auto") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset, lora_rank, cp)
+                             preset, lora_rank, cp, attention_kernel)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, _override_key("gpu"), _override_key("tpu"),
-             _override_key("gpu-hopper"), registered_epoch())
+             _override_key("gpu-hopper"), registered_epoch(), attention_kernel)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, cp)
+                        lora_rank, cp, attention_kernel)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -91,7 +92,8 @@ def _is_path(x: Any) -> bool:
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
-                  lora_rank: int | None = None, cp: int = 1) -> _Ctx:
+                  lora_rank: int | None = None, cp: int = 1,
+                  attention_kernel: str = "auto") -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -108,7 +110,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                                     f"{', '.join(hw.dtypes)}")
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
-    base = efficiency_for(hw, preset)
+    base = efficiency_for(hw, preset, attention_kernel)
     f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)

@@ -11,6 +11,7 @@ from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
+from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import (
     STREAMED_OPTIMIZER_NOTE,
     fit_reason,
@@ -277,7 +278,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            ep=DEGREE, interleave=A.count(1, 1024), recompute=A.optional(RECOMPUTE_ARG),
            zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
-           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE)
+           pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
+           attention_kernel=A.choice(*ATTENTION_KERNELS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -285,7 +287,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default",
           optimizer: str = "adam", pp_stages: Any = None,
-          lora_rank: int | None = None, cp: int = 1) -> TrainingResult:
+          lora_rank: int | None = None, cp: int = 1,
+          attention_kernel: str = "auto") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -313,9 +316,15 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
+    ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
+    FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm";
+    "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
+    the kernel's measured rate.
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
+    if attention_kernel == "unfused":
+        fused_attention = False
     m = resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
@@ -336,7 +345,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, _check_int("cp", cp))
+                   lora_rank, _check_int("cp", cp), attention_kernel)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:

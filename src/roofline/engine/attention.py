@@ -1,0 +1,108 @@
+"""Which fused-attention kernel prices attention ops: ``attention_kernel`` of solve, serve and
+train, resolved per architecture against data/presets/attention.toml.
+
+``"auto"``: the architecture's default kernel (Hopper: FlashAttention-3) or, on a part of no
+listed architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul model (as
+before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of the peak,
+forward and backward (engine/core.py ``_attention_kernel``) — FlashAttention-2 on a part with
+no measured entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak, what the
+matmul model gives); ``"unfused"``: QKᵀ, softmax and ·V as separate ops (the graph changes;
+solve, serve and train pass ``fused_attention=False``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
+
+from ..errors import SpecError, unknown
+from ..specs.hardware import Hardware
+from ..specs.sourced import read_quantity
+from .efficiency import Attention, Efficiency
+
+__all__ = ["ATTENTION_KERNELS", "check_attention_kernel", "with_attention", "architecture",
+           "resolve_kernel"]
+
+ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused")
+#: kernels priced as the matmul model where the table has no entry for the architecture
+_AS_GEMM_ELSEWHERE = ("fa2",)
+
+
+def check_attention_kernel(kernel: Any) -> str:
+    if not isinstance(kernel, str) or kernel not in ATTENTION_KERNELS:
+        raise unknown("attention_kernel", str(kernel), ATTENTION_KERNELS)
+    return kernel
+
+
+@lru_cache(maxsize=1)
+def _tables() -> dict[str, Any]:
+    from .._data import DATA, read_toml
+
+    doc = read_toml(DATA / "presets" / "attention.toml")
+    src = doc.get("sources", {})
+    origin = "data/presets/attention.toml"
+    arch = {}
+    for name, tbl in doc.get("arch", {}).items():
+        if tbl.get("source") not in src:
+            raise SpecError(f"{origin} [arch] {name}: source {tbl.get('source')!r} is not in "
+                            "[sources]")
+        for key in tbl["hardware"]:
+            arch[key] = name
+    default = {a: t["kernel"] for a, t in doc.get("default", {}).items()}
+    kernels: dict[tuple[str, str], dict[str, float]] = {}
+    for kname, per in doc.get("kernel", {}).items():
+        for a, tbl in per.items():
+            vals = {}
+            for f, raw in tbl.items():
+                if f not in ("fwd", "bwd", "fp8_fwd"):
+                    raise SpecError(f"{origin} [kernel.{kname}.{a}]: unknown field {f!r}; "
+                                    "allowed: fwd, bwd, fp8_fwd")
+                vals[f], _ = read_quantity(raw, field=f"kernel.{kname}.{a}.{f}",
+                                           dimension="ratio", sources=src, origin=origin)
+            kernels[(kname, a)] = vals
+    for a, k in default.items():
+        if (k, a) not in kernels and k != "gemm":
+            raise SpecError(f"{origin} [default] {a} = {k!r} has no [kernel.{k}.{a}] table")
+    return {"arch": arch, "default": default, "kernels": kernels}
+
+
+def architecture(hw: Hardware) -> str | None:
+    """The architecture the attention table lists ``hw`` under (None: none)."""
+    return _tables()["arch"].get(hw.key)
+
+
+def resolve_kernel(hw: Hardware, kernel: str) -> str:
+    """The kernel ``kernel`` means on ``hw`` ("auto" -> the architecture's default)."""
+    kernel = check_attention_kernel(kernel)
+    if kernel != "auto":
+        return kernel
+    a = architecture(hw)
+    return _tables()["default"].get(a, "gemm") if a else "gemm"
+
+
+def with_attention(eff: Efficiency, hw: Hardware, kernel: str) -> Efficiency:
+    """``eff`` with fused attention priced as ``kernel`` on ``hw`` (the pure roofline and
+    "gemm" / "unfused" leave it as it is). A measured kernel the architecture has no entry for
+    is a SpecError naming the ones it has."""
+    k = resolve_kernel(hw, kernel)
+    if eff.is_bound or k in ("gemm", "unfused"):
+        return eff
+    a = architecture(hw)
+    vals = _tables()["kernels"].get((k, a)) if a else None
+    if vals is None:
+        if k in _AS_GEMM_ELSEWHERE:
+            return eff
+        have = sorted(kk for kk, aa in _tables()["kernels"] if aa == a)
+        raise SpecError(f"attention_kernel={k!r} has no measured entry for {hw.name} "
+                        f"(architecture {a or 'not listed'}) in data/presets/attention.toml; "
+                        f"allowed here: auto, gemm, unfused"
+                        + (", fa2" if k != "fa2" else "") + "".join(f", {x}" for x in have))
+    return _with(eff, k, vals.get("fwd"), vals.get("bwd"), vals.get("fp8_fwd"))
+
+
+@lru_cache(maxsize=256)
+def _with(eff: Efficiency, kernel: str, fwd: float | None, bwd: float | None,
+          fp8_fwd: float | None) -> Efficiency:
+    att = Attention(scale=eff.attention.scale, kernel=kernel, fwd=fwd, bwd=bwd, fp8_fwd=fp8_fwd)
+    return replace(eff, attention=att, label=f"{eff.label}/{kernel}")
