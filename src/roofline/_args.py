@@ -220,9 +220,16 @@ def mapping(key: Rule, value: Rule, *, what: str) -> Rule:
     return rule
 
 
+_NONE_OK: set[Rule] = set()  # rules that pass None through unchanged (optional(...))
+
+
 def optional(rule: Rule) -> Rule:
     """``None`` or what ``rule`` allows."""
-    return lambda name, v: None if v is None else rule(name, v)
+    def opt(name: str, v: Any) -> Any:
+        return None if v is None else rule(name, v)
+
+    _NONE_OK.add(opt)  # checked() skips it for None without calling it
+    return opt
 
 
 def anything(name: str, v: Any) -> Any:
@@ -338,6 +345,7 @@ def checked(**rules: Rule) -> Callable[[F], F]:
                 raise ArgumentError(f"{title}() is missing the required argument(s) "
                                     f"{', '.join(repr(m) for m in miss)}")
 
+        none_ok = _NONE_OK
         kw_only = frozenset(n for n in names if n not in positional)
         req_kw_set = frozenset(req_kw)
 
@@ -355,7 +363,7 @@ def checked(**rules: Rule) -> Callable[[F], F]:
                 args = tuple(lst)
             for k, v in kwargs.items():
                 r = active.get(k)
-                if r is not None:
+                if r is not None and (v is not None or r not in none_ok):
                     kwargs[k] = r(k, v)
             return fn(*args, **kwargs)
 

@@ -55,12 +55,12 @@ def resident_weights(graph: Any, hw: Any) -> tuple[float, str]:
     weight store or ""). Resident execution holds every weight; weight streaming
     (``Hardware.execution``) holds the largest single op's weights at a time (a lower bound on
     one layer's) and needs all of them in the weight store."""
-    from ..graphs.graph import Q
-
     total = float(graph.weight_footprint_bytes)
     store = getattr(hw, "weight_store", None)
-    if getattr(hw, "execution", "resident") != "weight_streaming" or store is None:
+    if store is None or getattr(hw, "execution", "resident") != "weight_streaming":
         return total, ""
+    from ..graphs.graph import Q  # here: solve calls this on every result, streaming is rare
+
     w = graph.c0[Q["weight_bytes_read"]] + graph.c1[Q["weight_bytes_read"]]
     held = float(w.max()) if len(w) else 0.0
     why = "" if total <= store.capacity_bytes else (

@@ -219,8 +219,9 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
 
 def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
     """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
-    from ..analysis.power import binding_utilisation, device_power_w
+    from ..analysis import power  # a sys.modules hit after the first call
 
+    binding_utilisation, device_power_w = power.binding_utilisation, power.device_power_w
     u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
     return device_power_w(hw, u, preset) * latency
 

@@ -149,6 +149,10 @@ def precision(
     ``gguf_formats()``) are accepted as ``spec`` or ``weights``: weights at the type's real bits
     per weight (Q4_0 4.5, Q4_K_M 4.84, Q6_K 6.5625, Q8_0 8.5), fp16 compute, activations, KV.
     """
+    if weights is None and kv is None and activations is None and group_size is None:
+        hit = _SIMPLE.get(spec) if isinstance(spec, str) else None
+        if hit is not None:  # the common case first: a plain dtype name
+            return hit
     g = _gguf(spec) if isinstance(spec, str) else None
     if g is not None:  # a GGUF type: its weights, fp16 everything else
         spec = Precision(compute="fp16", weights=g[0], activations="fp16", kv="fp16",
