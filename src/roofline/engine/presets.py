@@ -104,14 +104,32 @@ def efficiency_for(hw: Hardware, preset: str, attention_kernel: str = "auto") ->
     if preset == "bound":
         return BOUND
     if preset == "default":
-        from .attention import with_attention
-
-        hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
-        eff = hit if hit is not None else spec_efficiency(hw) or default_tables()[hw.kind]
-        if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
-            eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
-        return with_attention(eff, hw, attention_kernel)
+        # solve asks this on every call: the answer for this very Hardware object (immutable;
+        # held in the entry, so its id cannot be reused while cached) at this registry epoch
+        ck = (id(hw), attention_kernel, _EPOCH[0])
+        hit = _FOR_HW.get(ck)
+        if hit is not None and hit[0] is hw:
+            return hit[1]
+        eff = _default_for(hw, attention_kernel)
+        if len(_FOR_HW) >= 256:
+            _FOR_HW.pop(next(iter(_FOR_HW)))
+        _FOR_HW[ck] = (hw, eff)
+        return eff
     raise unknown("preset", preset, PRESETS)
+
+
+_FOR_HW: dict[tuple[int, str, int], tuple[Hardware, Efficiency]] = {}
+
+
+def _default_for(hw: Hardware, attention_kernel: str) -> Efficiency:
+    """The default preset's factors on ``hw`` (efficiency_for without its cache)."""
+    from .attention import with_attention
+
+    hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
+    eff = hit if hit is not None else spec_efficiency(hw) or default_tables()[hw.kind]
+    if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
+        eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
+    return with_attention(eff, hw, attention_kernel)
 
 
 @lru_cache(maxsize=256)
