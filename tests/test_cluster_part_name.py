@@ -21,3 +21,16 @@ def test_a_cluster_name_still_wins_and_typos_list_clusters():
 def test_a_part_name_with_several_nodes_is_refused():
     with pytest.raises(SpecError, match="is one device"):
         rl.cluster("h100-sxm5", nodes=4)
+
+
+def test_efficiency_for_keys_on_content_including_the_workspace():
+    import dataclasses
+
+    from roofline.engine.presets import efficiency_for
+
+    h = rl.hardware("h100-sxm5")
+    twin = dataclasses.replace(h)  # an equal copy: the same factors
+    assert efficiency_for(twin, "default") == efficiency_for(h, "default")
+    small = dataclasses.replace(h, workspace_bytes=1e6)  # only the workspace differs
+    assert efficiency_for(small, "default").workspace == 1e6
+    assert efficiency_for(h, "default").workspace != 1e6

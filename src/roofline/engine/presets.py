@@ -104,21 +104,20 @@ def efficiency_for(hw: Hardware, preset: str, attention_kernel: str = "auto") ->
     if preset == "bound":
         return BOUND
     if preset == "default":
-        # solve asks this on every call: the answer for this very Hardware object (immutable;
-        # held in the entry, so its id cannot be reused while cached) at this registry epoch
-        ck = (id(hw), attention_kernel, _EPOCH[0])
-        hit = _FOR_HW.get(ck)
-        if hit is not None and hit[0] is hw:
-            return hit[1]
-        eff = _default_for(hw, attention_kernel)
-        if len(_FOR_HW) >= 256:
-            _FOR_HW.pop(next(iter(_FOR_HW)))
-        _FOR_HW[ck] = (hw, eff)
+        # solve asks this on every call: keyed on the spec's content (spec_key, plus the
+        # workspace, which timings do not read but the factors carry) and the registry epoch
+        ck = (spec_key(hw), hw.workspace_bytes, attention_kernel, _EPOCH[0])
+        eff = _FOR_HW.get(ck)
+        if eff is None:
+            eff = _default_for(hw, attention_kernel)
+            if len(_FOR_HW) >= 256:
+                _FOR_HW.pop(next(iter(_FOR_HW)))
+            _FOR_HW[ck] = eff
         return eff
     raise unknown("preset", preset, PRESETS)
 
 
-_FOR_HW: dict[tuple[int, str, int], tuple[Hardware, Efficiency]] = {}
+_FOR_HW: dict[tuple[object, ...], Efficiency] = {}
 
 
 def _default_for(hw: Hardware, attention_kernel: str) -> Efficiency:
