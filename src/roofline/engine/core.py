@@ -438,38 +438,37 @@ class TimeModel:
         self._env_arr = (np.asarray(edges), table)
         return edges, [tuple(r) for r in table.tolist()]
 
+    def _segment(self, B: float) -> tuple[float, ...] | None:
+        """The closed form's row (intercepts and slopes of the sums) for the segment holding
+        batch ``B``; None where the closed form does not apply (then evaluate directly)."""
+        if not self.envelope_ok:
+            return None
+        if self._env is None:
+            self._env = self._envelope()
+        edges, rows = self._env
+        k = bisect.bisect_right(edges, B) - 1
+        # on a breakpoint a tie could flip a compute/memory label: evaluate directly
+        return rows[k] if k >= 0 and not (k > 0 and B == edges[k]) else None
+
     def totals_at(self, batch: float) -> Totals:
         """Totals at one batch: the closed form where it applies, else the direct sum."""
-        if self.envelope_ok:
-            if self._env is None:
-                self._env = self._envelope()
-            edges, rows = self._env
-            B = float(batch)
-            k = bisect.bisect_right(edges, B) - 1
-            # on a breakpoint a tie could flip a compute/memory label: evaluate directly
-            if k >= 0 and not (k > 0 and B == edges[k]):
-                b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = rows[k]
-                time = t_i + t_s * B
-                f0, f1, y0, y1, tc0, tc1 = self.a_sums
-                live = float((self.live0 + self.live1 * B).max())
-                return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
-                              time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B,
-                              live)
-        return self.evaluate(batch).totals()
+        B = float(batch)
+        row = self._segment(B)
+        if row is None:
+            return self.evaluate(batch).totals()
+        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
+        time = t_i + t_s * B
+        f0, f1, y0, y1, tc0, tc1 = self.a_sums
+        live = float((self.live0 + self.live1 * B).max())
+        return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
+                      time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live)
 
     def latency_at(self, batch: float) -> float:
         """``totals_at(batch).latency`` alone (the closed form's time row: a bisection and two
         float operations, for callers that need only the sum of op times)."""
-        if self.envelope_ok:
-            if self._env is None:
-                self._env = self._envelope()
-            edges, rows = self._env
-            B = float(batch)
-            k = bisect.bisect_right(edges, B) - 1
-            if k >= 0 and not (k > 0 and B == edges[k]):
-                row = rows[k]
-                return row[2] + row[3] * B
-        return self.totals_at(batch).latency
+        B = float(batch)
+        row = self._segment(B)
+        return self.evaluate(batch).totals().latency if row is None else row[2] + row[3] * B
 
     def latency_many(self, batches: Any) -> np.ndarray:
         """``totals_many(batches)[0]`` alone: Σ op time at many batches."""
