@@ -183,3 +183,25 @@ def test_repeated_layers_traced_once_equal_every_layer_traced(family: str) -> No
         assert g1.names == g2.names and g1.kinds == g2.kinds
         assert (g1.quantities(b) == g2.quantities(b)).all()
     assert once.params == every.params
+
+
+def test_gemma3_local_and_global_layers() -> None:
+    """Gemma 3 (layer 0 local with a 16-token window, layer 1 global; q/k norms, four norms a
+    layer). transformers calls SDPA causal on the global layer but with an explicit mask on the
+    local one, which traces as the whole T×T matrix of 1,024 pairs; the graph's windowed
+    attention counts at most T·window = 32·16 = 512 pairs (ops/formulas.py): the trace's
+    excess on layer 0 is 2 (QKᵀ and ·V) · 2 · 4 heads · (1024 − 512) · 32 = 262,144 FLOPs per
+    sample."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model("gemma3_text", **SMALL, head_dim=32, sliding_window=16,
+                               sliding_window_pattern=2)
+    ids = torch.zeros(1, T, dtype=torch.long)
+    traced, built = _pair(cfg, AutoModelForCausalLM, (ids,), seq_dim=1)
+    assert traced.unsupported_ops == ()
+    assert built.config.layer_window(0) == 16 and built.config.layer_window(1) is None
+    assert traced.params == built.params
+    for b in (1, 4):
+        ft = traced.graph(precision="bf16", seq_len=T).cost(b).flops - b * 262_144
+        fb = built.graph(precision="bf16", seq_len=T).cost(b).flops
+        assert ft == pytest.approx(fb, rel=0.01), (b, ft, fb)

@@ -76,6 +76,12 @@ class TransformerConfig:
     #: Gemma 2: sliding window on every ``window_every``-th layer only (layers i % n == 0);
     #: 1 = every layer (Mistral). The other layers attend globally.
     window_every: int = 1
+    #: Gemma 3: which layers are windowed, one flag per layer (from layer_types or every
+    #: sliding_window_pattern-th layer global); overrides window_every when given. A config
+    #: with fewer layers (a pipeline stage, a lever's shrunk copy) reads its prefix; one with
+    #: more repeats it
+    window_layers: tuple[bool, ...] = ()
+    qk_norm: bool = False  #: Gemma 3: per-head RMSNorm on queries and keys (weights [H] each)
     sandwich_norm: bool = False  #: Gemma 2: extra RMSNorms after attention and after the MLP
     final_logit_softcap: bool = False  #: Gemma 2: tanh soft-capping of the logits
     # -- mixture of experts, DeepSeek style
@@ -156,7 +162,12 @@ class TransformerConfig:
 
     def layer_window(self, i: int) -> int | None:
         """Sliding window of layer ``i`` (None: global attention)."""
-        if self.sliding_window is None or i % self.window_every:
+        if self.sliding_window is None:
+            return None
+        if self.window_layers:
+            flag = self.window_layers[i % len(self.window_layers)]
+            return self.sliding_window if flag else None
+        if i % self.window_every:
             return None
         return self.sliding_window
 
@@ -397,6 +408,10 @@ def _attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, 
             b.add("linear", f"{p}.attn.{nm}", params=D * heads * H +
                   (heads * H if cfg.qkv_bias else 0), tokens=T, d_in=D,
                   d_out=heads * H, bias=cfg.qkv_bias)
+    if cfg.qk_norm:  # RMSNorm over each head's H features, one [H] weight for all heads
+        for nm, heads in (("q_norm", N), ("k_norm", K)):
+            b.add("norm", f"{p}.attn.{nm}", params=H, elements=T * heads * H, features=H,
+                  variant="rmsnorm")
     if cfg.positions == "rope":
         b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
     if cached:

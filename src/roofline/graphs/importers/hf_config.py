@@ -1,8 +1,8 @@
 """HuggingFace ``config.json`` -> ``TransformerConfig`` (plain JSON; no transformers import).
 
 ``from_hf_config`` normalises the field names of the families we know (GPT-2, BERT/RoBERTa, ViT,
-the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3, llama4; and the
-encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``mamba_from_hf`` reads a
+the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, gemma3, deepseek_v2/v3, llama4;
+and the encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``mamba_from_hf`` reads a
 Mamba config into a ``MambaConfig``; ``hf_config_model`` builds the ``Model`` of any supported
 family and ``hf_model`` reads a ``config.json`` file into one.
 """
@@ -114,12 +114,12 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
     if mt == "mamba":
         raise SpecError(f"{name}: model_type 'mamba' is a state-space model, not a transformer: "
                         "rl.model(config) builds it (mamba_from_hf gives its MambaConfig)")
-    if mt == "llama4":  # the multimodal wrapper: its text model
+    if mt in ("llama4", "gemma3"):  # the multimodal wrapper: its text model (no vision tower)
         text = cfg["text_config"]
         if not isinstance(text, dict):
-            raise SpecError(f"{name}: a 'llama4' config's text_config must be an object, got "
+            raise SpecError(f"{name}: a {mt!r} config's text_config must be an object, got "
                             f"{_shown(text)}")
-        return from_hf_config({**text, "model_type": "llama4_text"}, name=name)
+        return from_hf_config({**text, "model_type": f"{mt}_text"}, name=name)
     if mt in SEQ2SEQ_TYPES:
         return seq2seq_config(f, mt, name)
     if mt in ("gpt2",) or "n_embd" in cfg:
@@ -174,7 +174,8 @@ def _divides(name: str, D: int, N: int, d_field: str, n_field: str) -> None:
 
 def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
              F: int) -> TransformerConfig:
-    """Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, deepseek_v2/v3."""
+    """Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, gemma3_text,
+    deepseek_v2/v3."""
     cfg = f.cfg
     K = f.int("num_key_value_heads", default=N, hi=N)
     if cfg.get("head_dim") is None:
@@ -191,7 +192,9 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
               hi=MAX_EXPERTS)
     top_k = f.int("num_experts_per_tok", lo=1, hi=E) \
         if E else 0
-    sw = f.int("sliding_window", default=0, hi=MAX_POSITIONS) \
+    gemma3 = mt == "gemma3_text"
+    # Gemma3TextConfig's default window is 4096 (the published checkpoints write theirs)
+    sw = f.int("sliding_window", default=4096 if gemma3 else 0, hi=MAX_POSITIONS) \
         if f.flag("use_sliding_window", True) and cfg.get("sliding_window") != 0 else 0
     mla = f.int("kv_lora_rank", default=0, lo=0, hi=2**16) > 0
     if mla:
@@ -210,7 +213,8 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         tied_embeddings=tied,
         n_experts=E, top_k=top_k,
         sliding_window=sw or None, embed_scale=gemma,
-        window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt == "gemma2",
+        window_every=2 if mt == "gemma2" else 1, sandwich_norm=mt in ("gemma2", "gemma3_text"),
+        window_layers=_gemma3_windows(f, L) if gemma3 and sw else (), qk_norm=gemma3,
         final_logit_softcap=bool(f.number("final_logit_softcapping")),
         moe_d_ff=moe_ff if llama4 else (f.int("moe_intermediate_size", default=0, lo=0)
                                         if E else 0),
@@ -225,6 +229,25 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
         v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
+
+
+def _gemma3_windows(f: _Fields, L: int) -> tuple[bool, ...]:
+    """Gemma 3's windowed layers: ``layer_types`` when the file has it (newer transformers
+    write it), else every ``sliding_window_pattern``-th layer global (layers P-1, 2P-1, ...;
+    transformers' default pattern 6: five local layers to one global)."""
+    if f.flag("use_bidirectional_attention", False):
+        raise SpecError(f"{f.where}: use_bidirectional_attention=true (EmbeddingGemma's "
+                        "encoder) is not modelled; the importer builds causal decoders")
+    types = f.cfg.get("layer_types")
+    if types is None:
+        P = f.int("sliding_window_pattern", default=6, hi=L + 1)
+        return tuple(bool((i + 1) % P) for i in range(L))
+    allowed = ("sliding_attention", "full_attention")
+    if (not isinstance(types, list) or len(types) != L
+            or any(t not in allowed for t in types)):
+        raise SpecError(f"{f.where}: layer_types={_shown(types)} must list num_hidden_layers="
+                        f"{L} entries, each one of {', '.join(allowed)}")
+    return tuple(t == "sliding_attention" for t in types)
 
 
 def _moe_every(f: _Fields, L: int) -> int:

@@ -39,6 +39,11 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
                    "moe_intermediate_size")),
     "gemma": ("Gemma decoder (GeGLU, tied, √D embedding scale)", ()),
     "gemma2": ("Gemma 2 decoder (alternating sliding window, sandwich norms, soft-capping)", ()),
+    "gemma3": ("Gemma 3, its text model (text_config, as gemma3_text; the SigLIP vision tower "
+               "and its image tokens are left out)", ("text_config",)),
+    "gemma3_text": ("Gemma 3 decoder (Gemma 2's sandwich norms, GeGLU, tied, √D scale; local "
+                    "sliding-window layers per layer_types or every sliding_window_pattern-th "
+                    "layer global, 5:1; per-head q/k RMSNorm)", ()),
     "phi3": ("Phi-3 decoder (fused QKV and gate/up: the same weights as Llama's)", ()),
     "deepseek_v2": ("DeepSeek-V2 decoder (MLA + MoE)",
                     ("kv_lora_rank", "n_routed_experts", "num_experts_per_tok")),
@@ -64,10 +69,6 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: known model types that are not supported yet, and why
 UNSUPPORTED_MODEL_TYPES: dict[str, str] = {
-    "gemma3": "Gemma 3's multimodal wrapper; its 5:1 local/global window pattern and q/k norms "
-              "are not modelled yet",
-    "gemma3_text": "Gemma 3: its 5:1 local/global window pattern and q/k norms are not "
-                   "modelled yet",
     "mamba2": "Mamba-2 (state-space duality: multi-head scan, grouped B/C): not modelled yet "
               "(Mamba-1, model_type 'mamba', is)",
 }
