@@ -34,3 +34,4 @@ def test_efficiency_for_keys_on_content_including_the_workspace():
     small = dataclasses.replace(h, workspace_bytes=1e6)  # only the workspace differs
     assert efficiency_for(small, "default").workspace == 1e6
     assert efficiency_for(h, "default").workspace != 1e6
+

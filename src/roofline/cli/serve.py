@@ -56,6 +56,9 @@ def register(sub: Any) -> None:
                    help="with --advise: TPOT SLO in ms")
     p.add_argument("-o", "--output", default=None, metavar="PATH",
                    help="write the output (in --format) to this file instead of stdout")
+    from .solve import add_attention_arg
+
+    add_attention_arg(p)
     add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
               weight_precision=args.weight_precision, group_size=args.group_size, tp=args.tp,
               pp=args.pp, preset=args.preset, engine=args.engine,
               prefix_cached=args.prefix_cached, chunk_size=args.chunk,
-              kv_window=args.kv_window, **econ_kwargs(args))
+              kv_window=args.kv_window, attention_kernel=args.attention_kernel,
+              **econ_kwargs(args))
     if args.advise:
         from .advise import print_levers
 

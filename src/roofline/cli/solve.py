@@ -115,6 +115,17 @@ def add_scenario_args(p: argparse.ArgumentParser, *, many_precisions: bool = Fal
                         "length; its value is --seq-len")
 
 
+def add_attention_arg(p: argparse.ArgumentParser) -> None:
+    """``--attention-kernel`` for solve, serve and train (engine/attention.py)."""
+    from ..engine.attention import ATTENTION_KERNELS
+
+    p.add_argument("--attention-kernel", default="auto", choices=ATTENTION_KERNELS,
+                   help="fused-attention implementation: auto (the architecture's: "
+                        "FlashAttention-3 on Hopper, the matmul model elsewhere), fa2, fa3, "
+                        "cudnn (measured tables, data/presets/attention.toml), gemm (priced as "
+                        "a matmul), unfused")
+
+
 def natural_precision(hardware: Sequence[Any] | Any, prefer: str = "fp16") -> list[str]:
     """The 16-bit dtype(s) to use when ``--precision`` is not given: ``prefer`` if every part
     has it, else the other 16-bit float every part has, else one per part."""
@@ -232,6 +243,7 @@ def register(sub: Any) -> None:
                                     "path")
     p.add_argument("--batch", "-b", type=int, default=1, help="batch size (default 1)")
     add_scenario_args(p)
+    add_attention_arg(p)
     p.add_argument("--ops", nargs="?", type=int, const=10, default=None, metavar="K",
                    help="also show the K most expensive operators (default K=10)")
     from .econ import add_econ_args
@@ -263,7 +275,8 @@ def run(args: argparse.Namespace) -> int:
     from .econ import econ_data, econ_kwargs
 
     r = solve(model_arg(args), args.hardware, batch=args.batch, precision=precision,
-              **scenario_kwargs(args), **econ_kwargs(args))
+              attention_kernel=args.attention_kernel, **scenario_kwargs(args),
+              **econ_kwargs(args))
     data: dict[str, Any] = {**r.to_dict(), **econ_data(r, args)}
     tables = []
     if args.ops is not None and len(r.ops):

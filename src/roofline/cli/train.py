@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import SpecError
 from .output import add_output_args, emit, limits
 from .solve import natural_precision
 
@@ -58,7 +59,9 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", default=None, metavar="PATH",
                    help="write the output (in --format) to this file instead of stdout")
     from .econ import add_econ_args
+    from .solve import add_attention_arg
 
+    add_attention_arg(p)
     add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
@@ -73,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     common = dict(global_batch=args.global_batch, seq_len=args.seq_len,
                   precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
+    if args.search and args.attention_kernel != "auto":
+        raise SpecError(f"--attention-kernel {args.attention_kernel} with --search: "
+                        "best_parallelism prices the architecture's kernel ('auto') only")
     if args.search:
         t = best_parallelism(args.model, args.cluster, top=args.top, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
@@ -83,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
-              **common, **econ_kwargs(args))  # type: ignore[arg-type]
+              attention_kernel=args.attention_kernel, **common,
+              **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

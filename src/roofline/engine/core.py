@@ -470,19 +470,24 @@ class TimeModel:
         row = self._segment(B)
         return self.evaluate(batch).totals().latency if row is None else row[2] + row[3] * B
 
-    def latency_many(self, batches: Any) -> np.ndarray:
-        """``totals_many(batches)[0]`` alone: Σ op time at many batches."""
-        B = np.asarray(batches, dtype=np.float64)
-        if not self.envelope_ok:
-            return self.ops(B).time.sum(-1)
+    def _segments(self, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The closed form's rows for many batches, and the indices of the batches to evaluate
+        directly (below the first segment, or on a breakpoint — ``_segment`` for one)."""
         if self._env is None:
             self._env = self._envelope()
         assert self._env_arr is not None
         edges, table = self._env_arr
         k = np.searchsorted(edges, B, side="right") - 1
-        r = table[np.maximum(k, 0)]
-        out = r[:, 2] + r[:, 3] * B
         redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
+        return table[np.maximum(k, 0)], redo
+
+    def latency_many(self, batches: Any) -> np.ndarray:
+        """``totals_many(batches)[0]`` alone: Σ op time at many batches."""
+        B = np.asarray(batches, dtype=np.float64)
+        if not self.envelope_ok:
+            return self.ops(B).time.sum(-1)
+        r, redo = self._segments(B)
+        out = r[:, 2] + r[:, 3] * B
         if len(redo):
             out[redo] = self.ops(B[redo]).time.sum(-1)
         return out
@@ -492,12 +497,7 @@ class TimeModel:
         B = np.asarray(batches, dtype=np.float64)
         if not self.envelope_ok:
             return self.ops(B).rows()
-        if self._env is None:
-            self._env = self._envelope()
-        assert self._env_arr is not None
-        edges, table = self._env_arr
-        k = np.searchsorted(edges, B, side="right") - 1
-        r = table[np.maximum(k, 0)]
+        r, redo = self._segments(B)
         time = r[:, 2] + r[:, 3] * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
         out = np.stack([time, r[:, 0] + r[:, 1] * B, tc0 + tc1 * B, r[:, 8] + r[:, 9] * B,
@@ -505,7 +505,6 @@ class TimeModel:
                         r[:, 6] + r[:, 7] * B,
                         (self.live0[None, :] + self.live1[None, :] * B[:, None]).max(1)
                         if self.C0.shape[1] else 0.0 * B])
-        redo = np.flatnonzero((k < 0) | ((k > 0) & (B == edges[np.maximum(k, 0)])))
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()
         return out
