@@ -97,3 +97,28 @@ def test_bundled_1b_count_and_window_at_long_context() -> None:
     assert sum(kv_read.values()) == kv * (22 * 512 + 4 * 8000)
     # the KV cache one sequence holds: 22 local layers × 512 tokens + 4 global × 8000
     assert cfg.kv_bytes_per_sequence(8000, 2) == kv * (22 * 512 + 4 * 8000)
+
+
+def test_bundled_4b_wrapper_fills_transformers_defaults() -> None:
+    """google/gemma-3-4b-it's text_config names five fields; the rest are Gemma3TextConfig's
+    defaults, so the count equals transformers' Gemma3ForCausalLM built from that text_config."""
+    m = rl.model("google/gemma-3-4b-it")
+    assert m.key == "gemma-3-4b"
+    cfg = m.config
+    assert (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.vocab) == (8, 4, 256, 262208)
+    assert [i for i in range(34) if cfg.layer_window(i) is None] == [5, 11, 17, 23, 29]
+    assert cfg.layer_window(0) == 1024
+    assert m.params == _hand_params(2560, 10240, 34, 8, 4, 256, 262208) == 3_880_263_168
+    # Keras-Hub's text-only count is 64 embedding rows of 2560 smaller (see the model TOML)
+    assert m.params - m.published["params"].value == 64 * 2560
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import tomllib
+    from pathlib import Path
+
+    toml = Path(rl.__file__).parent / "data" / "models" / "gemma-3-4b.toml"
+    text = tomllib.loads(toml.read_text(encoding="utf-8"))["config"]["text_config"]
+    hf = transformers.Gemma3TextConfig(**{k: v for k, v in text.items() if k != "model_type"})
+    with torch.device("meta"):
+        module = transformers.Gemma3ForCausalLM(hf)
+    assert m.params == sum(p.numel() for p in module.parameters())

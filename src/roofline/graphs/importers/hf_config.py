@@ -46,6 +46,16 @@ MAX_POSITIONS = 2**30
 MAX_EXPERTS = 2**14
 _REQUIRED = object()
 
+#: transformers' Gemma3TextConfig defaults (models/gemma3/configuration_gemma3.py, transformers
+#: 4.50+), applied where a gemma3_text config (or a gemma3 file's text_config) omits the field,
+#: as transformers does: google/gemma-3-4b-it's text_config names only hidden_size,
+#: intermediate_size, num_hidden_layers, rope_scaling and sliding_window
+GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "max_position_embeddings": 131_072, "sliding_window": 4096,
+    "hidden_activation": "gelu_pytorch_tanh"}
+
 
 class _Fields:
     """Strict readers of config.json fields: integers must be JSON integers (or integral
@@ -120,6 +130,9 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
             raise SpecError(f"{name}: a {mt!r} config's text_config must be an object, got "
                             f"{_shown(text)}")
         return from_hf_config({**text, "model_type": f"{mt}_text"}, name=name)
+    if mt == "gemma3_text" and any(k not in cfg for k in GEMMA3_TEXT_DEFAULTS):
+        # the published 4B/12B/27B files write only the fields that differ from these
+        return from_hf_config({**GEMMA3_TEXT_DEFAULTS, **cfg}, name=name)
     if mt in SEQ2SEQ_TYPES:
         return seq2seq_config(f, mt, name)
     if mt in ("gpt2",) or "n_embd" in cfg:
