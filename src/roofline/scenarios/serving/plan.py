@@ -334,7 +334,7 @@ def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse:
     with data-parallel attention — ep groups of tp × pp devices, each serving its share of the
     sequences with the dense weights replicated, the routed experts split among the groups
     (``TransformerConfig.expert_groups``)."""
-    key = (id(cfg), cfg, p, tp, pp, fuse, fused_attention, weight_format, ep)
+    key = (cfg, p, tp, pp, fuse, fused_attention, weight_format, ep)
     pl = _PLANS.get(key)
     if pl is None:
         dev = shard_config(cfg, tp, pp, ep)
