@@ -1,5 +1,9 @@
 """Shared pytest configuration."""
 
+from pathlib import Path
+
+import pytest
+
 
 # -- hypothesis profiles (issue 11 §5) --------------------------------------------------------
 # "ci" (default) keeps every property test within the suite's time; "deep" is run by hand
@@ -20,3 +24,19 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+# -- generated tables in the docs ------------------------------------------------------------
+@pytest.fixture
+def doc_block():
+    """``doc_block(path, name)``: the text between ``<!-- name: ... -->`` and
+    ``<!-- end name -->`` in a docs page (a table the validation code generates)."""
+    import re
+
+    def read(path, name: str) -> str:
+        text = Path(path).read_text(encoding="utf-8")
+        m = re.search(rf"<!-- {name}: .*? -->\n(.*?)\n<!-- end {name} -->", text, re.S)
+        assert m is not None, f"{path}: no <!-- {name}: ... --> block"
+        return m.group(1)
+
+    return read

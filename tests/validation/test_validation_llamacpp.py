@@ -4,7 +4,6 @@ bytes by hand."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,10 @@ def rep():
     return v.llamacpp_holdout()
 
 
-def _block(name: str) -> str:
-    text = DOC.read_text(encoding="utf-8")
-    m = re.search(rf"<!-- {name}: .*? -->\n(.*?)\n<!-- end {name} -->", text, re.S)
-    assert m is not None
-    return m.group(1)
 
-
-def test_doc_tables_are_generated(rep) -> None:
-    assert _block("holdout") == v.holdout_table(rep)
-    assert _block("cases") == v.case_table(rep)
+def test_doc_tables_are_generated(rep, doc_block) -> None:
+    assert doc_block(DOC, "holdout") == v.holdout_table(rep)
+    assert doc_block(DOC, "cases") == v.case_table(rep)
 
 
 def test_fit_reproduces_the_shipped_factors(rep) -> None:
