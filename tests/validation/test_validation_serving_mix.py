@@ -34,15 +34,20 @@ def test_saturated_trtllm_bench_throughput(rows):
 
 
 def test_vllm_poisson_runs_with_p99s(rows):
-    # vLLM on A100 PCIe at 1 and 4 req/s (ShareGPT): latencies under-predicted, by more for
-    # tp4 than for tp2·pp2 and by more at 4 req/s than at 1; every case within 3.5x
+    # vLLM on A100 PCIe at 1 and 4 req/s (ShareGPT): latencies under-predicted; tp 4 rings its
+    # all-reduces through PCIe (the cards are bridged in pairs), priced from an NCCL-over-PCIe
+    # microbenchmark, not from these cases (RMS 0.63 before that term); every case within 2.2x
     vl = [(c, v, o) for c, v, o in rows if c.source == "vllm_azure"]
     for c, v, over in vl:
-        assert abs(math.log(v / c.value_si)) <= math.log(3.5), c.id
+        assert abs(math.log(v / c.value_si)) <= math.log(2.2), c.id
         # the simulation says overloaded exactly where the run could not keep up (16 req/s
         # offered, 2.67 req/s served)
         assert over == ("16 req/s" in c.id), c.id
-    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.70  # now 0.63
+    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.42  # now 0.37
+    # the PCIe ring is what separates tp 4 from tp 2 x pp 2 at 1 req/s: tp 4's unloaded TTFT
+    # (p50) is now within a third of the run's
+    ttft = next(v / c.value_si for c, v, _ in vl if c.id.endswith("tp4 ShareGPT 1 req/s p50 TTFT"))
+    assert 0.67 <= ttft <= 1.0
     # all requests at once: the throughput the engine sustains is met within 10 %
     tput = next(v / c.value_si for c, v, _ in vl if c.metric == "tok_s")
     assert tput == pytest.approx(1.0, abs=0.10)
