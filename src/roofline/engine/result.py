@@ -21,9 +21,10 @@ __all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
 OP_SHOW = ("name", "kind", "bound", "time", "share", "flops", "bytes", "intensity", "t_compute",
            "t_memory", "overhead")
 
-POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisation of the binding "
-               "resource (max of MFU and MBU), idle = 30 % of TDP (assumed; "
-               "data/economics/power.toml); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
+POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = power activity "
+               "min(1, w_c × MFU + w_m × MBU) with weights fitted to measured power, idle = the "
+               "part's measured idle or 30 % of TDP (data/economics/power.toml; per part: "
+               "economics.power_source); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
 def _energy_on_read(r: Result) -> float:
@@ -221,9 +222,13 @@ class Result(Display):
                                if v),
         ]
         if not math.isnan(self.energy):
+            from ..analysis.power import power_activity
+
+            act = min(1.0, max(0.0, self.mfu)) if self.preset == "mlsysim" else \
+                power_activity(self.mfu, self.mbu)
             lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
                          f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
-                         f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
+                         f"at activity {act:.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
         lines += [f"  WARNING         {w}" for w in self.warnings]

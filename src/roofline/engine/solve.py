@@ -223,11 +223,12 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
 
 
 def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
-    """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
+    """J of one device over ``latency`` (analysis/power.py: idle + (peak − idle) × activity,
+    a = min(1, w_c·MFU + w_m·MBU); mlsysim: TDP·(0.3 + 0.7·MFU))."""
     from ..analysis import power  # a sys.modules hit after the first call
 
-    binding_utilisation, device_power_w = power.binding_utilisation, power.device_power_w
-    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
+    power_activity, device_power_w = power.power_activity, power.device_power_w
+    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else power_activity(mfu, mbu)
     return device_power_w(hw, u, preset) * latency
 
 
