@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._display import Display
+from .._frozen import fast_init
 from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
@@ -26,6 +27,16 @@ POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = power acti
                "economics.power_source); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
+def _energy_on_read(r: Result) -> float:
+    """``r.energy`` passed as ``LAZY``: ``fn(*args)`` of ``r._energy_of`` (engine/solve.py's
+    power model with the inputs of the solve, so a ``replace`` cannot make it stale)."""
+    src = r._energy_of
+    if src is None:
+        raise RuntimeError("Result: energy=LAZY needs _energy_of=(function, *arguments)")
+    return float(src[0](*src[1:]))
+
+
+@fast_init(lazy={"energy": _energy_on_read})
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Result(Display):
     """Latency, throughput and why, for one model × hardware × scenario. SI units throughout."""
@@ -76,6 +87,9 @@ class Result(Display):
     #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
     _hardware: Any = field(default=None, repr=False)
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+    #: (function, *arguments) giving ``energy`` on first read when it was passed as ``LAZY``
+    #: (solve: the power model costs ~2 µs, a tenth of a solve, and most callers never read it)
+    _energy_of: Any = field(default=None, repr=False, compare=False)
 
     def levers(self, **kw: Any) -> Any:
         """Every design lever for the call that made this result, ranked (``rl.levers``)."""
