@@ -47,7 +47,8 @@ def predict_run(case: Case) -> tuple[Any, dict[str, Any]]:
                                 sc["seq_len"])
     tp, pp, gpus = sc["tp"], sc["pp"], sc["gpus"]
     dp = gpus // (tp * pp * sc.get("cp", 1))
-    fixed = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep") if k in sc}
+    fixed = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep", "moe_routing")
+             if k in sc}
     if sc.get("cp", 1) > 1:
         fixed["cp"] = sc["cp"]
     best: tuple[float, Any, dict[str, Any]] | None = None
@@ -177,7 +178,7 @@ def _knobs(cid: str) -> dict[str, Any]:
     kw = dict(nodes=sc["gpus"] // 8, global_batch=sc["global_batch"], seq_len=sc["seq_len"],
               micro_batch=r.micro_batch, tp=r.tp, pp=r.pp, dp=r.dp, interleave=r.interleave,
               recompute=r.recompute, precision=sc["precision"])
-    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp", "ep") if k in sc})
+    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp", "ep", "moe_routing") if k in sc})
     return {"model": sc["model"], "cluster": sc["cluster"], **kw}
 
 
