@@ -52,12 +52,17 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     count and the number of iterations.
     """
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
-    # one pass: one mixed iteration, or one run of identical decode steps. The hot scalars
-    # stay on ``s`` (slots); the pass calls one or two methods, keeping the loop's speed
+    # one pass: one mixed iteration, or one run of identical decode steps; the state lives on
+    # ``s`` (slots), and a pass makes few calls (~370 k passes for 10^5 requests)
     n, times, wait, heap, mc = s.n, s.arr, s.wait, s.heap, s.mc
     dynamic, hist, bs, total = s.dynamic, s.hist, s.bs, s.total
     s.arrive()  # (and again whenever the clock jumps to an arrival)
-    while s.finished < n:
+    # `while True`, not `while s.finished < n`: CPython 3.11 specialises the bytecode of a
+    # function entered once only after a few unconditional backward jumps, and a `while cond:`
+    # loop jumps back conditionally — this loop would run unspecialised throughout
+    while True:
+        if s.finished >= n:
+            break
         if not wait and s.running == 0:  # an empty system: on to the next arrival
             s.now = times[s.nxt]
             s.arrive()
@@ -111,28 +116,6 @@ def _tables(c: StepCosts, top: int) -> tuple[list[float], list[float], list[floa
         slope += [slope[NM]] * (top - NM)
         pair += [pair[NM]] * (top - NM)
     return lin, slope, pair, pre
-
-
-def _prompt_tokens(rem: int, tok: int, chunked: bool, alone: bool) -> int | None:
-    """Tokens of a prompt with ``rem`` left to prefill that this step takes, ``tok`` of its
-    budget left (> 0) — the one rule for partial prefills and newly admitted prompts: chunked,
-    as many as fit; whole prompts, all of them, and one longer than what is left waits for the
-    next step (None) unless it would run ``alone``."""
-    if chunked:
-        return rem if rem < tok else tok
-    return None if rem > tok and not alone else rem
-
-
-def _steps_to_arrival(gap: float, base: float, inc: float) -> int:
-    """The fewest decode steps, the j-th (from 0) costing ``base + inc·j``, that reach an
-    arrival ``gap`` s away (at least one)."""
-    if gap <= base:
-        return 1
-    if inc > 0:  # k·base + inc·k(k−1)/2 ≥ gap: the positive root of the quadratic in k
-        a2 = inc / 2
-        b1 = base - a2
-        return math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
-    return math.ceil(gap / base - 1e-9)
 
 
 class _Replica:
@@ -285,16 +268,15 @@ class _Replica:
     # -- admission and prefill
     def prefill_chunks(self) -> list[tuple[int, int, int]]:
         """This step's prefill chunks (request, tokens, cached prefix): the partial prefills
-        first, in order, then the prompts admitted now; ``chunks[j]`` is ``pf[j]``."""
-        chunked = self.chunked
-        tok = self.budget - self.b if chunked else self.budget
+        first, in order, then the prompts admitted now; ``chunks[j]`` is ``pf[j]``. Partial
+        prefills are chunked ones (a whole prompt completes in the step that admits it)."""
+        tok = self.budget - self.b if self.chunked else self.budget
         chunks: list[tuple[int, int, int]] = []
         for e in self.pf:
             if tok <= 0:
                 break
-            T = _prompt_tokens(e[2] - e[1], tok, chunked, not chunks)
-            if T is None:
-                break
+            rem = e[2] - e[1]
+            T = rem if rem < tok else tok
             chunks.append((e[0], T, e[1]))
             tok -= T
         if self.wait and self.running < self.mc:
@@ -303,11 +285,12 @@ class _Replica:
 
     def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
         """FIFO admission while the running set is below the limit, its KV blocks are free
-        and (prefill) the step has budget left; ``tok``: that budget. A request whose blocks
-        exceed the whole pool is rejected (its times inf)."""
+        and (prefill) the step has budget left; ``tok``: that budget. Chunked, a prompt takes
+        what is left of it; a whole prompt longer than that waits for a later step, unless it
+        would run alone. A request whose blocks exceed the whole pool is rejected (times inf)."""
         wait, isl, osl, held, t_admit = self.wait, self.isl, self.osl, self.held, self.t_admit
-        prefill, dynamic, bs, total, wm = (self.prefill, self.dynamic, self.bs, self.total,
-                                           self.wm)
+        prefill, chunked, dynamic, bs, total, wm = (self.prefill, self.chunked, self.dynamic,
+                                                    self.bs, self.total, self.wm)
         grow = self.hist[self.K % bs] if dynamic and self.b else 0  # this step's new blocks
         while wait and self.running < self.mc and (tok > 0 or not prefill):
             i = wait[0]
@@ -325,9 +308,14 @@ class _Replica:
             first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
             if self.used + need + first_blk + grow + (wm if self.running else 0) > total:
                 break
-            T = _prompt_tokens(plen, tok, self.chunked, not chunks) if prefill else 0
-            if T is None:  # a whole prompt that waits for the next step
+            if not prefill:
+                T = 0
+            elif chunked:
+                T = plen if plen < tok else tok
+            elif plen > tok and chunks:
                 break
+            else:
+                T = plen
             wait.popleft()
             self.used += need
             grow += first_blk
@@ -390,49 +378,47 @@ class _Replica:
             self.pf = [e for e in pf if e[1] < e[2]]
 
     def decode_run(self) -> float:
-        """A run of identical decode steps up to the next event — the first finish, the step
-        that reaches an arrival that can be admitted, or (dynamic KV) the step the free blocks
-        run out —, summed in closed form: its time."""
+        """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),
+        up to the next event: the first finish, the step that reaches an arrival that can be
+        admitted, or (dynamic KV) the step the free blocks run out. Returns its time."""
         heap, ver, dec = self.heap, self.ver, self.dec
         while heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]:  # stale entries
             _heappop(heap)
         K, b = self.K, self.b
-        k = heap[0][0] - K + 1  # ≥ 1: the finished ones were retired
+        k = heap[0][0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
         sl = self.slope[b]
         base = self.lin[b] + sl * (self.C + b)
         inc = sl * b
         if self.running < self.mc and not self.wait and self.nxt < self.n:
-            ka = _steps_to_arrival(self.arr[self.nxt] - self.now, base, inc)
+            # the fewest steps that reach the next arrival: k·base + inc·k(k−1)/2 ≥ gap
+            gap = self.arr[self.nxt] - self.now
+            if gap <= base:
+                ka = 1
+            elif inc > 0:  # the positive root of the quadratic in k
+                a2 = inc / 2
+                b1 = base - a2
+                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
+            else:
+                ka = math.ceil(gap / base - 1e-9)
             if ka < k:
                 k = ka
-        if self.dynamic:
-            k = self.grow_blocks(k)
+        if self.dynamic:  # the blocks the run takes, and as many steps as the free ones last
+            bs, hist = self.bs, self.hist
+            free = self.total - self.used
+            full = k // bs
+            j0 = K % bs
+            if b * (full + 1) > free:
+                cyc = free // b  # whole cycles of bs steps: b blocks each
+                rest = free - cyc * b
+                j = 0
+                while j < bs and hist[j0 + j] <= rest:
+                    rest -= hist[j0 + j]
+                    j += 1
+                k = max(1, min(k, cyc * bs + j))  # ≥ 1: make_room freed this step's blocks
+                full = k // bs
+            r = k - full * bs
+            self.used += full * b + sum(hist[j0:j0 + r]) if r else full * b
         self.C += b * k
         self.K = K + k
         self.iters += k
         return k * base + inc * k * (k - 1) / 2
-
-    def grow_blocks(self, k: int) -> int:
-        """Dynamic KV: the blocks ``k`` decode steps of the running sequences take, from the
-        histogram of their positions modulo the block size; ``k`` cut to the steps the free
-        blocks last (at least one: ``make_room`` freed this step's). Returns the steps."""
-        b, bs, hist = self.b, self.bs, self.hist
-        free = self.total - self.used
-        full = k // bs
-        if b * (full + 1) > free:
-            cyc = free // b
-            rest = free - cyc * b
-            j = 0
-            j0 = self.K % bs
-            while j < bs and hist[j0 + j] <= rest:
-                rest -= hist[j0 + j]
-                j += 1
-            k = max(1, min(k, cyc * bs + j))
-            full = k // bs
-        r = k - full * bs
-        if r:
-            j0 = self.K % bs
-            self.used += full * b + sum(hist[j0:j0 + r])
-        else:
-            self.used += full * b
-        return k
