@@ -1,7 +1,7 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``) is one TOML file with a
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``vendors``) is one TOML file with a
 ``[sources]``
 table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
 Each case carries
@@ -69,6 +69,13 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
     },
+    "vendors": {  # per-architecture factors of parts that are not NVIDIA (validation/vendors.py)
+        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}, "tok_s": {"tok/s": 1.0}},
+        "required": {"kind": str, "hardware": str, "role": str},
+        "optional": {"dtype": str, "m": int, "n": int, "k": int, "model": str, "precision": str,
+                     "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
+                     "output": int, "engine": str},
+    },
     "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
         "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},
         "required": {"model": str, "hardware": str, "batch": int, "precision": str,
@@ -109,6 +116,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
+                     "moe_routing": str,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

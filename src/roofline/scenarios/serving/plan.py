@@ -25,7 +25,7 @@ from ..._data import DATA, read_toml
 from ...engine.core import time_model
 from ...engine.efficiency import EfficiencyPatch, read_patch
 from ...engine.lines import max_at, op_lines, sum_max_lines
-from ...engine.presets import Efficiency, efficiency_for
+from ...engine.presets import Efficiency, efficiency_for, registered_epoch
 from ...errors import SpecError, unknown
 from ...graphs.graph import Graph
 from ...graphs.shard import shard_config
@@ -85,6 +85,11 @@ class ServingFactors:
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
     allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
     p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
+    #: NCCL over the host link (PCIe), for a TP group larger than the scale-up link's domain:
+    #: s of latency per all-reduce call (0: no fallback, the scale-up link is used) and the
+    #: fraction of the host link's bandwidth the ring reaches
+    host_allreduce_alpha: float = 0.0
+    host_allreduce_efficiency: float = 1.0
     #: the fused-attention kernel the engine runs (engine/attention.py; "auto": the
     #: architecture's default); ``serve(attention_kernel=...)`` replaces it
     attention_kernel: str = "auto"
@@ -118,7 +123,8 @@ _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
-        "allreduce_custom": "ratio", "p2p_latency": "time"}
+        "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
+        "host_allreduce_efficiency": "ratio"}
 _BOOL = ("fuse", "allreduce_custom")
 
 
@@ -429,8 +435,9 @@ _EFF: dict[tuple[Any, ...], Efficiency] = {}
 
 def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -> Efficiency:
     """The preset's factors on ``hw`` with the engine's launch model (cached on the values that
-    enter it: the device's content, the preset, the engine profile and the dtype)."""
-    key = (spec_key(hw), preset, factors, dtype)
+    enter it: the device's content, the preset, the engine profile, the dtype and the
+    ``register_efficiency`` epoch: a table registered for ``hw`` after a first serve applies)."""
+    key = (spec_key(hw), preset, factors, dtype, registered_epoch())
     e = _EFF.get(key)
     if e is None:
         base = efficiency_for(hw, preset, factors.attention_kernel)
