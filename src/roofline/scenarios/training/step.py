@@ -21,6 +21,7 @@ from ...engine.memory import (
     streams_weights,
 )
 from ...errors import SpecError
+from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
@@ -176,12 +177,13 @@ def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w
     wb = ctx.prec.weight_bytes
     L, edp = ctx.links, dpc / ep
     e_g, e_w = p_exp * ctx.grad_bytes, p_exp * wb  # the expert part of g_bytes, w_bytes
-    ar = coll.group_all_reduce(g_bytes - e_g, dpc, tp, L, xp) + \
-        coll.group_all_reduce(e_g, edp, tp * ep, L, xp)
-    rs = coll.group_reduce_scatter(g_bytes - e_g, dpc, tp, L, xp) + \
-        coll.group_reduce_scatter(e_g, edp, tp * ep, L, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes - e_w, dpc, tp, L, xp) + \
-        coll.group_all_gather(e_w, edp, tp * ep, L, xp)
+    ar = coll.group_all_reduce(g_bytes - e_g, dpc, tp, L, xp)
+    rs = coll.group_reduce_scatter(g_bytes - e_g, dpc, tp, L, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes - e_w, dpc, tp, L, xp)
+    if xp is not SCALAR or p_exp:  # one dense configuration: the expert terms are 0 (x + 0 = x)
+        ar = ar + coll.group_all_reduce(e_g, edp, tp * ep, L, xp)
+        rs = rs + coll.group_reduce_scatter(e_g, edp, tp * ep, L, xp)
+        ag = ag + coll.group_all_gather(e_w, edp, tp * ep, L, xp)
     # ZeRO 1/2 all-gather the updated (trained) parameters once per step
     ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, L, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
@@ -381,7 +383,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     """
     if attention_kernel == "unfused":
         fused_attention = False
-    m = resolve_model(model)
+    m = model if isinstance(model, Model) else resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
                         f"{a_family(m.family)} model")
