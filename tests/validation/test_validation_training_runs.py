@@ -79,3 +79,22 @@ def test_fsdp_exposure_by_hand() -> None:
     assert _fsdp_exposed(8.0, 4.0, 4.0, 8.0, 4.0, np) == pytest.approx(11.0)
     # compute-rich layers hide everything but the first gather and the last reduce-scatter
     assert _fsdp_exposed(8.0, 4.0, 400.0, 800.0, 4.0, np) == pytest.approx(3.0)
+
+
+def test_torchtitan_runs_on_its_own_part() -> None:
+    """torchtitan's Grand Teton H100s: 96 GB HBM2e at 2.4 TB/s, 500 W; the peak the source
+    bounds between the H100 NVL (1,671 / 2) and SXM (1,979 / 2) dense bf16 figures, assumed at
+    their midpoint."""
+    import roofline as rl
+
+    hw = rl.hardware("h100-sxm5-96gb")
+    assert hw.peak("bf16") == pytest.approx((835.5e12 + 989e12) / 2)  # NVL, SXM dense
+    assert 835.5e12 < hw.peak("bf16") < 989e12
+    assert hw.memory_bytes_per_s == 2.4e12 and hw.memory_capacity_bytes == 96 * 2**30
+    for c in v.cases():
+        if c.source == "torchtitan":
+            assert rl.cluster(c.scenario["cluster"], 1).device.key == "h100-sxm5-96gb"
+    # a Hopper part: the Hopper training GEMM fraction and FA3 as "auto" apply to it
+    from roofline.scenarios.training.factors import training_factors
+
+    assert "h100-sxm5-96gb" in training_factors("gpu", "h100-sxm5").devices
