@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .._frozen import fast_init
 from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
 from .efficiency import Efficiency
@@ -55,6 +56,7 @@ PAGE_BYTES = 4096
 _PACKED = ("matmul", "conv")
 
 
+@fast_init()  # one per solve: the frozen init's stores were ~1 µs (roofline/_frozen.py)
 @dataclass(frozen=True, slots=True)
 class Totals:
     """Sums over a graph's ops at one batch (s, FLOP, B)."""
@@ -172,7 +174,7 @@ class TimeModel:
     __slots__ = ("graph", "hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
-                 "live0", "live1", "inv_bound",
+                 "live0", "live1", "live_lines", "inv_bound",
                  "ridge_effective", "moved")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
@@ -241,6 +243,8 @@ class TimeModel:
                        float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
                        float((self.C1[0] * self.inv_c0).sum()))
         self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
+        #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
+        self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
@@ -459,7 +463,7 @@ class TimeModel:
         b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
         time = t_i + t_s * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
-        live = float((self.live0 + self.live1 * B).max())
+        live = max([a + b * B for a, b in self.live_lines]) if self.live_lines else 0.0
         return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
                       time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live)
 

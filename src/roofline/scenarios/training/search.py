@@ -136,10 +136,12 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "fits": fits[order],
     }
     from ...analysis.econ_columns import ECON_COLUMN_UNITS, econ_columns
+    from ...analysis.power import power_activity
 
+    act = cols["mfu"] if ctx.preset == "mlsysim" else power_activity(cols["mfu"])
     ec = econ_columns(ctx.cl.device, devices=devices, units_per_s=cols["tokens_per_s"],
-                      utilisation=cols["mfu"], other_power_w=ctx.cl.nodes * ctx.cl.node_overhead_w,
-                      price_per_hour=price_per_hour, region=region, pue=pue)
+                      utilisation=act, other_power_w=ctx.cl.nodes * ctx.cl.node_overhead_w,
+                      price_per_hour=price_per_hour, region=region, pue=pue, preset=ctx.preset)
     cols.update(ec.columns())
     return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
                               "tokens_per_s": "tokens/s", "mfu": FRACTION, **ECON_COLUMN_UNITS},

@@ -436,11 +436,12 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "cp_comm", "bubble")}
     hw = ctx.cl.device
-    from ...analysis.power import device_power_w
+    from ...analysis.power import device_power_w, power_activity
 
     mfu = model_flops / (step * devices * ctx.peak)
     other = ctx.cl.nodes * ctx.cl.node_overhead_w
-    power = devices * device_power_w(hw, mfu) + other
+    power = devices * (device_power_w(hw, mfu, "mlsysim") if ctx.preset == "mlsysim" else
+                       device_power_w(hw, power_activity(mfu))) + other
     return TrainingResult(
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
