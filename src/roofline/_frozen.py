@@ -19,6 +19,7 @@ never fields a ``replace`` could change, or the value would go stale). Stdlib on
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -49,17 +50,20 @@ def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
         if params is None or not params.frozen or "__slots__" not in cls.__dict__:
             raise TypeError(f"fast_init: {cls.__name__} is not a frozen slotted dataclass")
         fs = dataclasses.fields(cls)  # type: ignore[arg-type]
-        if any(not f.init for f in fs) or set(lazy or ()) - {f.name for f in fs}:
-            raise TypeError(f"fast_init: {cls.__name__} has init=False fields or an unknown "
-                            "lazy field")
+        if set(lazy or ()) - {f.name for f in fs if f.init}:
+            raise TypeError(f"fast_init: {cls.__name__}: a lazy field must be an init field")
+        own = list(inspect.signature(cls.__init__).parameters)[1:]
+        if own != [f.name for f in fs if f.init and not f.kw_only] + [
+                f.name for f in fs if f.init and f.kw_only]:  # an InitVar, a custom __init__
+            raise TypeError(f"fast_init: {cls.__name__}.__init__ is not the dataclass's own")
         # the same slots on the same bases: the layouts match, so ``__class__`` can switch
         twin = type(f"_{cls.__name__}Init", cls.__bases__,
                     {"__slots__": slots, "__module__": cls.__module__,
                      "__doc__": f"{cls.__name__} while its __init__ runs (roofline._frozen)",
                      "_construction_twin": True})
         cls.__init__ = _init_function(cls, twin, fs, lazy or {})  # type: ignore[method-assign]
-        if lazy:
-            cls.__getattr__ = _lazy_getattr(cls, lazy)  # type: ignore[attr-defined]
+        for name, fn in (lazy or {}).items():
+            setattr(cls, name, _LazySlot(cls.__dict__[name], fn, f"{cls.__name__}.{name}"))
         return cls
 
     return wrap
@@ -75,6 +79,14 @@ def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...]
     body = ["_set(self, '__class__', _twin)"]
     for f in fs:
         n = f.name
+        if not f.init:  # as the dataclass's init: its default (or factory), else left unset
+            if f.default is not dataclasses.MISSING:
+                env[f"_d_{n}"] = f.default
+                body.append(f"self.{n} = _d_{n}")
+            elif f.default_factory is not dataclasses.MISSING:
+                env[f"_f_{n}"] = f.default_factory
+                body.append(f"self.{n} = _f_{n}()")
+            continue
         if f.default is not dataclasses.MISSING:
             env[f"_d_{n}"] = f.default
             arg = f"{n}=_d_{n}"
@@ -101,18 +113,32 @@ def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...]
     return fn
 
 
-def _lazy_getattr(cls: type, lazy: dict[str, Callable[[Any], Any]]) -> Callable[[Any, str], Any]:
-    """``__getattr__`` (only reached for an unset slot): compute a lazy field and store it."""
+class _LazySlot:
+    """The class attribute of a lazy field: reads the slot, or computes, stores and returns
+    the value where the slot is unset. Only this field's reads pass through Python; every other
+    field keeps the interpreter's fast slot read."""
 
-    def __getattr__(self: Any, name: str) -> Any:
-        fn = lazy.get(name)
-        if fn is None:
-            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    __slots__ = ("member", "fn", "owner")
+
+    def __init__(self, member: Any, fn: Callable[[Any], Any], owner: str) -> None:
+        self.member, self.fn, self.owner = member, fn, owner
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
         try:
-            value = fn(self)
+            return self.member.__get__(obj, objtype)
+        except AttributeError:
+            pass
+        try:
+            value = self.fn(obj)
         except AttributeError as e:  # never let it read as "no such attribute"
-            raise RuntimeError(f"{cls.__name__}.{name}: computing it failed: {e}") from e
-        object.__setattr__(self, name, value)
+            raise RuntimeError(f"{self.owner}: computing it failed: {e}") from e
+        self.member.__set__(obj, value)
         return value
 
-    return __getattr__
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.member.__set__(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        self.member.__delete__(obj)
