@@ -101,8 +101,7 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
     arrays (numpy broadcasting)."""
     wc, wm = activity_weights()
     if np.ndim(mfu) == 0 and np.ndim(mbu) == 0:
-        f = float(mfu) if isinstance(mfu, float | int) else math.nan
-        b = float(mbu) if isinstance(mbu, float | int) else math.nan
+        f, b = _num(mfu), _num(mbu)
         if not (math.isfinite(f) or math.isfinite(b)):
             return math.nan
         a = wc * (f if math.isfinite(f) else 0.0) + wm * (b if math.isfinite(b) else 0.0)
@@ -110,6 +109,16 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
     fa, ba = np.asarray(mfu, dtype=np.float64), np.asarray(mbu, dtype=np.float64)
     aa = wc * np.nan_to_num(fa, nan=0.0) + wm * np.nan_to_num(ba, nan=0.0)
     return np.where(np.isnan(fa) & np.isnan(ba), np.nan, np.clip(aa, 0.0, 1.0))
+
+
+def _num(x: Any) -> float:
+    """A real number as float (numpy scalars included); anything else NaN."""
+    if x is None or isinstance(x, bool | str):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
