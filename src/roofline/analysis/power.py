@@ -28,7 +28,7 @@ from ..specs.sourced import Provenance
 
 __all__ = ["PowerModel", "power_model", "binding_utilisation", "power_activity",
            "activity_weights", "part_power", "device_power_w", "check_pue",
-           "check_utilisation", "default_pue"]
+           "check_utilisation", "default_pue", "power_coverage_markdown"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,3 +212,34 @@ def default_pue() -> float:
     from .data import datacenter
 
     return datacenter().pue
+
+
+def _short(source: str) -> str:
+    """The citation's title part (up to its first ' (' or ':'), for a table cell."""
+    cut = min((i for i in (source.find(" ("), source.find(":")) if i > 0), default=len(source))
+    return source[:cut].replace("|", "/")
+
+
+def _w(x: float) -> str:
+    return f"{x:,.0f} W" if x >= 100 else f"{x:.3g} W"
+
+
+def power_coverage_markdown() -> str:
+    """Every zoo part's power model as a markdown table (docs/economics.md shows it; a test pins
+    the doc to the data): TDP, idle and peak in W and where each comes from."""
+    import roofline as rl
+
+    out = ["| part | TDP | idle | peak | idle from |", "|---|---:|---:|---:|---|"]
+    for key in rl.list_hardware():
+        hw = rl.hardware(key)
+        pm, part = power_model(hw), part_power(key)
+        tdp = _w(hw.tdp_w) if math.isfinite(hw.tdp_w or math.nan) else "—"
+        if not math.isfinite(pm.peak_w):
+            out.append(f"| {key} | {tdp} | — | — | no TDP and no measurement: no power model |")
+            continue
+        if pm.idle_measured and part.idle is not None:
+            src = f"measured: {_short(part.idle.source)}"
+        else:
+            src = f"TDP fallback: {pm.idle_w / pm.peak_w:.0%} of TDP (assumed)"
+        out.append(f"| {key} | {tdp} | {_w(pm.idle_w)} | {_w(pm.peak_w)} | {src} |")
+    return "\n".join(out)
