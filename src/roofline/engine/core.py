@@ -20,9 +20,10 @@ For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
 
 Terms that are not straight lines in B are listed in ``TimeModel.nonlinear``: page faults and
 cold weights (steps in bytes), evicted dispatch (steps in the bytes other ops move), GEMM rows
-below one (MoE experts: M = m1·B < 1) and a constant FLOP part of a matmul whose M grows with B
-(a 1/B term). Without them every per-op time is a maximum of lines in B, and every total is
-piecewise linear: ``lines.envelope`` gives it in closed form, and a solve is a bisection.
+below one (MoE experts: M = m1·B < 1), a constant FLOP part of a matmul whose M grows with B
+(a 1/B term) and whole waves of tiles (engine/tiles.py: a step in B). Without them every
+per-op time is a maximum of lines in B, and every total is piecewise linear:
+``lines.envelope`` gives it in closed form, and a solve is a bisection.
 
 Everyone evaluates this object: ``solve`` (``totals_at``), ``sweep`` (``totals_many``), serving
 (``ops`` at two contexts -> lines in S, summed by ``lines.sum_max_int``), training (``ops`` over
@@ -43,6 +44,7 @@ from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
 from .efficiency import Efficiency
 from .lines import envelope, launch, launch_lines
+from .tiles import wave_ops
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
 
@@ -173,7 +175,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "inv_bound",
-                 "ridge_effective", "moved")
+                 "ridge_effective", "moved", "waves", "_memo")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -196,6 +198,8 @@ class TimeModel:
             self.C0[1] = self.C0[1] + (k - 1.0) * (c0[_WR] + c0[_WW])
             self.C1[1] = self.C1[1] + (k - 1.0) * (c1[_WR] + c1[_WW])
         self._compute_lines(graph, hw, eff, dtype)
+        #: GPU matmuls priced in whole waves of tiles (engine/tiles.py), precomputed once
+        self.waves = wave_ops(graph, hw, eff, dtype, self.peak)
         # the bound's compute roof: the peak, or the faster rate a fitted factor above 1 claims
         # (a measured bf16 GEMM model fitted against a peak below its asymptote), so that no
         # estimate undercuts its bound
@@ -234,6 +238,8 @@ class TimeModel:
             nl.append("matmuls at their GEMV floor at small batch (gemm.gemv)")
         if bool((self.C0[0] * self.inv_c1).any()):
             nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
+        if self.waves is not None:
+            nl.append("whole waves of matmul tiles (a step in B)")
         self.nonlinear = tuple(nl)
         self.envelope_ok = not nl and self.all_have
         self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
@@ -242,6 +248,8 @@ class TimeModel:
                        float((self.C1[0] * self.inv_c0).sum()))
         self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+        #: totals per batch where whole waves keep the closed form off (computed once each)
+        self._memo: dict[float, Totals] | None = {} if self.waves is not None else None
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
@@ -300,6 +308,9 @@ class TimeModel:
         act_b = self.C0[2] + self.C1[2] * Bc
         tb = self.moved[0] + self.moved[1] * Bc  # reported bytes (main_b may be re-priced)
         tc = flops * (np.minimum(self.inv_c1 / Bc, self.inv_cap) + self.inv_c0)
+        if self.waves is not None:
+            w = self.waves
+            tc[..., w.idx] = w.seconds(Bc, tc[..., w.idx])
         inv_a: Any = self.inv_act
         inv_ab: Any = 1.0 / self.bw
         for cap, lbw in self.levels:  # the fastest level that holds the activations wins
@@ -455,7 +466,7 @@ class TimeModel:
         B = float(batch)
         row = self._segment(B)
         if row is None:
-            return self.evaluate(batch).totals()
+            return self._direct(B)
         b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
         time = t_i + t_s * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
@@ -468,7 +479,20 @@ class TimeModel:
         float operations, for callers that need only the sum of op times)."""
         B = float(batch)
         row = self._segment(B)
-        return self.evaluate(batch).totals().latency if row is None else row[2] + row[3] * B
+        return self._direct(B).latency if row is None else row[2] + row[3] * B
+
+    def _direct(self, B: float) -> Totals:
+        """Totals op by op at ``B``; with whole waves (a step in B) kept per batch."""
+        memo = self._memo
+        if memo is None:
+            return self.evaluate(B).totals()
+        hit = memo.get(B)
+        if hit is None:
+            hit = self.evaluate(B).totals()
+            if len(memo) >= 256:
+                memo.pop(next(iter(memo)))
+            memo[B] = hit
+        return hit
 
     def _segments(self, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The closed form's rows for many batches, and the indices of the batches to evaluate
