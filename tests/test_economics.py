@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import roofline as rl
 from roofline.analysis import data as econ_data
 from roofline.analysis.economics import check_economics
-from roofline.analysis.power import binding_utilisation, power_model
+from roofline.analysis.power import binding_utilisation, power_activity, power_model
 from roofline.analysis.reliability import daly_interval, daly_wallclock, young_interval
 from roofline.errors import SourceError, SpecError, UnknownNameError
 
@@ -58,20 +59,37 @@ def test_default_price_is_the_median_of_the_quotes():
 
 # -- power model ---------------------------------------------------------------------------------
 
-def test_power_model_idle_plus_dynamic_times_utilisation():
+def test_power_model_idle_plus_dynamic_times_activity():
+    # H100: measured idle 142.5 W (gpu-burn #114: 145 and 140 W in P0), peak = TDP 700 W;
+    # at a = 0.5: 142.5 + 557.5 × 0.5 = 421.25 W
     pm = power_model(rl.hardware("H100"))
-    # TDP 700 W, idle 30 % = 210 W; at u = 0.5: 210 + 490 × 0.5 = 455 W
-    assert pm.power_w(0.5) == pytest.approx(455.0)
-    assert pm.power_w(0.0) == pytest.approx(210.0) and pm.power_w(2.0) == pytest.approx(700.0)
-    assert "TDP" in pm.source
+    assert pm.idle_measured and "measured idle 142.5 W" in pm.source and "gpu-burn" in pm.source
+    assert pm.power_w(0.5) == pytest.approx(421.25)
+    assert pm.power_w(0.0) == pytest.approx(142.5) and pm.power_w(2.0) == pytest.approx(700.0)
+    # L4: no published idle in our sources: TDP fallback, idle 30 % of 72 W = 21.6 W
+    pl = power_model(rl.hardware("L4"))
+    assert not pl.idle_measured and "TDP fallback" in pl.source
+    assert pl.power_w(0.5) == pytest.approx(21.6 + 50.4 * 0.5)
     assert binding_utilisation(0.2, 0.8) == pytest.approx(0.8)
     assert binding_utilisation(0.3, math.nan) == pytest.approx(0.3)
 
 
+def test_power_activity_weighs_compute_and_memory():
+    # weights fitted in data/economics/power.toml: w_c 1.69, w_m 0.48
+    assert power_activity(0.1, 0.8) == pytest.approx(1.69 * 0.1 + 0.48 * 0.8)  # 0.553
+    assert power_activity(0.003, 0.79) == pytest.approx(1.69 * 0.003 + 0.48 * 0.79)
+    assert power_activity(0.5, 0.9) == 1.0  # capped: the board is at its power limit
+    assert power_activity(0.2) == pytest.approx(0.338)  # MBU unknown (training): MFU alone
+    assert math.isnan(power_activity(math.nan, math.nan))
+    arr = power_activity(np.array([0.1, np.nan, 0.0]), np.array([0.8, np.nan, 0.5]))
+    assert arr[0] == pytest.approx(0.553) and math.isnan(arr[1]) and arr[2] == pytest.approx(0.24)
+
+
 def test_solve_energy_is_the_power_model_times_latency():
     r = rl.solve("resnet50", "A100", batch=8)
-    u = min(1.0, max(r.mfu, r.mbu))
-    assert r.energy == pytest.approx((0.3 * 400 + 0.7 * 400 * u) * r.latency)  # A100 TDP 400 W
+    a = min(1.0, 1.69 * r.mfu + 0.48 * r.mbu)
+    # A100 80GB: measured idle 60.7 W (PeerRead #40), peak = TDP 400 W
+    assert r.energy == pytest.approx((60.7 + (400 - 60.7) * a) * r.latency)
 
 
 def test_mlsysim_preset_energy_per_inference():
@@ -88,8 +106,8 @@ def test_serve_cost_energy_carbon_by_hand():
     s = rl.serve("llama-3.1-8b", "H100", batch=16, price_per_hour=2.0, region="france", pue=1.2)
     # cost: 1 device × 2 $/h / (tokens/s × 3600 s/h) × 1e6
     assert s.cost_per_million_output_tokens == pytest.approx(2.0 / (s.tokens_per_s * 3600) * 1e6)
-    u = min(1.0, max(s.mfu, s.mbu))
-    e_tok = (210 + 490 * u) * 1.2 / s.tokens_per_s  # J per output token, with PUE 1.2
+    a = min(1.0, 1.69 * s.mfu + 0.48 * s.mbu)
+    e_tok = (142.5 + 557.5 * a) * 1.2 / s.tokens_per_s  # J per output token, with PUE 1.2
     assert s.energy_per_output_token == pytest.approx(e_tok)
     # France 56 gCO2e/kWh = 56e-3 kg / 3.6e6 J
     assert s.carbon_per_million_output_tokens == pytest.approx(e_tok * 1e6 * 56e-3 / 3.6e6)
@@ -128,8 +146,9 @@ def test_train_cost_energy_carbon_of_the_whole_run():
     e = hours * 3600 * t.power_w * 1.15  # facility J at the hyperscale PUE 1.15
     assert t.energy_to_train(tokens) == pytest.approx(e)
     assert t.carbon_to_train(tokens) == pytest.approx(e * 381e-3 / 3.6e6)  # Germany 381 g/kWh
-    # power_w: 16 × (210 + 490 × MFU) + 2 nodes × the DGX node overhead
-    assert t.power_w == pytest.approx(16 * (210 + 490 * t.mfu) + t.other_power_w)
+    # power_w: 16 × (142.5 + 557.5 × min(1, 1.69 × MFU)) + 2 nodes × the DGX node overhead
+    a = min(1.0, 1.69 * t.mfu)
+    assert t.power_w == pytest.approx(16 * (142.5 + 557.5 * a) + t.other_power_w)
 
 
 # -- reliability ---------------------------------------------------------------------------------
@@ -179,7 +198,8 @@ def test_training_checkpoint_size_and_write_time():
 def test_tco_by_hand():
     c = rl.tco("H100", devices=1024, years=3, utilisation=0.6, region="us-east")
     capex = 1024 * 30000  # street estimate $30,000 (prices.toml)
-    kwh = 1024 * (210 + 490 * 0.6) * 3 * 365 * 24 * 1.15 / 1000  # facility kWh at PUE 1.15
+    # H100: measured idle 142.5 W, peak = TDP 700 W, at activity 0.6; facility kWh at PUE 1.15
+    kwh = 1024 * (142.5 + 557.5 * 0.6) * 3 * 365 * 24 * 1.15 / 1000
     assert c.capex_usd == pytest.approx(capex) and c.capex_period_usd == pytest.approx(capex)
     assert c.energy_usd == pytest.approx(kwh * 0.0892)  # Virginia industrial 8.92 ¢/kWh
     assert c.maintenance_usd == pytest.approx(capex * 0.05 * 3)

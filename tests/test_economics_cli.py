@@ -39,7 +39,9 @@ def test_tco_and_regions(capsys: pytest.CaptureFixture[str]) -> None:
                  "--region", "us-east", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["capex_usd"] == pytest.approx(8 * 30000)
-    assert d["energy_usd"] == pytest.approx(8 * 455 * 365 * 24 * 1.15 / 1000 * 0.0892)
+    # H100: measured idle 142.5 W + (700 − 142.5) × 0.5, 8 devices, a year, PUE 1.15, 8.92 ¢/kWh
+    kwh = 8 * (142.5 + 557.5 * 0.5) * 365 * 24 * 1.15 / 1000
+    assert d["energy_usd"] == pytest.approx(kwh * 0.0892)
     assert main(["tco", "--regions"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("quebec")

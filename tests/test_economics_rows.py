@@ -18,11 +18,11 @@ PJM = 401e-3 / 3.6e6  # us-east, 401 gCO2e/kWh -> kg per J
 def test_serve_sweep_cost_energy_carbon_by_hand():
     r = serve_sweep("llama-3.1-8b", ["H100", "L40"], batch=[1, 64], context=[1024, 4096],
                     tp=2, price_per_hour=2.0, region="us-east", pue=1.2)
-    tps, u = r["tokens_per_s"][0], r["utilisation"][0]
+    tps, a = r["tokens_per_s"][0], r["power_activity"][0]
     # 2 devices × 2 $/h / 3600 s / tokens/s × 1e6
     assert np.allclose(r["usd_per_million_tokens"][0], 2 * 2.0 / 3600 / tps * 1e6)
-    # H100 700 W: 210 + 490 u per device, × 2 devices × PUE 1.2 / tokens/s
-    e = 2 * (210 + 490 * np.clip(u, 0, 1)) * 1.2 / tps
+    # H100: measured idle 142.5 W + (700 − 142.5) × a per device, × 2 devices × PUE 1.2 / tok/s
+    e = 2 * (142.5 + 557.5 * a) * 1.2 / tps
     assert np.allclose(r["energy_per_token"][0], e)
     assert np.allclose(r["carbon_per_million_tokens"][0], e * 1e6 * PJM)
     assert r["price_per_hour"][0] == pytest.approx(2.0)
@@ -45,6 +45,11 @@ def test_serve_sweep_utilisation_is_serves_decode_mbu():
     for i, b in enumerate((1, 64)):
         s = rl.serve("llama-3.1-8b", "H100", batch=b, prompt_len=1024, output_len=2)
         assert r["utilisation"][0, 0, i, 0] == pytest.approx(max(s.mbu, 0), rel=1e-3)
+        # the power activity min(1, 1.69 MFU + 0.48 MBU), with the decode step's MFU by hand:
+        # 2 × 8.03e9 params × batch FLOPs (+ ~3 % attention at 1024) / (TPOT × 989.4 TFLOP/s)
+        mfu = 2 * 8.03e9 * b / (r["tpot"][0, 0, i, 0] * 989.4e12)
+        assert r["power_activity"][0, 0, i, 0] == pytest.approx(
+            min(1.0, 1.69 * mfu + 0.48 * s.mbu), rel=0.02)
 
 
 def test_serving_capacity_prices_its_output_tokens():
@@ -136,18 +141,19 @@ def test_plan_serving_rows_carry_cost_energy_carbon():
     tpd, u = L["tokens_per_s_per_device"], L["utilisation"]
     assert ((u > 0) & (u <= 1)).all()
     assert np.allclose(L["usd_per_million_tokens"], 2.0 / 3600 / tpd * 1e6)
-    e = (210 + 490 * u) * 1.2 / tpd
+    e = (142.5 + 557.5 * u) * 1.2 / tpd  # u: the power activity (H100 idle 142.5 W, TDP 700)
     assert np.allclose(L["energy_per_token"], e)
     assert np.allclose(L["carbon_per_million_tokens"], e * 1e6 * PJM)
     assert "usd_per_million_tokens" in p.pareto.columns and p.pareto.notes == L.notes
-    # the closed-form utilisation of the aggregated tp1, C=1 point (short prompts: mostly a
-    # batch-1 decode step) sits just under rl.serve's decode MBU there: it leaves out the
-    # activation traffic and spreads the bytes over the whole step (launch and overheads
-    # included), where serve divides by the device's busy time only
+    # the closed-form power activity of the aggregated tp1, C=1 point (short prompts: mostly a
+    # batch-1 decode step) sits just under the one from rl.serve's decode MFU and MBU there:
+    # it leaves out the activation traffic and spreads the bytes over the whole step (launch
+    # and overheads included), where serve divides by the device's busy time only
     sel = [i for i in range(len(L)) if L["mode"][i] == "aggregated" and L["layout"][i]
            .startswith("tp1") and L["max_concurrency"][i] == 1]
     s = rl.serve("llama-3.1-8b", "H100", batch=1, prompt_len=64, output_len=256)
-    assert 0.75 * s.mbu < u[sel[0]] < s.mbu
+    a = min(1.0, 1.69 * s.mfu + 0.48 * s.mbu)
+    assert 0.75 * a < u[sel[0]] < a
 
 
 @pytest.mark.parametrize("kw, match", [

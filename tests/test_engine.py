@@ -38,7 +38,11 @@ def test_bound_single_linear_hand_calculation():
     assert r.arithmetic_intensity == pytest.approx(flops / byts)  # ≈ 0.998 FLOP/B
     assert r.ridge_point == pytest.approx(100.0)  # 100 TFLOP/s / 1 TB/s
     assert r.mfu == pytest.approx(flops / (byts / 1e12) / 100e12)
-    assert r.energy == pytest.approx(100.0 * byts / 1e12)  # TDP × latency
+    assert r.mbu == pytest.approx(1.0)
+    # power model (analysis/power.py): the toy part has no measured idle, so idle = 30 % of its
+    # 100 W TDP; activity a = min(1, 1.69 × MFU + 0.48 × MBU) with MBU 1 (memory-bound)
+    a = min(1.0, 1.69 * r.mfu + 0.48 * 1.0)
+    assert r.energy == pytest.approx((30.0 + 70.0 * a) * byts / 1e12)
 
 
 def test_bound_compute_bound_gemm():

@@ -125,3 +125,37 @@ def test_pipeline_stages_each_pay_their_tp_all_reduces():
     # per-token latency: both stages' compute (each priced as the stage with the embedding and
     # LM head, so no less than one device's 80 layers), all 161 all-reduces and the send
     assert two.tpot - one.tpot >= _p2p(row, 2, H100, f) * (1 - 1e-9)
+
+
+def test_group_beyond_the_bridge_rings_over_pcie_by_hand():
+    # A100 PCIe cards are NVLink-bridged in pairs ([links.scale_up] domain = 2): tp 2 stays on
+    # the 300 GB/s bridge with vLLM's custom one-shot kernel, tp 4 rings through PCIe Gen4
+    # (32 GB/s per direction) with NCCL: α 20.6 µs + 2·3/4·n / (32 GB/s · 0.56)
+    hw = rl.hardware("A100-PCIe-80GB")
+    assert hw.scale_up_link.domain == 2
+    f = sp.serving_factors("vllm")
+    n = 213 * 8192 * 2  # one 213-token prefill of Llama-3.1-70B in bf16: 3.49 MB
+    assert allreduce_time(n, 4, hw, f) == pytest.approx(20.6e-6 + 1.5 * n / 17.92e9, rel=1e-9)
+    assert allreduce_time(n, 2, hw, f) == pytest.approx(5.3e-6 + n / 225e9, rel=1e-9)
+    # the vectorised path (serve_sweep) takes the same route
+    from roofline.scenarios.serving.comm import allreduce_times
+    assert float(allreduce_times([n], 4, hw, f)[0]) == pytest.approx(
+        allreduce_time(n, 4, hw, f), rel=1e-9)
+    # an NVSwitch part has no domain: tp 8 on H100 SXM stays on NVLink
+    assert H100.scale_up_link.domain == 0
+    assert allreduce_time(n, 8, H100, f) < 40e-6
+
+
+def test_link_domain_is_checked():
+    from roofline.errors import SpecError
+    from roofline.specs.hardware import parse_hardware
+
+    doc = {"schema": 1, "key": "x", "name": "X", "sources": {"s": "a test"},
+           "peak": {"fp16": {"value": 100, "unit": "TFLOP/s", "source": "s"}},
+           "memory": [{"name": "HBM", "capacity": {"value": 16, "unit": "GiB", "source": "s"},
+                       "bandwidth": {"value": 1000, "unit": "GB/s", "source": "s"}}],
+           "links": {"scale_up": {"name": "bridge",
+                                  "bandwidth": {"value": 100, "unit": "GB/s", "source": "s"},
+                                  "domain": {"value": 1.5, "unit": "1", "source": "s"}}}}
+    with pytest.raises(SpecError, match="domain"):
+        parse_hardware(doc, origin="test")

@@ -34,3 +34,15 @@ def test_sliding_window_example_output_matches_page():
         exec(code, {})
     assert buf.getvalue().splitlines() == shown
     assert len(shown) == 2
+
+
+def test_client_example_output_matches_page():
+    text = DOC.read_text().split("## End to end, as a client measures it", 1)[1]
+    text = text.split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {})
+    assert buf.getvalue().splitlines() == shown
+    assert len(shown) == 2

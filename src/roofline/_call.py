@@ -13,9 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._frozen import fast_init
+
 __all__ = ["Call", "records_call", "call_of"]
 
 
+@fast_init()  # one per solve/serve/train result (roofline/_frozen.py)
 @dataclass(frozen=True, slots=True)
 class Call:
     """One public call: ``fn(model, hardware, **kwargs)``."""

@@ -23,14 +23,15 @@ from typing import Any
 from .._display import Display
 from ..errors import SpecError
 from ..specs.hardware import Hardware
-from .power import binding_utilisation, check_pue, default_pue, power_model
+from .power import check_pue, default_pue, power_activity, power_model
 
 __all__ = ["Economics", "check_price", "check_economics", "device_price", "economics",
            "for_solve", "for_serve", "for_train", "ECONOMICS_MODEL"]
 
 ECONOMICS_MODEL = ("cost = devices x $/device-hour / throughput; energy = (devices x (idle + "
-                   "(TDP - idle) x u) + other) x PUE / throughput, u = utilisation of the binding "
-                   "resource; carbon = energy x grid intensity of the region")
+                   "(peak - idle) x u) + other) x PUE / throughput, u = power activity "
+                   "min(1, w_c x MFU + w_m x MBU), idle measured per part or a fraction of TDP, "
+                   "peak = TDP; carbon = energy x grid intensity of the region")
 
 
 def check_price(price_per_hour: Any) -> float | None:
@@ -74,7 +75,7 @@ class Economics(Display):
     unit: str  #: "sample", "output token", "token"
     devices: int
     units_per_s: float  #: work rate of the whole deployment
-    utilisation: float  #: of the binding resource, drives the power model
+    utilisation: float  #: power activity a = min(1, w_c·MFU + w_m·MBU) (mlsysim: MFU)
     power_w_per_device: float
     other_power_w: float  #: beyond the devices (node CPUs, NICs, fans), W
     power_source: str
@@ -148,7 +149,7 @@ class Economics(Display):
                                     f"{self.devices})" if c is not None else
                                     f"n/a — {self.price_source}"),
             f"  energy          {self.energy_per_unit * per / 3.6e6:,.4g} kWh per {lbl} "
-            f"({self.power_w_per_device:,.0f} W/device at u={self.utilisation:.0%}, "
+            f"({self.power_w_per_device:,.0f} W/device at activity {self.utilisation:.0%}, "
             f"PUE {self.pue:g})",
             "  carbon          " + (f"{g * per:,.4g} kg CO2e per {lbl} "
                                     f"({self.intensity_source.split(';')[0]})"
@@ -222,7 +223,7 @@ def _hw_of(obj: Any, name_attr: str) -> Hardware:
 def for_solve(r: Any) -> Economics:
     """Per sample of a solve Result (one device)."""
     hw = _hw_of(r, "hardware")
-    u = r.mfu if r.preset == "mlsysim" else binding_utilisation(r.mfu, r.mbu)
+    u = r.mfu if r.preset == "mlsysim" else power_activity(r.mfu, r.mbu)
     return economics(hw, devices=1, units_per_s=r.throughput, utilisation=u, unit="sample",
                      preset=r.preset, price_per_hour=getattr(r, "price_per_hour", None),
                      region=getattr(r, "region", None), pue=getattr(r, "pue", None))
@@ -231,7 +232,7 @@ def for_solve(r: Any) -> Economics:
 def for_serve(s: Any) -> Economics:
     """Per output token of a ServeResult (all its devices)."""
     hw = _hw_of(s, "hardware")
-    u = min(1.0, max(0.0, s.mfu)) if s.preset == "mlsysim" else binding_utilisation(s.mfu, s.mbu)
+    u = min(1.0, max(0.0, s.mfu)) if s.preset == "mlsysim" else power_activity(s.mfu, s.mbu)
     return economics(hw, devices=s.devices, units_per_s=s.tokens_per_s, utilisation=u,
                      unit="output token", preset=s.preset,
                      price_per_hour=getattr(s, "price_per_hour", None),
@@ -243,7 +244,8 @@ def for_train(t: Any) -> Economics:
     hw = _hw_of(t, "device")
     other = getattr(t, "other_power_w", 0.0) or 0.0
     return economics(hw, devices=t.devices, units_per_s=t.tokens_per_s,
-                     utilisation=binding_utilisation(t.mfu), unit="token", preset=t.preset,
+                     utilisation=(min(1.0, max(0.0, t.mfu)) if t.preset == "mlsysim" else
+                                  power_activity(t.mfu)), unit="token", preset=t.preset,
                      price_per_hour=getattr(t, "price_per_hour", None),
                      region=getattr(t, "region", None), pue=getattr(t, "pue", None),
                      other_power_w=other)

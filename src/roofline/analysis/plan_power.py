@@ -1,12 +1,14 @@
 """Cost, energy and carbon of ``plan_serving``'s frontier points (``layouts``, ``pareto``).
 
-Each point's devices run at a utilisation of the binding resource estimated in closed form: a
-decode step of C sequences reads the weights and C × (P + n/2) tokens of KV (MBU = bytes /
-(step × bandwidth)) and does 2 × params × C FLOPs (MFU); a prompt's prefill does 2 × params × P
-FLOPs in its time. Activation traffic is not counted and the bytes are spread over the whole
-step (launch overheads included), so it reads under ``rl.serve``'s MBU, which divides by busy
-device time. Aggregated replicas weight decode and prefill by the time they take in the cycle;
-disaggregated groups weight decode and prefill workers by device count (power is linear in u).
+Each point's devices run at a power activity (analysis/power.py: a = min(1, w_c·MFU + w_m·MBU))
+estimated in closed form: a decode step of C sequences reads the weights and C × (P + n/2)
+tokens of KV (MBU = bytes / (step × bandwidth)) and does 2 × params × C FLOPs (MFU); a prompt's
+prefill does 2 × params × P FLOPs in its time (MFU; its MBU is not counted). Activation
+traffic is not counted and the bytes are spread over the whole step (launch overheads
+included), so it reads under ``rl.serve``'s MBU, which divides by busy device time.
+Aggregated replicas weight decode and prefill by the time they take in the cycle;
+disaggregated groups weight decode and prefill workers by device count (power is linear in a).
+The tables' ``utilisation`` column is that activity.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from ..engine.table import Table
 from .econ_columns import ECON_COLUMN_UNITS, econ_columns
+from .power import power_activity
 from .stepcost import StepCosts
 
 __all__ = ["u_decode", "u_prefill", "u_aggregated", "points_table"]
@@ -33,20 +36,20 @@ def _shape(c: StepCosts, hw: Any) -> tuple[float, float, float]:
 
 
 def u_decode(c: StepCosts, hw: Any, C: int, context: float, d: float) -> float:
-    """Utilisation of a decode step of C sequences at a mean context, taking d seconds."""
+    """Power activity of a decode step of C sequences at a mean context, taking d seconds."""
     n_dev, bw, peak = _shape(c, hw)
     mbu = (c.weights_bytes + C * context * c.kv_bytes_per_token) / (d * bw)
-    return min(1.0, max(mbu, 2 * n_dev * C / (d * peak)))
+    return float(power_activity(2 * n_dev * C / (d * peak), mbu))
 
 
 def u_prefill(c: StepCosts, hw: Any, P: float, t: float) -> float:
-    """Utilisation (MFU) of P prompt tokens' prefill taking t seconds."""
+    """Power activity (of its MFU) of P prompt tokens' prefill taking t seconds."""
     n_dev, _, peak = _shape(c, hw)
-    return min(1.0, 2 * n_dev * P / (t * peak)) if t > 0 else math.nan
+    return float(power_activity(2 * n_dev * P / (t * peak))) if t > 0 else math.nan
 
 
 def u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: float) -> float:
-    """Time-weighted utilisation of an aggregated replica's cycle (n decode steps of C
+    """Time-weighted power activity of an aggregated replica's cycle (n decode steps of C
     sequences, C prompts' prefill mixed in)."""
     d = c.decode_time(C, C * (P + n / 2))
     add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair

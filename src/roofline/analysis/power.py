@@ -1,25 +1,34 @@
-"""Device power: P(u) = idle + (peak − idle)·u, energy = P(u) × time × PUE.
+"""Device power: P = idle + (peak − idle)·a, energy = P × time × PUE.
 
-``u`` is the utilisation of the binding resource — the larger of MFU and MBU for an inference
-pass or a serving run (a memory-bound decode keeps the HBM busy, not the tensor cores), MFU for
-training — clipped to [0, 1]. ``peak`` is the part's TDP (datasheet) and ``idle`` a fraction of
-it (data/economics/power.toml, stated per part in ``PowerModel.source``); a part without a TDP
-has no power model (energy is NaN with the reason, never zero).
+``a`` is the power *activity* of the device, a = min(1, w_c·MFU + w_m·MBU): tensor-core work
+and memory traffic each draw power with their own weight, so a memory-bound decode (MBU 0.8,
+MFU ≈ 0) draws far less than a compute-bound step. The weights are fitted to measured board
+power and energy (data/economics/power.toml ``[model]``; in-sample and leave-one-source-out
+errors in docs/validation/economics.md). Per part, ``idle`` is a published idle measurement
+where one exists (``[parts.KEY]``), else a fraction of the datasheet TDP; ``peak`` is the TDP
+(the board power limit). ``PowerModel.source`` states per part which was used; a part without
+a TDP has no power model (energy is NaN with the reason, never zero).
 
 preset="mlsysim" uses mlsysim 0.1.1's convention: P = TDP·(0.3 + 0.7·MFU) (its Engine.solve and
-SustainabilityModel), with MFU, not max(MFU, MBU).
+SustainabilityModel): the activity is MFU alone and idle is 30 % of TDP for every part.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
 
 from ..errors import SpecError
 from ..specs.hardware import Hardware
+from ..specs.sourced import Provenance
 
-__all__ = ["PowerModel", "power_model", "binding_utilisation", "device_power_w",
-           "check_pue", "check_utilisation", "default_pue"]
+__all__ = ["PowerModel", "power_model", "binding_utilisation", "power_activity",
+           "activity_weights", "part_power", "device_power_w", "check_pue",
+           "check_utilisation", "default_pue"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,61 +38,132 @@ class PowerModel:
     idle_w: float
     peak_w: float
     source: str  #: where idle and peak come from (measurement, or TDP fallback)
+    idle_measured: bool = False  #: idle is a published measurement (not a fraction of TDP)
 
     def power_w(self, utilisation: float) -> float:
+        """W at power activity ``utilisation`` (see :func:`power_activity`), clipped to [0, 1]."""
         u = min(1.0, max(0.0, float(utilisation)))
         return self.idle_w + (self.peak_w - self.idle_w) * u
 
 
-def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
-    """The power model of ``hw``: idle = fraction × TDP, peak = TDP (TDP fallback; no part has
-    a published idle/peak measurement in data/economics/power.toml yet)."""
-    from .data import mlsysim_table, power_defaults
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartPower:
+    """A part's measured power readings (data/economics/power.toml ``[parts.KEY]``)."""
 
-    if preset == "mlsysim":
-        frac = mlsysim_table()["conventions"]["idle_fraction"]
-        src = "mlsysim 0.1.1 convention: TDP x (0.3 + 0.7 x MFU)"
-    else:
-        frac, prov = power_defaults()["idle_fraction"]
-        src = (f"TDP fallback: peak = TDP {hw.tdp_w:g} W ({hw.provenance.get('power.tdp', '')}), "
-               f"idle = {frac:.0%} of TDP ({prov.derivation})")
+    idle_w: float | None = None
+    idle: Provenance | None = None
+    note: str = ""
+
+
+@lru_cache(maxsize=1)
+def _power_doc() -> tuple[dict[str, PartPower], tuple[float, float]]:
+    from .._data import read_toml
+    from .data import ECON, _reader
+
+    path = ECON / "power.toml"
+    doc = read_toml(path)
+    q = _reader(doc, str(path))
+    parts = {}
+    for key, raw in doc.get("parts", {}).items():
+        unknown_keys = set(raw) - {"idle", "note"}
+        if unknown_keys:
+            raise SpecError(f"{path}: parts.{key} has unknown keys {sorted(unknown_keys)}; "
+                            "allowed: idle, note")
+        if "idle" in raw:
+            v, prov = q(raw["idle"], f"parts.{key}.idle", "power")
+            parts[key] = PartPower(idle_w=v, idle=prov, note=str(raw.get("note", "")))
+        else:
+            parts[key] = PartPower(note=str(raw.get("note", "")))
+    model = doc["model"]
+    wc = q(model["compute_weight"], "model.compute_weight", "ratio")[0]
+    wm = q(model["memory_weight"], "model.memory_weight", "ratio")[0]
+    return parts, (wc, wm)
+
+
+def part_power(key: str) -> PartPower:
+    """The measured power readings of zoo part ``key`` (empty where none is published)."""
+    return _power_doc()[0].get(key, PartPower())
+
+
+def activity_weights() -> tuple[float, float]:
+    """(w_c, w_m) of a = min(1, w_c·MFU + w_m·MBU), fitted (data/economics/power.toml)."""
+    return _power_doc()[1]
+
+
+def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
+    """a = min(1, w_c·MFU + w_m·MBU), a NaN term counting as 0 (both NaN: NaN); scalars or
+    arrays (numpy broadcasting)."""
+    wc, wm = activity_weights()
+    if np.ndim(mfu) == 0 and np.ndim(mbu) == 0:
+        f = float(mfu) if isinstance(mfu, float | int) else math.nan
+        b = float(mbu) if isinstance(mbu, float | int) else math.nan
+        if not (math.isfinite(f) or math.isfinite(b)):
+            return math.nan
+        a = wc * (f if math.isfinite(f) else 0.0) + wm * (b if math.isfinite(b) else 0.0)
+        return min(1.0, max(0.0, a))
+    fa, ba = np.asarray(mfu, dtype=np.float64), np.asarray(mbu, dtype=np.float64)
+    aa = wc * np.nan_to_num(fa, nan=0.0) + wm * np.nan_to_num(ba, nan=0.0)
+    return np.where(np.isnan(fa) & np.isnan(ba), np.nan, np.clip(aa, 0.0, 1.0))
+
+
+def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
+    """The power model of ``hw``: measured idle where published, else a fraction of TDP;
+    peak = TDP. ``source`` says which."""
     tdp = hw.tdp_w
     if not (isinstance(tdp, float | int) and math.isfinite(tdp) and tdp > 0):
         return PowerModel(idle_w=math.nan, peak_w=math.nan,
                           source=f"{hw.name} has no TDP in its hardware file: no power model")
-    return PowerModel(idle_w=frac * tdp, peak_w=float(tdp), source=src)
+    tdp_src = f"peak = TDP {tdp:g} W ({hw.provenance.get('power.tdp', '')})"
+    if preset == "mlsysim":
+        from .data import mlsysim_table
+
+        frac = mlsysim_table()["conventions"]["idle_fraction"]
+        return PowerModel(idle_w=frac * tdp, peak_w=float(tdp),
+                          source="mlsysim 0.1.1 convention: TDP x (0.3 + 0.7 x MFU)")
+    wc, wm = activity_weights()
+    act = (f"activity a = min(1, {wc:g} x MFU + {wm:g} x MBU) (fitted to measured power, "
+           "docs/validation/economics.md)")
+    part = part_power(hw.key)
+    if part.idle_w is not None and part.idle is not None and part.idle_w < tdp:
+        return PowerModel(idle_w=part.idle_w, peak_w=float(tdp), idle_measured=True,
+                          source=f"measured idle {part.idle_w:g} W ({part.idle}); {tdp_src}; "
+                                 f"{act}")
+    from .data import power_defaults
+
+    frac, prov = power_defaults()["idle_fraction"]
+    return PowerModel(idle_w=frac * tdp, peak_w=float(tdp),
+                      source=f"TDP fallback (no published idle measurement): {tdp_src}, "
+                             f"idle = {frac:.0%} of TDP ({prov.derivation}); {act}")
 
 
 def binding_utilisation(mfu: float, mbu: float = math.nan) -> float:
-    """Utilisation of the binding resource: max(MFU, MBU) ignoring NaNs, clipped to [0, 1]."""
+    """Utilisation of the binding resource: max(MFU, MBU) ignoring NaNs, clipped to [0, 1]
+    (reported; power uses :func:`power_activity`)."""
     vals = [v for v in (mfu, mbu) if isinstance(v, float | int) and math.isfinite(v)]
     return min(1.0, max(0.0, max(vals))) if vals else math.nan
 
 
 def device_power_w(hw: Hardware, utilisation: float, preset: str = "default") -> float:
-    """W drawn by one ``hw`` at ``utilisation`` of its binding resource (the same arithmetic
-    as ``power_model(hw, preset).power_w(u)``, without building the description: solve calls
-    this once per result)."""
-    frac = _idle_fraction(preset)
-    tdp = hw.tdp_w
-    if not (isinstance(tdp, float | int) and math.isfinite(tdp) and tdp > 0):
-        return math.nan
+    """W drawn by one ``hw`` at power activity ``utilisation`` (:func:`power_activity`; the
+    mlsysim preset: MFU) — the same arithmetic as ``power_model(hw, preset).power_w(u)``,
+    cached per part: solve calls this once per result."""
+    idle, peak = _idle_peak(hw, preset)
     u = min(1.0, max(0.0, float(utilisation)))
-    return frac * tdp + (1.0 - frac) * tdp * u
+    return idle + (peak - idle) * u
 
 
-_FRAC: dict[str, float] = {}
+_IDLE_PEAK: dict[tuple[int, str], tuple[Hardware, float, float]] = {}
 
 
-def _idle_fraction(preset: str) -> float:
-    hit = _FRAC.get(preset)
-    if hit is None:
-        from .data import mlsysim_table, power_defaults
-
-        hit = mlsysim_table()["conventions"]["idle_fraction"] if preset == "mlsysim" else \
-            power_defaults()["idle_fraction"][0]
-        _FRAC[preset] = hit
-    return hit
+def _idle_peak(hw: Hardware, preset: str) -> tuple[float, float]:
+    hit = _IDLE_PEAK.get((id(hw), preset))
+    if hit is None or hit[0] is not hw:
+        pm = power_model(hw, preset)
+        hit = (hw, pm.idle_w, pm.peak_w)
+        if len(_IDLE_PEAK) > 4096:
+            _IDLE_PEAK.clear()
+        _IDLE_PEAK[(id(hw), preset)] = hit
+    return hit[1], hit[2]
 
 
 def check_utilisation(u: float, name: str = "utilisation") -> float:

@@ -49,6 +49,10 @@ def register(sub: Any) -> None:
     p.add_argument("--kv-window", default="ring", choices=("ring", "full"),
                    help="sliding-window layers: keep only the window in the KV cache (ring, "
                         "the default) or every token (full)")
+    p.add_argument("--client", action="store_true",
+                   help="latencies as a client times each request: + a per-request floor and "
+                        "the prompt and output through the serving stack and host link "
+                        "(engine/client.py; off by default)")
     p.add_argument("--ops", action="store_true", help="also print the decode step per op")
     p.add_argument("--advise", action="store_true",
                    help="rank the levers (batch, quantization, KV precision, tp/pp, hardware)")
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
               pp=args.pp, preset=args.preset, engine=args.engine,
               prefix_cached=args.prefix_cached, chunk_size=args.chunk,
               kv_window=args.kv_window, attention_kernel=args.attention_kernel,
-              **econ_kwargs(args))
+              client=args.client, **econ_kwargs(args))
     if args.advise:
         from .advise import print_levers
 

@@ -244,6 +244,10 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", "-b", type=int, default=1, help="batch size (default 1)")
     add_scenario_args(p)
     add_attention_arg(p)
+    p.add_argument("--client", action="store_true",
+                   help="latency as a client times the request: + the inputs and outputs over "
+                        "the host link and serving stack and a per-request floor "
+                        "(engine/client.py; off by default)")
     p.add_argument("--ops", nargs="?", type=int, const=10, default=None, metavar="K",
                    help="also show the K most expensive operators (default K=10)")
     from .econ import add_econ_args
@@ -275,8 +279,8 @@ def run(args: argparse.Namespace) -> int:
     from .econ import econ_data, econ_kwargs
 
     r = solve(model_arg(args), args.hardware, batch=args.batch, precision=precision,
-              attention_kernel=args.attention_kernel, **scenario_kwargs(args),
-              **econ_kwargs(args))
+              attention_kernel=args.attention_kernel, client=args.client,
+              **scenario_kwargs(args), **econ_kwargs(args))
     data: dict[str, Any] = {**r.to_dict(), **econ_data(r, args)}
     tables = []
     if args.ops is not None and len(r.ops):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import SpecError
 from .output import add_output_args, emit, limits
 from .solve import natural_precision
 
@@ -76,11 +75,9 @@ def run(args: argparse.Namespace) -> int:
     common = dict(global_batch=args.global_batch, seq_len=args.seq_len,
                   precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
-    if args.search and args.attention_kernel != "auto":
-        raise SpecError(f"--attention-kernel {args.attention_kernel} with --search: "
-                        "best_parallelism prices the architecture's kernel ('auto') only")
     if args.search:
-        t = best_parallelism(args.model, args.cluster, top=args.top, **common)  # type: ignore[arg-type]
+        t = best_parallelism(args.model, args.cluster, top=args.top,
+                             attention_kernel=args.attention_kernel, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)

@@ -11,6 +11,13 @@ one, e.g. unified memory) and carried through the serving stack at ``transport_b
 request. Both factors are fitted on published Triton Inference Server runs
 (data/presets/client.toml; docs/validation/client.md). Off by default: a device-side number is
 what the rest of the library reports.
+
+``serve(client=True)`` (``serve_client``) prices an LLM request the same way: its prompt goes in
+and its output comes back as text through the serving stack (``text_bytes_per_token`` at
+``transport_bandwidth``) and as token ids over the host link (``token_id_bytes``), for the
+batch's B requests; each request pays the floor once (the requests of a batch run side by
+side). The prompt's terms and the floor land on the time to first token, the output's on the
+decode steps.
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ from typing import Any
 from .._data import DATA, read_toml
 from ..specs.sourced import Provenance, read_quantity
 
-__all__ = ["ClientFactors", "client_factors", "client_time", "io_bytes_per_sample"]
+__all__ = ["ClientFactors", "client_factors", "client_time", "io_bytes_per_sample",
+           "serve_client"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientFactors:
     floor_s: float  #: fixed time per request, s
     transport_bytes_per_s: float  #: request bytes through the serving stack, B/s
+    text_bytes_per_token: float = 4.0  #: an LLM request's text per token (serve)
+    token_id_bytes: float = 4.0  #: one token id on the host link (serve)
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -42,8 +52,15 @@ def _shipped() -> ClientFactors:
                           origin=origin)
     t, pt = read_quantity(tbl["transport_bandwidth"], field="transport_bandwidth",
                           dimension="bandwidth", sources=src, origin=origin, lo=1e6)
-    return ClientFactors(floor_s=f, transport_bytes_per_s=t,
-                         provenance={"floor": pf, "transport_bandwidth": pt})
+    llm = tbl["llm"]
+    tb, ptb = read_quantity(llm["text_bytes_per_token"], field="text_bytes_per_token",
+                            dimension="bytes", sources=src, origin=origin, lo=0.0)
+    ib, pib = read_quantity(llm["token_id_bytes"], field="token_id_bytes", dimension="bytes",
+                            sources=src, origin=origin, lo=0.0)
+    return ClientFactors(floor_s=f, transport_bytes_per_s=t, text_bytes_per_token=tb,
+                         token_id_bytes=ib,
+                         provenance={"floor": pf, "transport_bandwidth": pt,
+                                     "text_bytes_per_token": ptb, "token_id_bytes": pib})
 
 
 def client_factors() -> ClientFactors:
@@ -71,3 +88,48 @@ def client_time(g: Any, hw: Any, batch: int,
     transport = n / f.transport_bytes_per_s
     return {"copies": copies, "transport": transport, "floor": f.floor_s,
             "total": copies + transport + f.floor_s}
+
+
+def _llm_bytes_time(tokens: float, hw: Any, f: ClientFactors) -> tuple[float, float]:
+    """(host-link copies, serving-stack transport) seconds of ``tokens`` tokens."""
+    link = getattr(hw, "host_link", None)
+    copies = tokens * f.token_id_bytes / link.bytes_per_s \
+        if link is not None and link.bytes_per_s > 0 else 0.0
+    return copies, tokens * f.text_bytes_per_token / f.transport_bytes_per_s
+
+
+def serve_client(r: Any, hw: Any, factors: ClientFactors | None = None) -> Any:
+    """A ``ServeResult`` as a client timing each request sees it (``serve(client=True)``):
+
+    TTFT + floor + the batch's prompts in (B·P tokens: ids over the host link, text through the
+    stack); each decode step + the batch's tokens out (B ids and B tokens of text, spread over
+    the n − 1 steps), so e2e = TTFT + (n − 1)·TPOT still holds; throughput and MFU follow e2e;
+    the continuous-batching steady state is unchanged (the host work overlaps other requests'
+    steps). The added seconds are ``r.client_time`` and ``phase_seconds["client"]``.
+    """
+    from dataclasses import replace
+
+    if r.e2e_latency != r.e2e_latency:  # cannot run at all: nothing to add to
+        return r
+    f = client_factors() if factors is None else factors
+    B, P, n = r.batch, r.prompt_len, r.output_len
+    in_c, in_t = _llm_bytes_time(B * P, hw, f)
+    out_c, out_t = _llm_bytes_time(B * n, hw, f)
+    ttft = r.ttft + f.floor_s + in_c + in_t
+    steps = n - 1
+    if steps:
+        tpot = r.tpot + (out_c + out_t) / steps
+    else:  # the one output token comes with the prefill
+        ttft, tpot = ttft + out_c + out_t, r.tpot
+    e2e = ttft + steps * tpot
+    added = e2e - r.e2e_latency
+    note = (f"end to end as a client measures each request (client=True): + {added * 1e3:.3g} ms"
+            f" (per-request floor {f.floor_s * 1e3:.3g} ms, host-link copies "
+            f"{(in_c + out_c) * 1e3:.3g} ms, serving-stack transport {(in_t + out_t) * 1e3:.3g}"
+            f" ms; floor and prompt on TTFT, output on the decode steps; the continuous-batching"
+            f" steady state is device-side)")
+    tps = B * n / e2e
+    return replace(r, ttft=ttft, tpot=tpot, e2e_latency=e2e, tokens_per_s=tps,
+                   tokens_per_s_per_device=tps / r.devices, mfu=r.mfu * r.e2e_latency / e2e,
+                   phase_seconds={**r.phase_seconds, "client": added}, client_time=added,
+                   notes=r.notes + (note,))

@@ -40,8 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from .._frozen import fast_init
 from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
+from .attention import attention_rates
 from .efficiency import Efficiency
 from .lines import envelope, launch, launch_lines
 from .tiles import wave_ops
@@ -57,6 +59,7 @@ PAGE_BYTES = 4096
 _PACKED = ("matmul", "conv")
 
 
+@fast_init()  # one per solve: the frozen init's stores were ~1 µs (roofline/_frozen.py)
 @dataclass(frozen=True, slots=True)
 class Totals:
     """Sums over a graph's ops at one batch (s, FLOP, B)."""
@@ -174,7 +177,7 @@ class TimeModel:
     __slots__ = ("graph", "hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
-                 "live0", "live1", "inv_bound",
+                 "live0", "live1", "live_lines", "inv_bound",
                  "ridge_effective", "moved", "waves", "_memo")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
@@ -247,6 +250,8 @@ class TimeModel:
                        float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
                        float((self.C1[0] * self.inv_c0).sum()))
         self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
+        #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
+        self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
         #: totals per batch where whole waves keep the closed form off (computed once each)
         self._memo: dict[float, Totals] | None = {} if self.waves is not None else None
@@ -280,7 +285,7 @@ class TimeModel:
             ca, cb, cc = eff.conv.abc(g)
             ga, gb, gc = np.where(conv, ca, g.a), np.where(conv, cb, g.b), np.where(conv, cc, g.c)
         if eff.attention.measured and not eff.is_bound:
-            gpk, ga, gb, gc = _attention_kernel(graph, hw, eff, dtype, self.peak, gpk, ga, gb, gc)
+            gpk, ga, gb, gc = attention_rates(graph, hw, eff, dtype, self.peak, gpk, ga, gb, gc)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
@@ -470,7 +475,7 @@ class TimeModel:
         b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
         time = t_i + t_s * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
-        live = float((self.live0 + self.live1 * B).max())
+        live = max([a + b * B for a, b in self.live_lines]) if self.live_lines else 0.0
         return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
                       time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live)
 
@@ -532,35 +537,6 @@ class TimeModel:
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()
         return out
-
-
-#: name suffixes of backward ops (graphs/training.py: ``.grad``; graphs/backward.py: ``.bwd``)
-_BACKWARD = (".grad", ".bwd")
-
-
-def _attention_kernel(graph: Graph, hw: Hardware, eff: Efficiency, dtype: str, peak: float,
-                      gpk: Any, ga: Any, gb: Any, gc: Any) -> tuple[Any, Any, Any, Any]:
-    """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
-    the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
-    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
-    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
-    penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
-    tf32) and other ops keep the matmul model."""
-    att = np.array([c == "attention" for c in graph.classes])
-    if dtype not in ("fp16", "bf16", "fp8") or not att.any():
-        return gpk, ga, gb, gc
-    k = eff.attention
-    d16 = dtype if dtype != "fp8" else ("bf16" if hw.has("bf16") else "fp16")
-    if not hw.has(d16):
-        return gpk, ga, gb, gc
-    p16 = peak if d16 == dtype else hw.peak(d16)
-    rate_b = p16 * k.bwd * hw.sustained(d16)
-    rate_f = p16 * k.fwd * hw.sustained(d16)
-    if dtype == "fp8" and k.fp8_fwd is not None:
-        rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
-    bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
-    gpk = np.where(att, np.where(bwd, rate_b, rate_f), gpk)
-    return gpk, np.where(att, 0.0, ga), np.where(att, 0.0, gb), np.where(att, 0.0, gc)
 
 
 def time_model(graph: Graph, hw: Hardware, eff: Efficiency) -> TimeModel:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._display import Display
+from .._frozen import fast_init
 from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
@@ -20,11 +21,22 @@ __all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
 OP_SHOW = ("name", "kind", "bound", "time", "share", "flops", "bytes", "intensity", "t_compute",
            "t_memory", "overhead")
 
-POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = utilisation of the binding "
-               "resource (max of MFU and MBU), idle = 30 % of TDP (assumed; "
-               "data/economics/power.toml); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
+POWER_MODEL = ("energy = (idle + (TDP − idle) × u) × latency, u = power activity "
+               "min(1, w_c × MFU + w_m × MBU) with weights fitted to measured power, idle = the "
+               "part's measured idle or 30 % of TDP (data/economics/power.toml; per part: "
+               "economics.power_source); preset mlsysim: TDP × (0.3 + 0.7 × MFU) × latency")
 
 
+def _energy_on_read(r: Result) -> float:
+    """``r.energy`` passed as ``LAZY``: ``fn(*args)`` of ``r._energy_of`` (engine/solve.py's
+    power model with the inputs of the solve, so a ``replace`` cannot make it stale)."""
+    src = r._energy_of
+    if src is None:
+        raise RuntimeError("Result: energy=LAZY needs _energy_of=(function, *arguments)")
+    return float(src[0](*src[1:]))
+
+
+@fast_init(lazy={"energy": _energy_on_read})
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Result(Display):
     """Latency, throughput and why, for one model × hardware × scenario. SI units throughout."""
@@ -75,6 +87,9 @@ class Result(Display):
     #: the Hardware priced (a user's TOML spec need not be in the zoo); see hardware_spec()
     _hardware: Any = field(default=None, repr=False)
     _call: Any = field(default=None, repr=False, compare=False)  #: the call (levers re-run it)
+    #: (function, *arguments) giving ``energy`` on first read when it was passed as ``LAZY``
+    #: (solve: the power model costs ~2 µs, a tenth of a solve, and most callers never read it)
+    _energy_of: Any = field(default=None, repr=False, compare=False)
 
     def levers(self, **kw: Any) -> Any:
         """Every design lever for the call that made this result, ranked (``rl.levers``)."""
@@ -207,9 +222,13 @@ class Result(Display):
                                if v),
         ]
         if not math.isnan(self.energy):
+            from ..analysis.power import power_activity
+
+            act = min(1.0, max(0.0, self.mfu)) if self.preset == "mlsysim" else \
+                power_activity(self.mfu, self.mbu)
             lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
                          f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
-                         f"at u={min(1.0, max(self.mfu, self.mbu)):.0%} × latency)")
+                         f"at activity {act:.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
         lines += [f"  WARNING         {w}" for w in self.warnings]

@@ -11,14 +11,15 @@ import numpy as np
 from .. import _args as A
 from .._call import records_call
 from .._econ_args import with_economics
+from .._frozen import LAZY
 from ..errors import UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
-from ..graphs.model import model as resolve_model
-from ..specs.dtypes import PRECISION_ARG, Precision
+from ..graphs.resolve import model as resolve_model
+from ..specs.dtypes import PRECISION_ARG, Precision, known_precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.hardware import Hardware
-from ..specs.hardware import hardware as resolve_hardware
+from ..specs.resolve import hardware as resolve_hardware
 from .attention import ATTENTION_KERNELS
 from .core import time_model
 from .memory import memory_fit, resident_weights
@@ -106,13 +107,16 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     fused-attention implementation ("auto": the architecture's — FlashAttention-3 on Hopper, the
     matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm", "unfused"; engine/attention.py).
     """
-    m = resolve_model(model)
-    hw = resolve_hardware(hardware)
-    batch = check_batch(batch)
+    # a Model / Hardware / plain dtype given again skips the resolvers' nested argument rules
+    m = model if isinstance(model, Model) else resolve_model(model)
+    hw = hardware if isinstance(hardware, Hardware) else resolve_hardware(hardware)
     preset = check_preset(preset)
     runtime = check_runtime(runtime, preset)
-    p = make_precision(precision, kv=kv_precision, weights=weight_precision,
-                       group_size=group_size)
+    p = known_precision(precision) if kv_precision is None and weight_precision is None \
+        and group_size is None else None
+    if p is None:
+        p = make_precision(precision, kv=kv_precision, weights=weight_precision,
+                           group_size=group_size)
     phase = phase or m.default_phase
     if phase == "decode" and context is None and m.default_seq_len is not None:
         context = m.default_seq_len
@@ -195,6 +199,7 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         feasible = False
         reason = (f"{', '.join(bad)} not a finite non-negative number (a spec or model value "
                   "out of range)")
+    mfu, mbu = flops / (latency * peak), byts / (latency * bw)
     seq = g.meta.get("seq_len")
     tokens_per_s = None
     if seq is not None:
@@ -209,20 +214,21 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         bottleneck=bottleneck, flops=flops, bytes=byts,
         arithmetic_intensity=flops / byts if byts else math.inf,
         ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
-        bandwidth_bytes_per_s=bw, mfu=flops / (latency * peak), mbu=byts / (latency * bw),
+        bandwidth_bytes_per_s=bw, mfu=mfu, mbu=mbu,
         memory_footprint=footprint, memory_breakdown=breakdown, memory_capacity=cap,
         feasible=feasible, reason=reason, _op_table=ops,
-        energy=_energy_j(hw, preset, latency, flops / (latency * peak), byts / (latency * bw)),
+        energy=LAZY, _energy_of=(_energy_j, hw, preset, latency, mfu, mbu),  # on first read
         warnings=tuple(g.meta.get("warnings", ())),
     )
 
 
 def _energy_j(hw: Hardware, preset: str, latency: float, mfu: float, mbu: float) -> float:
-    """J of one device over ``latency`` (analysis/power.py; mlsysim: TDP·(0.3 + 0.7·MFU))."""
+    """J of one device over ``latency`` (analysis/power.py: idle + (peak − idle) × activity,
+    a = min(1, w_c·MFU + w_m·MBU); mlsysim: TDP·(0.3 + 0.7·MFU))."""
     from ..analysis import power  # a sys.modules hit after the first call
 
-    binding_utilisation, device_power_w = power.binding_utilisation, power.device_power_w
-    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else binding_utilisation(mfu, mbu)
+    power_activity, device_power_w = power.power_activity, power.device_power_w
+    u = min(1.0, max(0.0, mfu)) if preset == "mlsysim" else power_activity(mfu, mbu)
     return device_power_w(hw, u, preset) * latency
 
 

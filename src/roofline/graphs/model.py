@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._display import Display
 from ..errors import SpecError
-from ..specs.dtypes import Precision
+from ..specs.dtypes import Precision, known_precision
 from ..specs.dtypes import precision as make_precision
 from ..specs.sourced import Provenance
 from .graph import Graph
@@ -72,7 +72,7 @@ class Model(Display):
               fuse: Any = False, sparsity: tuple[Any, float] | None = None) -> Graph:
         """The op graph for one scenario (cached). ``fuse=True`` folds activations, residual
         adds and batch norm into the preceding matmul/conv epilogue (graphs/fusion.py)."""
-        p = make_precision(precision)
+        p = known_precision(precision) or make_precision(precision)
         phase = phase or self.default_phase
         if phase not in self.phases:
             raise SpecError(f"{self.name} has no phase {phase!r}; "

@@ -45,7 +45,7 @@ from .graph import Graph, GraphBuilder, Q
 from .shard import shard_config
 from .transformer import TransformerConfig, transformer_graph
 
-__all__ = ["TrainingGraph", "training_graph", "GROUPS"]
+__all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction"]
 
 #: op groups of a training graph
 GROUPS = ("layer_fwd", "layer_fwd_core", "layer_bwd", "layer_bwd_dw", "layer_bwd_dw_col",
@@ -76,6 +76,12 @@ class TrainingGraph:
     embed_trainable: float | None = None
     head_trainable: float | None = None
     lora_rank: int | None = None  #: LoRA adapter rank (None: full training)
+    #: [n] each op's weight in the average layer (a dense and an MoE layer weighted by their
+    #: share of the layers); None: every op counts once
+    op_weight: np.ndarray | None = None
+    #: routed-expert parameters of the (average) layer on this rank (in ``layer_params``)
+    layer_expert_params: float = 0.0
+    moe_fraction: float = 0.0  #: share of the layers that are MoE layers
 
 
 def _is_core(name: str) -> bool:
@@ -116,8 +122,16 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                         "modelled")
     if cfg.arch != "decoder":
         raise SpecError(f"training graphs are built for decoder LMs; {cfg.name} is an {cfg.arch}")
-    # one layer of the per-rank shape (the embedding and head are priced apart)
-    local = replace(shard_config(cfg, tp, ep=ep), name=f"{cfg.name}[tp{tp}]", n_layers=1)
+    # one layer of the per-rank shape (the embedding and head are priced apart); a model
+    # mixing dense and MoE layers (DeepSeek's first_k_dense_replace, Llama 4's interleave) gets
+    # one of each, weighted by their share of the layers (op_weight): the average layer
+    f_moe = moe_layer_fraction(cfg)
+    two = 0.0 < f_moe < 1.0
+    local = replace(shard_config(cfg, tp, ep=ep), name=f"{cfg.name}[tp{tp}]",
+                    n_layers=2 if two else 1, first_dense_layers=1 if two else 0,
+                    moe_every=1)
+    if cfg.n_experts and f_moe == 0.0:
+        local = replace(local, n_experts=0, top_k=0)
     T = seq_len
     fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
                             fused_attention=fused_attention,
@@ -169,7 +183,13 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     is_layer = np.array([nm.startswith("layers.") for nm in names[:n_f]])
     is_embed = np.array([nm.startswith("embed") for nm in names[:n_f]])
     # parameters per rank: MoE expert params are divided by ep above only in `params`
-    p_fwd = params[:n_f]
+    w = np.ones(len(names))
+    if two:
+        w[np.array([nm.startswith("layers.0.") for nm in names])] = 1.0 - f_moe
+        w[np.array([nm.startswith("layers.1.") for nm in names])] = f_moe
+        w[np.array([nm.endswith(".attn.probs_dropout") for nm in names])] = 1.0
+    p_fwd = params[:n_f] * w[:n_f]
+    is_expert = np.array([".moe.experts." in nm for nm in names[:n_f]])
     layer_params = float(p_fwd[is_layer].sum())
     embed_params = float(p_fwd[is_embed].sum())
     head_params = float(p_fwd[~is_layer & ~is_embed].sum())
@@ -186,7 +206,16 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                          layer_trainable=float(p_train[is_layer].sum()),
                          embed_trainable=float(p_train[is_embed].sum()),
                          head_trainable=float(p_train[~is_layer & ~is_embed].sum()),
-                         lora_rank=lora_rank)
+                         lora_rank=lora_rank, op_weight=w,
+                         layer_expert_params=float(p_fwd[is_layer & is_expert].sum()),
+                         moe_fraction=f_moe)
+
+
+def moe_layer_fraction(cfg: TransformerConfig) -> float:
+    """The share of the layers that are mixture-of-experts layers (0 for a dense model)."""
+    if not cfg.n_experts:
+        return 0.0
+    return sum(cfg.layer_is_moe(i) for i in range(cfg.n_layers)) / cfg.n_layers
 
 
 def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,

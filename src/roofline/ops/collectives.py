@@ -85,7 +85,7 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
            "nvls_all_reduce", "ALGORITHMS", "group_ring_all_reduce",
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_reduce_scatter", "group_all_gather", "group_all_to_all",
-           "group_send_recv"]
+           "group_send_recv", "group_dispatch"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: all-reduce algorithms (``auto``: the fastest the fabric has)
@@ -339,6 +339,26 @@ def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     bw = xp.where(outer > 1, links.out_bw, links.up_bw)
     alpha = xp.where(outer > 1, links.out_alpha, links.up_alpha)
     return xp.where((p > 1) & (n > 0), _one_pass_time(n, p, bw, alpha), 0.0)
+
+
+def group_dispatch(rank_bytes: Arr, domain_bytes: Arr, p: Arr, stride: Arr, links: Links,
+                   xp: Any = np) -> Arr:
+    """An MoE token dispatch (or combine) over ``p`` ranks spaced ``stride`` apart, as DeepEP's
+    normal kernels run it (deepseek-ai/DeepEP README: "forwarding data from NVLink domain to
+    RDMA domain"): a token crosses the scale-out link once per remote domain holding one of its
+    experts (``domain_bytes``: the rank's tokens × distinct domains per token × bytes per
+    token) and is forwarded inside the domain to each rank holding one (``rank_bytes``: × distinct
+    ranks per token); the two stages pipeline, the slower binds:
+    max((o−1)·α_out + (o−1)/o · domain_bytes/bw_out, (i−1)·α_up + (p−1)/p · rank_bytes/bw_up)
+    for i ranks inside a domain and o domains. Inside one domain this is ``group_all_to_all``
+    of ``rank_bytes``."""
+    rank_bytes = xp.asarray(rank_bytes, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    t_up = (inner - 1) * links.up_alpha + (p - 1) / p * rank_bytes / links.up_bw
+    t_out = xp.where(outer > 1, (outer - 1) * links.out_alpha
+                     + (outer - 1) / outer * domain_bytes / links.out_bw, 0.0)
+    return xp.where((p > 1) & (rank_bytes > 0), xp.maximum(t_up, t_out), 0.0)
 
 
 def group_send_recv(n: Arr, cross_domain: Arr, links: Links, xp: Any = np) -> Arr:

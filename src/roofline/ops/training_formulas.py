@@ -7,6 +7,7 @@ N query heads, K KV heads, H head dim, F MLP width, t tensor-parallel degree.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from .cost import OpCost
 from .registry import register
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step",
-           "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms"]
+           "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms",
+           "MOE_ROUTINGS", "moe_mlp_activation_bytes", "moe_dispatch_ranks"]
 
 #: the optimizers the library prices (the one table: ``train`` and the formula both read it):
 #: plain SGD, SGD with momentum (torch.optim.SGD with momentum > 0), Adam (L2 decay), AdamW
@@ -148,3 +150,66 @@ def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,
     scores = 0.0 if fused_attention else (2 + 3 * mask) * n_heads * s
     selective = xp.where(sp, (repl + shard) / tp, repl + shard / tp)
     return selective + scores / tp, selective
+
+
+#: how the router spreads a token's k experts (``moe_dispatch_ranks``)
+MOE_ROUTINGS = ("random", "contiguous")
+
+
+def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float,
+                             n_shared: float, n_experts: float, gated_mlp: bool,
+                             tp: Any = 1, sequence_parallel: Any = False,
+                             xp: Any = np) -> Any:
+    """Bytes per token (at 2-byte activations) a mixture-of-experts MLP block keeps for its
+    backward pass on one tensor-parallel rank, in place of a dense MLP's 4F (6F gated).
+
+    Per token, Korthikanti et al. 2022 (arXiv:2205.05198, §4.1: every tensor a backward GEMM or
+    activation needs) applied to the grouped-GEMM expert path as NeMo AutoModel's
+    ``GroupedExpertsDeepEP`` runs it (permute → gate/up GEMM → weighted SwiGLU → down GEMM →
+    unpermute): for each of the top-k expert rows the permuted input copy (2D: the gate/up
+    weight gradient's input), the gate and up outputs (4F_e) and the SwiGLU output (2F_e: the
+    down weight gradient's input), F_e split by TP (2F_e + 2F_e ungated); the routing weights
+    are applied inside the SwiGLU, so the unpermute (a plain sum) keeps nothing; the shared
+    experts as a dense MLP of width n_shared·F_e; the router's fp32 probabilities (4E). The
+    permuted copies are what MoEBlaze (arXiv:2601.05296, §1) names the "token routing buffers"
+    that make MoE activations large: k copies of every token. Expert parallelism does not
+    shrink this: with balanced routing a rank runs as many expert rows as its own b·s tokens
+    send out (k each), whichever experts it holds. The permuted copies are replicated across
+    TP ranks unless sequence-parallel (Assumption: as the replicated inputs of
+    ``layer_activation_terms``)."""
+    D, F, k = float(d_model), float(expert_d_ff), float(top_k)
+    mlp = 6.0 if gated_mlp else 4.0
+    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
+    copies = k * 2 * D
+    split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
+    return xp.where(sp, copies / tp, copies) + split / tp
+
+
+@lru_cache(maxsize=256)
+def moe_dispatch_ranks(n_experts: int, top_k: int, ep: int, routing: str = "random") -> float:
+    """Expected distinct expert-parallel ranks one token is dispatched to. A token goes to a
+    rank once however many of its k experts that rank holds (DeepEP's dispatch layout:
+    ``num_tokens_per_rank`` / ``is_token_in_rank``, deepseek-ai/DeepEP README, "Example use in
+    model training"; the received copy is then expanded to the rank's experts), each rank
+    holding E/ep consecutive experts.
+
+    ``routing="random"``: the k experts uniformly at random without repetition (balanced in
+    expectation): ep · (1 − C(E − E/ep, k) / C(E, k)). ``"contiguous"``: NeMo AutoModel's
+    ``FakeBalancedGate`` (token i → experts i·k … i·k + k − 1 mod E; its benchmark tables run
+    it): the mean over tokens of the blocks of E/ep experts that window spans."""
+    E, k, ep = int(n_experts), int(top_k), int(ep)
+    if routing not in MOE_ROUTINGS:
+        raise SpecError(f"moe_routing={routing!r}; allowed: {', '.join(MOE_ROUTINGS)}")
+    if E <= 0 or k <= 0 or ep < 1 or E % ep or k > E:
+        raise SpecError(f"moe_dispatch_ranks: needs 0 < top_k={k} <= n_experts={E} and ep={ep} "
+                        f"dividing the experts")
+    per = E // ep
+    if routing == "contiguous":
+        n = E // np.gcd(E, k)  # the window start t·k mod E repeats every E/gcd(E, k) tokens
+        starts = (np.arange(n) * k) % E
+        ranks = [len({((s + j) % E) // per for j in range(k)}) for s in starts]
+        return float(np.mean(ranks))
+    miss = 1.0  # C(E − per, k) / C(E, k) as a product
+    for j in range(k):
+        miss *= max(E - per - j, 0) / (E - j)
+    return ep * (1.0 - miss)

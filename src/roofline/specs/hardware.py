@@ -61,6 +61,9 @@ class Link:
     name: str  #: e.g. "NVLink 4", "PCIe Gen5 x16"
     bytes_per_s: float  #: per direction, decimal bytes/s
     latency_s: float = math.nan  #: one-way latency where published
+    #: devices one such link domain joins (an NVLink bridge: 2); 0: any number (a switch, a
+    #: mesh). A tensor-parallel group larger than this leaves the link for the host link
+    domain: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,7 +254,8 @@ def spec_key(hw: Hardware) -> SpecKey:
     def num(v: float) -> float | None:  # NaN != NaN: a key must equal itself
         return None if v != v else v
 
-    links = tuple(None if ln is None else (ln.name, num(ln.bytes_per_s), num(ln.latency_s))
+    links = tuple(None if ln is None else (ln.name, num(ln.bytes_per_s), num(ln.latency_s),
+                                           ln.domain)
                   for ln in (hw.host_link, hw.scale_up_link))
     k = SpecKey((hw.key, hw.kind, tuple(sorted(hw.peak_flops_per_s.items())),
          tuple((m.name, m.capacity_bytes, num(m.bytes_per_s)) for m in hw.memory), links,
@@ -420,7 +424,15 @@ def _links(links_raw: Any, origin: str, q: Any) -> dict[str, Link]:
         bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
         lat = q(raw["latency"], f"links.{lk}.latency", "time", hi=1.0) if "latency" in raw \
             else math.nan
-        links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat)
+        dom = 0
+        if "domain" in raw:
+            dom = q(raw["domain"], f"links.{lk}.domain", "ratio")
+            if dom != int(dom) or dom < 2:
+                raise SpecError(f"{origin}: links.{lk}.domain = {dom!r} is the number of "
+                                "devices the link joins; allowed: an integer >= 2 (omit it "
+                                "for a switch or full mesh)")
+        links[lk] = Link(name=str(raw.get("name", lk)), bytes_per_s=bw, latency_s=lat,
+                         domain=int(dom))
     return links
 
 

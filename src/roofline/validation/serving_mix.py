@@ -11,7 +11,8 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["predict", "predictions", "summary", "case_table", "SIM_METRICS"]
+__all__ = ["predict", "predictions", "summary", "case_table", "SIM_METRICS",
+           "host_time_per_sequence"]
 
 #: metric -> (ServingSim attribute, statistic)
 SIM_METRICS = {"ttft_p50": ("ttft", "p50"), "ttft_p99": ("ttft", "p99"),
@@ -110,3 +111,16 @@ def case_table(rows: list[tuple[Case, float, bool]]) -> str:
         lines.append(f"| {c.id}{flag} | {c.source} | {v * scale:,.4g} | {c.measured:,.4g} | "
                      f"{c.unit} | {v / c.value_si - 1:+.1%} |")
     return "\n".join(lines)
+
+
+def host_time_per_sequence(rows: list[tuple[Case, float, bool]], model: str) -> float:
+    """The lambda_vllm source's vLLM v0.6.0 host time per sequence per decode step, s, of
+    ``model`` ("8B" | "70B"), from two measured rows alone: with 256 sequences in flight a step
+    lasts 256 / throughput = device + h/k + r, k the scheduler steps per host pass (multi-step
+    scheduling runs the host work once per k steps), so h = (step(k=1) − step(k=10)) /
+    (1 − 1/10), h / 256 per sequence."""
+    tput = {c.id.split("scheduler steps ")[1].split()[0]: c.value_si for c, _, _ in rows
+            if c.source == "lambda_vllm" and c.metric == "tok_s" and f" {model} " in c.id
+            and "scheduler steps" in c.id}
+    step1, step10 = 256 / tput["1"], 256 / tput["10"]
+    return (step1 - step10) / 0.9 / 256

@@ -19,7 +19,11 @@ from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "predict_run", "rows", "report_table", "summary", "hopper_cases",
-           "fit_hopper", "hopper_holdout", "hopper_holdout_table"]
+           "fit_hopper", "hopper_holdout", "hopper_holdout_table", "LONG_SEQ", "long_rows",
+           "long_table"]
+
+#: tokens per rank (seq_len / cp) from which a run is a long-sequence row (judged apart)
+LONG_SEQ = 32768
 
 _RECOMPUTES = ("none", "selective", "full")
 
@@ -34,8 +38,9 @@ def _choices(sc: dict[str, Any], key: str, options: tuple[Any, ...]) -> tuple[An
     return (sc[key],) if key in sc else options
 
 
-def predict_run(case: Case) -> tuple[Any, dict[str, Any]]:
-    """The fastest feasible result over the knobs ``case`` does not publish, and those knobs."""
+def predict_run(case: Case, attention_kernel: str = "auto") -> tuple[Any, dict[str, Any]]:
+    """The fastest feasible result over the knobs ``case`` does not publish, and those knobs
+    (``attention_kernel`` as ``rl.train``'s)."""
     from ..errors import SpecError
     from ..scenarios.training import train
 
@@ -47,7 +52,8 @@ def predict_run(case: Case) -> tuple[Any, dict[str, Any]]:
                                 sc["seq_len"])
     tp, pp, gpus = sc["tp"], sc["pp"], sc["gpus"]
     dp = gpus // (tp * pp * sc.get("cp", 1))
-    fixed = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep") if k in sc}
+    fixed = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep", "moe_routing")
+             if k in sc}
     if sc.get("cp", 1) > 1:
         fixed["cp"] = sc["cp"]
     best: tuple[float, Any, dict[str, Any]] | None = None
@@ -59,7 +65,8 @@ def predict_run(case: Case) -> tuple[Any, dict[str, Any]]:
                     r = train(sc["model"], sc["cluster"], nodes=gpus // 8,
                               global_batch=sc["global_batch"], seq_len=sc["seq_len"],
                               micro_batch=b, tp=tp, pp=pp, dp=dp, interleave=v, recompute=rc,
-                              precision=sc["precision"], **fixed)
+                              precision=sc["precision"], attention_kernel=attention_kernel,
+                              **fixed)
                 except SpecError:
                     continue  # not a valid split (interleave against the stages or batches)
                 knobs = {"micro_batch": b, "interleave": v, "recompute": rc}
@@ -147,6 +154,43 @@ def report_table(rs: list[dict[str, Any]] | None = None) -> str:
     return "\n".join(lines)
 
 
+# -- long sequences: the rows at >= 32k tokens per rank, priced at "auto" and at "fa2" ---------
+
+def long_rows() -> list[dict[str, Any]]:
+    """The long-sequence cases (seq_len / cp >= LONG_SEQ) priced with the default attention
+    kernel ("auto": FlashAttention-3 on Hopper) and with FlashAttention-2."""
+    out = []
+    for c in cases():
+        if c.scenario["seq_len"] / c.scenario.get("cp", 1) < LONG_SEQ:
+            continue
+        auto, _ = predict_run(c)
+        fa2, _ = predict_run(c, "fa2")
+        per = {k: r.tokens_per_s / r.devices for k, r in (("auto", auto), ("fa2", fa2))}
+        out.append({"id": c.id, "published": c.value_si, "auto": per["auto"], "fa2": per["fa2"],
+                    "error_auto": per["auto"] / c.value_si - 1.0,
+                    "error_fa2": per["fa2"] / c.value_si - 1.0, "result": auto})
+    return out
+
+
+def long_table(rs: list[dict[str, Any]] | None = None) -> str:
+    """The generated table of the 'Long sequences' section of docs/validation/training-runs.md."""
+    rs = long_rows() if rs is None else rs
+    lines = ["| case | recompute | published | ours, auto (FA3) | error | ours, fa2 | error |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for x in rs:
+        lines.append(f"| {x['id']} | {x['result'].recompute} | {x['published']:,.0f} tok/s/GPU "
+                     f"| {x['auto']:,.0f} | {x['error_auto']:+.1%} | {x['fa2']:,.0f} "
+                     f"| {x['error_fa2']:+.1%} |")
+    import statistics
+
+    ea = statistics.median(abs(x["error_auto"]) for x in rs)
+    ef = statistics.median(abs(x["error_fa2"]) for x in rs)
+    n = len(rs)
+    lines += ["", f"**{n} rows at 32,768 tokens: median |error| {ea:.1%} with \"auto\" "
+                  f"(FA3), {ef:.1%} with FA2.**"]
+    return "\n".join(lines)
+
+
 # -- the Hopper training GEMM fraction ([gpu-hopper] of data/presets/training.toml) ----------
 
 def hopper_cases() -> tuple[Case, ...]:
@@ -177,7 +221,7 @@ def _knobs(cid: str) -> dict[str, Any]:
     kw = dict(nodes=sc["gpus"] // 8, global_batch=sc["global_batch"], seq_len=sc["seq_len"],
               micro_batch=r.micro_batch, tp=r.tp, pp=r.pp, dp=r.dp, interleave=r.interleave,
               recompute=r.recompute, precision=sc["precision"])
-    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp", "ep") if k in sc})
+    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp", "ep", "moe_routing") if k in sc})
     return {"model": sc["model"], "cluster": sc["cluster"], **kw}
 
 

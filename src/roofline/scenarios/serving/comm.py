@@ -23,6 +23,30 @@ def _link(hw: Hardware) -> tuple[float, float]:
     return lk.bytes_per_s, lat
 
 
+def _group(hw: Hardware, p: int, f: sp.ServingFactors) -> tuple[float, float, float, bool]:
+    """(link bytes/s per direction, α per call, link efficiency, custom kernels) of an
+    all-reduce over ``p`` devices.
+
+    Inside the scale-up link's domain: that link, the engine's α(p) and kernels. A group larger
+    than the domain (four PCIe cards bridged in pairs: ``[links.scale_up] domain = 2``) rings
+    through the host link: NCCL over PCIe — the custom kernels need every peer on the fast
+    link (vLLM disables its custom all-reduce past two PCIe-only GPUs) — at the engine's
+    ``host_allreduce_alpha`` and ``host_allreduce_efficiency``.
+    """
+    su = hw.scale_up_link
+    if su is not None and su.domain and p > su.domain and hw.host_link is not None \
+            and f.host_allreduce_alpha > 0:
+        lk = hw.host_link
+        lat = lk.latency_s if math.isfinite(lk.latency_s) else 0.0
+        return lk.bytes_per_s, max(lat, f.host_allreduce_alpha), \
+            f.host_allreduce_efficiency, False
+    bw, lat = _link(hw)
+    if not math.isfinite(bw):
+        raise SpecError(f"tp={p} needs a scale-up link on {hw.name}; its spec has none")
+    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (p - 2))
+    return bw, alpha, f.allreduce_efficiency, f.allreduce_custom
+
+
 def allreduce_time(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors) -> float:
     """Seconds for ONE tensor-parallel all-reduce of ``nbytes`` over ``tp`` devices.
 
@@ -32,16 +56,13 @@ def allreduce_time(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors) -
     (α + (p−1)·n/bw', latency-optimal for decode-sized messages) and a two-shot one
     (2α + 2(p−1)/p·n/bw', bandwidth-optimal for prefill-sized ones); with NCCL it is
     α + 2(p−1)/p·n/bw' (ring bytes). bw' = scale-up link bandwidth per direction ×
-    allreduce_efficiency. The spec's link latency, when given, is a floor on α.
+    allreduce_efficiency. The spec's link latency, when given, is a floor on α. A group larger
+    than the scale-up link's ``domain`` runs NCCL over the host link (``_group``).
     """
     if tp == 1 or nbytes == 0:
         return 0.0
-    bw, lat = _link(hw)
-    if not math.isfinite(bw):
-        raise SpecError(f"tp={tp} needs a scale-up link on {hw.name}; its spec has none")
-    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (tp - 2))
-    eff = f.allreduce_efficiency
-    if f.allreduce_custom:
+    bw, alpha, eff, custom = _group(hw, tp, f)
+    if custom:
         return min(collectives.one_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff),
                    collectives.two_shot_all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff))
     return collectives.all_reduce(nbytes, tp, bw, alpha, link_efficiency=eff, latency="call")
@@ -57,12 +78,8 @@ def allreduce_times(nbytes: Any, tp: int, hw: Hardware, f: sp.ServingFactors) ->
     n = np.asarray(nbytes, dtype=np.float64)
     if tp == 1:
         return np.zeros_like(n)
-    bw, lat = _link(hw)
-    if not math.isfinite(bw):
-        raise SpecError(f"tp={tp} needs a scale-up link on {hw.name}; its spec has none")
-    alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (tp - 2))
-    eff = f.allreduce_efficiency
-    if f.allreduce_custom:
+    bw, alpha, eff, custom = _group(hw, tp, f)
+    if custom:
         algos = (lambda x: collectives.one_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff),
                  lambda x: collectives.two_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff))
     else:

@@ -14,6 +14,7 @@ from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
 from ...engine.attention import ATTENTION_KERNELS
+from ...engine.client import serve_client
 from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
 from ...engine.result import Result
@@ -122,7 +123,7 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
            draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
            decode_hardware=A.anything,
            kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=R.KV_WINDOW,
-           attention_kernel=A.choice(*ATTENTION_KERNELS))
+           attention_kernel=A.choice(*ATTENTION_KERNELS), client=A.flag)
 def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           output_len: int = 128, precision: str | Precision = "bf16",
           kv_precision: str | None = None, weight_precision: str | None = None,
@@ -132,7 +133,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
           acceptance: float = 0.7, decode_hardware: Any = None,
           kv_link_bytes_per_s: float | None = None, kv_window: str = "ring",
-          attention_kernel: str = "auto") -> ServeResult:
+          attention_kernel: str = "auto", client: bool = False) -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
 
     ``precision`` sets the compute dtype (its tensor-core peak) and, by default, weights and
@@ -156,9 +157,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     ``attention_kernel``: the fused-attention implementation ("auto": the engine's, by default
     the architecture's — FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3",
     "cudnn", "gemm", "unfused"; engine/attention.py, docs/validation/attention.md).
+    ``client=True``: as a client times each request — a per-request floor and the prompt and
+    output through the serving stack and host link (engine/client.py; off by default).
     ``price_per_hour`` (USD per device-hour; default: the part's public price), ``region``
-    (grid, for carbon) and ``pue`` feed ``cost_per_million_output_tokens``,
-    ``energy_per_output_token`` and ``carbon_per_million_output_tokens``.
+    (grid, for carbon) and ``pue`` feed the cost, energy and carbon per output token.
     """
     m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base = _inputs(
         model, hardware, batch, prompt_len, output_len, precision, kv_precision,
@@ -176,8 +178,9 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     if why:
         return _infeasible(base, why)
     if preset == "mlsysim":  # mlsysim's convention: every layer holds every token
-        return _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
-                              B, P, n, p)
+        r = _serve_mlsysim(m, hw, {**base, "kv_window": "full" if base["kv_window"] else ""},
+                           B, P, n, p)
+        return serve_client(r, hw) if client else r
     plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
                           fused_attention=fused_attention, weight_format=m.weight_format, ep=ep)
     eff = sp.efficiency(hw, preset, factors, p.compute)
@@ -231,13 +234,14 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
 
     _pre, _dec = _lazy_phases(m, plan, hw, hw_d, eff, eff_d, preset, Bg, Bm, T_new, pc,
                               round(S_mean))
-    return ServeResult(
+    r = ServeResult(
         **base, ttft=ttft, tpot=tpot, e2e_latency=e2e, tokens_per_s=tokens_per_s,
         tokens_per_s_per_device=tokens_per_s / devices, steady_tpot=steady_tpot,
         steady_tokens_per_s=steady_tps, mbu=mbu, mfu=mfu, kv_cache_bytes=kv_total,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
+    return serve_client(r, hw_d) if client else r
 
 
 def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],

@@ -86,6 +86,11 @@ class ServingFactors:
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
     allreduce_custom: bool = False  #: one-shot / two-shot kernels (else NCCL: α + ring bytes)
     p2p_latency: float = 0.0  #: s per pipeline-stage send/recv
+    #: NCCL over the host link (PCIe), for a TP group larger than the scale-up link's domain:
+    #: s of latency per all-reduce call (0: no fallback, the scale-up link is used) and the
+    #: fraction of the host link's bandwidth the ring reaches
+    host_allreduce_alpha: float = 0.0
+    host_allreduce_efficiency: float = 1.0
     #: the fused-attention kernel the engine runs (engine/attention.py; "auto": the
     #: architecture's default); ``serve(attention_kernel=...)`` replaces it
     attention_kernel: str = "auto"
@@ -119,7 +124,8 @@ _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
-        "allreduce_custom": "ratio", "p2p_latency": "time"}
+        "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
+        "host_allreduce_efficiency": "ratio"}
 _BOOL = ("fuse", "allreduce_custom")
 
 

@@ -71,12 +71,16 @@ class ServeResult(Display):
     feasible: bool = True
     reason: str = ""
     #: s of the end-to-end latency per cause (roofline, efficiency, launch, step_overhead,
-    #: tp_comm, pp_comm, kv_transfer; they sum to ``e2e_latency``)
+    #: tp_comm, pp_comm, kv_transfer, and client with ``client=True``; they sum to
+    #: ``e2e_latency``)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     #: the same causes as fractions of the end-to-end latency (they sum to 1; NaN when e2e is
     #: 0 or unknown); derived from ``phase_seconds``, never passed
     shares: dict[str, float] = field(init=False, default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: s a client adds to each request end to end, included in ttft / tpot / e2e_latency
+    #: (serve(client=True), engine/client.py); 0: device side only
+    client_time: float = 0.0
     price_per_hour: float | None = None  #: USD per device-hour given by the user (None: public)
     region: str | None = None  #: grid region for carbon (data/economics/grids.toml)
     pue: float | None = None  #: facility / IT energy given by the user (None: sourced default)
@@ -100,10 +104,11 @@ class ServeResult(Display):
     def uncertainty(self) -> dict[str, Any]:
         """``{"ttft": Band, "tpot": Band, "e2e_latency": Band, "tokens_per_s": Band}``: 80 %
         intervals from the serving validation residuals (docs/validation/uncertainty.md);
-        empty for a preset other than default or a result that cannot run."""
+        empty for a preset other than default, a result that cannot run, or a client-side one
+        (``client=True``: those residuals are device-side)."""
         from ...uncertainty import bands
 
-        if self.preset != "default" or not self.feasible:
+        if self.preset != "default" or not self.feasible or self.client_time > 0:
             return {}
         d = "serving-decode"
         return bands({"ttft": (self.ttft, "serving-ttft", False), "tpot": (self.tpot, d, False),
@@ -178,7 +183,9 @@ class ServeResult(Display):
                 "(output_len 1: the first token comes from prefill, no decode step)")
             + fmt_band(u.get("tpot"), fmt_time),
             f"  end to end      {fmt_time(self.e2e_latency)}"
-            + fmt_band(u.get("e2e_latency"), fmt_time),
+            + fmt_band(u.get("e2e_latency"), fmt_time)
+            + (f" (client=True: + {fmt_time(self.client_time)} per request as a client times "
+               "it, in TTFT, TPOT and e2e)" if self.client_time > 0 else ""),
             (f"  throughput      {self.tokens_per_s:,.0f} output tokens/s "
             f"({self.tokens_per_s_per_device:,.0f} per device)"),
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import _args as A
 from ..._text import a_family
+from ...analysis.power import power_activity
 from ...engine.core import time_model
 from ...engine.lines import max_at, op_lines
 from ...engine.memory import fits as mem_fits
@@ -48,7 +49,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
 
     Economics per point (``analysis.econ_columns``; ``price_per_hour``, ``region``, ``pue`` as in
     ``serve``): ``utilisation`` (of the binding resource: the larger of MBU = step bytes /
-    (device time × bandwidth), as ``serve`` reports it, and MFU = step FLOPs / (TPOT × peak)),
+    (device time × bandwidth), as ``serve`` reports it, and MFU = step FLOPs / (TPOT × peak);
+    ``power_activity``: the power model's min(1, w_c·MFU + w_m·MBU), analysis/power.py),
     ``usd_per_million_tokens`` (NaN without a price), ``energy_per_token`` (J, facility) and
     ``carbon_per_million_tokens`` (kg, NaN without a region); ``price_per_hour`` and
     ``economics_note`` per hardware say which price and grid were used, or why none.
@@ -80,6 +82,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     fits = np.zeros(out_t.shape, dtype=bool)
     kvb = np.zeros(out_t.shape)
     util = np.full(out_t.shape, np.nan)
+    act = np.full(out_t.shape, np.nan)  # power activity (analysis/power.py)
     for j, pr in enumerate(precs):
         p = make_precision(pr, kv=kv_precision, weights=weight_precision, group_size=group_size)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True,
@@ -129,16 +132,18 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         bw = np.array([h.memory_bytes_per_s for h in hsel])[:, None, None]
         peak = np.array([h.peak_flops_per_s.get(p.compute, np.nan) for h in hsel])[:, None, None]
         with np.errstate(divide="ignore", invalid="ignore"):  # as serve: MBU over device time
-            util[ok_hw, j] = np.fmax(work[0] / (t_dev * bw), work[1] / (t * peak))
+            mbu, mfu = work[0] / (t_dev * bw), work[1] / (t * peak)
+            util[ok_hw, j] = np.fmax(mbu, mfu)
+            act[ok_hw, j] = power_activity(mfu, mbu)
     tps = Bs.reshape(1, 1, -1, 1) / out_t
-    econ = _economics(hws, tp, tps, util, price_per_hour, region, pue, preset)
+    econ = _economics(hws, tp, tps, act, price_per_hour, region, pue, preset)
     return {"tpot": out_t, "tokens_per_s": tps, "fits": fits,
-            "kv_cache_bytes": kvb, "utilisation": util, **econ,
+            "kv_cache_bytes": kvb, "utilisation": util, "power_activity": act, **econ,
             "hardware": np.array([h.name for h in hws]),
             "precision": np.array([str(x) for x in precs]), "batch": Bs, "context": Ss}
 
 
-def _economics(hws: list[Any], tp: int, tps: np.ndarray, util: np.ndarray,
+def _economics(hws: list[Any], tp: int, tps: np.ndarray, act: np.ndarray,
                price_per_hour: float | None, region: str | None, pue: float | None,
                preset: str) -> dict[str, np.ndarray]:
     """Cost, energy and carbon arrays [hardware, precision, batch, context] of the sweep."""
@@ -148,7 +153,7 @@ def _economics(hws: list[Any], tp: int, tps: np.ndarray, util: np.ndarray,
            ("usd_per_million_tokens", "energy_per_token", "carbon_per_million_tokens")}
     price, notes = np.full(len(hws), np.nan), []
     for i, h in enumerate(hws):
-        ec = econ_columns(h, devices=tp, units_per_s=tps[i], utilisation=util[i],
+        ec = econ_columns(h, devices=tp, units_per_s=tps[i], utilisation=act[i],
                           price_per_hour=price_per_hour, region=region, pue=pue, preset=preset)
         for k, v in ec.columns().items():
             out[k][i] = v

@@ -17,7 +17,7 @@ from ...engine.tiles import without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
-from ...graphs.training import GROUPS, TrainingGraph, training_graph
+from ...graphs.training import GROUPS, TrainingGraph, moe_layer_fraction, training_graph
 from ...graphs.transformer import TransformerConfig
 from ...ops import collectives as coll
 from ...specs.cluster import Cluster
@@ -46,6 +46,8 @@ class _Ctx:
     key: SpecKey  #: the content the cached graphs and timings depend on (hash computed once)
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
     cp: int = 1  #: context-parallel degree (the graphs hold seq_len / cp tokens)
+    moe_fraction: float = 0.0  #: share of the layers that are MoE layers
+    moe_routing: str = "random"  #: how tokens spread over experts (training_formulas.MOE_ROUTINGS)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -64,23 +66,23 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str,
              lora_rank: int | None = None, cp: int = 1,
-             attention_kernel: str = "auto") -> _Ctx:
+             attention_kernel: str = "auto", moe_routing: str = "random") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset, lora_rank, cp, attention_kernel)
+                             preset, lora_rank, cp, attention_kernel, moe_routing)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, _override_key("gpu"), _override_key("tpu"),
-             _override_key("gpu-hopper"), registered_epoch(), attention_kernel)
+             _override_key("gpu-hopper"), registered_epoch(), attention_kernel, moe_routing)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, cp, attention_kernel)
+                        lora_rank, cp, attention_kernel, moe_routing)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -94,7 +96,7 @@ def _is_path(x: Any) -> bool:
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
                   lora_rank: int | None = None, cp: int = 1,
-                  attention_kernel: str = "auto") -> _Ctx:
+                  attention_kernel: str = "auto", moe_routing: str = "random") -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -127,7 +129,8 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
-                lora_rank=lora_rank, cp=cp)
+                lora_rank=lora_rank, cp=cp, moe_fraction=moe_layer_fraction(m.config),
+                moe_routing=moe_routing)
 
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
@@ -178,7 +181,8 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
         op_t = time_model(tg.graph, hw, ctx.eff).ops(
             np.asarray(batches, dtype=np.float64)).time  # [b, n]
         onehot = np.zeros((len(tg.group), len(GROUPS)))
-        onehot[np.arange(len(tg.group)), tg.group] = 1.0
+        onehot[np.arange(len(tg.group)), tg.group] = 1.0 if tg.op_weight is None \
+            else tg.op_weight  # the average of a dense and an MoE layer (graphs/training.py)
         gt = op_t @ onehot  # [b, G]
         for i, b in enumerate(batches):
             out[b] = gt[i]

@@ -200,10 +200,12 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     tokens = fwd.tokens_per_sample
     peak = hw.peak(p.compute)
     nodes_used = math.ceil(devices / max(c.devices // max(c.nodes, 1), 1))
-    from ...analysis.power import device_power_w
+    from ...analysis.power import device_power_w, power_activity
 
-    other = nodes_used * c.node_overhead_w  # power model: analysis/power.py, u = MFU
-    power = devices * device_power_w(hw, mf_step / (step * devices * peak)) + other
+    other = nodes_used * c.node_overhead_w  # power model: analysis/power.py, activity of MFU
+    mfu = mf_step / (step * devices * peak)
+    power = devices * (device_power_w(hw, mfu, "mlsysim") if preset == "mlsysim" else
+                       device_power_w(hw, power_activity(mfu))) + other
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,

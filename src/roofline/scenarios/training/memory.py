@@ -1,30 +1,43 @@
 """Training memory per device (the first pipeline stage, the fullest): weights, gradients and
-optimizer states as ZeRO shards them, and activations per Korthikanti et al. 2022 Table 2."""
+optimizer states as ZeRO shards them, and activations per Korthikanti et al. 2022 Table 2 (an
+MoE layer's MLP block per ``ops.training_formulas.moe_mlp_activation_bytes``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...ops.training_formulas import layer_activation_terms
+from ...ops.training_formulas import layer_activation_terms, moe_mlp_activation_bytes
 from .context import _Ctx
 
 
 def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero: Any, sp: Any,
-            m: Any, n_lps: Any, p_dev: Any, w_bytes: Any, g_bytes: Any, xp: Any) -> dict[str, Any]:
+            m: Any, n_lps: Any, p_dev: Any, w_bytes: Any, g_bytes: Any, xp: Any,
+            p_exp: Any = 0.0, ep: Any = 1) -> dict[str, Any]:
     """Bytes per device of the first stage for the splits ``_evaluate`` prices (same ``xp``):
     ``m`` micro-batches per replica, ``n_lps`` layers per stage, ``p_dev`` parameters on the
-    stage, ``w_bytes``/``g_bytes`` its weight and gradient buffers before ZeRO sharding."""
+    stage, ``w_bytes``/``g_bytes`` its weight and gradient buffers before ZeRO sharding;
+    ``p_exp`` of the parameters are routed experts, already split over the ``ep`` ranks, which
+    ZeRO shards over the dp/ep ranks holding the same experts (the others over all dp).
+    An MoE model's per-layer activations are the average of its dense and MoE layers."""
     cfg = ctx.cfg
     s, D = float(ctx.seq_len), float(cfg.d_model)
     ab = ctx.prec.act_bytes
     pp1 = pp == 1
     act_scale = ab / 2.0  # Korthikanti's table counts 2-byte activations
+    kw = dict(d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+              gated_mlp=cfg.gated_mlp, seq_len=s, tp=tp, sequence_parallel=sp,
+              fused_attention=ctx.fused, dropout=ctx.dropout, xp=xp)
     # per token and layer, in bytes at 2-byte activations (ops/training_formulas.py)
-    per_tok_none, per_tok_sel = layer_activation_terms(
-        d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
-        d_ff=float(cfg.d_ff) * (cfg.top_k if cfg.n_experts else 1), gated_mlp=cfg.gated_mlp,
-        seq_len=s, tp=tp, sequence_parallel=sp, fused_attention=ctx.fused, dropout=ctx.dropout,
-        xp=xp)
+    per_tok_none, per_tok_sel = layer_activation_terms(d_ff=float(cfg.d_ff), **kw)
+    f = ctx.moe_fraction
+    if f > 0.0:
+        a_none, a_sel = layer_activation_terms(d_ff=0.0, **kw)  # attention and norms only
+        moe = moe_mlp_activation_bytes(
+            d_model=D, expert_d_ff=float(cfg.moe_d_ff or cfg.d_ff), top_k=cfg.top_k,
+            n_shared=cfg.n_shared_experts, n_experts=cfg.n_experts, gated_mlp=cfg.gated_mlp,
+            tp=tp, sequence_parallel=sp, xp=xp)
+        per_tok_none = (1 - f) * per_tok_none + f * (a_none + moe)
+        per_tok_sel = (1 - f) * per_tok_sel + f * (a_sel + moe)
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, 2 * D))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(
@@ -33,8 +46,11 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
     # full recompute: one layer's activations live while it is recomputed
     act = act + xp.where(rc == 2, per_tok_none * act_scale * tokens_mb, 0.0)
     act = act + xp.where(pp1, tokens_mb * (cfg.vocab / tp) * 4.0, 0.0)  # fp32 logits (last stage)
-    weights = w_bytes / xp.where(zero == 3, dp, 1)
-    grads = g_bytes / xp.where(zero >= 2, dp, 1)
-    opt = p_dev * ctx.opt_bytes / xp.where(zero >= 1, dp, 1)
+    edp = dp / ep
+    e_w, e_g = p_exp * ctx.prec.weight_bytes, p_exp * ctx.grad_bytes
+    weights = (w_bytes - e_w) / xp.where(zero == 3, dp, 1) + e_w / xp.where(zero == 3, edp, 1)
+    grads = (g_bytes - e_g) / xp.where(zero >= 2, dp, 1) + e_g / xp.where(zero >= 2, edp, 1)
+    opt = ((p_dev - p_exp) / xp.where(zero >= 1, dp, 1)
+           + p_exp / xp.where(zero >= 1, edp, 1)) * ctx.opt_bytes
     total = weights + grads + opt + act + ctx.eff.workspace
     return dict(weights=weights, gradients=grads, opt=opt, activations=act, total=total)

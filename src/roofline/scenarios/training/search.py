@@ -7,11 +7,13 @@ from typing import Any
 import numpy as np
 
 from ... import _args as A
+from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import fits as mem_fits
 from ...engine.table import Table
 from ...errors import SpecError
 from ...graphs.shard import tp_problem
 from ...graphs.training import GROUPS
+from ...ops.training_formulas import MOE_ROUTINGS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
 from .context import _context, _graph, _group_times, model_flops_per_sample
@@ -28,7 +30,8 @@ def _divisors(n: int) -> list[int]:
            recomputes=A.seq(RECOMPUTE_ARG, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
            zeros=A.seq(ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=OPT_DEGREE,
            top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag,
-           price_per_hour=A.anything, region=A.anything, pue=A.anything)
+           price_per_hour=A.anything, region=A.anything, pue=A.anything,
+           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -38,7 +41,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
                      top: int | None = 20, include_infeasible: bool = False,
                      price_per_hour: float | None = None, region: str | None = None,
-                     pue: float | None = None) -> Table:
+                     pue: float | None = None, attention_kernel: str = "auto",
+                     moe_routing: str = "random") -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -49,12 +53,16 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     Each row also has ``usd_per_million_tokens``, ``energy_per_token`` (J, facility: devices at
     the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
     ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
-    price or a region, the table's ``notes`` say why).
+    price or a region, the table's ``notes`` say why). ``attention_kernel`` and ``moe_routing``
+    as ``rl.train``'s.
     """
     from ...analysis.economics import check_economics
 
     price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
-    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset)
+    if attention_kernel == "unfused":
+        fused_attention = False
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
+                   None, 1, attention_kernel, moe_routing)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     max_tp = max_tp or ctx.cl.domain
@@ -86,7 +94,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
     n = len(arr["tp"])
     gt = np.empty((n, len(GROUPS)))
-    lp, emb, head = np.empty(n), np.empty(n), np.empty(n)
+    lp, emb, head, lpe = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     keys = sorted({(int(t), int(e)) for t, e in zip(arr["tp"], arr["ep"])})
     for t, e in keys:
         sel = (arr["tp"] == t) & (arr["ep"] == e)
@@ -97,8 +105,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
             gt[s2] = times[b]
             tg = _graph(ctx, t, e, b)
             lp[s2], emb[s2], head[s2] = tg.layer_params, tg.embed_params, tg.head_params
+            lpe[s2] = tg.layer_expert_params
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
-                  arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap)
+                  arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe)
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too
@@ -127,10 +136,12 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "fits": fits[order],
     }
     from ...analysis.econ_columns import ECON_COLUMN_UNITS, econ_columns
+    from ...analysis.power import power_activity
 
+    act = cols["mfu"] if ctx.preset == "mlsysim" else power_activity(cols["mfu"])
     ec = econ_columns(ctx.cl.device, devices=devices, units_per_s=cols["tokens_per_s"],
-                      utilisation=cols["mfu"], other_power_w=ctx.cl.nodes * ctx.cl.node_overhead_w,
-                      price_per_hour=price_per_hour, region=region, pue=pue)
+                      utilisation=act, other_power_w=ctx.cl.nodes * ctx.cl.node_overhead_w,
+                      price_per_hour=price_per_hour, region=region, pue=pue, preset=ctx.preset)
     cols.update(ec.columns())
     return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
                               "tokens_per_s": "tokens/s", "mfu": FRACTION, **ECON_COLUMN_UNITS},

@@ -25,7 +25,7 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
 from ...ops import cost
-from ...ops.training_formulas import OPTIMIZERS
+from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
@@ -53,7 +53,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               dp_overlap: bool, sp: Any = True, xp: Any = np,
               layout: StageLayout | None = None,
               trainable: tuple[Any, Any, Any] | None = None,
-              optimizer: str = "adam") -> dict[str, Any]:
+              optimizer: str = "adam", lp_exp: Any = 0.0) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -61,7 +61,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     formulas price one configuration without numpy's per-call overhead. ``layout``: unequal
     pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
-    them (LoRA; None: every parameter is trained)."""
+    them (LoRA; None: every parameter is trained). ``lp_exp``: the routed-expert parameters
+    of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s, s_full = float(ctx.seq_len) / cp, float(ctx.seq_len)  # tokens on this rank, in all
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -93,9 +94,13 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
     # -- expert parallelism (MoE layers: every layer of an MoE model here)
     if cfg.n_experts:
-        tok = b * s / tp * cfg.top_k * D * ab
-        t_a2a = coll.group_all_to_all(tok, ep, tp, links, xp)
-        ep_l = t_a2a * (4 + 2 * (rc == 2))
+        # a token crosses to each domain, and inside it to each rank, holding one of its
+        # experts once (DeepEP's dispatch layout and forwarding; ops/collectives.py)
+        tok = b * s / tp * D * ab
+        _, n_dom = coll.group_split(ep, tp, links.domain, xp)
+        t_a2a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
+                                    tok * _dispatch_ranks(ctx, n_dom, xp), ep, tp, links, xp)
+        ep_l = t_a2a * (4 + 2 * (rc == 2)) * ctx.moe_fraction  # dense layers send nothing
     else:
         ep_l = xp.zeros_like(one)
     # -- context parallelism: each layer gathers the whole sequence's K and V from the cp
@@ -137,17 +142,19 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
     p_dev = stage_params(lp, emb_p, head_p)
     p_train = p_dev if trainable is None else stage_params(*trainable)
+    p_exp = stage_params(lp_exp, 0.0, 0.0) if cfg.n_experts else 0.0 * p_dev
     # -- data parallelism (+ ZeRO) over the dp·cp ranks holding the same weights
     dpc = dp * cp
     g_bytes, w_bytes = p_train * ctx.grad_bytes, p_dev * ctx.prec.weight_bytes
     dp_exp = _dp_exposed(ctx, tp, dpc, zero, m, p_train, w_bytes, g_bytes, trainable is None,
-                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp)
+                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp, p_exp, ep)
     # -- optimizer over the local shard
-    p_opt = p_train / xp.where(zero >= 1, dpc, 1)
+    edp = dpc / ep  # the ranks holding the same experts (expert-data-parallel)
+    p_opt = (p_train - p_exp) / xp.where(zero >= 1, dpc, 1) + p_exp / xp.where(zero >= 1, edp, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff), params=p_opt, xp=xp)
     mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
-                  w_bytes, g_bytes, xp)
+                  w_bytes, g_bytes, xp, p_exp, ep)
     if streams_weights(ctx.cl.device):
         # weight streaming: weights, gradients and optimizer states live in the weight store;
         # the chip holds the largest layer's (a block, the embedding, the head) weights and
@@ -164,17 +171,25 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
 
 def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w_bytes: Any,
                 g_bytes: Any, all_trained: bool, f_mb: Any, b_mb: Any, rc_mb: Any, n_lps: Any,
-                dp_overlap: bool, xp: Any) -> Any:
+                dp_overlap: bool, xp: Any, p_exp: Any = 0.0, ep: Any = 1) -> Any:
     """Exposed seconds per step of the data-parallel reduction over the ``dpc`` ranks holding
     the same weights: ZeRO 0 all-reduce, 1/2 reduce-scatter + all-gather of the updated
     parameters, 3 FSDP's per-micro-batch gathers; bucketed and overlapped with the backward
-    when ``dp_overlap`` (what does not fit under it, and at least the last bucket, stays)."""
+    when ``dp_overlap`` (what does not fit under it, and at least the last bucket, stays).
+    The ``p_exp`` routed-expert parameters among them are reduced and gathered over the
+    dpc/ep ranks holding the same experts (stride tp·ep; Megatron-Core's expert-data-parallel
+    group), the others over all dpc ranks."""
     wb = ctx.prec.weight_bytes
-    ar = coll.group_all_reduce(g_bytes, dpc, tp, ctx.links, xp)
-    rs = coll.group_reduce_scatter(g_bytes, dpc, tp, ctx.links, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes, dpc, tp, ctx.links, xp)
+    L, edp = ctx.links, dpc / ep
+    e_g, e_w = p_exp * ctx.grad_bytes, p_exp * wb  # the expert part of g_bytes, w_bytes
+    ar = coll.group_all_reduce(g_bytes - e_g, dpc, tp, L, xp) + \
+        coll.group_all_reduce(e_g, edp, tp * ep, L, xp)
+    rs = coll.group_reduce_scatter(g_bytes - e_g, dpc, tp, L, xp) + \
+        coll.group_reduce_scatter(e_g, edp, tp * ep, L, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes - e_w, dpc, tp, L, xp) + \
+        coll.group_all_gather(e_w, edp, tp * ep, L, xp)
     # ZeRO 1/2 all-gather the updated (trained) parameters once per step
-    ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, ctx.links, xp)
+    ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, L, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
     t_dp = xp.where(zero == 0, ar, xp.where(zero == 3, ag_upd, rs + ag_upd))
     if dp_overlap:
@@ -202,6 +217,18 @@ def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
     ag_l, rs_l = ag / nl, rs / nl
     return ag_l + rs_l + nl * (xp.maximum(ag_l - t_f / nl, 0.0)
                                + xp.maximum(ag_l + rs_l - t_b / nl, 0.0))
+
+
+def _dispatch_ranks(ctx: _Ctx, ep: Any, xp: Any) -> Any:
+    """Expected distinct ranks a token is dispatched to, per ep (ops/training_formulas.py)."""
+    cfg = ctx.cfg
+    if xp is SCALAR:
+        return moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(ep), ctx.moe_routing)
+    ep = np.asarray(ep)
+    out = np.ones(ep.shape)
+    for e in np.unique(ep):
+        out[ep == e] = moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(e), ctx.moe_routing)
+    return out
 
 
 def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
@@ -279,7 +306,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
-           attention_kernel=A.choice(*ATTENTION_KERNELS))
+           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -288,7 +315,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           dp_overlap: bool = True, preset: str = "default",
           optimizer: str = "adam", pp_stages: Any = None,
           lora_rank: int | None = None, cp: int = 1,
-          attention_kernel: str = "auto") -> TrainingResult:
+          attention_kernel: str = "auto", moe_routing: str = "random") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -320,6 +347,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm";
     "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
     the kernel's measured rate.
+    ``moe_routing`` (MoE models): how the router spreads a token's k experts, which sets how
+    many expert-parallel ranks each token is dispatched to (once per rank):
+    "random" (uniform, balanced in expectation) or "contiguous" (NeMo AutoModel's
+    FakeBalancedGate: k consecutive experts; ops/training_formulas.moe_dispatch_ranks).
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
@@ -345,7 +376,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, _check_int("cp", cp), attention_kernel)
+                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
@@ -371,7 +402,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout, trainable, optimizer)
+                  layout, trainable, optimizer, tg.layer_expert_params)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer)
@@ -405,11 +436,12 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "cp_comm", "bubble")}
     hw = ctx.cl.device
-    from ...analysis.power import device_power_w
+    from ...analysis.power import device_power_w, power_activity
 
     mfu = model_flops / (step * devices * ctx.peak)
     other = ctx.cl.nodes * ctx.cl.node_overhead_w
-    power = devices * device_power_w(hw, mfu) + other
+    power = devices * (device_power_w(hw, mfu, "mlsysim") if ctx.preset == "mlsysim" else
+                       device_power_w(hw, power_activity(mfu))) + other
     return TrainingResult(
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,

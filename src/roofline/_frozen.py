@@ -1,0 +1,118 @@
+"""``fast_init``: a faster ``__init__`` for a frozen, slotted dataclass, same behaviour.
+
+A frozen dataclass's generated ``__init__`` sets each field with ``object.__setattr__(self,
+name, value)`` (its own ``__setattr__`` raises), a call that costs ~5× a plain attribute store:
+~110 ns a field on the 2-core dev machine, ~4.5 µs for solve's 41-field ``Result`` — a fifth of
+a solve. ``fast_init(cls)`` replaces that ``__init__`` with one of the same signature, defaults
+and default factories that turns the instance into a mutable twin class of the same slots for
+the stores (``self.x = x``, ~20 ns) and back into ``cls`` before ``__post_init__``. Nothing else
+changes: the instance is of type ``cls``, still frozen (assignment raises
+``FrozenInstanceError``), ``dataclasses.replace`` / ``fields`` / pickling work as before (they
+call this ``__init__`` or read the slots).
+
+``lazy={"energy": fn}``: a field passed the value ``LAZY`` is left unset and computed by
+``fn(self)`` the first time it is read (then stored; ``dataclasses.replace`` reads it, so a
+replaced copy carries the computed value — ``fn`` must read only inputs fixed at construction,
+never fields a ``replace`` could change, or the value would go stale). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["fast_init", "LAZY"]
+
+T = TypeVar("T")
+
+
+class _Lazy:
+    """The marker of a field computed on first read (``fast_init(lazy=...)``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LAZY"
+
+
+LAZY: Any = _Lazy()
+
+
+def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
+              ) -> Callable[[type[T]], type[T]]:
+    """Class decorator (apply above ``@dataclass(frozen=True, slots=True)``); see the module."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        params = getattr(cls, "__dataclass_params__", None)
+        slots: tuple[str, ...] = cls.__dict__.get("__slots__", ())
+        if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+            raise TypeError(f"fast_init: {cls.__name__} is not a frozen slotted dataclass")
+        fs = dataclasses.fields(cls)  # type: ignore[arg-type]
+        if any(not f.init for f in fs) or set(lazy or ()) - {f.name for f in fs}:
+            raise TypeError(f"fast_init: {cls.__name__} has init=False fields or an unknown "
+                            "lazy field")
+        # the same slots on the same bases: the layouts match, so ``__class__`` can switch
+        twin = type(f"_{cls.__name__}Init", cls.__bases__,
+                    {"__slots__": slots, "__module__": cls.__module__,
+                     "__doc__": f"{cls.__name__} while its __init__ runs (roofline._frozen)",
+                     "_construction_twin": True})
+        cls.__init__ = _init_function(cls, twin, fs, lazy or {})  # type: ignore[method-assign]
+        if lazy:
+            cls.__getattr__ = _lazy_getattr(cls, lazy)  # type: ignore[attr-defined]
+        return cls
+
+    return wrap
+
+
+def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...],
+                   lazy: dict[str, Callable[[Any], Any]]) -> Callable[..., None]:
+    """An ``__init__`` with the dataclass's signature that stores through ``twin``."""
+    env: dict[str, Any] = {"_cls": cls, "_twin": twin, "_set": object.__setattr__,
+                           "_FACTORY": object(), "_LAZY": LAZY}
+    pos: list[str] = []
+    kw: list[str] = []
+    body = ["_set(self, '__class__', _twin)"]
+    for f in fs:
+        n = f.name
+        if f.default is not dataclasses.MISSING:
+            env[f"_d_{n}"] = f.default
+            arg = f"{n}=_d_{n}"
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"_f_{n}"] = f.default_factory
+            arg = f"{n}=_FACTORY"
+        else:
+            arg = n
+        (kw if f.kw_only else pos).append(arg)
+        if f.default_factory is not dataclasses.MISSING:
+            body.append(f"self.{n} = _f_{n}() if {n} is _FACTORY else {n}")
+        elif n in lazy:
+            body.append(f"if {n} is not _LAZY: self.{n} = {n}")
+        else:
+            body.append(f"self.{n} = {n}")
+    body.append("self.__class__ = _cls")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    sig = ", ".join(["self", *pos, *(["*", *kw] if kw else [])])
+    src = f"def __init__({sig}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(src, env)  # noqa: S102 - the code is built above from the class's own field names
+    fn: Callable[..., None] = env["__init__"]
+    fn.__qualname__ = f"{cls.__qualname__}.__init__"
+    return fn
+
+
+def _lazy_getattr(cls: type, lazy: dict[str, Callable[[Any], Any]]) -> Callable[[Any, str], Any]:
+    """``__getattr__`` (only reached for an unset slot): compute a lazy field and store it."""
+
+    def __getattr__(self: Any, name: str) -> Any:
+        fn = lazy.get(name)
+        if fn is None:
+            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+        try:
+            value = fn(self)
+        except AttributeError as e:  # never let it read as "no such attribute"
+            raise RuntimeError(f"{cls.__name__}.{name}: computing it failed: {e}") from e
+        object.__setattr__(self, name, value)
+        return value
+
+    return __getattr__
