@@ -111,3 +111,26 @@ def test_lazy_without_its_source_is_an_error_not_a_number():
         bare.energy  # noqa: B018
     assert math.isnan(Result(**{f.name: getattr(r, f.name) for f in dataclasses.fields(Result)
                                 if f.name != "energy"}).energy)  # default: NaN, as before
+
+
+def test_fast_init_keeps_init_false_fields_and_refuses_initvars():
+    @fast_init()
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class S:
+        a: int
+        total: int = dataclasses.field(init=False, default=0)
+        seen: list[int] = dataclasses.field(init=False, default_factory=list)
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "total", self.a * 2)
+
+    s = S(3)
+    assert (s.a, s.total, s.seen) == (3, 6, []) and dataclasses.replace(s, a=4).total == 8
+    with pytest.raises(TypeError):
+        S(3, 1)  # total is not an argument
+    with pytest.raises(TypeError, match="not the dataclass's own"):
+        @fast_init()
+        @dataclasses.dataclass(frozen=True, slots=True)
+        class V:
+            a: int
+            k: dataclasses.InitVar[int] = 0

@@ -107,3 +107,29 @@ def test_best_parallelism_honours_the_attention_kernel() -> None:
                     attention_kernel="fa2")
     assert same.step_time == pytest.approx(f["step_time"], rel=1e-9)
     assert np.isfinite(a["step_time"])
+
+
+def test_ep_overlap_by_hand() -> None:
+    """Combined 1F1B: a micro-batch's four exchanges hide behind the adjacent micro-batch's
+    layer compute (here ~30 ms per layer against ~1 ms of exchange), except the micro-batches
+    without a partner: min(1, pp/m) = 1/16 of them (m = 512 / (8·4) = 16, pp = 1)."""
+    kw = dict(global_batch=512, seq_len=4096, micro_batch=4, ep=8, zero=3, recompute="none")
+    exp = rl.train("qwen3-30b-a3b", "dgx-h100", **kw)
+    ovl = rl.train("qwen3-30b-a3b", "dgx-h100", ep_overlap=True, **kw)
+    assert ovl.breakdown["ep_comm"] == pytest.approx(exp.breakdown["ep_comm"] / 16, rel=1e-9)
+    assert exp.step_time - ovl.step_time == pytest.approx(
+        exp.breakdown["ep_comm"] * 15 / 16, rel=1e-9)
+    # the schedule's rules: no full recompute, interleaving with pp > 1, an MoE model
+    with pytest.raises(RooflineError, match="recompute='full'"):
+        rl.train("qwen3-30b-a3b", "dgx-h100", ep_overlap=True, **{**kw, "recompute": "full"})
+    with pytest.raises(RooflineError, match="interleave"):
+        rl.train("qwen3-30b-a3b", "dgx-h100", ep_overlap=True, pp=2, dp=4,
+                 **{**kw, "ep": 4, "global_batch": 64})
+    with pytest.raises(RooflineError, match="ep > 1"):
+        rl.train("qwen3-30b-a3b", "dgx-h100", ep_overlap=True, **{**kw, "ep": 1})
+    with pytest.raises(RooflineError, match="no experts"):
+        rl.train("llama-3.2-1b", "dgx-h100", global_batch=64, seq_len=1024, ep_overlap=True)
+    t = rl.best_parallelism("qwen3-30b-a3b", "dgx-h100", global_batch=64, seq_len=4096,
+                            micro_batches=(1,), zeros=(3,), ep_overlap=True, top=None)
+    rows = t.to_dicts()
+    assert rows and all(r["ep"] > 1 and r["recompute"] != "full" for r in rows)

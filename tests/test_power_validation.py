@@ -83,10 +83,22 @@ def test_measured_idle_is_used_per_part_and_says_so():
     pm = power_model(rl.hardware("MI300X"))
     assert pm.idle_w == pytest.approx(0.3 * 750) and not pm.idle_measured
     assert pm.source.startswith("TDP fallback")
-    for key in rl.list_hardware():  # a measured idle is under the part's TDP
+    for key in rl.list_hardware():  # a measured idle is under the part's peak (TDP or measured)
         p = part_power(key)
         if p.idle_w is not None:
-            assert 0 < p.idle_w < rl.hardware(key).tdp_w and p.idle is not None
+            assert 0 < p.idle_w < power_model(rl.hardware(key)).peak_w and p.idle is not None
+    # Raspberry Pi 5: no TDP; measured idle 2.1 W and sustained full load 7.7 W (zeus #273)
+    pm = power_model(rl.hardware("raspberry-pi-5"))
+    assert (pm.idle_w, pm.peak_w) == (2.1, 7.7) and "zeus" in pm.source
+    assert pm.power_w(0.5) == pytest.approx(2.1 + 5.6 * 0.5)
+    assert power_model(rl.hardware("raspberry-pi-5"), "mlsysim").source.endswith("no power model")
     # the mlsysim preset keeps its own convention for every part: TDP x (0.3 + 0.7 u)
     pm = power_model(rl.hardware("H100"), "mlsysim")
     assert pm.idle_w == pytest.approx(210.0) and pm.power_w(0.5) == pytest.approx(455.0)
+
+
+def test_every_measured_part_is_a_zoo_part():
+    from roofline.analysis.power import _power_doc
+
+    zoo = set(rl.list_hardware())
+    assert set(_power_doc()[0]) <= zoo, set(_power_doc()[0]) - zoo

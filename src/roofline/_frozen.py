@@ -19,6 +19,7 @@ never fields a ``replace`` could change, or the value would go stale). Stdlib on
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -49,9 +50,12 @@ def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
         if params is None or not params.frozen or "__slots__" not in cls.__dict__:
             raise TypeError(f"fast_init: {cls.__name__} is not a frozen slotted dataclass")
         fs = dataclasses.fields(cls)  # type: ignore[arg-type]
-        if any(not f.init for f in fs) or set(lazy or ()) - {f.name for f in fs}:
-            raise TypeError(f"fast_init: {cls.__name__} has init=False fields or an unknown "
-                            "lazy field")
+        if set(lazy or ()) - {f.name for f in fs if f.init}:
+            raise TypeError(f"fast_init: {cls.__name__}: a lazy field must be an init field")
+        own = list(inspect.signature(cls.__init__).parameters)[1:]
+        if own != [f.name for f in fs if f.init and not f.kw_only] + [
+                f.name for f in fs if f.init and f.kw_only]:  # an InitVar, a custom __init__
+            raise TypeError(f"fast_init: {cls.__name__}.__init__ is not the dataclass's own")
         # the same slots on the same bases: the layouts match, so ``__class__`` can switch
         twin = type(f"_{cls.__name__}Init", cls.__bases__,
                     {"__slots__": slots, "__module__": cls.__module__,
@@ -75,6 +79,14 @@ def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...]
     body = ["_set(self, '__class__', _twin)"]
     for f in fs:
         n = f.name
+        if not f.init:  # as the dataclass's init: its default (or factory), else left unset
+            if f.default is not dataclasses.MISSING:
+                env[f"_d_{n}"] = f.default
+                body.append(f"self.{n} = _d_{n}")
+            elif f.default_factory is not dataclasses.MISSING:
+                env[f"_f_{n}"] = f.default_factory
+                body.append(f"self.{n} = _f_{n}()")
+            continue
         if f.default is not dataclasses.MISSING:
             env[f"_d_{n}"] = f.default
             arg = f"{n}=_d_{n}"

@@ -52,6 +52,8 @@ class PartPower:
 
     idle_w: float | None = None
     idle: Provenance | None = None
+    peak_w: float | None = None  #: measured full-load power, for a part without a TDP
+    peak: Provenance | None = None
     note: str = ""
 
 
@@ -65,15 +67,19 @@ def _power_doc() -> tuple[dict[str, PartPower], tuple[float, float]]:
     q = _reader(doc, str(path))
     parts = {}
     for key, raw in doc.get("parts", {}).items():
-        unknown_keys = set(raw) - {"idle", "note"}
+        unknown_keys = set(raw) - {"idle", "peak", "note"}
         if unknown_keys:
             raise SpecError(f"{path}: parts.{key} has unknown keys {sorted(unknown_keys)}; "
-                            "allowed: idle, note")
-        if "idle" in raw:
-            v, prov = q(raw["idle"], f"parts.{key}.idle", "power")
-            parts[key] = PartPower(idle_w=v, idle=prov, note=str(raw.get("note", "")))
-        else:
-            parts[key] = PartPower(note=str(raw.get("note", "")))
+                            "allowed: idle, peak, note")
+        got: dict[str, Any] = {"note": str(raw.get("note", ""))}
+        for fld in ("idle", "peak"):
+            if fld in raw:
+                got[f"{fld}_w"], got[fld] = q(raw[fld], f"parts.{key}.{fld}", "power")
+        if got.get("idle_w") is not None and got.get("peak_w") is not None \
+                and not got["idle_w"] < got["peak_w"]:
+            raise SpecError(f"{path}: parts.{key}: idle {got['idle_w']:g} W must be under peak "
+                            f"{got['peak_w']:g} W")
+        parts[key] = PartPower(**got)
     model = doc["model"]
     wc = q(model["compute_weight"], "model.compute_weight", "ratio")[0]
     wm = q(model["memory_weight"], "model.memory_weight", "ratio")[0]
@@ -108,9 +114,18 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
 
 def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
     """The power model of ``hw``: measured idle where published, else a fraction of TDP;
-    peak = TDP. ``source`` says which."""
+    peak = TDP (a part without a TDP: its measured full-load power). ``source`` says which."""
     tdp = hw.tdp_w
+    part = part_power(hw.key)
     if not (isinstance(tdp, float | int) and math.isfinite(tdp) and tdp > 0):
+        if preset != "mlsysim" and part.idle_w is not None and part.peak_w is not None:
+            wc, wm = activity_weights()
+            return PowerModel(
+                idle_w=part.idle_w, peak_w=part.peak_w, idle_measured=True,
+                source=f"measured idle {part.idle_w:g} W ({part.idle}); measured full-load "
+                       f"peak {part.peak_w:g} W ({part.peak}; {hw.name} has no TDP); activity "
+                       f"a = min(1, {wc:g} x MFU + {wm:g} x MBU) (fitted to measured power, "
+                       "docs/validation/economics.md)")
         return PowerModel(idle_w=math.nan, peak_w=math.nan,
                           source=f"{hw.name} has no TDP in its hardware file: no power model")
     tdp_src = f"peak = TDP {tdp:g} W ({hw.provenance.get('power.tdp', '')})"
@@ -123,7 +138,6 @@ def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
     wc, wm = activity_weights()
     act = (f"activity a = min(1, {wc:g} x MFU + {wm:g} x MBU) (fitted to measured power, "
            "docs/validation/economics.md)")
-    part = part_power(hw.key)
     if part.idle_w is not None and part.idle is not None and part.idle_w < tdp:
         return PowerModel(idle_w=part.idle_w, peak_w=float(tdp), idle_measured=True,
                           source=f"measured idle {part.idle_w:g} W ({part.idle}); {tdp_src}; "

@@ -1,4 +1,4 @@
-"""The power model against MEASURED power and energy (data/economics/power.toml [[validation]]).
+"""The power model against MEASURED power and energy (data/validation/power.toml).
 
 Each case is run through roofline (``rl.serve`` or ``rl.train``) for its operating point: MFU,
 MBU, the devices, the work rate and (training) the node overhead; idle and peak come from the
@@ -116,17 +116,17 @@ def _operating_point(raw: dict[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _cases() -> tuple[tuple[PowerCase, float], ...]:
-    from .._data import read_toml
-    from .data import ECON, _reader
+    from .._data import DATA, read_toml
+    from .data import _reader
 
-    path = ECON / "power.toml"
+    path = DATA / "validation" / "power.toml"
     doc = read_toml(path)
     q = _reader(doc, str(path))
     out = []
-    for i, raw in enumerate(doc.get("validation", [])):
+    for i, raw in enumerate(doc.get("case", [])):
         kind = raw["kind"]
         dim = "energy" if kind == "energy_per_token" else "power"
-        v, prov = q(raw["measured"], f"validation.{i}.measured", dim)
+        v, prov = q(raw["measured"], f"case.{i}.measured", dim)
         op = _operating_point(raw)
         tdp = op.pop("tdp_w")
         fit = raw.get("fit", True) is not False
@@ -138,7 +138,7 @@ def _cases() -> tuple[tuple[PowerCase, float], ...]:
 
 
 def power_cases() -> tuple[PowerCase, ...]:
-    """The measured cases of power.toml with their roofline operating points."""
+    """The measured cases of data/validation/power.toml with their roofline operating points."""
     return tuple(c for c, _ in _cases())
 
 

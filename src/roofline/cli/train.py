@@ -47,6 +47,12 @@ def register(sub: Any) -> None:
     p.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
                    help="ZeRO stage; default: 1 for decoder LMs, 0 for other graphs")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
+    p.add_argument("--moe-routing", default="random", choices=("random", "contiguous"),
+                   help="MoE: how tokens spread over experts (random: uniform; contiguous: k "
+                        "consecutive experts, NeMo AutoModel's fake balanced gate)")
+    p.add_argument("--ep-overlap", action="store_true",
+                   help="MoE: Megatron-Core's combined 1F1B (dispatch/combine behind the "
+                        "adjacent micro-batch's compute)")
     p.add_argument("--unfused-attention", action="store_true",
                    help="price the unfused QKᵀ/softmax/·V path instead of FlashAttention")
     p.add_argument("--preset", default="default", choices=("default", "bound"))
@@ -77,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
                   fused_attention=not args.unfused_attention, preset=args.preset)
     if args.search:
         t = best_parallelism(args.model, args.cluster, top=args.top,
-                             attention_kernel=args.attention_kernel, **common)  # type: ignore[arg-type]
+                             attention_kernel=args.attention_kernel,
+                             moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
+                             **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)
@@ -86,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
-              attention_kernel=args.attention_kernel, **common,
+              attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
+              ep_overlap=args.ep_overlap, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers

@@ -5,6 +5,9 @@
 - ``"default"``: efficiency by op class and size plus per-op launch/dispatch costs, from
   ``data/presets/default.toml`` (each factor with its provenance), per hardware kind.
 - ``"mlsysim"``: mlsysim 0.1.1's whole-model conventions (see engine/mlsysim.py).
+- ``"default"`` per architecture: a ``[<kind>-<arch>]`` table of default.toml with a ``devices``
+  list (zoo keys) patches the kind's factors for those parts only (``arch_tables``), e.g. AMD
+  CDNA 3 or Intel Gaudi with their own measured GEMM fraction.
 - a measured hardware spec may carry its own fitted ``[efficiency]`` table; the default preset
   then uses it instead of the per-kind one.
 """
@@ -20,8 +23,8 @@ from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
 
 __all__ = ["Efficiency", "BOUND", "PRESETS", "efficiency_for", "check_preset", "spec_efficiency",
-           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "register_efficiency",
-           "registered_epoch"]
+           "RUNTIMES", "check_runtime", "for_runtime", "default_tables", "arch_tables",
+           "read_arch_tables", "register_efficiency", "registered_epoch"]
 
 PRESETS = ("default", "bound", "mlsysim")
 #: how kernels reach the device: "eager" launches every op from the host (each pays the
@@ -45,6 +48,49 @@ def default_tables() -> dict[str, Efficiency]:
                                     origin=f"data/presets/default.toml [{kind}]",
                                     synchronous=(kind in SYNCHRONOUS_KINDS),
                                     label=f"default/{kind}")
+    return out
+
+
+@lru_cache(maxsize=1)
+def arch_tables() -> dict[str, tuple[str, Efficiency]]:
+    """The default preset's per-architecture factors (data/presets/default.toml tables named
+    ``<kind>-<arch>`` with a ``devices`` list): device key -> (table name, the kind's factors
+    patched by that table)."""
+    from .._data import DATA, read_toml
+
+    return read_arch_tables(read_toml(DATA / "presets" / "default.toml"), default_tables())
+
+
+def read_arch_tables(doc: dict[str, Any], base: dict[str, Efficiency], *,
+                     origin: str = "data/presets/default.toml"
+                     ) -> dict[str, tuple[str, Efficiency]]:
+    """``arch_tables`` of a parsed preset document ``doc`` over the per-kind tables ``base``. A
+    table that is neither a kind nor ``<kind>-<arch>``, a missing or empty ``devices`` list and
+    a device listed by two tables are refused (SpecError naming the table)."""
+    from .efficiency import read_patch
+
+    sources = doc.get("sources", {})
+    out: dict[str, tuple[str, Efficiency]] = {}
+    for name, tbl in doc.items():
+        if name in KINDS or name in ("schema", "sources") or not isinstance(tbl, dict):
+            continue
+        kind = name.split("-", 1)[0]
+        devices = tbl.get("devices")
+        if kind not in KINDS or "-" not in name:
+            raise SpecError(f"{origin}: table [{name}] is neither a hardware kind "
+                            f"({', '.join(KINDS)}) nor '<kind>-<architecture>'")
+        if (not isinstance(devices, list) or not devices
+                or not all(isinstance(d, str) for d in devices)):
+            raise SpecError(f"{origin} [{name}]: 'devices' must be a non-empty list of "
+                            f"hardware keys, got {devices!r}")
+        eff = read_patch(tbl, sources=sources, origin=f"{origin} [{name}]",
+                         label=f"default/{name}", ignore=("devices",)).apply(
+            base[kind], label=f"default/{name}", synchronous=(kind in SYNCHRONOUS_KINDS))
+        for d in devices:
+            if d in out:
+                raise SpecError(f"{origin}: device {d!r} is listed in both [{out[d][0]}] and "
+                                f"[{name}]")
+            out[d] = (name, eff)
     return out
 
 
@@ -127,13 +173,23 @@ def _default_for(hw: Hardware, attention_kernel: str) -> Efficiency:
 
     hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
     own = hit if hit is not None else spec_efficiency(hw)
-    eff = own or default_tables()[hw.kind]
+    eff = own or _kind_default(hw)
     if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
         eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
     eff = with_attention(eff, hw, attention_kernel)
     # whole waves of tiles replace the kind's matmul model; a registered or measured table
     # keeps its own
     return eff if own is not None else with_tiles(eff, hw)
+
+
+def _kind_default(hw: Hardware) -> Efficiency:
+    """The default table of ``hw``'s architecture (``arch_tables``, by its key, when it is of
+    that table's kind), else of its kind. A hypothetical variant (key ``<key>~<tag>``, as
+    analysis.sensitivity.scaled_hardware makes) keeps its part's architecture."""
+    arch = arch_tables().get(hw.key.split("~", 1)[0])
+    if arch is not None and arch[0].split("-", 1)[0] == hw.kind:
+        return arch[1]
+    return default_tables()[hw.kind]
 
 
 @lru_cache(maxsize=256)

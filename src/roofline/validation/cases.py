@@ -1,9 +1,9 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``) is one TOML
-file with a ``[sources]`` table (key -> the document: title, version or commit, table / page)
-and ``[[case]]`` entries. Each case carries
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``) is
+one TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table
+/ page) and ``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -67,6 +67,13 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "zero": int, "fused_attention": bool, "dropout": bool, "dp_overlap": bool,
                      "recompute": str, "sequence_parallel": bool, "vocab": int, "seq_len": int},
         "optional": {"micro_batch": int, "interleave": int},
+    },
+    "vendors": {  # per-architecture factors of parts that are not NVIDIA (validation/vendors.py)
+        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}},
+        "required": {"kind": str, "hardware": str, "role": str},
+        "optional": {"dtype": str, "m": int, "n": int, "k": int, "model": str, "precision": str,
+                     "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
+                     "output": int, "engine": str},
     },
     "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
         "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},

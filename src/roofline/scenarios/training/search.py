@@ -24,49 +24,13 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-@A.checked(**COMMON_ARGS,
-           micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
-           interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
-           recomputes=A.seq(RECOMPUTE_ARG, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
-           zeros=A.seq(ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=OPT_DEGREE,
-           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag,
-           price_per_hour=A.anything, region=A.anything, pue=A.anything,
-           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS))
-def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
-                     precision: str | Precision = "bf16", nodes: int | None = None,
-                     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
-                     interleaves: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
-                     recomputes: tuple[str, ...] = RECOMPUTE, zeros: tuple[int, ...] = (0, 1, 2, 3),
-                     max_tp: int | None = None, fused_attention: bool = True,
-                     dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
-                     top: int | None = 20, include_infeasible: bool = False,
-                     price_per_hour: float | None = None, region: str | None = None,
-                     pue: float | None = None, attention_kernel: str = "auto",
-                     moe_routing: str = "random") -> Table:
-    """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
-    on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
-
-    ``tp`` ranges over divisors of the device count that divide the heads (and the KV heads or
-    vice versa) up to ``max_tp`` (default: the scale-up domain); ``pp`` over divisors of the
-    layers; ``ep`` over divisors of the experts (MoE only). Returns a ``Table`` (best first).
-
-    Each row also has ``usd_per_million_tokens``, ``energy_per_token`` (J, facility: devices at
-    the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
-    ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
-    price or a region, the table's ``notes`` say why). ``attention_kernel`` and ``moe_routing``
-    as ``rl.train``'s.
-    """
-    from ...analysis.economics import check_economics
-
-    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
-    if attention_kernel == "unfused":
-        fused_attention = False
-    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   None, 1, attention_kernel, moe_routing)
-    global_batch = _check_int("global_batch", global_batch)
-    cfg, devices = ctx.cfg, ctx.cl.devices
-    max_tp = max_tp or ctx.cl.domain
-    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
+def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
+            micro_batches: tuple[int, ...], interleaves: tuple[int, ...],
+            recomputes: tuple[str, ...], zeros: tuple[int, ...],
+            ep_overlap: bool) -> dict[str, list[Any]]:
+    """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO) split, column by column (with
+    ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
+    interleaving when pp > 1)."""
     rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
     for t in tps:
         for p in _divisors(cfg.n_layers):
@@ -81,13 +45,72 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                 vs = [1] if p == 1 else [v for v in interleaves if (cfg.n_layers // p) % v == 0
                                          and (v == 1 or mcount % p == 0)]
                 for e in eps:
+                    if ep_overlap and e < 2:
+                        continue
                     for v in vs:
+                        if ep_overlap and p > 1 and v < 2:
+                            continue
                         for rc in recomputes:
+                            if ep_overlap and rc == "full":
+                                continue
                             for z in zeros:
                                 if d == 1 and z > 0:
                                     continue
                                 for k, x in zip(rows, (t, p, d, e, b, v, RECOMPUTE.index(rc), z)):
                                     rows[k].append(x)
+    return rows
+
+
+@A.checked(**COMMON_ARGS,
+           micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
+           interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
+           recomputes=A.seq(RECOMPUTE_ARG, what=f"recompute modes ({', '.join(RECOMPUTE)})"),
+           zeros=A.seq(ZERO, what="ZeRO stages (0, 1, 2, 3)"), max_tp=OPT_DEGREE,
+           top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag,
+           price_per_hour=A.anything, region=A.anything, pue=A.anything,
+           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
+           ep_overlap=A.flag)
+def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
+                     precision: str | Precision = "bf16", nodes: int | None = None,
+                     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+                     interleaves: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+                     recomputes: tuple[str, ...] = RECOMPUTE, zeros: tuple[int, ...] = (0, 1, 2, 3),
+                     max_tp: int | None = None, fused_attention: bool = True,
+                     dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
+                     top: int | None = 20, include_infeasible: bool = False,
+                     price_per_hour: float | None = None, region: str | None = None,
+                     pue: float | None = None, attention_kernel: str = "auto",
+                     moe_routing: str = "random", ep_overlap: bool = False) -> Table:
+    """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
+    on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
+
+    ``tp`` ranges over divisors of the device count that divide the heads (and the KV heads or
+    vice versa) up to ``max_tp`` (default: the scale-up domain); ``pp`` over divisors of the
+    layers; ``ep`` over divisors of the experts (MoE only). Returns a ``Table`` (best first).
+
+    Each row also has ``usd_per_million_tokens``, ``energy_per_token`` (J, facility: devices at
+    the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
+    ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
+    price or a region, the table's ``notes`` say why). ``attention_kernel``, ``moe_routing`` and
+    ``ep_overlap`` as ``rl.train``'s (with ``ep_overlap`` only the splits its rules allow: ep > 1,
+    no full recompute, interleaving when pp > 1).
+    """
+    from ...analysis.economics import check_economics
+
+    price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
+    if attention_kernel == "unfused":
+        fused_attention = False
+    ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
+                   None, 1, attention_kernel, moe_routing)
+    global_batch = _check_int("global_batch", global_batch)
+    cfg, devices = ctx.cfg, ctx.cl.devices
+    if ep_overlap and not cfg.n_experts:
+        raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges; {cfg.name} has no "
+                        "experts")
+    max_tp = max_tp or ctx.cl.domain
+    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
+    rows = _splits(cfg, devices, tps, global_batch, micro_batches, interleaves, recomputes,
+                   zeros, ep_overlap)
     if not rows["tp"]:
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
                         f"{global_batch} and micro-batches {micro_batches}")
@@ -107,7 +130,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
             lp[s2], emb[s2], head[s2] = tg.layer_params, tg.embed_params, tg.head_params
             lpe[s2] = tg.layer_expert_params
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
-                  arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe)
+                  arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe,
+                  ep_overlap=ep_overlap)
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too

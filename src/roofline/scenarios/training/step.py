@@ -53,7 +53,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               dp_overlap: bool, sp: Any = True, xp: Any = np,
               layout: StageLayout | None = None,
               trainable: tuple[Any, Any, Any] | None = None,
-              optimizer: str = "adam", lp_exp: Any = 0.0) -> dict[str, Any]:
+              optimizer: str = "adam", lp_exp: Any = 0.0,
+              ep_overlap: bool = False) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -62,7 +63,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     pipeline stages (training/stages.py; None: L/pp layers on every stage). ``trainable``: the
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
     them (LoRA; None: every parameter is trained). ``lp_exp``: the routed-expert parameters
-    of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks)."""
+    of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks).
+    ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s, s_full = float(ctx.seq_len) / cp, float(ctx.seq_len)  # tokens on this rank, in all
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -78,7 +80,6 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_lb = f("layer_bwd") + f("layer_bwd_dw") + f("layer_bwd_dw_col")
     t_dwc = f("layer_bwd_dw_col")
     t_hf, t_hb, t_ef, t_eb = f("head_fwd"), f("head_bwd"), f("embed_fwd"), f("embed_bwd")
-    m = global_batch / (dp * b)
     if layout is None:
         n_first = n_last = n_mid = act_layers = L / pp
     else:
@@ -92,17 +93,10 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     tp_f = 2 * t_ar * (1 + (rc == 2))
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
-    # -- expert parallelism (MoE layers: every layer of an MoE model here)
-    if cfg.n_experts:
-        # a token crosses to each domain, and inside it to each rank, holding one of its
-        # experts once (DeepEP's dispatch layout and forwarding; ops/collectives.py)
-        tok = b * s / tp * D * ab
-        _, n_dom = coll.group_split(ep, tp, links.domain, xp)
-        t_a2a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
-                                    tok * _dispatch_ranks(ctx, n_dom, xp), ep, tp, links, xp)
-        ep_l = t_a2a * (4 + 2 * (rc == 2)) * ctx.moe_fraction  # dense layers send nothing
-    else:
-        ep_l = xp.zeros_like(one)
+    m = global_batch / (dp * b)
+    # -- expert parallelism (the MoE layers' dispatch and combine)
+    ep_l = _ep_exposed(ctx, b * s / tp * D * ab, tp, ep, rc, t_lf + t_lb + t_rc, m, pp,
+                       ep_overlap, xp) if cfg.n_experts else xp.zeros_like(one)
     # -- context parallelism: each layer gathers the whole sequence's K and V from the cp
     # group (ring attention's cp − 1 passes move the same bytes) behind its attention core;
     # the backward gathers them again and reduce-scatters dK, dV behind its 2.5× longer core
@@ -182,12 +176,13 @@ def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w
     wb = ctx.prec.weight_bytes
     L, edp = ctx.links, dpc / ep
     e_g, e_w = p_exp * ctx.grad_bytes, p_exp * wb  # the expert part of g_bytes, w_bytes
-    ar = coll.group_all_reduce(g_bytes - e_g, dpc, tp, L, xp) + \
-        coll.group_all_reduce(e_g, edp, tp * ep, L, xp)
-    rs = coll.group_reduce_scatter(g_bytes - e_g, dpc, tp, L, xp) + \
-        coll.group_reduce_scatter(e_g, edp, tp * ep, L, xp)  # half a ring all-reduce
-    ag = coll.group_all_gather(w_bytes - e_w, dpc, tp, L, xp) + \
-        coll.group_all_gather(e_w, edp, tp * ep, L, xp)
+    ar = coll.group_all_reduce(g_bytes - e_g, dpc, tp, L, xp)
+    rs = coll.group_reduce_scatter(g_bytes - e_g, dpc, tp, L, xp)  # half a ring all-reduce
+    ag = coll.group_all_gather(w_bytes - e_w, dpc, tp, L, xp)
+    if xp is not SCALAR or p_exp:  # one dense configuration: the expert terms are 0 (x + 0 = x)
+        ar = ar + coll.group_all_reduce(e_g, edp, tp * ep, L, xp)
+        rs = rs + coll.group_reduce_scatter(e_g, edp, tp * ep, L, xp)
+        ag = ag + coll.group_all_gather(e_w, edp, tp * ep, L, xp)
     # ZeRO 1/2 all-gather the updated (trained) parameters once per step
     ag_upd = ag if all_trained else coll.group_all_gather(p_train * wb, dpc, tp, L, xp)
     # ZeRO-3 reduce-scatters every micro-batch's gradients (below) instead of once per step
@@ -217,6 +212,32 @@ def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
     ag_l, rs_l = ag / nl, rs / nl
     return ag_l + rs_l + nl * (xp.maximum(ag_l - t_f / nl, 0.0)
                                + xp.maximum(ag_l + rs_l - t_b / nl, 0.0))
+
+
+def _ep_exposed(ctx: _Ctx, tok: Any, tp: Any, ep: Any, rc: Any, t_comp: Any, m: Any, pp: Any,
+                overlap: bool, xp: Any) -> Any:
+    """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
+    the forward, the same two in the backward, two more in a fully recomputed forward; each
+    moves ``tok`` bytes (the rank's tokens × width) once to every rank, and across domains
+    once to every domain, holding one of a token's experts (DeepEP's dispatch layout and
+    NVLink forwarding; ``ops.collectives.group_dispatch``); the MoE layers' share of the layers
+    (dense layers send nothing).
+
+    Exposed unless ``overlap``: Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
+    comm``, Megatron-Core developer guide, "Combined 1F1B: Expert-Parallel All-to-All
+    Overlap") runs one micro-batch's four exchanges behind the adjacent micro-batch's forward
+    and backward compute of the layer (``t_comp``), leaving max(0, 4a − t_comp); the
+    micro-batches with no partner (the 1F1B warm-up and cool-down, about min(1, pp/m) of them:
+    an approximation) stay exposed. The guide's rules (no full recompute, interleaving when
+    pp > 1) are checked by ``train``."""
+    _, n_dom = coll.group_split(ep, tp, ctx.links.domain, xp)
+    a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
+                            tok * _dispatch_ranks(ctx, n_dom, xp), ep, tp, ctx.links, xp)
+    exposed = a * (4 + 2 * (rc == 2))
+    if overlap:
+        u = xp.minimum(1.0, pp / m)  # micro-batches without a partner
+        exposed = u * 4 * a + (1 - u) * xp.maximum(4 * a - t_comp, 0.0)
+    return exposed * ctx.moe_fraction
 
 
 def _dispatch_ranks(ctx: _Ctx, ep: Any, xp: Any) -> Any:
@@ -306,7 +327,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
-           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS))
+           attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
+           ep_overlap=A.flag)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -315,7 +337,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           dp_overlap: bool = True, preset: str = "default",
           optimizer: str = "adam", pp_stages: Any = None,
           lora_rank: int | None = None, cp: int = 1,
-          attention_kernel: str = "auto", moe_routing: str = "random") -> TrainingResult:
+          attention_kernel: str = "auto", moe_routing: str = "random",
+          ep_overlap: bool = False) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -351,6 +374,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     many expert-parallel ranks each token is dispatched to (once per rank):
     "random" (uniform, balanced in expectation) or "contiguous" (NeMo AutoModel's
     FakeBalancedGate: k consecutive experts; ops/training_formulas.moe_dispatch_ranks).
+    ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
+    combine behind the adjacent micro-batch's compute (``_ep_exposed``); refused with full
+    recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
@@ -360,6 +386,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
                         f"{a_family(m.family)} model")
+    if m.config is None or not m.config.n_experts:
+        if ep_overlap or moe_routing != "random":
+            raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
+                            f"{m.name} has no experts")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
@@ -391,6 +421,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     dp = _check_int("dp", dp)
     zero = _check_int("zero", zero, 0)
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
+    if ep_overlap:
+        check_ep_overlap(ctx, ep, pp, interleave, recompute)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
         stages, global_batch // (dp * micro_batch))
@@ -402,10 +434,26 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout, trainable, optimizer, tg.layer_expert_params)
+                  layout, trainable, optimizer, tg.layer_expert_params, ep_overlap)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer)
+
+
+def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: str) -> None:
+    """The rules of Megatron-Core's combined 1F1B all-to-all overlap (its developer guide and
+    Megatron-Bridge's checks): an MoE model with ep > 1, no full recompute (a fully
+    recomputed layer cannot be interleaved with the adjacent micro-batch), virtual pipeline
+    stages when pp > 1."""
+    if not ctx.cfg.n_experts or ep < 2:
+        raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges: it needs an MoE "
+                        f"model with ep > 1 (got {ctx.cfg.name}, ep={ep})")
+    if recompute == "full":
+        raise SpecError("ep_overlap=True (combined 1F1B) is incompatible with recompute='full'; "
+                        "allowed: 'none', 'selective'")
+    if pp > 1 and interleave < 2:
+        raise SpecError(f"ep_overlap=True with pp={pp} needs the interleaved schedule "
+                        "(interleave >= 2)")
 
 
 def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,

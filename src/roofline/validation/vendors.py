@@ -1,0 +1,228 @@
+"""Per-architecture factors of the default preset for parts that are not NVIDIA (AMD CDNA 3 /
+CDNA 4, Intel Gaudi 2 / 3): their fit and their errors (docs/validation/vendors.md).
+
+The GPU / accelerator kinds' factors of data/presets/default.toml were set from NVIDIA
+measurements (an H200's bf16 GEMM at 0.80 of peak). A ``[<kind>-<arch>]`` table of that file
+patches them for the parts its ``devices`` list names (engine/presets.py ``arch_tables``). Here
+its large-GEMM fraction ``gemm.max`` is fitted on published matmul microbenchmarks
+(data/validation/vendors.toml, cases with ``role = "fit"``): a grid search (0.30 … 1.00, step
+0.005) minimising the mean squared log(ours / published) of the architecture's fit cases, each
+priced as one matmul op of the default preset (its tile penalty and launch floor included).
+Cases with ``role = "judge"`` are never fitted on: fp8 rows where the fit sets the 16-bit
+fraction, NVIDIA control rows (their factors are not refitted here), and end-to-end serving runs
+of other sources.
+
+Held-out errors: with one microbenchmark source per architecture a leave-one-source-out fit
+inside the kernel rows is impossible; each architecture's fit is judged (1) leave one
+*device* out where the architecture has several parts (fit on the others, judge the one left
+out) and (2) on the judge rows of other sources (end-to-end runs).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .cases import Case, load_cases
+
+__all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_gemm_max", "VendorReport",
+           "vendors_report", "case_table", "fit_table"]
+
+_GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
+
+
+def vendor_cases() -> tuple[Case, ...]:
+    """The published cases of data/validation/vendors.toml."""
+    return load_cases("vendors").cases
+
+
+def arch_of(hardware: str) -> str | None:
+    """The default.toml architecture table that prices ``hardware`` (a zoo key or alias), or
+    None where its kind's table does."""
+    from ..engine.presets import arch_tables
+    from ..specs.hardware import hardware as load
+
+    hw = load(hardware)
+    hit = arch_tables().get(hw.key.split("~", 1)[0])
+    return hit[0] if hit is not None and hit[0].split("-", 1)[0] == hw.kind else None
+
+
+def _eff(hardware: str, gemm_max: float | None) -> Any:
+    from ..engine.presets import efficiency_for
+    from ..specs.hardware import hardware as load
+
+    eff = efficiency_for(load(hardware), "default")
+    if gemm_max is None:
+        return eff
+    return replace(eff, gemm=replace(eff.gemm, max=gemm_max), label=f"{eff.label}/fit")
+
+
+def _gemm_tflops(c: Case, gemm_max: float | None) -> float:
+    from ..engine.core import time_model
+    from ..graphs.graph import GraphBuilder
+    from ..specs.dtypes import precision as make_precision
+    from ..specs.hardware import hardware as load
+
+    sc = c.scenario
+    m, n, k = sc["m"], sc["n"], sc["k"]
+    b = GraphBuilder(f"matmul {m}x{n}x{k}", "forward", make_precision(sc["dtype"]))
+    b.add("linear", "matmul", tokens=m, d_in=k, d_out=n)
+    t = time_model(b.build(), load(sc["hardware"]), _eff(sc["hardware"], gemm_max)).totals_at(1)
+    return 2.0 * m * n * k / t.latency
+
+
+def _serving_e2e(c: Case) -> float:
+    from ..scenarios.serving import serve
+    from ..specs.dtypes import precision as make_precision
+
+    sc = c.scenario
+    p = make_precision(sc["precision"], activations=sc["activations"], kv=sc["kv"])
+    s = serve(sc["model"], sc["hardware"], batch=sc["batch"], prompt_len=sc["prompt"],
+              output_len=sc["output"], precision=p, tp=sc["tp"], engine=sc["engine"])
+    if not s.feasible:
+        raise AssertionError(f"{c.id}: does not fit: {s.reason}")
+    return float(s.e2e_latency)
+
+
+def predict(c: Case, gemm_max: float | None = None) -> float:
+    """Our number for ``c`` in SI (FLOP/s of the matmul, or seconds end to end); ``gemm_max``:
+    the architecture's large-GEMM fraction to price it with instead of the shipped one."""
+    kind = c.scenario["kind"]
+    if kind == "gemm":
+        return _gemm_tflops(c, gemm_max)
+    if kind == "serving":
+        return _serving_e2e(c)
+    raise AssertionError(f"{c.id}: unknown kind {kind!r}")
+
+
+def _error(c: Case, gemm_max: float | None = None) -> float:
+    return predict(c, gemm_max) / c.value_si - 1.0
+
+
+def fit_arch(cs: Sequence[Case]) -> float:
+    """The gemm.max of the grid minimising the mean squared log(ours / published) over ``cs``
+    (gemm cases of one architecture); ties go to the smaller value."""
+    if not cs:
+        raise ValueError("fit_arch: no cases")
+    best, best_v = math.inf, _GRID[0]
+    for v in _GRID:
+        loss = sum(math.log(predict(c, v) / c.value_si) ** 2 for c in cs) / len(cs)
+        if loss < best - 1e-12:
+            best, best_v = loss, v
+    return best_v
+
+
+def shipped_gemm_max(arch: str) -> float:
+    """The shipped gemm.max of the default.toml table ``arch``."""
+    from ..engine.presets import arch_tables
+
+    for name, eff in arch_tables().values():
+        if name == arch:
+            return float(eff.gemm.max)
+    raise KeyError(arch)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchFit:
+    arch: str
+    shipped: float
+    refit: float
+    kind_default: float  #: the kind's gemm.max the table replaces
+    in_sample: tuple[tuple[str, float], ...]  #: (case id, error at the shipped value)
+    #: (case id, value fitted without that case's device, its error there)
+    left_out: tuple[tuple[str, float, float], ...]
+    before: tuple[tuple[str, float], ...]  #: (case id, error at the kind's factor)
+
+
+@dataclass(frozen=True, slots=True)
+class VendorReport:
+    fits: tuple[ArchFit, ...]
+    judged: tuple[tuple[str, str | None, float, float, float], ...]
+    """(case id, architecture, ours, published, error) of the role = "judge" cases (SI)"""
+
+
+def _kind_max(hardware: str) -> float:
+    from ..engine.presets import default_tables
+    from ..specs.hardware import hardware as load
+
+    return float(default_tables()[load(hardware).kind].gemm.max)
+
+
+def vendors_report() -> VendorReport:
+    """Every architecture's fit (shipped, refit, in sample, leave one device out, before) and
+    the judged cases."""
+    cs = vendor_cases()
+    fit = [c for c in cs if c.scenario["role"] == "fit"]
+    by_arch: dict[str, list[Case]] = {}
+    for c in fit:
+        a = arch_of(c.scenario["hardware"])
+        if a is None:
+            raise AssertionError(f"{c.id}: role 'fit' on {c.scenario['hardware']}, which no "
+                                 "architecture table of default.toml lists")
+        by_arch.setdefault(a, []).append(c)
+    fits = []
+    for a, acs in sorted(by_arch.items()):
+        shipped = shipped_gemm_max(a)
+        left = []
+        for c in acs:
+            rest = [x for x in acs if x.scenario["hardware"] != c.scenario["hardware"]]
+            if rest:
+                v = fit_arch(rest)
+                left.append((c.id, v, _error(c, v)))
+        kmax = _kind_max(acs[0].scenario["hardware"])
+        fits.append(ArchFit(arch=a, shipped=shipped, refit=fit_arch(acs), kind_default=kmax,
+                            in_sample=tuple((c.id, _error(c)) for c in acs),
+                            left_out=tuple(left),
+                            before=tuple((c.id, _error(c, kmax)) for c in acs)))
+    judged = tuple((c.id, arch_of(c.scenario["hardware"]), predict(c), c.value_si, _error(c))
+                   for c in cs if c.scenario["role"] == "judge")
+    return VendorReport(fits=tuple(fits), judged=judged)
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def _fmt(c: Case, v: float) -> str:
+    return f"{v / 1e12:.1f} TFLOP/s" if c.metric == "tflops" else f"{v:.3f} s"
+
+
+def fit_table(rep: VendorReport | None = None) -> str:
+    """Markdown: per architecture the kind's factor, the shipped (fitted) one, in-sample and
+    leave-one-device-out errors."""
+    rep = rep or vendors_report()
+    rows = ["| architecture | kind's gemm.max | fitted gemm.max | cases | error before "
+            "(kind's factor) | in-sample error | leave one device out |",
+            "|---|---|---|---|---|---|---|"]
+    for f in rep.fits:
+        before = ", ".join(_pct(e) for _, e in f.before)
+        ins = ", ".join(_pct(e) for _, e in f.in_sample)
+        lo = ", ".join(f"{_pct(e)} (fit {v:.3f})" for _, v, e in f.left_out) or "n/a (one device)"
+        rows.append(f"| {f.arch} | {f.kind_default:.3f} | {f.shipped:.3f} | {len(f.in_sample)} | "
+                    f"{before} | {ins} | {lo} |")
+    return "\n".join(rows)
+
+
+def case_table(rep: VendorReport | None = None) -> str:
+    """Markdown: every case with its role, our number, the published one and the error."""
+    rep = rep or vendors_report()
+    cs = {c.id: c for c in vendor_cases()}
+    ours = {cid: e for f in rep.fits for cid, e in f.in_sample}
+    rows = ["| case | source | role | architecture | ours | published | error |",
+            "|---|---|---|---|---|---|---|"]
+    for cid, c in cs.items():
+        if cid in ours:
+            e, a = ours[cid], arch_of(c.scenario["hardware"])
+        else:
+            _, a, _, _, e = next(j for j in rep.judged if j[0] == cid)
+        v = c.value_si * (1 + e)
+        rows.append(f"| {cid} | {c.source} | {c.scenario['role']} | {a or '(kind)'} | "
+                    f"{_fmt(c, v)} | {_fmt(c, c.value_si)} | {_pct(e)} |")
+    return "\n".join(rows)
+
+
+def median_abs(errors: Sequence[float]) -> float:
+    return float(statistics.median(abs(e) for e in errors))

@@ -1,0 +1,107 @@
+"""docs/validation/vendors.md: per-architecture factors of the default preset for AMD CDNA 3/4
+and Intel Gaudi 2/3 (data/presets/default.toml [<kind>-<arch>] tables), their fit on published
+matmul microbenchmarks reproduced, in-sample and leave-one-device-out errors, the judged rows;
+the table mechanism and its refusals by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.analysis.sensitivity import scaled_hardware
+from roofline.engine.presets import default_tables, efficiency_for, read_arch_tables
+from roofline.errors import SpecError
+from roofline.validation import vendors as v
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "vendors.md"
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return v.vendors_report()
+
+
+def test_doc_tables_are_generated(rep, doc_block) -> None:
+    assert doc_block(DOC, "fit") == v.fit_table(rep)
+    assert doc_block(DOC, "cases") == v.case_table(rep)
+
+
+def test_fit_reproduces_the_shipped_factors(rep) -> None:
+    assert {f.arch: f.refit for f in rep.fits} == {f.arch: f.shipped for f in rep.fits}
+    assert {f.arch for f in rep.fits} == {"gpu-cdna3", "gpu-cdna4", "accelerator-gaudi2",
+                                          "accelerator-gaudi3"}
+
+
+def test_errors_within_stated_bounds(rep) -> None:
+    fits = {f.arch: f for f in rep.fits}
+    # in sample every fitted row within 10 %; the CDNA 3 parts left out one at a time within 20 %
+    assert all(abs(e) <= 0.10 for f in rep.fits for _, e in f.in_sample)
+    assert all(abs(e) <= 0.20 for _, _, e in fits["gpu-cdna3"].left_out)
+    assert len(fits["gpu-cdna3"].left_out) == 2
+    # the symptom of issue 18 item 4: the NVIDIA-derived [gpu] factor priced the CDNA 3 GEMMs
+    # 30-60 % too fast, the [accelerator] one Gaudi 2 ~25 % too slow
+    assert all(0.30 <= e <= 0.60 for _, e in fits["gpu-cdna3"].before)
+    assert fits["accelerator-gaudi2"].before[0][1] < -0.20
+    judged = {j[0]: j for j in rep.judged}
+    # held out: Gaudi 3's fp8 row (the fit saw bf16 only) and the NVIDIA control rows of the
+    # same source within 15 %
+    for cid in ("mamf Gaudi 3 fp8", "mamf H100 SXM bf16", "mamf A100 SXM bf16"):
+        assert abs(judged[cid][4]) <= 0.15, judged[cid]
+
+
+def test_matmul_priced_by_hand() -> None:
+    """One MI300X bf16 matmul: 2mnk / (peak · max / (1 + a/M + b/N + c/K)) + the 2 µs kernel gap."""
+    c = next(x for x in v.vendor_cases() if x.id == "mamf MI300X bf16")
+    m, n, k = 10240, 15360, 8192
+    e = 0.56 / (1 + 32 / m + 32 / n + 16 / k)
+    t = 2 * m * n * k / (1307.4e12 * e) + 2e-6
+    assert v.predict(c) == pytest.approx(2 * m * n * k / t, rel=1e-6)
+
+
+def test_architecture_tables_patch_only_their_parts() -> None:
+    gpu = default_tables()["gpu"]
+    mi = efficiency_for(rl.hardware("MI300X"), "default")
+    h100 = efficiency_for(rl.hardware("H100"), "default")
+    assert mi.gemm.max == pytest.approx(0.56) and mi.label == "default/gpu-cdna3"
+    # everything the table does not set is the kind's: tile sizes, memory, launch, fp8 rule
+    assert (mi.gemm.a, mi.gemm.b, mi.gemm.c) == (gpu.gemm.a, gpu.gemm.b, gpu.gemm.c)
+    assert mi.memory == gpu.memory and mi.launch == gpu.launch
+    assert mi.gemm_dtype == gpu.gemm_dtype
+    # NVIDIA parts keep the [gpu] numbers
+    assert h100.gemm.max == gpu.gemm.max == pytest.approx(0.80)
+    g2 = efficiency_for(rl.hardware("gaudi2"), "default")
+    assert g2.gemm.max == pytest.approx(0.995)
+    assert g2.memory == default_tables()["accelerator"].memory
+    # a hypothetical variant keeps its part's architecture
+    s = scaled_hardware(rl.hardware("MI300X"), peak=1.3, tag="t")
+    assert efficiency_for(s, "default").gemm.max == pytest.approx(0.56)
+    # solve prices with it: the same matmul-heavy model, 0.80 / 0.56 slower compute
+    r = rl.solve("llama-3.1-8b", "MI300X", batch=64, seq_len=2048, precision="bf16")
+    assert r.feasible
+
+
+def test_architecture_table_refusals() -> None:
+    base = default_tables()
+    src = {"s": "a source"}
+    q = {"value": 0.5, "unit": "1", "source": "s"}
+    ok = read_arch_tables({"sources": src, "gpu-x": {"devices": ["a"], "gemm": {"max": q}}}, base)
+    assert ok["a"][0] == "gpu-x" and ok["a"][1].gemm.max == pytest.approx(0.5)
+    with pytest.raises(SpecError, match=r"\[gpu-x\].*'devices' must be a non-empty list"):
+        read_arch_tables({"sources": src, "gpu-x": {"gemm": {"max": q}}}, base)
+    with pytest.raises(SpecError, match="neither a hardware kind"):
+        read_arch_tables({"sources": src, "gpux": {"devices": ["a"]}}, base)
+    with pytest.raises(SpecError, match="listed in both"):
+        read_arch_tables({"sources": src, "gpu-x": {"devices": ["a"]},
+                          "gpu-y": {"devices": ["a"]}}, base)
+    with pytest.raises(SpecError, match="unknown factor gemm.maxx"):
+        read_arch_tables({"sources": src, "gpu-x": {"devices": ["a"],
+                                                    "gemm": {"maxx": q}}}, base)
+
+
+def test_every_listed_device_is_a_zoo_part_of_its_kind() -> None:
+    from roofline.engine.presets import arch_tables
+
+    for key, (name, _) in arch_tables().items():
+        assert rl.hardware(key).kind == name.split("-", 1)[0], (key, name)
