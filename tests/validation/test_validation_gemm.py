@@ -145,11 +145,15 @@ def test_tile_model_only_where_there_is_tile_data() -> None:
     assert without_tiles(eff).tiles is None and without_tiles(eff).label == "default/gpu/fa3"
 
 
-def test_fp32_and_convolutions_keep_the_smooth_model() -> None:
+def test_other_dtypes_and_convolutions_keep_the_smooth_model() -> None:
     hw = hardware("h100-sxm5")
-    b = GraphBuilder("dot", "forward", precision("fp32"))
+    for dt in ("fp32", "tf32", "fp8", "int8"):
+        b = GraphBuilder("dot", "forward", precision(dt))
+        b.add("matmul", "dot", m=1024, k=1024, n=1024)
+        assert time_model(b.build(), hw, efficiency_for(hw, "default")).waves is None, dt
+    b = GraphBuilder("dot", "forward", precision("fp16"))
     b.add("matmul", "dot", m=1024, k=1024, n=1024)
-    assert time_model(b.build(), hw, efficiency_for(hw, "default")).waves is None
+    assert time_model(b.build(), hw, efficiency_for(hw, "default")).waves is not None
     r = rl.solve("resnet50", "h100-sxm5", batch=8)
     assert math.isfinite(r.latency)
 

@@ -35,9 +35,10 @@ from ..errors import SpecError
 __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "WaveOps",
            "TILE_DTYPES"]
 
-#: compute dtypes the tile model prices (tensor-core matmuls); fp32 / tf32 / fp64 keep the
-#: smooth matmul model (no measured table for them here)
-TILE_DTYPES = ("fp16", "bf16", "fp8", "fp4", "int8", "int4")
+#: compute dtypes the tile model prices: the 16-bit tensor-core matmuls it was fitted on (bf16
+#: dots; fp16 runs the same tiles). fp8 / int8 / fp4 (own tile shapes, an end-to-end
+#: ``gemm_dtype`` factor) and fp32 / tf32 / fp64 keep the smooth matmul model
+TILE_DTYPES = ("fp16", "bf16")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
