@@ -62,8 +62,8 @@ def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
                      "__doc__": f"{cls.__name__} while its __init__ runs (roofline._frozen)",
                      "_construction_twin": True})
         cls.__init__ = _init_function(cls, twin, fs, lazy or {})  # type: ignore[method-assign]
-        if lazy:
-            cls.__getattr__ = _lazy_getattr(cls, lazy)  # type: ignore[attr-defined]
+        for name, fn in (lazy or {}).items():
+            setattr(cls, name, _LazySlot(cls.__dict__[name], fn, f"{cls.__name__}.{name}"))
         return cls
 
     return wrap
@@ -113,18 +113,32 @@ def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...]
     return fn
 
 
-def _lazy_getattr(cls: type, lazy: dict[str, Callable[[Any], Any]]) -> Callable[[Any, str], Any]:
-    """``__getattr__`` (only reached for an unset slot): compute a lazy field and store it."""
+class _LazySlot:
+    """The class attribute of a lazy field: reads the slot, or computes, stores and returns
+    the value where the slot is unset. Only this field's reads pass through Python; every other
+    field keeps the interpreter's fast slot read."""
 
-    def __getattr__(self: Any, name: str) -> Any:
-        fn = lazy.get(name)
-        if fn is None:
-            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    __slots__ = ("member", "fn", "owner")
+
+    def __init__(self, member: Any, fn: Callable[[Any], Any], owner: str) -> None:
+        self.member, self.fn, self.owner = member, fn, owner
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
         try:
-            value = fn(self)
+            return self.member.__get__(obj, objtype)
+        except AttributeError:
+            pass
+        try:
+            value = self.fn(obj)
         except AttributeError as e:  # never let it read as "no such attribute"
-            raise RuntimeError(f"{cls.__name__}.{name}: computing it failed: {e}") from e
-        object.__setattr__(self, name, value)
+            raise RuntimeError(f"{self.owner}: computing it failed: {e}") from e
+        self.member.__set__(obj, value)
         return value
 
-    return __getattr__
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.member.__set__(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        self.member.__delete__(obj)

@@ -26,6 +26,7 @@ def rep():
 def test_doc_tables_are_generated(rep, doc_block) -> None:
     assert doc_block(DOC, "fit") == v.fit_table(rep)
     assert doc_block(DOC, "cases") == v.case_table(rep)
+    assert doc_block(DOC, "judged") == v.judged_table(rep)
 
 
 def test_fit_reproduces_the_shipped_factors(rep) -> None:
@@ -45,10 +46,20 @@ def test_errors_within_stated_bounds(rep) -> None:
     assert all(0.30 <= e <= 0.60 for _, e in fits["gpu-cdna3"].before)
     assert fits["accelerator-gaudi2"].before[0][1] < -0.20
     judged = {j[0]: j for j in rep.judged}
-    # held out: Gaudi 3's fp8 row (the fit saw bf16 only) and the NVIDIA control rows of the
-    # same source within 15 %
-    for cid in ("mamf Gaudi 3 fp8", "mamf H100 SXM bf16", "mamf A100 SXM bf16"):
+    # held out: the NVIDIA control rows of the same source within 15 %
+    for cid in ("mamf H100 SXM bf16", "mamf A100 SXM bf16"):
         assert abs(judged[cid][4]) <= 0.15, judged[cid]
+    # the end-to-end fp8 rule leaves kernel-only fp8 matmuls as much too slow on Gaudi 3 as on
+    # the H200 (both priced by the one GPU-fitted rule)
+    g3, h200 = judged["mamf Gaudi 3 fp8"][4], judged["mamf H200 SXM fp8"][4]
+    assert g3 < -0.25 and h200 < -0.25 and abs(g3 - h200) <= 0.10
+    # Intel's Gaudi 3 fp8 throughput table, never fitted: within 20 %, median within 10 %; with
+    # the accelerator kind's factors (no fp8 rule) the median was above 25 %
+    intel = [j[4] for j in rep.judged if j[0].startswith("Intel ")]
+    before = [e for cid, e in rep.judged_before if cid.startswith("Intel ")]
+    assert len(intel) == len(before) == 10
+    assert max(abs(e) for e in intel) <= 0.20 and v.median_abs(intel) <= 0.10
+    assert v.median_abs(before) > 0.25
 
 
 def test_matmul_priced_by_hand() -> None:
@@ -71,6 +82,9 @@ def test_architecture_tables_patch_only_their_parts() -> None:
     assert mi.gemm_dtype == gpu.gemm_dtype
     # NVIDIA parts keep the [gpu] numbers
     assert h100.gemm.max == gpu.gemm.max == pytest.approx(0.80)
+    g3 = efficiency_for(rl.hardware("gaudi3"), "default")
+    assert g3.gemm_dtype.fp8 == pytest.approx(gpu.gemm_dtype.fp8)
+    assert default_tables()["accelerator"].gemm_dtype.of("fp8") == 1.0
     g2 = efficiency_for(rl.hardware("gaudi2"), "default")
     assert g2.gemm.max == pytest.approx(0.995)
     assert g2.memory == default_tables()["accelerator"].memory
@@ -98,6 +112,24 @@ def test_architecture_table_refusals() -> None:
     with pytest.raises(SpecError, match="unknown factor gemm.maxx"):
         read_arch_tables({"sources": src, "gpu-x": {"devices": ["a"],
                                                     "gemm": {"maxx": q}}}, base)
+
+
+def test_serve_honours_a_table_registered_after_a_first_serve() -> None:
+    """The serving efficiency cache keys on the register_efficiency epoch (it did not: a
+    registered table was ignored by serve once the part had been served)."""
+    from roofline.engine.presets import register_efficiency
+
+    hw = rl.hardware("gaudi3")
+    p = rl.precision("fp8", activations="bf16", kv="fp8")
+    kw = dict(batch=256, prompt_len=2048, output_len=128, precision=p, engine="vllm")
+    t0 = rl.serve("llama-3.1-8b", hw, **kw).tokens_per_s
+    register_efficiency(hw, default_tables()["accelerator"])
+    try:
+        t1 = rl.serve("llama-3.1-8b", hw, **kw).tokens_per_s
+    finally:
+        register_efficiency(hw, None)
+    assert t1 > 1.2 * t0  # the kind's table prices fp8 GEMMs at the 16-bit fraction
+    assert rl.serve("llama-3.1-8b", hw, **kw).tokens_per_s == pytest.approx(t0, rel=1e-12)
 
 
 def test_every_listed_device_is_a_zoo_part_of_its_kind() -> None:

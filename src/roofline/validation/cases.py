@@ -69,7 +69,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int},
     },
     "vendors": {  # per-architecture factors of parts that are not NVIDIA (validation/vendors.py)
-        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}},
+        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}, "tok_s": {"tok/s": 1.0}},
         "required": {"kind": str, "hardware": str, "role": str},
         "optional": {"dtype": str, "m": int, "n": int, "k": int, "model": str, "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,

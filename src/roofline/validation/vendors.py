@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .cases import Case, load_cases
 
 __all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_gemm_max", "VendorReport",
-           "vendors_report", "case_table", "fit_table"]
+           "vendors_report", "case_table", "fit_table", "judged_table", "median_abs"]
 
 _GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
 
@@ -74,7 +75,7 @@ def _gemm_tflops(c: Case, gemm_max: float | None) -> float:
     return 2.0 * m * n * k / t.latency
 
 
-def _serving_e2e(c: Case) -> float:
+def _serving(c: Case) -> float:
     from ..scenarios.serving import serve
     from ..specs.dtypes import precision as make_precision
 
@@ -84,17 +85,18 @@ def _serving_e2e(c: Case) -> float:
               output_len=sc["output"], precision=p, tp=sc["tp"], engine=sc["engine"])
     if not s.feasible:
         raise AssertionError(f"{c.id}: does not fit: {s.reason}")
-    return float(s.e2e_latency)
+    return float(s.e2e_latency if c.metric == "e2e" else s.tokens_per_s)
 
 
 def predict(c: Case, gemm_max: float | None = None) -> float:
-    """Our number for ``c`` in SI (FLOP/s of the matmul, or seconds end to end); ``gemm_max``:
+    """Our number for ``c`` in SI (FLOP/s of the matmul, seconds end to end, or generated tokens
+    per second of the deployment); ``gemm_max``:
     the architecture's large-GEMM fraction to price it with instead of the shipped one."""
     kind = c.scenario["kind"]
     if kind == "gemm":
         return _gemm_tflops(c, gemm_max)
     if kind == "serving":
-        return _serving_e2e(c)
+        return _serving(c)
     raise AssertionError(f"{c.id}: unknown kind {kind!r}")
 
 
@@ -142,6 +144,24 @@ class VendorReport:
     fits: tuple[ArchFit, ...]
     judged: tuple[tuple[str, str | None, float, float, float], ...]
     """(case id, architecture, ours, published, error) of the role = "judge" cases (SI)"""
+    judged_before: tuple[tuple[str, float], ...] = ()
+    """(case id, error) of the judge cases on an architecture's part priced with its kind's
+    factors (what the default preset did before the architecture tables)"""
+
+
+@contextmanager
+def _kind_factors(hardware: str) -> Iterator[None]:
+    """Price ``hardware`` with its kind's default factors (its architecture table ignored)
+    while the block runs (engine.presets.register_efficiency, removed after)."""
+    from ..engine.presets import default_tables, register_efficiency
+    from ..specs.hardware import hardware as load
+
+    hw = load(hardware)
+    register_efficiency(hw, default_tables()[hw.kind])
+    try:
+        yield
+    finally:
+        register_efficiency(hw, None)
 
 
 def _kind_max(hardware: str) -> float:
@@ -177,9 +197,15 @@ def vendors_report() -> VendorReport:
                             in_sample=tuple((c.id, _error(c)) for c in acs),
                             left_out=tuple(left),
                             before=tuple((c.id, _error(c, kmax)) for c in acs)))
+    jcs = [c for c in cs if c.scenario["role"] == "judge"]
     judged = tuple((c.id, arch_of(c.scenario["hardware"]), predict(c), c.value_si, _error(c))
-                   for c in cs if c.scenario["role"] == "judge")
-    return VendorReport(fits=tuple(fits), judged=judged)
+                   for c in jcs)
+    before = []
+    for c in jcs:
+        if arch_of(c.scenario["hardware"]) is not None:
+            with _kind_factors(c.scenario["hardware"]):
+                before.append((c.id, _error(c)))
+    return VendorReport(fits=tuple(fits), judged=judged, judged_before=tuple(before))
 
 
 def _pct(x: float) -> str:
@@ -187,7 +213,9 @@ def _pct(x: float) -> str:
 
 
 def _fmt(c: Case, v: float) -> str:
-    return f"{v / 1e12:.1f} TFLOP/s" if c.metric == "tflops" else f"{v:.3f} s"
+    if c.metric == "tflops":
+        return f"{v / 1e12:.1f} TFLOP/s"
+    return f"{v:.3f} s" if c.metric == "e2e" else f"{v:,.0f} tok/s"
 
 
 def fit_table(rep: VendorReport | None = None) -> str:
@@ -211,16 +239,40 @@ def case_table(rep: VendorReport | None = None) -> str:
     rep = rep or vendors_report()
     cs = {c.id: c for c in vendor_cases()}
     ours = {cid: e for f in rep.fits for cid, e in f.in_sample}
-    rows = ["| case | source | role | architecture | ours | published | error |",
-            "|---|---|---|---|---|---|---|"]
+    before = dict(rep.judged_before) | {cid: e for f in rep.fits for cid, e in f.before}
+    rows = ["| case | source | role | architecture | ours | published | error | error with "
+            "the kind's factors |", "|---|---|---|---|---|---|---|---|"]
     for cid, c in cs.items():
         if cid in ours:
             e, a = ours[cid], arch_of(c.scenario["hardware"])
         else:
             _, a, _, _, e = next(j for j in rep.judged if j[0] == cid)
         v = c.value_si * (1 + e)
+        b = _pct(before[cid]) if cid in before else "(same)"
         rows.append(f"| {cid} | {c.source} | {c.scenario['role']} | {a or '(kind)'} | "
-                    f"{_fmt(c, v)} | {_fmt(c, c.value_si)} | {_pct(e)} |")
+                    f"{_fmt(c, v)} | {_fmt(c, c.value_si)} | {_pct(e)} | {b} |")
+    return "\n".join(rows)
+
+
+def judged_table(rep: VendorReport | None = None) -> str:
+    """Markdown: per source and architecture, the judge rows' median |error| and worst, now and
+    with the kind's factors."""
+    rep = rep or vendors_report()
+    cs = {c.id: c for c in vendor_cases()}
+    before = dict(rep.judged_before)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for cid, a, _, _, _ in rep.judged:
+        groups.setdefault((cs[cid].source, a or "(kind)"), []).append(cid)
+    err = {cid: e for cid, _, _, _, e in rep.judged}
+    rows = ["| source | architecture | cases | median \\|error\\| | worst | before: median "
+            "\\|error\\| | before: worst |", "|---|---|---|---|---|---|---|"]
+    for (src, a), ids in groups.items():
+        now = [err[i] for i in ids]
+        was = [before[i] for i in ids if i in before]
+        b = (f"{median_abs(was):.1%} | {_pct(max(was, key=abs))}" if was
+             else "(same) | (same)")
+        rows.append(f"| {src} | {a} | {len(ids)} | {median_abs(now):.1%} | "
+                    f"{_pct(max(now, key=abs))} | {b} |")
     return "\n".join(rows)
 
 

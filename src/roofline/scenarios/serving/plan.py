@@ -25,7 +25,7 @@ from ..._data import DATA, read_toml
 from ...engine.core import time_model
 from ...engine.efficiency import EfficiencyPatch, read_patch
 from ...engine.lines import max_at, op_lines, sum_max_lines
-from ...engine.presets import Efficiency, efficiency_for
+from ...engine.presets import Efficiency, efficiency_for, registered_epoch
 from ...engine.tiles import without_tiles
 from ...errors import SpecError, unknown
 from ...graphs.graph import Graph
@@ -436,8 +436,9 @@ _EFF: dict[tuple[Any, ...], Efficiency] = {}
 
 def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -> Efficiency:
     """The preset's factors on ``hw`` with the engine's launch model (cached on the values that
-    enter it: the device's content, the preset, the engine profile and the dtype)."""
-    key = (spec_key(hw), preset, factors, dtype)
+    enter it: the device's content, the preset, the engine profile, the dtype and the
+    ``register_efficiency`` epoch: a table registered for ``hw`` after a first serve applies)."""
+    key = (spec_key(hw), preset, factors, dtype, registered_epoch())
     e = _EFF.get(key)
     if e is None:
         # the engine profiles were fitted on the smooth matmul model: no waves of tiles here

@@ -21,7 +21,7 @@ from ...graphs.training import GROUPS, TrainingGraph, moe_layer_fraction, traini
 from ...graphs.transformer import TransformerConfig
 from ...ops import collectives as coll
 from ...specs.cluster import Cluster
-from ...specs.dtypes import Precision
+from ...specs.dtypes import Precision, known_precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
@@ -201,8 +201,8 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     al. 2022 App. A count them; recompute adds the re-run forward matmuls (selective: scores
     and context; full: every layer matmul).
     """
-    m = resolve_model(model)
-    p = make_precision(precision)
+    m = model if isinstance(model, Model) else resolve_model(model)
+    p = known_precision(precision) or make_precision(precision)
     k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank)
     hit = _MODEL_FLOPS.get(k)
     if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused

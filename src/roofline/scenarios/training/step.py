@@ -21,6 +21,7 @@ from ...engine.memory import (
     streams_weights,
 )
 from ...errors import SpecError
+from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS
 from ...ops import collectives as coll
@@ -382,7 +383,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     """
     if attention_kernel == "unfused":
         fused_attention = False
-    m = resolve_model(model)
+    m = model if isinstance(model, Model) else resolve_model(model)
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
                         f"{a_family(m.family)} model")
