@@ -69,9 +69,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int},
     },
     "vendors": {  # per-architecture factors of parts that are not NVIDIA (validation/vendors.py)
-        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}, "tok_s": {"tok/s": 1.0}},
+        "metrics": {"tflops": {"TFLOP/s": 1e12}, "tbps": {"TB/s": 1e12}, "e2e": {"s": 1.0},
+                    "tok_s": {"tok/s": 1.0}},
         "required": {"kind": str, "hardware": str, "role": str},
-        "optional": {"dtype": str, "m": int, "n": int, "k": int, "model": str, "precision": str,
+        "optional": {"dtype": str, "m": int, "n": int, "k": int, "op": str, "model": str,
+                     "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
     },
