@@ -161,3 +161,21 @@ def test_every_listed_device_is_a_zoo_part_of_its_kind() -> None:
 
     for key, (name, _) in arch_tables().items():
         assert rl.hardware(key).kind == name.split("-", 1)[0], (key, name)
+
+
+def test_cdna3_training_fraction_is_the_kernel_ratio_derivation() -> None:
+    """training.toml [gpu-cdna3]: 0.56 (CDNA 3 kernel) × 0.69 / 0.80 (the [gpu] training over
+    kernel fraction), rounded to 0.483; a hypothetical variant keeps it; NVIDIA parts do not."""
+    from roofline.scenarios.training.factors import factor_table_for, training_factors
+
+    f = training_factors("gpu", "mi300x")
+    g = training_factors("gpu", None)
+    k = default_tables()["gpu"].gemm.max
+    assert f.gemm.max == pytest.approx(v.shipped_value("gpu-cdna3") * g.gemm.max / k, abs=5e-4)
+    assert (f.gemm.a, f.gemm.b, f.gemm.c) == (g.gemm.a, g.gemm.b, g.gemm.c)
+    assert factor_table_for("gpu", "mi325x") == factor_table_for("gpu", "mi300x~t") == "gpu-cdna3"
+    assert factor_table_for("gpu", "h100-sxm5") == "gpu-hopper"
+    assert factor_table_for("gpu", "a100-sxm4-80gb") == "gpu"
+    # a training step on one MI300X prices its matmuls at that fraction: below the best kernel
+    t = rl.train("gpt2-xl", "mi300x", global_batch=14, micro_batch=14, seq_len=1024)
+    assert t.feasible and t.mfu < f.gemm.max
