@@ -81,6 +81,7 @@ def test_power_activity_weighs_compute_and_memory():
     assert power_activity(0.5, 0.9) == 1.0  # capped: the board is at its power limit
     assert power_activity(0.2) == pytest.approx(0.338)  # MBU unknown (training): MFU alone
     assert math.isnan(power_activity(math.nan, math.nan))
+    assert power_activity(np.float32(0.1), np.float32(0.8)) == pytest.approx(0.553, rel=1e-6)
     arr = power_activity(np.array([0.1, np.nan, 0.0]), np.array([0.8, np.nan, 0.5]))
     assert arr[0] == pytest.approx(0.553) and math.isnan(arr[1]) and arr[2] == pytest.approx(0.24)
 

@@ -58,3 +58,20 @@ def test_price_coverage_table_is_generated_from_the_data() -> None:
         return
     assert table == price_coverage_markdown(), (
         "docs/economics.md's price-coverage table is stale: rerun with ROOFLINE_UPDATE_DOCS=1")
+
+
+def test_power_coverage_table_is_generated_from_the_data() -> None:
+    """A part added to the zoo or a new [parts] reading changes this table:
+    ROOFLINE_UPDATE_DOCS=1 rewrites it."""
+    import os
+
+    from roofline.analysis.power import power_coverage_markdown
+
+    path = DOCS / "economics.md"
+    text = path.read_text(encoding="utf-8")
+    table = text.split("<!-- power-coverage -->\n", 1)[1].split("\n\n", 1)[0]
+    if os.environ.get("ROOFLINE_UPDATE_DOCS") and table != power_coverage_markdown():
+        path.write_text(text.replace(table, power_coverage_markdown(), 1), encoding="utf-8")
+        return
+    assert table == power_coverage_markdown(), (
+        "docs/economics.md's power-coverage table is stale: rerun with ROOFLINE_UPDATE_DOCS=1")

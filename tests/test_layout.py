@@ -28,13 +28,7 @@ PROTOCOL = {"register": CLI, "run": CLI, "main": ("roofline/",)} | {
 
 
 #: functions over the limit, each with the reason it stays whole (shrink this list, never grow it)
-EXEMPT = {
-    "roofline/analysis/scheduler.py:run_replica":
-        "the simulator's event loop: ~30 scheduler variables live as locals of one frame; "
-        "split into functions or a state object every pass (~370 k per 10^5 requests) pays "
-        "calls or attribute loads, and the loop meets its <= 1 s target by ~13 % "
-        "(benchmarks/README.md, bench_planning)",
-}
+EXEMPT: dict[str, str] = {}
 
 
 @lru_cache(maxsize=1)

@@ -24,7 +24,7 @@ def _pairs(text: str) -> list[tuple[str, str]]:
 
 def test_worked_examples_print_what_the_doc_shows() -> None:
     pairs = _pairs((DOCS / "training.md").read_text(encoding="utf-8"))
-    assert len(pairs) == 5  # four worked examples and the unequal-stages one
+    assert len(pairs) == 6  # four worked examples, the unequal-stages and the MoE one
     env: dict[str, object] = {}
     for code, shown in pairs:
         buf = io.StringIO()

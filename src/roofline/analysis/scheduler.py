@@ -33,6 +33,8 @@ from .stepcost import StepCosts
 
 __all__ = ["run_replica"]
 
+_heappop, _heappush = heapq.heappop, heapq.heappush
+
 
 def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts, *,
                 max_concurrency: int, budget: int, chunked: bool, kv_policy: str = "dynamic",
@@ -49,289 +51,374 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     Returns per-request admit / first-token / done times (inf: never fits), the preemption
     count and the number of iterations.
     """
-    n = len(arr)
-    arr_l = arr.tolist()
-    isl_l = [int(x) for x in isl.tolist()]
-    osl_l = [int(x) for x in osl.tolist()]
-    lin = c.lin.tolist()
-    slope = c.slope.tolist()
-    pair = c.pair.tolist()
-    pre = c.pre.tolist()
+    s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
+    # one pass: one mixed iteration, or one run of identical decode steps; the state lives on
+    # ``s`` (slots), and a pass makes few calls (~370 k passes for 10^5 requests)
+    n, times, wait, heap, mc = s.n, s.arr, s.wait, s.heap, s.mc
+    dynamic, hist, bs, total = s.dynamic, s.hist, s.bs, s.total
+    s.arrive()  # (and again whenever the clock jumps to an arrival)
+    # `while True`, not `while s.finished < n`: CPython 3.11 specialises the bytecode of a
+    # function entered once only after a few unconditional backward jumps, and a `while cond:`
+    # loop jumps back conditionally — this loop would run unspecialised throughout
+    while True:
+        if s.finished >= n:
+            break
+        if not wait and s.running == 0:  # an empty system: on to the next arrival
+            s.now = times[s.nxt]
+            s.arrive()
+            continue
+        if dynamic and s.b and s.used + hist[s.K % bs] > total:  # this step's new blocks
+            s.make_room()
+        # prefill chunks: the partial prefills, and admission when a request waits for a slot
+        chunks = s.prefill_chunks() if s.pf or (wait and s.running < mc) else None
+        if chunks:
+            dt = s.mixed_step(chunks)
+        elif s.b:
+            dt = s.decode_run()
+        elif s.finished >= n:  # the last requests finished at admission (decode pool)
+            break
+        else:  # nothing can run: an idle engine waiting for an arrival
+            if s.nxt >= n:
+                raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover
+            s.now = max(s.now, times[s.nxt])
+            s.arrive()
+            continue
+        # the clock moves by the step(s); Little's area grows by who was in the system, and
+        # the requests arriving meanwhile join the queue (counted from their arrival)
+        area = s.area + (len(wait) + s.running) * dt
+        now = s.now = s.now + dt
+        nxt = s.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            s.nxt = nxt
+        s.area = area
+        if chunks:
+            s.prompts_done(chunks)
+        if heap and heap[0][0] < s.K:
+            s.retire()
+    return s.result()
+
+
+def _tables(c: StepCosts, top: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    """``c``'s lin, slope, pair and pre as lists indexed up to ``top``: past the tables the step
+    time is extrapolated linearly (slope and pair stay at their last value), extended once so
+    that the loop indexes them without a branch."""
+    lin, slope, pair, pre = (c.lin.tolist(), c.slope.tolist(), c.pair.tolist(), c.pre.tolist())
     NM = len(lin) - 1
-    lin_tail = lin[NM] - lin[NM - 1]
-    pre_tail = pre[NM] - pre[NM - 1]
-    # past the tables the step time is extrapolated linearly (slope and pair stay at their
-    # last value): extend the lists once to the largest step this run can form, so that the
-    # loop indexes them without a branch
-    top = max_concurrency + max(budget, max(isl_l, default=0) + max(osl_l, default=0)) + 1
     if top > NM:
+        lin_tail = lin[NM] - lin[NM - 1]
+        pre_tail = pre[NM] - pre[NM - 1]
         lin += [lin[NM] + lin_tail * (j - NM) for j in range(NM + 1, top + 1)]
         pre += [pre[NM] + pre_tail * (j - NM) for j in range(NM + 1, top + 1)]
         slope += [slope[NM]] * (top - NM)
         pair += [pair[NM]] * (top - NM)
-    bs = c.block_size
-    total = c.total_blocks
-    dynamic = kv_policy == "dynamic"
-    wm = max(1, total // 100) if dynamic else 0
-    inf = math.inf
-    heappop = heapq.heappop
-    t_admit = [math.nan] * n
-    t_first = [math.nan] * n
-    t_done = [math.nan] * n
-    gen = [0] * n  # tokens generated before the current (re)admission
-    held = [0] * n  # KV blocks held (prefilling / reserve policy)
-    k0 = [0] * n  # step at which decoding (re)started
-    x0 = [0] * n  # tokens in KV at that step
-    g0 = [0] * n  # tokens generated at that step
-    ver = [0] * n
-    dec = [False] * n
-    live = [False] * n
-    hist = [0] * (2 * bs)  # twice over: bs consecutive phases are one slice
-    heap: list[tuple[int, int, int]] = []
-    order: list[int] = []  # running requests in admission order (preemption victims: newest)
-    pf: list[list[int]] = []  # partial prefills [idx, done tokens, total tokens]
-    wait: deque[int] = deque()
-    nxt = 0
-    now = 0.0
-    K = 0
-    b = 0  # decoding sequences
-    C = 0  # tokens in KV of the decoding sequences (before the step)
-    used = 0
-    running = 0
-    finished = 0
-    preempt = 0
-    iters = 0
-    area = 0.0  # ∫ (waiting + running) dt: Little's L, from the scheduler's own counts
+    return lin, slope, pair, pre
 
-    def start_decode(i: int, x: int, g: int) -> None:
-        nonlocal b, C
-        k0[i], x0[i], g0[i] = K, x, g
-        dec[i] = True
-        b += 1
-        C += x
-        if dynamic:
-            j = (K - x) % bs
-            hist[j] += 1
-            hist[j + bs] += 1
-        heapq.heappush(heap, (K + osl_l[i] - g - 1, i, ver[i]))
 
-    def stop_decode(i: int) -> int:
+class _Replica:
+    """The scheduler's state between iterations, and one method per part of an iteration.
+
+    Requests are indices into per-request lists; the decoding sequences are not objects but a
+    heap of finishing steps (``heap``: (step, request, version); a preempted request's entries
+    are stale by version), their count ``b``, summed context ``C`` and, for dynamic KV, a
+    histogram of their positions modulo the block size (``hist``). Slots: the loop reads this
+    state on every pass.
+    """
+
+    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "bs", "total",
+                 "dynamic", "wm", "mc", "budget", "chunked", "prefill",
+                 "t_admit", "t_first", "t_done", "gen", "held", "k0", "x0", "g0", "ver", "dec",
+                 "live", "hist", "heap", "order", "pf", "wait",
+                 "nxt", "now", "K", "b", "C", "used", "running", "finished", "preempt", "iters",
+                 "area")
+
+    def __init__(self, arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
+                 max_concurrency: int, budget: int, chunked: bool, kv_policy: str,
+                 prefill: bool) -> None:
+        n = self.n = len(arr)
+        self.arr = arr.tolist() + [math.inf]  # a sentinel: the arrival that never comes
+        self.isl = [int(x) for x in isl.tolist()]
+        self.osl = [int(x) for x in osl.tolist()]
+        top = max_concurrency + max(budget, max(self.isl, default=0) + max(self.osl, default=0)) + 1
+        self.lin, self.slope, self.pair, self.pre = _tables(c, top)
+        self.bs = bs = c.block_size
+        self.total = c.total_blocks
+        self.dynamic = kv_policy == "dynamic"
+        self.wm = max(1, self.total // 100) if self.dynamic else 0  # vLLM's watermark
+        self.mc, self.budget, self.chunked, self.prefill = (max_concurrency, budget, chunked,
+                                                            prefill)
+        self.t_admit = [math.nan] * n
+        self.t_first = [math.nan] * n
+        self.t_done = [math.nan] * n
+        self.gen = [0] * n  # tokens generated before the current (re)admission
+        self.held = [0] * n  # KV blocks held (prefilling / reserve policy)
+        self.k0 = [0] * n  # step at which decoding (re)started
+        self.x0 = [0] * n  # tokens in KV at that step
+        self.g0 = [0] * n  # tokens generated at that step
+        self.ver = [0] * n  # bumped at each preemption: the heap's older entries are stale
+        self.dec = [False] * n  # decoding
+        self.live = [False] * n  # running (prefilling or decoding)
+        self.hist = [0] * (2 * bs)  # twice over: bs consecutive phases are one slice
+        self.heap: list[tuple[int, int, int]] = []
+        self.order: list[int] = []  # running requests in admission order (victims: newest)
+        self.pf: list[list[int]] = []  # partial prefills [idx, done tokens, total tokens]
+        self.wait: deque[int] = deque()
+        self.nxt = 0  # next arrival
+        self.now = 0.0
+        self.K = 0  # engine steps so far
+        self.b = 0  # decoding sequences
+        self.C = 0  # tokens in KV of the decoding sequences (before the step)
+        self.used = 0  # KV blocks in use
+        self.running = self.finished = self.preempt = self.iters = 0
+        self.area = 0.0  # ∫ (waiting + running) dt: Little's L, from the scheduler's own counts
+
+    def result(self) -> dict[str, Any]:
+        return {"admit": np.asarray(self.t_admit), "first": np.asarray(self.t_first),
+                "done": np.asarray(self.t_done), "preemptions": self.preempt,
+                "iterations": self.iters, "area": self.area}
+
+    # -- arrivals and time
+    def arrive(self) -> None:
+        """Requests that have arrived by now join the queue."""
+        arr, nxt, now, wait = self.arr, self.nxt, self.now, self.wait
+        while arr[nxt] <= now:
+            wait.append(nxt)
+            nxt += 1
+        self.nxt = nxt
+
+    # -- decoding sequences and KV blocks
+    def start_decode(self, i: int, x: int, g: int) -> None:
+        """Request ``i`` decodes from this step with ``x`` tokens in KV, ``g`` generated."""
+        K = self.K
+        self.k0[i], self.x0[i], self.g0[i] = K, x, g
+        self.dec[i] = True
+        self.b += 1
+        self.C += x
+        if self.dynamic:
+            j = (K - x) % self.bs
+            self.hist[j] += 1
+            self.hist[j + self.bs] += 1
+        _heappush(self.heap, (K + self.osl[i] - g - 1, i, self.ver[i]))
+
+    def stop_decode(self, i: int) -> int:
         """Remove a decoding sequence; returns its blocks."""
-        nonlocal b, C
-        x = x0[i] + K - k0[i]
-        dec[i] = False
-        b -= 1
-        C -= x
-        if dynamic:
-            j = (k0[i] - x0[i]) % bs
-            hist[j] -= 1
-            hist[j + bs] -= 1
+        x = self.x0[i] + self.K - self.k0[i]
+        self.dec[i] = False
+        self.b -= 1
+        self.C -= x
+        if self.dynamic:
+            bs = self.bs
+            j = (self.k0[i] - self.x0[i]) % bs
+            self.hist[j] -= 1
+            self.hist[j + bs] -= 1
             return -(-x // bs)
-        return held[i]
+        return self.held[i]
 
-    def finish(i: int, blocks: int) -> None:
-        nonlocal used, running, finished
-        t_done[i] = now
-        used -= blocks
-        running -= 1
-        finished += 1
-        live[i] = False
+    def finish(self, i: int, blocks: int) -> None:
+        self.t_done[i] = self.now
+        self.used -= blocks
+        self.running -= 1
+        self.finished += 1
+        self.live[i] = False
 
-    def preempt_newest() -> bool:
-        nonlocal used, running, preempt
+    def retire(self) -> None:
+        """Sequences whose last token was this step's finish (stale heap entries dropped)."""
+        heap, K, ver, dec = self.heap, self.K, self.ver, self.dec
+        while heap and heap[0][0] < K:
+            _, i, v = _heappop(heap)
+            if v == ver[i] and dec[i]:
+                self.finish(i, self.stop_decode(i))
+
+    def make_room(self) -> None:
+        """Dynamic KV: preempt the newest requests until this step's new blocks fit (the
+        caller has found that they do not)."""
+        hist, k = self.hist, self.K % self.bs
+        while self.used + hist[k] > self.total and self.preempt_newest():
+            pass
+
+    def preempt_newest(self) -> bool:
+        """Preempt the newest running request: its blocks freed, back to the queue's head
+        (recomputed when readmitted). False: none running."""
+        order, live = self.order, self.live
         while order and not live[order[-1]]:
             order.pop()
         if not order:
             return False
         v = order.pop()
-        if dec[v]:
-            gen[v] = g0[v] + K - k0[v]
-            used -= stop_decode(v)
+        if self.dec[v]:
+            self.gen[v] = self.g0[v] + self.K - self.k0[v]
+            self.used -= self.stop_decode(v)
         else:
+            pf = self.pf
             for j, e in enumerate(pf):
                 if e[0] == v:
                     del pf[j]
                     break
-            used -= held[v]
-        ver[v] += 1
+            self.used -= self.held[v]
+        self.ver[v] += 1
         live[v] = False
-        running -= 1
-        preempt += 1
-        wait.appendleft(v)
+        self.running -= 1
+        self.preempt += 1
+        self.wait.appendleft(v)
         return True
 
-    while finished < n:
-        while nxt < n and arr_l[nxt] <= now:
-            wait.append(nxt)
-            nxt += 1
-        if running == 0 and not wait:
-            now = arr_l[nxt]
-            continue
-        if dynamic and b:  # this step's new blocks
-            while used + hist[K % bs] > total and preempt_newest():
-                pass
-        # -- admission and the prefill chunks of this step
-        chunks: list[tuple[int, int, int]] = []  # (idx, tokens, cached prefix)
-        if pf or wait:  # (else: a decode-only step, nothing to admit)
-            tok = budget - b if chunked else budget
-            grow = hist[K % bs] if dynamic and b else 0
-            for e in pf:
-                if tok <= 0:
-                    break
-                rem = e[2] - e[1]
-                T = min(rem, tok) if chunked else rem
-                if not chunked and T > tok and chunks:
-                    break
-                chunks.append((e[0], T, e[1]))
-                tok -= T
-            while wait and running < max_concurrency and (tok > 0 or not prefill):
-                i = wait[0]
-                # KV to hold: prompt + tokens so far (a decode pool's request holds its prompt
-                # and all but its newest token: it resumes where it stopped)
-                plen = isl_l[i] + gen[i] if prefill else isl_l[i] + max(gen[i], 1) - 1
-                need = -(-(isl_l[i] + osl_l[i] - 1) // bs) if not dynamic else -(-plen // bs)
-                if need > total - wm:  # can never fit: reject
-                    wait.popleft()
-                    t_admit[i] = t_first[i] = t_done[i] = inf
-                    finished += 1
-                    continue
-                # a decode pool's request joins this step: its first token may need a block
-                first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
-                if used + need + first_blk + grow + (wm if running else 0) > total:
-                    break
-                if prefill and not chunked and plen > tok and chunks:
-                    break
+    # -- admission and prefill
+    def prefill_chunks(self) -> list[tuple[int, int, int]]:
+        """This step's prefill chunks (request, tokens, cached prefix): the partial prefills
+        first, in order, then the prompts admitted now; ``chunks[j]`` is ``pf[j]``. Partial
+        prefills are chunked ones (a whole prompt completes in the step that admits it)."""
+        tok = self.budget - self.b if self.chunked else self.budget
+        chunks: list[tuple[int, int, int]] = []
+        for e in self.pf:
+            if tok <= 0:
+                break
+            rem = e[2] - e[1]
+            T = rem if rem < tok else tok
+            chunks.append((e[0], T, e[1]))
+            tok -= T
+        if self.wait and self.running < self.mc:
+            self.admit(chunks, tok)
+        return chunks
+
+    def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
+        """FIFO admission while the running set is below the limit, its KV blocks are free
+        and (prefill) the step has budget left; ``tok``: that budget. Chunked, a prompt takes
+        what is left of it; a whole prompt longer than that waits for a later step, unless it
+        would run alone. A request whose blocks exceed the whole pool is rejected (times inf)."""
+        wait, isl, osl, held, t_admit = self.wait, self.isl, self.osl, self.held, self.t_admit
+        prefill, chunked, dynamic, bs, total, wm = (self.prefill, self.chunked, self.dynamic,
+                                                    self.bs, self.total, self.wm)
+        grow = self.hist[self.K % bs] if dynamic and self.b else 0  # this step's new blocks
+        while wait and self.running < self.mc and (tok > 0 or not prefill):
+            i = wait[0]
+            # KV to hold: prompt + tokens so far (a decode pool's request holds its prompt
+            # and all but its newest token: it resumes where it stopped)
+            g = self.gen[i]
+            plen = isl[i] + g if prefill else isl[i] + max(g, 1) - 1
+            need = -(-plen // bs) if dynamic else -(-(isl[i] + osl[i] - 1) // bs)
+            if need > total - wm:  # can never fit: reject
                 wait.popleft()
-                used += need
-                grow += first_blk
-                held[i] = need
-                running += 1
-                live[i] = True
-                order.append(i)
-                if t_admit[i] != t_admit[i]:
-                    t_admit[i] = now
-                if not prefill:  # decode pool: KV and first token arrived with the request
-                    if osl_l[i] <= 1:
-                        finish(i, need)
-                    else:
-                        start_decode(i, plen, max(gen[i], 1))
-                    continue
-                T = min(plen, tok) if chunked else plen
-                pf.append([i, 0, plen])
+                t_admit[i] = self.t_first[i] = self.t_done[i] = math.inf
+                self.finished += 1
+                continue
+            # a decode pool's request joins this step: its first token may need a block
+            first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
+            if self.used + need + first_blk + grow + (wm if self.running else 0) > total:
+                break
+            if not prefill:
+                T = 0
+            elif chunked:
+                T = plen if plen < tok else tok
+            elif plen > tok and chunks:
+                break
+            else:
+                T = plen
+            wait.popleft()
+            self.used += need
+            grow += first_blk
+            held[i] = need
+            self.running += 1
+            self.live[i] = True
+            self.order.append(i)
+            if t_admit[i] != t_admit[i]:
+                t_admit[i] = self.now
+            if prefill:
+                self.pf.append([i, 0, plen])
                 chunks.append((i, T, 0))
                 tok -= T
-        if chunks:  # -- one mixed iteration
-            iters += 1
-            Tt = 0
-            att = 0.0
-            for _i, T, cp in chunks:
-                Tt += T
-                att += pair[T] * T * (cp + (T + 1) * 0.5)
-            N = b + Tt
-            dt = pre[N] + att
-            if b:
-                dt += lin[b] - pre[b] + slope[b] * (C + b)
-                if dynamic:
-                    used += hist[K % bs]
-                C += b
-            area += (len(wait) + running) * dt
-            now += dt
-            while nxt < n and arr_l[nxt] <= now:  # arrived during the step: in the system
-                area += now - arr_l[nxt]
-                wait.append(nxt)
-                nxt += 1
-            K += 1
-            # chunks[j] is pf[j]: partial prefills first, then the prompts admitted now
-            done_pf = False
-            for j in range(len(chunks)):
-                e = pf[j]
-                e[1] += chunks[j][1]
-                if e[1] >= e[2]:
-                    done_pf = True
-                    i = e[0]
-                    g = gen[i] + 1
-                    if gen[i] == 0:
-                        t_first[i] = now
-                    if g >= osl_l[i]:
-                        finish(i, held[i])
-                    else:
-                        start_decode(i, e[2], g)
-            if done_pf:
-                pf = [e for e in pf if e[1] < e[2]]
-        elif b:  # -- a run of identical decode steps
-            while heap and (heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]):
-                heappop(heap)
-            k = heap[0][0] - K + 1
-            sl = slope[b]
-            base = lin[b] + sl * (C + b)
-            inc = sl * b
-            can_admit = running < max_concurrency and not wait and nxt < n
-            if can_admit:
-                gap = arr_l[nxt] - now
-                if gap <= base:
-                    ka = 1
-                elif inc > 0:
-                    a2 = inc / 2
-                    b1 = base - a2
-                    ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
-                else:
-                    ka = math.ceil(gap / base - 1e-9)
-                k = max(1, min(k, ka))
-            if dynamic:
-                free = total - used
-                full = k // bs
-                if b * (full + 1) > free:
-                    cyc = free // b
-                    rest = free - cyc * b
-                    j = 0
-                    j0 = K % bs
-                    while j < bs and hist[j0 + j] <= rest:
-                        rest -= hist[j0 + j]
-                        j += 1
-                    k = max(1, min(k, cyc * bs + j))
-                    full = k // bs
-                r = k - full * bs
-                if r:
-                    j0 = K % bs
-                    used += full * b + sum(hist[j0:j0 + r])
-                else:
-                    used += full * b
-            dt = k * base + inc * k * (k - 1) / 2
-            area += (len(wait) + running) * dt
-            now += dt
-            while nxt < n and arr_l[nxt] <= now:
-                area += now - arr_l[nxt]
-                wait.append(nxt)
-                nxt += 1
-            C += b * k
-            K += k
-            iters += k
-        else:  # nothing can run: only an idle engine waiting for an arrival
-            if finished >= n:  # the last requests finished at admission (decode pool)
-                break
-            if nxt >= n:
-                raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover
-            now = max(now, arr_l[nxt])
-            continue
-        while heap and heap[0][0] < K:  # finished: stop_decode + finish, inlined (hot)
-            _, i, v = heappop(heap)
-            if v != ver[i] or not dec[i]:
-                continue
-            x = x0[i] + K - k0[i]
-            dec[i] = False
-            b -= 1
-            C -= x
-            if dynamic:
-                j = (k0[i] - x0[i]) % bs
-                hist[j] -= 1
-                hist[j + bs] -= 1
-                used -= -(-x // bs)
+            elif osl[i] <= 1:  # decode pool: KV and first token arrived with the request
+                self.finish(i, need)
             else:
-                used -= held[i]
-            t_done[i] = now
-            running -= 1
-            finished += 1
-            live[i] = False
-    return {"admit": np.asarray(t_admit), "first": np.asarray(t_first),
-            "done": np.asarray(t_done), "preemptions": preempt, "iterations": iters,
-            "area": area}
+                self.start_decode(i, plen, max(g, 1))
+
+    # -- iterations
+    def mixed_step(self, chunks: list[tuple[int, int, int]]) -> float:
+        """One iteration of the prefill ``chunks`` and every decoding sequence's token: its
+        time; the decoding sequences' context and (dynamic KV) blocks grow by a token."""
+        pair = self.pair
+        self.iters += 1
+        Tt = 0
+        att = 0.0
+        for _i, T, cp in chunks:
+            Tt += T
+            att += pair[T] * T * (cp + (T + 1) * 0.5)
+        b = self.b
+        dt = self.pre[b + Tt] + att
+        if b:
+            C = self.C
+            dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
+            if self.dynamic:
+                self.used += self.hist[self.K % self.bs]
+            self.C = C + b
+        self.K += 1
+        return dt
+
+    def prompts_done(self, chunks: list[tuple[int, int, int]]) -> None:
+        """After the iteration of ``chunks``: the prompts it completed give their first token
+        and decode from the next step (or finish, a one-token output)."""
+        pf, gen = self.pf, self.gen
+        done_pf = False
+        for j in range(len(chunks)):  # chunks[j] is pf[j]
+            e = pf[j]
+            e[1] += chunks[j][1]
+            if e[1] >= e[2]:
+                done_pf = True
+                i = e[0]
+                g = gen[i] + 1
+                if gen[i] == 0:
+                    self.t_first[i] = self.now
+                if g >= self.osl[i]:
+                    self.finish(i, self.held[i])
+                else:
+                    self.start_decode(i, e[2], g)
+        if done_pf:
+            self.pf = [e for e in pf if e[1] < e[2]]
+
+    def decode_run(self) -> float:
+        """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),
+        up to the next event: the first finish, the step that reaches an arrival that can be
+        admitted, or (dynamic KV) the step the free blocks run out. Returns its time."""
+        heap, ver, dec = self.heap, self.ver, self.dec
+        while heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]:  # stale entries
+            _heappop(heap)
+        K, b = self.K, self.b
+        k = heap[0][0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
+        sl = self.slope[b]
+        base = self.lin[b] + sl * (self.C + b)
+        inc = sl * b
+        if self.running < self.mc and not self.wait and self.nxt < self.n:
+            # the fewest steps that reach the next arrival: k·base + inc·k(k−1)/2 ≥ gap
+            gap = self.arr[self.nxt] - self.now
+            if gap <= base:
+                ka = 1
+            elif inc > 0:  # the positive root of the quadratic in k
+                a2 = inc / 2
+                b1 = base - a2
+                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
+            else:
+                ka = math.ceil(gap / base - 1e-9)
+            if ka < k:
+                k = ka
+        if self.dynamic:  # the blocks the run takes, and as many steps as the free ones last
+            bs, hist = self.bs, self.hist
+            free = self.total - self.used
+            full = k // bs
+            j0 = K % bs
+            if b * (full + 1) > free:
+                cyc = free // b  # whole cycles of bs steps: b blocks each
+                rest = free - cyc * b
+                j = 0
+                while j < bs and hist[j0 + j] <= rest:
+                    rest -= hist[j0 + j]
+                    j += 1
+                k = max(1, min(k, cyc * bs + j))  # ≥ 1: make_room freed this step's blocks
+                full = k // bs
+            r = k - full * bs
+            self.used += full * b + sum(hist[j0:j0 + r]) if r else full * b
+        self.C += b * k
+        self.K = K + k
+        self.iters += k
+        return k * base + inc * k * (k - 1) / 2

@@ -122,12 +122,14 @@ def scaled_time(tm: Any, batch: float, *, peak: float = 1.0,
         t.peak = tm.peak * peak
     mem = memory or {}
     s0 = mem.get(0, 1.0)
+    if tm.waves is not None and (peak != 1.0 or s0 != 1.0):
+        t.waves = tm.waves.scaled(peak, s0)
     if s0 != 1.0:
         t.bw, t.inv_main, t.inv_act = tm.bw * s0, tm.inv_main / s0, tm.inv_act / s0
     if any(i > 0 for i in mem):
         bws = {lv.bytes_per_s: mem.get(i, 1.0) for i, lv in enumerate(tm.hw.memory) if i > 0}
         t.levels = [(cap, lbw * bws.get(lbw, 1.0)) for cap, lbw in tm.levels]
-    t._env = t._env_arr = None
+    t._env = t._env_arr = t._memo = None
     return float(t.ops(float(batch)).time.sum())
 
 

@@ -122,7 +122,8 @@ def tco(hardware: Any, *, devices: int, years: float | None = None, days: float 
         maintenance_per_year: float | None = None, amortisation_years: float | None = None,
         preset: str = "default") -> TCO:
     """TCO of ``devices`` × ``hardware`` over ``years`` (or ``days``; default: the amortisation
-    period) at ``utilisation`` (0, 1] of the binding resource.
+    period) at ``utilisation`` (0, 1]: the power activity of analysis/power.py, device power =
+    idle + (peak − idle) × utilisation (from a run's MFU and MBU: ``power.power_activity``).
 
     ``unit_price`` (USD per device; default: the part's street price in prices.toml),
     ``electricity_price`` (USD/kWh; default: the region's, else the US industrial average),

@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
                    help="period (default: the amortisation period, 3 years)")
     p.add_argument("--days", type=float, default=None, help="period in days instead of years")
     p.add_argument("--utilisation", type=float, default=1.0,
-                   help="utilisation of the binding resource in (0, 1] (default 1)")
+                   help="power activity in (0, 1] (default 1): device power = idle + "
+                        "(peak - idle) x it")
     p.add_argument("--region", default=None, help="grid region (carbon, electricity price)")
     p.add_argument("--pue", type=float, default=None, help="datacentre PUE (default 1.15)")
     p.add_argument("--unit-price", type=float, default=None, metavar="USD",

@@ -4,8 +4,8 @@ train, resolved per architecture against data/presets/attention.toml.
 ``"auto"``: the architecture's default kernel (Hopper: FlashAttention-3) or, on a part of no
 listed architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul model (as
 before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of the peak,
-forward and backward (engine/core.py ``_attention_kernel``) — FlashAttention-2 on a part with
-no measured entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak, what the
+forward and backward (``attention_rates``, called by engine/core.py) — FlashAttention-2 on a
+part with no measured entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak, what the
 matmul model gives); ``"unfused"``: QKᵀ, softmax and ·V as separate ops (the graph changes;
 solve, serve and train pass ``fused_attention=False``).
 """
@@ -16,13 +16,15 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from ..errors import SpecError, unknown
 from ..specs.hardware import Hardware
 from ..specs.sourced import read_quantity
 from .efficiency import Attention, Efficiency
 
 __all__ = ["ATTENTION_KERNELS", "check_attention_kernel", "with_attention", "architecture",
-           "resolve_kernel"]
+           "resolve_kernel", "attention_rates"]
 
 ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused")
 #: kernels priced as the matmul model where the table has no entry for the architecture
@@ -106,3 +108,32 @@ def _with(eff: Efficiency, kernel: str, fwd: float | None, bwd: float | None,
           fp8_fwd: float | None) -> Efficiency:
     att = Attention(scale=eff.attention.scale, kernel=kernel, fwd=fwd, bwd=bwd, fp8_fwd=fp8_fwd)
     return replace(eff, attention=att, label=f"{eff.label}/{kernel}")
+
+
+#: name suffixes of backward ops (graphs/training.py: ``.grad``; graphs/backward.py: ``.bwd``)
+_BACKWARD = (".grad", ".bwd")
+
+
+def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak: float,
+                    gpk: Any, ga: Any, gb: Any, gc: Any) -> tuple[Any, Any, Any, Any]:
+    """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
+    the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
+    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
+    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
+    penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
+    tf32) and other ops keep the matmul model."""
+    att = np.array([c == "attention" for c in graph.classes])
+    if dtype not in ("fp16", "bf16", "fp8") or not att.any():
+        return gpk, ga, gb, gc
+    k = eff.attention
+    d16 = dtype if dtype != "fp8" else ("bf16" if hw.has("bf16") else "fp16")
+    if not hw.has(d16):
+        return gpk, ga, gb, gc
+    p16 = peak if d16 == dtype else hw.peak(d16)
+    rate_b = p16 * k.bwd * hw.sustained(d16)
+    rate_f = p16 * k.fwd * hw.sustained(d16)
+    if dtype == "fp8" and k.fp8_fwd is not None:
+        rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
+    bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
+    gpk = np.where(att, np.where(bwd, rate_b, rate_f), gpk)
+    return gpk, np.where(att, 0.0, ga), np.where(att, 0.0, gb), np.where(att, 0.0, gc)

@@ -20,9 +20,10 @@ For op i at batch B (its costs are ``c0 + c1·B``; see graphs/graph.py):
 
 Terms that are not straight lines in B are listed in ``TimeModel.nonlinear``: page faults and
 cold weights (steps in bytes), evicted dispatch (steps in the bytes other ops move), GEMM rows
-below one (MoE experts: M = m1·B < 1) and a constant FLOP part of a matmul whose M grows with B
-(a 1/B term). Without them every per-op time is a maximum of lines in B, and every total is
-piecewise linear: ``lines.envelope`` gives it in closed form, and a solve is a bisection.
+below one (MoE experts: M = m1·B < 1), a constant FLOP part of a matmul whose M grows with B
+(a 1/B term) and whole waves of tiles (engine/tiles.py: a step in B). Without them every
+per-op time is a maximum of lines in B, and every total is piecewise linear:
+``lines.envelope`` gives it in closed form, and a solve is a bisection.
 
 Everyone evaluates this object: ``solve`` (``totals_at``), ``sweep`` (``totals_many``), serving
 (``ops`` at two contexts -> lines in S, summed by ``lines.sum_max_int``), training (``ops`` over
@@ -42,8 +43,10 @@ import numpy as np
 from .._frozen import fast_init
 from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
+from .attention import attention_rates
 from .efficiency import Efficiency
 from .lines import envelope, launch, launch_lines
+from .tiles import wave_ops, wave_split
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
 
@@ -175,7 +178,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved")
+                 "ridge_effective", "moved", "waves", "_memo", "split")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -198,6 +201,8 @@ class TimeModel:
             self.C0[1] = self.C0[1] + (k - 1.0) * (c0[_WR] + c0[_WW])
             self.C1[1] = self.C1[1] + (k - 1.0) * (c1[_WR] + c1[_WW])
         self._compute_lines(graph, hw, eff, dtype)
+        #: GPU matmuls priced in whole waves of tiles (engine/tiles.py), precomputed once
+        self.waves = wave_ops(graph, hw, eff, dtype, self.peak)
         # the bound's compute roof: the peak, or the faster rate a fitted factor above 1 claims
         # (a measured bf16 GEMM model fitted against a peak below its asymptote), so that no
         # estimate undercuts its bound
@@ -236,6 +241,8 @@ class TimeModel:
             nl.append("matmuls at their GEMV floor at small batch (gemm.gemv)")
         if bool((self.C0[0] * self.inv_c1).any()):
             nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
+        if self.waves is not None:
+            nl.append("whole waves of matmul tiles (a step in B)")
         self.nonlinear = tuple(nl)
         self.envelope_ok = not nl and self.all_have
         self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
@@ -246,9 +253,13 @@ class TimeModel:
         #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
         self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
+        #: totals per batch where whole waves keep the closed form off (computed once each)
+        self._memo: dict[float, Totals] | None = {} if self.waves is not None else None
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
+        #: the other ops' closed form + each distinct wave op once (tiles.WaveSplit), or None
+        self.split = wave_split(self) if self.waves is not None else None
 
     def _compute_lines(self, graph: Graph, hw: Hardware, eff: Efficiency, dtype: str) -> None:
         """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max)`` with
@@ -276,7 +287,7 @@ class TimeModel:
             ca, cb, cc = eff.conv.abc(g)
             ga, gb, gc = np.where(conv, ca, g.a), np.where(conv, cb, g.b), np.where(conv, cc, g.c)
         if eff.attention.measured and not eff.is_bound:
-            gpk, ga, gb, gc = _attention_kernel(graph, hw, eff, dtype, self.peak, gpk, ga, gb, gc)
+            gpk, ga, gb, gc = attention_rates(graph, hw, eff, dtype, self.peak, gpk, ga, gb, gc)
         N = np.maximum(graph.gemm[1], 1.0)
         K = np.maximum(graph.gemm[2], 1.0)
         m1 = graph.gemm[0]
@@ -304,6 +315,9 @@ class TimeModel:
         act_b = self.C0[2] + self.C1[2] * Bc
         tb = self.moved[0] + self.moved[1] * Bc  # reported bytes (main_b may be re-priced)
         tc = flops * (np.minimum(self.inv_c1 / Bc, self.inv_cap) + self.inv_c0)
+        if self.waves is not None:
+            w = self.waves
+            tc[..., w.idx] = w.seconds(Bc, tc[..., w.idx])
         inv_a: Any = self.inv_act
         inv_ab: Any = 1.0 / self.bw
         for cap, lbw in self.levels:  # the fastest level that holds the activations wins
@@ -459,7 +473,7 @@ class TimeModel:
         B = float(batch)
         row = self._segment(B)
         if row is None:
-            return self.evaluate(batch).totals()
+            return self._direct(B)
         b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
         time = t_i + t_s * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
@@ -472,7 +486,20 @@ class TimeModel:
         float operations, for callers that need only the sum of op times)."""
         B = float(batch)
         row = self._segment(B)
-        return self.evaluate(batch).totals().latency if row is None else row[2] + row[3] * B
+        return self._direct(B).latency if row is None else row[2] + row[3] * B
+
+    def _direct(self, B: float) -> Totals:
+        """Totals op by op at ``B``; with whole waves (a step in B) kept per batch."""
+        memo = self._memo
+        if memo is None:
+            return self.evaluate(B).totals()
+        hit = memo.get(B)
+        if hit is None:
+            hit = self.evaluate(B).totals() if self.split is None else self.split.totals(B)
+            if len(memo) >= 256:
+                memo.pop(next(iter(memo)))
+            memo[B] = hit
+        return hit
 
     def _segments(self, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The closed form's rows for many batches, and the indices of the batches to evaluate
@@ -512,35 +539,6 @@ class TimeModel:
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()
         return out
-
-
-#: name suffixes of backward ops (graphs/training.py: ``.grad``; graphs/backward.py: ``.bwd``)
-_BACKWARD = (".grad", ".bwd")
-
-
-def _attention_kernel(graph: Graph, hw: Hardware, eff: Efficiency, dtype: str, peak: float,
-                      gpk: Any, ga: Any, gb: Any, gc: Any) -> tuple[Any, Any, Any, Any]:
-    """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
-    the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
-    dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
-    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
-    penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
-    tf32) and other ops keep the matmul model."""
-    att = np.array([c == "attention" for c in graph.classes])
-    if dtype not in ("fp16", "bf16", "fp8") or not att.any():
-        return gpk, ga, gb, gc
-    k = eff.attention
-    d16 = dtype if dtype != "fp8" else ("bf16" if hw.has("bf16") else "fp16")
-    if not hw.has(d16):
-        return gpk, ga, gb, gc
-    p16 = peak if d16 == dtype else hw.peak(d16)
-    rate_b = p16 * k.bwd * hw.sustained(d16)
-    rate_f = p16 * k.fwd * hw.sustained(d16)
-    if dtype == "fp8" and k.fp8_fwd is not None:
-        rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
-    bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
-    gpk = np.where(att, np.where(bwd, rate_b, rate_f), gpk)
-    return gpk, np.where(att, 0.0, ga), np.where(att, 0.0, gb), np.where(att, 0.0, gc)
 
 
 def time_model(graph: Graph, hw: Hardware, eff: Efficiency) -> TimeModel:

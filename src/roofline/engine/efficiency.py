@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import SpecError
 from ..ops.cost import OP_CLASSES
 from ..specs.sourced import Provenance, read_quantity
+from .tiles import Tiles
 
 __all__ = ["Efficiency", "Gemm", "GemmDtype", "Conv", "Attention", "Vector", "Memory", "Launch",
            "Cpu", "PageFaults", "ColdWeights", "EvictedDispatch", "BOUND", "read_efficiency",
@@ -232,6 +233,8 @@ class Efficiency:
     memory: Memory = Memory()
     launch: Launch = Launch()
     cpu: Cpu | None = None
+    #: whole waves of output tiles for GPU matmuls (engine/tiles.py); None: the smooth model
+    tiles: Tiles | None = None
     workspace: float = 0.0  #: bytes reserved by runtime/framework
     label: str = "bound"
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False,
@@ -246,6 +249,8 @@ class Efficiency:
             getattr(self, f.name) for f in fields(self) if f.compare)))
         lb = self.label
         self.gemm.check(lb, "gemm")
+        if self.tiles is not None:
+            self.tiles.check(lb)
         if self.gemm_bf16 is not None:
             self.gemm_bf16.check(lb, "gemm_bf16", hi=2.0)  # vs the best measured bf16 rate
         for nm in ("fwd", "bwd", "fp8_fwd"):

@@ -169,12 +169,17 @@ _FOR_HW: dict[tuple[object, ...], Efficiency] = {}
 def _default_for(hw: Hardware, attention_kernel: str) -> Efficiency:
     """The default preset's factors on ``hw`` (efficiency_for without its cache)."""
     from .attention import with_attention
+    from .tiles import with_tiles
 
     hit = _CUSTOM.get(spec_key(hw)) if _CUSTOM else None
-    eff = hit if hit is not None else spec_efficiency(hw) or _kind_default(hw)
+    own = hit if hit is not None else spec_efficiency(hw)
+    eff = own or _kind_default(hw)
     if hw.workspace_bytes is not None and hw.workspace_bytes != eff.workspace:
         eff = _with_workspace(eff, hw.workspace_bytes, hw.provenance.get("runtime.workspace"))
-    return with_attention(eff, hw, attention_kernel)
+    eff = with_attention(eff, hw, attention_kernel)
+    # whole waves of tiles replace the kind's matmul model; a registered or measured table
+    # keeps its own
+    return eff if own is not None else with_tiles(eff, hw)
 
 
 def _kind_default(hw: Hardware) -> Efficiency:

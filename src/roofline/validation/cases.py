@@ -1,10 +1,9 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``vendors``) is one TOML file with a
-``[sources]``
-table (key -> the document: title, version or commit, table / page) and ``[[case]]`` entries.
-Each case carries
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``) is
+one TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table
+/ page) and ``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -70,9 +69,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int},
     },
     "vendors": {  # per-architecture factors of parts that are not NVIDIA (validation/vendors.py)
-        "metrics": {"tflops": {"TFLOP/s": 1e12}, "e2e": {"s": 1.0}, "tok_s": {"tok/s": 1.0}},
+        "metrics": {"tflops": {"TFLOP/s": 1e12}, "tbps": {"TB/s": 1e12}, "e2e": {"s": 1.0},
+                    "tok_s": {"tok/s": 1.0}},
         "required": {"kind": str, "hardware": str, "role": str},
-        "optional": {"dtype": str, "m": int, "n": int, "k": int, "model": str, "precision": str,
+        "optional": {"dtype": str, "m": int, "n": int, "k": int, "op": str, "model": str,
+                     "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
     },
@@ -92,6 +93,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"busbw": {"GB/s": 1e9}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
         "optional": {"scale_up_gbps": int},
+    },
+    "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
+        "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
+        "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
+        "optional": {},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},

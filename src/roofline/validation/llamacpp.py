@@ -20,7 +20,8 @@ from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "fitted_cases", "fit_llamacpp", "llamacpp_holdout", "case_table",
-           "holdout_table", "MEMORY_GRID", "OVERHEAD_GRID_US"]
+           "holdout_table", "MEMORY_GRID", "OVERHEAD_GRID_US", "device_class",
+           "class_fractions", "class_study", "class_study_table"]
 
 MEMORY_GRID = tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0.40 … 0.95
 OVERHEAD_GRID_US = tuple(float(x) for x in range(0, 301, 5))  # 0 … 300 µs per layer
@@ -128,3 +129,97 @@ def case_table(rep: FitReport | None = None) -> str:
         lines.append(f"| {c.id} | {c.scenario['precision']} | {c.value_si:,.2f} | {ours:,.2f} "
                      f"| {ours / c.value_si - 1:+.1%} | {h} | {c.source} |")
     return "\n".join(lines)
+
+
+# -- per-device-class memory fractions: the study (not shipped) --------------------------------
+
+def device_class(hardware: str) -> str:
+    """"apple" (Apple silicon GPU), "nvidia" (an NVIDIA GPU), else "cpu-soc"."""
+    from ..specs.resolve import hardware as resolve_hardware
+
+    hw = resolve_hardware(hardware)
+    if hw.vendor.lower().startswith("apple"):
+        return "apple"
+    return "nvidia" if hw.kind == "gpu" and hw.vendor.lower() == "nvidia" else "cpu-soc"
+
+
+def _cls(c: Case) -> str:
+    return device_class(c.scenario["hardware"])
+
+
+def _classes_with_sources(cs: Sequence[Case], n: int = 2) -> tuple[str, ...]:
+    """The device classes whose cases come from ``n`` sources or more."""
+    by: dict[str, set[str]] = {}
+    for c in cs:
+        by.setdefault(_cls(c), set()).add(c.source)
+    return tuple(sorted(k for k, v in by.items() if len(v) >= n))
+
+
+def class_fractions(cs: Sequence[Case], classes: Sequence[str]) -> dict[str, float]:
+    """The memory fraction of each of ``classes`` fitted on its cases in ``cs`` (grid
+    MEMORY_GRID, RMS of log error); the per-layer time stays at the shipped value, other
+    classes keep the shipped fraction."""
+    lo = _shipped()["layer_overhead"]
+    out = {}
+    for k in classes:
+        sub = [c for c in cs if _cls(c) == k]
+        if sub:
+            out[k] = min(MEMORY_GRID, key=lambda mm, sub=sub: sum(
+                math.log(predict(c, {"memory_max": mm, "layer_overhead": lo}) / c.value_si)
+                ** 2 for c in sub))
+    return out
+
+
+def _class_error(c: Case, fr: Mapping[str, float]) -> float:
+    sh = _shipped()
+    vals = {"memory_max": fr.get(_cls(c), sh["memory_max"]),
+            "layer_overhead": sh["layer_overhead"]}
+    return math.log(predict(c, vals) / c.value_si)
+
+
+def class_study() -> dict[str, Any]:
+    """In-sample and leave-one-source-out errors of per-class fractions (for the classes with
+    cases from two sources or more) against the shipped single fraction: ``fractions`` (all
+    cases), ``per_source`` (source -> fractions fitted without it), ``rows`` ((label, n,
+    median abs error, RMS log) per case set)."""
+    cs = fitted_cases()
+    classes = _classes_with_sources(cs)  # apple, nvidia: two sources each; the Pi 5 one
+    fr = class_fractions(cs, classes)
+    inn = {c.id: _class_error(c, fr) for c in cs}
+    held: dict[str, float] = {}
+    per_source = {}
+    for s in sorted({c.source for c in cs}):
+        f = class_fractions([c for c in cs if c.source != s], classes)
+        per_source[s] = f
+        held.update({c.id: _class_error(c, f) for c in cs if c.source == s})
+    shipped = {c.id: _class_error(c, {}) for c in cs}
+
+    def row(label: str, errs: dict[str, float], keep: Any) -> tuple[str, int, float, float]:
+        e = [v for k, v in errs.items() if keep(k)]
+        med = sorted(abs(math.expm1(x)) for x in e)
+        n = len(med)
+        m = med[n // 2] if n % 2 else 0.5 * (med[n // 2 - 1] + med[n // 2])
+        return label, n, m, math.sqrt(sum(x * x for x in e) / n)
+
+    by = {c.id: _cls(c) for c in cs}
+    rows = [row("all, one fraction (shipped)", shipped, lambda k: True),
+            row("all, per-class fractions (in-sample)", inn, lambda k: True),
+            row("all, per-class fractions (LOSO)", held, lambda k: True)]
+    for k in ("apple", "nvidia"):
+        rows += [row(f"{k}, one fraction (shipped)", shipped, lambda i, k=k: by[i] == k),
+                 row(f"{k}, per-class (LOSO)", held, lambda i, k=k: by[i] == k)]
+    return {"fractions": fr, "per_source": per_source, "rows": rows}
+
+
+def class_study_table(study: Mapping[str, Any] | None = None) -> str:
+    """The per-class table of docs/validation/llamacpp.md."""
+    st = class_study() if study is None else study
+    srcs = list(st["per_source"])
+    head = ["| class | all cases | " + " | ".join(f"fit without {s}" for s in srcs) + " |",
+            "|---|---:|" + "---:|" * len(srcs)]
+    for k in sorted(st["fractions"]):
+        head.append(f"| {k} | {st['fractions'][k]:.3f} | " + " | ".join(
+            f"{st['per_source'][s].get(k, math.nan):.3f}" for s in srcs) + " |")
+    head += ["", "| cases | n | median abs error | RMS log error |", "|---|---:|---:|---:|"]
+    head += [f"| {lab} | {n} | {m:.1%} | {r:.3f} |" for lab, n, m, r in st["rows"]]
+    return "\n".join(head)

@@ -4,10 +4,11 @@ CDNA 4, Intel Gaudi 2 / 3): their fit and their errors (docs/validation/vendors.
 The GPU / accelerator kinds' factors of data/presets/default.toml were set from NVIDIA
 measurements (an H200's bf16 GEMM at 0.80 of peak). A ``[<kind>-<arch>]`` table of that file
 patches them for the parts its ``devices`` list names (engine/presets.py ``arch_tables``). Here
-its large-GEMM fraction ``gemm.max`` is fitted on published matmul microbenchmarks
-(data/validation/vendors.toml, cases with ``role = "fit"``): a grid search (0.30 … 1.00, step
-0.005) minimising the mean squared log(ours / published) of the architecture's fit cases, each
-priced as one matmul op of the default preset (its tile penalty and launch floor included).
+its large-GEMM fraction ``gemm.max`` is fitted on published matmul microbenchmarks and its
+``memory.max`` on STREAM kernels (data/validation/vendors.toml, cases with ``role = "fit"``): a
+grid search (0.30 … 1.00, step 0.005) minimising the mean squared log(ours / published) of the
+architecture's fit cases of that kind, a matmul priced as one op of the default preset (its tile
+penalty and launch floor included), a STREAM kernel as the preset's main-memory rate.
 Cases with ``role = "judge"`` are never fitted on: fp8 rows where the fit sets the 16-bit
 fraction, NVIDIA control rows (their factors are not refitted here), and end-to-end serving runs
 of other sources.
@@ -29,7 +30,7 @@ from typing import Any
 
 from .cases import Case, load_cases
 
-__all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_gemm_max", "VendorReport",
+__all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_value", "FACTOR", "VendorReport",
            "vendors_report", "case_table", "fit_table", "judged_table", "median_abs"]
 
 _GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
@@ -51,17 +52,23 @@ def arch_of(hardware: str) -> str | None:
     return hit[0] if hit is not None and hit[0].split("-", 1)[0] == hw.kind else None
 
 
-def _eff(hardware: str, gemm_max: float | None) -> Any:
+#: the factor each case kind fits: gemm -> the matmul model's max, stream -> the memory fraction
+FACTOR = {"gemm": "gemm.max", "stream": "memory.max"}
+
+
+def _eff(hardware: str, factor: str | None = None, value: float | None = None) -> Any:
     from ..engine.presets import efficiency_for
     from ..specs.hardware import hardware as load
 
     eff = efficiency_for(load(hardware), "default")
-    if gemm_max is None:
+    if value is None:
         return eff
-    return replace(eff, gemm=replace(eff.gemm, max=gemm_max), label=f"{eff.label}/fit")
+    group, fld = (factor or "gemm.max").split(".")
+    return replace(eff, **{group: replace(getattr(eff, group), **{fld: value})},
+                   label=f"{eff.label}/fit")
 
 
-def _gemm_tflops(c: Case, gemm_max: float | None) -> float:
+def _gemm_tflops(c: Case, value: float | None) -> float:
     from ..engine.core import time_model
     from ..graphs.graph import GraphBuilder
     from ..specs.dtypes import precision as make_precision
@@ -71,8 +78,19 @@ def _gemm_tflops(c: Case, gemm_max: float | None) -> float:
     m, n, k = sc["m"], sc["n"], sc["k"]
     b = GraphBuilder(f"matmul {m}x{n}x{k}", "forward", make_precision(sc["dtype"]))
     b.add("linear", "matmul", tokens=m, d_in=k, d_out=n)
-    t = time_model(b.build(), load(sc["hardware"]), _eff(sc["hardware"], gemm_max)).totals_at(1)
+    eff = _eff(sc["hardware"], "gemm.max", value)
+    t = time_model(b.build(), load(sc["hardware"]), eff).totals_at(1)
     return 2.0 * m * n * k / t.latency
+
+
+def _stream_rate(c: Case, value: float | None) -> float:
+    """A STREAM kernel on a large array: the default preset's main-memory rate, bandwidth ×
+    memory.max (the time model's bytes / (bandwidth · memory.max); launch cost negligible at
+    the sizes these benchmarks run)."""
+    from ..specs.hardware import hardware as load
+
+    hw = load(c.scenario["hardware"])
+    return float(hw.main_memory.bytes_per_s * _eff(hw.key, "memory.max", value).memory.max)
 
 
 def _serving(c: Case) -> float:
@@ -88,25 +106,27 @@ def _serving(c: Case) -> float:
     return float(s.e2e_latency if c.metric == "e2e" else s.tokens_per_s)
 
 
-def predict(c: Case, gemm_max: float | None = None) -> float:
-    """Our number for ``c`` in SI (FLOP/s of the matmul, seconds end to end, or generated tokens
-    per second of the deployment); ``gemm_max``:
-    the architecture's large-GEMM fraction to price it with instead of the shipped one."""
+def predict(c: Case, value: float | None = None) -> float:
+    """Our number for ``c`` in SI (FLOP/s of the matmul, bytes/s of a STREAM kernel, seconds end
+    to end, or generated tokens per second of the deployment); ``value``: the factor its kind
+    fits (``FACTOR``) to price it with instead of the shipped one."""
     kind = c.scenario["kind"]
     if kind == "gemm":
-        return _gemm_tflops(c, gemm_max)
+        return _gemm_tflops(c, value)
+    if kind == "stream":
+        return _stream_rate(c, value)
     if kind == "serving":
         return _serving(c)
     raise AssertionError(f"{c.id}: unknown kind {kind!r}")
 
 
-def _error(c: Case, gemm_max: float | None = None) -> float:
-    return predict(c, gemm_max) / c.value_si - 1.0
+def _error(c: Case, value: float | None = None) -> float:
+    return predict(c, value) / c.value_si - 1.0
 
 
 def fit_arch(cs: Sequence[Case]) -> float:
-    """The gemm.max of the grid minimising the mean squared log(ours / published) over ``cs``
-    (gemm cases of one architecture); ties go to the smaller value."""
+    """The value of the grid minimising the mean squared log(ours / published) over ``cs``
+    (cases of one architecture and one kind: its ``FACTOR``); ties go to the smaller value."""
     if not cs:
         raise ValueError("fit_arch: no cases")
     best, best_v = math.inf, _GRID[0]
@@ -117,22 +137,24 @@ def fit_arch(cs: Sequence[Case]) -> float:
     return best_v
 
 
-def shipped_gemm_max(arch: str) -> float:
-    """The shipped gemm.max of the default.toml table ``arch``."""
+def shipped_value(arch: str, factor: str = "gemm.max") -> float:
+    """The shipped ``factor`` ("group.field") of the default.toml table ``arch``."""
     from ..engine.presets import arch_tables
 
+    group, fld = factor.split(".")
     for name, eff in arch_tables().values():
         if name == arch:
-            return float(eff.gemm.max)
+            return float(getattr(getattr(eff, group), fld))
     raise KeyError(arch)
 
 
 @dataclass(frozen=True, slots=True)
 class ArchFit:
     arch: str
+    factor: str  #: "gemm.max" or "memory.max"
     shipped: float
     refit: float
-    kind_default: float  #: the kind's gemm.max the table replaces
+    kind_default: float  #: the kind's value of the factor the table replaces
     in_sample: tuple[tuple[str, float], ...]  #: (case id, error at the shipped value)
     #: (case id, value fitted without that case's device, its error there)
     left_out: tuple[tuple[str, float, float], ...]
@@ -164,11 +186,12 @@ def _kind_factors(hardware: str) -> Iterator[None]:
         register_efficiency(hw, None)
 
 
-def _kind_max(hardware: str) -> float:
+def _kind_value(hardware: str, factor: str) -> float:
     from ..engine.presets import default_tables
     from ..specs.hardware import hardware as load
 
-    return float(default_tables()[load(hardware).kind].gemm.max)
+    group, fld = factor.split(".")
+    return float(getattr(getattr(default_tables()[load(hardware).kind], group), fld))
 
 
 def vendors_report() -> VendorReport:
@@ -176,27 +199,27 @@ def vendors_report() -> VendorReport:
     the judged cases."""
     cs = vendor_cases()
     fit = [c for c in cs if c.scenario["role"] == "fit"]
-    by_arch: dict[str, list[Case]] = {}
+    by_arch: dict[tuple[str, str], list[Case]] = {}
     for c in fit:
         a = arch_of(c.scenario["hardware"])
         if a is None:
             raise AssertionError(f"{c.id}: role 'fit' on {c.scenario['hardware']}, which no "
                                  "architecture table of default.toml lists")
-        by_arch.setdefault(a, []).append(c)
+        by_arch.setdefault((a, FACTOR[c.scenario["kind"]]), []).append(c)
     fits = []
-    for a, acs in sorted(by_arch.items()):
-        shipped = shipped_gemm_max(a)
+    for (a, factor), acs in sorted(by_arch.items()):
         left = []
         for c in acs:
             rest = [x for x in acs if x.scenario["hardware"] != c.scenario["hardware"]]
             if rest:
                 v = fit_arch(rest)
                 left.append((c.id, v, _error(c, v)))
-        kmax = _kind_max(acs[0].scenario["hardware"])
-        fits.append(ArchFit(arch=a, shipped=shipped, refit=fit_arch(acs), kind_default=kmax,
+        kv = _kind_value(acs[0].scenario["hardware"], factor)
+        fits.append(ArchFit(arch=a, factor=factor, shipped=shipped_value(a, factor),
+                            refit=fit_arch(acs), kind_default=kv,
                             in_sample=tuple((c.id, _error(c)) for c in acs),
                             left_out=tuple(left),
-                            before=tuple((c.id, _error(c, kmax)) for c in acs)))
+                            before=tuple((c.id, _error(c, kv)) for c in acs)))
     jcs = [c for c in cs if c.scenario["role"] == "judge"]
     judged = tuple((c.id, arch_of(c.scenario["hardware"]), predict(c), c.value_si, _error(c))
                    for c in jcs)
@@ -215,6 +238,8 @@ def _pct(x: float) -> str:
 def _fmt(c: Case, v: float) -> str:
     if c.metric == "tflops":
         return f"{v / 1e12:.1f} TFLOP/s"
+    if c.metric == "tbps":
+        return f"{v / 1e12:.2f} TB/s"
     return f"{v:.3f} s" if c.metric == "e2e" else f"{v:,.0f} tok/s"
 
 
@@ -222,15 +247,15 @@ def fit_table(rep: VendorReport | None = None) -> str:
     """Markdown: per architecture the kind's factor, the shipped (fitted) one, in-sample and
     leave-one-device-out errors."""
     rep = rep or vendors_report()
-    rows = ["| architecture | kind's gemm.max | fitted gemm.max | cases | error before "
-            "(kind's factor) | in-sample error | leave one device out |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| architecture | factor | kind's value | fitted | cases | error before "
+            "(kind's value) | in-sample error | leave one device out |",
+            "|---|---|---|---|---|---|---|---|"]
     for f in rep.fits:
         before = ", ".join(_pct(e) for _, e in f.before)
         ins = ", ".join(_pct(e) for _, e in f.in_sample)
         lo = ", ".join(f"{_pct(e)} (fit {v:.3f})" for _, v, e in f.left_out) or "n/a (one device)"
-        rows.append(f"| {f.arch} | {f.kind_default:.3f} | {f.shipped:.3f} | {len(f.in_sample)} | "
-                    f"{before} | {ins} | {lo} |")
+        rows.append(f"| {f.arch} | {f.factor} | {f.kind_default:.3f} | {f.shipped:.3f} | "
+                    f"{len(f.in_sample)} | {before} | {ins} | {lo} |")
     return "\n".join(rows)
 
 

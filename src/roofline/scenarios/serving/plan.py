@@ -26,6 +26,7 @@ from ...engine.core import time_model
 from ...engine.efficiency import EfficiencyPatch, read_patch
 from ...engine.lines import max_at, op_lines, sum_max_lines
 from ...engine.presets import Efficiency, efficiency_for, registered_epoch
+from ...engine.tiles import without_tiles
 from ...errors import SpecError, unknown
 from ...graphs.graph import Graph
 from ...graphs.shard import shard_config
@@ -440,7 +441,8 @@ def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -
     key = (spec_key(hw), preset, factors, dtype, registered_epoch())
     e = _EFF.get(key)
     if e is None:
-        base = efficiency_for(hw, preset, factors.attention_kernel)
+        # the engine profiles were fitted on the smooth matmul model: no waves of tiles here
+        base = without_tiles(efficiency_for(hw, preset, factors.attention_kernel))
         e = base if preset == "bound" else factors.efficiency(base, dtype)
         if len(_EFF) >= 256:
             _EFF.pop(next(iter(_EFF)))

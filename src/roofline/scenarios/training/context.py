@@ -13,6 +13,7 @@ import numpy as np
 from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for, registered_epoch
+from ...engine.tiles import without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
@@ -112,7 +113,8 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                                     f"{', '.join(hw.dtypes)}")
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
-    base = efficiency_for(hw, preset, attention_kernel)
+    # the training factors were fitted on the smooth matmul model: no waves of tiles here
+    base = without_tiles(efficiency_for(hw, preset, attention_kernel))
     f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)

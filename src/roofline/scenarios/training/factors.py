@@ -97,10 +97,13 @@ _OVERRIDE: dict[str, TrainingFactors] = {}
 
 def factor_table_for(kind: str = "gpu", device: str | None = None) -> str:
     """The name of the factor table a device uses: the table listing its key in ``devices``
-    (an architecture's table, e.g. "gpu-hopper"), else its kind's ("gpu" where none)."""
+    (an architecture's table, e.g. "gpu-hopper"; a hypothetical ``<key>~<tag>`` variant, as
+    analysis.sensitivity.scaled_hardware makes, keeps its part's), else its kind's ("gpu" where
+    none)."""
     tables = _factor_tables()
+    part = None if device is None else device.split("~", 1)[0]
     for name, f in tables.items():
-        if device is not None and device in f.devices:
+        if part is not None and part in f.devices:
             return name
     return kind if kind in tables else "gpu"
 

@@ -46,6 +46,7 @@ from ...engine.memory import (
     streams_weights,
 )
 from ...engine.presets import check_preset, efficiency_for
+from ...engine.tiles import without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
 from ...graphs.resolve import model as resolve_model
@@ -146,7 +147,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
     tg = backward_graph(fwd)
-    eff = efficiency_for(hw, preset)
+    eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
     op_t = time_model(tg.graph, hw, eff).evaluate(float(b)).time
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]

@@ -1,0 +1,313 @@
+"""Whole waves of output tiles: the GPU matmul model where the architecture's tiles are data.
+
+A GPU runs a matmul as output tiles (``tm`` rows × ``tn`` columns, the K loop split ``s``
+ways over more tiles where few tiles would leave SMs idle), ``slots`` of them at once (SM count
+× tiles per SM). A wave is one round of ``slots`` tiles; a tile of a half-empty last wave takes
+as long as a full one. So for an op of implicit-GEMM sizes (M, N, K) with
+``T = ceil(M/tm)·ceil(N/tn)·s`` tiles (engine/core.py):
+
+    waves  W = ceil(T / slots)
+    t      = fill + min over the candidates (tm, tn, s) of
+             W · slots · 2·tm·tn·(K/s) · (1 + a/tm + b/tn + c·s/K) / (peak · max)
+             + (s > 1) · 2·s·M·N·4 bytes / (bandwidth · memory.max)   (the fp32 partials)
+
+i.e. each wave costs one tile's time on one SM, a tile's efficiency is the matmul model of the
+tile's own sizes, and the kernel picks the candidate that finishes first (cuBLAS / CUTLASS pick
+per shape). ``fill`` is a fixed time per matmul kernel (prologue, epilogue, the first loads).
+Large matmuls tend to ``flops · (1 + a/tm + b/tn + c/K) / (peak · max)`` for the best tile; a
+1024³ one on 132 SMs fills one wave and pays for the idle SMs. An op with fewer rows than the
+smallest tile (a matrix-vector product: batch-1 decode) runs as a GEMV / split-K kernel, not as
+tiles of the list, and keeps the smooth model (no measured shape there).
+
+Data: data/presets/tiles.toml (architectures, the parts of each with their SM counts, the
+candidate tiles, the fitted a, b, c, max and fill); judged in docs/validation/gemm.md. Parts of
+no listed architecture (CPUs, TPUs, SoCs, other GPUs) keep the smooth matmul model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from ..errors import SpecError
+
+__all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "WaveOps",
+           "WaveSplit", "wave_split", "TILE_DTYPES"]
+
+#: compute dtypes the tile model prices: the 16-bit tensor-core matmuls it was fitted on (bf16
+#: dots; fp16 runs the same tiles). fp8 / int8 / fp4 (own tile shapes, an end-to-end
+#: ``gemm_dtype`` factor) and fp32 / tf32 / fp64 keep the smooth matmul model
+TILE_DTYPES = ("fp16", "bf16")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tiles:
+    """One part's tile model (see the module docstring); a value, hashed into Efficiency."""
+
+    arch: str  #: the architecture the parameters are of
+    slots: int  #: tiles in flight at once (SM count × tiles per SM)
+    shapes: tuple[tuple[int, int], ...]  #: candidate output tiles (rows, columns)
+    splits: tuple[int, ...] = (1,)  #: candidate split-K factors
+    max: float = 1.0  #: fraction of the (sustained) dense peak a tile's SM reaches at best
+    a: float = 0.0  #: tile rows at which the row penalty halves a tile's efficiency
+    b: float = 0.0  #: as ``a`` for tile columns
+    c: float = 0.0  #: K at which the K-loop fill halves it (per split)
+    fill: float = 0.0  #: seconds per matmul kernel (prologue, epilogue)
+
+    def check(self, label: str) -> None:
+        def bad(name: str, v: Any, allowed: str) -> SpecError:
+            return SpecError(f"efficiency {label}: tiles.{name}={v!r} must be {allowed}")
+
+        if not isinstance(self.slots, int) or self.slots < 1:
+            raise bad("slots", self.slots, "an integer >= 1 (SMs x tiles per SM)")
+        if not self.shapes or any(not (isinstance(x, int) and x >= 1) for s in self.shapes
+                                  for x in s) or any(len(s) != 2 for s in self.shapes):
+            raise bad("shapes", self.shapes, "a non-empty list of [rows, columns] integers >= 1")
+        if not self.splits or any(not (isinstance(s, int) and s >= 1) for s in self.splits):
+            raise bad("splits", self.splits, "a non-empty list of integers >= 1")
+        if not (0.0 < self.max <= 1.0):
+            raise bad("max", self.max, "in (0, 1]")
+        for nm in ("a", "b", "c"):
+            v = getattr(self, nm)
+            if not (0.0 <= v < float("inf")):
+                raise bad(nm, v, "finite and >= 0")
+        if not (0.0 <= self.fill <= 1.0):
+            raise bad("fill", self.fill, "in [0, 1] seconds per kernel")
+
+
+@lru_cache(maxsize=1)
+def _tables() -> dict[str, Any]:
+    from .._data import DATA, read_toml
+    from ..specs.sourced import read_quantity
+
+    origin = "data/presets/tiles.toml"
+    doc = read_toml(DATA / "presets" / "tiles.toml")
+    src = doc.get("sources", {})
+    parts: dict[str, Tiles] = {}
+    for arch, tbl in doc.get("arch", {}).items():
+        where = f"{origin} [arch.{arch}]"
+
+        def q(key: str, dim: str, tbl: dict[str, Any] = tbl, where: str = where) -> float:
+            if key not in tbl:
+                raise SpecError(f"{where}: missing {key!r}")
+            v, _ = read_quantity(tbl[key], field=f"{where}.{key}", dimension=dim, sources=src,
+                                 origin=origin)
+            return float(v)
+
+        for key in ("shapes", "splits"):
+            if tbl.get(f"{key}_source") not in src:
+                raise SpecError(f"{where}: {key}_source {tbl.get(f'{key}_source')!r} is not "
+                                "in [sources]")
+        shapes = tuple((int(r), int(c)) for r, c in tbl["shapes"])
+        splits = tuple(int(s) for s in tbl.get("splits", (1,)))
+        per_sm = int(q("tiles_per_sm", "ratio"))
+        kw = dict(max=q("max", "ratio"), a=q("a", "ratio"), b=q("b", "ratio"),
+                  c=q("c", "ratio"), fill=q("fill", "time"))
+        for key, raw in tbl.get("sm_count", {}).items():
+            sms, _ = read_quantity(raw, field=f"{where}.sm_count.{key}", dimension="ratio",
+                                   sources=src, origin=origin)
+            t = Tiles(arch=arch, slots=int(sms) * per_sm, shapes=shapes, splits=splits, **kw)
+            t.check(where)
+            parts[key] = t
+    return parts
+
+
+def tiles_for(hw: Any) -> Tiles | None:
+    """The tile model of ``hw`` (None: its architecture has no tile data). Keyed on the zoo
+    key: a part derived from a zoo entry under another key has none (a ``key~tag`` copy of
+    ``analysis.sensitivity`` keeps its part's)."""
+    if getattr(hw, "kind", None) != "gpu":
+        return None
+    # a hypothetical copy (analysis.sensitivity.scaled_hardware: "<key>~<tag>") keeps its SMs
+    return _tables().get(hw.key.split("~", 1)[0])
+
+
+def with_tiles(eff: Any, hw: Any) -> Any:
+    """``eff`` with the tile model of ``hw`` (unchanged where it has none, or for the pure
+    roofline)."""
+    t = tiles_for(hw)
+    if t is None or eff.is_bound or eff.tiles == t:
+        return eff
+    return _with(eff, t)
+
+
+@lru_cache(maxsize=256)
+def _with(eff: Any, t: Tiles) -> Any:
+    return replace(eff, tiles=t, label=f"{eff.label}/tiles")
+
+
+class WaveOps:
+    """The matmul ops of one (graph, hardware, efficiency) the tile model prices, with every
+    batch-independent part precomputed once (engine/core.py builds it with the TimeModel):
+    per op and candidate (tile, split) the column tiles ``ceil(N/tn)``, the seconds one wave
+    costs and the split's reduction seconds per row; ``seconds(B)`` is then two ceilings, a
+    product and a minimum per candidate."""
+
+    __slots__ = ("idx", "m1", "tm", "cols", "splits", "per_wave", "per_row", "slots", "fill",
+                 "rows_min", "inv")
+
+    def __init__(self, idx: Any, m1: Any, n: Any, k: Any, rho: Any, gpk: float,
+                 t: Tiles, inv_bw: float) -> None:
+        import numpy as np
+
+        # ops of one shape (a model's layers) are priced once: ``inv`` maps them back
+        u, self.inv = np.unique(np.stack([m1, n, k, rho], 1), axis=0, return_inverse=True)
+        self.inv = self.inv.ravel()
+        m1, n, k, rho = u.T
+        self.idx, self.m1, self.slots, self.fill = idx, m1, float(t.slots), t.fill
+        cand = [(tm, tn, s) for tm, tn in t.shapes for s in t.splits]
+        tm = np.array([c[0] for c in cand], dtype=np.float64)
+        tn = np.array([c[1] for c in cand], dtype=np.float64)
+        s = np.array([c[2] for c in cand], dtype=np.float64)
+        self.tm, self.splits, self.rows_min = tm, s, float(tm.min())
+        N, K = n[:, None], k[:, None]
+        self.cols = np.ceil(N / tn)
+        # one wave: every slot runs one tile of 2·tm·tn·(K/s) FLOPs at the tile's efficiency
+        pen = 1.0 + t.a / tm + t.b / tn + t.c * s / K
+        self.per_wave = self.slots * 2.0 * tm * tn * (K / s) * pen / gpk * rho[:, None]
+        # split K: the s partial outputs (fp32) are written and read back by the reduction
+        self.per_row = np.where(s > 1, 2.0 * 4.0 * s * N * inv_bw, 0.0)
+
+    def scaled(self, peak: float, bandwidth: float = 1.0) -> WaveOps:
+        """A copy for every peak × ``peak`` and the main memory's bandwidth × ``bandwidth``
+        (the per-wave times and the reductions scale, the fill does not)."""
+        w = object.__new__(WaveOps)
+        for a in WaveOps.__slots__:
+            object.__setattr__(w, a, getattr(self, a))
+        w.per_wave = self.per_wave / peak
+        w.per_row = self.per_row / bandwidth
+        return w
+
+    def seconds(self, Bc: Any, smooth: Any) -> Any:
+        """Compute seconds of each wave op at batch ``Bc`` (a float, or [b, 1]): [nw] or
+        [b, nw]. Ops with fewer rows than the smallest tile (matrix-vector products: a GEMV
+        or split-K kernel, not tiles of the list) keep ``smooth``, the smooth model's."""
+        import numpy as np
+
+        t, M = self.per_shape(Bc)
+        return np.where((M < self.rows_min)[..., self.inv], smooth, t[..., self.inv])
+
+    def per_shape(self, Bc: Any) -> tuple[Any, Any]:
+        """(tile-model seconds, rows M) of each distinct shape at batch ``Bc``."""
+        import numpy as np
+
+        M = np.maximum(self.m1 * Bc, 1.0)
+        Mc = M[..., None]
+        waves = np.ceil(np.ceil(Mc / self.tm) * self.cols * self.splits / self.slots)
+        return (waves * self.per_wave + Mc * self.per_row).min(-1) + self.fill, M
+
+
+def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps | None:
+    """The WaveOps of ``graph`` on (hw, eff), or None where the tile model does not apply
+    (no tile data, the pure roofline, a dtype outside ``TILE_DTYPES``, no matmul op)."""
+    import numpy as np
+
+    t = eff.tiles
+    if t is None or eff.is_bound or dtype not in TILE_DTYPES:
+        return None
+    m1, n, k = graph.gemm
+    f1 = graph.c1[0]
+    mm = np.array([c == "matmul" for c in graph.classes], dtype=bool)
+    ok = mm & (m1 > 0) & (n >= 1) & (k >= 1) & (f1 > 0)
+    idx = np.flatnonzero(ok)
+    if len(idx) == 0:
+        return None
+    gpk = peak * t.max * eff.gemm_dtype.of(dtype) * hw.sustained(dtype)
+    m1, n, k = m1[idx], n[idx], k[idx]
+    rho = f1[idx] / (2.0 * m1 * n * k)  # the op's FLOPs per 2·M·N·K (bias adds: ~1)
+    return WaveOps(idx, m1, n, k, rho, gpk, t, 1.0 / (hw.memory_bytes_per_s * eff.memory.max))
+
+
+@lru_cache(maxsize=256)
+def without_tiles(eff: Any) -> Any:
+    """``eff`` without the tile model: the serving and training profiles were fitted on the
+    smooth matmul model and patch its factors; they keep it until refitted with waves."""
+    if eff.tiles is None:
+        return eff
+    return replace(eff, tiles=None, label=eff.label.removesuffix("/tiles"))
+
+
+class WaveSplit:
+    """A solve's totals at one batch without summing every op (engine/core.py ``_direct``):
+    the ops the tile model does not price through the closed form of a time model of their
+    own (``rest``), the matmuls it prices evaluated once per distinct op (a model's layers
+    repeat them) and weighted by how often each occurs. Equal to summing every op (tested)."""
+
+    __slots__ = ("rest", "X0", "X1", "ic0", "ic1", "icap", "ibound", "disp", "counts", "shape",
+                 "waves", "tm")
+
+    def __init__(self, tm: Any, rest: Any) -> None:
+        import numpy as np
+
+        w = tm.waves
+        wi = w.idx
+        disp = np.broadcast_to(np.asarray(tm.disp, dtype=np.float64), tm.C0[0].shape)[wi]
+        cols = np.vstack([tm.C0[:, wi], tm.C1[:, wi], tm.moved[0][wi], tm.moved[1][wi],
+                          tm.inv_c0[wi], tm.inv_c1[wi], tm.inv_cap[wi], tm.inv_bound[wi],
+                          disp, w.inv.astype(np.float64)])
+        u, counts = np.unique(cols.T, axis=0, return_counts=True)
+        u = u.T
+        self.rest, self.waves, self.tm = rest, w, tm
+        self.X0 = np.vstack([u[0:3], u[6:7]])  # flops, main bytes, act bytes, moved bytes
+        self.X1 = np.vstack([u[3:6], u[7:8]])
+        self.ic0, self.ic1, self.icap, self.ibound, self.disp = u[8], u[9], u[10], u[11], u[12]
+        self.shape = u[13].astype(np.intp)
+        self.counts = counts.astype(np.float64)
+
+    def totals(self, B: float) -> Any:
+        import numpy as np
+
+        from .core import Totals
+        from .lines import launch
+
+        tm, w = self.tm, self.waves
+        f, mb, ab, tb = self.X0 + self.X1 * B
+        smooth = f * (np.minimum(self.ic1 / B, self.icap) + self.ic0)
+        ts, M = w.per_shape(B)
+        tc = np.where(M[self.shape] < w.rows_min, smooth, ts[self.shape])
+        inv_a: Any = tm.inv_act
+        inv_ab: Any = 1.0 / tm.bw
+        for cap, lbw in tm.levels:
+            fits = ab <= cap
+            inv_a = np.where(fits, tm.inv_act * tm.bw / lbw, inv_a)
+            inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+        t_m = mb * tm.inv_main + ab * inv_a
+        bound = np.maximum(f * self.ibound, mb / tm.bw + ab * inv_ab)
+        tk = np.maximum(tc, t_m)
+        t_op = launch(tk, tm.gap, self.disp, tm.sync)
+        s = np.stack([t_op, bound, tc, t_m, t_op - tk, f, tb, np.where(tc >= t_m, tk, 0.0)]
+                     ) @ self.counts
+        r = self.rest.totals_at(B)
+        return Totals(r.latency + s[0], r.latency_bound + s[1], r.t_compute + s[2],
+                      r.t_memory + s[3], r.t_overhead + s[4], r.flops + s[5], r.bytes + s[6],
+                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes,
+                                                        float(ab.max())))
+
+
+def wave_split(tm: Any) -> WaveSplit | None:
+    """The WaveSplit of a TimeModel whose only term off the closed form is whole waves (and
+    whose other ops have a closed form of their own), else None."""
+    from dataclasses import replace as _replace
+
+    import numpy as np
+
+    from .core import TimeModel
+
+    if tm.waves is None or len(tm.nonlinear) != 1 or not tm.all_have:
+        return None
+    g = tm.graph
+    keep = np.setdiff1d(np.arange(len(g.names)), tm.waves.idx)
+    if len(keep) == 0:
+        return None
+    sub = _replace(g, names=tuple(g.names[i] for i in keep),
+                   kinds=tuple(g.kinds[i] for i in keep),
+                   classes=tuple(g.classes[i] for i in keep), c0=g.c0[:, keep],
+                   c1=g.c1[:, keep], gemm=g.gemm[:, keep], params=g.params[keep],
+                   fusible=None if g.fusible is None else g.fusible[keep],
+                   meta={k: v for k, v in g.meta.items() if k not in ("_time_models",
+                                                                         "_is_compute")})
+    rest = TimeModel(sub, tm.hw, tm.eff)
+    if not rest.envelope_ok or rest.waves is not None:
+        return None
+    return WaveSplit(tm, rest)
