@@ -119,6 +119,26 @@ def test_solve_and_sweep_count_whole_waves_at_every_batch() -> None:
                                                         rel=1e-12)
 
 
+def test_the_split_sum_equals_summing_every_op() -> None:
+    """totals_at on these parts: the other ops' closed form + each distinct wave op once,
+    weighted (tiles.WaveSplit) — equal to the op-by-op sum, field by field."""
+    from roofline.engine.core import TimeModel
+
+    for name, kw in (("llama-3.1-8b", dict(phase="prefill", seq_len=512)),
+                     ("llama-3.1-8b", dict(phase="decode", context=4096)), ("resnet50", {})):
+        m = rl.model(name)
+        for key in ("h100-sxm5", "b200"):
+            hw = hardware(key)
+            g = m.graph(precision=precision("bf16"), phase=kw.get("phase", m.default_phase),
+                        seq_len=kw.get("seq_len"), context=kw.get("context"))
+            tm = TimeModel(g, hw, efficiency_for(hw, "default"))
+            assert tm.split is not None
+            for b in (1, 3, 64, 129, 1000):
+                a, d = tm.split.totals(float(b)), tm.ops(float(b)).totals()
+                for f in a.__slots__:
+                    assert getattr(a, f) == pytest.approx(getattr(d, f), rel=1e-12), (name, f)
+
+
 def test_tile_model_only_where_there_is_tile_data() -> None:
     for key in ("h100-sxm5", "h200-sxm", "b200"):
         assert tiles_for(hardware(key)) is not None

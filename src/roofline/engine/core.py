@@ -46,7 +46,7 @@ from ..specs.hardware import Hardware, spec_key
 from .attention import attention_rates
 from .efficiency import Efficiency
 from .lines import envelope, launch, launch_lines
-from .tiles import wave_ops
+from .tiles import wave_ops, wave_split
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
 
@@ -178,7 +178,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo")
+                 "ridge_effective", "moved", "waves", "_memo", "split")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -258,6 +258,8 @@ class TimeModel:
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
+        #: the other ops' closed form + each distinct wave op once (tiles.WaveSplit), or None
+        self.split = wave_split(self) if self.waves is not None else None
 
     def _compute_lines(self, graph: Graph, hw: Hardware, eff: Efficiency, dtype: str) -> None:
         """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max)`` with
@@ -493,7 +495,7 @@ class TimeModel:
             return self.evaluate(B).totals()
         hit = memo.get(B)
         if hit is None:
-            hit = self.evaluate(B).totals()
+            hit = self.evaluate(B).totals() if self.split is None else self.split.totals(B)
             if len(memo) >= 256:
                 memo.pop(next(iter(memo)))
             memo[B] = hit

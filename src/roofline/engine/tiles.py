@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import SpecError
 
 __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "WaveOps",
-           "TILE_DTYPES"]
+           "WaveSplit", "wave_split", "TILE_DTYPES"]
 
 #: compute dtypes the tile model prices: the 16-bit tensor-core matmuls it was fitted on (bf16
 #: dots; fp16 runs the same tiles). fp8 / int8 / fp4 (own tile shapes, an end-to-end
@@ -145,12 +145,16 @@ class WaveOps:
     product and a minimum per candidate."""
 
     __slots__ = ("idx", "m1", "tm", "cols", "splits", "per_wave", "per_row", "slots", "fill",
-                 "rows_min")
+                 "rows_min", "inv")
 
     def __init__(self, idx: Any, m1: Any, n: Any, k: Any, rho: Any, gpk: float,
                  t: Tiles, inv_bw: float) -> None:
         import numpy as np
 
+        # ops of one shape (a model's layers) are priced once: ``inv`` maps them back
+        u, self.inv = np.unique(np.stack([m1, n, k, rho], 1), axis=0, return_inverse=True)
+        self.inv = self.inv.ravel()
+        m1, n, k, rho = u.T
         self.idx, self.m1, self.slots, self.fill = idx, m1, float(t.slots), t.fill
         cand = [(tm, tn, s) for tm, tn in t.shapes for s in t.splits]
         tm = np.array([c[0] for c in cand], dtype=np.float64)
@@ -181,11 +185,17 @@ class WaveOps:
         or split-K kernel, not tiles of the list) keep ``smooth``, the smooth model's."""
         import numpy as np
 
+        t, M = self.per_shape(Bc)
+        return np.where((M < self.rows_min)[..., self.inv], smooth, t[..., self.inv])
+
+    def per_shape(self, Bc: Any) -> tuple[Any, Any]:
+        """(tile-model seconds, rows M) of each distinct shape at batch ``Bc``."""
+        import numpy as np
+
         M = np.maximum(self.m1 * Bc, 1.0)
         Mc = M[..., None]
         waves = np.ceil(np.ceil(Mc / self.tm) * self.cols * self.splits / self.slots)
-        t = (waves * self.per_wave + Mc * self.per_row).min(-1) + self.fill
-        return np.where(M < self.rows_min, smooth, t)
+        return (waves * self.per_wave + Mc * self.per_row).min(-1) + self.fill, M
 
 
 def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps | None:
@@ -216,3 +226,88 @@ def without_tiles(eff: Any) -> Any:
     if eff.tiles is None:
         return eff
     return replace(eff, tiles=None, label=eff.label.removesuffix("/tiles"))
+
+
+class WaveSplit:
+    """A solve's totals at one batch without summing every op (engine/core.py ``_direct``):
+    the ops the tile model does not price through the closed form of a time model of their
+    own (``rest``), the matmuls it prices evaluated once per distinct op (a model's layers
+    repeat them) and weighted by how often each occurs. Equal to summing every op (tested)."""
+
+    __slots__ = ("rest", "X0", "X1", "ic0", "ic1", "icap", "ibound", "disp", "counts", "shape",
+                 "waves", "tm")
+
+    def __init__(self, tm: Any, rest: Any) -> None:
+        import numpy as np
+
+        w = tm.waves
+        wi = w.idx
+        disp = np.broadcast_to(np.asarray(tm.disp, dtype=np.float64), tm.C0[0].shape)[wi]
+        cols = np.vstack([tm.C0[:, wi], tm.C1[:, wi], tm.moved[0][wi], tm.moved[1][wi],
+                          tm.inv_c0[wi], tm.inv_c1[wi], tm.inv_cap[wi], tm.inv_bound[wi],
+                          disp, w.inv.astype(np.float64)])
+        u, counts = np.unique(cols.T, axis=0, return_counts=True)
+        u = u.T
+        self.rest, self.waves, self.tm = rest, w, tm
+        self.X0 = np.vstack([u[0:3], u[6:7]])  # flops, main bytes, act bytes, moved bytes
+        self.X1 = np.vstack([u[3:6], u[7:8]])
+        self.ic0, self.ic1, self.icap, self.ibound, self.disp = u[8], u[9], u[10], u[11], u[12]
+        self.shape = u[13].astype(np.intp)
+        self.counts = counts.astype(np.float64)
+
+    def totals(self, B: float) -> Any:
+        import numpy as np
+
+        from .core import Totals
+        from .lines import launch
+
+        tm, w = self.tm, self.waves
+        f, mb, ab, tb = self.X0 + self.X1 * B
+        smooth = f * (np.minimum(self.ic1 / B, self.icap) + self.ic0)
+        ts, M = w.per_shape(B)
+        tc = np.where(M[self.shape] < w.rows_min, smooth, ts[self.shape])
+        inv_a: Any = tm.inv_act
+        inv_ab: Any = 1.0 / tm.bw
+        for cap, lbw in tm.levels:
+            fits = ab <= cap
+            inv_a = np.where(fits, tm.inv_act * tm.bw / lbw, inv_a)
+            inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
+        t_m = mb * tm.inv_main + ab * inv_a
+        bound = np.maximum(f * self.ibound, mb / tm.bw + ab * inv_ab)
+        tk = np.maximum(tc, t_m)
+        t_op = launch(tk, tm.gap, self.disp, tm.sync)
+        s = np.stack([t_op, bound, tc, t_m, t_op - tk, f, tb, np.where(tc >= t_m, tk, 0.0)]
+                     ) @ self.counts
+        r = self.rest.totals_at(B)
+        return Totals(r.latency + s[0], r.latency_bound + s[1], r.t_compute + s[2],
+                      r.t_memory + s[3], r.t_overhead + s[4], r.flops + s[5], r.bytes + s[6],
+                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes,
+                                                        float(ab.max())))
+
+
+def wave_split(tm: Any) -> WaveSplit | None:
+    """The WaveSplit of a TimeModel whose only term off the closed form is whole waves (and
+    whose other ops have a closed form of their own), else None."""
+    from dataclasses import replace as _replace
+
+    import numpy as np
+
+    from .core import TimeModel
+
+    if tm.waves is None or len(tm.nonlinear) != 1 or not tm.all_have:
+        return None
+    g = tm.graph
+    keep = np.setdiff1d(np.arange(len(g.names)), tm.waves.idx)
+    if len(keep) == 0:
+        return None
+    sub = _replace(g, names=tuple(g.names[i] for i in keep),
+                   kinds=tuple(g.kinds[i] for i in keep),
+                   classes=tuple(g.classes[i] for i in keep), c0=g.c0[:, keep],
+                   c1=g.c1[:, keep], gemm=g.gemm[:, keep], params=g.params[keep],
+                   fusible=None if g.fusible is None else g.fusible[keep],
+                   meta={k: v for k, v in g.meta.items() if k not in ("_time_models",
+                                                                         "_is_compute")})
+    rest = TimeModel(sub, tm.hw, tm.eff)
+    if not rest.envelope_ok or rest.waves is not None:
+        return None
+    return WaveSplit(tm, rest)
