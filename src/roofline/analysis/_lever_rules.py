@@ -402,14 +402,15 @@ def _solve_activation(ctx: Any) -> Iterator[Lever]:
     if cfg is None and _cnn_knobs(ctx):
         for act in ("gelu_tanh", "silu"):
             f1 = ELEMENTWISE_FLOPS[act]
-            yield _knob_variant(
-                ctx, "activation", f"relu -> {act}",
-                lambda res, f1=f1, act=act: f"{act} costs {f1} FLOP/element against ReLU's 1, "
-                f"but the op is memory-bound"
-                + (" and fused into the conv epilogue" if _kw(ctx, "fuse") else "")
-                + f": {_pct(base.latency, res.latency)}, intensity "
-                f"{base.arithmetic_intensity:.1f} -> {res.arithmetic_intensity:.1f} FLOP/B",
-                act=act)
+            def why_cnn(res: Any, f1: float = f1, act: str = act) -> str:
+                return (f"{act} costs {f1} FLOP/element against ReLU's 1, but the op is "
+                        "memory-bound"
+                        + (" and fused into the conv epilogue" if _kw(ctx, "fuse") else "")
+                        + f": {_pct(base.latency, res.latency)}, intensity "
+                        f"{base.arithmetic_intensity:.1f} -> {res.arithmetic_intensity:.1f} "
+                        "FLOP/B")
+
+            yield _knob_variant(ctx, "activation", f"relu -> {act}", why_cnn, act=act)
         return
     if cfg is None:
         yield ctx.na("activation", "activation swap", f"{m.name} is built from fixed layers; "
@@ -420,11 +421,14 @@ def _solve_activation(ctx: Any) -> Iterator[Lever]:
         if act == cfg.act:
             continue
         f1 = ELEMENTWISE_FLOPS[act]
-        yield _variant(ctx, "activation", f"{cfg.act} -> {act}", replace(cfg, act=act),
-                       lambda res, f1=f1, act=act: f"{cfg.act} costs {f0} FLOP/element against "
-                       f"{act}'s {f1}, but the op is memory-bound"
-                       + (" and fused into the GEMM epilogue" if _kw(ctx, "fuse") else "")
-                       + f": {_pct(base.latency, res.latency)}")
+
+        def why(res: Any, f1: float = f1, act: str = act) -> str:
+            return (f"{cfg.act} costs {f0} FLOP/element against {act}'s {f1}, but the op is "
+                    "memory-bound"
+                    + (" and fused into the GEMM epilogue" if _kw(ctx, "fuse") else "")
+                    + f": {_pct(base.latency, res.latency)}")
+
+        yield _variant(ctx, "activation", f"{cfg.act} -> {act}", replace(cfg, act=act), why)
     gated = "gated -> plain MLP (same d_ff)" if cfg.gated_mlp else "plain -> gated MLP (same d_ff)"
     yield _variant(ctx, "activation", gated, replace(cfg, gated_mlp=not cfg.gated_mlp),
                    lambda res: f"MLP matrices {3 if cfg.gated_mlp else 2} -> "

@@ -338,9 +338,11 @@ def _combinations(ctx: _Ctx, rows: list[Lever], upto: int) -> list[Lever]:
             lever = " + ".join(r.lever for r in combo)
             setting = " + ".join(r.setting for r in combo)
             single = math.prod(r.speedup for r in combo)
-            row = ctx.price(lever, setting, merged, lambda res, s=single: (
-                f"together x{ctx.base_time / ctx.metric.time(res):.2f} against x{s:.2f} if "
-                "the gains multiplied"))
+            def together(res: Any, s: float = single) -> str:
+                return (f"together x{ctx.base_time / ctx.metric.time(res):.2f} against "
+                        f"x{s:.2f} if the gains multiplied")
+
+            row = ctx.price(lever, setting, merged, together)
             fam = frozenset(r.lever for r in combo)
             # a combination is shown only when it beats every smaller one it contains by 1 %
             subs = [v for f, v in priced.items() if f < fam]

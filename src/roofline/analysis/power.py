@@ -100,7 +100,8 @@ def power_activity(mfu: Any, mbu: Any = math.nan) -> Any:
     """a = min(1, w_c·MFU + w_m·MBU), a NaN term counting as 0 (both NaN: NaN); scalars or
     arrays (numpy broadcasting)."""
     wc, wm = activity_weights()
-    if np.ndim(mfu) == 0 and np.ndim(mbu) == 0:
+    # two Python floats first: np.ndim costs ~1.5 µs a call, a tenth of rl.train's own work
+    if (type(mfu) is float and type(mbu) is float) or (np.ndim(mfu) == 0 and np.ndim(mbu) == 0):
         f, b = _num(mfu), _num(mbu)
         if not (math.isfinite(f) or math.isfinite(b)):
             return math.nan

@@ -220,8 +220,9 @@ def requirements(model: Any, *, target_latency: float | None = None,
             r = call.with_(hardware=p).run()
             t = unit_time(r) if getattr(r, "feasible", True) else math.inf
             parts.append((p.name, t, bool(t <= goal * (1 + 1e-12))))
-    common = dict(call=call, target=target_s, reference=hw.name, reference_time=ref_time,
-                  floor=floor, capacity_bytes=cap, parts=tuple(parts), _hw=hw, _dtype=dtype)
+    common: dict[str, Any] = dict(call=call, target=target_s, reference=hw.name,
+                                  reference_time=ref_time, floor=floor, capacity_bytes=cap,
+                                  parts=tuple(parts), _hw=hw, _dtype=dtype)
     if floor > goal:
         return Requirements(reachable=False, peak_flops_per_s=math.nan,
                             bandwidth_bytes_per_s=math.nan, link_bytes_per_s=math.nan,

@@ -127,15 +127,15 @@ def time_call(fn: Callable[[], object], *, warmup: int = 2, min_reps: int = 5,
         if (len(kept) >= min_reps and elapsed >= min_time_s) or n >= max_reps \
                 or elapsed >= max_time_s:
             break
-    n_dist, wait = 0, 0.0
+    n_dist, wait_fraction = 0, 0.0
     if len(kept) < max(1, min_reps // 2):
         disturbed.sort()
         take = disturbed[: max(1, len(disturbed) // 2)]
         kept += [t for _, t in take]
-        n_dist, wait = len(take), take[0][0]
+        n_dist, wait_fraction = len(take), take[0][0]
         disturbed = disturbed[max(1, len(disturbed) // 2):]
     return sample_from_times(kept, discarded=len(disturbed), disturbed=n_dist,
-                             wait_fraction=wait)
+                             wait_fraction=wait_fraction)
 
 
 #: two timing rounds of one item agree when their medians are within this factor

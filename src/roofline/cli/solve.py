@@ -131,8 +131,8 @@ def natural_precision(hardware: Sequence[Any] | Any, prefer: str = "fp16") -> li
     has it, else the other 16-bit float every part has, else one per part."""
     from ..specs.resolve import hardware as resolve_hardware
 
-    hws = [resolve_hardware(h) for h in (hardware if isinstance(hardware, list | tuple)
-                                         else [hardware])]
+    parts: list[Any] = list(hardware) if isinstance(hardware, list | tuple) else [hardware]
+    hws = [resolve_hardware(h) for h in parts]
     order = (prefer, "bf16" if prefer == "fp16" else "fp16")
     for d in order:
         if all(h.has(d) for h in hws):

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         args.latency_slo_ms, args.only, args.objective, args.rows = None, None, "throughput", 25
         return print_levers(r, args)
     extra: dict[str, Any] = {}
-    rel = None
+    rel: Any = None
     if args.tokens and r.feasible:  # a split that does not run has no time to train
         rel = r.reliability(args.tokens)
         extra = {"tokens": args.tokens, "time_to_train_s": r.time_to_train(args.tokens),

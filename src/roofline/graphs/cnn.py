@@ -103,8 +103,8 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
     (rounded to a multiple of 8), ``depth_mult`` every stage's block count (rounded, >= 1);
     ``act`` replaces ReLU (an ``ops.ELEMENTWISE_FLOPS`` name). The defaults are torchvision's.
     """
-    block, counts = _RESNET[depth]
-    counts = tuple(max(1, int(round(c * depth_mult))) for c in counts)
+    block, counts0 = _RESNET[depth]
+    counts = tuple(max(1, int(round(c * depth_mult))) for c in counts0)
     n = _net(f"resnet{depth}", precision, image)
     n.conv("conv1", _ch(64 * width), 7, 2, 3)
     n.bn("bn1")
@@ -150,7 +150,7 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
 
 def vgg16(precision: Precision, *, image: int = 224, classes: int = 1000) -> Graph:
     """VGG-16 without batch norm: 13 3×3 convs + 3 FC layers (138.4 M parameters)."""
-    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+    cfg: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
            512, 512, 512, "M"]
     n = _net("vgg16", precision, image)
     i = 0

@@ -70,7 +70,7 @@ def check_fuse(fuse: Any) -> frozenset[str]:
 
 
 def _kind(graph: Graph, i: int) -> str | None:
-    if not graph.fusible[i]:
+    if graph.fusible is None or not graph.fusible[i]:
         return None
     if graph.kinds[i] == "norm":
         return "bn"

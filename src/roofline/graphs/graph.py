@@ -24,6 +24,12 @@ __all__ = ["Graph", "GraphBuilder", "Q"]
 Q = {q: i for i, q in enumerate(QUANTITIES)}
 
 
+def _op_cost(values: Any) -> OpCost:
+    """An OpCost from one value per entry of ``QUANTITIES`` (its gemm left None)."""
+    kw: dict[str, Any] = {q: float(x) for q, x in zip(QUANTITIES, values, strict=True)}
+    return OpCost(**kw)
+
+
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
 class Graph:
     """An ordered list of operators with affine-in-batch costs."""
@@ -78,11 +84,11 @@ class Graph:
     def cost(self, batch: float = 1) -> OpCost:
         """Totals over all ops at ``batch``."""
         tot = self.quantities(batch).sum(axis=1)
-        return OpCost(**{q: float(tot[i]) for i, q in enumerate(QUANTITIES)})
+        return _op_cost(tot)
 
     def op_cost(self, i: int, batch: float = 1) -> OpCost:
         v = self.c0[:, i] + self.c1[:, i] * batch
-        return OpCost(**{q: float(v[j]) for j, q in enumerate(QUANTITIES)})
+        return _op_cost(v)
 
     def live_activation_bytes(self, batch: float) -> float:
         """Peak live activations ≈ the largest per-op input + output.
@@ -151,7 +157,7 @@ class GraphBuilder:
         self._params.append(float(params))
         self._fusible.append(kind == "elementwise" or (kind == "norm" and
                                                         shape.get("variant") == "batchnorm"))
-        return OpCost(**dict(zip(QUANTITIES, one)))
+        return _op_cost(one)
 
     def build(self, *, tokens_per_sample: int = 1, fixed_batch: int | None = None) -> Graph:
         n = len(self._names)

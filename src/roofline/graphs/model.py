@@ -129,13 +129,13 @@ class Model(Display):
                             "projections")
         if self.config.fused_qkv:
             return self
-        v = self._cache.get(("_fused_qkv",))
+        v: Any = self._cache.get(("_fused_qkv",))
         if v is None:
             from dataclasses import replace as _replace
 
             v = transformer_model(_replace(self.config, fused_qkv=True), key=self.key,
                                   name=self.name)
-            self._cache[("_fused_qkv",)] = v  # type: ignore[assignment]
+            self._cache[("_fused_qkv",)] = v
         return v  # type: ignore[return-value]
 
     @property

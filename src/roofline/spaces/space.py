@@ -129,6 +129,7 @@ def hardware_grid(*, base: str, peak_scale: Any = (1.0,), bandwidth_scale: Any =
 
 
 def _axis(name: str, v: Any) -> list[Any]:
+    vals: list[Any]
     if isinstance(v, range):
         vals = list(v)
     elif isinstance(v, str | bytes) or not isinstance(v, Iterable) or isinstance(v, Mapping):

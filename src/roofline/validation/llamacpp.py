@@ -63,7 +63,9 @@ def _base_tpot(cid: str, memory_max: float | None) -> tuple[float, int]:
     from ..graphs.resolve import model as resolve_model
 
     c = next(x for x in cases() if x.id == cid)
-    layers = resolve_model(c.scenario["model"]).config.n_layers
+    cfg = resolve_model(c.scenario["model"]).config
+    assert cfg is not None, f"llama.cpp case {cid}: the model is not a decoder"
+    layers = cfg.n_layers
     return _tpot(c, _factors(memory_max, 0.0)), layers
 
 
@@ -101,7 +103,9 @@ def _shipped() -> dict[str, float]:
 
     f = serving_factors("llamacpp")
     mem = dict(dict(f.patch.groups)["memory"]) if f.patch is not None else {}
-    return {"memory_max": float(mem["max"]), "layer_overhead": f.layer_overhead}
+    mx = mem.get("max")
+    assert mx is not None, "the llamacpp serving profile sets [efficiency.memory] max"
+    return {"memory_max": float(mx), "layer_overhead": f.layer_overhead}
 
 
 def llamacpp_holdout() -> FitReport:
@@ -164,9 +168,11 @@ def class_fractions(cs: Sequence[Case], classes: Sequence[str]) -> dict[str, flo
     for k in classes:
         sub = [c for c in cs if _cls(c) == k]
         if sub:
-            out[k] = min(MEMORY_GRID, key=lambda mm, sub=sub: sum(
-                math.log(predict(c, {"memory_max": mm, "layer_overhead": lo}) / c.value_si)
-                ** 2 for c in sub))
+            def sq_log_error(mm: float, sub: list[Any] = sub) -> float:
+                return sum(math.log(predict(c, {"memory_max": mm, "layer_overhead": lo})
+                                    / c.value_si) ** 2 for c in sub)
+
+            out[k] = min(MEMORY_GRID, key=sq_log_error)
     return out
 
 

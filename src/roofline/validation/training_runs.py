@@ -52,8 +52,8 @@ def predict_run(case: Case, attention_kernel: str = "auto") -> tuple[Any, dict[s
                                 sc["seq_len"])
     tp, pp, gpus = sc["tp"], sc["pp"], sc["gpus"]
     dp = gpus // (tp * pp * sc.get("cp", 1))
-    fixed = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep", "moe_routing")
-             if k in sc}
+    fixed: dict[str, Any] = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep",
+                                                 "moe_routing") if k in sc}
     if sc.get("cp", 1) > 1:
         fixed["cp"] = sc["cp"]
     best: tuple[float, Any, dict[str, Any]] | None = None
@@ -144,13 +144,13 @@ def report_table(rs: list[dict[str, Any]] | None = None) -> str:
     d = summary([x for x in rs if x["result"].ep == 1])
     lines += ["", f"Dense runs only ({d['n']}): median |error| {d['median_abs_error']:.1%}, "
                   f"largest {d['max_abs_error']:.1%}."]
-    lora = {x["id"]: x["ours"] for x in rs}
-    pub = {x["id"]: x["published"] for x in rs}
+    ours_of = {x["id"]: x["ours"] for x in rs}
+    published_of = {x["id"]: x["published"] for x in rs}
     a, b = "NeMo Llama2-7B LoRA", "NeMo Llama2-7B SFT"
-    if a in lora and b in lora:
+    if a in ours_of and b in ours_of:
         lines += ["", f"LoRA / SFT throughput, Llama 2 7B on the same split (the fp8 kernel "
-                      f"efficiency cancels): published {pub[a] / pub[b]:.3f}, ours "
-                      f"{lora[a] / lora[b]:.3f}."]
+                      f"efficiency cancels): published {published_of[a] / published_of[b]:.3f}, "
+                      f"ours {ours_of[a] / ours_of[b]:.3f}."]
     return "\n".join(lines)
 
 

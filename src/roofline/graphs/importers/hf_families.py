@@ -128,7 +128,8 @@ def weight_format(cfg: dict[str, Any], name: str) -> WeightFormat | None:
         raise SpecError(f"{name}: quantization_config must be an object, got {qc!r}")
     method = str(qc.get("quant_method", "")).lower()
     # a typical d_in
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    tc = cfg.get("text_config")
+    text = tc if isinstance(tc, dict) else {}
     row = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model")
               or text.get("hidden_size") or 4096)
     if method == "fp8":

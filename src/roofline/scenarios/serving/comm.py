@@ -5,6 +5,7 @@ collective call, from published all-reduce microbenchmarks)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,7 @@ def allreduce_times(nbytes: Any, tp: int, hw: Hardware, f: sp.ServingFactors) ->
     if tp == 1:
         return np.zeros_like(n)
     bw, alpha, eff, custom = _group(hw, tp, f)
+    algos: tuple[Callable[[Any], float], ...]
     if custom:
         algos = (lambda x: collectives.one_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff),
                  lambda x: collectives.two_shot_all_reduce(x, tp, bw, alpha, link_efficiency=eff))

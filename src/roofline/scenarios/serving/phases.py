@@ -283,7 +283,7 @@ def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,
                 n: int) -> str:
     """Why this generation cannot be served at all ("" when it can)."""
     cfg = m.config
-    if cfg.max_positions and P + n > cfg.max_positions + 1:
+    if cfg is not None and cfg.max_positions and P + n > cfg.max_positions + 1:
         return (f"prompt_len + output_len = {P + n} tokens exceed "
                 f"max_position_embeddings={cfg.max_positions} of {m.name}")
     for h in {hw.key: hw, hw_d.key: hw_d}.values():

@@ -414,7 +414,7 @@ class DecodeLines:
         """One decode step at context S."""
         return self.total(S, S)
 
-    def total(self, lo: int, hi: int) -> dict[str, float]:
+    def total(self, lo: float, hi: float) -> dict[str, float]:
         """Σ over S = lo … hi (integers) of the step: exact, in closed form. A windowed op's
         costs stop growing at its window W: S > W prices as S = W."""
         n = max(hi - lo + 1, 0)
