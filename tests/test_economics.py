@@ -66,10 +66,14 @@ def test_power_model_idle_plus_dynamic_times_activity():
     assert pm.idle_measured and "measured idle 142.5 W" in pm.source and "gpu-burn" in pm.source
     assert pm.power_w(0.5) == pytest.approx(421.25)
     assert pm.power_w(0.0) == pytest.approx(142.5) and pm.power_w(2.0) == pytest.approx(700.0)
-    # L4: no published idle in our sources: TDP fallback, idle 30 % of 72 W = 21.6 W
-    pl = power_model(rl.hardware("L4"))
+    # L40: no published idle in our sources: TDP fallback, idle 30 % of 300 W = 90 W
+    pl = power_model(rl.hardware("L40"))
     assert not pl.idle_measured and "TDP fallback" in pl.source
-    assert pl.power_w(0.5) == pytest.approx(21.6 + 50.4 * 0.5)
+    assert pl.power_w(0.5) == pytest.approx(90 + 210 * 0.5)
+    # L4: measured 32 W in P0 with 21 GB held at 0 % (pubsec-declarative-toolkit #655)
+    pl = power_model(rl.hardware("L4"))
+    assert pl.idle_measured and "#655" in pl.source
+    assert pl.power_w(0.5) == pytest.approx(32 + 40 * 0.5)
     assert binding_utilisation(0.2, 0.8) == pytest.approx(0.8)
     assert binding_utilisation(0.3, math.nan) == pytest.approx(0.3)
 

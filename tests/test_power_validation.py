@@ -79,9 +79,13 @@ def test_measured_idle_is_used_per_part_and_says_so():
     pm = power_model(rl.hardware("H200"))
     assert pm.idle_w == pytest.approx(80.3) and pm.idle_measured
     assert "Serial Alice" in pm.source and "conservemode" in part_power("h200-sxm").idle.note
-    # MI300X: no published idle in our sources: the fallback, stated
+    # MI300X: rocm-smi's 191 W with 95 % of VRAM held at 0 % GPU use (ROCm #5231)
     pm = power_model(rl.hardware("MI300X"))
-    assert pm.idle_w == pytest.approx(0.3 * 750) and not pm.idle_measured
+    assert pm.idle_w == pytest.approx(191) and pm.idle_measured and "#5231" in pm.source
+    assert pm.power_w(0.5) == pytest.approx(191 + (750 - 191) * 0.5)
+    # Gaudi 3: no published idle in our sources: the fallback, stated
+    pm = power_model(rl.hardware("gaudi3"))
+    assert pm.idle_w == pytest.approx(0.3 * 900) and not pm.idle_measured
     assert pm.source.startswith("TDP fallback")
     for key in rl.list_hardware():  # a measured idle is under the part's peak (TDP or measured)
         p = part_power(key)
