@@ -106,7 +106,9 @@ def test_measured_idle_is_used_per_part_and_says_so():
 _MINED_IDLE = [
     ("mi300x", 191, 750, "#5231"),     # rocm-smi 191.0 W, 95 % VRAM held, 0 % GPU
     ("a10g", 60, 300, "#232"),         # nvidia-smi P0 60 W, 8.7 GB held, 0 %
-    ("l4", 32, 72, "#655"),            # nvidia-smi P0 32 W, 21 GB held, 0 %
+    ("l4", 27, 72, "#655"),            # median of P0 32 W (#655), 27 and 26 W (TRT-LLM #2398)
+    ("t4", 31, 70, "#103"),            # median of P0 31, 30 W (#103) and ~37 W (Triton #2678)
+    ("rtx-4090", 21.5, 450, "#255"),   # P8 bare idle, mean of 22 and 21 W
     ("rtx-5090", 105, 575, "#1261"),   # median of 106, 99, 105 W (P1, sglang loaded)
     ("mi325x", 141, 1000, "#874"),     # median of 8 per-GPU minima 137-148 W (amd-smi)
 ]
@@ -123,6 +125,8 @@ def test_mined_idle_readings_are_used_and_cited(key, idle, tdp, thread):
 
 def test_medians_of_several_readings_are_the_median():
     assert part_power("rtx-5090").idle_w == sorted([106, 99, 105])[1]
+    assert part_power("l4").idle_w == sorted([32, 27, 26])[1]
+    assert part_power("t4").idle_w == sorted([31, 30, 37])[1]
     minima = sorted([144, 148, 138, 148, 144, 138, 138, 137])
     assert part_power("mi325x").idle_w == pytest.approx((minima[3] + minima[4]) / 2)
 
