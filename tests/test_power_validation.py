@@ -127,6 +127,7 @@ def test_medians_of_several_readings_are_the_median():
     assert part_power("rtx-5090").idle_w == sorted([106, 99, 105])[1]
     assert part_power("l4").idle_w == sorted([32, 27, 26])[1]
     assert part_power("t4").idle_w == sorted([31, 30, 37])[1]
+    assert part_power("a10g").idle_w == sorted([60, 60, 63])[1]
     minima = sorted([144, 148, 138, 148, 144, 138, 138, 137])
     assert part_power("mi325x").idle_w == pytest.approx((minima[3] + minima[4]) / 2)
 
