@@ -110,6 +110,7 @@ _MINED_IDLE = [
     ("t4", 31, 70, "#103"),            # median of P0 31, 30 W (#103) and ~37 W (Triton #2678)
     ("rtx-4090", 21.5, 450, "#255"),   # P8 bare idle, mean of 22 and 21 W
     ("a100-pcie-80gb", 70, 300, "#29"),  # P0 71 and 69 W, 59 GB held by vLLM
+    ("jetson-orin-nx-16gb", 4.6, 25, "ark_jetson_kernel"),  # INA3221 VDD_IN, idle
     ("rtx-5090", 105, 575, "#1261"),   # median of 106, 99, 105 W (P1, sglang loaded)
     ("mi325x", 141, 1000, "#874"),     # median of 8 per-GPU minima 137-148 W (amd-smi)
 ]
