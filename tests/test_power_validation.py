@@ -101,6 +101,36 @@ def test_measured_idle_is_used_per_part_and_says_so():
     assert pm.idle_w == pytest.approx(210.0) and pm.power_w(0.5) == pytest.approx(455.0)
 
 
+# idle readings mined from nvidia-smi / rocm-smi / amd-smi output in public issue threads
+# (power.toml [parts]): (zoo part, idle W read there, TDP, the thread the source names)
+_MINED_IDLE = [
+    ("mi300x", 191, 750, "#5231"),     # rocm-smi 191.0 W, 95 % VRAM held, 0 % GPU
+    ("a10g", 60, 300, "#232"),         # nvidia-smi P0 60 W, 8.7 GB held, 0 %
+    ("l4", 27, 72, "#655"),            # median of P0 32 W (#655), 27 and 26 W (TRT-LLM #2398)
+    ("t4", 31, 70, "#103"),            # median of P0 31, 30 W (#103) and ~37 W (Triton #2678)
+    ("rtx-4090", 21.5, 450, "#255"),   # P8 bare idle, mean of 22 and 21 W
+    ("rtx-5090", 105, 575, "#1261"),   # median of 106, 99, 105 W (P1, sglang loaded)
+    ("mi325x", 141, 1000, "#874"),     # median of 8 per-GPU minima 137-148 W (amd-smi)
+]
+
+
+@pytest.mark.parametrize("key, idle, tdp, thread", _MINED_IDLE)
+def test_mined_idle_readings_are_used_and_cited(key, idle, tdp, thread):
+    pm = power_model(rl.hardware(key))
+    assert pm.idle_measured and pm.idle_w == pytest.approx(idle) and pm.peak_w == tdp
+    assert thread in pm.source and pm.source.startswith("measured idle")
+    # P = idle + (TDP - idle) * a, by hand at a = 0.25
+    assert pm.power_w(0.25) == pytest.approx(idle + (tdp - idle) * 0.25)
+
+
+def test_medians_of_several_readings_are_the_median():
+    assert part_power("rtx-5090").idle_w == sorted([106, 99, 105])[1]
+    assert part_power("l4").idle_w == sorted([32, 27, 26])[1]
+    assert part_power("t4").idle_w == sorted([31, 30, 37])[1]
+    minima = sorted([144, 148, 138, 148, 144, 138, 138, 137])
+    assert part_power("mi325x").idle_w == pytest.approx((minima[3] + minima[4]) / 2)
+
+
 def test_every_measured_part_is_a_zoo_part():
     from roofline.analysis.power import _power_doc
 

@@ -30,8 +30,9 @@ from typing import Any
 
 from .cases import Case, load_cases
 
-__all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_value", "FACTOR", "VendorReport",
-           "vendors_report", "case_table", "fit_table", "judged_table", "median_abs"]
+__all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_value", "FACTOR",
+           "VendorReport", "vendors_report", "case_table", "fit_table", "judged_table",
+           "median_abs"]
 
 _GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
 
