@@ -109,6 +109,7 @@ _MINED_IDLE = [
     ("l4", 27, 72, "#655"),            # median of P0 32 W (#655), 27 and 26 W (TRT-LLM #2398)
     ("t4", 31, 70, "#103"),            # median of P0 31, 30 W (#103) and ~37 W (Triton #2678)
     ("rtx-4090", 21.5, 450, "#255"),   # P8 bare idle, mean of 22 and 21 W
+    ("a100-pcie-80gb", 70, 300, "#29"),  # P0 71 and 69 W, 59 GB held by vLLM
     ("rtx-5090", 105, 575, "#1261"),   # median of 106, 99, 105 W (P1, sglang loaded)
     ("mi325x", 141, 1000, "#874"),     # median of 8 per-GPU minima 137-148 W (amd-smi)
 ]
@@ -127,6 +128,7 @@ def test_medians_of_several_readings_are_the_median():
     assert part_power("rtx-5090").idle_w == sorted([106, 99, 105])[1]
     assert part_power("l4").idle_w == sorted([32, 27, 26])[1]
     assert part_power("t4").idle_w == sorted([31, 30, 37])[1]
+    assert part_power("a10g").idle_w == sorted([60, 60, 63])[1]
     minima = sorted([144, 148, 138, 148, 144, 138, 138, 137])
     assert part_power("mi325x").idle_w == pytest.approx((minima[3] + minima[4]) / 2)
 
