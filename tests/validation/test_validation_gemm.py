@@ -140,11 +140,12 @@ def test_the_split_sum_equals_summing_every_op() -> None:
 
 
 def test_tile_model_only_where_there_is_tile_data() -> None:
-    for key in ("h100-sxm5", "h200-sxm", "b200"):
+    for key in ("h100-sxm5", "h100-pcie", "h200-sxm", "b200"):
         assert tiles_for(hardware(key)) is not None
         assert efficiency_for(hardware(key), "default").tiles is not None
         assert efficiency_for(hardware(key), "bound").tiles is None
-    for key in ("a100-sxm4-80gb", "l4", "h100-pcie", "tpu-v5e", "raspberry-pi-5"):
+    assert tiles_for(hardware("h100-pcie")).slots == 114  # type: ignore[union-attr]
+    for key in ("a100-sxm4-80gb", "l4", "gh200", "tpu-v5e", "raspberry-pi-5"):
         try:
             hw = hardware(key)
         except Exception:  # noqa: BLE001 - a zoo key this revision may not have
