@@ -357,9 +357,9 @@ def checked(**rules: Rule) -> Callable[[F], F]:
                 slow_checks(args, kwargs)
             if pos_rules and na:
                 lst = list(args)
-                for i, n, r in pos_rules:
+                for i, n, rule in pos_rules:
                     if i < na:
-                        lst[i] = r(n, lst[i])
+                        lst[i] = rule(n, lst[i])
                 args = tuple(lst)
             for k, v in kwargs.items():
                 r = active.get(k)

@@ -126,6 +126,7 @@ def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak:
     if dtype not in ("fp16", "bf16", "fp8") or not att.any():
         return gpk, ga, gb, gc
     k = eff.attention
+    assert k.fwd is not None and k.bwd is not None, "a measured kernel has both rates"
     d16 = dtype if dtype != "fp8" else ("bf16" if hw.has("bf16") else "fp16")
     if not hw.has(d16):
         return gpk, ga, gb, gc

@@ -144,7 +144,7 @@ def envelope(cands: list[np.ndarray], x0: float,
         ia, ib = lines[0]
         if len(lines) > 1:  # the line with the largest value at each sample, first on ties
             best = ia + ib * xs
-            first = None
+            first: Any = None  # set by the first pass of the loop (len(lines) > 1)
             for aj, bj in lines[1:]:
                 vj = aj + bj * xs
                 take = vj > best

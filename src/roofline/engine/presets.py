@@ -122,7 +122,7 @@ def registered_epoch() -> int:
     return _EPOCH[0]
 
 
-_FROM_SPEC: dict[tuple[object, ...], Efficiency] = {}
+_FROM_SPEC: dict[Any, Efficiency] = {}  # spec_key(hw) -> the spec's own table
 
 
 def spec_efficiency(hw: Hardware) -> Efficiency | None:

@@ -183,6 +183,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     if streamed:  # the chip holds the largest op's weights and their gradient
         held = resident_weights(fwd, hw)[0]
         mem = streamed_training(mem, held, held / p.weight_bytes * grad_b)
+        assert hw.weight_store is not None  # weight streaming needs a store (Hardware checks)
         warnings += (STREAMED_OPTIMIZER_NOTE.format(store=hw.weight_store.name),)
     cap = hw.memory_capacity_bytes
     feasible = mem["total"] <= cap and math.isfinite(step)

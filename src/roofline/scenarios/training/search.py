@@ -135,7 +135,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too
-        fits = fits & mem_fits(r["weight_store"], ctx.cl.device.weight_store.capacity_bytes)
+        store = ctx.cl.device.weight_store
+        assert store is not None  # a weight_store row exists only for a part with a store
+        fits = fits & mem_fits(r["weight_store"], store.capacity_bytes)
     mf = np.array([model_flops_per_sample(ctx.m, seq_len, micro_batch=int(b),
                                           precision=ctx.prec)[0] for b in arr["b"]]) \
         if cfg.n_experts else model_flops_per_sample(ctx.m, seq_len, precision=ctx.prec)[0]

@@ -270,10 +270,11 @@ def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp
 def _trainable_params(ctx: _Ctx, ep: int, b: int) -> float:
     """Parameters the step trains, model-wide (the unsharded graph's counts × layers)."""
     g = _graph(ctx, 1, ep, b, False)
-    per = (g.layer_trainable, g.embed_trainable, g.head_trainable)
-    if per[0] is None:
-        per = (g.layer_params, g.embed_params, g.head_params)
-    return float(ctx.cfg.n_layers * per[0] + per[1] + per[2])
+    if g.layer_trainable is None:
+        return float(ctx.cfg.n_layers * g.layer_params + g.embed_params + g.head_params)
+    # the three trainable counts are set together (graphs/training.py)
+    assert g.embed_trainable is not None and g.head_trainable is not None
+    return float(ctx.cfg.n_layers * g.layer_trainable + g.embed_trainable + g.head_trainable)
 
 
 def _check_int(name: str, v: Any, lo: int = 1) -> int:
@@ -481,7 +482,9 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
         why = store_reason(mem["weight_store"], ctx.cl.device)
         if feasible and why:
             feasible, reason = False, why
-        warnings = (STREAMED_OPTIMIZER_NOTE.format(store=ctx.cl.device.weight_store.name),)
+        store = ctx.cl.device.weight_store
+        assert store is not None  # a weight_store row exists only for a part with a store
+        warnings = (STREAMED_OPTIMIZER_NOTE.format(store=store.name),)
     bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "cp_comm", "bubble")}
     hw = ctx.cl.device
