@@ -235,7 +235,7 @@ class WaveSplit:
     repeat them) and weighted by how often each occurs. Equal to summing every op (tested)."""
 
     __slots__ = ("rest", "X0", "X1", "ic0", "ic1", "icap", "ibound", "disp", "counts", "shape",
-                 "waves", "tm")
+                 "waves", "tm", "_rows")
 
     def __init__(self, tm: Any, rest: Any) -> None:
         import numpy as np
@@ -254,35 +254,53 @@ class WaveSplit:
         self.ic0, self.ic1, self.icap, self.ibound, self.disp = u[8], u[9], u[10], u[11], u[12]
         self.shape = u[13].astype(np.intp)
         self.counts = counts.astype(np.float64)
+        # the same columns as Python floats, one tuple per distinct op: ``totals`` at one batch
+        # runs over a handful of ops, where a float operation costs a tenth of a numpy call
+        self._rows = list(zip(*(x.tolist() for x in (*self.X0, *self.X1, self.ic0, self.ic1,
+                                                     self.icap, self.ibound)),
+                              self.shape.tolist(), strict=True))
 
     def totals(self, B: float) -> Any:
+        """The totals at batch ``B`` (a float): the engine's per-op rules (core.py
+        ``TimeModel.evaluate``) over the distinct wave ops in Python floats, the launch rule
+        once over them (lines.launch), weighted by the op counts, plus the rest's closed form."""
         import numpy as np
 
         from .core import Totals
         from .lines import launch
 
         tm, w = self.tm, self.waves
-        f, mb, ab, tb = self.X0 + self.X1 * B
-        smooth = f * (np.minimum(self.ic1 / B, self.icap) + self.ic0)
-        ts, M = w.per_shape(B)
-        tc = np.where(M[self.shape] < w.rows_min, smooth, ts[self.shape])
-        inv_a: Any = tm.inv_act
-        inv_ab: Any = 1.0 / tm.bw
-        for cap, lbw in tm.levels:
-            fits = ab <= cap
-            inv_a = np.where(fits, tm.inv_act * tm.bw / lbw, inv_a)
-            inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
-        t_m = mb * tm.inv_main + ab * inv_a
-        bound = np.maximum(f * self.ibound, mb / tm.bw + ab * inv_ab)
-        tk = np.maximum(tc, t_m)
-        t_op = launch(tk, tm.gap, self.disp, tm.sync)
-        s = np.stack([t_op, bound, tc, t_m, t_op - tk, f, tb, np.where(tc >= t_m, tk, 0.0)]
-                     ) @ self.counts
+        ts_a, M_a = w.per_shape(B)
+        ts, M, rows_min = ts_a.tolist(), M_a.tolist(), w.rows_min
+        inv_act, bw, inv_main, levels = tm.inv_act, tm.bw, tm.inv_main, tm.levels
+        inv_bw = 1.0 / bw
+        tks: list[float] = []
+        cols: list[tuple[float, ...]] = []
+        live = 0.0
+        for f0, mb0, ab0, tb0, f1, mb1, ab1, tb1, ic0, ic1, icap, ibound, sh in self._rows:
+            f, mb, ab, tb = f0 + f1 * B, mb0 + mb1 * B, ab0 + ab1 * B, tb0 + tb1 * B
+            # rows below the smallest tile keep the smooth model (WaveOps.seconds)
+            tc = f * (min(ic1 / B, icap) + ic0) if M[sh] < rows_min else ts[sh]
+            inv_a, inv_ab = inv_act, inv_bw
+            for cap, lbw in levels:  # the smallest on-chip level the activations fit in
+                if ab <= cap:
+                    inv_a, inv_ab = inv_act * bw / lbw, 1.0 / lbw
+            t_m = mb * inv_main + ab * inv_a
+            tk = max(tc, t_m)
+            tks.append(tk)
+            cols.append((max(f * ibound, mb / bw + ab * inv_ab), tc, t_m, f, tb,
+                         tk if tc >= t_m else 0.0))
+            live = max(live, ab)
+        t_op = launch(np.array(tks), tm.gap, self.disp, tm.sync).tolist()
+        s = [0.0] * 8
+        for t, tk, (bound, tc, t_m, f, tb, tcb), n in zip(t_op, tks, cols,
+                                                           self.counts.tolist(), strict=True):
+            for k, v in enumerate((t, bound, tc, t_m, t - tk, f, tb, tcb)):
+                s[k] += v * n
         r = self.rest.totals_at(B)
         return Totals(r.latency + s[0], r.latency_bound + s[1], r.t_compute + s[2],
                       r.t_memory + s[3], r.t_overhead + s[4], r.flops + s[5], r.bytes + s[6],
-                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes,
-                                                        float(ab.max())))
+                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes, live))
 
 
 def wave_split(tm: Any) -> WaveSplit | None:
