@@ -25,24 +25,25 @@ def test_worked_example_output_matches_page():
     assert checked >= len(keys)
 
 
-def test_sliding_window_example_output_matches_page():
-    text = DOC.read_text().split("## Sliding-window layers", 1)[1].split("\n## ", 1)[0]
+def _section_example(heading: str) -> tuple[list[str], list[str]]:
+    """(printed lines, lines the page shows after "prints") of the first python example in
+    the docs/serving.md section under ``heading``."""
+    text = DOC.read_text().split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         exec(code, {})
-    assert buf.getvalue().splitlines() == shown
+    return buf.getvalue().splitlines(), shown
+
+
+def test_sliding_window_example_output_matches_page():
+    got, shown = _section_example("Sliding-window layers")
+    assert got == shown
     assert len(shown) == 2
 
 
 def test_client_example_output_matches_page():
-    text = DOC.read_text().split("## End to end, as a client measures it", 1)[1]
-    text = text.split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        exec(code, {})
-    assert buf.getvalue().splitlines() == shown
+    got, shown = _section_example("End to end, as a client measures it")
+    assert got == shown
     assert len(shown) == 2
