@@ -67,7 +67,7 @@ def test_pareto_is_exactly_the_non_dominated_constrained_points():
     best = np.sort(ok.tokens_per_s_per_device.to_numpy())[::-1][:5]
     assert np.array_equal(np.asarray(top["tokens_per_s_per_device"]), best)
     low = res.top(3, by="-power_w")
-    assert np.all(np.asarray(low["power_w"]) <= ok.power_w.min() + 1e-9)
+    assert np.asarray(low["power_w"]) == pytest.approx(np.sort(ok.power_w.to_numpy())[:3])
 
 
 def test_solve_space_equals_solve():
@@ -217,5 +217,37 @@ def test_decode_cost_per_million_tokens_from_the_sourced_price():
     # 2 devices x USD/h / 3600 s/h / (tokens/s) x 1e6 tokens
     assert real.cost_per_million_output_tokens == pytest.approx(
         2 * usd / 3600 / real.tokens_per_s * 1e6, rel=1e-12)
-    assert real.energy_per_output_token == pytest.approx(real.power_w / real.tokens_per_s)
     assert np.isnan(df[df.hypothetical].iloc[0].cost_per_million_output_tokens)  # no price
+
+
+def test_power_and_energy_are_the_power_models_as_solve_and_serve_sweep_price_them():
+    """power_w: the power model at the point's activity (not TDP); decode energy per token:
+    serve_sweep's facility figure (device power x PUE / tokens/s); solve energy per sample:
+    rl.solve's own."""
+    from roofline.analysis.economics import economics
+    from roofline.analysis.power import power_model
+    from roofline.scenarios.serving import serve_sweep
+
+    s = rl.Space(model="llama-3.1-8b", hardware=["H100", "MI300X"],
+                 scenario=dict(phase="decode", batch=[1, 64], context=[2048], tp=[2]))
+    df = rl.explore(s, objectives=["tokens_per_s_per_device"], keep=True).to_pandas()
+    sw = serve_sweep("llama-3.1-8b", ["H100", "MI300X"], batch=[1, 64], context=[2048],
+                        precision=["fp16"], tp=2)
+    for i, name in enumerate(("H100", "MI300X")):
+        hw = rl.hardware(name)
+        pm, pue = power_model(hw), economics(hw, devices=1, units_per_s=1.0,
+                                             utilisation=0.5, unit="token").pue
+        rows = df[df.hardware == hw.name].sort_values("batch")
+        a = sw["power_activity"][i, 0, :, 0]
+        want_w = 2 * (pm.idle_w + (pm.peak_w - pm.idle_w) * a)
+        assert rows.power_w.to_numpy() == pytest.approx(want_w, rel=1e-12)
+        assert np.all(rows.power_w.to_numpy() < 2 * hw.tdp_w)  # below TDP at these points
+        assert rows.energy_per_output_token.to_numpy() == pytest.approx(
+            sw["energy_per_token"][i, 0, :, 0], rel=1e-12)
+        assert rows.energy_per_output_token.to_numpy() == pytest.approx(
+            rows.power_w.to_numpy() * pue / rows.tokens_per_s.to_numpy(), rel=1e-9)
+    s2 = rl.Space(model="resnet50", hardware=["A100", "H100"], scenario=dict(batch=[1, 32]))
+    for _, r in rl.explore(s2, objectives=["throughput"], keep=True).to_pandas().iterrows():
+        x = rl.solve("resnet50", r.hardware, batch=int(r.batch))
+        assert r.energy_per_sample == pytest.approx(x.energy_per_sample, rel=1e-9)
+        assert r.power_w == pytest.approx(x.energy / x.latency, rel=1e-9)

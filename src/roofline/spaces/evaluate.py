@@ -4,11 +4,16 @@ Every kind returns the same shape: a dict of equal-length numpy columns, one row
 Coordinates (model, hardware, precision, ...) come first; then the results. ``FIELDS`` lists
 the numeric and boolean fields each kind gives (what objectives and constraints may name).
 
-Power: ``power_w`` is the devices' draw at their TDP (the devices a point occupies × TDP, the
-datasheet figure; NaN where the part has none) — an upper bound, stated; energy per token
-follows from it. Cost (decode spaces): ``cost_per_million_output_tokens`` from the part's
-sourced on-demand price (data/economics/prices.toml, the economics module's ``device_price``);
-NaN where the zoo has no price, and for every hypothetical part.
+Power: ``power_w`` is the devices' draw from the power model at the point's own activity
+(analysis/power.py: idle + (peak − idle) × a, a = min(1, w_c·MFU + w_m·MBU); the mlsysim
+preset: TDP·(0.3 + 0.7·MFU)) × the devices the point occupies, the figure solve, serve and
+serve_sweep price energy with; NaN where the part has no power model. Energy: decode spaces'
+``energy_per_output_token`` is serve_sweep's facility energy per token (device power × PUE,
+as ``rl.serve`` reports it; ``tokens_per_joule`` its inverse); solve spaces'
+``energy_per_sample`` is the device energy per sample, as ``rl.solve``'s. Cost (decode
+spaces): ``cost_per_million_output_tokens`` from the part's sourced on-demand price
+(data/economics/prices.toml, the economics module's ``device_price``); NaN where the zoo has
+no price, and for every hypothetical part.
 """
 
 from __future__ import annotations
@@ -119,15 +124,29 @@ def _decode(c: Chunk) -> dict[str, np.ndarray]:
               "hypothetical"):
         arr = np.stack([h[k] for h in hwc], axis=1)  # [h, p]
         out[k] = np.repeat(arr.reshape(H * P), NB * NS)
-    out["power_w"] = out.pop("tdp_w") * tp
+    del out["tdp_w"]
+    preset = str(kw.get("preset", "default"))
+    idle, peak = _idle_peak_cols(hws, preset)  # [h]
+    act = np.clip(o["power_activity"], 0.0, 1.0)  # [h, p, b, s]: serve_sweep's, as its energy
+    out["power_w"] = ((idle[:, None, None, None] + (peak - idle)[:, None, None, None] * act)
+                      * tp).reshape(n)
     price = np.array([_price(h) for h in hws])  # USD per device-hour, NaN without a price
     out["usd_per_device_hour"] = np.repeat(price, P * NB * NS)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["tokens_per_joule"] = tps / out["power_w"]
-        out["energy_per_output_token"] = out["power_w"] / tps
+        out["energy_per_output_token"] = o["energy_per_token"].reshape(n)  # facility (PUE)
+        out["tokens_per_joule"] = 1.0 / out["energy_per_output_token"]
         out["cost_per_million_output_tokens"] = out["usd_per_device_hour"] * tp / 3600.0 \
             / tps * 1e6
     return out
+
+
+def _idle_peak_cols(hws: list[Any], preset: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per part, the power model's idle and peak W (NaN where the part has none)."""
+    from ..analysis.power import power_model
+
+    pms = [power_model(h, preset) for h in hws]
+    return (np.array([pm.idle_w for pm in pms], dtype=np.float64),
+            np.array([pm.peak_w for pm in pms], dtype=np.float64))
 
 
 def _price(hw: Any) -> float:
@@ -148,6 +167,7 @@ def _model_name(m: Any) -> str:
 
 
 def _solve(c: Chunk) -> dict[str, np.ndarray]:
+    from ..analysis.power import power_activity
     from ..scenarios.sweep import sweep
     from ..specs.dtypes import precision as make_precision
 
@@ -166,8 +186,13 @@ def _solve(c: Chunk) -> dict[str, np.ndarray]:
     out["devices"] = np.ones(n)
     hwc = _hw_cols(hws, make_precision(prec).compute, len(batches))
     out.update({k: v for k, v in hwc.items() if k != "tdp_w"})
-    out["power_w"] = hwc["tdp_w"]
-    with np.errstate(invalid="ignore"):
+    preset = str(kw.get("preset", "default"))
+    idle, peak = (np.repeat(x, len(batches)) for x in _idle_peak_cols(hws, preset))
+    with np.errstate(divide="ignore", invalid="ignore"):  # as rl.solve: MBU over the latency
+        mbu = out["bytes"] / (out["latency"] * out["bandwidth_bytes_per_s"])
+        act = np.clip(out["mfu"], 0.0, 1.0) if preset == "mlsysim" else \
+            power_activity(out["mfu"], mbu)
+        out["power_w"] = idle + (peak - idle) * act
         out["energy_per_sample"] = out["power_w"] * out["latency"] / out["batch"]
     return out
 
@@ -200,7 +225,8 @@ def _serve(c: Chunk) -> dict[str, np.ndarray]:
     out = _one_row(c, s, FIELDS["serve"], hw, dtype, float(s.devices))
     hwc = _hw_cols([hw], dtype, 1)
     out.update({k: v for k, v in hwc.items() if k != "tdp_w"})
-    out["power_w"] = hwc["tdp_w"] * s.devices
+    # the power serve prices its energy with (economics.for_serve), over every device
+    out["power_w"] = np.array([s.economics.power_w_per_device * s.devices])
     out["fits"] = out["fits"] & np.isfinite(out["tpot"])
     return out
 
