@@ -139,3 +139,17 @@ def test_every_measured_part_is_a_zoo_part():
 
     zoo = set(rl.list_hardware())
     assert set(_power_doc()[0]) <= zoo, set(_power_doc()[0]) - zoo
+
+
+def test_device_power_cache_keys_on_the_specs_content():
+    """device_power_w's memo keys on spec_key: an edited copy (another TDP) gets its own power,
+    an equal copy the same, whatever the order they are asked in."""
+    from roofline.analysis.power import device_power_w
+
+    h = rl.hardware("H100")
+    hot = dataclasses.replace(h, tdp_w=500.0)
+    same = dataclasses.replace(h)
+    pm = power_model(h)
+    assert device_power_w(h, 0.5) == pytest.approx(pm.idle_w + (pm.peak_w - pm.idle_w) * 0.5)
+    assert device_power_w(hot, 0.5) == pytest.approx(pm.idle_w + (500.0 - pm.idle_w) * 0.5)
+    assert device_power_w(same, 0.5) == device_power_w(h, 0.5)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..specs.hardware import Hardware
+from ..specs.hardware import Hardware, spec_key
 from ..specs.sourced import Provenance
 
 __all__ = ["PowerModel", "power_model", "binding_utilisation", "power_activity",
@@ -176,18 +176,21 @@ def device_power_w(hw: Hardware, utilisation: float, preset: str = "default") ->
     return idle + (peak - idle) * u
 
 
-_IDLE_PEAK: dict[tuple[int, str], tuple[Hardware, float, float]] = {}
+#: (spec_key(hw), preset) -> (idle W, peak W): keyed on the spec's content (its key, TDP, ...:
+#: everything power_model reads), so equal specs share an entry and an edited copy gets its own
+_IDLE_PEAK: dict[tuple[Any, str], tuple[float, float]] = {}
 
 
 def _idle_peak(hw: Hardware, preset: str) -> tuple[float, float]:
-    hit = _IDLE_PEAK.get((id(hw), preset))
-    if hit is None or hit[0] is not hw:
+    ck = (spec_key(hw), preset)
+    hit = _IDLE_PEAK.get(ck)
+    if hit is None:
         pm = power_model(hw, preset)
-        hit = (hw, pm.idle_w, pm.peak_w)
+        hit = (pm.idle_w, pm.peak_w)
         if len(_IDLE_PEAK) > 4096:
             _IDLE_PEAK.clear()
-        _IDLE_PEAK[(id(hw), preset)] = hit
-    return hit[1], hit[2]
+        _IDLE_PEAK[ck] = hit
+    return hit
 
 
 def check_utilisation(u: float, name: str = "utilisation") -> float:
