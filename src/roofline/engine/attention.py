@@ -24,7 +24,7 @@ from ..specs.sourced import read_quantity
 from .efficiency import Attention, Efficiency
 
 __all__ = ["ATTENTION_KERNELS", "check_attention_kernel", "with_attention", "architecture",
-           "resolve_kernel", "attention_rates"]
+           "resolve_kernel", "attention_rates", "curve", "length_factor", "row_work"]
 
 ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused")
 #: kernels priced as the matmul model where the table has no entry for the architecture
@@ -66,7 +66,33 @@ def _tables() -> dict[str, Any]:
     for a, k in default.items():
         if (k, a) not in kernels and k != "gemm":
             raise SpecError(f"{origin} [default] {a} = {k!r} has no [kernel.{k}.{a}] table")
-    return {"arch": arch, "default": default, "kernels": kernels}
+    curves: dict[str, tuple[float, float]] = {}
+    for a, tbl in doc.get("curve", {}).items():
+        if a != "all" and a not in doc.get("arch", {}):
+            raise SpecError(f"{origin} [curve.{a}]: {a!r} is not an [arch] (nor 'all')")
+        if set(tbl) != {"x0", "p"}:
+            raise SpecError(f"{origin} [curve.{a}] needs exactly x0 and p, got {sorted(tbl)}")
+        x0, _ = read_quantity(tbl["x0"], field=f"curve.{a}.x0", dimension="ratio", sources=src,
+                              origin=origin, lo=1.0, hi=1e6)
+        pp, _ = read_quantity(tbl["p"], field=f"curve.{a}.p", dimension="ratio", sources=src,
+                              origin=origin, lo=0.1, hi=10.0)
+        curves[a] = (x0, pp)
+    return {"arch": arch, "default": default, "kernels": kernels, "curves": curves}
+
+
+def curve(arch: str | None) -> tuple[float, float] | None:
+    """(x0, p) of the sequence-length curve for ``arch`` ([curve.<arch>], else [curve.all])."""
+    c = _tables()["curves"]
+    return c.get(arch or "", c.get("all"))
+
+
+def length_factor(work: Any, x0: float, p: float) -> Any:
+    """The fraction of a kernel's long-sequence rate at ``work`` per query row (``row_work``:
+    keys walked × head dim / 128): ``1 / (1 + (x0 / x)^p)`` (x clamped to >= 1) — the
+    per-tile start-up and epilogue spread over the key blocks each query tile walks (causal
+    rows walk half the keys on average; a 64-wide head does half the work per key)."""
+    x = np.maximum(np.asarray(work, dtype=np.float64), 1.0)
+    return 1.0 / (1.0 + (x0 / x) ** p)
 
 
 def architecture(hw: Hardware) -> str | None:
@@ -100,14 +126,33 @@ def with_attention(eff: Efficiency, hw: Hardware, kernel: str) -> Efficiency:
                         f"(architecture {a or 'not listed'}) in data/presets/attention.toml; "
                         f"allowed here: auto, gemm, unfused"
                         + (", fa2" if k != "fa2" else "") + "".join(f", {x}" for x in have))
-    return _with(eff, k, vals.get("fwd"), vals.get("bwd"), vals.get("fp8_fwd"))
+    cv = curve(a)
+    return _with(eff, k, vals.get("fwd"), vals.get("bwd"), vals.get("fp8_fwd"),
+                 *(cv if cv is not None else (None, 1.0)))
 
 
 @lru_cache(maxsize=256)
 def _with(eff: Efficiency, kernel: str, fwd: float | None, bwd: float | None,
-          fp8_fwd: float | None) -> Efficiency:
-    att = Attention(scale=eff.attention.scale, kernel=kernel, fwd=fwd, bwd=bwd, fp8_fwd=fp8_fwd)
+          fp8_fwd: float | None, x0: float | None, p: float) -> Efficiency:
+    att = Attention(scale=eff.attention.scale, kernel=kernel, fwd=fwd, bwd=bwd, fp8_fwd=fp8_fwd,
+                    x0=x0, p=p)
     return replace(eff, attention=att, label=f"{eff.label}/{kernel}")
+
+
+def row_work(graph: Any) -> np.ndarray:
+    """[n] the work each query row of an attention op does, in 128-wide key dot products: its
+    FLOPs / (4 · query rows · 128) at B = 1, i.e. keys walked × head dim / 128 (the formula's
+    4·N·P·H over the score GEMM's N·T rows; S keys, about S/2 causal, at most the window; a
+    backward op's 2.5x FLOPs divided back out; with a value head dim unlike the key's (MLA),
+    (H + Hv) / 2 stands for H). 0 for other ops."""
+    from ..graphs.graph import Q
+
+    f = graph.c0[Q["flops"]] + graph.c1[Q["flops"]]
+    m = graph.gemm[0]
+    att = np.array([c == "attention" for c in graph.classes])
+    bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
+    x = np.where(att & (m > 0), f / (512.0 * np.where(m > 0, m, 1.0)), 0.0)
+    return np.where(bwd, x / 2.5, x)
 
 
 #: name suffixes of backward ops (graphs/training.py: ``.grad``; graphs/backward.py: ``.bwd``)
@@ -119,8 +164,9 @@ def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak:
     """Fused attention ops priced at a measured kernel's rate (data/presets/attention.toml):
     the fraction ``fwd`` (backward ops, named ``*.grad`` / ``*.bwd``: ``bwd``) of the 16-bit
     dense peak, or ``fp8_fwd`` of the fp8 peak for an fp8-capable kernel's forward in an fp8
-    model (an fp8 model's attention otherwise runs at the 16-bit peak); no shape
-    penalty (the fractions are the kernel's own at its measured sizes). Other dtypes (fp32,
+    model (an fp8 model's attention otherwise runs at the 16-bit peak), times the length
+    factor of the op's work per query row (``length_factor``, ``row_work``; constant in
+    the batch, so the time stays affine in it); no matmul shape penalty. Other dtypes (fp32,
     tf32) and other ops keep the matmul model."""
     att = np.array([c == "attention" for c in graph.classes])
     if dtype not in ("fp16", "bf16", "fp8") or not att.any():
@@ -136,5 +182,8 @@ def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak:
     if dtype == "fp8" and k.fp8_fwd is not None:
         rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
     bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
-    gpk = np.where(att, np.where(bwd, rate_b, rate_f), gpk)
+    rate = np.where(bwd, rate_b, rate_f)
+    if k.x0 is not None:
+        rate = rate * length_factor(row_work(graph), k.x0, k.p)
+    gpk = np.where(att, rate, gpk)
     return gpk, np.where(att, 0.0, ga), np.where(att, 0.0, gb), np.where(att, 0.0, gc)

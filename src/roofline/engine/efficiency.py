@@ -121,13 +121,17 @@ class Attention:
     """Fused attention: a multiplier on the matmul efficiency (1: same as a GEMM); or, with a
     measured kernel (``kernel`` != "gemm", data/presets/attention.toml), the fraction of the
     16-bit dense peak that kernel reaches forward (``fwd``) and backward (``bwd``), and of the
-    fp8 peak forward (``fp8_fwd``; None: the kernel runs 16-bit even in an fp8 model)."""
+    fp8 peak forward (``fp8_fwd``; None: the kernel runs 16-bit even in an fp8 model); those
+    are long-sequence rates, reached as ``1 / (1 + (x0 / x)^p)`` of them at ``x`` keys × head
+    dim / 128 per query row (engine/attention.py ``length_factor``; ``x0`` None: none)."""
 
     scale: float = 1.0
     kernel: str = "gemm"  #: the attention implementation these numbers are of
     fwd: float | None = None
     bwd: float | None = None
     fp8_fwd: float | None = None
+    x0: float | None = None  #: work per query row at which the kernel runs at half its rate
+    p: float = 1.0  #: steepness of the rise with the keys per query row
 
     @property
     def measured(self) -> bool:
