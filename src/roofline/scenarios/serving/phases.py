@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
             "preset": preset, "engine": factors.name,
             "kv_window": kv_window if cfg.sliding_window is not None else "",
             "tp": tp, "pp": pp, "ep": ep, "devices": tp * pp * ep * (1 if hw_d is hw else 2),
-            "_hw": lambda: hw}
+            "_hw": partial(_same, hw)}
     return m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base
 
 
@@ -268,16 +269,16 @@ def _utilisation(dec: dict[str, float], steps: int, hw_d: Hardware, p: Precision
 def _lazy_phases(m: Model, plan: sp.Plan, hw: Hardware, hw_d: Hardware, eff: Any, eff_d: Any,
                  preset: str, Bg: int, Bm: int, T_new: int, pc: int,
                  S_mean: int) -> tuple[Any, Any]:
-    """The closures that build the per-op Results of prefill and of a mean decode step when
-    ``r.prefill`` / ``r.decode`` are read."""
+    """The calls that build the per-op Results of prefill and of a mean decode step when
+    ``r.prefill`` / ``r.decode`` are read (partials of a module function, not closures, so
+    that a ServeResult pickles: multiprocessing and Dask ship results between processes)."""
+    return (partial(_phase_result, m, plan, hw, eff, preset, "prefill", Bg, T_new, pc),
+            partial(_phase_result, m, plan, hw_d, eff_d, preset, "decode", Bm, 1, S_mean))
 
-    def _pre() -> Result:
-        return _phase_result(m, plan, hw, eff, preset, "prefill", Bg, T_new, pc)
 
-    def _dec() -> Result:
-        return _phase_result(m, plan, hw_d, eff_d, preset, "decode", Bm, 1, S_mean)
-
-    return _pre, _dec
+def _same(x: Any) -> Any:
+    """``partial(_same, x)``: a call returning ``x`` that pickles (a lambda does not)."""
+    return x
 
 
 def _unservable(m: Model, hw: Hardware, hw_d: Hardware, p: Precision, P: int,
