@@ -102,7 +102,8 @@ def fit(cases: tuple[Case, ...] | list[Case] | None = None) -> dict[str, Any]:
         r = y[idx] - lg[..., idx]
         resid[..., idx] = r - r.mean(axis=-1, keepdims=True)
     sse = (resid ** 2).sum(axis=-1)
-    i, j = np.unravel_index(int(np.argmin(sse)), sse.shape)
+    bi, bj = np.unravel_index(int(np.argmin(sse)), sse.shape)
+    i, j = int(bi), int(bj)
     fr = {k: float(np.exp((y[idx] - lg[i, j, idx]).mean())) for k, idx in groups.items()}
     return {"x0": float(X0_GRID[i]), "p": float(P_GRID[j]), "fractions": fr,
             "rms": float(math.sqrt(sse[i, j] / len(cases)))}
