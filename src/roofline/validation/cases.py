@@ -98,7 +98,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
     "collectives": {
         "metrics": {"busbw": {"GB/s": 1e9}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
-        "optional": {"scale_up_gbps": int},
+        "optional": {"scale_up_gbps": int, "collective": str},
     },
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
