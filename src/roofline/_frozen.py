@@ -10,6 +10,11 @@ changes: the instance is of type ``cls``, still frozen (assignment raises
 ``FrozenInstanceError``), ``dataclasses.replace`` / ``fields`` / pickling work as before (they
 call this ``__init__`` or read the slots).
 
+``build_on_pickle=("_prefill", ...)``: fields holding a zero-argument builder that a pickle
+stores built (a builder may close over what does not pickle); a pickle also stores every lazy
+field computed and drops a ``_call`` that does not pickle (a call on an imported model holds
+the traced module) — the copy's ``levers()`` then says it has no call to vary.
+
 ``lazy={"energy": fn}``: a field passed the value ``LAZY`` is left unset and computed by
 ``fn(self)`` the first time it is read (then stored; ``dataclasses.replace`` reads it, so a
 replaced copy carries the computed value — ``fn`` must read only inputs fixed at construction,
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import pickle
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,8 +46,8 @@ class _Lazy:
 LAZY: Any = _Lazy()
 
 
-def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
-              ) -> Callable[[type[T]], type[T]]:
+def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None,
+              build_on_pickle: tuple[str, ...] = ()) -> Callable[[type[T]], type[T]]:
     """Class decorator (apply above ``@dataclass(frozen=True, slots=True)``); see the module."""
 
     def wrap(cls: type[T]) -> type[T]:
@@ -64,6 +70,11 @@ def fast_init(*, lazy: dict[str, Callable[[Any], Any]] | None = None
         cls.__init__ = _init_function(cls, twin, fs, lazy or {})  # type: ignore[method-assign]
         for name, fn in (lazy or {}).items():
             setattr(cls, name, _LazySlot(cls.__dict__[name], fn, f"{cls.__name__}.{name}"))
+        if set(build_on_pickle) - {f.name for f in fs}:
+            raise TypeError(f"fast_init: {cls.__name__}: build_on_pickle names a non-field")
+        get, put = _state_functions(tuple(f.name for f in fs), frozenset(build_on_pickle))
+        setattr(cls, "__getstate__", get)  # noqa: B010 - mypy refuses the plain assignment
+        setattr(cls, "__setstate__", put)  # noqa: B010
         return cls
 
     return wrap
@@ -111,6 +122,52 @@ def _init_function(cls: type, twin: type, fs: tuple[dataclasses.Field[Any], ...]
     fn: Callable[..., None] = env["__init__"]
     fn.__qualname__ = f"{cls.__qualname__}.__init__"
     return fn
+
+
+class _Unset:
+    """A pickle's marker of a slot left unset (an ``init=False`` field without a default)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "_UNSET"
+
+
+_UNSET = _Unset()
+
+
+def _pickles(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def _state_functions(names: tuple[str, ...], build: frozenset[str]
+                     ) -> tuple[Callable[[Any], tuple[Any, ...]], Callable[[Any, Any], None]]:
+    """``__getstate__`` / ``__setstate__``: the fields' values in order (see the module)."""
+
+    def __getstate__(self: Any) -> tuple[Any, ...]:
+        out = []
+        for n in names:
+            try:
+                v = getattr(self, n)
+            except AttributeError:
+                v = _UNSET
+            if n in build and callable(v):
+                v = v()
+            elif n == "_call" and v is not None and not _pickles(v):
+                v = None
+            out.append(v)
+        return tuple(out)
+
+    def __setstate__(self: Any, state: tuple[Any, ...]) -> None:
+        for n, v in zip(names, state, strict=True):
+            if v is not _UNSET:
+                object.__setattr__(self, n, v)
+
+    return __getstate__, __setstate__
 
 
 class _LazySlot:

@@ -15,6 +15,7 @@ A knob a model does not take, or a value <= 0, is a SpecError naming it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any
@@ -84,8 +85,8 @@ def resize(m: Model, **knobs: Any) -> Model:
         depth = _RESNETS[m.key]
         label = ", ".join(f"{k}={v}" for k, v in knobs.items())
         v = Model(key=m.key, name=f"{m.name} ({label})", family=m.family,
-                  builder=_cnn_builder(lambda p: cnn.resnet(depth, p, width=w, depth_mult=d,
-                                                            act=a)),
+                  builder=_cnn_builder(functools.partial(cnn.resnet, depth, width=w,
+                                                         depth_mult=d, act=a)),
                   source=m.source)
         g = v.graph(precision="fp16")
         v.n_layers = sum(1 for c in g.classes if c in ("conv", "matmul"))

@@ -7,6 +7,7 @@ so the resolver sits above both).
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -158,39 +159,53 @@ def sequence_model(key: str, name: str, family: str, graph_fn: Callable[..., Gra
                    default_seq_len: int = 2048, n_layers: int | None = None) -> Model:
     """A language model that is not a transformer (Mamba): ``graph_fn(precision, phase=,
     seq_len=)`` builds each scenario; forward/prefill over seq_len tokens, or a decode step."""
-    def build(*, precision: Precision, phase: str, seq_len: int | None, **_: Any) -> Graph:
-        return graph_fn(precision, phase=phase, seq_len=seq_len or default_seq_len)
-
-    return Model(key=key, name=name, family=family, builder=build,
+    return Model(key=key, name=name, family=family,
+                 builder=functools.partial(_sequence_build, graph_fn, default_seq_len),
                  phases=("forward", "prefill", "decode"), default_phase="forward",
                  default_seq_len=default_seq_len, aliases=aliases, source=source,
                  published=dict(published or {}), n_layers=n_layers)
 
 
+# The builders are partials of module functions, not closures, so that a Model pickles (a
+# result keeps the call that made it, and multiprocessing / Dask ship results between processes);
+# an imported model's builder holds the traced module and does not.
+
+def _sequence_build(graph_fn: Callable[..., Graph], default_seq_len: int, *,
+                    precision: Precision, phase: str, seq_len: int | None, **_: Any) -> Graph:
+    return graph_fn(precision, phase=phase, seq_len=seq_len or default_seq_len)
+
+
+def _cnn_build(fn: Callable[[Precision], Graph], *, precision: Precision, phase: str,
+               **_: Any) -> Graph:
+    return fn(precision)
+
+
 def _cnn_builder(fn: Callable[[Precision], Graph]) -> Callable[..., Graph]:
-    def build(*, precision: Precision, phase: str, **_: Any) -> Graph:
-        return fn(precision)
-    return build
+    """The builder of a CNN-style model whose graph depends on the precision only."""
+    return functools.partial(_cnn_build, fn)
+
+
+def _transformer_build(cfg: TransformerConfig, *, precision: Precision, phase: str,
+                       seq_len: int | None, context: int, batch: int | None,
+                       fused_attention: bool, logits: str | None) -> Graph:
+    from .transformer import transformer_graph
+
+    return transformer_graph(cfg, precision, phase=phase, seq_len=seq_len or 1,
+                             context=context, fused_attention=fused_attention, batch=batch,
+                             logits=logits)
 
 
 def transformer_model(cfg: TransformerConfig, *, key: str, name: str | None = None,
                       aliases: tuple[str, ...] = (), source: str = "",
                       published: Mapping[str, Published] | None = None) -> Model:
     """Wrap a TransformerConfig as a Model."""
-    from .transformer import transformer_graph
-
-    def build(*, precision: Precision, phase: str, seq_len: int | None, context: int,
-              batch: int | None, fused_attention: bool, logits: str | None) -> Graph:
-        return transformer_graph(cfg, precision, phase=phase, seq_len=seq_len or 1,
-                                 context=context, fused_attention=fused_attention, batch=batch,
-                                 logits=logits)
-
     decoder = cfg.generates
     seq = None if cfg.arch == "vision" else min(cfg.max_positions or 2048, 2048)
     if cfg.arch == "seq2seq":  # decoder tokens: the source length, within the decoder's limit
         seq = min(cfg.source_len, cfg.max_positions or cfg.source_len)
     return Model(
-        key=key, name=name or key, family=cfg.arch, builder=build,
+        key=key, name=name or key, family=cfg.arch,
+        builder=functools.partial(_transformer_build, cfg),
         phases=("forward", "prefill", "decode") if decoder else ("forward",),
         default_phase="forward", default_seq_len=seq, aliases=aliases, source=source,
         published=dict(published or {}), config=cfg, n_layers=cfg.n_layers,
@@ -204,9 +219,11 @@ def _cnn_registry() -> dict[str, Callable[..., Graph]]:
     from . import cnn, diffusion, recsys, tiny, yolo
 
     return {
-        "resnet18": lambda p: cnn.resnet(18, p), "resnet34": lambda p: cnn.resnet(34, p),
-        "resnet50": lambda p: cnn.resnet(50, p), "resnet101": lambda p: cnn.resnet(101, p),
-        "resnet152": lambda p: cnn.resnet(152, p), "vgg16": cnn.vgg16,
+        "resnet18": functools.partial(cnn.resnet, 18),
+        "resnet34": functools.partial(cnn.resnet, 34),
+        "resnet50": functools.partial(cnn.resnet, 50),
+        "resnet101": functools.partial(cnn.resnet, 101),
+        "resnet152": functools.partial(cnn.resnet, 152), "vgg16": cnn.vgg16,
         "mobilenet_v2": cnn.mobilenet_v2, "efficientnet_b0": cnn.efficientnet_b0,
         "alexnet": cnn.alexnet, "mobilenet_v1": tiny.mobilenet_v1, "ds_cnn": tiny.ds_cnn,
         "resnet8": tiny.resnet8, "yolov8": yolo.yolov8, "dlrm": recsys.dlrm,

@@ -35,7 +35,8 @@ def expected_tokens_per_step(acceptance: float, draft_len: int) -> float:
     return (1 - acceptance ** (draft_len + 1)) / (1 - acceptance)
 
 
-@fast_init()  # ~40 fields: the frozen init's stores were ~4 µs (roofline/_frozen.py)
+# ~40 fields: the frozen init's stores were ~4 µs; a pickle stores the phases built
+@fast_init(build_on_pickle=("_prefill", "_decode"))  # (roofline/_frozen.py)
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ServeResult(Display):
     """One serving scenario: latencies, throughput, memory and why. SI units."""
