@@ -252,7 +252,7 @@ def _steady(c: StepCosts, C: int, P: float, n: float, att_pair: float,
         return d, C / (n * d)
     # per completed request, its prompt's tokens join the steps: what they add to a pass of C
     # tokens, plus their attention
-    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
+    add = c.prompt_add(C, P, att_pair)
     cycle = n * d + C * add  # time for C requests to each emit n tokens
     return cycle / n, C / cycle
 
@@ -367,7 +367,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                         cpf.pp > 1:
                     continue  # same precision and ep; prefill workers without pipeline stages
                 att_mean = float(cpf.pair[min(int(Pm), cpf.n_max)]) * Pm * (Pm + 1) / 2
-                rate_p = 1.0 / (cpf._at(cpf.pre, Pm) + att_mean)
+                rate_p = 1.0 / cpf.prompt_add(0, Pm, att_mean)
                 up = u_prefill(cpf, hw, Pm, 1.0 / rate_p)  # prefill workers run flat out
                 cap = cd.kv_capacity_batch(Pm + nm)
                 for C in LADDER:

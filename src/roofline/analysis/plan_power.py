@@ -52,7 +52,7 @@ def u_aggregated(c: StepCosts, hw: Any, C: int, P: float, n: float, att_pair: fl
     """Time-weighted power activity of an aggregated replica's cycle (n decode steps of C
     sequences, C prompts' prefill mixed in)."""
     d = c.decode_time(C, C * (P + n / 2))
-    add = c._at(c.pre, C + P) - c._at(c.pre, C) + att_pair
+    add = c.prompt_add(C, P, att_pair)
     ud, up = u_decode(c, hw, C, P + n / 2, d), u_prefill(c, hw, P, add)
     return (n * d * ud + C * add * (up if math.isfinite(up) else 0.0)) / (n * d + C * add)
 

@@ -128,7 +128,7 @@ class _Replica:
     state on every pass.
     """
 
-    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "bs", "total",
+    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "seq", "bs", "total",
                  "dynamic", "wm", "mc", "budget", "chunked", "prefill",
                  "t_admit", "t_first", "t_done", "gen", "held", "k0", "x0", "g0", "ver", "dec",
                  "live", "hist", "heap", "order", "pf", "wait",
@@ -144,6 +144,7 @@ class _Replica:
         self.osl = [int(x) for x in osl.tolist()]
         top = max_concurrency + max(budget, max(self.isl, default=0) + max(self.osl, default=0)) + 1
         self.lin, self.slope, self.pair, self.pre = _tables(c, top)
+        self.seq = c.seq_overhead  # host time per prefill chunk (the decoding ones: in lin)
         self.bs = bs = c.block_size
         self.total = c.total_blocks
         self.dynamic = kv_policy == "dynamic"
@@ -346,7 +347,7 @@ class _Replica:
             Tt += T
             att += pair[T] * T * (cp + (T + 1) * 0.5)
         b = self.b
-        dt = self.pre[b + Tt] + att
+        dt = self.pre[b + Tt] + att + self.seq * len(chunks)
         if b:
             C = self.C
             dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)

@@ -8,9 +8,10 @@ newly admitted prompts (whole, or a chunk over an already-cached prefix ``c``). 
                       + Σ_chunks a(T_i)·T_i·(c_i + (T_i + 1)/2)
 
 - ``dec(b)``: a decode step of b sequences at context → 0 — weights, GEMMs and logits of b
-  tokens, all-reduces, launch, the engine's fixed per-step cost — from ``serve_sweep`` (dense,
-  pp = 1) or ``rl.serve(batch=b, output_len=2)``; ``slope(b)``: its cost per token of cached
-  context (KV reads), from the steps at two contexts;
+  tokens, all-reduces, launch — from ``serve_sweep`` (dense, pp = 1) or
+  ``rl.serve(batch=b, output_len=2)``, plus the engine's host time of a step of b sequences
+  (``serving.plan.host_step``); ``slope(b)``: its cost per token of cached context (KV
+  reads), from the steps at two contexts;
 - ``pre(N)``: the context-free part of a prefill of N tokens (logits of its last tokens only):
   ``rl.serve(batch=N/16, prompt_len=16, output_len=1).ttft`` (16-token prompts carry ~1e-4 of
   their time in attention); ``pre(b + T) − pre(b)`` is what T prompt tokens add to a pass that
@@ -21,6 +22,15 @@ newly admitted prompts (whole, or a chunk over an already-cached prefix ``c``). 
   interpolated in log T. A lone prompt therefore costs exactly ``rl.serve``'s unloaded TTFT at
   those T, and a decode-only step exactly ``rl.serve``'s step at the same batch and context.
 
+Host time (the engine profile's step_overhead, layer_overhead, request_overhead,
+seq_overhead): the tables are read from ``rl.serve`` with those four at 0 and the host terms
+are added by ``with_host`` through the same two functions ``rl.serve`` sums
+(``serving.plan.host_step`` / ``host_prefill``): ``dec(b)`` gets a step's host time at b
+sequences, ``pre(N)`` a prefill call's fixed part, and each prefill chunk of a step one
+``seq_overhead`` (``StepCosts.seq_overhead``; with ``ep`` groups, each with its own host and
+1/ep of the sequences, 1/ep of it). ``with_host`` swaps the host terms of built tables without
+re-reading serve (the serving fit varies them that way).
+
 Assumptions: decode attention is affine in the context (sliding windows are not capped here);
 the per-pair attention cost of a chunk over a cached prefix is that of the same pairs in a
 fresh prompt. KV capacity: per-device HBM − weights − workspace − activations of the largest step,
@@ -30,14 +40,17 @@ in blocks of ``block_size`` tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import SpecError
 
-__all__ = ["StepCosts", "step_costs"]
+__all__ = ["HOST_FACTORS", "StepCosts", "step_costs", "with_host"]
+
+#: the engine-profile factors that are host time, added to the tables by ``with_host``
+HOST_FACTORS = ("step_overhead", "layer_overhead", "request_overhead", "seq_overhead")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -66,6 +79,12 @@ class StepCosts:
     tpot_ref: float = math.nan  #: serve's batch-1 TPOT at the reference lengths
     feasible: bool = True
     reason: str = ""
+    #: s of host time per prefill chunk in a step (the engine's seq_overhead, / ep); the
+    #: decoding sequences' share is in ``lin``
+    seq_overhead: float = 0.0
+    #: the engine profile whose host factors (HOST_FACTORS) the tables hold (None: none)
+    host: Any = None
+    host_layers: int = 0  #: layers a token crosses (every stage's), for layer_overhead
 
     @property
     def n_max(self) -> int:
@@ -81,7 +100,14 @@ class StepCosts:
         """One prompt of ``tokens`` new tokens over ``cached`` cached ones, alone in a step."""
         T = int(tokens)
         return self._at(self.pre, T) + float(self.pair[min(T, self.n_max)]) * T * \
-            (cached + (T + 1) / 2)
+            (cached + (T + 1) / 2) + self.seq_overhead
+
+    def prompt_add(self, tokens_before: float, tokens: float, attention: float) -> float:
+        """What one prompt of ``tokens`` tokens (its attention ``attention`` s) adds to a step
+        that already runs ``tokens_before`` tokens: its tokens through the weights, its
+        attention and its sequence's host time."""
+        return self._at(self.pre, tokens_before + tokens) - self._at(self.pre, tokens_before) \
+            + attention + self.seq_overhead
 
     def decode_time(self, batch: int, context_total: float) -> float:
         """A decode-only step of ``batch`` sequences holding ``context_total`` tokens (their
@@ -95,7 +121,8 @@ class StepCosts:
         T = sum(t for t, _ in chunks)
         att = sum(float(self.pair[min(t, self.n_max)]) * t * (c + (t + 1) / 2) for t, c in chunks)
         dec = self.decode_time(batch, context_total) if batch else 0.0
-        return dec + self._at(self.pre, batch + T) - self._at(self.pre, batch) + att
+        return dec + self._at(self.pre, batch + T) - self._at(self.pre, batch) + att + \
+            self.seq_overhead * len(chunks)
 
     def kv_capacity_batch(self, tokens_per_seq: float) -> int:
         """Sequences of ``tokens_per_seq`` tokens whose KV blocks fit."""
@@ -127,14 +154,18 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     context-free prefill is read (geometric; it is flat while memory-bound, then linear).
     """
     from ..scenarios.serving import serve, serve_sweep
+    from ..scenarios.serving.plan import serving_factors, without_host
 
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise SpecError(f"block_size must be a positive integer (tokens per KV block), got "
                         f"{block_size!r}")
     n_max = max(int(max_tokens), 2)
     refs = sorted({max(1, min(int(t), n_max)) for t in ref_prompts})
+    # the tables are read with the engine's host time at 0; with_host adds it (module doc)
+    host = None if preset in ("bound", "mlsysim") else serving_factors(engine)
+    dev_engine = engine if host is None else without_host(host)
     kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, tp=tp, preset=preset,
-              engine=engine, kv_window=kv_window, weight_precision=weight_precision)
+              engine=dev_engine, kv_window=kv_window, weight_precision=weight_precision)
     label = f"tp{tp}" + (f" pp{pp}" if pp > 1 else "") + (f" ep{ep}" if ep > 1 else "") + \
         f" {precision}" + (f" w{weight_precision}" if weight_precision else "") + \
         (f"/kv {kv_precision}" if kv_precision and kv_precision != precision else "")
@@ -155,8 +186,10 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     grid = np.union1d(_grid(n_max), np.asarray(refs, dtype=np.float64))
     s1, s2 = 1, refs[-1] + 1  # decode contexts
     from ..graphs.resolve import model as resolve_model
+    from ..graphs.shard import shard_config
 
     cfg = resolve_model(model).config
+    layers = shard_config(cfg, tp, pp).n_layers * pp if cfg is not None else 0
     if pp == 1 and cfg is not None and not cfg.n_experts and preset != "mlsysim":
         sw = serve_sweep(model, hardware, batch=grid, context=[s1, s2], **kw)
         t1, t2 = sw["tpot"][0, 0, :, 0], sw["tpot"][0, 0, :, 1]
@@ -220,11 +253,36 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
         reason = (f"no room for the KV cache: {one.memory_capacity / 1e9:.1f} GB per device − "
                   f"weights {mb['weights'] / 1e9:.1f} GB − workspace and step activations "
                   f"{(mb['workspace'] + act_tok * n_max / ep) / 1e9:.1f} GB")
-    return StepCosts(label=label, devices=dev, tp=tp, pp=pp, ep=ep,
-                     weight_precision=weight_precision, precision=precision,
-                     kv_precision=kv_precision or precision, lin=lin, slope=slope,
-                     pair=pair, pre=pre,
-                     kv_bytes_per_token=kv_tok, kv_budget_bytes=max(budget, 0.0),
-                     block_size=block_size, total_blocks=blocks, weights_bytes=mb["weights"],
-                     capacity_bytes=one.memory_capacity, ttft_ref=ttft, tpot_ref=one.tpot,
-                     feasible=feasible, reason=reason)
+    dev_costs = StepCosts(label=label, devices=dev, tp=tp, pp=pp, ep=ep,
+                          weight_precision=weight_precision, precision=precision,
+                          kv_precision=kv_precision or precision, lin=lin, slope=slope,
+                          pair=pair, pre=pre,
+                          kv_bytes_per_token=kv_tok, kv_budget_bytes=max(budget, 0.0),
+                          block_size=block_size, total_blocks=blocks,
+                          weights_bytes=mb["weights"], capacity_bytes=one.memory_capacity,
+                          ttft_ref=ttft, tpot_ref=one.tpot, feasible=feasible, reason=reason,
+                          host_layers=layers)
+    return dev_costs if host is None else with_host(dev_costs, host)
+
+
+def with_host(c: StepCosts, factors: Any) -> StepCosts:
+    """``c`` with the host time of the engine profile ``factors`` (its HOST_FACTORS) in place
+    of the one its tables hold: ``dec(N)`` gets ``host_step`` at N sequences (N / ep per
+    group), ``pre(N)`` ``host_prefill``'s fixed part, each prefill chunk ``seq_overhead``
+    (/ ep); the serve references move with them. The device parts are unchanged."""
+    from ..scenarios.serving.plan import NEUTRAL, host_prefill, host_step
+
+    old = c.host if c.host is not None else NEUTRAL
+    new = factors if factors is not None else NEUTRAL
+    if not c.feasible:
+        return replace(c, host=factors)
+    L, pp, ep = c.host_layers, c.pp, c.ep
+    Ns = np.arange(c.n_max + 1, dtype=np.float64)
+    lin = c.lin + (host_step(new, L, Ns / ep, pp) - host_step(old, L, Ns / ep, pp))
+    d_pre = host_prefill(new, L, 0) - host_prefill(old, L, 0)
+    pre = c.pre + d_pre
+    lin[0] = pre[0] = 0.0
+    d1 = host_prefill(new, L, 1 / ep) - host_prefill(old, L, 1 / ep)
+    return replace(c, lin=lin, pre=pre, seq_overhead=new.seq_overhead / ep, host=factors,
+                   ttft_ref={T: v + d1 for T, v in c.ttft_ref.items()},
+                   tpot_ref=c.tpot_ref + host_step(new, L, 1, pp) - host_step(old, L, 1, pp))

@@ -200,7 +200,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     pre_comm += ep_pre + _encoder_comm(plan, Bg, D * ab, tp, pp, hw, factors)
     kv_transfer = 0.0 if hw_d is hw else _kv_transfer(plan, hw, Bg, P, kv_window,
                                                       kv_link_bytes_per_s)
-    req_fixed = factors.request_overhead + factors.layer_overhead * L_dev * pp
+    req_fixed = sp.host_prefill(factors, L_dev * pp, Bg)
     ttft = pre_parts[2] + pre_comm + req_fixed + kv_transfer
 
     # -- decode steps S = P+1 … P+n−1 (closed form)
@@ -208,7 +208,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     S_mean = P + n / 2.0
     decode_time, dec, dec_comm, dec_over, notes = _decode_phase(
         plan, cfg, p, hw_d, eff_d, factors, Bm, P, S_end, steps, tp, pp, Bm * D * ab, n_ar, L_dev,
-        draft, draft_len, acceptance, fused_attention)
+        draft, draft_len, acceptance, fused_attention, Bg)
     dec_comm, decode_time = dec_comm + steps * ep_step, decode_time + steps * ep_step
     tpot = decode_time / steps if steps else 0.0
     e2e = ttft + decode_time
@@ -217,7 +217,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
 
     # -- continuous batching steady state at concurrency B
     steady_tpot, steady_tps = _steady(plan, hw, eff, pre_parts, B, Bg, T_new, pc, pp, tpot,
-                                      steps, n, req_fixed)
+                                      steps, n, sp.host_prefill(factors, L_dev * pp, 1))
 
     # -- memory (per device)
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
@@ -249,7 +249,8 @@ def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float
             B: int, Bg: int, T_new: int, pc: int, pp: int, tpot: float, steps: int, n: int,
             req_fixed: float) -> tuple[float, float]:
     """Continuous batching's steady state at concurrency B: (TPOT with one prompt's prefill
-    spread over each sequence's n tokens, output tokens/s)."""
+    spread over each sequence's n tokens, output tokens/s); ``req_fixed``: the host time of
+    one prompt's prefill."""
     single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
         plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
     steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
@@ -347,12 +348,13 @@ def _kv_transfer(plan: sp.Plan, hw: Hardware, B: int, P: int, kv_window: str,
 def _decode_phase(plan: sp.Plan, cfg: Any, p: Precision, hw_d: Hardware, eff_d: Any,
                   factors: sp.ServingFactors, Bm: int, P: int, S_end: int, steps: int, tp: int,
                   pp: int, row_bytes: float, n_ar: int, L_dev: int, draft: Any, draft_len: int,
-                  acceptance: float, fused_attention: bool
+                  acceptance: float, fused_attention: bool, seqs: int
                   ) -> tuple[float, dict[str, float], float, float, list[str]]:
     """The decode steps S = P+1 … P+n−1 in closed form (or speculative, with a draft): the
     decode time, the per-device sums (total, kernel, bound, flops, bytes), the TP/PP
     communication, the fixed per-step costs and the notes. ``row_bytes``: one micro-batch's
-    activations per token (Bm × D × bytes)."""
+    activations per token (Bm × D × bytes); ``seqs``: the sequences decoding (every
+    micro-batch's), for the engine's host time per sequence."""
     lines = plan.lines(hw_d, eff_d, Bm)
     dec_comm_step = (_allreduce(row_bytes, tp, hw_d, factors, n_ar) +
                      _p2p(row_bytes, pp, hw_d, factors))
@@ -362,14 +364,14 @@ def _decode_phase(plan: sp.Plan, cfg: Any, p: Precision, hw_d: Hardware, eff_d: 
     else:
         dec = {"total": 0.0, "kernel": 0.0, "bound": 0.0, "flops": 0.0, "bytes": 0.0}
     dec_comm = steps * dec_comm_step
-    step_fixed = factors.step_overhead + factors.layer_overhead * L_dev * pp
+    step_fixed = sp.host_step(factors, L_dev * pp, seqs, pp)
     dec_over = steps * step_fixed
     decode_time = dec["total"] + dec_comm + dec_over
     spec_note = None
     if draft is not None and steps > 0:
         decode_time, dec, spec_note = _speculative(
             draft, cfg, plan, p, hw_d, eff_d, factors, Bm, P, S_end, steps, draft_len,
-            acceptance, pp, tp, dec_comm_step, fused_attention)
+            acceptance, pp, tp, dec_comm_step, fused_attention, seqs)
         dec_comm = dec.pop("comm")
         dec_over = dec.pop("overhead")
         notes.append(spec_note)
@@ -508,7 +510,7 @@ def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, 
 def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware, eff: Any,
                  factors: sp.ServingFactors, Bm: int, P: int, S_end: int, steps: int, k: int,
                  alpha: float, pp: int, tp: int, comm_step: float,
-                 fused_attention: bool) -> tuple[float, dict[str, float], str]:
+                 fused_attention: bool, seqs: int) -> tuple[float, dict[str, float], str]:
     """Speculative decoding: per iteration k draft decode steps + one target verification of
     k+1 tokens over the cache; E = (1−α^(k+1))/(1−α) tokens per iteration. Costs are affine in
     the context, so the generation costs (steps/E) iterations at the mean context."""
@@ -532,10 +534,11 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
                     _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
-    # fixed costs per iteration: k draft steps (the draft's layers) + one verification (the
-    # target's layers on each of the pp stages), each a step with its per-layer cost
-    over = iters * (k * (factors.step_overhead + factors.layer_overhead * dm.config.n_layers) +
-                    factors.step_overhead + factors.layer_overhead * plan.cfg.n_layers * pp)
+    # host costs per iteration: k draft steps (the draft's layers) + one verification (the
+    # target's layers on each of the pp stages), each a step of the ``seqs`` sequences as in
+    # serve
+    over = iters * (k * sp.host_step(factors, dm.config.n_layers, seqs) +
+                    sp.host_step(factors, plan.cfg.n_layers * pp, seqs, pp))
     dec["comm"] = comm
     dec["overhead"] = over
     note = (f"speculative decoding with {dm.name}: k={k}, acceptance {alpha:g} -> "

@@ -41,6 +41,9 @@ __all__ = [
     "Plan",
     "ServingFactors",
     "check_kv_window",
+    "host_prefill",
+    "host_step",
+    "without_host",
     "compress",
     "device_plan",
     "serving_factors",
@@ -75,9 +78,12 @@ class ServingFactors:
     #: the engine's own efficiency factors (``[engine.<name>.efficiency]``: its launch model),
     #: applied to the device's preset; None: the preset's
     patch: EfficiencyPatch | None = None
-    step_overhead: float = 0.0  #: s of host time per decode step
+    step_overhead: float = 0.0  #: s of host time per decode step of each pipeline stage
     layer_overhead: float = 0.0  #: s per layer (on a device) per step: per-layer plugin/sync cost
     request_overhead: float = 0.0  #: s per prefill call
+    #: s of host time per sequence per engine step (scheduling, sampling, output processing
+    #: of each sequence: each decode step and the prefill step that samples a first token)
+    seq_overhead: float = 0.0
     #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
     #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
     gemm_max_fp8: float | None = None
@@ -121,7 +127,7 @@ class ServingFactors:
 NEUTRAL = ServingFactors(name="none")
 
 _DIM = {"fuse": "ratio", "step_overhead": "time",
-        "layer_overhead": "time",
+        "layer_overhead": "time", "seq_overhead": "time",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
@@ -162,6 +168,27 @@ def serving_factors(engine: str | ServingFactors) -> ServingFactors:
     if engine not in tbl:
         raise unknown("engine", str(engine), list(tbl))
     return tbl[engine]
+
+
+def host_step(f: ServingFactors, layers: int, seqs: Any, stages: int = 1) -> Any:
+    """The engine's host time of one decode step (s): ``step_overhead`` per pipeline stage,
+    ``layer_overhead`` per layer the token crosses (``layers``: every stage's), and
+    ``seq_overhead`` per sequence in the step (``seqs``: a number or an array). The one
+    formula serve, serve_sweep, the speculative path and the step tables use."""
+    return f.step_overhead * stages + f.layer_overhead * layers + f.seq_overhead * seqs
+
+
+def without_host(f: ServingFactors) -> ServingFactors:
+    """``f`` with its four host terms (step, layer, request and sequence overheads) at 0."""
+    return replace(f, step_overhead=0.0, layer_overhead=0.0, request_overhead=0.0,
+                   seq_overhead=0.0)
+
+
+def host_prefill(f: ServingFactors, layers: int, seqs: Any) -> Any:
+    """The engine's host time of one prefill call (s): ``request_overhead``,
+    ``layer_overhead`` per layer the prompt crosses and ``seq_overhead`` per sequence (each
+    samples its first token)."""
+    return f.request_overhead + f.layer_overhead * layers + f.seq_overhead * seqs
 
 
 # -- compression -------------------------------------------------------------------------------

@@ -118,8 +118,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         n_ar = (3 if cfg.arch == "seq2seq" else 2) * plan.cfg.n_layers + 1  # + cross-attention
         comm = np.array([n_ar * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
-        t = t_dev + comm[..., None] + factors.step_overhead + \
-            factors.layer_overhead * plan.cfg.n_layers
+        t = t_dev + comm[..., None] + sp.host_step(factors, plan.cfg.n_layers, Bs[:, None])
         out_t[ok_hw, j] = t
         kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]
         kvb[ok_hw, j] = kv
