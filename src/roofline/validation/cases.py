@@ -2,8 +2,8 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``,
-``tpu_training``) is one TOML file with a ``[sources]`` table (key -> the document: title,
-version or commit, table / page) and ``[[case]]`` entries. Each case carries
+``tpu_training``, ``rocm_serving``) is one TOML file with a ``[sources]`` table (key -> the
+document: title, version or commit, table / page) and ``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -76,6 +76,13 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
+    },
+    "rocm_serving": {  # AMD's ROCm vLLM on MI300X: the vllm-rocm profile (rocm_serving.py)
+        "metrics": {"e2e": {"s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "kv": str,
+                     "activations": str, "batch": int, "tp": int, "prompt": int, "output": int,
+                     "role": str},
+        "optional": {},
     },
     "tpu_training": {  # MaxText runs on TPUs: the [tpu] training fraction (tpu_training.py)
         "metrics": {"tok_s_chip": {"tok/s/chip": 1.0}},
