@@ -79,3 +79,23 @@ def test_per_class_study_is_on_the_page(doc_block) -> None:
     assert rms["all, per-class fractions (LOSO)"] >= rms["all, one fraction (shipped)"] - 0.005
     nv = [f["nvidia"] for f in st["per_source"].values()]
     assert max(nv) - min(nv) >= 0.1
+
+
+def test_uncertainty_class_is_the_holdout(rep) -> None:
+    """rl.serve(engine="llamacpp") decode bands rest on these cases, each with the error of the
+    profile fitted without its source (time convention: the negative of the rate's log error);
+    its TTFT (prompt processing, not validated) has no band."""
+    import roofline as rl
+    from roofline.uncertainty import residuals
+
+    stored = {i: (s, e) for i, s, e in residuals("serving-llamacpp")}
+    assert set(stored) == {c.id for c in v.fitted_cases()}
+    for c in v.fitted_cases():
+        assert stored[c.id][0] == c.source
+        assert stored[c.id][1] == pytest.approx(-rep.held_out_errors[c.id], abs=2e-3), c.id
+    s = rl.serve("llama-3.1-8b", "rtx-4090", batch=1, prompt_len=1, output_len=128,
+                 precision="q4_k_m", engine="llamacpp")
+    u = s.uncertainty
+    assert "ttft" not in u and u["tpot"].cls == "serving-llamacpp"
+    assert u["tpot"].low < s.tpot < u["tpot"].high
+    assert rl.serve("llama-3.1-8b", "H100", batch=1).uncertainty["tpot"].cls == "serving-decode"

@@ -1,9 +1,9 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``) is
-one TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table
-/ page) and ``[[case]]`` entries. Each case carries
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``,
+``tpu_training``) is one TOML file with a ``[sources]`` table (key -> the document: title,
+version or commit, table / page) and ``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -76,6 +76,12 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
+    },
+    "tpu_training": {  # MaxText runs on TPUs: the [tpu] training fraction (tpu_training.py)
+        "metrics": {"tok_s_chip": {"tok/s/chip": 1.0}},
+        "required": {"model": str, "cluster": str, "chips": int, "global_batch": int,
+                     "micro_batch": int, "seq_len": int, "saved": str},
+        "optional": {},
     },
     "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
         "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},

@@ -74,8 +74,8 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                              preset, lora_rank, cp, attention_kernel, moe_routing)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             lora_rank, cp, _override_key("gpu"), _override_key("tpu"),
-             _override_key("gpu-hopper"), registered_epoch(), attention_kernel, moe_routing)
+             lora_rank, cp, tuple((t, _override_key(t)) for t in sorted(_OVERRIDE)),
+             registered_epoch(), attention_kernel, moe_routing)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
