@@ -170,3 +170,30 @@ def test_group_all_reduce_takes_nvls_inside_a_domain_only_for_all_reduce() -> No
     vec = C.group_all_reduce(np.array([n, n]), np.array([8.0, 16.0]), np.ones(2), nv)
     assert vec[0] == pytest.approx(C.group_all_reduce(n, 8, 1, nv, SCALAR))
     assert vec[1] == pytest.approx(C.group_all_reduce(n, 16, 1, nv, SCALAR))
+
+
+def test_nvls_reduce_scatter_and_all_gather_hand() -> None:
+    """NVLS reduce-scatter / all-gather: the busier direction carries n bytes (NVIDIA/nccl
+    #1083), so t = 2α + n / nvls_bw, the all-reduce's; the ring's (p−1)α + (p−1)/p · n/bw."""
+    n = 2**30
+    assert C.nvls_one_pass(n, 8, 274.5e9, 2e-6) == pytest.approx(4e-6 + n / 274.5e9)
+    for f in (C.reduce_scatter, C.all_gather):
+        nv = f(n, 8, 450e9, 2e-6, link_efficiency=0.7, algorithm="nvls", nvls_bw=274.5e9)
+        assert nv == pytest.approx(4e-6 + n / 274.5e9)
+        ring = f(n, 8, 450e9, 2e-6, link_efficiency=0.7)
+        assert ring == pytest.approx(7 * 2e-6 + 7 / 8 * n / 315e9)
+        # large message: the ring is faster; a 64 KiB one: NVLS's 2 steps beat the ring's 7
+        assert f(n, 8, 450e9, 2e-6, link_efficiency=0.7, algorithm="auto",
+                 nvls_bw=274.5e9) == ring
+        small = f(65536, 8, 450e9, 2e-6, link_efficiency=0.7, algorithm="auto",
+                  nvls_bw=274.5e9)
+        assert small == pytest.approx(4e-6 + 65536 / 274.5e9)
+        with pytest.raises(SpecError, match="nvls_bw"):
+            f(n, 8, 450e9, algorithm="nvls")
+        with pytest.raises(SpecError, match="algorithm"):
+            f(n, 8, 450e9, algorithm="tree")
+    # the groups keep the ring on an NVLS fabric (NCCL's choice, module docstring)
+    nv_links = C.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
+                       nvls_bw=274.5e9)
+    assert C.group_reduce_scatter(65536.0, 8, 1, nv_links, SCALAR) == \
+        pytest.approx(7 * 2e-6 + 7 / 8 * 65536 / 315e9)

@@ -1,31 +1,83 @@
-"""All-reduce on NVSwitch nodes against published nccl-tests bus bandwidths
-(docs/validation/collectives.md).
+"""NCCL collectives on NVSwitch nodes and an NVL72 rack against published nccl-tests bus
+bandwidths (docs/validation/collectives.md).
 
-Tolerance, stated: over the NVLS cases (forced NVLS or NCCL's default) median |error| of the
-bus bandwidth ≤ 5 % and every case within 15 %, with the shipped NVLS fraction (0.61, from one
-source); the page's tables are what the code computes today.
+Tolerance, stated: over the peak NVLS all-reduce cases (4 GiB and more, forced NVLS or NCCL's
+default) median |error| of the bus bandwidth ≤ 5 % and every case within 15 %, with the shipped
+NVLS fractions (NVLink 4: 0.61, NVLink 5: 0.473); the ring reduce-scatter sweep within 15 %;
+the NVL72 message-size sweep is a stated miss (the ramp below 4 GiB is not modelled). The
+page's tables are what the code computes today.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from roofline.ops import collectives as coll
 from roofline.validation import collectives as v
 from roofline.validation import load_cases
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "collectives.md"
 
 
+def _coll(c) -> str:
+    return c.get("collective", "all_reduce")
+
+
 def test_nvls_cases_within_tolerance() -> None:
-    res = [(c, e) for c, _, e in v.collective_errors() if c["algorithm"] != "ring"]
+    res = [(c, e) for c, _, e in v.collective_errors() if c["algorithm"] != "ring"
+           and _coll(c) == "all_reduce" and c["bytes"] >= 2**32]
     err = np.array([e for _, e in res])
-    assert len(err) == 8
+    assert len(err) == 12
     assert np.median(np.abs(err)) <= 0.05, np.round(err, 3)
     assert np.abs(err).max() <= 0.15
     assert (err > 0).any() and (err < 0).any()  # not fitted per case
+
+
+def test_reduce_scatter_ring_sweep() -> None:
+    """8x H100 reduce-scatter, ring, 128 MiB - 8 GiB (NVIDIA/nccl #1047): within 15 %; ours
+    is the ring at training's 0.70 of 450 GB/s, the measured busbw climbs to 0.80 of it."""
+    rs = [(c, b, e) for c, b, e in v.collective_errors() if _coll(c) == "reduce_scatter"]
+    assert len(rs) == 7
+    assert max(abs(e) for _, _, e in rs) <= 0.15
+    # hand: 1 GiB over 8 ranks, 7 steps of 2 us + 7/8 of n at 315 GB/s; busbw = 7/8 n / t
+    c = next(c for c, _, _ in rs if c["bytes"] == 2**30)
+    t = 7 * 2e-6 + 0.875 * 2**30 / 315e9
+    assert v.predict_busbw(c) == pytest.approx(0.875 * 2**30 / t, rel=1e-9)
+    # both grow with the message size (ours through the 7 α steps only)
+    ours = [b for _, b, _ in sorted(rs, key=lambda r: r[0]["bytes"])]
+    meas = [c.value_si for c, _, _ in sorted(rs, key=lambda r: r[0]["bytes"])]
+    assert ours == sorted(ours) and meas == sorted(meas)
+
+
+def test_nvls_reduce_scatter_is_slower_than_the_ring_at_large_sizes() -> None:
+    """NCCL's developer: NVLS reduce-scatter sends n, the ring (p-1)/p n (NVIDIA/nccl #1083);
+    on the H100 link NVLS gives busbw 274.5 x 7/8 = 240 GB/s, under the ring's 315 (ours) and
+    358 (measured, #1047 at 4 GiB): auto takes the ring, as NCCL does."""
+    c = load_cases("collectives").case("H100 x8 reduce-scatter ring 4 GiB")
+    n = 2**32
+    nv = v.predict_busbw(replace(c, scenario={**c.scenario, "algorithm": "nvls"}))
+    assert nv == pytest.approx(0.875 * n / (4e-6 + n / 274.5e9), rel=1e-9)
+    assert nv / 1e9 == pytest.approx(240.2, abs=0.1)
+    assert nv < v.predict_busbw(c) < c.value_si
+    auto = coll.reduce_scatter(n, 8, 450e9, 2e-6, link_efficiency=0.7, algorithm="auto",
+                               nvls_bw=274.5e9)
+    assert auto == coll.reduce_scatter(n, 8, 450e9, 2e-6, link_efficiency=0.7)
+
+
+def test_nvl72_sweep_is_a_stated_miss_below_4_gib() -> None:
+    """A full NVL72 rack (coreweave/nccl-tests #43): at 4 and 8 GiB within 1 %, but the
+    measured busbw ramps up from 586 GB/s at 512 MiB where ours is flat (~836): the error
+    falls with the size, from over +30 % (not modelled; stated on the page)."""
+    sw = sorted([(c["bytes"], e) for c, _, e in v.collective_errors()
+                 if c.source == "coreweave43"])
+    errs = [e for _, e in sw]
+    assert len(errs) == 5 and errs[0] > 0.30
+    assert all(a > b for a, b in zip(errs[:3], errs[1:4], strict=True))
+    assert max(abs(e) for _, e in sw if _ >= 2**32) <= 0.01
 
 
 def test_the_ring_alone_was_a_third_too_slow() -> None:
@@ -44,11 +96,17 @@ def test_the_ring_alone_was_a_third_too_slow() -> None:
 
 def test_holdout_each_source_predicted_without_itself() -> None:
     rep = v.collectives_holdout()
-    assert {p.source for p in rep.per_source} == {"nccl212", "nccl1455", "nccl272", "nccl1374"}
-    assert rep.loso.n == 8 and rep.loso.median_abs <= 0.05
-    # the fit without the shipped value's source still lands near it
+    assert {p.source for p in rep.per_source} == {"nccl212", "nccl1455", "nccl272", "nccl1374",
+                                                   "nccl2140", "coreweave43"}
+    assert rep.loso.n == 12 and rep.loso.median_abs <= 0.05
+    # the fit without the shipped NVLink 4 value's source still lands near it
     w = next(p for p in rep.per_source if p.source == "nccl212")
     assert w.fitted_without.values["nvls"] == pytest.approx(0.61, abs=0.03)
+    # NVLink 5: without the NVL72 rack the fraction is the B300 node's 483 / 900, and the
+    # rack is then predicted within 15 %
+    w = next(p for p in rep.per_source if p.source == "coreweave43")
+    assert w.fitted_without.values["nvls5"] == pytest.approx(483 / 900, abs=0.001)
+    assert abs(w.held_out.worst) <= 0.15
 
 
 def test_page_shows_what_the_code_computes() -> None:

@@ -58,13 +58,21 @@ def test_llama3_runs_use_the_papers_stage_layout(rows) -> None:
     assert c.scenario["global_batch"] * c.scenario["seq_len"] == 16 * 2**20  # 16M tokens
 
 
-def test_hopper_fit_and_holdout_table() -> None:
-    rep = v.hopper_holdout()
-    assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"])
+@pytest.fixture(scope="module")
+def hopper():
+    return v.hopper_holdout()
+
+
+def test_hopper_fit_and_holdout_table(hopper) -> None:
+    rep = hopper
+    # the refit lands one grid step (0.01) above the shipped 0.44, which is not re-shipped: it
+    # also sits under the fitted power model (data/presets/training.toml says why); the
+    # leave-one-source-out errors below use the refits
+    assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"], abs=0.0101)
     text = DOC.read_text(encoding="utf-8")
     block = re.search(r"<!-- hopper: .*? -->\n(.*?)\n<!-- end hopper -->", text, re.S)
     assert block is not None and block.group(1) == v.hopper_holdout_table(rep)
-    assert rep.loso.median_abs <= 0.15
+    assert rep.loso.median_abs <= 0.08  # issue 18's target on unseen sources
 
 
 def test_fsdp_exposure_by_hand() -> None:
@@ -113,3 +121,20 @@ def test_long_sequence_rows() -> None:
     long_ids = {x["id"] for x in rs}
     assert not long_ids & {c.id for c in v.hopper_cases()}
     assert all(c.known_outlier for c in v.cases() if c.id in long_ids)
+
+
+def test_uncertainty_residuals_hold_these_runs(rows, hopper) -> None:
+    """The gpu-training class carries every run here (known outliers apart): the Hopper fit's
+    cases with the error of the fit without their source, the others as priced (regenerate:
+    python -m roofline.validation.uncertainty --write)."""
+    from roofline.uncertainty import residuals
+    from roofline.validation.uncertainty import _training_runs
+
+    stored = {i: (s, e) for i, s, e in residuals("gpu-training")}
+    want = _training_runs(rows, hopper)
+    assert len(want) == sum(not r["outlier"] for r in rows) > 0
+    for i, s, e in want:
+        assert stored[i][0] == s and stored[i][1] == pytest.approx(e, abs=2e-3), i
+    # a held-out Hopper residual is the time form of the fit-without-its-source rate error
+    i = next(c.id for c in v.hopper_cases())
+    assert stored[i][1] == pytest.approx(-hopper.held_out_errors[i], abs=2e-3)

@@ -57,17 +57,18 @@ def test_errors_within_stated_bounds(rep) -> None:
         assert abs(judged[cid][4]) <= 0.15, judged[cid]
     hbm = [j[4] for j in rep.judged if " HBM " in j[0]]
     assert len(hbm) == 10 and max(abs(e) for e in hbm) <= 0.10
-    # Azure's fp8 GEMMs: CDNA 3 sits as far below its kernel rate as H100 / H200 under the one
-    # end-to-end fp8 rule (medians within 10 points of each other, all between -35 and -15 %)
+    # Azure's fp8 GEMMs: CDNA 3 sits 15-35 % below its kernel rate under the end-to-end fp8
+    # rule; the H100 / H200 rows of the same harness are priced by Hopper's own fp8 tile set
+    # (kernel-level, its max fitted on them and the MAMF H200 row: docs/validation/gemm.md)
     amd = [j[4] for j in rep.judged if j[0].startswith("azure ND MI300X v5 fp8")]
     nv = [j[4] for j in rep.judged if j[0].startswith("azure ND H") and " fp8 " in j[0]]
     assert len(amd) == 5 and len(nv) == 9
-    assert all(-0.35 <= e <= -0.15 for e in amd + nv)
-    assert abs(v.median_abs(amd) - v.median_abs(nv)) <= 0.10
-    # the end-to-end fp8 rule leaves kernel-only fp8 matmuls as much too slow on Gaudi 3 as on
-    # the H200 (both priced by the one GPU-fitted rule)
+    assert all(-0.35 <= e <= -0.15 for e in amd)
+    assert all(abs(e) <= 0.10 for e in nv)
+    # the end-to-end fp8 rule leaves Gaudi 3's kernel-only fp8 matmul too slow; the H200's
+    # MAMF row (best of a shape search, a partial second wave at its shape) is -15...-30 %
     g3, h200 = judged["mamf Gaudi 3 fp8"][4], judged["mamf H200 SXM fp8"][4]
-    assert g3 < -0.25 and h200 < -0.25 and abs(g3 - h200) <= 0.10
+    assert g3 < -0.25 and -0.30 <= h200 <= -0.15
     # Intel's Gaudi 3 fp8 throughput table, never fitted: within 20 %, median within 10 %; with
     # the accelerator kind's factors (no fp8 rule) the median was above 25 %
     intel = [j[4] for j in rep.judged if j[0].startswith("Intel ")]

@@ -35,10 +35,13 @@ from ..errors import SpecError
 __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "WaveOps",
            "WaveSplit", "wave_split", "TILE_DTYPES"]
 
-#: compute dtypes the tile model prices: the 16-bit tensor-core matmuls it was fitted on (bf16
-#: dots; fp16 runs the same tiles). fp8 / int8 / fp4 (own tile shapes, an end-to-end
-#: ``gemm_dtype`` factor) and fp32 / tf32 / fp64 keep the smooth matmul model
+#: compute dtypes the 16-bit parameter set prices: the tensor-core matmuls it was fitted on
+#: (bf16 dots; fp16 runs the same tiles). A narrow dtype is priced only where its architecture
+#: has a parameter set of its own (``Tiles.narrow``: fp8 on Hopper and Blackwell); int8 / fp4
+#: and fp32 / tf32 / fp64 keep the smooth matmul model
 TILE_DTYPES = ("fp16", "bf16")
+#: narrow dtypes an architecture may give a parameter set of its own (``[arch.<name>.fp8]``)
+NARROW_TILE_DTYPES = ("fp8", "fp4", "int8")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +57,20 @@ class Tiles:
     b: float = 0.0  #: as ``a`` for tile columns
     c: float = 0.0  #: K at which the K-loop fill halves it (per split)
     fill: float = 0.0  #: seconds per matmul kernel (prologue, epilogue)
+    #: (dtype, its own parameter set) for narrow dtypes fitted on their own: its max, a, b, c,
+    #: fill (``max`` a fraction of that dtype's peak, replacing the end-to-end ``gemm_dtype``
+    #: factor: the fit is of the kernel itself); slots, shapes and splits are this set's
+    narrow: tuple[tuple[str, Tiles], ...] = ()
+
+    def for_dtype(self, dtype: str) -> Tiles | None:
+        """The parameter set pricing ``dtype`` (None: the smooth model prices it)."""
+        if dtype in TILE_DTYPES:
+            return self
+        for d, t in self.narrow:
+            if d == dtype:
+                return replace(t, arch=self.arch, slots=self.slots, shapes=self.shapes,
+                               splits=self.splits, narrow=())
+        return None
 
     def check(self, label: str) -> None:
         def bad(name: str, v: Any, allowed: str) -> SpecError:
@@ -74,6 +91,17 @@ class Tiles:
                 raise bad(nm, v, "finite and >= 0")
         if not (0.0 <= self.fill <= 1.0):
             raise bad("fill", self.fill, "in [0, 1] seconds per kernel")
+        for d, t in self.narrow:
+            if d not in NARROW_TILE_DTYPES or t.narrow:
+                raise bad(f"narrow[{d}]", d, f"one of {', '.join(NARROW_TILE_DTYPES)}, with "
+                          "no narrow sets of its own")
+            t.check(f"{label} [{d}]")
+
+
+def _mk(arch: str, slots: int, shapes: tuple[tuple[int, int], ...], splits: tuple[int, ...],
+        v: dict[str, float], narrow: tuple[tuple[str, Tiles], ...]) -> Tiles:
+    return Tiles(arch=arch, slots=slots, shapes=shapes, splits=splits, max=v["max"], a=v["a"],
+                 b=v["b"], c=v["c"], fill=v["fill"], narrow=narrow)
 
 
 @lru_cache(maxsize=1)
@@ -102,12 +130,19 @@ def _tables() -> dict[str, Any]:
         shapes = tuple((int(r), int(c)) for r, c in tbl["shapes"])
         splits = tuple(int(s) for s in tbl.get("splits", (1,)))
         per_sm = int(q("tiles_per_sm", "ratio"))
-        kw = dict(max=q("max", "ratio"), a=q("a", "ratio"), b=q("b", "ratio"),
-                  c=q("c", "ratio"), fill=q("fill", "time"))
+
+        def fit(t: dict[str, Any], w: str) -> dict[str, float]:
+            return {k: q(k, "time" if k == "fill" else "ratio", t, w)
+                    for k in ("max", "a", "b", "c", "fill")}
+
+        kw = fit(tbl, where)
+        # a narrow dtype's own parameter set: [arch.<name>.<dtype>] (e.g. fp8)
+        narrow_kw = {d: fit(tbl[d], f"{where}.{d}") for d in NARROW_TILE_DTYPES if d in tbl}
         for key, raw in tbl.get("sm_count", {}).items():
             sms, _ = read_quantity(raw, field=f"{where}.sm_count.{key}", dimension="ratio",
                                    sources=src, origin=origin)
-            t = Tiles(arch=arch, slots=int(sms) * per_sm, shapes=shapes, splits=splits, **kw)
+            where_t = (arch, int(sms) * per_sm, shapes, splits)
+            t = _mk(*where_t, kw, tuple((d, _mk(*where_t, v, ())) for d, v in narrow_kw.items()))
             t.check(where)
             parts[key] = t
     return parts
@@ -200,11 +235,11 @@ class WaveOps:
 
 def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps | None:
     """The WaveOps of ``graph`` on (hw, eff), or None where the tile model does not apply
-    (no tile data, the pure roofline, a dtype outside ``TILE_DTYPES``, no matmul op)."""
+    (no tile data, the pure roofline, a dtype with no parameter set, no matmul op)."""
     import numpy as np
 
-    t = eff.tiles
-    if t is None or eff.is_bound or dtype not in TILE_DTYPES:
+    t = None if eff.tiles is None else eff.tiles.for_dtype(dtype)
+    if t is None or eff.is_bound:
         return None
     m1, n, k = graph.gemm
     f1 = graph.c1[0]
@@ -213,7 +248,9 @@ def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps 
     idx = np.flatnonzero(ok)
     if len(idx) == 0:
         return None
-    gpk = peak * t.max * eff.gemm_dtype.of(dtype) * hw.sustained(dtype)
+    # a narrow dtype's own set is a fraction of its own peak (no end-to-end gemm_dtype factor)
+    k_dtype = eff.gemm_dtype.of(dtype) if dtype in TILE_DTYPES else 1.0
+    gpk = peak * t.max * k_dtype * hw.sustained(dtype)
     m1, n, k = m1[idx], n[idx], k[idx]
     rho = f1[idx] / (2.0 * m1 * n * k)  # the op's FLOPs per 2·M·N·K (bias adds: ~1)
     return WaveOps(idx, m1, n, k, rho, gpk, t, 1.0 / (hw.memory_bytes_per_s * eff.memory.max))

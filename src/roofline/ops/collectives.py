@@ -38,6 +38,7 @@ would move published numbers, so both stay, explicitly.
 | one-shot AR    | α + (p−1)·n/bw      (switched fabric, one step) |                     |
 | two-shot AR    | 2α + 2(p−1)/p · n/bw (switched fabric, two steps) |                   |
 | NVLS AR        | 2α + n/bw_nvls      (in-switch reduction, two steps) |                  |
+| NVLS RS / AG   | 2α + n/bw_nvls      (the busier direction carries n) |                  |
 
 A tree all-reduce (NCCL's double binary tree) takes 2⌈log₂p⌉·α + 2·n/bw·(p−1)/p: fewer
 latency steps, the same bandwidth term. An **NVLS** all-reduce (NVLink SHARP: the NVSwitch
@@ -60,8 +61,13 @@ the scale-out network: ``inner = min(p, domain // stride)`` when the stride fits
 else 1. A group inside one domain runs a ring on the scale-up link; one rank per domain, a ring
 on the scale-out link (each rank drives its own NIC); otherwise the hierarchical all-reduce.
 Reduce-scatter and all-gather are half the corresponding *ring* all-reduce (a ring all-reduce is
-exactly reduce-scatter + all-gather); only the all-reduce itself takes NVLS (its measured gain;
-NCCL's NVLS reduce-scatter / all-gather are not modelled); an all-to-all runs on the slowest
+exactly reduce-scatter + all-gather); only the all-reduce itself takes NVLS. NCCL (2.18+) has
+NVLS reduce-scatter / all-gather too (``nvls_one_pass``; ``algorithm="nvls"|"auto"`` on
+``reduce_scatter`` / ``all_gather``), but its busier direction carries the whole n bytes where
+the ring's carries (p−1)/p·n, so it is the slower of the two for large messages (measured on
+8× H100: NVIDIA/nccl #1047, #1083) and NCCL's tuner runs the ring (LL protocol) for small ones
+(its NVLS latency, 23 µs on NVLink, exceeds the ring's: NVIDIA/nccl src/graph/tuning.cc
+``hwLat``); the groups therefore keep the ring for both. An all-to-all runs on the slowest
 level it spans.
 
 References: Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
@@ -82,7 +88,8 @@ from ..errors import SpecError
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
-           "nvls_all_reduce", "ALGORITHMS", "group_ring_all_reduce",
+           "nvls_all_reduce", "nvls_one_pass", "ALGORITHMS", "ONE_PASS_ALGORITHMS",
+           "group_ring_all_reduce",
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_reduce_scatter", "group_all_gather", "group_all_to_all",
            "group_send_recv", "group_dispatch"]
@@ -90,6 +97,8 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: all-reduce algorithms (``auto``: the fastest the fabric has)
 ALGORITHMS = ("ring", "tree", "nvls", "auto")
+#: reduce-scatter / all-gather algorithms (NCCL has no tree for them)
+ONE_PASS_ALGORITHMS = ("ring", "nvls", "auto")
 #: where α is paid: once per ring step (Thakur et al. 2005) or once per collective call
 LATENCY_CONVENTIONS = ("step", "call")
 Arr = Any
@@ -219,26 +228,56 @@ def two_shot_all_reduce(n: float, p: int, bw: float, alpha: float = 0.0, *,
     return 2 * alpha + 2 * (p - 1) / p * n / (bw * link_efficiency)
 
 
-def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float, latency: str) -> float:
+def nvls_one_pass(n: float, p: int, nvls_bw: float, alpha: float = 0.0) -> float:
+    """Seconds for an NVLS reduce-scatter (of an ``n``-byte input) or all-gather (into an
+    ``n``-byte output) over ``p`` ranks of one NVSwitch domain. The bytes, as NCCL's developer
+    counts them (NVIDIA/nccl issue #1083, S. Jeaugey, 2023-11-21): reduce-scatter sends n and
+    receives n/p per rank, all-gather sends n/p and receives n (the switch multicasts), so the
+    busier direction carries n bytes, as an NVLS all-reduce's does: t = 2α + n / nvls_bw with
+    the all-reduce's measured ``nvls_bw``. The ring moves (p−1)/p·n each way, so at the same
+    link rate NVLS is the slower of the two for large messages (measured: NVIDIA/nccl #1047,
+    8× H100 reduce-scatter, ring faster than NVLS)."""
+    return nvls_all_reduce(n, p, nvls_bw, alpha)
+
+
+def _one_pass(n: float, p: int, bw: float, alpha: float, eff: float, latency: str,
+              algorithm: str = "ring", nvls_bw: float = 0.0) -> float:
     _check(n, p, bw, alpha, eff)
     per_call = _latency(latency)
+    if algorithm not in ONE_PASS_ALGORITHMS:
+        raise SpecError(f"algorithm={algorithm!r}; allowed: {', '.join(ONE_PASS_ALGORITHMS)}")
+    if not (nvls_bw >= 0 and math.isfinite(nvls_bw)):
+        raise SpecError(f"nvls_bw must be >= 0 bytes/s (0: no NVLink SHARP), got {nvls_bw!r}")
+    if algorithm == "nvls" and not nvls_bw:
+        raise SpecError("algorithm='nvls' needs nvls_bw > 0 (a fabric with in-switch "
+                        "reduction: NVSwitch gen 3 or later)")
     if p == 1 or n == 0:
         return 0.0
+    nvls = nvls_one_pass(n, p, nvls_bw, alpha) if nvls_bw else math.inf
+    if algorithm == "nvls":
+        return nvls
     if per_call:
-        return alpha + _one_pass_time(n, p, bw * eff, 0.0)
-    return _one_pass_time(n, p, bw * eff, alpha)
+        ring = alpha + _one_pass_time(n, p, bw * eff, 0.0)
+    else:
+        ring = _one_pass_time(n, p, bw * eff, alpha)
+    return min(ring, nvls) if algorithm == "auto" else ring
 
 
 def all_gather(n: float, p: int, bw: float, alpha: float = 0.0, *,
-               link_efficiency: float = 1.0, latency: str = "step") -> float:
-    """Seconds to all-gather into an ``n``-byte output on each of ``p`` ranks."""
-    return _one_pass(n, p, bw, alpha, link_efficiency, latency)
+               link_efficiency: float = 1.0, latency: str = "step", algorithm: str = "ring",
+               nvls_bw: float = 0.0) -> float:
+    """Seconds to all-gather into an ``n``-byte output on each of ``p`` ranks (``algorithm``:
+    ``"ring"``, ``"nvls"`` (needs ``nvls_bw``, see ``nvls_one_pass``) or ``"auto"``, the
+    faster)."""
+    return _one_pass(n, p, bw, alpha, link_efficiency, latency, algorithm, nvls_bw)
 
 
 def reduce_scatter(n: float, p: int, bw: float, alpha: float = 0.0, *,
-                   link_efficiency: float = 1.0, latency: str = "step") -> float:
-    """Seconds to reduce-scatter an ``n``-byte input (each rank keeps n/p)."""
-    return _one_pass(n, p, bw, alpha, link_efficiency, latency)
+                   link_efficiency: float = 1.0, latency: str = "step", algorithm: str = "ring",
+                   nvls_bw: float = 0.0) -> float:
+    """Seconds to reduce-scatter an ``n``-byte input (each rank keeps n/p); ``algorithm`` as
+    ``all_gather``."""
+    return _one_pass(n, p, bw, alpha, link_efficiency, latency, algorithm, nvls_bw)
 
 
 def all_to_all(n: float, p: int, bw: float, alpha: float = 0.0, *,
@@ -320,12 +359,14 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
 
 
 def group_reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Half of the group ring all-reduce (n = the full input)."""
+    """Half of the group ring all-reduce (n = the full input): the ring also on an NVLS fabric,
+    as NCCL runs it (module docstring; docs/validation/collectives.md)."""
     return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 
 def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Half of the group ring all-reduce (n = the full output)."""
+    """Half of the group ring all-reduce (n = the full output; the ring, as
+    ``group_reduce_scatter``)."""
     return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 

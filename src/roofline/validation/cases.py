@@ -1,9 +1,10 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``) is
-one TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table
-/ page) and ``[[case]]`` entries. Each case carries
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
+``gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
+``[sources]`` table (key -> the document: title, version or commit, table / page) and
+``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -77,6 +78,19 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
     },
+    "rocm_serving": {  # AMD's ROCm vLLM on MI300X: the vllm-rocm profile (rocm_serving.py)
+        "metrics": {"e2e": {"s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "kv": str,
+                     "activations": str, "batch": int, "tp": int, "prompt": int, "output": int,
+                     "role": str},
+        "optional": {},
+    },
+    "tpu_training": {  # MaxText runs on TPUs: the [tpu] training fraction (tpu_training.py)
+        "metrics": {"tok_s_chip": {"tok/s/chip": 1.0}},
+        "required": {"model": str, "cluster": str, "chips": int, "global_batch": int,
+                     "micro_batch": int, "seq_len": int, "saved": str},
+        "optional": {},
+    },
     "edge": {  # edge devices: a vendor's latency table, llama.cpp decode tokens/s
         "metrics": {"latency": {"ms": 1e-3}, "tokens_per_s": {"tok/s": 1.0}},
         "required": {"model": str, "hardware": str, "batch": int, "precision": str,
@@ -92,7 +106,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
     "collectives": {
         "metrics": {"busbw": {"GB/s": 1e9}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
-        "optional": {"scale_up_gbps": int},
+        "optional": {"scale_up_gbps": int, "collective": str},
     },
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
@@ -116,13 +130,18 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "hardware": str, "precision": str, "output": int},
         "optional": {},
     },
+    "llamacpp_pp": {
+        "metrics": {"pp_tok_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "prompt": int},
+        "optional": {},
+    },
     "training_runs": {
         "metrics": {"tok_s_gpu": {"tok/s/GPU": 1.0}, "mfu": {"%": 0.01}},
         "required": {"model": str, "cluster": str, "gpus": int, "global_batch": int,
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
-                     "moe_routing": str,
+                     "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

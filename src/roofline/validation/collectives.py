@@ -1,19 +1,22 @@
-"""The collectives model against published NCCL all-reduce bandwidths
+"""The collectives model against published NCCL bus bandwidths
 (docs/validation/collectives.md).
 
-Cases: src/roofline/data/validation/collectives.toml (nccl-tests ``all_reduce_perf`` on 8-GPU
-H100 / H200 / H800 NVSwitch nodes, large messages). Each is priced by training's collectives
-(``ops.collectives.group_all_reduce`` on ``scenarios.training.factors.cluster_links``, the
-``default`` preset's link efficiencies): ``algorithm="auto"`` takes the faster of the ring and
-NVLS as NCCL does, ``"nvls"`` / ``"ring"`` the one the run forced. Our busbw is nccl-tests'
-``2(p−1)/p · n / t``.
+Cases: src/roofline/data/validation/collectives.toml (nccl-tests ``all_reduce_perf`` and
+``reduce_scatter_perf`` on 8-GPU H100 / H200 / H800 / B300 NVSwitch nodes and a full GB200 NVL72
+rack, the peak at large messages and a message-size sweep). Each is priced by training's
+collectives (``ops.collectives`` on ``scenarios.training.factors.cluster_links``, the ``default``
+preset's link efficiencies): ``algorithm="auto"`` takes the faster of the ring and NVLS as NCCL
+does, ``"nvls"`` / ``"ring"`` the one the run forced; a reduce-scatter / all-gather is
+``group_reduce_scatter`` (the ring, as NCCL runs it) or, forced, ``nvls_one_pass``. Our busbw is
+nccl-tests' ``bus_factor · n / t``.
 
-One factor is fitted here: the NVLS fraction of the cluster specs (``[scale_up] nvls``: NVLS
-algorithm bandwidth / link bandwidth per direction), as the median of measured algbw / link over
-the NVLS cases it is given. The shipped value comes from one source (nccl212); the
-leave-one-source-out report says how it does on the others. The forced-ring cases judge the
-training preset's ring efficiency (fitted on A100 training runs, data/presets/training.toml),
-not fitted here.
+Fitted here: the NVLS fraction of the cluster specs (``[scale_up] nvls``: NVLS algorithm
+bandwidth / link bandwidth per direction), one per NVLink generation — ``nvls`` for NVLink 4
+(dgx-h100, hgx-h200), ``nvls5`` for NVLink 5 (gb200-nvl72) — as the median of measured algbw /
+link over the NVLS cases of that generation at 4 GiB and more (the peak; the smaller sizes are
+the sweep, judged, not fitted). The leave-one-source-out report says how each fraction does on
+the sources it was not fitted on. The forced-ring cases judge the training preset's ring
+efficiency (fitted on A100 training runs, data/presets/training.toml), not fitted here.
 """
 
 from __future__ import annotations
@@ -29,61 +32,98 @@ from ..ops.xp import SCALAR
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["collective_cases", "predict_busbw", "collective_errors", "fit_nvls",
+__all__ = ["collective_cases", "predict_busbw", "collective_errors", "fit_nvls", "shipped_nvls",
            "collectives_holdout", "collectives_case_table", "collectives_holdout_table"]
 
-PARAMS = ("nvls",)
+PARAMS = ("nvls", "nvls5")
+#: which fraction a cluster's NVLS rate is (its NVLink generation)
+PARAM_OF = {"dgx-h100": "nvls", "hgx-h200": "nvls", "gb200-nvl72": "nvls5"}
+#: the fit's cases: the peak (nccl-tests' busbw flattens out from here)
+PEAK_BYTES = 2**32
 
 
 def collective_cases() -> tuple[Case, ...]:
     return load_cases("collectives").cases
 
 
+def _collective(case: Case) -> str:
+    return str(case.get("collective", "all_reduce"))
+
+
 def _nvls_cases(cases: Sequence[Case]) -> list[Case]:
-    """The cases NVLS ran (forced, or NCCL's default on these NVSwitch nodes)."""
-    return [c for c in cases if c["algorithm"] in ("nvls", "auto")]
+    """The all-reduce cases NVLS ran (forced, or NCCL's default on these NVSwitch nodes)."""
+    return [c for c in cases if c["algorithm"] in ("nvls", "auto")
+            and _collective(c) == "all_reduce"]
 
 
-@lru_cache(maxsize=16)
-def _cluster(key: str, scale_up_gbps: int | None):
+def _fit_cases(cases: Sequence[Case]) -> list[Case]:
+    return [c for c in _nvls_cases(cases) if c["bytes"] >= PEAK_BYTES]
+
+
+@lru_cache(maxsize=32)
+def _cluster(key: str, scale_up_gbps: int | None, ranks: int = 1):
+    """The cluster with enough nodes for ``ranks`` (an NVL72 tray holds 4 of its 72)."""
     from ..specs.resolve import cluster
 
     c = cluster(key)
+    c = cluster(key, nodes=-(-ranks // c.devices_per_node))
     return c if scale_up_gbps is None else replace(c, scale_up_bytes_per_s=scale_up_gbps * 1e9)
 
 
-def predict_busbw(case: Case, nvls: float | None = None) -> float:
-    """Our busbw (bytes/s) for ``case``; ``nvls``: the NVLS fraction to use (None: the
-    cluster spec's)."""
+def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+    """Our busbw (bytes/s) for ``case``; ``nvls``: the NVLS fractions to use (by ``PARAMS``
+    name, or one number for this case's; None: the cluster spec's)."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
-    c = _cluster(case["cluster"], case.get("scale_up_gbps"))
+    c = _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"])
+    if isinstance(nvls, Mapping):
+        nvls = nvls[PARAM_OF[case["cluster"]]]
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
     links = cluster_links(c, training_factors(c.device.kind))
-    n, p, algo = float(case["bytes"]), case["ranks"], case["algorithm"]
-    if algo == "ring":
+    n, p, algo, coll_ = float(case["bytes"]), case["ranks"], case["algorithm"], _collective(case)
+    if coll_ != "all_reduce":
+        if algo == "nvls":
+            t = coll.nvls_one_pass(n, p, links.nvls_bw, links.up_alpha)
+        else:  # the ring, NCCL's choice (ops.collectives: group_reduce_scatter)
+            half = coll.group_reduce_scatter if coll_ == "reduce_scatter" else \
+                coll.group_all_gather
+            t = half(n, p, 1, links, SCALAR)
+    elif algo == "ring":
         t = coll.group_ring_all_reduce(n, p, 1, links, SCALAR)
     elif algo == "nvls":
         t = coll.nvls_all_reduce(n, p, links.nvls_bw, links.up_alpha)
     else:
         t = coll.group_all_reduce(n, p, 1, links, SCALAR)
-    return float(coll.bus_factor("all_reduce", p) * n / t)
+    return float(coll.bus_factor(coll_, p) * n / t)
 
 
 def _log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> list[float]:
-    nv = None if values is None else values["nvls"]
-    return [math.log(predict_busbw(c, nv) / c.value_si) for c in cases]
+    return [math.log(predict_busbw(c, values) / c.value_si) for c in cases]
+
+
+def shipped_nvls() -> dict[str, float]:
+    """The fractions the cluster specs ship, by ``PARAMS`` name."""
+    from ..specs.resolve import cluster
+
+    return {"nvls": cluster("dgx-h100").scale_up_nvls_fraction,
+            "nvls5": cluster("gb200-nvl72").scale_up_nvls_fraction}
 
 
 def fit_nvls(cases: Sequence[Case]) -> Refit:
-    """The NVLS fraction: median of measured algbw / link bandwidth over the NVLS cases."""
-    r = []
-    for c in _nvls_cases(cases):
-        cl = _cluster(c["cluster"], c.get("scale_up_gbps"))
+    """The NVLS fractions: per NVLink generation, the median of measured algbw / link bandwidth
+    over the peak NVLS all-reduce cases; a generation without such cases keeps its shipped
+    value (said in the note)."""
+    r: dict[str, list[float]] = {k: [] for k in PARAMS}
+    for c in _fit_cases(cases):
+        cl = _cluster(c["cluster"], c.get("scale_up_gbps"), c["ranks"])
         algbw = c.value_si / coll.bus_factor("all_reduce", c["ranks"])
-        r.append(algbw / cl.scale_up_bytes_per_s)
-    return Refit(values={"nvls": round(statistics.median(r), 3)})
+        r[PARAM_OF[c["cluster"]]].append(algbw / cl.scale_up_bytes_per_s)
+    shipped = shipped_nvls()
+    vals = {k: round(statistics.median(v), 3) if v else shipped[k] for k, v in r.items()}
+    kept = [k for k, v in r.items() if not v]
+    return Refit(values=vals, note=f"no case constrains {', '.join(kept)}: shipped value kept"
+                 if kept else "")
 
 
 def collective_errors() -> list[tuple[Case, float, float]]:
@@ -96,27 +136,32 @@ def collective_errors() -> list[tuple[Case, float, float]]:
 
 
 def collectives_holdout() -> FitReport:
-    """In-sample and leave-one-source-out error of the NVLS fraction, on the NVLS cases."""
-    from ..specs.resolve import cluster
-
-    cs = _nvls_cases(collective_cases())
-    shipped = {"nvls": cluster("dgx-h100").scale_up_nvls_fraction}
-    return leave_one_source_out("collectives nvls", cs, PARAMS, shipped, fit_nvls,
+    """In-sample and leave-one-source-out error of the NVLS fractions, on the NVLS all-reduce
+    cases at the peak (4 GiB and more)."""
+    cs = _fit_cases(collective_cases())
+    return leave_one_source_out("collectives nvls", cs, PARAMS, shipped_nvls(), fit_nvls,
                                 _log_errors)
 
 
 def _ring_only(case: Case) -> float:
     """Our busbw for ``case`` without NVLS (the model before the term)."""
-    return predict_busbw(replace(case, scenario={**case.scenario, "algorithm": "ring"}), 0.0)
+    ring = replace(case, scenario={**case.scenario, "algorithm": "ring"})
+    return predict_busbw(ring, 0.0)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
 def collectives_case_table() -> str:
     """The markdown case table of docs/validation/collectives.md (generated; a test checks it)."""
-    rows = ["| case | ranks | algorithm | published busbw | ours | error | ring only (before) "
-            "| error | source |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    rows = ["| case | ranks | size | algorithm | published busbw | ours | error "
+            "| ring only (before) | error | source |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for c, b, e in collective_errors():
         r = _ring_only(c)
-        rows.append(f"| {c.id} | {c['ranks']} | {c['algorithm']} | {c.measured:g} GB/s | "
+        rows.append(f"| {c.id} | {c['ranks']} | {_size(c['bytes'])} | {c['algorithm']} | "
+                    f"{c.measured:g} GB/s | "
                     f"{b / 1e9:.0f} GB/s | {e:+.1%} | {r / 1e9:.0f} GB/s | "
                     f"{r / c.value_si - 1:+.1%} | {c.source} |")
     return "\n".join(rows)

@@ -30,8 +30,10 @@ import numpy as np
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["gemm_cases", "predict_gemm", "gemm_errors", "fit_tiles", "gemm_holdout",
-           "gemm_summary_table", "gemm_shape_table", "gemm_holdout_table", "PARAMS", "GRID"]
+__all__ = ["gemm_cases", "bf16_cases", "fp8_cases", "hopper_fp8_cases", "fit_fp8_max",
+           "fp8_fit_report", "predict_gemm", "gemm_errors", "fit_tiles", "gemm_holdout",
+           "gemm_summary_table", "gemm_shape_table", "gemm_holdout_table", "fp8_table", "PARAMS",
+           "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -43,6 +45,44 @@ GRID: dict[str, tuple[float, ...]] = {
 
 def gemm_cases() -> tuple[Case, ...]:
     return load_cases("gemm").cases
+
+
+def bf16_cases() -> tuple[Case, ...]:
+    """The 16-bit cases (the 16-bit parameter set's fit and hold-out)."""
+    return tuple(c for c in gemm_cases() if c["dtype"] == "bf16")
+
+
+def fp8_cases() -> tuple[Case, ...]:
+    """The B200's fp8 rows (source xla_b200_fp8: the fp8 parameter set's fit)."""
+    return tuple(c for c in gemm_cases() if c["dtype"] == "fp8")
+
+
+@lru_cache(maxsize=1)
+def hopper_fp8_cases() -> tuple[Case, ...]:
+    """The fp8 GEMM rows of Hopper parts in data/validation/vendors.toml (Azure's cuBLASLt
+    sizes 4096 ... 32768 on ND H100 / H200 v5, MAMF's best shape on the H200) as cases of this
+    module (b = 1): Hopper's fp8 ``max`` is fitted and judged on them, one source at a time."""
+    from types import MappingProxyType
+
+    from ..engine.tiles import tiles_for
+    from ..specs.hardware import hardware
+
+    out = []
+    for c in load_cases("vendors").cases:
+        sc = c.scenario
+        if sc.get("kind") != "gemm" or sc.get("dtype") != "fp8":
+            continue
+        t = tiles_for(hardware(sc["hardware"]))
+        if t is None or t.arch != "hopper":
+            continue
+        out.append(replace(c, scenario=MappingProxyType(
+            {"hardware": sc["hardware"], "dtype": "fp8", "b": 1, "m": sc["m"], "n": sc["n"],
+             "k": sc["k"]})))
+    return tuple(out)
+
+
+def _all_cases() -> tuple[Case, ...]:
+    return gemm_cases() + hopper_fp8_cases()
 
 
 @lru_cache(maxsize=1024)
@@ -74,21 +114,33 @@ def _model(case: Case, eff: Any) -> Any:
 def predict_gemm(case: Case, values: Mapping[str, float] | None = None, *,
                  smooth: bool = False, op_time: bool = False) -> float:
     """Our FLOP/s for ``case``: FLOPs / kernel time of the one-op graph at batch b;
-    ``values``: tile parameters to use instead of the shipped ones; ``smooth``: without the
-    tile model (the smooth matmul model, as before); ``op_time``: FLOPs / the op's time with
-    the launch model (kernel + gap, at least the dispatch floor) instead of the kernel time."""
+    ``values``: tile parameters of the case's dtype to use instead of the shipped ones;
+    ``smooth``: without the tile model (the smooth matmul model, as before); ``op_time``:
+    FLOPs / the op's time with the launch model (kernel + gap, at least the dispatch floor)
+    instead of the kernel time."""
     hw, eff = _hw_eff(case["hardware"])
     if smooth:
         eff = replace(eff, tiles=None)
     elif values is not None:
-        eff = replace(eff, tiles=_tiles(eff.tiles, values))
+        eff = replace(eff, tiles=_with_values(eff.tiles, case["dtype"], values))
     ot = _model(case, eff).evaluate(float(case["b"]))
     return float(ot.flops.sum() / (ot.time if op_time else ot.t_kernel).sum())
 
 
 def _tiles(t: Any, values: Mapping[str, float]) -> Any:
     v = dict(values)
-    return replace(t, max=v["max"], a=v["a"], b=v["a"], c=v["c"], fill=v["fill"])
+    return replace(t, **{k: v[k] for k in ("max", "a", "c", "fill") if k in v},
+                   **({"b": v["a"]} if "a" in v else {}))
+
+
+def _with_values(t: Any, dtype: str, values: Mapping[str, float]) -> Any:
+    """A part's Tiles with ``values`` for ``dtype``'s parameter set (16-bit or a narrow one)."""
+    from ..engine.tiles import TILE_DTYPES
+
+    if dtype in TILE_DTYPES:
+        return _tiles(t, values)
+    narrow = tuple((d, _tiles(x, values) if d == dtype else x) for d, x in t.narrow)
+    return replace(t, narrow=narrow)
 
 
 def gemm_errors(*, smooth: bool = False) -> list[tuple[Case, float, float]]:
@@ -105,12 +157,12 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """Per part, the batch-independent arrays of its cases for the vectorised fit: the cases'
     positions, M/N/K, FLOPs, the memory time (it does not depend on the tile model), the
     peak the tiles run at and the part's tiles."""
-    by_id = {c.id: c for c in gemm_cases()}
+    by_id = {c.id: c for c in _all_cases()}
     cases = [by_id[i] for i in ids]
     out = []
-    for key in dict.fromkeys(c["hardware"] for c in cases):
+    for key, dt in dict.fromkeys((c["hardware"], c["dtype"]) for c in cases):
         hw, eff = _hw_eff(key)
-        pos = [i for i, c in enumerate(cases) if c["hardware"] == key]
+        pos = [i for i, c in enumerate(cases) if (c["hardware"], c["dtype"]) == (key, dt)]
         mine = [cases[i] for i in pos]
         f, tm, dims = [], [], []
         for c in mine:
@@ -119,9 +171,12 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
             tm.append(float(ot.t_memory.sum()))
             dims.append((c["m"] * c["b"], c["n"], c["k"]))
         d = np.array(dims, dtype=np.float64).T
-        peak = hw.peak(mine[0]["dtype"]) * hw.sustained(mine[0]["dtype"])
+        # the engine's rate (tiles.wave_ops): the 16-bit set scales by gemm_dtype (1 there), a
+        # narrow dtype's own set is a fraction of that dtype's own peak
+        peak = hw.peak(dt) * hw.sustained(dt)
         inv_bw = 1.0 / (hw.memory_bytes_per_s * eff.memory.max)
-        out.append((np.array(pos), d, np.array(f), np.array(tm), peak, eff.tiles, inv_bw))
+        out.append((np.array(pos), d, np.array(f), np.array(tm), peak, eff.tiles.for_dtype(dt),
+                    inv_bw))
     return out
 
 
@@ -158,11 +213,39 @@ def fit_tiles(cases: Sequence[Case]) -> Refit:
 
 
 def gemm_holdout() -> FitReport:
-    """In-sample and leave-one-device-out error of the tile parameters."""
-    cs = gemm_cases()
+    """In-sample and leave-one-device-out error of the 16-bit tile parameters."""
+    cs = bf16_cases()
     t = _hw_eff(cs[0]["hardware"])[1].tiles
     shipped = {"max": t.max, "a": t.a, "c": t.c, "fill": t.fill}
     return leave_one_source_out("gpu tiles", cs, PARAMS, shipped, fit_tiles, _log_errors)
+
+
+#: the grid of Hopper's fp8 ``max`` (a, c, fill: the B200 fp8 fit's)
+FP8_MAX_GRID = tuple(round(0.5 + 0.01 * i, 2) for i in range(51))
+
+
+def fit_fp8_max(cases: Sequence[Case]) -> Refit:
+    """Hopper's fp8 ``max`` minimising Σ log² error over ``cases`` (on ``FP8_MAX_GRID``), the
+    other fp8 parameters held at the shipped ones (fitted on the B200's fp8 table)."""
+    best = min(FP8_MAX_GRID, key=lambda x: (math.fsum(
+        e * e for e in _log_errors({"max": x}, cases)), x))
+    return Refit(values={"max": best}, note="a, c, fill: the B200 fp8 fit's")
+
+
+def fp8_fit_report() -> tuple[Refit, Any, FitReport]:
+    """The fp8 parameter sets: (the fit on the B200 fp8 table — shipped for Blackwell —, its
+    in-sample errors, Hopper's ``max`` fitted and judged one source at a time on the Hopper
+    fp8 rows of data/validation/vendors.toml)."""
+    from .holdout import error_summary
+
+    cs = fp8_cases()
+    fit = fit_tiles(cs)
+    ins = error_summary(list(zip((c.id for c in cs), _log_errors(None, cs))))
+    hw, eff = _hw_eff(hopper_fp8_cases()[0]["hardware"])
+    t = eff.tiles.for_dtype("fp8")
+    rep = leave_one_source_out("hopper fp8 tiles", hopper_fp8_cases(), ("max",),
+                               {"max": t.max}, fit_fp8_max, _log_errors)
+    return fit, ins, rep
 
 
 def _summary(errs: Sequence[float]) -> str:
@@ -179,11 +262,11 @@ def gemm_summary_table() -> str:
     classes = (("all", lambda c: True),
                ("small (m·n·k ≤ 1024³)", lambda c: c["m"] * c["n"] * c["k"] <= 1024 ** 3),
                ("large (m·n·k ≥ 2048³)", lambda c: c["m"] * c["n"] * c["k"] >= 2048 ** 3))
-    for hw in dict.fromkeys(c["hardware"] for c, _, _ in after):
+    for hw, dt in dict.fromkeys((c["hardware"], c["dtype"]) for c, _, _ in after):
         for label, sel in classes:
-            a = [e for c, _, e in after if c["hardware"] == hw and sel(c)]
-            b = [e for c, _, e in before if c["hardware"] == hw and sel(c)]
-            rows.append(f"| {hw} | {label} | {len(a)} | {_summary(b)} | {_summary(a)} |")
+            a = [e for c, _, e in after if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
+            b = [e for c, _, e in before if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
+            rows.append(f"| {hw} {dt} | {label} | {len(a)} | {_summary(b)} | {_summary(a)} |")
     return "\n".join(rows)
 
 
@@ -204,7 +287,34 @@ def gemm_shape_table() -> str:
     return "\n".join(rows)
 
 
+def _fmt(k: str, v: float) -> str:
+    return f"{v * 1e6:g} µs" if k == "fill" else f"{v:g}"
+
+
 def gemm_holdout_table(rep: FitReport | None = None) -> str:
-    """The markdown hold-out tables of docs/validation/gemm.md."""
-    return holdout_tables(gemm_holdout() if rep is None else rep,
-                          lambda k, v: f"{v * 1e6:g} µs" if k == "fill" else f"{v:g}")
+    """The markdown hold-out tables of docs/validation/gemm.md (the 16-bit set)."""
+    return holdout_tables(gemm_holdout() if rep is None else rep, _fmt)
+
+
+def fp8_table() -> str:
+    """Markdown: the fp8 sets — the B200 fit (in-sample), Hopper's ``max`` fitted and held out
+    one source at a time, and each Hopper fp8 row before (the smooth model × the end-to-end
+    ``gemm_dtype.fp8`` factor) and now."""
+    fit, ins, rep = fp8_fit_report()
+    shipped = _hw_eff(fp8_cases()[0]["hardware"])[1].tiles.for_dtype("fp8")
+    vals = ", ".join(f"{k} {_fmt(k, x)}" for k, x in fit.values.items())
+    ship = ", ".join(f"{k} {_fmt(k, getattr(shipped, k))}" for k in PARAMS)
+    lines = [f"B200 fp8 ({ins.n} dots, source xla_b200_fp8): fit {vals} (shipped: {ship}); "
+             f"in-sample median |error| {ins.median_abs:.1%}, RMS log {ins.rms_log:.3f}, "
+             f"worst {ins.worst:+.1%} ({ins.worst_case}).", "",
+             holdout_tables(rep, _fmt), "",
+             "| Hopper fp8 row | published | before (smooth × gemm_dtype.fp8) | error "
+             "| with fp8 tiles | error | held out (fit on the other source) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for c in hopper_fp8_cases():
+        f0, f1 = predict_gemm(c, smooth=True), predict_gemm(c)
+        h = math.exp(rep.held_out_errors[c.id]) - 1
+        lines.append(f"| {c.id} | {c.value_si / 1e12:.1f} TFLOP/s | {f0 / 1e12:.1f} | "
+                     f"{f0 / c.value_si - 1:+.1%} | {f1 / 1e12:.1f} | {f1 / c.value_si - 1:+.1%} "
+                     f"| {h:+.1%} |")
+    return "\n".join(lines)

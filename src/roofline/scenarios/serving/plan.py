@@ -50,7 +50,8 @@ __all__ = [
     "shard_config",
 ]
 
-ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-v0", "vllm-v0-multistep", "vllm-v1", "eager")
+ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "vllm-v0", "vllm-v0-multistep",
+           "vllm-v1", "eager")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
 #: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,
