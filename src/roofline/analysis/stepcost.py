@@ -142,7 +142,7 @@ def _grid(n_max: int) -> np.ndarray:
 
 def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision: str = "bf16",
                kv_precision: str | None = None, weight_precision: str | None = None,
-               ep: int = 1, engine: str = "trtllm", preset: str = "default",
+               ep: int = 1, engine: Any = "trtllm", preset: str = "default",
                max_tokens: int = 8192, ref_prompts: tuple[int, ...] = (1024,),
                ref_output: int = 128, block_size: int = 16, kv_window: str = "ring",
                pre_points: int = 16) -> StepCosts:

@@ -104,9 +104,10 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {},
     },
     "collectives": {
-        "metrics": {"busbw": {"GB/s": 1e9}},
+        "metrics": {"busbw": {"GB/s": 1e9}, "time": {"us": 1e-6}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
-        "optional": {"scale_up_gbps": int, "collective": str},
+        "optional": {"scale_up_gbps": int, "scale_out_gbps": float, "collective": str,
+                     "nvls_disabled": bool},
     },
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
@@ -141,7 +142,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
-                     "moe_routing": str,
+                     "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }
