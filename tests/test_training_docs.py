@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from pathlib import Path
 
@@ -22,15 +23,28 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
+UPDATE = bool(os.environ.get("ROOFLINE_UPDATE_DOCS"))  # rewrite the shown outputs instead
+
+
 def test_worked_examples_print_what_the_doc_shows() -> None:
-    pairs = _pairs((DOCS / "training.md").read_text(encoding="utf-8"))
+    path = DOCS / "training.md"
+    text = path.read_text(encoding="utf-8")
+    pairs = _pairs(text)
     assert len(pairs) == 6  # four worked examples, the unequal-stages and the MoE one
     env: dict[str, object] = {}
     for code, shown in pairs:
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             exec(code, env)  # noqa: S102 - our own documentation
-        assert buf.getvalue().rstrip("\n") == shown
+        got = buf.getvalue().rstrip("\n")
+        if UPDATE:  # the text block after this code block
+            j = text.index("```text\n", text.index(code)) + len("```text\n")
+            assert text[j:j + len(shown)] == shown
+            text = text[:j] + got + text[j + len(shown):]
+            continue
+        assert got == shown
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
 
 
 def test_cli_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,4 +58,9 @@ def test_cli_example(capsys: pytest.CaptureFixture[str]) -> None:
     cont, _, shown = block.group(2).partition("\n")
     argv += cont.split()
     assert main(argv) == 0
-    assert capsys.readouterr().out.rstrip("\n") == shown.rstrip("\n")
+    got = capsys.readouterr().out.rstrip("\n")
+    if UPDATE:
+        path = DOCS / "training.md"
+        path.write_text(text.replace(shown.rstrip("\n"), got, 1), encoding="utf-8")
+        return
+    assert got == shown.rstrip("\n")

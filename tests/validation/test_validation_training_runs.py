@@ -58,8 +58,13 @@ def test_llama3_runs_use_the_papers_stage_layout(rows) -> None:
     assert c.scenario["global_batch"] * c.scenario["seq_len"] == 16 * 2**20  # 16M tokens
 
 
-def test_hopper_fit_and_holdout_table() -> None:
-    rep = v.hopper_holdout()
+@pytest.fixture(scope="module")
+def hopper():
+    return v.hopper_holdout()
+
+
+def test_hopper_fit_and_holdout_table(hopper) -> None:
+    rep = hopper
     assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"])
     text = DOC.read_text(encoding="utf-8")
     block = re.search(r"<!-- hopper: .*? -->\n(.*?)\n<!-- end hopper -->", text, re.S)
@@ -113,3 +118,20 @@ def test_long_sequence_rows() -> None:
     long_ids = {x["id"] for x in rs}
     assert not long_ids & {c.id for c in v.hopper_cases()}
     assert all(c.known_outlier for c in v.cases() if c.id in long_ids)
+
+
+def test_uncertainty_residuals_hold_these_runs(rows, hopper) -> None:
+    """The gpu-training class carries every run here (known outliers apart): the Hopper fit's
+    cases with the error of the fit without their source, the others as priced (regenerate:
+    python -m roofline.validation.uncertainty --write)."""
+    from roofline.uncertainty import residuals
+    from roofline.validation.uncertainty import _training_runs
+
+    stored = {i: (s, e) for i, s, e in residuals("gpu-training")}
+    want = _training_runs(rows, hopper)
+    assert len(want) == sum(not r["outlier"] for r in rows) > 0
+    for i, s, e in want:
+        assert stored[i][0] == s and stored[i][1] == pytest.approx(e, abs=2e-3), i
+    # a held-out Hopper residual is the time form of the fit-without-its-source rate error
+    i = next(c.id for c in v.hopper_cases())
+    assert stored[i][1] == pytest.approx(-hopper.held_out_errors[i], abs=2e-3)

@@ -115,9 +115,9 @@ class Result(Display):
         """``{"latency": Band(low, high, level, cls, n)}``: the 80 % interval of the latency
         from the validation residuals of its class (roofline.uncertainty; method in
         docs/validation/uncertainty.md); empty for a preset or result without a validated
-        class (and for a client-side end-to-end latency, ``client=True``: its residuals are not
-        in those classes; docs/validation/client.md gives its errors). ``low, high =
-        r.uncertainty["latency"]``."""
+        class (and for a client-side end-to-end latency, ``client=True``: its two sources do
+        not calibrate a band, docs/validation/uncertainty.md; docs/validation/client.md gives
+        its errors). ``low, high = r.uncertainty["latency"]``."""
         from ..uncertainty import bands
 
         cls = _solve_class(self)

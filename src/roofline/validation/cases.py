@@ -1,9 +1,10 @@
 """The one loader of published validation measurements (src/roofline/data/validation/*.toml).
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
-``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``client``, ``gemm``, ``vendors``,
-``tpu_training``) is one TOML file with a ``[sources]`` table (key -> the document: title,
-version or commit, table / page) and ``[[case]]`` entries. Each case carries
+``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
+``gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
+``[sources]`` table (key -> the document: title, version or commit, table / page) and
+``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -77,6 +78,13 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
                      "output": int, "engine": str},
     },
+    "rocm_serving": {  # AMD's ROCm vLLM on MI300X: the vllm-rocm profile (rocm_serving.py)
+        "metrics": {"e2e": {"s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "kv": str,
+                     "activations": str, "batch": int, "tp": int, "prompt": int, "output": int,
+                     "role": str},
+        "optional": {},
+    },
     "tpu_training": {  # MaxText runs on TPUs: the [tpu] training fraction (tpu_training.py)
         "metrics": {"tok_s_chip": {"tok/s/chip": 1.0}},
         "required": {"model": str, "cluster": str, "chips": int, "global_batch": int,
@@ -120,6 +128,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
     "llamacpp": {
         "metrics": {"tok_s": {"tok/s": 1.0}},
         "required": {"model": str, "hardware": str, "precision": str, "output": int},
+        "optional": {},
+    },
+    "llamacpp_pp": {
+        "metrics": {"pp_tok_s": {"tok/s": 1.0}},
+        "required": {"model": str, "hardware": str, "precision": str, "prompt": int},
         "optional": {},
     },
     "training_runs": {

@@ -229,3 +229,55 @@ def class_study_table(study: Mapping[str, Any] | None = None) -> str:
     head += ["", "| cases | n | median abs error | RMS log error |", "|---|---:|---:|---:|"]
     head += [f"| {lab} | {n} | {m:.1%} | {r:.3f} |" for lab, n, m, r in st["rows"]]
     return "\n".join(head)
+
+
+# -- prompt processing (llama-bench pp rates): judged, nothing fitted ----------------------------
+
+def pp_cases() -> tuple[Case, ...]:
+    """The published prompt-processing rates (data/validation/llamacpp_pp.toml)."""
+    return load_cases("llamacpp_pp").cases
+
+
+def predict_pp(c: Case) -> float:
+    """Our prompt tokens/s for ``c``: prompt / TTFT of ``rl.serve(engine="llamacpp")`` at batch
+    1 with a one-token output (llama-bench's pp test: one prompt, no generation)."""
+    from ..scenarios.serving import serve
+
+    sc = c.scenario
+    s = serve(sc["model"], sc["hardware"], batch=1, prompt_len=sc["prompt"], output_len=1,
+              precision=sc["precision"], engine="llamacpp")
+    return sc["prompt"] / s.ttft
+
+
+def pp_rows() -> list[dict[str, Any]]:
+    """Each prompt-processing case: published and our rate, the error, the device class."""
+    return [{"id": c.id, "source": c.source, "class": _cls(c), "published": c.value_si,
+             "ours": (o := predict_pp(c)), "error": o / c.value_si - 1.0,
+             "outlier": c.known_outlier, "precision": c.scenario["precision"],
+             "hardware": c.scenario["hardware"]} for c in pp_cases()]
+
+
+def _median(xs: Sequence[float]) -> float:
+    s, n = sorted(xs), len(xs)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def pp_table(rows: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The prompt-processing tables of docs/validation/llamacpp.md: every case, then the
+    median |error| and the geometric-mean ratio ours / published per device class."""
+    rs = pp_rows() if rows is None else rows
+    lines = ["| case | hardware | precision | published [tok/s] | ours [tok/s] | error | source |",
+             "|---|---|---|---:|---:|---:|---|"]
+    for r in rs:
+        tag = " (outlier)" if r["outlier"] else ""
+        lines.append(f"| {r['id']}{tag} | {r['hardware']} | {r['precision']} | "
+                     f"{r['published']:,.2f} | {r['ours']:,.2f} | {r['error']:+.1%} | "
+                     f"{r['source']} |")
+    lines += ["", "| device class | cases | median abs error | ours / published (geo-mean) |",
+              "|---|---:|---:|---:|"]
+    for k in sorted({r["class"] for r in rs}) + ["all"]:
+        sub = [r for r in rs if not r["outlier"] and k in ("all", r["class"])]
+        geo = math.exp(sum(math.log(1 + r["error"]) for r in sub) / len(sub))
+        lines.append(f"| {k} | {len(sub)} | {_median([abs(r['error']) for r in sub]):.1%} | "
+                     f"×{geo:.2f} |")
+    return "\n".join(lines)

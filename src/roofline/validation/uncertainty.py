@@ -11,8 +11,17 @@ e = log(measured rate / our rate)):
   tokens/s (decode-dominated); residuals of
   the serving-engine fit *without the case's source* (``serving_holdout``);
 * ``gpu-training``: rl.train step time: the Megatron cases with the training fit without the
-  case's source (``training_holdout``), and the any-graph cases (not in that fit; their
-  samples/s ratio turned into a step-time ratio);
+  case's source (``training_holdout``), the any-graph cases (not in that fit; their
+  samples/s ratio turned into a step-time ratio), and the training runs of other documents
+  (data/validation/training_runs.toml, known outliers apart): the bf16 Hopper rows with the
+  Hopper GEMM fraction fitted without their source (``hopper_holdout``), the others (fp8, MoE,
+  other parts) as priced — nothing was fitted on them;
+* ``serving-llamacpp``: rl.serve(engine="llamacpp") decode (TPOT, tokens/s): the llama.cpp /
+  Ollama cases with the profile fitted without their source (``llamacpp_holdout``; its TTFT,
+  prompt processing, is not validated and has no band);
+* no class for rl.solve(client=True): its two sources (docs/validation/client.md) differ ×3 in
+  offset, and a band built on one covered none of the other's cases (0 of 48): no band
+  rather than a wrong one;
 * ``cpu-measured``: rl.solve on this project's measured CPU spec against the two committed
   ``roofline validate`` runs (docs/validation/cpu-run*/validate.csv; source = the run).
 
@@ -50,7 +59,10 @@ DESCRIBES = {
     "serving-decode": "rl.serve TPOT, end-to-end latency and tokens/s (same sources; fit "
                       "without the case's source)",
     "gpu-training": "rl.train step time (Megatron runs, training fit without the case's "
-                    "source; ResNet-50 / BERT-large any-graph runs)",
+                    "source; ResNet-50 / BERT-large any-graph runs; the training runs of "
+                    "other documents, Hopper fit without the case's source)",
+    "serving-llamacpp": "rl.serve(engine='llamacpp') TPOT and tokens/s (llama.cpp / Ollama "
+                        "batch-1 decode; profile fit without the case's source)",
     "cpu-measured": "rl.solve latency on a measured CPU spec (the two committed roofline "
                     "validate runs of docs/validation/cpu.md; source = the run)",
 }
@@ -104,7 +116,31 @@ def _training() -> list[tuple[str, str, float]]:
     out = _held(training_cases(), training_holdout())
     for r in training_graphs.rows():  # samples/s: step-time ratio = published / ours
         out.append((r["id"], r["source"], math.log(r["published"] / r["ours"])))
+    return out + _training_runs()
+
+
+def _training_runs(rows: list[dict[str, Any]] | None = None,
+                   hopper: Any = None) -> list[tuple[str, str, float]]:
+    """The other documents' runs (tokens/s/GPU or MFU: rates, so the time residual is
+    log(published / ours)); the Hopper fit's cases held out by source. ``rows`` /
+    ``hopper``: ``training_runs.rows()`` / ``hopper_holdout()`` when already computed."""
+    from . import training_runs as tr
+
+    held = (tr.hopper_holdout() if hopper is None else hopper).held_out_errors
+    out = []
+    for r in tr.rows() if rows is None else rows:
+        if r["outlier"]:
+            continue
+        # the Hopper held-out error is log(ours / published) of the rate
+        e = -float(held[r["id"]]) if r["id"] in held else math.log(r["published"] / r["ours"])
+        out.append((r["id"], r["source"], e))
     return out
+
+
+def _llamacpp() -> list[tuple[str, str, float]]:
+    from .llamacpp import fitted_cases, llamacpp_holdout
+
+    return [(i, s, -e) for i, s, e in _held(fitted_cases(), llamacpp_holdout())]  # a rate
 
 
 def _cpu() -> list[tuple[str, str, float]]:
@@ -122,7 +158,7 @@ def compute_residuals() -> dict[str, list[tuple[str, str, float]]]:
     ttft, decode = _serving()
     return {"gpu-inference": _inference("default"), "gpu-inference-bound": _inference("bound"),
             "serving-ttft": ttft, "serving-decode": decode, "gpu-training": _training(),
-            "cpu-measured": _cpu()}
+            "serving-llamacpp": _llamacpp(), "cpu-measured": _cpu()}
 
 
 def _q(s: str) -> str:

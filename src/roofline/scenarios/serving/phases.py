@@ -143,7 +143,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     and pipeline parallel degrees; ``ep`` (MoE): ep data-parallel attention groups of tp × pp
     devices sharing the routed experts, two all-to-alls per MoE layer (docs/serving.md).
     ``engine``: serving-engine factors from
-    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "eager").
+    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "eager").
     ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
     ``chunk_size``: chunked prefill.
     ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
@@ -229,6 +229,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
                              hw, hw_d, factors, ep_pre + steps * ep_step)
+    if factors.name == "llamacpp" and hw.kind == "gpu" and hw.vendor.lower() == "nvidia":
+        notes.append(LLAMACPP_PP_NOTE)
     if tp > cfg.n_kv_heads and not cfg.mla:
         notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                      f"{tp // cfg.n_kv_heads} devices")
@@ -243,6 +245,14 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
         _prefill=_pre, _decode=_dec)
     return serve_client(r, hw_d) if client else r
+
+
+#: what the llama.cpp prompt-processing comparison says (docs/validation/llamacpp.md)
+LLAMACPP_PP_NOTE = (
+    "llama.cpp TTFT (prompt processing) is priced with the default GPU GEMM efficiency and has "
+    "no uncertainty band: it is within 30 % of published pp512 rates on Apple GPUs and an RTX "
+    "4090, but 1.8-3.4x faster than those published on A100, H100 PCIe and L40S "
+    "(docs/validation/llamacpp.md, 'Prompt processing')")
 
 
 def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],

@@ -50,7 +50,7 @@ __all__ = [
     "shard_config",
 ]
 
-ENGINES = ("trtllm", "trtllm-legacy", "vllm", "eager")
+ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "eager")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
 #: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,

@@ -1,0 +1,66 @@
+"""docs/validation/vendors.md "ROCm vLLM": the vllm-rocm engine profile's per-layer host cost
+fitted on AMD's MI300X latency tables (three container releases, each left out in turn), the
+OCI 2024 vLLM rows judged with it, and the profile's other factors those of vllm."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import roofline as rl
+from roofline.scenarios.serving.plan import ENGINES, serving_factors
+from roofline.validation import rocm_serving as r
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "vendors.md"
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return r.rocm_holdout()
+
+
+def test_doc_tables_are_generated(rep, doc_block) -> None:
+    assert doc_block(DOC, "rocm-fit") == r.rocm_fit_table(rep)
+    assert doc_block(DOC, "rocm-cases") == r.rocm_case_table(rep)
+
+
+def test_fit_reproduces_the_shipped_value(rep) -> None:
+    assert rep.refit.values["layer_overhead_us"] == rep.shipped["layer_overhead_us"] == 46.0
+    assert {p.source for p in rep.per_source} == {"amd2505a", "amd2505b", "amd2510"}
+    assert "vllm-rocm" in ENGINES
+
+
+def test_errors_within_stated_bounds(rep) -> None:
+    fit = r.fit_cases()
+    assert len(fit) == 8 and len(r.judged_cases()) == 3
+    # in sample within 10 %, each release predicted from the other two within 10 %
+    assert all(abs(r.ours(c) / c.value_si - 1) <= 0.10 for c in fit)
+    assert rep.loso.median_abs <= 0.06 and abs(rep.loso.worst) <= 0.10
+    # the symptom: the vllm profile priced AMD's 2025 containers 45-75 % too slow
+    assert all(0.45 <= r.ours(c, engine="vllm") / c.value_si - 1 <= 0.75 for c in fit)
+    # OCI's 2024 stack is slower than the 2025 profile says (release, not vendor): every row
+    # more than 15 % too fast with vllm-rocm, within 20 % with vllm
+    oci = r.judged_cases()
+    assert all(r.ours(c) / c.value_si - 1 < -0.15 for c in oci)
+    assert all(abs(r.ours(c, engine="vllm") / c.value_si - 1) <= 0.20 for c in oci)
+
+
+def test_only_the_per_layer_cost_differs_from_vllm() -> None:
+    a, b = serving_factors("vllm-rocm"), serving_factors("vllm")
+    diff = {f.name for f in dataclasses.fields(a) if f.compare
+            and getattr(a, f.name) != getattr(b, f.name)}
+    assert diff == {"name", "layer_overhead"}
+    assert a.layer_overhead == pytest.approx(46e-6)
+
+
+def test_per_layer_cost_by_hand() -> None:
+    # batch 1, 2048 output tokens of Llama 3.1 70B (80 layers) on one TP-8 stage: the two
+    # profiles differ by (107 - 46) us x 80 layers per step, over 2048 decode steps and the
+    # prefill call
+    kw = dict(batch=1, prompt_len=128, output_len=2048, tp=8,
+              precision=rl.precision("fp8", activations="bf16", kv="fp8"))
+    slow = rl.serve("llama-3.1-70b", "mi300x", engine="vllm", **kw).e2e_latency
+    fast = rl.serve("llama-3.1-70b", "mi300x", engine="vllm-rocm", **kw).e2e_latency
+    assert slow - fast == pytest.approx((107e-6 - 46e-6) * 80 * (2048 + 1), rel=0.01)
