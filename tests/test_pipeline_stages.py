@@ -64,7 +64,7 @@ def test_step_runs_at_the_slowest_stage() -> None:
     ctx = _context("llama-3.1-8b", rl.cluster("dgx-h100", nodes=1), None, "bf16", 1024, True,
                    False, "default")
     gt = _group_times(ctx, 2, 1, [1])[1]
-    t_lf = gt[G["layer_fwd"]] + gt[G["layer_fwd_core"]]
+    t_lf = gt[G["layer_fwd"]] + gt[G["layer_fwd_core"]] + gt[G["layer_fwd_op"]]
     t_lb = gt[G["layer_bwd"]] + gt[G["layer_bwd_dw"]] + gt[G["layer_bwd_dw_col"]]
     # per layer (no recompute): t_lf + t_lb (+ its TP comm, the same on every stage, left out
     # of the comparison); the three candidate stages

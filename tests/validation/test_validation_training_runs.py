@@ -65,11 +65,14 @@ def hopper():
 
 def test_hopper_fit_and_holdout_table(hopper) -> None:
     rep = hopper
-    assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"])
+    # the refit lands one grid step (0.01) above the shipped 0.44, which is not re-shipped: it
+    # also sits under the fitted power model (data/presets/training.toml says why); the
+    # leave-one-source-out errors below use the refits
+    assert rep.refit.values["gemm_max"] == pytest.approx(rep.shipped["gemm_max"], abs=0.0101)
     text = DOC.read_text(encoding="utf-8")
     block = re.search(r"<!-- hopper: .*? -->\n(.*?)\n<!-- end hopper -->", text, re.S)
     assert block is not None and block.group(1) == v.hopper_holdout_table(rep)
-    assert rep.loso.median_abs <= 0.15
+    assert rep.loso.median_abs <= 0.08  # issue 18's target on unseen sources
 
 
 def test_fsdp_exposure_by_hand() -> None:

@@ -45,11 +45,11 @@ from .graph import Graph, GraphBuilder, Q
 from .shard import shard_config
 from .transformer import TransformerConfig, transformer_graph
 
-__all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction"]
+__all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction", "op_recomputed"]
 
 #: op groups of a training graph
 GROUPS = ("layer_fwd", "layer_fwd_core", "layer_bwd", "layer_bwd_dw", "layer_bwd_dw_col",
-          "head_fwd", "head_bwd", "embed_fwd", "embed_bwd")
+          "head_fwd", "head_bwd", "embed_fwd", "embed_bwd", "layer_fwd_op")
 _G = {g: i for i, g in enumerate(GROUPS)}
 
 _F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in QUANTITIES)
@@ -82,6 +82,29 @@ class TrainingGraph:
     #: routed-expert parameters of the (average) layer on this rank (in ``layer_params``)
     layer_expert_params: float = 0.0
     moe_fraction: float = 0.0  #: share of the layers that are MoE layers
+
+
+def op_recomputed(names: Any, kinds: Any) -> np.ndarray:
+    """[n] which forward ops of the layers op-level selective checkpointing re-runs in the
+    backward (``recompute="selective_op"``, torchtitan's ``selective_ac_option = "op"``
+    policy, torchtitan/parallelisms/parallelize_llama.py ``_apply_ac_to_transformer_block``):
+    the outputs of every matmul (``aten.mm``) and of fused attention are saved except every
+    second matmul of a block (the 2nd, 4th, ... in forward order), so the even-numbered
+    linears of each layer and every op that is neither a linear nor the attention core (norms,
+    RoPE, activations, residual adds) are recomputed. LoRA adapters are not counted (the
+    policy's count on an adapter graph is not modelled)."""
+    out = np.zeros(len(names), dtype=bool)
+    count: dict[str, int] = {}
+    for i, (nm, kind) in enumerate(zip(names, kinds)):
+        if not nm.startswith("layers.") or _is_core(nm) or nm.endswith((".lora_a", ".lora_b")):
+            continue
+        if kind != "linear":
+            out[i] = True
+            continue
+        layer = nm.split(".", 2)[1]
+        count[layer] = count.get(layer, 0) + 1
+        out[i] = count[layer] % 2 == 0
+    return out
 
 
 def _is_core(name: str) -> bool:
@@ -267,6 +290,8 @@ def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.
             c0[:, i] /= np.where(np.arange(c0.shape[0]) == _WR, ep, 1)
             params[i] /= ep
             gemm[0, i] *= ep
+    # the ops op-level selective checkpointing re-runs (recompute="selective_op")
+    grp[op_recomputed(fwd.names, fwd.kinds) & (grp == _G["layer_fwd"])] = _G["layer_fwd_op"]
     return c0, c1, gemm, params, grp
 
 
@@ -288,6 +313,7 @@ def _backward(names: list[str], kinds: list[str], classes: list[str], c0: np.nda
         q0, q1, g = c0[:, i], c1[:, i], gemm[:, i]
         kind, cls, nm = kinds[i], classes[i], names[i]
         grp_b = {_G["layer_fwd"]: _G["layer_bwd"], _G["layer_fwd_core"]: _G["layer_bwd"],
+                 _G["layer_fwd_op"]: _G["layer_bwd"],
                  _G["head_fwd"]: _G["head_bwd"], _G["embed_fwd"]: _G["embed_bwd"]}[int(grp[i])]
         has_w = q0[_WR] > 0 and cls == "matmul"
         if kind == "embedding" and frozen[i]:

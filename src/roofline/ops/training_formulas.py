@@ -152,6 +152,27 @@ def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,
     return selective + scores / tp, selective
 
 
+def op_sac_activation_bytes(*, d_model: float, n_heads: float, n_kv_heads: float,
+                            head_dim: float, d_ff: float, gated_mlp: bool, fused_qkv: bool,
+                            tp: Any = 1, sequence_parallel: Any = False,
+                            xp: Any = np) -> Any:
+    """Bytes per token (at 2-byte activations) a dense decoder layer keeps for its backward
+    under op-level selective checkpointing (torchtitan's ``selective_ac_option = "op"``:
+    ``graphs.training.op_recomputed``): the layer's input (the checkpoint's, 2D, split by TP
+    only when sequence-parallel), the outputs of the odd-numbered linears in forward order
+    (q, v, gate, down of a Llama block: 2·(N·H + K·H + F + D); qkv and up of a GPT block with
+    a fused QKV: 2·((N + 2K)·H + F)), the fused attention's output (2·N·H) and its fp32
+    log-sum-exp (4·N). Everything else is recomputed. Assumption: with TP every saved matmul
+    output is taken as split by tp (a row-parallel output is only after its reduce-scatter)."""
+    D, N, K, H, F = (float(x) for x in (d_model, n_heads, n_kv_heads, head_dim, d_ff))
+    outs = [(N + 2 * K) * H] if fused_qkv else [N * H, K * H, K * H]
+    outs += [D] + ([F, F] if gated_mlp else [F]) + [D]
+    saved = sum(outs[0::2])  # the 1st, 3rd, ... linear of the block keep their outputs
+    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
+    inp = xp.where(sp, 2 * D / tp, 2 * D)
+    return inp + (2 * saved + 2 * N * H + 4 * N) / tp
+
+
 #: how the router spreads a token's k experts (``moe_dispatch_ranks``)
 MOE_ROUTINGS = ("random", "contiguous")
 

@@ -141,7 +141,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
-                     "moe_routing": str,
+                     "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

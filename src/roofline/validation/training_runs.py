@@ -26,6 +26,14 @@ __all__ = ["cases", "predict_run", "rows", "report_table", "summary", "hopper_ca
 LONG_SEQ = 32768
 
 _RECOMPUTES = ("none", "selective", "full")
+#: the scenario keys passed to train() as published (never searched)
+_FIXED = ("zero", "lora_rank", "sequence_parallel", "ep", "moe_routing", "cp_overlap")
+
+
+def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:
+    """The kernel a case is priced with: the one its source names under "auto"."""
+    return str(sc.get("attention_kernel", "auto")) if attention_kernel == "auto" \
+        else attention_kernel
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +48,8 @@ def _choices(sc: dict[str, Any], key: str, options: tuple[Any, ...]) -> tuple[An
 
 def predict_run(case: Case, attention_kernel: str = "auto") -> tuple[Any, dict[str, Any]]:
     """The fastest feasible result over the knobs ``case`` does not publish, and those knobs
-    (``attention_kernel`` as ``rl.train``'s)."""
+    (``attention_kernel`` as ``rl.train``'s; "auto" takes the case's own kernel where its
+    source names the one that ran)."""
     from ..errors import SpecError
     from ..scenarios.training import train
 
@@ -52,8 +61,7 @@ def predict_run(case: Case, attention_kernel: str = "auto") -> tuple[Any, dict[s
                                 sc["seq_len"])
     tp, pp, gpus = sc["tp"], sc["pp"], sc["gpus"]
     dp = gpus // (tp * pp * sc.get("cp", 1))
-    fixed: dict[str, Any] = {k: sc[k] for k in ("zero", "lora_rank", "sequence_parallel", "ep",
-                                                 "moe_routing") if k in sc}
+    fixed: dict[str, Any] = {k: sc[k] for k in _FIXED if k in sc}
     if sc.get("cp", 1) > 1:
         fixed["cp"] = sc["cp"]
     best: tuple[float, Any, dict[str, Any]] | None = None
@@ -65,8 +73,8 @@ def predict_run(case: Case, attention_kernel: str = "auto") -> tuple[Any, dict[s
                     r = train(sc["model"], sc["cluster"], nodes=gpus // 8,
                               global_batch=sc["global_batch"], seq_len=sc["seq_len"],
                               micro_batch=b, tp=tp, pp=pp, dp=dp, interleave=v, recompute=rc,
-                              precision=sc["precision"], attention_kernel=attention_kernel,
-                              **fixed)
+                              precision=sc["precision"],
+                              attention_kernel=_kernel(sc, attention_kernel), **fixed)
                 except SpecError:
                     continue  # not a valid split (interleave against the stages or batches)
                 knobs = {"micro_batch": b, "interleave": v, "recompute": rc}
@@ -221,7 +229,8 @@ def _knobs(cid: str) -> dict[str, Any]:
     kw = dict(nodes=sc["gpus"] // 8, global_batch=sc["global_batch"], seq_len=sc["seq_len"],
               micro_batch=r.micro_batch, tp=r.tp, pp=r.pp, dp=r.dp, interleave=r.interleave,
               recompute=r.recompute, precision=sc["precision"])
-    kw.update({k: sc[k] for k in ("zero", "lora_rank", "cp", "ep", "moe_routing") if k in sc})
+    kw.update({k: sc[k] for k in _FIXED + ("cp",) if k in sc})
+    kw["attention_kernel"] = _kernel(sc, "auto")
     return {"model": sc["model"], "cluster": sc["cluster"], **kw}
 
 

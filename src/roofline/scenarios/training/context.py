@@ -17,7 +17,13 @@ from ...engine.tiles import without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
-from ...graphs.training import GROUPS, TrainingGraph, moe_layer_fraction, training_graph
+from ...graphs.training import (
+    GROUPS,
+    TrainingGraph,
+    moe_layer_fraction,
+    op_recomputed,
+    training_graph,
+)
 from ...graphs.transformer import TransformerConfig
 from ...ops import collectives as coll
 from ...specs.cluster import Cluster
@@ -135,7 +141,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
 _TIMES: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-_MODEL_FLOPS: dict[tuple[Any, ...], tuple[Model, tuple[float, float, float]]] = {}
+_MODEL_FLOPS: dict[tuple[Any, ...], tuple[Model, tuple[float, float, float, float]]] = {}
 
 
 def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
@@ -201,6 +207,16 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     al. 2022 App. A count them; recompute adds the re-run forward matmuls (selective: scores
     and context; full: every layer matmul).
     """
+    return flops_terms(model, seq_len, micro_batch=micro_batch, precision=precision,
+                       lora_rank=lora_rank)[:3]
+
+
+def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
+                precision: str | Precision = "bf16",
+                lora_rank: int | None = None) -> tuple[float, float, float, float]:
+    """``model_flops_per_sample``'s three terms and a fourth: the extra FLOPs of op-level
+    selective recompute ("selective_op": the layers' every second linear re-run,
+    ``graphs.training.op_recomputed``)."""
     m = model if isinstance(model, Model) else resolve_model(model)
     p = known_precision(precision) or make_precision(precision)
     k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank)
@@ -215,13 +231,14 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     layer = np.array([n.startswith("layers.") for n in g.names])
     core = np.array([(".attn.scores" in n or ".attn.context" in n) for n in g.names])
     fwd = float(flops[mm].sum())
-    out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()))
+    op_rc = float(flops[mm & op_recomputed(g.names, g.kinds)].sum())
+    out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()), op_rc)
     if lora_rank is not None:
         lin = np.array([k == "linear" for k in g.kinds])
         blk = lin & layer & np.array([".moe.router" not in n for n in g.names])
         ad = float((2 * g.gemm[0] * lora_rank * (g.gemm[1] + g.gemm[2]))[blk].sum())
         w_mm = float(flops[mm & lin].sum())
-        out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad)
+        out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad, op_rc)
     if len(_MODEL_FLOPS) >= 256:
         _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
     _MODEL_FLOPS[k] = (m, out)

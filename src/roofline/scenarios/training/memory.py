@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ops.training_formulas import layer_activation_terms, moe_mlp_activation_bytes
+from ...ops.training_formulas import (
+    layer_activation_terms,
+    moe_mlp_activation_bytes,
+    op_sac_activation_bytes,
+)
+from ...ops.xp import SCALAR
 from .context import _Ctx
 
 
@@ -38,13 +43,19 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
             tp=tp, sequence_parallel=sp, xp=xp)
         per_tok_none = (1 - f) * per_tok_none + f * (a_none + moe)
         per_tok_sel = (1 - f) * per_tok_sel + f * (a_sel + moe)
-    per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, 2 * D))
+    skip = f > 0.0 or (xp is SCALAR and rc != 3)  # one configuration, another mode
+    per_tok_op = 0.0 if skip else op_sac_activation_bytes(
+        d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+        d_ff=float(cfg.d_ff), gated_mlp=cfg.gated_mlp, fused_qkv=cfg.fused_qkv, tp=tp,
+        sequence_parallel=sp, xp=xp)  # "selective_op" is refused for MoE models
+    per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, xp.where(
+        rc == 3, per_tok_op, 2 * D)))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(
         v > 1, 1 + (pp - 1) / (pp * v), 1.0)
     act = per_layer_tok * act_scale * tokens_mb * n_lps * inflight
-    # full recompute: one layer's activations live while it is recomputed
-    act = act + xp.where(rc == 2, per_tok_none * act_scale * tokens_mb, 0.0)
+    # full (and op-level) recompute: one layer's activations live while it is recomputed
+    act = act + xp.where(rc >= 2, per_tok_none * act_scale * tokens_mb, 0.0)
     act = act + xp.where(pp1, tokens_mb * (cfg.vocab / tp) * 4.0, 0.0)  # fp32 logits (last stage)
     edp = dp / ep
     e_w, e_g = p_exp * ctx.prec.weight_bytes, p_exp * ctx.grad_bytes

@@ -17,7 +17,17 @@ from ...ops.training_formulas import MOE_ROUTINGS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
 from .context import _context, _graph, _group_times, model_flops_per_sample
-from .step import COMMON_ARGS, OPT_DEGREE, RECOMPUTE, RECOMPUTE_ARG, ZERO, _check_int, _evaluate
+from .step import (
+    COMMON_ARGS,
+    OPT_DEGREE,
+    RECOMPUTE,
+    RECOMPUTE_ARG,
+    SEARCHED_RECOMPUTE,
+    ZERO,
+    _check_int,
+    _evaluate,
+    check_selective_op,
+)
 
 
 def _divisors(n: int) -> list[int]:
@@ -74,7 +84,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
                      interleaves: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
-                     recomputes: tuple[str, ...] = RECOMPUTE, zeros: tuple[int, ...] = (0, 1, 2, 3),
+                     recomputes: tuple[str, ...] = SEARCHED_RECOMPUTE,
+                     zeros: tuple[int, ...] = (0, 1, 2, 3),
                      max_tp: int | None = None, fused_attention: bool = True,
                      dropout: bool = False, dp_overlap: bool = True, preset: str = "default",
                      top: int | None = 20, include_infeasible: bool = False,
@@ -104,6 +115,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                    None, 1, attention_kernel, moe_routing)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
+    check_selective_op(ctx, tuple(recomputes))
     if ep_overlap and not cfg.n_experts:
         raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges; {cfg.name} has no "
                         "experts")

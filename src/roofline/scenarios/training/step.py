@@ -29,13 +29,16 @@ from ...ops import cost
 from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
-from .context import _context, _Ctx, _graph, _group_times, model_flops_per_sample
+from .context import _context, _Ctx, _graph, _group_times, flops_terms
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "selective_op")
+#: the recompute modes ``best_parallelism`` searches by default (Megatron-LM's); "selective_op"
+#: (torchtitan's op-level policy) is priced when asked for
+SEARCHED_RECOMPUTE = RECOMPUTE[:3]
 _GI = {g: i for i, g in enumerate(GROUPS)}
 #: the optimizer step per local parameter: mixed-precision AdamW with gradient clipping and
 #: weight decay (ops/training_formulas.py): 34 bytes, 16 FLOPs; priced as an op of the time
@@ -55,7 +58,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               layout: StageLayout | None = None,
               trainable: tuple[Any, Any, Any] | None = None,
               optimizer: str = "adam", lp_exp: Any = 0.0,
-              ep_overlap: bool = False) -> dict[str, Any]:
+              ep_overlap: bool = False, cp_overlap: bool = True) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -65,9 +68,11 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
     them (LoRA; None: every parameter is trained). ``lp_exp``: the routed-expert parameters
     of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks).
-    ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``)."""
+    ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``).
+    ``cp_overlap``: the context-parallel K/V exchange hidden behind the attention core (ring
+    attention) or exposed (an all-gather in front of it)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
-    s, s_full = float(ctx.seq_len) / cp, float(ctx.seq_len)  # tokens on this rank, in all
+    s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
@@ -76,7 +81,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         f = lambda g: gtl[_GI[g]]  # noqa: E731
     else:
         f = lambda g: gt[:, _GI[g]]  # noqa: E731
-    t_lf = f("layer_fwd") + f("layer_fwd_core")
+    t_op = f("layer_fwd_op")  # the ops op-level selective checkpointing re-runs
+    t_lf = f("layer_fwd") + f("layer_fwd_core") + t_op
     t_core = f("layer_fwd_core")
     t_lb = f("layer_bwd") + f("layer_bwd_dw") + f("layer_bwd_dw_col")
     t_dwc = f("layer_bwd_dw_col")
@@ -91,22 +97,16 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     # -- tensor parallelism
     n_act = b * s * D * ab
     t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
-    tp_f = 2 * t_ar * (1 + (rc == 2))
+    # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
+    # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
+    tp_f = 2 * t_ar * (1 + (rc == 2) + 0.5 * (rc == 3))
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
-    t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, 0.0))
+    t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, xp.where(rc == 3, t_op, 0.0)))
     m = global_batch / (dp * b)
     # -- expert parallelism (the MoE layers' dispatch and combine)
     ep_l = _ep_exposed(ctx, b * s / tp * D * ab, tp, ep, rc, t_lf + t_lb + t_rc, m, pp,
                        ep_overlap, xp) if cfg.n_experts else xp.zeros_like(one)
-    # -- context parallelism: each layer gathers the whole sequence's K and V from the cp
-    # group (ring attention's cp − 1 passes move the same bytes) behind its attention core;
-    # the backward gathers them again and reduce-scatters dK, dV behind its 2.5× longer core
-    if cp > 1:
-        kv = b * s_full * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim * ab
-        t_kv = coll.group_all_gather(kv, cp, tp, links, xp)
-        cp_l = xp.maximum(t_kv - t_core, 0.0) + xp.maximum(2 * t_kv - 2.5 * t_core, 0.0)
-    else:
-        cp_l = xp.zeros_like(one)
+    cp_l = _cp_exposed(ctx, b, tp, t_core, cp_overlap, xp) if cp > 1 else xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
     # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
     pp1 = pp == 1
@@ -202,6 +202,24 @@ def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w
                   if dp_overlap else 2 * ag + rs, 0.0)
     dp_exp = dp_exp + xp.where(dpc > 1, m * z3, 0.0)
     return dp_exp
+
+
+def _cp_exposed(ctx: _Ctx, b: Any, tp: Any, t_core: Any, overlap: bool, xp: Any) -> Any:
+    """Exposed context-parallel K/V exchange per layer and micro-batch: each layer gathers the
+    whole sequence's K and V from the cp group (ring attention's cp − 1 passes move the same
+    bytes) behind its attention core; the backward gathers them again and reduce-scatters dK,
+    dV behind its 2.5× longer core. Without ``overlap`` (Llama 3's all-gather CP,
+    arXiv:2407.21783 §3.3.2: "the all-gather communication latency is exposed in the critical
+    path") the forward gather and the backward reduce-scatter of dK, dV wait in front of the
+    attention (the gathered K, V kept for the backward: the least traffic that reading
+    allows)."""
+    cfg = ctx.cfg
+    kv = b * float(ctx.seq_len) * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim \
+        * ctx.prec.act_bytes
+    t_kv = coll.group_all_gather(kv, ctx.cp, tp, ctx.links, xp)
+    if not overlap:
+        return 2 * t_kv
+    return xp.maximum(t_kv - t_core, 0.0) + xp.maximum(2 * t_kv - 2.5 * t_core, 0.0)
 
 
 def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
@@ -319,6 +337,17 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"recompute={recompute!r}; allowed: {', '.join(RECOMPUTE)}")
     if zero not in (0, 1, 2, 3):
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
+    check_selective_op(ctx, (recompute,))
+
+
+def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
+    """recompute="selective_op" is modelled for dense decoders with standard attention (its
+    saved set, ``ops.training_formulas.op_sac_activation_bytes``)."""
+    if "selective_op" in recomputes and (ctx.cfg.n_experts or ctx.cfg.mla):
+        raise SpecError(f"recompute='selective_op' is modelled for dense decoders without latent "
+                        f"attention; {ctx.cfg.name} has "
+                        f"{'experts' if ctx.cfg.n_experts else 'multi-head latent attention'}: "
+                        "use 'none', 'selective' or 'full'")
 
 
 @records_call("train")
@@ -330,7 +359,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
-           ep_overlap=A.flag)
+           ep_overlap=A.flag, cp_overlap=A.flag)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -340,7 +369,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           optimizer: str = "adam", pp_stages: Any = None,
           lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random",
-          ep_overlap: bool = False) -> TrainingResult:
+          ep_overlap: bool = False, cp_overlap: bool = True) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -363,7 +392,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     the dp ranks; devices = tp·cp·pp·dp, dp defaults to devices / (tp·cp·pp).
     ``interleave`` is v, model chunks per device
     (interleaved 1F1B). ``recompute``: "none" | "selective" | "full" (decoder default
-    "selective"). ``zero``: 0–3 (decoder default 1).
+    "selective": Megatron's, the attention core re-run) | "selective_op" (torchtitan's
+    op-level policy: matmul and attention outputs saved except every second matmul of a
+    block; those and the norms, activations and other cheap ops re-run in the backward;
+    ``graphs.training.op_recomputed``). ``zero``: 0–3 (decoder default 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -379,6 +411,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
     combine behind the adjacent micro-batch's compute (``_ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
+    ``cp_overlap`` (cp > 1): the K/V exchange runs behind the attention core, as ring attention
+    overlaps it (default); False: an all-gather in front of it, exposed, as Llama 3's
+    all-gather context parallelism runs it (arXiv:2407.21783 §3.3.2).
     ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
     ``energy_to_train`` and ``carbon_to_train``.
     """
@@ -422,6 +457,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         dp = ctx.cl.devices // (tp * pp * ctx.cp)
     dp = _check_int("dp", dp)
     zero = _check_int("zero", zero, 0)
+    if not cp_overlap and ctx.cp == 1:
+        raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
+                        f"context parallelism (cp > 1), got cp={ctx.cp}")
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
     if ep_overlap:
         check_ep_overlap(ctx, ep, pp, interleave, recompute)
@@ -436,7 +474,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout, trainable, optimizer, tg.layer_expert_params, ep_overlap)
+                  layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer)
@@ -463,9 +501,9 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
             zero: int, sp: bool = True, stages: tuple[int, ...] = (),
             optimizer: str = "adam") -> TrainingResult:
     step = float(r["step"][i])
-    mf, sel, full = model_flops_per_sample(ctx.m, ctx.seq_len, micro_batch=micro_batch,
-                                           precision=ctx.prec, lora_rank=ctx.lora_rank)
-    extra = {"none": 0.0, "selective": sel, "full": full}[recompute]
+    mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
+                                       precision=ctx.prec, lora_rank=ctx.lora_rank)
+    extra = {"none": 0.0, "selective": sel, "full": full, "selective_op": op_rc}[recompute]
     model_flops = mf * global_batch
     hw_flops = (mf + extra) * global_batch
     devices = ctx.cl.devices
