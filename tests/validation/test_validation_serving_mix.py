@@ -1,7 +1,10 @@
 """rl.simulate_serving against published serving runs under a request mix
-(data/validation/serving_mix.toml; docs/validation/serving.md, "Request mixes"). Nothing is
-fitted on these cases: the bands below are the error the model has today, asserted so that a
-change that makes it worse fails, and a case that leaves its band is looked at."""
+(data/validation/serving_mix.toml; docs/validation/serving.md, "Request mixes"). The bands
+below are the error the model has today, asserted so that a change that makes it worse fails,
+and a case that leaves its band is looked at. The TensorRT-LLM cases are out of sample; the
+vLLM ones are priced with their generation's profile, whose host time is fitted on them
+(roofline.validation.serving_host: its held-out errors are checked in
+test_validation_serving_host.py)."""
 
 import math
 
@@ -34,52 +37,52 @@ def test_saturated_trtllm_bench_throughput(rows):
 
 
 def test_vllm_poisson_runs_with_p99s(rows):
-    # vLLM on A100 PCIe at 1 and 4 req/s (ShareGPT): latencies under-predicted; tp 4 rings its
-    # all-reduces through PCIe (the cards are bridged in pairs), priced from an NCCL-over-PCIe
-    # microbenchmark, not from these cases (RMS 0.63 before that term); every case within 2.2x
+    # vLLM on A100 PCIe at 1 and 4 req/s (ShareGPT), priced with vllm-v1 (its per-stage and
+    # per-sequence host time fitted on these runs); tp 4 rings its all-reduces through PCIe
+    # (the cards are bridged in pairs), priced from an NCCL-over-PCIe microbenchmark, not from
+    # these cases; every case within 1.5x (2.2x with the shared vllm profile)
     vl = [(c, v, o) for c, v, o in rows if c.source == "vllm_azure"]
     for c, v, over in vl:
-        assert abs(math.log(v / c.value_si)) <= math.log(2.2), c.id
+        assert c["engine"] == "vllm-v1"
+        assert abs(math.log(v / c.value_si)) <= math.log(1.5), c.id
         # the simulation says overloaded exactly where the run could not keep up (16 req/s
         # offered, 2.67 req/s served)
         assert over == ("16 req/s" in c.id), c.id
-    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.42  # now 0.37
-    # the PCIe ring is what separates tp 4 from tp 2 x pp 2 at 1 req/s: tp 4's unloaded TTFT
-    # (p50) is now within a third of the run's
+    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.20  # now 0.155 (0.37 before)
     ttft = next(v / c.value_si for c, v, _ in vl if c.id.endswith("tp4 ShareGPT 1 req/s p50 TTFT"))
-    assert 0.67 <= ttft <= 1.0
-    # all requests at once: the throughput the engine sustains is met within 10 %
+    assert 0.8 <= ttft <= 1.0
+    # all requests at once: the host terms fitted on the lower rates price the saturated
+    # throughput too low (-30 %; +3 % with the shared profile, which had no per-sequence term)
     tput = next(v / c.value_si for c, v, _ in vl if c.metric == "tok_s")
-    assert tput == pytest.approx(1.0, abs=0.10)
+    assert 0.6 <= tput <= 0.8
 
 
 def test_vllm_v0_saturated_runs_carry_host_time_per_sequence(rows):
-    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight: throughput over-predicted in every
-    # row (the vllm profile's fixed per-layer cost does not grow with the batch), least with
-    # multi-step scheduling (10 steps per host pass), within 4.5x; the median TPOTs within 12x
-    # (v0.6.0 single-step without chunking: 196 ms measured, V0's prefill-first scheduling
-    # stalls the decodes — not modelled)
+    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight, priced with vllm-v0 (283 us per
+    # sequence per step) and vllm-v0-multistep (the same, once per 10 steps): every case within
+    # 2.5x (throughputs were +44 ... +307 % without the per-sequence term); the worst, v0.6.0
+    # single-step's median TPOT (196 ms measured; V0's prefill-first scheduling stalls the
+    # decodes — not modelled), under-predicted
     from roofline.validation.serving_mix import host_time_per_sequence
 
     lam = [(c, v) for c, v, _ in rows if c.source == "lambda_vllm"]
     for c, v in lam:
-        band = 4.5 if c.metric == "tok_s" else 12.0
-        assert abs(math.log(v / c.value_si)) <= math.log(band), c.id
-        if c.metric == "tok_s":
-            assert v > c.value_si, c.id
-    assert summary(rows)["lambda_vllm"]["rms_log"] <= 1.2  # now 1.12
+        assert abs(math.log(v / c.value_si)) <= math.log(2.5), c.id
+        if "steps 10" in c.id:  # multi-step: the derived profile, within 30 %
+            assert c["engine"] == "vllm-v0-multistep"
+            assert abs(v / c.value_si - 1) <= 0.30, c.id
+    assert summary(rows)["lambda_vllm"]["rms_log"] <= 0.35  # now 0.30 (1.12 before)
     for m in ("8B", "70B"):
-        ratio = {c.id.split("once ")[1]: v / c.value_si for c, v in lam
-                 if f" {m} " in c.id and c.metric == "tok_s"}
-        assert ratio["scheduler steps 10 output tok/s"] < ratio["scheduler steps 1 output tok/s"]
-        # host work per sequence per step of single-step v0.6.0: 143 µs (8B), 171 µs (70B tp4)
+        # host work per sequence per step of single-step v0.6.0, from the measured rows alone:
+        # 143 us (8B), 171 us (70B tp4)
         assert 100e-6 <= host_time_per_sequence(rows, m) <= 250e-6, m
 
 
 def test_the_page_shows_what_the_code_produces(rows):
     from pathlib import Path
 
-    from roofline.validation.serving_mix import case_table
+    from roofline.validation.serving_mix import case_table, summary_table
 
     page = (Path(__file__).parents[2] / "docs" / "validation" / "serving.md").read_text()
     assert case_table(rows) in page
+    assert summary_table(rows) in page

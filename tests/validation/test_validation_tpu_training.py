@@ -94,3 +94,25 @@ def test_v6e_pod_cluster() -> None:
     assert cl.devices == 256 and cl.scale_up_domain == 256
     assert cl.device.key == "tpu-v6e"
     assert cl.scale_up_bytes_per_s == pytest.approx(400e9)  # 800 GBps bidirectional / 2
+
+
+def test_uncertainty_class_holds_these_runs() -> None:
+    """rl.train on a TPU has the tpu-training band: every MaxText run, the fitted rows with the
+    error of the fraction fitted without their source (time convention: the negative of the
+    rate's log error), the judged rows as priced (regenerate: python -m
+    roofline.validation.uncertainty --write)."""
+    import math
+
+    from roofline.uncertainty import residuals
+
+    stored = {i: (s, e) for i, s, e in residuals("tpu-training")}
+    assert set(stored) == {c.id for c in t.cases()}
+    held = t.tpu_holdout().held_out_errors
+    for c in t.cases():
+        want = -held[c.id] if c.id in held else -math.log(t.ours(c) / c.value_si)
+        assert stored[c.id][0] == c.source and stored[c.id][1] == pytest.approx(want, abs=2e-3)
+    tr = rl.train("llama-3.2-3b", "tpu-v6e-pod", global_batch=256, seq_len=2048,
+                  recompute="full", zero=3)
+    assert tr.uncertainty["step_time"].cls == "tpu-training"
+    g = rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048)
+    assert g.uncertainty["step_time"].cls == "gpu-training"

@@ -146,12 +146,12 @@ def serving_summary(errs: Sequence[tuple[Case, float, float]]) -> dict[str, floa
             "median_abs_log": med, "max_abs_log": e[-1]}
 
 
-def _golden(f: Any, lo: float, hi: float) -> tuple[float, float]:
+def _golden(f: Any, lo: float, hi: float, steps: int = _STEPS) -> tuple[float, float]:
     g = (math.sqrt(5) - 1) / 2
     a, b = lo, hi
     x1, x2 = b - g * (b - a), a + g * (b - a)
     f1, f2 = f(x1), f(x2)
-    for _ in range(_STEPS):
+    for _ in range(steps):
         if f1 < f2:
             b, x2, f2 = x2, x1, f1
             x1 = b - g * (b - a)

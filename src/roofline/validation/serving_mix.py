@@ -1,6 +1,8 @@
 """``rl.simulate_serving`` against published serving runs under a request mix
 (data/validation/serving_mix.toml): the predictions, their errors and the tables of
-docs/validation/serving.md, "Request mixes". Nothing is fitted here."""
+docs/validation/serving.md, "Request mixes". Nothing is fitted here; the vLLM runs' engine
+profiles (vllm-v0, vllm-v0-multistep, vllm-v1) are fitted on them in
+roofline.validation.serving_host, whose page section gives their held-out errors."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["predict", "predictions", "summary", "case_table", "SIM_METRICS",
+__all__ = ["predict", "predictions", "summary", "summary_table", "case_table", "SIM_METRICS",
            "host_time_per_sequence"]
 
 #: metric -> (ServingSim attribute, statistic)
@@ -110,6 +112,21 @@ def case_table(rows: list[tuple[Case, float, bool]]) -> str:
         flag = " (overloaded)" if over else ""
         lines.append(f"| {c.id}{flag} | {c.source} | {v * scale:,.4g} | {c.measured:,.4g} | "
                      f"{c.unit} | {v / c.value_si - 1:+.1%} |")
+    return "\n".join(lines)
+
+
+_LABELS = {"all": "all", "vllm_azure": "vLLM, Poisson rates with p50/p99 (vllm_azure)",
+           "lambda_vllm": "vLLM v0.5.4 / v0.6.0, 5000 prompts at once (lambda_vllm)",
+           "trtbench16": "TensorRT-LLM, saturated (trtbench16)"}
+
+
+def summary_table(rows: list[tuple[Case, float, bool]]) -> str:
+    """The summary table of docs/validation/serving.md, "Request mixes"."""
+    lines = ["| cases | n | RMS log error | median abs error | worst |",
+             "|---|---:|---:|---:|---:|"]
+    for k, s in summary(rows).items():
+        lines.append(f"| {_LABELS.get(k, k)} | {s['n']} | {s['rms_log']:.3f} | "
+                     f"{s['median_abs']:.1%} | {s['worst']:+.1%} |")
     return "\n".join(lines)
 
 

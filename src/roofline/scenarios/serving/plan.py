@@ -50,7 +50,8 @@ __all__ = [
     "shard_config",
 ]
 
-ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "eager")
+ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "vllm-v0", "vllm-v0-multistep",
+           "vllm-v1", "eager")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
 #: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,
@@ -84,6 +85,9 @@ class ServingFactors:
     #: s of host time per sequence per engine step (scheduling, sampling, output processing
     #: of each sequence: each decode step and the prefill step that samples a first token)
     seq_overhead: float = 0.0
+    #: engine steps per host pass (vLLM V0's multi-step scheduling, --num-scheduler-steps):
+    #: the per-step and per-sequence host time is paid once per that many steps
+    scheduler_steps: float = 1.0
     #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
     #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
     gemm_max_fp8: float | None = None
@@ -127,7 +131,7 @@ class ServingFactors:
 NEUTRAL = ServingFactors(name="none")
 
 _DIM = {"fuse": "ratio", "step_overhead": "time",
-        "layer_overhead": "time", "seq_overhead": "time",
+        "layer_overhead": "time", "seq_overhead": "time", "scheduler_steps": "ratio",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
@@ -139,24 +143,43 @@ _BOOL = ("fuse", "allreduce_custom")
 def _factor_table() -> dict[str, ServingFactors]:
     doc = read_toml(DATA / "presets" / "serving.toml")
     src = doc.get("sources", {})
-    out = {}
-    for name, tbl in doc.get("engine", {}).items():
+    engines = doc.get("engine", {})
+    own: dict[str, tuple[dict[str, Any], dict[str, Provenance]]] = {}
+    for name, tbl in engines.items():
         vals: dict[str, Any] = {}
         prov: dict[str, Provenance] = {}
         origin = f"data/presets/serving.toml [engine.{name}]"
         for k, raw in tbl.items():
-            if k == "description":
+            if k in ("description", "base"):
                 continue
             if k == "efficiency":
                 vals["patch"] = read_patch(raw, sources=src, origin=f"{origin} efficiency")
                 continue
             if k not in _DIM:
                 raise SpecError(f"{origin}: unknown factor {k!r}; allowed: "
-                                f"{', '.join(_DIM)}, efficiency (a table of preset factors)")
+                                f"{', '.join(_DIM)}, efficiency (a table of preset factors), "
+                                "base (a profile whose factors this one starts from)")
             v, pv = read_quantity(raw, field=k, dimension=_DIM[k], sources=src,
                                   origin=f"data/presets/serving.toml [engine.{name}]")
             vals[k] = bool(v) if k in _BOOL else v
             prov[k] = pv
+        own[name] = (vals, prov)
+
+    def resolved(name: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any],
+                                                                  dict[str, Provenance]]:
+        base = engines[name].get("base")
+        if base is None:
+            return own[name]
+        if base not in engines or base in seen:
+            others = ", ".join(n for n in engines if n != name)
+            raise SpecError(f"data/presets/serving.toml [engine.{name}]: base={base!r} is not "
+                            f"another profile; allowed: {others}")
+        bv, bp = resolved(base, (*seen, name))
+        return {**bv, **own[name][0]}, {**bp, **own[name][1]}
+
+    out = {}
+    for name in engines:
+        vals, prov = resolved(name)
         out[name] = ServingFactors(name=name, provenance=prov, **vals)
     return out
 
@@ -174,8 +197,12 @@ def host_step(f: ServingFactors, layers: int, seqs: Any, stages: int = 1) -> Any
     """The engine's host time of one decode step (s): ``step_overhead`` per pipeline stage,
     ``layer_overhead`` per layer the token crosses (``layers``: every stage's), and
     ``seq_overhead`` per sequence in the step (``seqs``: a number or an array). The one
-    formula serve, serve_sweep, the speculative path and the step tables use."""
-    return f.step_overhead * stages + f.layer_overhead * layers + f.seq_overhead * seqs
+    formula serve, serve_sweep, the speculative path and the step tables use. With
+    ``scheduler_steps`` k > 1 (multi-step scheduling) the step and sequence terms are paid once
+    per k steps: 1/k of them per step; the per-layer term (launch and sync on the device's
+    stream) every step."""
+    return (f.step_overhead * stages + f.seq_overhead * seqs) / f.scheduler_steps + \
+        f.layer_overhead * layers
 
 
 def without_host(f: ServingFactors) -> ServingFactors:

@@ -1,0 +1,108 @@
+"""The vLLM generation profiles' host time (roofline.validation.serving_host;
+docs/validation/serving.md, "vLLM generations"): the profiles as data, the stored fits being
+the fit's minima, and the page's tables being what the code produces.
+
+The fit itself (several minutes: every trial simulates the saturated Lambda runs) is run by
+``python -m roofline.validation.serving_host --write``, which rewrites
+data/validation/serving_host_fits.toml; here each stored fit is checked to be a minimum of the
+fit's objective along each factor (a stored value that is not would fail)."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from roofline.scenarios.serving.plan import host_step, serving_factors
+from roofline.validation import serving_host as h
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "serving.md"
+
+
+@pytest.fixture(scope="module")
+def report():
+    return h.host_holdout()
+
+
+def test_cases_carry_their_generation_and_version_note():
+    cs = h.host_cases()
+    srcs = {c.source for c in cs}
+    assert srcs == {"vllm_ci", "vllm2192", "oci405", "vllm_azure", "lambda_vllm"}
+    for c in cs:
+        eng = h._engine(c)
+        assert eng in ("vllm-v0", "vllm-v0-multistep", "vllm-v1"), c.id
+        assert "vLLM version" in c.note, c.id  # stated from the source, or the assumption
+        if c.source == "lambda_vllm":  # the table states the version: V0 throughout
+            v = "v0.5.4" if "v0.5.4" in c.id else "v0.6.0"
+            assert v in c.note
+            assert eng == ("vllm-v0-multistep" if "steps 10" in c.id else "vllm-v0")
+        if c.source == "vllm_azure":  # not stated: V1 by date, said so
+            assert eng == "vllm-v1" and "assumption by date" in c.note
+
+
+def test_profiles_inherit_vllm_and_multistep_derives_from_v0():
+    base, v0, ms, v1 = (serving_factors(n) for n in
+                        ("vllm", "vllm-v0", "vllm-v0-multistep", "vllm-v1"))
+    for f in (v0, ms, v1):  # kernels, all-reduces and the per-layer term are vllm's
+        for k in ("layer_overhead", "request_overhead", "allreduce_alpha", "fuse",
+                  "host_allreduce_alpha", "patch"):
+            assert getattr(f, k) == getattr(base, k), (f.name, k)
+    assert (ms.step_overhead, ms.seq_overhead) == (v0.step_overhead, v0.seq_overhead)
+    assert ms.scheduler_steps == 10 and v0.scheduler_steps == 1
+    # the default engine="vllm" is unchanged: no per-sequence term
+    assert base.seq_overhead == 0 and base.layer_overhead == pytest.approx(107e-6)
+    # multi-step pays the step and sequence host time once per 10 steps, by hand:
+    # (2 stages x s + 256 x q) / 10 + 80 layers x 107 us
+    want = (2 * v0.step_overhead + 256 * v0.seq_overhead) / 10 + 80 * base.layer_overhead
+    assert host_step(ms, 80, 256, 2) == pytest.approx(want, rel=1e-12)
+
+
+def test_shipped_values_are_the_stored_fit():
+    fit = h.stored_fits()["all"].values
+    for k, v in h.shipped_host_values().items():
+        assert v == pytest.approx(fit[k], rel=0.01, abs=2e-5), k  # rounded to 3 digits
+
+
+def _objective(values, cases):
+    es = [e for _, _, e in h.host_errors(values, cases)]
+    return math.sqrt(sum(e * e for e in es) / len(es))
+
+
+@pytest.mark.parametrize("label", ["all", "without lambda_vllm"])
+def test_stored_fits_are_minima_along_each_factor(label):
+    """Moving any fitted factor by 5 % of its search interval (inside it) makes the fit's
+    objective — the RMS log error over that generation's cases — worse: each stored value is
+    a minimum along its factor, as the coordinate search leaves it."""
+    cs = h.host_cases()
+    left = label.removeprefix("without ").split(", ") if label != "all" else []
+    sub = [c for c in cs if c.source not in left]
+    fit = dict(h.stored_fits()[label].values)
+    for g in h.GENERATIONS:
+        mine = [c for c in sub if h.DERIVED.get(h._engine(c), h._engine(c)) == g]
+        if not mine:
+            continue
+        best = _objective(fit, mine)
+        for nm in h.HOST_PARAMS:
+            k = f"{g}.{nm}"
+            lo, hi = h.HOST_BOUNDS[nm]
+            d = 0.05 * (hi - lo)
+            for v in (fit[k] - d, fit[k] + d):
+                if lo <= v <= hi:
+                    assert _objective({**fit, k: v}, mine) >= best - 1e-4, (label, k, v)
+
+
+def test_holdout_is_worse_than_in_sample_and_improves_on_the_shared_profile(report):
+    per = {p.source: p for p in report.per_source}
+    assert report.loso.rms_log > report.refit_in_sample.rms_log
+    # without vllm_azure no V1 case is left: V1 takes V0's host time, the note says so
+    assert "no vllm-v1 case left" in per["vllm_azure"].fitted_without.note
+    # the unseen-source medians this work set out to lower (before: 25.3 % on vllm_azure with
+    # the shared vllm profile; lambda_vllm throughputs +44 ... +307 %)
+    assert per["vllm_azure"].held_out.median_abs < 0.253
+    assert per["lambda_vllm"].held_out.rms_log < 1.117
+
+
+def test_page_shows_what_the_code_produces(report):
+    page = DOC.read_text(encoding="utf-8")
+    assert h.host_holdout_table(report) in page, \
+        "docs/validation/serving.md is stale: paste serving_host.host_holdout_table()"
+    assert h.host_case_table(h.host_errors(), report.held_out_errors) in page
