@@ -77,12 +77,22 @@ def test_vectorised_matches_scalar_reference() -> None:
     n = 2e9
     # a group inside one domain: a ring on NVLink
     assert C.group_all_reduce(n, 8, 1, LINKS) == pytest.approx(C.all_reduce(n, 8, 300e9, 2e-6))
-    # one rank per domain (stride 8): a ring on the NICs
-    assert C.group_all_reduce(n, 16, 8, LINKS) == pytest.approx(C.all_reduce(n, 16, 25e9, 6e-6))
-    # 2 per domain (stride 4) × 32 domains: hierarchical, ring steps included
-    want = C.hierarchical_all_reduce(n, 2, 32, 300e9, 25e9, 2e-6, 6e-6)
-    assert C.group_all_reduce(n, 64, 4, LINKS) == pytest.approx(want)
-    assert C.group_reduce_scatter(n, 64, 4, LINKS) == pytest.approx(want / 2)
+    # one rank per domain (stride 8): the faster of a ring and a tree on the NICs
+    assert C.group_all_reduce(n, 16, 8, LINKS) == pytest.approx(
+        C.all_reduce(n, 16, 25e9, 6e-6, algorithm="auto"))
+    assert C.group_ring_all_reduce(n, 16, 8, LINKS) == pytest.approx(
+        C.all_reduce(n, 16, 25e9, 6e-6))
+    # 2 per domain (stride 4) × 32 domains: NCCL's pipelined ring, 2·63 steps of which 2·31
+    # cross domains, at min(300, 2 × 25) = 50 GB/s (the two ranks' NICs together)
+    ring = 2 * 32 * 2e-6 + 2 * 31 * 6e-6 + 2 * 63 / 64 * n / 50e9
+    assert C.group_ring_all_reduce(n, 64, 4, LINKS) == pytest.approx(ring)
+    assert C.group_reduce_scatter(n, 64, 4, LINKS) == pytest.approx(ring / 2)
+    # the tree: a chain of 2 inside, ⌈log₂32⌉ = 5 levels across, the ring's bandwidth
+    tree = 2 * (1 * 2e-6 + 5 * 6e-6) + 2 * 63 / 64 * n / 50e9
+    assert C.group_all_reduce(n, 64, 4, LINKS) == pytest.approx(min(ring, tree))
+    assert tree < ring
+    # the pipelined ring is faster than the three phases one after the other
+    assert ring < C.hierarchical_all_reduce(n, 2, 32, 300e9, 25e9, 2e-6, 6e-6)
     assert C.group_all_to_all(n, 8, 1, LINKS) == pytest.approx(C.all_to_all(n, 8, 300e9, 2e-6))
     assert C.group_all_to_all(n, 16, 1, LINKS) == pytest.approx(C.all_to_all(n, 16, 25e9, 6e-6))
     assert C.group_send_recv(n, True, LINKS) == pytest.approx(C.send_recv(n, 25e9, 6e-6))
@@ -159,9 +169,17 @@ def test_group_all_reduce_takes_nvls_inside_a_domain_only_for_all_reduce() -> No
     n = 1e9
     # one node, 8 ranks: NVLS 2α + n/bw_nvls
     assert C.group_all_reduce(n, 8, 1, nv, SCALAR) == pytest.approx(4e-6 + n / 274.5e9)
-    # 16 ranks over 2 nodes: the inside part is NVLS, the across part the ring of n/8
-    across = 2 * 1 * 6e-6 + 2 * 1 / 2 * (n / 8) / 35e9
-    assert C.group_all_reduce(n, 16, 1, nv, SCALAR) == pytest.approx(4e-6 + n / 274.5e9 + across)
+    # 16 ranks over 2 nodes: NVLS-tree, each of the 8 ranks' shard once across on its NIC,
+    # pipelined with NVLS: n / min(274.5, 8 × 35) GB/s + 2 α_up + 2 · 1 level · α_out
+    assert C.group_all_reduce(n, 16, 1, nv, SCALAR) == pytest.approx(
+        4e-6 + 12e-6 + n / 274.5e9)
+    # 32 ranks over 4 nodes: the tree sends each shard twice: n / min(274.5, 8 × 35 / 2);
+    # the tree's 2(p−1)/p · n at min(315, 8 × 35) = 280 GB/s is faster, so NVLS gains nothing
+    # there (as measured: NVIDIA/nccl #1221, docs/validation/collectives.md)
+    nvls_tree = 4e-6 + 2 * 2 * 6e-6 + n / 140e9
+    tree = 2 * (7 * 2e-6 + 2 * 6e-6) + 2 * 31 / 32 * n / 280e9
+    assert tree < nvls_tree
+    assert C.group_all_reduce(n, 32, 1, nv, SCALAR) == pytest.approx(tree)
     # reduce-scatter / all-gather stay half the ring all-reduce
     assert C.group_reduce_scatter(n, 8, 1, nv, SCALAR) == \
         pytest.approx(0.5 * C.group_all_reduce(n, 8, 1, ring, SCALAR))

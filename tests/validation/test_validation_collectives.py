@@ -28,8 +28,8 @@ def _coll(c) -> str:
 
 
 def test_nvls_cases_within_tolerance() -> None:
-    res = [(c, e) for c, _, e in v.collective_errors() if c["algorithm"] != "ring"
-           and _coll(c) == "all_reduce" and c["bytes"] >= 2**32]
+    peak = {c.id for c in v._fit_cases(v.collective_cases())}
+    res = [(c, e) for c, _, e in v.collective_errors() if c.id in peak]
     err = np.array([e for _, e in res])
     assert len(err) == 12
     assert np.median(np.abs(err)) <= 0.05, np.round(err, 3)
@@ -40,7 +40,7 @@ def test_nvls_cases_within_tolerance() -> None:
 def test_reduce_scatter_ring_sweep() -> None:
     """8x H100 reduce-scatter, ring, 128 MiB - 8 GiB (NVIDIA/nccl #1047): within 15 %; ours
     is the ring at training's 0.70 of 450 GB/s, the measured busbw climbs to 0.80 of it."""
-    rs = [(c, b, e) for c, b, e in v.collective_errors() if _coll(c) == "reduce_scatter"]
+    rs = [(c, b, e) for c, b, e in v.collective_errors() if c.source == "nccl1047"]
     assert len(rs) == 7
     assert max(abs(e) for _, _, e in rs) <= 0.15
     # hand: 1 GiB over 8 ranks, 7 steps of 2 us + 7/8 of n at 315 GB/s; busbw = 7/8 n / t
@@ -92,6 +92,66 @@ def test_the_ring_alone_was_a_third_too_slow() -> None:
     t_nvls = 4e-6 + n / 274.5e9
     assert v.predict_busbw(c) == pytest.approx(1.75 * n / t_nvls, rel=1e-9)
     assert 1.75 * n / t_nvls / 1e9 == pytest.approx(480.3, abs=0.1)
+
+
+def _multi_node():
+    return [(c, b, e) for c, b, e in v.collective_errors()
+            if c.metric == "busbw" and c["ranks"] > 8 and c.source != "coreweave43"]
+
+
+def test_across_nodes_within_tolerance_and_closer_than_the_phased_model() -> None:
+    """Multi-node runs (2-128 nodes, 16-1024 GPUs): NCCL's pipelined ring / tree / NVLS-tree
+    within 30 %, median within 20 %; the three-phase model the page started from was further
+    off on every one (−33 … −52 %) but the all-gather run, a thread about a result its
+    reporter found low (+29 % ours, −21 % before)."""
+    mn = _multi_node()
+    assert len(mn) == 12
+    err = np.array([e for _, _, e in mn])
+    assert np.abs(err).max() <= 0.30 and np.median(np.abs(err)) <= 0.20, np.round(err, 3)
+    worse = [c.id for c, _, e in mn if abs(e) >= abs(v._previous(c) / c.value_si - 1)]
+    assert worse == ["H100 x256 (32 nodes) all-gather 2 GiB"]
+
+
+def test_nvls_gains_on_two_nodes_not_on_four() -> None:
+    """NVIDIA/nccl #1221: NVLS raises 2-node busbw 330 -> 430 GB/s, on 4 nodes 320 either way;
+    ours: NVLS-tree beats the ring / tree on 2 nodes (each shard crosses once), not on 4 (the
+    tree crosses twice: n / min(274.5, 8 x 35 / 2) against 2(p-1)/p n at 280 GB/s)."""
+    b = {c.id: b for c, b, _ in v.collective_errors()}
+    two_on, two_off = b["H100 x16 (2 nodes) all-reduce, NVLS on"], \
+        b["H100 x16 (2 nodes) all-reduce, NVLS off"]
+    four_on, four_off = b["H100 x32 (4 nodes) all-reduce, NVLS on"], \
+        b["H100 x32 (4 nodes) all-reduce, NVLS off"]
+    assert two_on > 1.5 * two_off
+    assert four_on == pytest.approx(four_off, rel=1e-12)
+    # hand: 2 nodes, NVLS-tree n / 274.5 GB/s + 2 α_up + 2 α_out; busbw 2 · 15/16 · n / t
+    n = 8589934592
+    t = 4e-6 + 12e-6 + n / 274.5e9
+    assert two_on == pytest.approx(1.875 * n / t, rel=1e-9)
+
+
+def test_rank_count_dependence_of_the_ring() -> None:
+    """Reduce-scatter on 4 -> 128 nodes (NVIDIA/nccl #1229): measured busbw falls 360 -> 260
+    GB/s; ours falls too (the ring's (p − o)·α_up + (o − 1)·α_out latency grows with the
+    ranks), by less (279 -> 240): the rest of the decline is not modelled (stated)."""
+    rs = sorted([(c["ranks"], b, c.value_si) for c, b, _ in v.collective_errors()
+                 if c.source == "nccl1229"])
+    ours = [b for _, b, _ in rs]
+    meas = [m for _, _, m in rs]
+    assert ours == sorted(ours, reverse=True) and meas == sorted(meas, reverse=True)
+    assert 0.05 < 1 - ours[-1] / ours[0] < 1 - meas[-1] / meas[0]
+
+
+def test_latency_regime_is_a_stated_miss() -> None:
+    """Tiny messages (time per call): an A100 x256 tree at 8 B +40 % (88 vs 63 us), the H20
+    2-node NVLS-tree −66 % (16 vs 47.6 us: NCCL's tuner gives NVLS a 23 us latency on NVLink,
+    src/graph/tuning.cc, where ours is 2 α = 4 us): within x3, not fitted."""
+    lat = {c.id: (b, e) for c, b, e in v.collective_errors() if c.metric == "time"}
+    assert len(lat) == 2
+    b, e = lat["A100 x256 (32 nodes, 4 HDR) all-reduce, 8 B"]
+    # the tree: 2 (7 · 2 us + 5 levels · 6 us) = 88 us
+    assert b == pytest.approx(88e-6, rel=1e-5) and 0.2 < e < 0.6  # + 8 B of bandwidth
+    b, e = lat["H20 x16 (2 nodes) NVLS-tree all-reduce, 8 B"]
+    assert b == pytest.approx(16e-6, rel=1e-5) and -0.7 < e < -0.5
 
 
 def test_holdout_each_source_predicted_without_itself() -> None:

@@ -297,4 +297,4 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.gemm_summary_table() in text
     assert v.gemm_shape_table() in text
     assert v.gemm_holdout_table() in text
-    assert v.fp8_table() in text
+    assert v.fp8_tile_table() in text

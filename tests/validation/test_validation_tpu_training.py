@@ -35,18 +35,18 @@ def test_fit_reproduces_the_shipped_fraction(rep) -> None:
 
 
 def test_errors_within_stated_bounds(rep) -> None:
-    fit = t.fit_cases()
-    assert len(fit) == 6 and len(t.judged_cases()) == 1
+    fit = t.tpu_fit_cases()
+    assert len(fit) == 6 and len(t.tpu_judged_cases()) == 1
     # in sample within 8 %, each source predicted from the others within 12 %
     assert rep.shipped_in_sample.median_abs <= 0.05
     assert all(abs(ours_err) <= 0.08 for ours_err in
-               (t.ours(c) / c.value_si - 1 for c in fit))
+               (t.tpu_ours(c) / c.value_si - 1 for c in fit))
     assert rep.loso.median_abs <= 0.06 and abs(rep.loso.worst) <= 0.12
     # the symptom: the assumed 0.80 priced every v6e run 10-30 % too fast
-    assert all(0.10 <= t.ours(c, t.ASSUMED) / c.value_si - 1 <= 0.30 for c in fit)
+    assert all(0.10 <= t.tpu_ours(c, t.ASSUMED) / c.value_si - 1 <= 0.30 for c in fit)
     # the v5p run, never fitted on, with the kind's (unfitted) 0.80: within 10 %
-    (v5p,) = t.judged_cases()
-    assert abs(t.ours(v5p) / v5p.value_si - 1) <= 0.10
+    (v5p,) = t.tpu_judged_cases()
+    assert abs(t.tpu_ours(v5p) / v5p.value_si - 1) <= 0.10
 
 
 def test_recomputed_share_by_hand() -> None:
@@ -67,7 +67,7 @@ def test_recomputed_share_by_hand() -> None:
 
 
 def test_a_run_is_priced_between_no_and_full_recompute() -> None:
-    c = t.fit_cases()[1]  # Llama 3.1 8B on v6e-256
+    c = t.tpu_fit_cases()[1]  # Llama 3.1 8B on v6e-256
     sc = c.scenario
     kw = dict(nodes=64, global_batch=1024, seq_len=8192, micro_batch=4, tp=1, pp=1, dp=256,
               zero=3, precision="bf16")
@@ -76,17 +76,17 @@ def test_a_run_is_priced_between_no_and_full_recompute() -> None:
     r = t.recompute_share(sc["model"], sc["seq_len"], ("query_proj", "key_proj",
                                                        "value_proj", "out_proj"))
     assert t0 < t1
-    assert t.ours(c) == pytest.approx(1024 * 8192 / (t0 + r * (t1 - t0)) / 256, rel=1e-12)
+    assert t.tpu_ours(c) == pytest.approx(1024 * 8192 / (t0 + r * (t1 - t0)) / 256, rel=1e-12)
 
 
 def test_a_trial_fraction_reaches_the_priced_run() -> None:
     # a refit trial on an architecture table must not hit a context cached for another trial
-    c = t.fit_cases()[0]
-    a, b = t.ours(c, 0.5), t.ours(c, 0.7)
+    c = t.tpu_fit_cases()[0]
+    a, b = t.tpu_ours(c, 0.5), t.tpu_ours(c, 0.7)
     assert b > a * 1.2
     assert training_factors("tpu", "tpu-v6e").gemm.max == 0.635  # the override is removed
     with pytest.raises(ValueError, match="not a part of"):
-        t.ours(t.judged_cases()[0], 0.5)
+        t.tpu_ours(t.tpu_judged_cases()[0], 0.5)
 
 
 def test_v6e_pod_cluster() -> None:
@@ -94,3 +94,25 @@ def test_v6e_pod_cluster() -> None:
     assert cl.devices == 256 and cl.scale_up_domain == 256
     assert cl.device.key == "tpu-v6e"
     assert cl.scale_up_bytes_per_s == pytest.approx(400e9)  # 800 GBps bidirectional / 2
+
+
+def test_uncertainty_class_holds_these_runs() -> None:
+    """rl.train on a TPU has the tpu-training band: every MaxText run, the fitted rows with the
+    error of the fraction fitted without their source (time convention: the negative of the
+    rate's log error), the judged rows as priced (regenerate: python -m
+    roofline.validation.uncertainty --write)."""
+    import math
+
+    from roofline.uncertainty import residuals
+
+    stored = {i: (s, e) for i, s, e in residuals("tpu-training")}
+    assert set(stored) == {c.id for c in t.cases()}
+    held = t.tpu_holdout().held_out_errors
+    for c in t.cases():
+        want = -held[c.id] if c.id in held else -math.log(t.ours(c) / c.value_si)
+        assert stored[c.id][0] == c.source and stored[c.id][1] == pytest.approx(want, abs=2e-3)
+    tr = rl.train("llama-3.2-3b", "tpu-v6e-pod", global_batch=256, seq_len=2048,
+                  recompute="full", zero=3)
+    assert tr.uncertainty["step_time"].cls == "tpu-training"
+    g = rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048)
+    assert g.uncertainty["step_time"].cls == "gpu-training"

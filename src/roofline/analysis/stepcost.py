@@ -220,29 +220,7 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
                          **kw, **ekw).ttft for B in pb])
     pre = np.interp(Ns, pb * T0, pt)
     pre[0] = 0.0
-    # prefill attention per pair, from serve's TTFT at the reference prompt lengths
-    ttft = {}
-    pairs_cost = []
-    for T in refs:
-        r = one if T == refs[-1] else serve(model, hardware, batch=1, prompt_len=T,
-                                            output_len=ref_output, pp=pp, **kw, **ekw)
-        ttft[T] = r.ttft
-        if ep == 1:
-            pairs_cost.append(max(0.0, (r.ttft - pre[T]) / (T * (T + 1) / 2)))
-            continue
-        # ep groups: the tables describe steps balanced over the groups, so a chunk's pairs
-        # cost 1/ep of what they cost the group running them (ep chunks side by side). A
-        # group's attention per pair is that of the same tp × pp layout without ep (a lone
-        # prompt's TTFT less the context-free time of its T tokens)
-        Bq = max(1, round(T / T0))
-        free = serve(model, hardware, batch=Bq, prompt_len=T0, output_len=1, pp=pp,
-                     **kw).ttft * T / (Bq * T0)
-        r1 = serve(model, hardware, batch=1, prompt_len=T, output_len=1, pp=pp, **kw)
-        pairs_cost.append(max(0.0, (r1.ttft - free) / (T * (T + 1) / 2)) / ep)
-    if len(refs) == 1:
-        pair = np.full(n_max + 1, pairs_cost[0])
-    else:
-        pair = np.interp(np.log(np.maximum(Ns, 1)), np.log(refs), pairs_cost)
+    ttft, pair = _pair_costs(model, hardware, refs, one, pre, Ns, T0, ep, pp, kw, ekw)
     # KV capacity (per device): what serve's memory model leaves after weights, workspace and
     # the activations of the largest step; with ep groups each holds its own sequences' KV
     # (one pool of ep × a device's blocks, balanced over the groups; a step's tokens split too)
@@ -266,6 +244,37 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
                           ttft_ref=ttft, tpot_ref=one.tpot, feasible=feasible, reason=reason,
                           host_layers=layers)
     return dev_costs if host is None else with_host(dev_costs, host)
+
+
+def _pair_costs(model: Any, hardware: Any, refs: list[int], one: Any, pre: np.ndarray,
+                Ns: np.ndarray, T0: int, ep: int, pp: int, kw: dict[str, Any],
+                ekw: dict[str, Any]) -> tuple[dict[int, float], np.ndarray]:
+    """Prefill attention per (query, key) pair, from serve's TTFT at the reference prompt
+    lengths ``refs`` (``one``: the serve at the longest) less the context-free prefill ``pre``:
+    ({prompt: TTFT}, the cost per pair at every step size in ``Ns``)."""
+    from ..scenarios.serving import serve
+
+    ttft = {}
+    pairs_cost = []
+    for T in refs:
+        r = one if T == refs[-1] else serve(model, hardware, batch=1, prompt_len=T,
+                                            output_len=one.output_len, pp=pp, **kw, **ekw)
+        ttft[T] = r.ttft
+        if ep == 1:
+            pairs_cost.append(max(0.0, (r.ttft - pre[T]) / (T * (T + 1) / 2)))
+            continue
+        # ep groups: the tables describe steps balanced over the groups, so a chunk's pairs
+        # cost 1/ep of what they cost the group running them (ep chunks side by side). A
+        # group's attention per pair is that of the same tp × pp layout without ep (a lone
+        # prompt's TTFT less the context-free time of its T tokens)
+        Bq = max(1, round(T / T0))
+        free = serve(model, hardware, batch=Bq, prompt_len=T0, output_len=1, pp=pp,
+                     **kw).ttft * T / (Bq * T0)
+        r1 = serve(model, hardware, batch=1, prompt_len=T, output_len=1, pp=pp, **kw)
+        pairs_cost.append(max(0.0, (r1.ttft - free) / (T * (T + 1) / 2)) / ep)
+    if len(refs) == 1:
+        return ttft, np.full(len(Ns), pairs_cost[0])
+    return ttft, np.interp(np.log(np.maximum(Ns, 1)), np.log(refs), pairs_cost)
 
 
 def with_host(c: StepCosts, factors: Any) -> StepCosts:

@@ -59,7 +59,11 @@ expert-parallel groups are slices of it —, pipeline stages outermost). The gro
 members inside one scale-up domain (NVLink/ICI) and ``outer = p / inner`` domains to cross on
 the scale-out network: ``inner = min(p, domain // stride)`` when the stride fits in a domain,
 else 1. A group inside one domain runs a ring on the scale-up link; one rank per domain, a ring
-on the scale-out link (each rank drives its own NIC); otherwise the hierarchical all-reduce.
+on the scale-out link (each rank drives its own NIC); otherwise NCCL's ring over the whole
+group, pipelined, at the slower of the scale-up link and the domain's inner NICs together (not
+the three-phase ``hierarchical_all_reduce``, whose phases run one after the other). An
+all-reduce also prices the tree and, with in-switch reduction, NVLS / NVLS-tree, and takes the
+fastest (``group_all_reduce``).
 Reduce-scatter and all-gather are half the corresponding *ring* all-reduce (a ring all-reduce is
 exactly reduce-scatter + all-gather); only the all-reduce itself takes NVLS. NCCL (2.18+) has
 NVLS reduce-scatter / all-gather too (``nvls_one_pass``; ``algorithm="nvls"|"auto"`` on
@@ -91,7 +95,8 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
            "nvls_all_reduce", "nvls_one_pass", "ALGORITHMS", "ONE_PASS_ALGORITHMS",
            "group_ring_all_reduce",
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
-           "group_all_reduce", "group_reduce_scatter", "group_all_gather", "group_all_to_all",
+           "group_all_reduce", "group_nvls_all_reduce", "group_reduce_scatter",
+           "group_all_gather", "group_all_to_all",
            "group_send_recv", "group_dispatch"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
@@ -331,31 +336,77 @@ def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Ar
     return inner, p / inner
 
 
+def _ring_bw(inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
+    """The bandwidth a ring over the group reaches per rank: the scale-up link inside one
+    domain; across domains the slower of the scale-up link and the domain's ``inner`` NICs
+    together (NCCL's rings cross each domain boundary once per channel, the channels spread
+    over the NICs, so a domain's boundary carries the whole ring stream once over its inner
+    NICs: 2(p−1)/p·n / (inner·bw_out))."""
+    return xp.where(outer > 1, xp.minimum(links.up_bw, inner * links.out_bw), links.up_bw)
+
+
 def group_ring_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Seconds to ring-all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: a ring
-    on one level, or hierarchical (reduce-scatter + all-gather inside = a ring all-reduce
-    inside, plus an all-reduce of n/inner across), α per ring step."""
+    """Seconds to ring-all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart, as
+    NCCL's ring runs it (pipelined, not reduce-scatter / all-reduce / all-gather one after the
+    other): 2(p−1) steps, 2(o−1) of them across domains (α_out) and the rest inside (α_up), and
+    2(p−1)/p · n at ``_ring_bw`` (NCCL src/graph/tuning.cc prices the ring's steps so:
+    ``(nsteps − nInterSteps)·intraLat + nInterSteps·interLat``). A group with one rank per
+    domain is a ring on the NICs; one inside a domain, a ring on the scale-up link."""
     n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
-    inside = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
-    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha)
-    return xp.where((p > 1) & (n > 0), inside + across, 0.0)
+    lat = 2 * (p - outer) * links.up_alpha + 2 * (outer - 1) * links.out_alpha
+    t = lat + 2 * (p - 1) / p * n / _ring_bw(inner, outer, links, xp)
+    return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
 def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Seconds to all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: the ring (or
-    hierarchical) all-reduce of ``group_ring_all_reduce``; on a fabric with in-switch reduction
-    (``links.nvls_bw``) the part inside a domain is the faster of that ring and an NVLS
-    all-reduce (2α + n/nvls_bw, NCCL's NVLS and, across domains, NVLS-tree)."""
-    if not links.nvls_bw:
-        return group_ring_all_reduce(n, p, stride, links, xp)
+    """Seconds to all-reduce ``n`` bytes over ``p`` ranks spaced ``stride`` apart: the fastest
+    of the algorithms NCCL's tuner prices (src/graph/tuning.cc: a time per algorithm, the
+    smallest wins), each on the group's links:
+
+    - the ring (``group_ring_all_reduce``);
+    - across domains, the tree (a chain inside, a double binary tree across: 2((i−1)·α_up +
+      ⌈log₂o⌉·α_out) latency, the ring's bandwidth) — its latency grows with log o, the
+      ring's with p;
+    - on a fabric with in-switch reduction (``links.nvls_bw``) and ≥ 2 ranks per domain, NVLS
+      inside one domain (2α_up + n/nvls_bw) and NVLS-tree across domains: NVLS inside, each of
+      the i ranks carries its n/i across a tree of the o domains on its own NIC, pipelined:
+      2α_up + 2⌈log₂o⌉·α_out + n / min(nvls_bw, i·bw_out / k), k = 1 on two domains (each
+      shard crosses once each way), 2 beyond (the double binary tree sends it twice; the
+      tuner halves NVLS-tree's inter-node bandwidth beyond 2 nodes)."""
     n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
-    ring_in = _ring_all_reduce(n, inner, links.up_bw, links.up_alpha)
-    nvls_in = xp.where(inner > 1, 2 * links.up_alpha + n / links.nvls_bw, 0.0)
-    inside = xp.minimum(ring_in, nvls_in)
-    across = _ring_all_reduce(n / inner, outer, links.out_bw, links.out_alpha)
-    return xp.where((p > 1) & (n > 0), inside + across, 0.0)
+    ring = group_ring_all_reduce(n, p, stride, links, xp)
+    tree = 2 * ((inner - 1) * links.up_alpha + xp.ceil(xp.log2(outer)) * links.out_alpha) \
+        + 2 * (p - 1) / p * n / _ring_bw(inner, outer, links, xp)
+    t = xp.where(outer > 1, xp.minimum(ring, tree), ring)
+    if links.nvls_bw:
+        t = xp.where(inner > 1, xp.minimum(t, _nvls_tree(n, inner, outer, links, xp)), t)
+    return xp.where((p > 1) & (n > 0), t, 0.0)
+
+
+def _nvls_tree(n: Arr, inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
+    log_o = xp.ceil(xp.log2(outer))
+    k = xp.where(outer > 2, 2.0, 1.0)
+    bw = xp.where(outer > 1, xp.minimum(links.nvls_bw, inner * links.out_bw / k),
+                  links.nvls_bw)
+    return 2 * links.up_alpha + 2 * log_o * links.out_alpha + n / bw
+
+
+def group_nvls_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Seconds for the NVLS (one domain) or NVLS-tree (across domains) all-reduce alone, the
+    one ``group_all_reduce`` weighs (NCCL_ALGO=NVLS / NVLSTree); needs ``links.nvls_bw`` and
+    ≥ 2 ranks per domain."""
+    if not links.nvls_bw:
+        raise SpecError("group_nvls_all_reduce needs links.nvls_bw > 0 (a fabric with "
+                        "in-switch reduction)")
+    n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    t = xp.where(inner > 1, _nvls_tree(n, inner, outer, links, xp), math.inf)
+    return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
 def group_reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:

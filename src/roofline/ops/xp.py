@@ -9,14 +9,15 @@ namespace ``xp``: ``xp=numpy`` prices thousands of configurations in one call
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = ["SCALAR"]
 
 
 class _Scalar:
-    """numpy's ``where``, ``maximum``, ``minimum``, ``asarray``, ``mod``, ``ones_like`` and
-    ``zeros_like`` for Python scalars (``where`` takes a Python truth value)."""
+    """numpy's ``where``, ``maximum``, ``minimum``, ``ceil``, ``log2``, ``asarray``, ``mod``,
+    ``ones_like`` and ``zeros_like`` for Python scalars (``where`` takes a Python truth value)."""
 
     @staticmethod
     def where(c: Any, a: Any, b: Any) -> Any:
@@ -24,6 +25,8 @@ class _Scalar:
 
     maximum = staticmethod(max)
     minimum = staticmethod(min)
+    ceil = staticmethod(math.ceil)
+    log2 = staticmethod(math.log2)
 
     @staticmethod
     def asarray(x: Any, dtype: Any = None) -> Any:

@@ -32,8 +32,9 @@ from ..ops.xp import SCALAR
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["collective_cases", "predict_busbw", "collective_errors", "fit_nvls", "shipped_nvls",
-           "collectives_holdout", "collectives_case_table", "collectives_holdout_table"]
+__all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
+           "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
+           "collectives_holdout_table"]
 
 PARAMS = ("nvls", "nvls5")
 #: which fraction a cluster's NVLS rate is (its NVLink generation)
@@ -57,27 +58,42 @@ def _nvls_cases(cases: Sequence[Case]) -> list[Case]:
 
 
 def _fit_cases(cases: Sequence[Case]) -> list[Case]:
-    return [c for c in _nvls_cases(cases) if c["bytes"] >= PEAK_BYTES]
+    """The NVLS fraction's cases: the peak, inside one NVSwitch domain."""
+    return [c for c in _nvls_cases(cases) if c["bytes"] >= PEAK_BYTES
+            and c["ranks"] <= _cluster(c["cluster"], None, c["ranks"]).scale_up_domain]
 
 
 @lru_cache(maxsize=32)
-def _cluster(key: str, scale_up_gbps: int | None, ranks: int = 1):
-    """The cluster with enough nodes for ``ranks`` (an NVL72 tray holds 4 of its 72)."""
+def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
+             scale_out_gbps: float | None = None):
+    """The cluster with enough nodes for ``ranks`` (an NVL72 tray holds 4 of its 72), with the
+    case's link bandwidths where they differ from the cluster file's."""
     from ..specs.resolve import cluster
 
     c = cluster(key)
     c = cluster(key, nodes=-(-ranks // c.devices_per_node))
-    return c if scale_up_gbps is None else replace(c, scale_up_bytes_per_s=scale_up_gbps * 1e9)
+    if scale_up_gbps is not None:
+        c = replace(c, scale_up_bytes_per_s=scale_up_gbps * 1e9)
+    if scale_out_gbps is not None:
+        c = replace(c, scale_out_bytes_per_s=scale_out_gbps * 1e9)
+    return c
 
 
-def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
-    """Our busbw (bytes/s) for ``case``; ``nvls``: the NVLS fractions to use (by ``PARAMS``
-    name, or one number for this case's; None: the cluster spec's)."""
+def _case_cluster(case: Case):
+    return _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"],
+                    case.get("scale_out_gbps"))
+
+
+def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+    """Our seconds for ``case``'s collective; ``nvls``: the NVLS fractions to use (by
+    ``PARAMS`` name, or one number for this case's; None: the cluster spec's)."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
-    c = _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"])
+    c = _case_cluster(case)
     if isinstance(nvls, Mapping):
         nvls = nvls[PARAM_OF[case["cluster"]]]
+    if case.get("nvls_disabled"):
+        nvls = 0.0
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
     links = cluster_links(c, training_factors(c.device.kind))
@@ -92,14 +108,27 @@ def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None) -
     elif algo == "ring":
         t = coll.group_ring_all_reduce(n, p, 1, links, SCALAR)
     elif algo == "nvls":
-        t = coll.nvls_all_reduce(n, p, links.nvls_bw, links.up_alpha)
+        t = coll.group_nvls_all_reduce(n, p, 1, links, SCALAR)
     else:
         t = coll.group_all_reduce(n, p, 1, links, SCALAR)
-    return float(coll.bus_factor(coll_, p) * n / t)
+    return float(t)
+
+
+def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+    """Our busbw (bytes/s) for ``case`` (nccl-tests' bus_factor · n / t)."""
+    return float(coll.bus_factor(_collective(case), case["ranks"]) * case["bytes"]
+                 / predict_time(case, nvls))
+
+
+def predict(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+    """Ours in the case's metric, SI: busbw (bytes/s) or time (s)."""
+    if case.metric == "time":
+        return predict_time(case, nvls)
+    return predict_busbw(case, nvls)
 
 
 def _log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> list[float]:
-    return [math.log(predict_busbw(c, values) / c.value_si) for c in cases]
+    return [math.log(predict(c, values) / c.value_si) for c in cases]
 
 
 def shipped_nvls() -> dict[str, float]:
@@ -116,7 +145,7 @@ def fit_nvls(cases: Sequence[Case]) -> Refit:
     value (said in the note)."""
     r: dict[str, list[float]] = {k: [] for k in PARAMS}
     for c in _fit_cases(cases):
-        cl = _cluster(c["cluster"], c.get("scale_up_gbps"), c["ranks"])
+        cl = _case_cluster(c)
         algbw = c.value_si / coll.bus_factor("all_reduce", c["ranks"])
         r[PARAM_OF[c["cluster"]]].append(algbw / cl.scale_up_bytes_per_s)
     shipped = shipped_nvls()
@@ -127,10 +156,10 @@ def fit_nvls(cases: Sequence[Case]) -> Refit:
 
 
 def collective_errors() -> list[tuple[Case, float, float]]:
-    """(case, our busbw in bytes/s, ours / measured − 1) for every case."""
+    """(case, ours in the case's metric (SI), ours / measured − 1) for every case."""
     out = []
     for c in collective_cases():
-        b = predict_busbw(c)
+        b = predict(c)
         out.append((c, b, b / c.value_si - 1))
     return out
 
@@ -143,26 +172,50 @@ def collectives_holdout() -> FitReport:
                                 _log_errors)
 
 
-def _ring_only(case: Case) -> float:
-    """Our busbw for ``case`` without NVLS (the model before the term)."""
-    ring = replace(case, scenario={**case.scenario, "algorithm": "ring"})
-    return predict_busbw(ring, 0.0)
+def _previous(case: Case) -> float:
+    """Ours in the case's metric with the model this page started from (issue 18 item 5's
+    first step): NVLS inside a domain only, and across domains the ring's three phases one
+    after the other (reduce-scatter + ring all-reduce of n/i across + all-gather), no tree."""
+    from ..scenarios.training.factors import cluster_links, training_factors
+
+    c = _case_cluster(case)
+    if case.get("nvls_disabled") or case["algorithm"] == "ring":
+        c = replace(c, scale_up_nvls_fraction=0.0)
+    lk = cluster_links(c, training_factors(c.device.kind))
+    n, p = float(case["bytes"]), case["ranks"]
+    i = min(p, lk.domain)
+    o = p // i
+    ring_in = 2 * (i - 1) * lk.up_alpha + 2 * (i - 1) / i * n / lk.up_bw
+    inside = min(ring_in, 2 * lk.up_alpha + n / lk.nvls_bw) if lk.nvls_bw else ring_in
+    across = 2 * (o - 1) * lk.out_alpha + 2 * (o - 1) / o * (n / i) / lk.out_bw
+    t = (inside + across) * (0.5 if _collective(case) != "all_reduce" else 1.0)
+    if _collective(case) != "all_reduce" and case["algorithm"] == "nvls":
+        t = predict_time(case)
+    if case.metric == "time":
+        return t
+    return float(coll.bus_factor(_collective(case), p) * n / t)
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
+    if n >= 2**30:
+        return f"{n / 2**30:g} GiB"
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} B"
+
+
+def _fmt(c: Case, v_si: float) -> str:
+    return f"{v_si * 1e6:.1f} µs" if c.metric == "time" else f"{v_si / 1e9:.0f} GB/s"
 
 
 def collectives_case_table() -> str:
     """The markdown case table of docs/validation/collectives.md (generated; a test checks it)."""
-    rows = ["| case | ranks | size | algorithm | published busbw | ours | error "
-            "| ring only (before) | error | source |",
+    rows = ["| case | ranks | size | algorithm | published | ours | error "
+            "| before | error | source |",
             "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for c, b, e in collective_errors():
-        r = _ring_only(c)
-        rows.append(f"| {c.id} | {c['ranks']} | {_size(c['bytes'])} | {c['algorithm']} | "
-                    f"{c.measured:g} GB/s | "
-                    f"{b / 1e9:.0f} GB/s | {e:+.1%} | {r / 1e9:.0f} GB/s | "
+        r = _previous(c)
+        algo = c["algorithm"] + (" (NVLS off)" if c.get("nvls_disabled") else "")
+        rows.append(f"| {c.id} | {c['ranks']} | {_size(c['bytes'])} | {algo} | "
+                    f"{c.measured:g} {c.unit} | {_fmt(c, b)} | {e:+.1%} | {_fmt(c, r)} | "
                     f"{r / c.value_si - 1:+.1%} | {c.source} |")
     return "\n".join(rows)
 

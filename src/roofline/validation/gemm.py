@@ -32,8 +32,8 @@ from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["gemm_cases", "bf16_cases", "fp8_cases", "hopper_fp8_cases", "fit_fp8_max",
            "fp8_fit_report", "predict_gemm", "gemm_errors", "fit_tiles", "gemm_holdout",
-           "gemm_summary_table", "gemm_shape_table", "gemm_holdout_table", "fp8_table", "PARAMS",
-           "GRID"]
+           "gemm_summary_table", "gemm_shape_table", "gemm_holdout_table", "fp8_tile_table",
+           "PARAMS", "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -296,7 +296,7 @@ def gemm_holdout_table(rep: FitReport | None = None) -> str:
     return holdout_tables(gemm_holdout() if rep is None else rep, _fmt)
 
 
-def fp8_table() -> str:
+def fp8_tile_table() -> str:
     """Markdown: the fp8 sets — the B200 fit (in-sample), Hopper's ``max`` fitted and held out
     one source at a time, and each Hopper fp8 row before (the smooth model × the end-to-end
     ``gemm_dtype.fp8`` factor) and now."""

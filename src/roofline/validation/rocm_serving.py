@@ -21,8 +21,8 @@ from functools import lru_cache
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["cases", "fit_cases", "judged_cases", "ours", "fit_rocm", "rocm_holdout",
-           "rocm_fit_table", "rocm_case_table", "ENGINE"]
+__all__ = ["cases", "rocm_fit_cases", "rocm_judged_cases", "rocm_ours", "fit_rocm",
+           "rocm_holdout", "rocm_fit_table", "rocm_case_table", "ENGINE"]
 
 ENGINE = "vllm-rocm"  #: the serving.toml profile this fit sets
 
@@ -32,15 +32,15 @@ def cases() -> tuple[Case, ...]:
     return load_cases("rocm_serving").cases
 
 
-def fit_cases() -> tuple[Case, ...]:
+def rocm_fit_cases() -> tuple[Case, ...]:
     return tuple(c for c in cases() if c.scenario["role"] == "fit")
 
 
-def judged_cases() -> tuple[Case, ...]:
+def rocm_judged_cases() -> tuple[Case, ...]:
     return tuple(c for c in cases() if c.scenario["role"] == "judge")
 
 
-def ours(c: Case, layer_overhead: float | None = None, engine: str = ENGINE) -> float:
+def rocm_ours(c: Case, layer_overhead: float | None = None, engine: str = ENGINE) -> float:
     """Our end-to-end latency (s) of ``c`` with ``engine``'s profile (``layer_overhead`` in s:
     a trial value in its place; None: the shipped one)."""
     return _ours(c.id, layer_overhead, engine)
@@ -67,14 +67,14 @@ def _ours(cid: str, layer_overhead: float | None, engine: str) -> float:
 
 def _log_errors(values: Mapping[str, float] | None, cs: Sequence[Case]) -> list[float]:
     v = None if values is None else values["layer_overhead_us"] * 1e-6
-    return [math.log(ours(c, v) / c.value_si) for c in cs]
+    return [math.log(rocm_ours(c, v) / c.value_si) for c in cs]
 
 
 def fit_rocm(cs: Sequence[Case] | None = None) -> Refit:
     """``layer_overhead`` (µs, to 0.5 µs) minimising the sum of squared log(ours / published)
     over ``cs``: golden-section search on 0-200 µs, then the best of the 0.5 µs grid around
     it."""
-    cs = fit_cases() if cs is None else cs
+    cs = rocm_fit_cases() if cs is None else cs
 
     def sse(us: float) -> float:
         return sum(e * e for e in _log_errors({"layer_overhead_us": us}, cs))
@@ -100,7 +100,7 @@ def rocm_holdout() -> FitReport:
     from ..scenarios.serving.plan import serving_factors
 
     shipped = {"layer_overhead_us": round(serving_factors(ENGINE).layer_overhead * 1e6, 6)}
-    return leave_one_source_out(f"serving {ENGINE}", fit_cases(), ("layer_overhead_us",),
+    return leave_one_source_out(f"serving {ENGINE}", rocm_fit_cases(), ("layer_overhead_us",),
                                 shipped, fit_rocm, _log_errors)
 
 
@@ -117,10 +117,10 @@ def rocm_case_table(rep: FitReport | None = None) -> str:
             "without its release) | with the vllm profile |",
             "|---|---|---|---:|---:|---:|---:|---:|"]
     for c in cases():
-        mine = ours(c)
+        mine = rocm_ours(c)
         held = (f"{math.expm1(rep.held_out_errors[c.id]):+.1%}" if c.id in rep.held_out_errors
                 else "(judged)")
-        gen = ours(c, engine="vllm") / c.value_si - 1
+        gen = rocm_ours(c, engine="vllm") / c.value_si - 1
         rows.append(f"| {c.id} | {c.source} | {c.scenario['role']} | {c.value_si:.3f} s | "
                     f"{mine:.3f} s | {mine / c.value_si - 1:+.1%} | {held} | {gen:+.1%} |")
     return "\n".join(rows)

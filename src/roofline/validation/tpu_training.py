@@ -24,9 +24,9 @@ from typing import Any
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["cases", "fit_cases", "judged_cases", "recompute_share", "layer_flops", "ours",
-           "fits_memory", "fit_tpu", "tpu_holdout", "tpu_fit_table", "tpu_case_table", "MATMULS",
-           "ASSUMED", "TABLE"]
+__all__ = ["cases", "tpu_fit_cases", "tpu_judged_cases", "recompute_share", "layer_flops",
+           "tpu_ours", "fits_memory", "fit_tpu", "tpu_holdout", "tpu_fit_table",
+           "tpu_case_table", "MATMULS", "ASSUMED", "TABLE"]
 
 #: the layer matmuls of a decoder by their MaxText names (``context``: the attention core)
 MATMULS = ("query_proj", "key_proj", "value_proj", "out_proj", "mlpwi", "mlpwo", "context")
@@ -53,12 +53,12 @@ def _table_devices() -> tuple[str, ...]:
     return _factor_tables()[TABLE].devices
 
 
-def fit_cases() -> tuple[Case, ...]:
+def tpu_fit_cases() -> tuple[Case, ...]:
     """The runs on the parts of ``TABLE`` (the fit's cases)."""
     return tuple(c for c in cases() if _device(c) in _table_devices())
 
 
-def judged_cases() -> tuple[Case, ...]:
+def tpu_judged_cases() -> tuple[Case, ...]:
     """The other TPU runs: priced with their kind's table, never fitted on."""
     return tuple(c for c in cases() if _device(c) not in _table_devices())
 
@@ -114,7 +114,7 @@ def _run(c: Case, recompute: str, gemm_max: float | None) -> Any:
         _OVERRIDE.pop(TABLE, None)
 
 
-def ours(c: Case, gemm_max: float | None = None) -> float:
+def tpu_ours(c: Case, gemm_max: float | None = None) -> float:
     """Our tokens / s / chip for ``c`` (``gemm_max``: the [tpu] training fraction to price it
     with; None: the shipped one)."""
     return _ours(c.id, gemm_max)
@@ -139,13 +139,13 @@ def fits_memory(c: Case) -> bool:
 
 def _log_errors(values: Mapping[str, float] | None, cs: Sequence[Case]) -> list[float]:
     v = None if values is None else round(values["gemm_max"], 4)
-    return [math.log(ours(c, v) / c.value_si) for c in cs]
+    return [math.log(tpu_ours(c, v) / c.value_si) for c in cs]
 
 
 def fit_tpu(cs: Sequence[Case] | None = None) -> Refit:
     """The ``TABLE`` training fraction minimising the sum of squared log(ours / published) over
     ``cs``: golden-section search on 0.30-1.00, then the best of the 0.005 grid around it."""
-    cs = fit_cases() if cs is None else cs
+    cs = tpu_fit_cases() if cs is None else cs
 
     def sse(v: float) -> float:
         return sum(e * e for e in _log_errors({"gemm_max": v}, cs))
@@ -172,7 +172,7 @@ def tpu_holdout() -> FitReport:
     from ..scenarios.training.factors import training_factors
 
     shipped = {"gemm_max": training_factors("tpu", _table_devices()[0]).gemm.max}
-    return leave_one_source_out(f"training {TABLE}", fit_cases(), ("gemm_max",), shipped,
+    return leave_one_source_out(f"training {TABLE}", tpu_fit_cases(), ("gemm_max",), shipped,
                                 fit_tpu, _log_errors)
 
 
@@ -194,10 +194,10 @@ def tpu_case_table(rep: FitReport | None = None) -> str:
     for c in cases():
         sc = c.scenario
         r = recompute_share(sc["model"], sc["seq_len"], _saved(c))
-        mine = ours(c)
+        mine = tpu_ours(c)
         fitted = c.id in rep.held_out_errors
         held = f"{math.expm1(rep.held_out_errors[c.id]):+.1%}" if fitted else "(judged)"
-        before = f"{ours(c, ASSUMED) / c.value_si - 1:+.1%}" if fitted else "(same)"
+        before = f"{tpu_ours(c, ASSUMED) / c.value_si - 1:+.1%}" if fitted else "(same)"
         fits = "yes" if fits_memory(c) else "no (host offload)"
         rows.append(f"| {c.id} | {c.source} | {factor_table_for('tpu', _device(c))} | "
                     f"{sc['chips']} | {r:.3f} | {c.value_si:,.0f} | {mine:,.0f} | "

@@ -16,6 +16,9 @@ e = log(measured rate / our rate)):
   (data/validation/training_runs.toml, known outliers apart): the bf16 Hopper rows with the
   Hopper GEMM fraction fitted without their source (``hopper_holdout``), the others (fp8, MoE,
   other parts) as priced — nothing was fitted on them;
+* ``tpu-training``: rl.train step time on TPUs: the MaxText runs of
+  data/validation/tpu_training.toml, the fitted [tpu-trillium] rows with the fraction fitted
+  without their source (``tpu_holdout``), the other rows as priced;
 * ``serving-llamacpp``: rl.serve(engine="llamacpp") decode (TPOT, tokens/s): the llama.cpp /
   Ollama cases with the profile fitted without their source (``llamacpp_holdout``; its TTFT,
   prompt processing, is not validated and has no band);
@@ -61,6 +64,8 @@ DESCRIBES = {
     "gpu-training": "rl.train step time (Megatron runs, training fit without the case's "
                     "source; ResNet-50 / BERT-large any-graph runs; the training runs of "
                     "other documents, Hopper fit without the case's source)",
+    "tpu-training": "rl.train step time on a TPU (MaxText runs; the Trillium fraction fit "
+                    "without the case's source)",
     "serving-llamacpp": "rl.serve(engine='llamacpp') TPOT and tokens/s (llama.cpp / Ollama "
                         "batch-1 decode; profile fit without the case's source)",
     "cpu-measured": "rl.solve latency on a measured CPU spec (the two committed roofline "
@@ -137,6 +142,15 @@ def _training_runs(rows: list[dict[str, Any]] | None = None,
     return out
 
 
+def _tpu() -> list[tuple[str, str, float]]:
+    """The MaxText runs (tokens/s/chip: time residual = −log(ours / published))."""
+    from . import tpu_training as tt
+
+    held = tt.tpu_holdout().held_out_errors
+    return [(c.id, c.source, -float(held[c.id]) if c.id in held
+             else -math.log(tt.ours(c) / c.value_si)) for c in tt.cases()]
+
+
 def _llamacpp() -> list[tuple[str, str, float]]:
     from .llamacpp import fitted_cases, llamacpp_holdout
 
@@ -158,7 +172,7 @@ def compute_residuals() -> dict[str, list[tuple[str, str, float]]]:
     ttft, decode = _serving()
     return {"gpu-inference": _inference("default"), "gpu-inference-bound": _inference("bound"),
             "serving-ttft": ttft, "serving-decode": decode, "gpu-training": _training(),
-            "serving-llamacpp": _llamacpp(), "cpu-measured": _cpu()}
+            "tpu-training": _tpu(), "serving-llamacpp": _llamacpp(), "cpu-measured": _cpu()}
 
 
 def _q(s: str) -> str:

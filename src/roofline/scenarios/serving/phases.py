@@ -230,11 +230,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
                              hw, hw_d, factors, ep_pre + steps * ep_step)
-    if factors.name == "llamacpp" and hw.kind == "gpu" and hw.vendor.lower() == "nvidia":
-        notes.append(LLAMACPP_PP_NOTE)
-    if tp > cfg.n_kv_heads and not cfg.mla:
-        notes.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
-                     f"{tp // cfg.n_kv_heads} devices")
+    notes += _setup_notes(cfg, tp, factors, hw)
 
     _pre, _dec = _lazy_phases(m, plan, hw, hw_d, eff, eff_d, preset, Bg, Bm, T_new, pc,
                               round(S_mean))
@@ -254,6 +250,18 @@ LLAMACPP_PP_NOTE = (
     "no uncertainty band: it is within 30 % of published pp512 rates on Apple GPUs and an RTX "
     "4090, but 1.8-3.4x faster than those published on A100, H100 PCIe and L40S "
     "(docs/validation/llamacpp.md, 'Prompt processing')")
+
+
+def _setup_notes(cfg: Any, tp: int, factors: sp.ServingFactors, hw: Hardware) -> list[str]:
+    """What the layout and the engine leave a reader to know (KV heads replicated over tp;
+    llama.cpp's unvalidated prompt processing on NVIDIA GPUs)."""
+    out = []
+    if factors.name == "llamacpp" and hw.kind == "gpu" and hw.vendor.lower() == "nvidia":
+        out.append(LLAMACPP_PP_NOTE)
+    if tp > cfg.n_kv_heads and not cfg.mla:
+        out.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
+                   f"{tp // cfg.n_kv_heads} devices")
+    return out
 
 
 def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],

@@ -76,14 +76,15 @@ class TrainingResult(Display):
     @property
     def uncertainty(self) -> dict[str, Any]:
         """``{"step_time": Band, "tokens_per_s": Band}``: 80 % intervals from the training
-        validation residuals (docs/validation/uncertainty.md); empty for a preset other than
-        default or a configuration that does not run."""
+        validation residuals (docs/validation/uncertainty.md; on a TPU the MaxText runs');
+        empty for a preset other than default or a configuration that does not run."""
         from ...uncertainty import bands
 
         if self.preset != "default" or not self.feasible:
             return {}
-        return bands({"step_time": (self.step_time, "gpu-training", False),
-                      "tokens_per_s": (self.tokens_per_s, "gpu-training", True)})
+        cls = "tpu-training" if getattr(self._hw, "kind", "") == "tpu" else "gpu-training"
+        return bands({"step_time": (self.step_time, cls, False),
+                      "tokens_per_s": (self.tokens_per_s, cls, True)})
 
     @property
     def samples_per_s(self) -> float:
