@@ -109,7 +109,7 @@ def test_uncertainty_class_holds_these_runs() -> None:
     assert set(stored) == {c.id for c in t.cases()}
     held = t.tpu_holdout().held_out_errors
     for c in t.cases():
-        want = -held[c.id] if c.id in held else -math.log(t.ours(c) / c.value_si)
+        want = -held[c.id] if c.id in held else -math.log(t.tpu_ours(c) / c.value_si)
         assert stored[c.id][0] == c.source and stored[c.id][1] == pytest.approx(want, abs=2e-3)
     tr = rl.train("llama-3.2-3b", "tpu-v6e-pod", global_batch=256, seq_len=2048,
                   recompute="full", zero=3)

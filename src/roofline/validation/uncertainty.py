@@ -148,7 +148,7 @@ def _tpu() -> list[tuple[str, str, float]]:
 
     held = tt.tpu_holdout().held_out_errors
     return [(c.id, c.source, -float(held[c.id]) if c.id in held
-             else -math.log(tt.ours(c) / c.value_si)) for c in tt.cases()]
+             else -math.log(tt.tpu_ours(c) / c.value_si)) for c in tt.cases()]
 
 
 def _llamacpp() -> list[tuple[str, str, float]]:
