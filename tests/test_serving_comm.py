@@ -159,3 +159,36 @@ def test_link_domain_is_checked():
                                   "domain": {"value": 1.5, "unit": "1", "source": "s"}}}}
     with pytest.raises(SpecError, match="domain"):
         parse_hardware(doc, origin="test")
+
+
+def test_sends_and_all_to_alls_beyond_the_bridge_go_over_pcie_by_hand():
+    """Four A100 PCIe cards bridged in pairs: tp 2 × pp 2 puts the stages on different pairs,
+    so the one stage send crosses PCIe (NCCL over the host link: α ≥ 20.6 µs, 0.56 of 32 GB/s);
+    tp 1 × pp 4 has boundaries at devices 1|2 (across pairs) and 0|1, 2|3 (on the bridges)."""
+    from roofline.scenarios.serving.comm import _p2p, moe_all_to_all, stage_crossings
+
+    hw = rl.hardware("A100-PCIe-80GB")
+    f = sp.serving_factors("vllm")
+    n = 8192 * 2 * 64
+    bridge = max(hw.scale_up_link.latency_s if math.isfinite(hw.scale_up_link.latency_s)
+                 else 0.0, f.p2p_latency) + n / (300e9 * f.allreduce_efficiency)
+    pcie = 20.6e-6 + n / (32e9 * 0.56)
+    assert stage_crossings(2, 2, 2) == 1 and stage_crossings(4, 1, 2) == 1
+    assert stage_crossings(4, 2, 8) == 0 and stage_crossings(3, 8, 8) == 2
+    assert stage_crossings(4, 1, 0) == 0
+    assert _p2p(n, 2, hw, f, tp=2) == pytest.approx(pcie, rel=1e-9)
+    assert _p2p(n, 4, hw, f, tp=1) == pytest.approx(2 * bridge + pcie, rel=1e-9)
+    assert _p2p(n, 2, hw, f, tp=1) == pytest.approx(bridge, rel=1e-9)  # one pair
+    # an NVSwitch part keeps every send on NVLink
+    assert _p2p(n, 2, H100, f, tp=4) == pytest.approx(_p2p(n, 2, H100, f), rel=1e-12)
+
+    class Cfg:  # one MoE layer, top-2 of the experts, hidden 4096
+        n_layers, first_dense_layers, top_k, d_model = 1, 0, 2, 4096
+
+    tok = 256
+    a2a = tok * 2 * 4096 * 2 / 1  # bytes a rank holds at tp 1
+    # ep 2 on one bridged pair: the engine's α at 2 ranks on the bridge; ep 4: across PCIe
+    on_bridge = 2 * (max(f.allreduce_alpha, 0.0) + 0.5 * a2a / (300e9 * f.allreduce_efficiency))
+    assert moe_all_to_all(tok, 2, 1, Cfg, 2, hw, f) == pytest.approx(on_bridge, rel=1e-6)
+    assert moe_all_to_all(tok, 4, 1, Cfg, 2, hw, f) == pytest.approx(
+        2 * (20.6e-6 + 0.75 * a2a / (32e9 * 0.56)), rel=1e-9)

@@ -100,15 +100,53 @@ def _allreduce(nbytes: float, tp: int, hw: Hardware, f: sp.ServingFactors, count
     return count * allreduce_time(nbytes, tp, hw, f)
 
 
-def _p2p(nbytes: float, pp: int, hw: Hardware, f: sp.ServingFactors) -> float:
-    """(pp − 1) pipeline-stage sends of ``nbytes``: α_p2p + n / (bw·efficiency) each."""
+def _host_fallback(hw: Hardware, f: sp.ServingFactors, ranks: int) -> bool:
+    """True when ``ranks`` devices exceed the scale-up link's domain (PCIe cards bridged in
+    pairs) and the traffic between domains goes over the host link (NCCL over PCIe, at the
+    engine's host α and efficiency, as ``_group``)."""
+    su = hw.scale_up_link
+    return bool(su is not None and su.domain and ranks > su.domain
+                and hw.host_link is not None and f.host_allreduce_alpha > 0)
+
+
+def _host(hw: Hardware, f: sp.ServingFactors, alpha: float) -> tuple[float, float, float]:
+    """(host link bytes/s, α, efficiency) of NCCL over PCIe (``_group``'s fallback)."""
+    lk = hw.host_link
+    assert lk is not None
+    lat = lk.latency_s if math.isfinite(lk.latency_s) else 0.0
+    return lk.bytes_per_s, max(lat, alpha, f.host_allreduce_alpha), f.host_allreduce_efficiency
+
+
+def stage_crossings(pp: int, tp: int, domain: int) -> int:
+    """How many of the pp − 1 stage boundaries send between scale-up domains: stage s holds
+    devices s·tp … s·tp + tp − 1 (Megatron-LM's order: tensor-parallel ranks adjacent), and
+    rank j of stage s sends to rank j of stage s + 1, so boundary s crosses when s·tp − 1 and
+    s·tp lie in different domains of ``domain`` devices (0: one domain, none crosses)."""
+    if pp <= 1 or domain <= 0:
+        return 0
+    return sum((s * tp - 1) // domain != (s * tp) // domain for s in range(1, pp))
+
+
+def _p2p(nbytes: float, pp: int, hw: Hardware, f: sp.ServingFactors, tp: int = 1) -> float:
+    """(pp − 1) pipeline-stage sends of ``nbytes``: α_p2p + n / (bw·efficiency) each, on the
+    scale-up link; a send between domains (``stage_crossings``; four PCIe cards bridged in
+    pairs run tp 2 × pp 2 across the pairs) goes over the host link as NCCL over PCIe
+    (``_host_fallback``: the host α as a floor, the host efficiency — the 4-rank PCIe
+    all-reduce's, applied to a send: assumed)."""
     if pp == 1:
         return 0.0
     bw, lat = _link(hw)
     if not math.isfinite(bw):
         raise SpecError(f"pp={pp} needs a scale-up link on {hw.name}; its spec has none")
-    return (pp - 1) * collectives.send_recv(nbytes, bw, max(lat, f.p2p_latency),
-                                            link_efficiency=f.allreduce_efficiency)
+    alpha = max(lat, f.p2p_latency)
+    cross = stage_crossings(pp, tp, hw.scale_up_link.domain) \
+        if _host_fallback(hw, f, pp * tp) and hw.scale_up_link is not None else 0
+    t = (pp - 1 - cross) * collectives.send_recv(nbytes, bw, alpha,
+                                                 link_efficiency=f.allreduce_efficiency)
+    if cross:
+        hb, ha, he = _host(hw, f, alpha)
+        t += cross * collectives.send_recv(nbytes, hb, ha, link_efficiency=he)
+    return t
 
 
 def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, hw: Hardware,
@@ -123,6 +161,9 @@ def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, 
     2 calls per MoE layer. α is the engine's all-reduce α at ep ranks (an all-to-all is one
     kernel launch and one handshake as the custom all-reduce is; no all-to-all microbenchmark
     is fitted: assumed), bw′ = scale-up link × allreduce_efficiency. Balanced routing assumed.
+    When the ep × tp devices exceed the scale-up link's domain (PCIe cards bridged in pairs)
+    the all-to-all crosses the host link — an all-to-all binds on the slowest link it spans —
+    at the host α and efficiency (``_host_fallback``, as the tensor-parallel all-reduce).
     """
     if ep == 1 or tokens == 0:
         return 0.0
@@ -130,8 +171,10 @@ def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, 
     if not math.isfinite(bw):
         raise SpecError(f"ep={ep} needs a scale-up link on {hw.name}; its spec has none")
     alpha = max(lat, f.allreduce_alpha + f.allreduce_alpha_per_rank * (ep - 2))
+    eff = f.allreduce_efficiency
+    if _host_fallback(hw, f, ep * tp):
+        bw, alpha, eff = _host(hw, f, lat)
     n_moe = cfg.n_layers - cfg.first_dense_layers
     nbytes = tokens * cfg.top_k * cfg.d_model * act_bytes / tp
-    return 2 * n_moe * collectives.all_to_all(nbytes, ep, bw, alpha,
-                                              link_efficiency=f.allreduce_efficiency,
+    return 2 * n_moe * collectives.all_to_all(nbytes, ep, bw, alpha, link_efficiency=eff,
                                               latency="call")

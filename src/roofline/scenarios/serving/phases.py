@@ -376,7 +376,7 @@ def _decode_phase(plan: sp.Plan, cfg: Any, p: Precision, hw_d: Hardware, eff_d: 
     micro-batch's), for the engine's host time per sequence."""
     lines = plan.lines(hw_d, eff_d, Bm)
     dec_comm_step = (_allreduce(row_bytes, tp, hw_d, factors, n_ar) +
-                     _p2p(row_bytes, pp, hw_d, factors))
+                     _p2p(row_bytes, pp, hw_d, factors, tp))
     notes: list[str] = []
     if steps > 0:
         dec = {k: v * pp for k, v in lines.total(P + 1, S_end).items()}
@@ -424,7 +424,7 @@ def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, 
     if chunk_size is None or chunk_size >= T_new:
         pre = plan.prefill_times(hw, eff, B, T_new, pc)
         pre_comm = _allreduce(B * T_new * row_bytes, tp, hw, factors, n_ar) + \
-            _p2p(B * T_new * row_bytes, pp, hw, factors)
+            _p2p(B * T_new * row_bytes, pp, hw, factors, tp)
         pre_parts = (pre.bound * pp, pre.kernel * pp, pre.total * pp)
         pre_flops = pre.flops * pp
     else:
@@ -443,7 +443,7 @@ def _prefill(plan: sp.Plan, hw: Hardware, eff: Any, factors: sp.ServingFactors, 
                 tot[k] += v
         n_chunks = k_full + (1 if rest else 0)
         pre_comm = n_chunks * (_allreduce(B * c * row_bytes, tp, hw, factors, n_ar) +
-                               _p2p(B * c * row_bytes, pp, hw, factors))
+                               _p2p(B * c * row_bytes, pp, hw, factors, tp))
         pre_parts = (tot["bound"] * pp, tot["kernel"] * pp, tot["total"] * pp)
         pre_flops = tot["flops"] * pp
     return pre_parts, pre_comm, pre_flops
@@ -491,8 +491,8 @@ def _phase_seconds(pre_parts: tuple[float, float, float], dec: dict[str, float],
         "kv_transfer": kv_transfer,
     }
     if pp > 1:  # split the comm into its TP and PP parts
-        ppc = (_p2p(pre_bytes, pp, hw, factors) +
-               steps * _p2p(dec_bytes, pp, hw_d, factors))
+        ppc = (_p2p(pre_bytes, pp, hw, factors, tp) +
+               steps * _p2p(dec_bytes, pp, hw_d, factors, tp))
         shares["pp_comm"] = ppc
         shares["tp_comm"] = pre_comm + dec_comm - ppc - ep_comm
     if ep_comm:
@@ -552,7 +552,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     D, ab = cfg.d_model, p.act_bytes
     n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
-                    _p2p(Bm * (k + 1) * D * ab, pp, hw, factors))
+                    _p2p(Bm * (k + 1) * D * ab, pp, hw, factors, tp))
     # host costs per iteration: k draft steps (the draft's layers) + one verification (the
     # target's layers on each of the pp stages), each a step of the ``seqs`` sequences as in
     # serve
