@@ -129,3 +129,19 @@ def test_exposed_all_gather_context_parallelism_by_hand() -> None:
     assert r.step_time == pytest.approx(hid.step_time + r.breakdown["cp_comm"])
     with pytest.raises(SpecError, match="cp > 1"):
         rl.train("llama-3.1-8b", c, global_batch=8, seq_len=4096, cp_overlap=False)
+
+
+def test_command_line_equals_the_api(capsys) -> None:
+    import json
+
+    from roofline.cli import main
+
+    def step(*extra):
+        assert main(["train", "llama-3.1-8b", "dgx-h100", "--global-batch", "2", "--seq-len",
+                     "32768", "--dp", "1", "--zero", "1", "--format", "json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["step_time"]
+
+    api = rl.train("llama-3.1-8b", "dgx-h100", global_batch=2, seq_len=32768, cp=8, dp=1,
+                   zero=1, recompute="selective_op", cp_overlap=False).step_time
+    assert step("--cp", "8", "--cp-exposed", "--recompute", "selective_op") == pytest.approx(
+        api, rel=1e-12)

@@ -42,8 +42,14 @@ def register(sub: Any) -> None:
     p.add_argument("--ep", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
-    p.add_argument("--recompute", default=None, choices=("none", "selective", "full"),
-                   help="default: selective for decoder LMs, none for other graphs")
+    p.add_argument("--recompute", default=None,
+                   choices=("none", "selective", "full", "selective_op"),
+                   help="default: selective for decoder LMs, none for other graphs; "
+                        "selective_op: torchtitan's op-level policy")
+    p.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
+    p.add_argument("--cp-exposed", action="store_true",
+                   help="context parallelism as an all-gather of K and V in front of the "
+                        "attention, exposed (Llama 3's), instead of a ring behind it")
     p.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
                    help="ZeRO stage; default: 1 for decoder LMs, 0 for other graphs")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
@@ -95,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
               dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
-              ep_overlap=args.ep_overlap, **common,
-              **econ_kwargs(args))  # type: ignore[arg-type]
+              ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
+              **common, **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

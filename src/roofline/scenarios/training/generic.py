@@ -10,7 +10,10 @@ data-parallel devices, each holding the whole model:
   layer norm's 8 FLOPs per element and a second read of the input.
 * **Gradient accumulation.** ``m = global_batch / (dp · b)`` micro-batches per step.
 * **Data parallelism.** An all-reduce of the gradients (``grad_bytes`` per parameter: 4,
-  fp32; 2 with fp16 training) over the dp ranks (ring, hierarchical across the cluster's
+  fp32, also in fp16 / bf16 mixed precision: PyTorch's automatic mixed precision keeps the
+  parameters in fp32 — its torch.cuda.amp documentation: "You should not call .half() on your
+  model(s)" — so their gradients are fp32, https://docs.pytorch.org/1.6.0/amp.html) over the dp
+  ranks (ring, hierarchical across the cluster's
   scale-up domains; ops/collectives.py), bucketed and overlapped with the last micro-batch's
   backward when ``dp_overlap`` (what does not fit under it, and at least the last bucket of
   ``DP_BUCKET_BYTES``, is exposed), as DDP and Megatron run it.
@@ -19,8 +22,8 @@ data-parallel devices, each holding the whole model:
   with gradient clipping and weight decay for every optimizer: per parameter, mixed
   precision (fp32 master, 16-bit copy), Adam(W) 34 bytes (16 / 17 FLOPs), SGD with momentum
   ("momentum") 26 bytes and 9 FLOPs, plain SGD 18 bytes and 7 FLOPs; pure fp32 training (no
-  master, no copy) 32, 24 and 16 bytes; fp16 training reads 2-byte gradients.
-* **Memory per device.** Weights, gradients (fp32; fp16 with fp16 training), optimizer state
+  master, no copy) 32, 24 and 16 bytes; every optimizer reads 4-byte gradients.
+* **Memory per device.** Weights, gradients (fp32), optimizer state
   (``optimizer_state_bytes``: Adam 12 bytes per parameter with the fp32 master, momentum 8,
   SGD 4; fp32 training without the master copy: 8, 4 and 0) and the saved activations of one
   micro-batch (graphs/backward.py, an upper bound).
@@ -154,7 +157,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     n_mb = global_batch // (dp * b)
     P = tg.params
     fp32 = p.weights == "fp32"
-    grad_b = 2.0 if p.weights == "fp16" else 4.0
+    grad_b = 4.0  # fp32 gradients, also under fp16 / bf16 mixed precision (AMP; above)
     state_b = optimizer_state_bytes(optimizer, master_weights=not fp32)
     opt_g = optimizer_graph(optimizer, p, master_weights=not fp32, grad_bytes=grad_b,
                             weight_bytes=p.weight_bytes)
