@@ -119,3 +119,32 @@ def test_shipped_profiles_load_seq_overhead():
     for name in ("trtllm", "vllm", "eager"):
         f = serving_factors(name)
         assert f.seq_overhead >= 0.0
+
+
+def test_prefill_first_runs_prompts_alone_by_hand():
+    """vLLM V0 without chunked prefill: two prompts of 64 tokens at t = 0, a 64-token budget
+    (one prompt per step), 3 output tokens each. Prefill-first: A's prefill, then B's alone
+    (A waits), then two decode steps of both; by hand from the step tables' own prices."""
+    from roofline.analysis.scheduler import run_replica
+
+    f = replace(serving_factors("vllm-v0"), seq_overhead=H)
+    c = step_costs(M, HW, engine=f, max_tokens=512, ref_prompts=(64,))
+    assert c.prefill_first
+    arr, isl, osl = np.zeros(2), np.array([64, 64]), np.array([3, 3])
+    out = run_replica(arr, isl, osl, c, max_concurrency=8, budget=64, chunked=False)
+    p = c.prefill_time(64)  # each prompt alone: its tokens, attention and one sequence's host
+    t_b = 2 * p
+    # both decode: 64 + 64 tokens in KV, + 2 per step
+    end = t_b + c.decode_time(2, 130) + c.decode_time(2, 132)
+    np.testing.assert_allclose(out["first"], [p, t_b], rtol=1e-12)
+    np.testing.assert_allclose(out["done"], [end, end], rtol=1e-12)
+    # the same without the rule: B's prefill joins A's first decode step
+    c2 = replace(c, prefill_first=False)
+    out2 = run_replica(arr, isl, osl, c2, max_concurrency=8, budget=64, chunked=False)
+    mixed = c2.step_time(1, 65, [(64, 0)])
+    assert out2["first"][1] == pytest.approx(p + mixed, rel=1e-12)
+    assert out2["done"][0] < out["done"][0]  # A no longer waits for B's prefill
+    # chunked prefill: the rule does not apply (decodes first), as in vLLM
+    out3 = run_replica(arr, isl, osl, c, max_concurrency=8, budget=64, chunked=True)
+    out4 = run_replica(arr, isl, osl, c2, max_concurrency=8, budget=64, chunked=True)
+    np.testing.assert_allclose(out3["done"], out4["done"], rtol=1e-12)

@@ -3,6 +3,7 @@ against a hand calculation from the factors of data/presets/client.toml (engine/
 
 import json
 
+import numpy as np
 import pytest
 
 import roofline as rl
@@ -83,3 +84,28 @@ def test_cli_flag(capsys):
     assert d["phase_seconds"]["client"] == pytest.approx(d["client_time"])
     assert main(["solve", "resnet50", "A100", "--client", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["client_time"] > 2e-3
+
+
+def test_serve_sweep_client_adds_the_steps_tokens_out():
+    """serve_sweep(client=True): each step + its B output tokens (ids over the host link, 4 B
+    of text each through the stack), by hand from client.toml's factors; client=False
+    unchanged; a part without a host link pays the text only."""
+    from roofline.engine.client import client_factors
+    from roofline.scenarios.serving import serve_sweep
+
+    f = client_factors()
+    Bs = [1, 8, 64]
+    kw = dict(batch=Bs, context=[512], precision="fp16")
+    a = serve_sweep("llama-3.1-8b", ["H100", "M2-Ultra"], **kw)
+    b = serve_sweep("llama-3.1-8b", ["H100", "M2-Ultra"], client=True, **kw)
+    h100 = rl.hardware("H100")
+    for j, B in enumerate(Bs):
+        want = B * f.token_id_bytes / h100.host_link.bytes_per_s + \
+            B * f.text_bytes_per_token / f.transport_bytes_per_s
+        assert b["tpot"][0, 0, j, 0] - a["tpot"][0, 0, j, 0] == pytest.approx(want, rel=1e-9)
+        text = B * f.text_bytes_per_token / f.transport_bytes_per_s
+        assert b["tpot"][1, 0, j, 0] - a["tpot"][1, 0, j, 0] == pytest.approx(text, rel=1e-9)
+    np.testing.assert_allclose(b["tokens_per_s"], np.asarray(Bs)[None, None, :, None] /
+                               b["tpot"], rtol=1e-12)
+    with pytest.raises(rl.RooflineError, match="client"):
+        serve_sweep("llama-3.1-8b", "H100", batch=[1], context=[512], client="yes")

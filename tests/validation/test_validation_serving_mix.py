@@ -48,7 +48,7 @@ def test_vllm_poisson_runs_with_p99s(rows):
         # the simulation says overloaded exactly where the run could not keep up (16 req/s
         # offered, 2.67 req/s served)
         assert over == ("16 req/s" in c.id), c.id
-    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.20  # now 0.155 (0.37 before)
+    assert summary(rows)["vllm_azure"]["rms_log"] <= 0.20  # now 0.154 (0.37 before)
     ttft = next(v / c.value_si for c, v, _ in vl if c.id.endswith("tp4 ShareGPT 1 req/s p50 TTFT"))
     assert 0.8 <= ttft <= 1.0
     # all requests at once: the host terms fitted on the lower rates price the saturated
@@ -58,11 +58,11 @@ def test_vllm_poisson_runs_with_p99s(rows):
 
 
 def test_vllm_v0_saturated_runs_carry_host_time_per_sequence(rows):
-    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight, priced with vllm-v0 (283 us per
-    # sequence per step) and vllm-v0-multistep (the same, once per 10 steps): every case within
-    # 2.5x (throughputs were +44 ... +307 % without the per-sequence term); the worst, v0.6.0
-    # single-step's median TPOT (196 ms measured; V0's prefill-first scheduling stalls the
-    # decodes — not modelled), under-predicted
+    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight, priced with vllm-v0 (261 us per
+    # sequence per step, prefill-first without chunking) and vllm-v0-multistep (the same host
+    # time once per 10 steps): every case within 2.5x (throughputs were +44 ... +307 % without
+    # the per-sequence term); the worst, v0.6.0 single-step's median TPOT (196 ms measured,
+    # 90 ms ours), under-predicted
     from roofline.validation.serving_mix import host_time_per_sequence
 
     lam = [(c, v) for c, v, _ in rows if c.source == "lambda_vllm"]
@@ -71,7 +71,7 @@ def test_vllm_v0_saturated_runs_carry_host_time_per_sequence(rows):
         if "steps 10" in c.id:  # multi-step: the derived profile, within 30 %
             assert c["engine"] == "vllm-v0-multistep"
             assert abs(v / c.value_si - 1) <= 0.30, c.id
-    assert summary(rows)["lambda_vllm"]["rms_log"] <= 0.35  # now 0.30 (1.12 before)
+    assert summary(rows)["lambda_vllm"]["rms_log"] <= 0.35  # now 0.295 (1.12 before)
     for m in ("8B", "70B"):
         # host work per sequence per step of single-step v0.6.0, from the measured rows alone:
         # 143 us (8B), 171 us (70B tp4)

@@ -2,7 +2,9 @@
 run it, stepped with the closed-form iteration costs of ``stepcost.StepCosts``.
 
 Each iteration runs every decoding sequence (one token each) and, within a token budget, the
-prefill of newly admitted prompts — whole, or in chunks (chunked prefill). A request is
+prefill of newly admitted prompts — whole, or in chunks (chunked prefill). With the engine
+profile's ``prefill_first`` (vLLM V0 without chunked prefill) an iteration that has prompts to
+prefill runs them alone and the decoding sequences wait for the next one. A request is
 admitted FIFO when the running set is below ``max_concurrency`` and its KV blocks are free:
 
 - ``kv_policy="dynamic"`` (vLLM): the prompt's blocks at admission (1 % of the pool kept free,
@@ -128,7 +130,8 @@ class _Replica:
     state on every pass.
     """
 
-    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "seq", "bs", "total",
+    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "seq", "pfirst", "bs",
+                 "total",
                  "dynamic", "wm", "mc", "budget", "chunked", "prefill",
                  "t_admit", "t_first", "t_done", "gen", "held", "k0", "x0", "g0", "ver", "dec",
                  "live", "hist", "heap", "order", "pf", "wait",
@@ -145,6 +148,7 @@ class _Replica:
         top = max_concurrency + max(budget, max(self.isl, default=0) + max(self.osl, default=0)) + 1
         self.lin, self.slope, self.pair, self.pre = _tables(c, top)
         self.seq = c.seq_overhead  # host time per prefill chunk (the decoding ones: in lin)
+        self.pfirst = c.prefill_first and not chunked  # prefill-only steps (vLLM V0)
         self.bs = bs = c.block_size
         self.total = c.total_blocks
         self.dynamic = kv_policy == "dynamic"
@@ -346,6 +350,8 @@ class _Replica:
         for _i, T, cp in chunks:
             Tt += T
             att += pair[T] * T * (cp + (T + 1) * 0.5)
+        if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
+            return self.pre[Tt] + att + self.seq * len(chunks)
         b = self.b
         dt = self.pre[b + Tt] + att + self.seq * len(chunks)
         if b:

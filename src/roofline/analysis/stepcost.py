@@ -85,6 +85,9 @@ class StepCosts:
     #: the engine profile whose host factors (HOST_FACTORS) the tables hold (None: none)
     host: Any = None
     host_layers: int = 0  #: layers a token crosses (every stage's), for layer_overhead
+    #: the engine's scheduling rule (its profile's prefill_first): without chunked prefill, a
+    #: step with prompts runs only their prefill, the decoding sequences wait
+    prefill_first: bool = False
 
     @property
     def n_max(self) -> int:
@@ -278,13 +281,14 @@ def with_host(c: StepCosts, factors: Any) -> StepCosts:
     """``c`` with the host time of the engine profile ``factors`` (its HOST_FACTORS) in place
     of the one its tables hold: ``dec(N)`` gets ``host_step`` at N sequences (N / ep per
     group), ``pre(N)`` ``host_prefill``'s fixed part, each prefill chunk ``seq_overhead``
-    (/ ep); the serve references move with them. The device parts are unchanged."""
+    (/ ep); the serve references move with them, and the profile's scheduling rule
+    (``prefill_first``) comes along. The device parts are unchanged."""
     from ..scenarios.serving.plan import NEUTRAL, host_prefill, host_step
 
     old = c.host if c.host is not None else NEUTRAL
     new = factors if factors is not None else NEUTRAL
     if not c.feasible:
-        return replace(c, host=factors)
+        return replace(c, host=factors, prefill_first=bool(new.prefill_first))
     L, pp, ep = c.host_layers, c.pp, c.ep
     Ns = np.arange(c.n_max + 1, dtype=np.float64)
     lin = c.lin + (host_step(new, L, Ns / ep, pp) - host_step(old, L, Ns / ep, pp))
@@ -293,5 +297,6 @@ def with_host(c: StepCosts, factors: Any) -> StepCosts:
     lin[0] = pre[0] = 0.0
     d1 = host_prefill(new, L, 1 / ep) - host_prefill(old, L, 1 / ep)
     return replace(c, lin=lin, pre=pre, seq_overhead=new.seq_overhead / ep, host=factors,
+                   prefill_first=bool(new.prefill_first),
                    ttft_ref={T: v + d1 for T, v in c.ttft_ref.items()},
                    tpot_ref=c.tpot_ref + host_step(new, L, 1, pp) - host_step(old, L, 1, pp))

@@ -98,6 +98,16 @@ def _llm_bytes_time(tokens: float, hw: Any, f: ClientFactors) -> tuple[float, fl
     return copies, tokens * f.text_bytes_per_token / f.transport_bytes_per_s
 
 
+def decode_step_client(batch: Any, hw: Any, factors: ClientFactors | None = None) -> Any:
+    """Seconds a client sees added to one decode step of ``batch`` sequences (a number or an
+    array): the step's ``batch`` output tokens out — ids over the host link, text through the
+    serving stack (``serve_sweep(client=True)``; ``serve`` spreads a generation's B·n tokens
+    over its n − 1 steps, B·n/(n − 1) per step)."""
+    f = client_factors() if factors is None else factors
+    copies, transport = _llm_bytes_time(batch, hw, f)
+    return copies + transport
+
+
 def serve_client(r: Any, hw: Any, factors: ClientFactors | None = None) -> Any:
     """A ``ServeResult`` as a client timing each request sees it (``serve(client=True)``):
 

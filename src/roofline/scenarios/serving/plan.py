@@ -88,6 +88,9 @@ class ServingFactors:
     #: engine steps per host pass (vLLM V0's multi-step scheduling, --num-scheduler-steps):
     #: the per-step and per-sequence host time is paid once per that many steps
     scheduler_steps: float = 1.0
+    #: without chunked prefill, a step with prompts to prefill runs them alone and the decoding
+    #: sequences wait (vLLM V0's default scheduler); False: prompts join the decode step
+    prefill_first: bool = False
     #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
     #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
     gemm_max_fp8: float | None = None
@@ -132,11 +135,12 @@ NEUTRAL = ServingFactors(name="none")
 
 _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time", "seq_overhead": "time", "scheduler_steps": "ratio",
+        "prefill_first": "ratio",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
         "host_allreduce_efficiency": "ratio"}
-_BOOL = ("fuse", "allreduce_custom")
+_BOOL = ("fuse", "allreduce_custom", "prefill_first")
 
 
 @lru_cache(maxsize=1)

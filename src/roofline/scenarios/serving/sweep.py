@@ -30,13 +30,14 @@ from .comm import allreduce_times
            kv_precision=R.OPT_DTYPE, weight_precision=R.OPT_DTYPE,
            group_size=A.optional(A.count()), tp=R.DEGREE, preset=A.text, engine=R.ENGINE,
            kv_window=R.KV_WINDOW, price_per_hour=A.anything, region=A.anything,
-           pue=A.anything)
+           pue=A.anything, client=A.flag)
 def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                 precision: Any = ("bf16",), kv_precision: str | None = None,
                 weight_precision: str | None = None, group_size: int | None = None, tp: int = 1,
                 preset: str = "default", engine: str = "trtllm",
                 kv_window: str = "ring", price_per_hour: float | None = None,
-                region: str | None = None, pue: float | None = None) -> dict[str, np.ndarray]:
+                region: str | None = None, pue: float | None = None,
+                client: bool = False) -> dict[str, np.ndarray]:
     """Decode-step time (TPOT at a context), decode throughput and memory fit over a grid
     hardware × precision × batch × context, vectorised (one engine call per precision).
 
@@ -54,6 +55,11 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     ``usd_per_million_tokens`` (NaN without a price), ``energy_per_token`` (J, facility) and
     ``carbon_per_million_tokens`` (kg, NaN without a region); ``price_per_hour`` and
     ``economics_note`` per hardware say which price and grid were used, or why none.
+
+    ``client=True``: each step as a client sees it — the step's ``batch`` output tokens out
+    (ids over the host link, text through the serving stack: engine/client.py,
+    ``decode_step_client``) added to ``tpot``; throughput and MFU follow, MBU stays device-side
+    (as ``serve(client=True)``).
     """
     from ...analysis.economics import check_economics
 
@@ -119,6 +125,10 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
         comm = np.array([n_ar * allreduce_times(
             Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + sp.host_step(factors, plan.cfg.n_layers, Bs[:, None])
+        if client:
+            from ...engine.client import decode_step_client
+
+            t = t + np.array([decode_step_client(Bs, h) for h in hsel])[:, :, None]
         out_t[ok_hw, j] = t
         kv = Bs[:, None] * plan.kv_bytes_per_sequence(Ss, kv_window)[None, :]
         kvb[ok_hw, j] = kv
