@@ -145,7 +145,11 @@ def test_tile_model_only_where_there_is_tile_data() -> None:
         assert efficiency_for(hardware(key), "default").tiles is not None
         assert efficiency_for(hardware(key), "bound").tiles is None
     assert tiles_for(hardware("h100-pcie")).slots == 114  # type: ignore[union-attr]
-    for key in ("a100-sxm4-80gb", "l4", "gh200", "tpu-v5e", "raspberry-pi-5"):
+    for key in ("a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb"):
+        t = tiles_for(hardware(key))
+        assert t is not None and t.slots == 108 and t.arch == "ampere"
+        assert t.for_dtype("fp8") is None  # no fp8 tensor cores on Ampere
+    for key in ("l4", "gh200", "tpu-v5e", "raspberry-pi-5"):
         try:
             hw = hardware(key)
         except Exception:  # noqa: BLE001 - a zoo key this revision may not have
@@ -192,7 +196,7 @@ def test_bad_tile_data_is_refused() -> None:
 
 
 def test_vectorised_fit_path_is_the_engine() -> None:
-    cs = v.gemm_cases()
+    cs = v.kernel_cases()
     e_vec = np.array(v._log_errors(None, cs))
     e_eng = np.array([math.log(v.predict_gemm(c) / c.value_si) for c in cs])
     assert np.abs(e_vec - e_eng).max() < 1e-12
@@ -281,6 +285,38 @@ def test_int8_and_a_bad_narrow_set_are_refused_or_smooth() -> None:
     assert replace(t, slots=7).for_dtype("fp8").slots == 7  # type: ignore[union-attr]
     with pytest.raises(SpecError, match="tiles.max"):
         replace(t, narrow=(("fp8", replace(t8, max=1.5)),)).check("test")
+
+
+def test_a100_by_hand_and_judged_per_source() -> None:
+    """1024³ fp16 on the A100's 108 SMs with the transferred set (max 1, a = b 16, c 128, fill
+    6 µs) at 312 TFLOP/s. 64 x 64 tiles: 256 tiles, three waves (108 + 108 + 40) of factor
+    1 + 16/64 + 16/64 + 128/1024 = 1.625: 3·108·2·64·64·1024·1.625 / 312e12 = 14.16 µs, the
+    fastest (128 x 128: 64 tiles, one wave of factor 1.375, 15.97 µs; 128 x 64: 128 tiles, two
+    waves of 1.5, 17.4 µs); + 6 µs fill. The op time adds the launch model's kernel gap."""
+    hw = hardware("a100-sxm4-80gb")
+    b = GraphBuilder("dot", "forward", precision("fp16"))
+    b.add("matmul", "dot", m=1024, k=1024, n=1024)
+    ot = time_model(b.build(), hw, efficiency_for(hw, "default")).evaluate(1.0)
+    waves = 3 * 108 * 2 * 64 * 64 * 1024 * 1.625 / 312e12
+    assert waves == pytest.approx(14.16e-6, rel=1e-3)
+    assert float(ot.t_compute[0]) == pytest.approx(waves + 6e-6, rel=1e-12)
+    case = load_cases("gemm").case("A100 fp16 1024x1024x1024 (tri3551)")
+    assert case["timing"] == "op"
+    assert v.predict_gemm(case) == pytest.approx(2 * 1024 ** 3 / float(ot.time[0]), rel=1e-12)
+    assert float(ot.time[0]) > float(ot.t_kernel[0])
+    # judged per source (nothing fitted on them): tri3551 and tri7085 within 12 %; tri6523's
+    # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; the smooth model
+    # was worse on every source
+    cs = v.op_time_cases()
+    after = {c.id: e for c, _, e in v.gemm_errors(cases=cs)}
+    before = {c.id: e for c, _, e in v.gemm_errors(smooth=True, cases=cs)}
+    bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35}
+    for src, lim in bound.items():
+        a = [abs(after[c.id]) for c in cs if c.source == src]
+        b_ = [abs(before[c.id]) for c in cs if c.source == src]
+        assert np.median(a) <= lim and np.median(a) < np.median(b_), src
+    assert len(cs) == 53
+    assert v.a100_table() in DOC.read_text(encoding="utf-8")
 
 
 def test_holdout_each_device_predicted_without_itself() -> None:

@@ -112,7 +112,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
-        "optional": {},
+        "optional": {"timing": str},  # "op": the kernel and its launch (default: kernel time)
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},

@@ -30,10 +30,10 @@ import numpy as np
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["gemm_cases", "bf16_cases", "fp8_cases", "hopper_fp8_cases", "fit_fp8_max",
-           "fp8_fit_report", "predict_gemm", "gemm_errors", "fit_tiles", "gemm_holdout",
-           "gemm_summary_table", "gemm_shape_table", "gemm_holdout_table", "fp8_tile_table",
-           "PARAMS", "GRID"]
+__all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "bf16_cases", "fp8_cases",
+           "hopper_fp8_cases", "fit_fp8_max", "fp8_fit_report", "predict_gemm", "gemm_errors",
+           "fit_tiles", "gemm_holdout", "gemm_summary_table", "gemm_shape_table",
+           "gemm_holdout_table", "fp8_tile_table", "a100_table", "PARAMS", "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -47,9 +47,19 @@ def gemm_cases() -> tuple[Case, ...]:
     return load_cases("gemm").cases
 
 
+def kernel_cases() -> tuple[Case, ...]:
+    """The cases measured as kernel time (OpenXLA's tables; the fits use only these)."""
+    return tuple(c for c in gemm_cases() if c.get("timing") != "op")
+
+
+def op_time_cases() -> tuple[Case, ...]:
+    """The cases measured as the kernel and its launch (the A100 sweeps: judged only)."""
+    return tuple(c for c in gemm_cases() if c.get("timing") == "op")
+
+
 def bf16_cases() -> tuple[Case, ...]:
-    """The 16-bit cases (the 16-bit parameter set's fit and hold-out)."""
-    return tuple(c for c in gemm_cases() if c["dtype"] == "bf16")
+    """The 16-bit kernel-time cases (the 16-bit parameter set's fit and hold-out)."""
+    return tuple(c for c in kernel_cases() if c["dtype"] == "bf16")
 
 
 def fp8_cases() -> tuple[Case, ...]:
@@ -117,8 +127,9 @@ def predict_gemm(case: Case, values: Mapping[str, float] | None = None, *,
     ``values``: tile parameters of the case's dtype to use instead of the shipped ones;
     ``smooth``: without the tile model (the smooth matmul model, as before); ``op_time``:
     FLOPs / the op's time with the launch model (kernel + gap, at least the dispatch floor)
-    instead of the kernel time."""
+    instead of the kernel time (always, for a case measured that way: ``timing = "op"``)."""
     hw, eff = _hw_eff(case["hardware"])
+    op_time = op_time or case.get("timing") == "op"
     if smooth:
         eff = replace(eff, tiles=None)
     elif values is not None:
@@ -143,10 +154,11 @@ def _with_values(t: Any, dtype: str, values: Mapping[str, float]) -> Any:
     return replace(t, narrow=narrow)
 
 
-def gemm_errors(*, smooth: bool = False) -> list[tuple[Case, float, float]]:
-    """(case, our FLOP/s, ours / measured − 1) for every case."""
+def gemm_errors(*, smooth: bool = False, cases: Sequence[Case] | None = None
+                ) -> list[tuple[Case, float, float]]:
+    """(case, our FLOP/s, ours / measured − 1) for every kernel-time case (or ``cases``)."""
     out = []
-    for c in gemm_cases():
+    for c in kernel_cases() if cases is None else cases:
         f = predict_gemm(c, smooth=smooth)
         out.append((c, f, f / c.value_si - 1))
     return out
@@ -294,6 +306,23 @@ def _fmt(k: str, v: float) -> str:
 def gemm_holdout_table(rep: FitReport | None = None) -> str:
     """The markdown hold-out tables of docs/validation/gemm.md (the 16-bit set)."""
     return holdout_tables(gemm_holdout() if rep is None else rep, _fmt)
+
+
+def a100_table() -> str:
+    """Markdown: the A100 sweeps (op time, judged only: the Ampere set is the Hopper /
+    Blackwell fit's), per source, before (the smooth model) and with waves."""
+    rows = ["| source | n | before: median | worst | with waves: median | worst |",
+            "|---|---:|---:|---:|---:|---:|"]
+    cs = op_time_cases()
+    after, before = gemm_errors(cases=cs), gemm_errors(smooth=True, cases=cs)
+    for s in dict.fromkeys(c.source for c in cs):
+        a = [e for c, _, e in after if c.source == s]
+        b = [e for c, _, e in before if c.source == s]
+        rows.append(f"| {s} | {len(a)} | {_summary(b)} | {_summary(a)} |")
+    a = [e for _, _, e in after]
+    b = [e for _, _, e in before]
+    rows.append(f"| all | {len(a)} | {_summary(b)} | {_summary(a)} |")
+    return "\n".join(rows)
 
 
 def fp8_tile_table() -> str:
