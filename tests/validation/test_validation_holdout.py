@@ -69,3 +69,18 @@ def test_needs_two_sources_and_finite_errors() -> None:
         error_summary([("x", float("inf"))])
     with pytest.raises(SpecError, match="none"):
         error_summary([])
+
+
+def test_golden_bracket_closes_on_the_minimum() -> None:
+    from roofline.validation.holdout import golden_bracket
+
+    calls = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return (x - 0.3) ** 2
+
+    lo, hi = golden_bracket(f, 0.0, 1.0, 1e-3)
+    assert lo <= 0.3 <= hi and hi - lo <= 1e-3
+    # one new evaluation per step: the bracket shrinks by the golden ratio each time
+    assert len(calls) <= 2 + math.ceil(math.log(1e-3) / math.log((math.sqrt(5) - 1) / 2))

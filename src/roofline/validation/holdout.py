@@ -21,7 +21,7 @@ from types import MappingProxyType
 from ..errors import SpecError
 from .cases import Case
 
-__all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary",
+__all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary", "golden_bracket",
            "leave_one_source_out", "holdout_tables"]
 
 
@@ -72,6 +72,25 @@ class FitReport:
     refit_from_shipped: Refit | None = None
     #: case id -> log(ours / measured) predicted by the fit without that case's source
     held_out_errors: Mapping[str, float] = field(default_factory=dict)
+
+
+def golden_bracket(f: Callable[[float], float], lo: float, hi: float,
+                   tol: float) -> tuple[float, float]:
+    """Golden-section search of a one-factor fit: the final bracket (lo, hi), narrower than
+    ``tol``, around the minimum of a unimodal ``f`` on [lo, hi] (ties move left)."""
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = f(a), f(b)
+    while hi - lo > tol:
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = f(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = f(b)
+    return lo, hi
 
 
 def error_summary(errors: Sequence[tuple[str, float]]) -> ErrorSummary:

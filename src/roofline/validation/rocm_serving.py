@@ -19,7 +19,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
+from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "rocm_fit_cases", "rocm_judged_cases", "rocm_ours", "fit_rocm",
            "rocm_holdout", "rocm_fit_table", "rocm_case_table", "ENGINE"]
@@ -78,19 +78,7 @@ def fit_rocm(cs: Sequence[Case] | None = None) -> Refit:
 
     def sse(us: float) -> float:
         return sum(e * e for e in _log_errors({"layer_overhead_us": us}, cs))
-    lo, hi = 0.0, 200.0
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = sse(a), sse(b)
-    while hi - lo > 0.25:
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = sse(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = sse(b)
+    lo, hi = golden_bracket(sse, 0.0, 200.0, 0.25)
     mid = round((lo + hi) / 2 * 2) / 2
     return Refit(values={"layer_overhead_us": min((mid - 0.5, mid, mid + 0.5), key=sse)})
 

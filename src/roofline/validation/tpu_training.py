@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
+from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "tpu_fit_cases", "tpu_judged_cases", "recompute_share", "layer_flops",
            "tpu_ours", "fits_memory", "fit_tpu", "tpu_holdout", "tpu_fit_table",
@@ -149,19 +149,7 @@ def fit_tpu(cs: Sequence[Case] | None = None) -> Refit:
 
     def sse(v: float) -> float:
         return sum(e * e for e in _log_errors({"gemm_max": v}, cs))
-    lo, hi = 0.30, 1.00
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = sse(a), sse(b)
-    while hi - lo > 0.004:
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = sse(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = sse(b)
+    lo, hi = golden_bracket(sse, 0.30, 1.00, 0.004)
     mid = round(round((lo + hi) / 2 / 0.005) * 0.005, 3)
     grid = [round(mid + 0.005 * i, 3) for i in (-2, -1, 0, 1, 2)]
     return Refit(values={"gemm_max": min(grid, key=sse)})
