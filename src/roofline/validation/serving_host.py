@@ -94,21 +94,15 @@ def _simulate(c: Case, factors: Any, seed: int) -> Any:
 
     from ..analysis.stepcost import step_costs, with_host
     from ..scenarios.serving.plan import without_host
-    from .serving_mix import _workload
+    from .serving_mix import _setup
 
-    n, make = _workload(c)
-    wl = make(seed)
-    chunk = c["chunk"] or None
-    mc = c["max_concurrency"]
-    budget = chunk if chunk else c["max_batched_tokens"]
-    _, isl, _ = wl.sample(n if wl._trace is None else None, seed)
+    n, wl, chunk, mc, budget, isl, n_max = _setup(c, seed)
     lay = (c["model"], c["hardware"], c["tp"], c["pp"], c["precision"], c["kv"], chunk, budget,
            mc, c["prompt"], c["engine"])
     dev = _DEV.get(lay)
     if dev is None:
         from ..analysis.simulate import _ref_prompts
 
-        n_max = (budget + mc) if chunk else max(budget, int(isl.max())) + mc
         dev = _DEV[lay] = step_costs(
             c["model"], c["hardware"], tp=c["tp"], pp=c["pp"], precision=c["precision"],
             kv_precision=c["kv"], engine=without_host(_factors(c["engine"])),

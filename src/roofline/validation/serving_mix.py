@@ -38,23 +38,30 @@ def _workload(c: Case) -> Any:
     return c["requests"], lambda seed: wl
 
 
-def _run(c: Case, seed: int) -> Any:
-    import roofline as rl
-
-    from ..analysis.simulate import _ref_prompts
-    from ..analysis.stepcost import step_costs
-
+def _setup(c: Case, seed: int) -> tuple[int, Any, int | None, int, int, Any, int]:
+    """(requests, workload, chunk size or None, max concurrency, the step's token budget, the
+    prompt lengths of the seed's draw, the most tokens a step carries) of case ``c``."""
     n, make = _workload(c)
     wl = make(seed)
     chunk = c["chunk"] or None
     mc = c["max_concurrency"]
     budget = chunk if chunk else c["max_batched_tokens"]
     _, isl, _ = wl.sample(n if wl._trace is None else None, seed)
+    n_max = (budget + mc) if chunk else max(budget, int(isl.max())) + mc
+    return n, wl, chunk, mc, budget, isl, n_max
+
+
+def _run(c: Case, seed: int) -> Any:
+    import roofline as rl
+
+    from ..analysis.simulate import _ref_prompts
+    from ..analysis.stepcost import step_costs
+
+    n, wl, chunk, mc, budget, isl, n_max = _setup(c, seed)
     key = (c["model"], c["hardware"], c["tp"], c["pp"], c["precision"], c["kv"], c["engine"],
            chunk, budget, mc, c["prompt"])
     costs = _COSTS.get(key)
     if costs is None:
-        n_max = (budget + mc) if chunk else max(budget, int(isl.max())) + mc
         costs = step_costs(c["model"], c["hardware"], tp=c["tp"], pp=c["pp"],
                            precision=c["precision"], kv_precision=c["kv"], engine=c["engine"],
                            max_tokens=n_max, ref_prompts=_ref_prompts(isl))
