@@ -134,3 +134,30 @@ def test_fast_init_keeps_init_false_fields_and_refuses_initvars():
         class V:
             a: int
             k: dataclasses.InitVar[int] = 0
+
+
+
+@fast_init(build_on_pickle=("_built",))
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Pickled:  # module level: pickle finds classes by name
+    a: int
+    _built: object = None
+    later: int = dataclasses.field(init=False)  # no default: the slot starts unset
+
+
+def _forty_two() -> int:
+    return 42
+
+
+def test_pickle_state_builds_lazy_parts_and_keeps_unset_slots_unset():
+    p = _Pickled(3, _built=lambda: _forty_two())  # a lambda: does not pickle by itself
+    q = pickle.loads(pickle.dumps(p))
+    assert q.a == 3 and q._built == 42  # the builder ran into the pickle
+    with pytest.raises(AttributeError):
+        q.later  # noqa: B018 - still unset, not a marker object
+
+
+def test_build_on_pickle_names_a_field():
+    cls = dataclasses.make_dataclass("Q", [("x", int)], frozen=True, slots=True)
+    with pytest.raises(TypeError, match="non-field"):
+        fast_init(build_on_pickle=("nope",))(cls)

@@ -7,8 +7,8 @@ a solve. ``fast_init(cls)`` replaces that ``__init__`` with one of the same sign
 and default factories that turns the instance into a mutable twin class of the same slots for
 the stores (``self.x = x``, ~20 ns) and back into ``cls`` before ``__post_init__``. Nothing else
 changes: the instance is of type ``cls``, still frozen (assignment raises
-``FrozenInstanceError``), ``dataclasses.replace`` / ``fields`` / pickling work as before (they
-call this ``__init__`` or read the slots).
+``FrozenInstanceError``), ``dataclasses.replace`` / ``fields`` work as before (they call this
+``__init__`` or read the slots); pickling stores the fields' values in order (below).
 
 ``build_on_pickle=("_prefill", ...)``: fields holding a zero-argument builder that a pickle
 stores built (a builder may close over what does not pickle); a pickle also stores every lazy
