@@ -14,6 +14,10 @@ as long as a full one. So for an op of implicit-GEMM sizes (M, N, K) with
 i.e. each wave costs one tile's time on one SM, a tile's efficiency is the matmul model of the
 tile's own sizes, and the kernel picks the candidate that finishes first (cuBLAS / CUTLASS pick
 per shape). ``fill`` is a fixed time per matmul kernel (prologue, epilogue, the first loads).
+A set with ``stream_k`` adds one candidate per tile shape: the full waves data-parallel, the
+``r`` tiles of a partial last wave as r·K loop iterations spread evenly over the slots (each
+segment with its own K-loop fill) plus the fixup of every slot's partial fp32 tile
+(``_stream_k``; Osama et al., PPoPP 2023, as CUTLASS / cuBLAS run it on Hopper).
 Large matmuls tend to ``flops · (1 + a/tm + b/tn + c/K) / (peak · max)`` for the best tile; a
 1024³ one on 132 SMs fills one wave and pays for the idle SMs. An op with fewer rows than the
 smallest tile (a matrix-vector product: batch-1 decode) runs as a GEMV / split-K kernel, not as
