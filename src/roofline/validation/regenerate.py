@@ -168,9 +168,11 @@ def _serving_page() -> dict[str, str]:
 
 
 def _serving_figures() -> dict[str, str]:
+    from .holdout import holdout_figures
     from .serving import summary_figures
+    from .serving_host import host_holdout
 
-    return summary_figures()
+    return summary_figures() | holdout_figures(host_holdout(), "host")
 
 
 def _training_page() -> dict[str, str]:
