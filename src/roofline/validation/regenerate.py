@@ -203,10 +203,13 @@ def _llamacpp_page() -> dict[str, str]:
 
 
 def _gemm_page() -> dict[str, str]:
+    from . import cdna
     from . import gemm as v
 
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
-            "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table()}
+            "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
+            "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
+            "cdna-fit": cdna.cdna_fit_table()}
 
 
 def _training_runs_page() -> dict[str, str]:
