@@ -208,6 +208,7 @@ def _gemm_page() -> dict[str, str]:
 
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
+            "streamk": v.stream_k_table(),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table()}
 
@@ -254,7 +255,7 @@ def _inference_page() -> dict[str, str]:
         raise SpecError(f"{path} not found: regenerate runs from a repository checkout")
     mod = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(mod)
-    return {"table": mod.render(mod.rows())}
+    return {"table": mod.render(mod.rows()), "tried": mod.tried()}
 
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
