@@ -2,7 +2,7 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
-``gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
+``gemm``, ``cdna_gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
 ``[sources]`` table (key -> the document: title, version or commit, table / page) and
 ``[[case]]`` entries. Each case carries
 
@@ -59,7 +59,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "pp": int, "engine": str, "requests": int, "rate": _NUM, "prompt": str,
                      "output": str, "max_concurrency": int, "chunk": int,
                      "max_batched_tokens": int, "kv_policy": str, "seeds": int},
-        "optional": {},
+        # trace: a file of data/validation/traces/ with the run's per-request prompt and
+        # output token counts, all offered at t = 0; it replaces prompt / output (rate inf).
+        # median_itl: the same row's published median inter-token latency, ms — a consistency
+        # check of the row (serving_mix.implied_concurrency), not predicted
+        "optional": {"trace": str, "median_itl": _NUM},
     },
     "training": {
         "metrics": {"tflops_per_gpu": {"TFLOP/s/GPU": 1e12}, "step_time": {"s": 1.0}},
@@ -113,6 +117,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
         "optional": {"timing": str},  # "op": the kernel and its launch (default: kernel time)
+    },
+    "cdna_gemm": {  # as "gemm", on AMD CDNA parts (the CDNA tile parameters; validation/cdna.py)
+        "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
+        "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
+        "optional": {},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},
