@@ -86,8 +86,12 @@ def test_protocol_bandwidths_by_hand(h100) -> None:
     # algbw = bus / 2, x the correction at 1 MiB (log2(2^20 / 64) = 14: LL 0.5)
     t = nccl_time("all_reduce", "tree", "LL", n, 16, 2, bus, h100, SCALAR)
     assert t == pytest.approx(25.2 * US + n / (0.5 * 39e9 * 0.5))
-    # LL128 is NVLink-only: a PCIe node has no LL128
+    # LL128 is NVLink-only: a PCIe node has no LL128 (and a copy does not share the scalar
+    # path's cached candidates)
     pci = replace(h100, nvlink=False)
+    assert pci.plans is not h100.plans
+    assert nccl_best("all_reduce", 2.0**22, 8, 1, bus, pci, SCALAR) > \
+        nccl_best("all_reduce", 2.0**22, 8, 1, bus, h100, SCALAR)
     assert nccl_time("all_reduce", "ring", "LL128", n, 8, 1, bus, pci, SCALAR) == float("inf")
     # NVLS runs Simple only; a tree has no reduce-scatter
     assert nccl_time("all_reduce", "nvls", "LL", n, 8, 1, bus, h100, SCALAR) == float("inf")

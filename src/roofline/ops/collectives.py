@@ -427,6 +427,17 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
     if links.nccl is None:
         raise SpecError("group_nccl needs links.nccl (NCCL's tuner constants: "
                         "specs.nccl.tuner_for(cluster))")
+    if xp is not np:  # one configuration (rl.train): plain floats, no array calls
+        n, p = float(n), float(p)
+        if p <= 1 or n <= 0:
+            return 0.0
+        i, o = group_split(p, stride, links.domain, xp)
+        ring = links.up_bw if o <= 1 else min(links.up_bw, i * links.out_bw)
+        nv = links.nvls_bw if i > 1 else 0.0
+        nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
+            else 0.0
+        return nccl_best(collective, n, p, o, ring, links.nccl, xp, nvls_bw=nv,
+                         nvls_tree_bw=nvt, algorithms=algorithms)
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
