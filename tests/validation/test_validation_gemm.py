@@ -369,17 +369,17 @@ def test_a100_by_hand_and_judged_per_source() -> None:
     assert v.predict_gemm(case) == pytest.approx(2 * 1024 ** 3 / float(ot.time[0]), rel=1e-12)
     assert float(ot.time[0]) > float(ot.t_kernel[0])
     # judged per source (nothing fitted on them): tri3551 and tri7085 within 12 %; tri6523's
-    # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; the smooth model
-    # was worse on every source
+    # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; Azure's cuBLASLt
+    # sizes (an A100-SXM4-80GB) within 6 %; the smooth model was worse on every source
     cs = v.op_time_cases()
     after = {c.id: e for c, _, e in v.gemm_errors(cases=cs)}
     before = {c.id: e for c, _, e in v.gemm_errors(smooth=True, cases=cs)}
-    bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35}
+    bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35, "azure_a100": 0.06}
     for src, lim in bound.items():
         a = [abs(after[c.id]) for c in cs if c.source == src]
         b_ = [abs(before[c.id]) for c in cs if c.source == src]
         assert np.median(a) <= lim and np.median(a) < np.median(b_), src
-    assert len(cs) == 53
+    assert len(cs) == 61 and {c.source for c in cs} == set(bound)
     assert v.a100_table() in DOC.read_text(encoding="utf-8")
 
 

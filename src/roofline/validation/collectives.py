@@ -99,7 +99,7 @@ def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
         nvls = 0.0
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
-    links = cluster_links(c, training_factors(c.device.kind))
+    links = cluster_links(c, training_factors(c.device.kind, c.device.key))
     if not tuner:
         links = replace(links, nccl=None)
     n, p, algo, coll_ = float(case["bytes"]), case["ranks"], case["algorithm"], _collective(case)
@@ -190,7 +190,7 @@ def _previous(case: Case) -> float:
     c = _case_cluster(case)
     if case.get("nvls_disabled") or case["algorithm"] == "ring":
         c = replace(c, scale_up_nvls_fraction=0.0)
-    lk = replace(cluster_links(c, training_factors(c.device.kind)), nccl=None)
+    lk = replace(cluster_links(c, training_factors(c.device.kind, c.device.key)), nccl=None)
     n, p = float(case["bytes"]), case["ranks"]
     i = min(p, lk.domain)
     o = p // i
