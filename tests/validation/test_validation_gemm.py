@@ -399,3 +399,16 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.gemm_holdout_table() in text
     assert v.fp8_tile_table() in text
     assert v.stream_k_table() in text
+    assert v.unseen_table() in text
+
+
+def test_unseen_sources_pooled_within_the_target() -> None:
+    """Issue 18's target, GPU microbenchmarks median <= 10 % on sources the fit did not see:
+    pooled over every NVIDIA case judged that way (it is 9.9 %; the groups are not each within
+    it, the page says which)."""
+    last = v.unseen_table().splitlines()[-1].split("|")
+    assert last[1].strip() == "all" and int(last[2]) > 300
+    assert float(last[3].strip().rstrip("%")) <= 10.0
+    assert {c.id for c in v.nvidia_control_cases()} == {
+        "mamf H100 SXM bf16", "mamf A100 SXM bf16", "mamf B200 SXM bf16", "mamf B200 SXM fp8",
+        "mamf A100 PCIe bf16"}
