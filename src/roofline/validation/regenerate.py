@@ -210,7 +210,7 @@ def _gemm_page() -> dict[str, str]:
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
             "streamk": v.stream_k_table(),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
-            "cdna-fit": cdna.cdna_fit_table()}
+            "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
 
 
 def _training_runs_page() -> dict[str, str]:
