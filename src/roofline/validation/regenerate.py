@@ -164,6 +164,7 @@ def _serving_page() -> dict[str, str]:
     return {"cases": v.serving_case_table(), "holdout": v.serving_holdout_table(),
             "host-holdout": h.host_holdout_table(rep),
             "host-cases": h.host_case_table(h.host_errors(), rep.held_out_errors),
+            "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}
 
 
