@@ -1,8 +1,10 @@
 """Which fused-attention kernel prices attention ops: ``attention_kernel`` of solve, serve and
 train, resolved per architecture against data/presets/attention.toml.
 
-``"auto"``: the architecture's default kernel (Hopper: FlashAttention-3) or, on a part of no
-listed architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul model (as
+``"auto"``: the serving engine's kernel where the table lists one for the part's architecture
+(``[engine.<name>]``: vLLM V0 and llama.cpp run FlashAttention-2-class kernels on Hopper),
+else the architecture's default kernel (Hopper: FlashAttention-3) or, on a part of no listed
+architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul model (as
 before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of the peak,
 forward and backward (``attention_rates``, called by engine/core.py; ``"fa1"``, the
 FlashAttention-1 class, derived at half FA2's Hopper rates) — FlashAttention-2 on a
@@ -25,7 +27,7 @@ from ..specs.sourced import read_quantity
 from .efficiency import Attention, Efficiency
 
 __all__ = ["ATTENTION_KERNELS", "check_attention_kernel", "with_attention", "architecture",
-           "resolve_kernel", "attention_rates", "curve", "length_factor", "row_work"]
+           "resolve_kernel", "kernel_note", "attention_rates", "curve", "length_factor", "row_work"]
 
 ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused", "fa1")
 #: kernels priced as the matmul model where the table has no entry for the architecture
@@ -67,6 +69,7 @@ def _tables() -> dict[str, Any]:
     for a, k in default.items():
         if (k, a) not in kernels and k != "gemm":
             raise SpecError(f"{origin} [default] {a} = {k!r} has no [kernel.{k}.{a}] table")
+    engines = _engine_table(doc, src, kernels, origin)
     curves: dict[str, tuple[float, float]] = {}
     for a, tbl in doc.get("curve", {}).items():
         if a != "all" and a not in doc.get("arch", {}):
@@ -78,7 +81,32 @@ def _tables() -> dict[str, Any]:
         pp, _ = read_quantity(tbl["p"], field=f"curve.{a}.p", dimension="ratio", sources=src,
                               origin=origin, lo=0.1, hi=10.0)
         curves[a] = (x0, pp)
-    return {"arch": arch, "default": default, "kernels": kernels, "curves": curves}
+    return {"arch": arch, "default": default, "kernels": kernels, "curves": curves,
+            "engines": engines, "default_notes": {a: str(t.get("note", ""))
+                                                  for a, t in doc.get("default", {}).items()}}
+
+
+def _engine_table(doc: dict[str, Any], src: dict[str, Any],
+                  kernels: dict[tuple[str, str], dict[str, float]],
+                  origin: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """{(engine, arch): (kernel, note)} from ``[engine.<name>]`` (each entry sourced, a fused
+    kernel the architecture has a table for, or "gemm")."""
+    out = {}
+    for name, per in doc.get("engine", {}).items():
+        for a, tbl in per.items():
+            where = f"{origin} [engine.{name}] {a}"
+            if a not in doc.get("arch", {}):
+                raise SpecError(f"{where}: {a!r} is not an [arch]; allowed: "
+                                f"{', '.join(doc.get('arch', {}))}")
+            if not isinstance(tbl, dict) or tbl.get("source") not in src:
+                raise SpecError(f"{where}: needs a kernel and a source from [sources]")
+            k = tbl.get("kernel")
+            if k != "gemm" and (k, a) not in kernels:
+                have = sorted(kk for kk, aa in kernels if aa == a)
+                raise SpecError(f"{where}: kernel {k!r} has no [kernel.{k}.{a}] table; "
+                                f"allowed: gemm, {', '.join(have)}")
+            out[(name, a)] = (str(k), str(tbl.get("note", "")))
+    return out
 
 
 def curve(arch: str | None) -> tuple[float, float] | None:
@@ -101,13 +129,38 @@ def architecture(hw: Hardware) -> str | None:
     return _tables()["arch"].get(hw.key)
 
 
-def resolve_kernel(hw: Hardware, kernel: str) -> str:
-    """The kernel ``kernel`` means on ``hw`` ("auto" -> the architecture's default)."""
+def resolve_kernel(hw: Hardware, kernel: str, engine: str | None = None) -> str:
+    """The kernel ``kernel`` means on ``hw`` ("auto" -> ``engine``'s kernel on the part's
+    architecture where [engine.<engine>] lists one, else the architecture's default)."""
     kernel = check_attention_kernel(kernel)
     if kernel != "auto":
         return kernel
     a = architecture(hw)
-    return _tables()["default"].get(a, "gemm") if a else "gemm"
+    if a is None:
+        return "gemm"
+    t = _tables()
+    if engine is not None and (engine, a) in t["engines"]:
+        return str(t["engines"][(engine, a)][0])
+    return str(t["default"].get(a, "gemm"))
+
+
+def kernel_note(hw: Hardware, kernel: str, engine: str | None = None) -> str | None:
+    """What prices fused attention on ``hw`` when ``kernel`` is "auto", in words (None: the
+    matmul model, no measured kernel): the kernel and why (the engine's or the architecture's
+    default, from data/presets/attention.toml)."""
+    if check_attention_kernel(kernel) != "auto":
+        return None
+    k = resolve_kernel(hw, kernel, engine)
+    a = architecture(hw)
+    if k == "gemm" or a is None:
+        return None
+    t = _tables()
+    if engine is not None and (engine, a) in t["engines"]:
+        why = f"engine {engine!r}: {t['engines'][(engine, a)][1]}"
+    else:
+        why = f"the {a} default: {t['default_notes'].get(a, '')}"
+    return (f"attention priced as {k} (attention_kernel='auto' on {hw.name}; {why}; "
+            "docs/validation/attention.md)")
 
 
 def with_attention(eff: Efficiency, hw: Hardware, kernel: str) -> Efficiency:

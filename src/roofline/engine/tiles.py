@@ -37,8 +37,8 @@ __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "Wav
 
 #: compute dtypes the 16-bit parameter set prices: the tensor-core matmuls it was fitted on
 #: (bf16 dots; fp16 runs the same tiles). A narrow dtype is priced only where its architecture
-#: has a parameter set of its own (``Tiles.narrow``: fp8 on Hopper and Blackwell); int8 / fp4
-#: and fp32 / tf32 / fp64 keep the smooth matmul model
+#: has a parameter set of its own (``Tiles.narrow``: fp8 on Hopper, Blackwell, CDNA 3 / 4);
+#: int8 / fp4 and fp32 / tf32 / fp64 keep the smooth matmul model
 TILE_DTYPES = ("fp16", "bf16")
 #: narrow dtypes an architecture may give a parameter set of its own (``[arch.<name>.fp8]``)
 NARROW_TILE_DTYPES = ("fp8", "fp4", "int8")

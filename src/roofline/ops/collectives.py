@@ -74,6 +74,13 @@ the ring's carries (p−1)/p·n, so it is the slower of the two for large messag
 ``hwLat``); the groups therefore keep the ring for both. An all-to-all runs on the slowest
 level it spans.
 
+**NCCL's latencies** (``Links.nccl``, ``ops.nccl``): on a cluster NCCL runs on, the links carry
+NCCL's tuner constants (``specs.nccl.tuner_for``; NVIDIA NCCL v2.26.2 ``src/graph/tuning.cc``)
+and the all-reduce / reduce-scatter / all-gather groups price each algorithm under each protocol
+(LL, LL128, Simple) with the tuner's own latency per call instead of the per-step α, the
+fastest winning (``group_nccl``): the ring with LL for small messages, NVLS from ~2 MB on one
+H100 node, as NCCL picks them.
+
 References: Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1) (the α-β ring, per-step latency); NCCL tests PERFORMANCE.md
 (algbw vs busbw); NVIDIA NCCL src/graph/tuning.cc (base latency per call + latency per step);
@@ -89,6 +96,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from .nccl import NcclTuner, nccl_best
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
@@ -97,7 +105,7 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_nvls_all_reduce", "group_reduce_scatter",
            "group_all_gather", "group_all_to_all",
-           "group_send_recv", "group_dispatch"]
+           "group_send_recv", "group_dispatch", "group_nccl"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: all-reduce algorithms (``auto``: the fastest the fabric has)
@@ -322,6 +330,10 @@ class Links:
     #: NVLS all-reduce algorithm bandwidth per device inside a scale-up domain (bytes/s; 0:
     #: the fabric has no in-switch reduction)
     nvls_bw: float = 0.0
+    #: NCCL's tuner constants (``ops.nccl``): with them the all-reduce, reduce-scatter and
+    #: all-gather groups pay NCCL's latencies per algorithm and protocol (LL / LL128 / Simple)
+    #: instead of ``up_alpha`` / ``out_alpha`` per step; None: the per-step α model
+    nccl: NcclTuner | None = None
 
 
 def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Arr]:
@@ -352,6 +364,8 @@ def group_ring_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = n
     2(p−1)/p · n at ``_ring_bw`` (NCCL src/graph/tuning.cc prices the ring's steps so:
     ``(nsteps − nInterSteps)·intraLat + nInterSteps·interLat``). A group with one rank per
     domain is a ring on the NICs; one inside a domain, a ring on the scale-up link."""
+    if links.nccl is not None:
+        return group_nccl("all_reduce", n, p, stride, links, xp, ("ring",))
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
@@ -374,7 +388,12 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
       the i ranks carries its n/i across a tree of the o domains on its own NIC, pipelined:
       2α_up + 2⌈log₂o⌉·α_out + n / min(nvls_bw, i·bw_out / k), k = 1 on two domains (each
       shard crosses once each way), 2 beyond (the double binary tree sends it twice; the
-      tuner halves NVLS-tree's inter-node bandwidth beyond 2 nodes)."""
+      tuner halves NVLS-tree's inter-node bandwidth beyond 2 nodes).
+
+    With ``links.nccl`` (NCCL's tuner constants) each algorithm pays the tuner's latency under
+    each protocol and the fastest (algorithm, protocol) wins (``group_nccl``)."""
+    if links.nccl is not None:
+        return group_nccl("all_reduce", n, p, stride, links, xp)
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
@@ -387,12 +406,36 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
+def _nvls_tree_bw(inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
+    k = xp.where(outer > 2, 2.0, 1.0)
+    return xp.where(outer > 1, xp.minimum(links.nvls_bw, inner * links.out_bw / k),
+                    links.nvls_bw)
+
+
 def _nvls_tree(n: Arr, inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
     log_o = xp.ceil(xp.log2(outer))
-    k = xp.where(outer > 2, 2.0, 1.0)
-    bw = xp.where(outer > 1, xp.minimum(links.nvls_bw, inner * links.out_bw / k),
-                  links.nvls_bw)
-    return 2 * links.up_alpha + 2 * log_o * links.out_alpha + n / bw
+    return 2 * links.up_alpha + 2 * log_o * links.out_alpha \
+        + n / _nvls_tree_bw(inner, outer, links, xp)
+
+
+def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np,
+               algorithms: tuple[str, ...] | None = None) -> Arr:
+    """A group's collective as NCCL's tuner prices it (``ops.nccl.nccl_best``): the ring's
+    (and the tree's) Simple bus bandwidth is ``_ring_bw``; NVLS (one domain, ≥ 2 ranks in it)
+    runs at ``links.nvls_bw``, NVLSTree across domains at ``_nvls_tree_bw``; the tuner's
+    latencies replace the per-step α. ``algorithms``: restrict the choice (NCCL_ALGO)."""
+    if links.nccl is None:
+        raise SpecError("group_nccl needs links.nccl (NCCL's tuner constants: "
+                        "specs.nccl.tuner_for(cluster))")
+    n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    nv = links.nvls_bw
+    nvls = xp.where(inner > 1, nv, 0.0) if nv else 0.0
+    nvls_tree = xp.where(inner > 1, _nvls_tree_bw(inner, outer, links, xp), 0.0) if nv else 0.0
+    t = nccl_best(collective, n, xp.maximum(p, 2.0), outer, _ring_bw(inner, outer, links, xp),
+                  links.nccl, xp, nvls_bw=nvls, nvls_tree_bw=nvls_tree, algorithms=algorithms)
+    return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
 def group_nvls_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
@@ -402,6 +445,8 @@ def group_nvls_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = n
     if not links.nvls_bw:
         raise SpecError("group_nvls_all_reduce needs links.nvls_bw > 0 (a fabric with "
                         "in-switch reduction)")
+    if links.nccl is not None:  # infinite where a domain holds one rank (no NVLS there)
+        return group_nccl("all_reduce", n, p, stride, links, xp, ("nvls", "nvls_tree"))
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
@@ -411,13 +456,18 @@ def group_nvls_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = n
 
 def group_reduce_scatter(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
     """Half of the group ring all-reduce (n = the full input): the ring also on an NVLS fabric,
-    as NCCL runs it (module docstring; docs/validation/collectives.md)."""
+    as NCCL runs it (module docstring; docs/validation/collectives.md). With ``links.nccl``:
+    the tuner's ring under the three protocols, or NVLS where the tuner prices it faster."""
+    if links.nccl is not None:
+        return group_nccl("reduce_scatter", n, p, stride, links, xp)
     return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 
 def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
     """Half of the group ring all-reduce (n = the full output; the ring, as
     ``group_reduce_scatter``)."""
+    if links.nccl is not None:
+        return group_nccl("all_gather", n, p, stride, links, xp)
     return 0.5 * group_ring_all_reduce(n, p, stride, links, xp)
 
 

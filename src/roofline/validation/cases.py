@@ -2,7 +2,7 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
-``gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
+``gemm``, ``cdna_gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
 ``[sources]`` table (key -> the document: title, version or commit, table / page) and
 ``[[case]]`` entries. Each case carries
 
@@ -113,6 +113,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
         "optional": {"timing": str},  # "op": the kernel and its launch (default: kernel time)
+    },
+    "cdna_gemm": {  # as "gemm", on AMD CDNA parts (the CDNA tile parameters; validation/cdna.py)
+        "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
+        "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
+        "optional": {},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},

@@ -92,7 +92,9 @@ def hopper_fp8_cases() -> tuple[Case, ...]:
 
 
 def _all_cases() -> tuple[Case, ...]:
-    return gemm_cases() + hopper_fp8_cases()
+    from .cdna import cdna_fit_cases  # the AMD CDNA sets are fitted through the same path
+
+    return gemm_cases() + hopper_fp8_cases() + cdna_fit_cases()
 
 
 @lru_cache(maxsize=1024)

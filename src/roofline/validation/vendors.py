@@ -7,8 +7,11 @@ patches them for the parts its ``devices`` list names (engine/presets.py ``arch_
 its large-GEMM fraction ``gemm.max`` is fitted on published matmul microbenchmarks and its
 ``memory.max`` on STREAM kernels (data/validation/vendors.toml, cases with ``role = "fit"``): a
 grid search (0.30 … 1.00, step 0.005) minimising the mean squared log(ours / published) of the
-architecture's fit cases of that kind, a matmul priced as one op of the default preset (its tile
-penalty and launch floor included), a STREAM kernel as the preset's main-memory rate.
+architecture's fit cases of that kind, a matmul priced as one op of the default preset's smooth
+matmul model (its tile penalty and launch floor included; not the whole-wave tile sets of
+data/presets/tiles.toml, which price solve's matmuls on CDNA parts: validation/cdna.py), a
+STREAM kernel as the preset's main-memory rate. Judge rows are priced as solve prices them (the
+tile sets where the part has them).
 Cases with ``role = "judge"`` are never fitted on: fp8 rows where the fit sets the 16-bit
 fraction, NVIDIA control rows (their factors are not refitted here), and end-to-end serving runs
 of other sources.
@@ -80,6 +83,11 @@ def _gemm_tflops(c: Case, value: float | None) -> float:
     b = GraphBuilder(f"matmul {m}x{n}x{k}", "forward", make_precision(sc["dtype"]))
     b.add("linear", "matmul", tokens=m, d_in=k, d_out=n)
     eff = _eff(sc["hardware"], "gemm.max", value)
+    if value is not None or sc["role"] == "fit":
+        # the fitted gemm.max is the smooth model's: it prices what the tile sets do not
+        # (serve, train, matrix-vector products); a part's tiles (solve's matmuls, fitted in
+        # validation/gemm.py and validation/cdna.py) would hide it
+        eff = replace(eff, tiles=None)
     t = time_model(b.build(), load(sc["hardware"]), eff).totals_at(1)
     return 2.0 * m * n * k / t.latency
 

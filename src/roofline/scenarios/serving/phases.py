@@ -14,7 +14,7 @@ from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
-from ...engine.attention import ATTENTION_KERNELS
+from ...engine.attention import ATTENTION_KERNELS, kernel_note
 from ...engine.client import serve_client
 from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
@@ -156,8 +156,10 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
     every token in every layer, as vLLM with the hybrid manager disabled does (docs/serving.md,
     "Sliding-window layers"). Attention reads only the window either way.
-    ``attention_kernel``: the fused-attention implementation ("auto": the engine's, by default
-    the architecture's — FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3",
+    ``attention_kernel``: the fused-attention implementation ("auto": the engine's on the
+    part's architecture — on Hopper FlashAttention-2's rate for vllm-v0 / vllm-v0-multistep,
+    llamacpp and eager, FlashAttention-3 for the others — and the matmul model on parts with no
+    measured table; the kernel used is stated in ``notes``; "fa2", "fa3",
     "cudnn", "gemm", "unfused"; engine/attention.py, docs/validation/attention.md).
     ``client=True``: as a client times each request — a per-request floor and the prompt and
     output through the serving stack and host link (engine/client.py; off by default).
@@ -230,7 +232,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     phase_s = _phase_seconds(pre_parts, dec, dec_over + req_fixed, pre_comm, dec_comm,
                              kv_transfer, tp, pp, Bg * T_new * D * ab, steps, Bm * D * ab,
                              hw, hw_d, factors, ep_pre + steps * ep_step)
-    notes += _setup_notes(cfg, tp, factors, hw)
+    notes += _setup_notes(cfg, tp, factors, hw, fused_attention and preset == "default")
 
     _pre, _dec = _lazy_phases(m, plan, hw, hw_d, eff, eff_d, preset, Bg, Bm, T_new, pc,
                               round(S_mean))
@@ -252,12 +254,17 @@ LLAMACPP_PP_NOTE = (
     "(docs/validation/llamacpp.md, 'Prompt processing')")
 
 
-def _setup_notes(cfg: Any, tp: int, factors: sp.ServingFactors, hw: Hardware) -> list[str]:
+def _setup_notes(cfg: Any, tp: int, factors: sp.ServingFactors, hw: Hardware,
+                 kernel_priced: bool = False) -> list[str]:
     """What the layout and the engine leave a reader to know (KV heads replicated over tp;
-    llama.cpp's unvalidated prompt processing on NVIDIA GPUs)."""
+    llama.cpp's unvalidated prompt processing on NVIDIA GPUs; with ``kernel_priced`` (fused
+    attention, default preset) the measured kernel "auto" priced attention as, and why)."""
     out = []
     if factors.name == "llamacpp" and hw.kind == "gpu" and hw.vendor.lower() == "nvidia":
         out.append(LLAMACPP_PP_NOTE)
+    att = kernel_note(hw, factors.attention_kernel, factors.name) if kernel_priced else None
+    if att is not None:
+        out.append(att)
     if tp > cfg.n_kv_heads and not cfg.mla:
         out.append(f"tp={tp} > {cfg.n_kv_heads} KV heads: each KV head is replicated on "
                    f"{tp // cfg.n_kv_heads} devices")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..._data import DATA, read_toml
+from ...engine.attention import resolve_kernel
 from ...engine.core import time_model
 from ...engine.efficiency import EfficiencyPatch, read_patch
 from ...engine.lines import max_at, op_lines, sum_max_lines
@@ -104,7 +105,8 @@ class ServingFactors:
     #: fraction of the host link's bandwidth the ring reaches
     host_allreduce_alpha: float = 0.0
     host_allreduce_efficiency: float = 1.0
-    #: the fused-attention kernel the engine runs (engine/attention.py; "auto": the
+    #: the fused-attention kernel the engine runs (engine/attention.py; "auto": the engine's
+    #: on the part's architecture, data/presets/attention.toml [engine.<name>], else the
     #: architecture's default); ``serve(attention_kernel=...)`` replaces it
     attention_kernel: str = "auto"
     provenance: dict[str, Provenance] | None = field(default=None, compare=False, hash=False)
@@ -500,7 +502,8 @@ def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -
     e = _EFF.get(key)
     if e is None:
         # the engine profiles were fitted on the smooth matmul model: no waves of tiles here
-        base = without_tiles(efficiency_for(hw, preset, factors.attention_kernel))
+        kernel = resolve_kernel(hw, factors.attention_kernel, factors.name)
+        base = without_tiles(efficiency_for(hw, preset, kernel))
         e = base if preset == "bound" else factors.efficiency(base, dtype)
         if len(_EFF) >= 256:
             _EFF.pop(next(iter(_EFF)))

@@ -1,0 +1,229 @@
+"""NCCL's own tuner model: a latency and a bandwidth per (algorithm, protocol), the fastest wins.
+
+NCCL prices every algorithm (ring, tree, NVLS, NVLSTree, CollNet) under every protocol (LL,
+LL128, Simple) as ``latency + bytes / algorithm bandwidth`` and runs the smallest (NVIDIA NCCL
+``src/graph/tuning.cc``: ``ncclTopoTuneModel`` builds the table, ``ncclTopoGetAlgoTime`` reads
+it). This module evaluates the same formulas, with the tuner's constants as data
+(``data/presets/nccl.toml``, NCCL v2.26.2-1, loaded by ``specs.nccl``) and *our* Simple-protocol
+bandwidths (the link times training's fitted efficiency; NVLS at the cluster's measured rate):
+
+- **latency**, per call (s; ``b`` = baseLat, ``h`` = the per-step hwLat on NVLink or PCIe,
+  ``net`` the one across nodes, for ``p`` ranks on ``o`` nodes of ``i = p/o`` ranks):
+  ring ``b + (s − s_x)·max(h, ovh) + s_x·net`` with ``s`` = 2(p−1) steps for an all-reduce
+  (p−1 for reduce-scatter / all-gather), ``s_x`` = 2(o−1) (o−1) of them across nodes and
+  ``ovh`` the host's per-step network overhead on multi-node rings (×3 with Simple); tree
+  ``b + 2((i−1)·h + ⌊log₂o⌋·net)``; NVLS ``h``; NVLSTree ``h + 2⌊log₂o⌋·net``; CollNet
+  (SHARP in the network switches) Direct ``2(min(1, i−1)·h + 0.4 µs·(i−1)) + net``, Chain
+  ``2(i−1)·h + net``. With one rank per node the tree's network latency stands in for the
+  algorithm's own (the tuner's "ppn = 1" rule);
+- **bandwidth**, the *bus* bandwidth of the Simple protocol scaled per protocol as the tuner
+  scales it: ring LL ×0.5 capped at ``ll_max``, LL128 ×0.92; tree ×0.92, then LL ×1/3.8
+  (capped), LL128 ×7/9 on one node, ×120/128 across; the tree's bandwidth also × the tuner's
+  per-size correction (64 B … 256 MiB). A ring's algorithm bandwidth is busbw·p/s, a tree's
+  busbw/2 — the time n/algbw is then 2(p−1)/p·n/busbw for the ring, as ``collectives``;
+- LL128 needs NVLink (the tuner enables it up to NVB paths), NVLS / NVLSTree / CollNet run
+  Simple only; NVLS inside one node, NVLSTree across nodes.
+
+Not modelled: the channel counts and per-channel caps of NCCL's topology search (the tuner's
+``perChMax*Bws``, the ring's multi-node latency "plateau" factor, which depend on them), PAT
+(one GPU per node only). All functions are vectorised over ``n`` / ``p`` (``xp=numpy``) or
+scalar (``xp=ops.xp.SCALAR``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["NcclTuner", "NCCL_ALGORITHMS", "NCCL_PROTOCOLS", "nccl_latency", "nccl_time",
+           "nccl_best", "nccl_choice"]
+
+#: the tuner's algorithms (NCCL_ALGO names, lower case) and protocols (NCCL_PROTO)
+NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+Arr = Any
+Triple = tuple[float, float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclTuner:
+    """NCCL's tuner constants for one cluster (its GPU architecture, intra-node link and host
+    CPU already chosen), SI units: latencies in s, bandwidths in bytes/s."""
+
+    version: str  #: the NCCL release the constants are copied from
+    base: dict[str, Triple]  #: baseLat per algorithm, [LL, LL128, Simple]
+    intra: dict[str, Triple]  #: hwLat per step inside a node (NVLink or PCIe row)
+    net: dict[str, Triple]  #: hwLat per step across nodes
+    nvlink: bool  #: intra-node link is NVLink (LL128 enabled)
+    ring_ll: float
+    ring_ll128: float
+    tree: float
+    tree_ll: float
+    tree_ll128_one_node: float
+    tree_ll128_nodes: float
+    net_overhead_s: float  #: per intra-node ring step on multi-node rings (×3 with Simple)
+    ll_max_one_node: float  #: LL bus-bandwidth cap on one node (this architecture), bytes/s
+    ll_max_two_nodes: float  #: … on 2 nodes (this host CPU)
+    ll_max_more_nodes: float  #: … on more than 2
+    tree_correction: tuple[tuple[float, ...], ...]  #: per protocol, 64 B · 2^k, k = 0 …
+
+
+def _check(collective: str, algorithm: str, protocol: str) -> tuple[int, bool]:
+    if collective not in _COLLECTIVES:
+        raise SpecError(f"collective={collective!r}; the NCCL tuner model prices "
+                        f"{', '.join(_COLLECTIVES)}")
+    if algorithm not in NCCL_ALGORITHMS:
+        raise SpecError(f"algorithm={algorithm!r}; allowed: {', '.join(NCCL_ALGORITHMS)}")
+    if protocol not in NCCL_PROTOCOLS:
+        raise SpecError(f"protocol={protocol!r}; allowed: {', '.join(NCCL_PROTOCOLS)}")
+    return NCCL_PROTOCOLS.index(protocol), collective == "all_reduce"
+
+
+def _log2i(x: Arr, xp: Any) -> Arr:
+    """⌊log₂ x⌋ for x ≥ 1 (NCCL's log2i)."""
+    return -xp.ceil(-(xp.log2(x) + 1e-9))  # floor, from the two functions SCALAR has
+
+
+def nccl_latency(collective: str, algorithm: str, protocol: str, p: Arr, nodes: Arr,
+                 t: NcclTuner, xp: Any = np) -> Arr:
+    """The tuner's latency (s) of one call over ``p`` ranks on ``nodes`` nodes (module
+    docstring); the formulas of ``ncclTopoTuneModel``."""
+    k, ar = _check(collective, algorithm, protocol)
+    p = xp.asarray(p, dtype=float)
+    o = xp.asarray(nodes, dtype=float)
+    i = p / o
+    base, h = t.base[algorithm][k], t.intra[algorithm][k]
+    net_alg = t.net[algorithm][k]
+    net = xp.where(i == 1, t.net["tree"][k], net_alg)  # "with ppn = 1 latencies are exposed"
+    lg = _log2i(o, xp)
+    if algorithm == "ring":
+        steps = 2 * (p - 1) if ar else p - 1
+        cross = xp.where(o > 1, 2 * (o - 1) if ar else o - 1, 0.0)
+        ovh = t.net_overhead_s * (3 if protocol == "Simple" else 1)
+        h_eff = xp.where(o > 1, xp.maximum(h, ovh), h)
+        return base + (steps - cross) * h_eff + cross * net
+    if algorithm == "tree":
+        return base + (2 * ((i - 1) * h + lg * net) if ar else 0.0)
+    if algorithm == "nvls":
+        return xp.where(o > 1, h + net, h)
+    if algorithm == "nvls_tree":
+        return base + h + 2 * lg * net
+    if algorithm == "collnet_direct":
+        return base + 2 * (xp.minimum(1.0, i - 1) * h + (i - 1) * 0.4e-6) + net
+    return base + 2 * (i - 1) * h + net  # collnet_chain
+
+
+def _tree_factor(n: Arr, k: int, t: NcclTuner, xp: Any) -> Arr:
+    """treeCorrectionFactor[protocol][log2i(n >> 6)] (1 outside the table)."""
+    tbl = np.asarray(t.tree_correction[k])
+    q = xp.maximum(xp.asarray(n, dtype=float) / 64.0, 1.0)
+    idx = _log2i(q, xp)
+    small = xp.asarray(n, dtype=float) < 64
+    if xp is np:
+        j = np.clip(idx.astype(int), 0, len(tbl) - 1)
+        return np.where(small | (idx >= len(tbl)), 1.0, tbl[j])
+    return 1.0 if small or idx >= len(tbl) else float(tbl[int(idx)])
+
+
+def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, nodes: Arr,
+              bus_bw: Arr, t: NcclTuner, xp: Any = np) -> Arr:
+    """Seconds for one (algorithm, protocol) as the tuner prices it: latency + n / algbw.
+    ``bus_bw``: the Simple protocol's bus bandwidth for ring / tree (bytes/s, ours), or the
+    *algorithm* bandwidth for NVLS / NVLSTree / CollNet (a measured or modelled rate the caller
+    gives). Infinite where the tuner does not run the pair (LL128 off NVLink; NVLS / CollNet
+    with LL or LL128; a tree for reduce-scatter / all-gather)."""
+    k, ar = _check(collective, algorithm, protocol)
+    n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    o = xp.asarray(nodes, dtype=float)
+    simple_only = algorithm not in ("ring", "tree")
+    if (simple_only and protocol != "Simple") or (protocol == "LL128" and not t.nvlink) \
+            or (algorithm == "tree" and not ar):
+        return xp.where(n >= 0, float("inf"), 0.0)
+    lat = nccl_latency(collective, algorithm, protocol, p, o, t, xp)
+    ll_max = xp.where(o > 2, t.ll_max_more_nodes,
+                      xp.where(o > 1, t.ll_max_two_nodes, t.ll_max_one_node))
+    bw = xp.asarray(bus_bw, dtype=float)
+    if algorithm == "ring":
+        if protocol == "LL":
+            bw = xp.minimum(ll_max, bw * t.ring_ll)
+        elif protocol == "LL128":
+            bw = bw * t.ring_ll128
+        steps = 2 * (p - 1) if ar else p - 1
+        algbw = bw * p / steps
+    elif algorithm == "tree":
+        bw = bw * t.tree
+        if protocol == "LL":
+            bw = xp.minimum(bw * t.tree_ll, ll_max)
+        elif protocol == "LL128":
+            bw = bw * xp.where(o > 1, t.tree_ll128_nodes, t.tree_ll128_one_node)
+        algbw = 0.5 * bw * _tree_factor(n, k, t, xp)
+    else:
+        algbw = bw
+    return lat + n / algbw
+
+
+def _candidates(collective: str, nvls: bool, nvls_tree: bool) -> list[tuple[str, str]]:
+    algos = ["ring"] + (["tree"] if collective == "all_reduce" else [])
+    out = [(a, pr) for a in algos for pr in NCCL_PROTOCOLS]
+    if nvls:
+        out.append(("nvls", "Simple"))
+    if nvls_tree and collective == "all_reduce":
+        out.append(("nvls_tree", "Simple"))
+    return out
+
+
+def _any(x: Arr) -> bool:
+    return bool(np.any(np.asarray(x) > 0))
+
+
+def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t: NcclTuner,
+                nvls_bw: float = 0.0, nvls_tree_bw: float = 0.0) -> tuple[str, str, float]:
+    """(algorithm, protocol, seconds) NCCL's tuner picks for one call (scalar): ring and tree
+    under the three protocols, and with in-switch reduction (``nvls_bw`` > 0) NVLS on one node
+    or NVLSTree across nodes (``nvls_tree_bw``: its algorithm bandwidth)."""
+    from .xp import SCALAR
+
+    best = ("ring", "Simple", float("inf"))
+    for a, pr in _candidates(collective, nvls_bw > 0, nvls_tree_bw > 0):
+        if (a == "nvls" and nodes > 1) or (a == "nvls_tree" and nodes == 1):
+            continue
+        bw = ring_bw if a in ("ring", "tree") else (nvls_bw if a == "nvls" else nvls_tree_bw)
+        if bw <= 0:
+            continue
+        s = float(nccl_time(collective, a, pr, n, p, nodes, bw, t, SCALAR))
+        if s < best[2]:
+            best = (a, pr, s)
+    return best
+
+
+def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: NcclTuner,
+              xp: Any = np, nvls_bw: Arr = 0.0, nvls_tree_bw: Arr = 0.0,
+              algorithms: tuple[str, ...] | None = None) -> Arr:
+    """Seconds of the fastest (algorithm, protocol) the tuner would run (vectorised;
+    ``algorithms`` restricts the choice, as NCCL_ALGO does; NVLS only where ``nodes`` == 1 and
+    ``nvls_bw`` > 0, NVLSTree only across nodes with ``nvls_tree_bw`` > 0)."""
+    o = xp.asarray(nodes, dtype=float)
+    inf = float("inf")
+    best: Arr = xp.where(o > 0, inf, inf)
+    for a, pr in _candidates(collective, _any(nvls_bw), _any(nvls_tree_bw)):
+        if algorithms is not None and a not in algorithms:
+            continue
+        if a == "nvls":
+            ok = (o == 1) & (xp.asarray(nvls_bw, dtype=float) > 0) if xp is np else \
+                (o == 1 and nvls_bw > 0)
+            bw = xp.where(ok, nvls_bw, 1.0)
+        elif a == "nvls_tree":
+            ok = (o > 1) & (xp.asarray(nvls_tree_bw, dtype=float) > 0) if xp is np else \
+                (o > 1 and nvls_tree_bw > 0)
+            bw = xp.where(ok, nvls_tree_bw, 1.0)
+        else:
+            ok, bw = True, ring_bw
+        s = nccl_time(collective, a, pr, n, p, o, bw, t, xp)
+        best = xp.minimum(best, xp.where(ok, s, inf))
+    return best

@@ -1,0 +1,107 @@
+"""NCCL's tuner constants (data/presets/nccl.toml) for a cluster: ``tuner_for(cluster)``.
+
+The table is chosen as NCCL chooses it: the GPU architecture (its compute-capability index:
+the LL protocol's one-node ceiling), the intra-node link (NVLink or PCIe: the per-step
+latencies, LL128 on or off) and the host CPU (Intel / other or AMD: the multi-node LL ceiling
+and the network overhead per ring step). A cluster whose device is not listed under
+``[arch]`` (TPUs, other vendors) gets None: its collectives keep the per-step α model.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from .._data import DATA, read_toml
+from ..errors import SpecError
+from ..ops.nccl import NCCL_ALGORITHMS, NcclTuner
+from .cluster import Cluster
+from .sourced import read_quantity
+
+__all__ = ["tuner_for", "nccl_version"]
+
+_ORIGIN = "data/presets/nccl.toml"
+_UNIT = {"us": 1e-6, "1": 1.0}
+
+
+def _values(raw: Any, where: str, sources: dict[str, str], n: int | None = 3) -> tuple[float, ...]:
+    """A sourced list ``{ values = [...], unit, source }`` in SI units."""
+    if not isinstance(raw, dict) or set(raw) - {"values", "unit", "source", "note"}:
+        raise SpecError(f"{_ORIGIN}: {where} must be {{ values = [...], unit = ..., source = ... "
+                        f"}}, got {raw!r}")
+    if raw.get("source") not in sources:
+        raise SpecError(f"{_ORIGIN}: {where} source {raw.get('source')!r} is not in [sources]")
+    if raw.get("unit") not in _UNIT:
+        raise SpecError(f"{_ORIGIN}: {where} unit {raw.get('unit')!r}; allowed: "
+                        f"{', '.join(_UNIT)}")
+    vals = raw.get("values")
+    if not isinstance(vals, list) or (n is not None and len(vals) != n) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in vals):
+        raise SpecError(f"{_ORIGIN}: {where} values must be {n or 'some'} numbers >= 0, "
+                        f"got {vals!r}")
+    return tuple(float(v) * _UNIT[raw["unit"]] for v in vals)
+
+
+@lru_cache(maxsize=1)
+def _doc() -> dict[str, Any]:
+    doc = read_toml(DATA / "presets" / "nccl.toml")
+    src = doc.get("sources", {})
+    out: dict[str, Any] = {"version": str(doc["version"]), "arch": dict(doc["arch"]),
+                           "amd": tuple(doc["amd_hosts"]["clusters"])}
+    if doc["amd_hosts"].get("source") not in src:
+        raise SpecError(f"{_ORIGIN}: [amd_hosts] needs a source from [sources]")
+    for row in ("base", "nvlink", "pci", "net"):
+        tbl = doc[row]
+        missing = [a for a in NCCL_ALGORITHMS if a not in tbl]
+        if missing:
+            raise SpecError(f"{_ORIGIN}: [{row}] lacks {', '.join(missing)}")
+        out[row] = {a: _values(tbl[a], f"[{row}] {a}", src) for a in NCCL_ALGORITHMS}
+
+    def q(raw: Any, field: str, dim: str) -> float:
+        return read_quantity(raw, field=field, dimension=dim, sources=src, origin=_ORIGIN)[0]
+
+    bw = doc["bandwidth"]
+    out["bandwidth"] = {k: q(v, f"bandwidth.{k}", "time" if k.startswith("net_") else "ratio")
+                        for k, v in bw.items()}
+    out["ll_one"] = {k: q(v, f"ll_max.one_node.{k}", "bandwidth")
+                     for k, v in doc["ll_max"]["one_node"].items()}
+    out["ll_nodes"] = {k: q(v, f"ll_max.nodes.{k}", "bandwidth")
+                       for k, v in doc["ll_max"]["nodes"].items()}
+    out["tree_correction"] = tuple(_values(doc["tree_correction"][k], f"tree_correction.{k}",
+                                           src, None) for k in ("ll", "ll128", "simple"))
+    for a in out["arch"].values():
+        if a not in out["ll_one"]:
+            raise SpecError(f"{_ORIGIN}: [arch] names {a!r}, which [ll_max.one_node] lacks")
+    return out
+
+
+def nccl_version() -> str:
+    """The NCCL release the tuner constants are copied from."""
+    return str(_doc()["version"])
+
+
+@lru_cache(maxsize=64)
+def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
+    d = _doc()
+    b = d["bandwidth"]
+    host = "amd" if amd else "intel"
+    return NcclTuner(
+        version=d["version"], base=d["base"], intra=d["nvlink" if nvlink else "pci"],
+        net=d["net"], nvlink=nvlink, ring_ll=b["ring_ll"], ring_ll128=b["ring_ll128"],
+        tree=b["tree"], tree_ll=b["tree_ll"], tree_ll128_one_node=b["tree_ll128_one_node"],
+        tree_ll128_nodes=b["tree_ll128_nodes"],
+        net_overhead_s=b["net_overhead_amd" if amd else "net_overhead"],
+        ll_max_one_node=d["ll_one"][arch], ll_max_two_nodes=d["ll_nodes"][f"{host}_two"],
+        ll_max_more_nodes=d["ll_nodes"][f"{host}_more"], tree_correction=d["tree_correction"])
+
+
+def tuner_for(c: Cluster) -> NcclTuner | None:
+    """NCCL's tuner for cluster ``c`` (None: its device is not one NCCL runs on, as listed in
+    data/presets/nccl.toml ``[arch]``)."""
+    arch = _doc()["arch"].get(c.device.key.split("~", 1)[0])
+    if arch is None:
+        return None
+    link = c.device.scale_up_link
+    nvlink = link is not None and "nvlink" in link.name.lower() and "bridge" not in \
+        link.name.lower()
+    return _tuner(arch, nvlink, c.key in _doc()["amd"])

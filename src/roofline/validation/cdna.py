@@ -1,0 +1,266 @@
+"""The tile / wave model of AMD CDNA GPUs (MI300X, MI325X: CDNA 3; MI355X: CDNA 4) against
+measured GEMM rates (docs/validation/gemm.md, section "AMD CDNA").
+
+Sources: AMD's ROCm/xla matmul tables (data/validation/cdna_gemm.toml: 125 b = 1 dots of m, n,
+k in 256 … 4096 per part and dtype, kernel time) and the large-shape rows of
+data/validation/vendors.toml — Stas Bekman's MAMF best shapes (bf16: MI300X, MI325X, MI355X)
+and Azure's hipBLASLt fp8 sweep on an ND MI300X v5 (4096³ … 32768³). The tables alone do not
+fix the large-GEMM limit: their largest dot is 4096³, and along the direction "higher ``max``,
+larger row / column penalty ``a``" their loss is nearly flat (the MAMF MI300X row moves from
+−23 % to +7 % between fits within one point of the table's median error). So each parameter
+set is fitted on **both** kinds of source, each source weighted equally (the sum over sources
+of the mean squared log error of its cases), by a grid search over ``max``, ``a`` (= ``b``),
+``c`` and ``fill`` (engine/tiles.py; the same model and vectorised path as the NVIDIA fit of
+roofline.validation.gemm).
+
+Held out (``cdna_holdout``, leave one source out): without the large-shape source the table
+alone is fitted (all four parameters) and the large shapes are predicted; without the table the
+one or two large rows cannot fix a shape dependence, so ``a``, ``c`` and ``fill`` are the NVIDIA
+16-bit set's (data/presets/tiles.toml ``[arch.hopper]``) and ``max`` alone is fitted on them.
+CDNA 4 fp8 has no second source: fitted on its table, in-sample only.
+
+The vendors fit (validation/vendors.py) sets the smooth model's ``gemm.max`` of
+``[gpu-cdna3]`` / ``[gpu-cdna4]``, which prices these parts where the tiles do not: serving,
+training (they strip the tiles) and matrix-vector products.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .cases import Case, load_cases
+from .holdout import ErrorSummary, FitReport, Refit, error_summary, leave_one_source_out
+
+__all__ = ["CDNA_SETS", "CDNA_GRID", "cdna_table_cases", "cdna_anchor_cases", "cdna_fit_cases",
+           "cdna_set_cases", "fit_cdna_tiles", "cdna_log_errors", "cdna_holdout",
+           "cdna_in_sample", "cdna_summary_table", "cdna_fit_table", "cdna_anchor_table"]
+
+#: (architecture, dtype) -> (the table's source, the parts of its large-shape rows or ())
+CDNA_SETS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("cdna3", "bf16"): ("xla_gfx942", ("mi300x", "mi325x")),
+    ("cdna3", "fp8"): ("xla_gfx942_fp8", ("mi300x",)),
+    ("cdna4", "bf16"): ("xla_gfx950", ("mi355x",)),
+    ("cdna4", "fp8"): ("xla_gfx950_fp8", ()),
+}
+
+PARAMS = ("max", "a", "c", "fill")
+#: the fit's grid (``b`` tied to ``a``); ``max`` from 0.40: the tables' large dots run at 0.45
+#: (MI300X bf16) … 0.67 (MI300X fp8) of the dense peak
+CDNA_GRID: dict[str, tuple[float, ...]] = {
+    "max": tuple(round(0.40 + 0.025 * i, 3) for i in range(25)),
+    "a": (0.0, 8.0, 16.0, 32.0, 64.0, 128.0),
+    "c": (0.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0),
+    "fill": tuple(x * 1e-6 for x in (2, 3, 4, 5, 6, 8, 10))}  # as the data file reads "us"
+
+
+def cdna_table_cases() -> tuple[Case, ...]:
+    """The ROCm/xla table rows (data/validation/cdna_gemm.toml)."""
+    return load_cases("cdna_gemm").cases
+
+
+@lru_cache(maxsize=1)
+def cdna_anchor_cases() -> tuple[Case, ...]:
+    """The large-shape GEMM rows of vendors.toml on CDNA parts (MAMF bf16, Azure fp8) as cases
+    of the gemm form (b = 1, kernel time), so that the fit prices them through its one path."""
+    parts = {p for _, ps in CDNA_SETS.values() for p in ps}
+    out = []
+    for c in load_cases("vendors").cases:
+        sc = c.scenario
+        if sc.get("kind") != "gemm" or sc["hardware"] not in parts:
+            continue
+        out.append(replace(c, scenario=MappingProxyType(
+            {"hardware": sc["hardware"], "dtype": sc["dtype"], "b": 1, "m": sc["m"],
+             "n": sc["n"], "k": sc["k"]})))
+    return tuple(out)
+
+
+def cdna_fit_cases() -> tuple[Case, ...]:
+    return cdna_table_cases() + cdna_anchor_cases()
+
+
+def cdna_set_cases(arch: str, dtype: str) -> tuple[Case, ...]:
+    """The cases one parameter set is fitted on: its table and its large-shape rows."""
+    table, parts = CDNA_SETS[(arch, dtype)]
+    return tuple(c for c in cdna_table_cases() if c.source == table) + tuple(
+        c for c in cdna_anchor_cases() if c["hardware"] in parts and c["dtype"] == dtype)
+
+
+def cdna_log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> list[float]:
+    """log(ours / measured) per case: the engine's kernel time in whole waves (the vectorised
+    path of validation/gemm.py), with ``values`` for the case's dtype set (None: shipped)."""
+    from .gemm import _log_errors
+
+    return _log_errors(values, cases)
+
+
+def _transfer() -> dict[str, float]:
+    """a, c, fill of the NVIDIA 16-bit set (what a fit without a table holds them at)."""
+    from ..engine.tiles import tiles_for
+    from ..specs.hardware import hardware
+
+    t = tiles_for(hardware("h100-sxm5"))
+    assert t is not None
+    return {"a": t.a, "c": t.c, "fill": t.fill}
+
+
+def _loss(values: Mapping[str, float], groups: Sequence[Sequence[Case]]) -> float:
+    return math.fsum(math.fsum(e * e for e in cdna_log_errors(values, g)) / len(g)
+                     for g in groups)
+
+
+def fit_cdna_tiles(cases: Sequence[Case]) -> Refit:
+    """The (max, a = b, c, fill) on ``CDNA_GRID`` minimising the sum over the sources of
+    ``cases`` of each source's mean squared log error. Without a table among them (only
+    large-shape rows), ``a``, ``c`` and ``fill`` are held at the NVIDIA set's and ``max``
+    alone is fitted."""
+    tables = {src for src, _ in CDNA_SETS.values()}
+    groups = [[c for c in cases if c.source == s] for s in dict.fromkeys(c.source for c in cases)]
+    if not any(g[0].source in tables for g in groups):
+        tr = _transfer()
+        best_max = min(CDNA_GRID["max"] + tuple(round(0.30 + 0.025 * i, 3) for i in range(4)),
+                       key=lambda x: (_loss({"max": x, **tr}, groups), x))
+        return Refit(values={"max": best_max, **tr},
+                     note="a, c, fill: the NVIDIA 16-bit set's (one or two shapes cannot fix "
+                          "a shape dependence); max fitted")
+    loss = _grid_loss(groups)
+    i = np.unravel_index(int(np.argmin(loss)), loss.shape)  # the first minimum in grid order
+    return Refit(values={p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}, note="b tied to a")
+
+
+def _grid_loss(groups: Sequence[Sequence[Case]]) -> Any:
+    """The loss of ``fit_cdna_tiles`` at every grid point, [max, a, c, fill]: per (a, c) one
+    tile model at max = 1 and no fill; each candidate's wave time scales as 1 / max, its
+    split-K reduction does not, ``fill`` adds to the kernel time (engine/tiles.py
+    ``WaveOps.per_shape``), the memory time bounds it below (a test checks it against the
+    engine path, ``cdna_log_errors``)."""
+    from ..engine.tiles import WaveOps
+    from .gemm import _arrays
+
+    mx = np.array(CDNA_GRID["max"])[:, None, None, None]
+    fill = np.array(CDNA_GRID["fill"])[None, :, None]
+    out = np.zeros((len(CDNA_GRID["max"]), len(CDNA_GRID["a"]), len(CDNA_GRID["c"]),
+                    len(CDNA_GRID["fill"])))
+    for g in groups:
+        ids = tuple(c.id for c in g)
+        for ia, a in enumerate(CDNA_GRID["a"]):
+            for ic, cc in enumerate(CDNA_GRID["c"]):
+                for pos, (m, n, k), flops, t_mem, peak, t, inv_bw in _arrays(ids):
+                    tt = replace(t, max=1.0, a=a, b=a, c=cc, fill=0.0)
+                    w = WaveOps(np.arange(len(m)), m, n, k, flops / (2.0 * m * n * k), peak,
+                                tt, inv_bw)
+                    Mc = np.maximum(w.m1, 1.0)[:, None]
+                    waves = np.ceil(np.ceil(Mc / w.tm) * w.cols * w.splits / w.slots)
+                    cand = (waves * w.per_wave)[None] / mx[:, 0] + (Mc * w.per_row)[None]
+                    tc = cand.min(-1)[:, w.inv][:, None, :] + fill  # [max, fill, case]
+                    tk = np.maximum(tc, t_mem[None, None, :])
+                    meas = np.array([g[i].value_si for i in pos])
+                    e = np.log(flops / tk / meas)
+                    out[:, ia, ic, :] += (e * e).sum(-1) / len(g)
+    return out
+
+
+def _shipped(arch: str, dtype: str) -> dict[str, float]:
+    from ..engine.tiles import tiles_for
+    from ..specs.hardware import hardware
+
+    part = {"cdna3": "mi300x", "cdna4": "mi355x"}[arch]
+    t = tiles_for(hardware(part))
+    assert t is not None and t.arch == arch
+    s = t.for_dtype(dtype)
+    assert s is not None
+    return {k: float(getattr(s, k)) for k in PARAMS}
+
+
+@lru_cache(maxsize=4)
+def cdna_holdout(arch: str, dtype: str) -> FitReport:
+    """In-sample and leave-one-source-out error of one CDNA set (two sources needed)."""
+    cs = cdna_set_cases(arch, dtype)
+    return leave_one_source_out(f"{arch} {dtype} tiles", cs, PARAMS, _shipped(arch, dtype),
+                                fit_cdna_tiles, cdna_log_errors)
+
+
+@lru_cache(maxsize=4)
+def cdna_in_sample(arch: str, dtype: str) -> tuple[Refit, ErrorSummary]:
+    """The fit on a set's cases (its table only where it has no second source) and the
+    shipped values' in-sample errors."""
+    cs = cdna_set_cases(arch, dtype)
+    ins = error_summary(list(zip((c.id for c in cs),
+                                 cdna_log_errors(None, cs))))
+    return fit_cdna_tiles(cs), ins
+
+
+def _fmt(k: str, v: float) -> str:
+    return f"{v * 1e6:g} µs" if k == "fill" else f"{v:g}"
+
+
+def cdna_summary_table() -> str:
+    """Markdown: per part and dtype, the table's dots by size class, before (the smooth model:
+    ``gemm.max`` of [gpu-cdna3] / [gpu-cdna4], × gemm_dtype for fp8) and with waves."""
+    from .gemm import _summary, gemm_errors
+
+    cs = cdna_table_cases()
+    after, before = gemm_errors(cases=cs), gemm_errors(smooth=True, cases=cs)
+    rows = ["| part | shapes | n | before: median | worst | with waves: median | worst |",
+            "|---|---|---:|---:|---:|---:|---:|"]
+    classes = (("all", lambda c: True),
+               ("small (m·n·k ≤ 1024³)", lambda c: c["m"] * c["n"] * c["k"] <= 1024 ** 3),
+               ("large (m·n·k ≥ 2048³)", lambda c: c["m"] * c["n"] * c["k"] >= 2048 ** 3))
+    for hw, dt in dict.fromkeys((c["hardware"], c["dtype"]) for c in cs):
+        for label, sel in classes:
+            a = [e for c, _, e in after if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
+            b = [e for c, _, e in before if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
+            rows.append(f"| {hw} {dt} | {label} | {len(a)} | {_summary(b)} | {_summary(a)} |")
+    return "\n".join(rows)
+
+
+def cdna_fit_table() -> str:
+    """Markdown: per CDNA set its factors (shipped, refit, each fit without a source) and the
+    in-sample / held-out errors; the set with one source in sample only."""
+    from .holdout import holdout_tables
+
+    out = []
+    for (arch, dt), (table, parts) in CDNA_SETS.items():
+        out.append(f"**{arch} {dt}** ({table}" + (f" + the {', '.join(parts)} large-shape rows)"
+                                                  if parts else " only)") + ":")
+        out.append("")
+        if parts:
+            out.append(holdout_tables(cdna_holdout(arch, dt), _fmt))
+        else:
+            fit, ins = cdna_in_sample(arch, dt)
+            vals = ", ".join(f"{k} {_fmt(k, x)}" for k, x in fit.values.items())
+            out.append(f"fit {vals}; in-sample median |error| {ins.median_abs:.1%}, RMS log "
+                       f"{ins.rms_log:.3f}, worst {ins.worst:+.1%} ({ins.worst_case}); no "
+                       "second source, no held-out check.")
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
+def cdna_anchor_table() -> str:
+    """Markdown: the large-shape rows — published, the smooth model (what serve and train
+    price), the tile set (solve; in sample), the tile set fitted without them (held out)."""
+    from .gemm import predict_gemm
+
+    rows = ["| row | published | smooth model (serve, train) | error | tiles (solve) | error "
+            "| tiles, fit without this source | error |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (arch, dt), (_, parts) in CDNA_SETS.items():
+        if not parts:
+            continue
+        rep = cdna_holdout(arch, dt)
+        for c in cdna_anchor_cases():
+            if c["hardware"] not in parts or c["dtype"] != dt:
+                continue
+            f0, f1 = predict_gemm(c, smooth=True), predict_gemm(c)
+            h = math.expm1(rep.held_out_errors[c.id])
+            rows.append(f"| {c.id} | {c.value_si / 1e12:.1f} TFLOP/s | {f0 / 1e12:.1f} | "
+                        f"{f0 / c.value_si - 1:+.1%} | {f1 / 1e12:.1f} | "
+                        f"{f1 / c.value_si - 1:+.1%} | {c.value_si * (1 + h) / 1e12:.1f} | "
+                        f"{h:+.1%} |")
+    return "\n".join(rows)

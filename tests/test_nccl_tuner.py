@@ -1,0 +1,181 @@
+"""NCCL's tuner model (ops/nccl.py, constants in data/presets/nccl.toml) against hand
+calculations from NCCL v2.26.2-1 src/graph/tuning.cc, and the algorithm switch points nccl-tests
+#309 reports; the cluster groups that use it (ops/collectives.py, ``Links.nccl``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline.errors import SpecError
+from roofline.ops import collectives as coll
+from roofline.ops.nccl import nccl_best, nccl_choice, nccl_latency, nccl_time
+from roofline.ops.xp import SCALAR
+from roofline.specs.nccl import nccl_version, tuner_for
+from roofline.specs.resolve import cluster
+
+US = 1e-6
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return tuner_for(cluster("dgx-h100"))
+
+
+def test_tables_follow_the_cluster(h100) -> None:
+    assert nccl_version() == "v2.26.2-1"
+    assert h100.nvlink and h100.ll_max_one_node == pytest.approx(141e9)
+    assert h100.net_overhead_s == pytest.approx(1 * US)
+    a100 = tuner_for(cluster("dgx-a100"))  # AMD Rome hosts: the AMD rows
+    assert a100.ll_max_one_node == pytest.approx(87.7e9)
+    assert a100.ll_max_more_nodes == pytest.approx(19.0e9)
+    assert a100.net_overhead_s == pytest.approx(2 * US)
+    assert tuner_for(cluster("gb200-nvl72")).ll_max_one_node == pytest.approx(282e9)
+    assert tuner_for(cluster("tpu-v5p-pod")) is None  # NCCL does not run there
+
+
+def test_latencies_by_hand(h100) -> None:
+    # one node of 8, ring LL: baseLat 6.6 + 2(8-1) steps x 0.6 (NVLink)
+    assert nccl_latency("all_reduce", "ring", "LL", 8, 1, h100, SCALAR) == pytest.approx(15.0 * US)
+    # ring Simple: 8.4 + 14 x 3.4
+    assert nccl_latency("all_reduce", "ring", "Simple", 8, 1, h100, SCALAR) == \
+        pytest.approx(56.0 * US)
+    # reduce-scatter ring LL: 6.6 + 7 x 0.6
+    assert nccl_latency("reduce_scatter", "ring", "LL", 8, 1, h100, SCALAR) == \
+        pytest.approx(10.8 * US)
+    # NVLS: hwLat[NVLINK][NVLS][Simple] = 25 us, no base
+    assert nccl_latency("all_reduce", "nvls", "Simple", 8, 1, h100, SCALAR) == \
+        pytest.approx(25 * US)
+    # 2 nodes of 8, tree LL: 6.8 + 2((8-1) x 0.6 + log2(2) x 5.0) = 25.2
+    assert nccl_latency("all_reduce", "tree", "LL", 16, 2, h100, SCALAR) == \
+        pytest.approx(25.2 * US)
+    # 32 nodes of 8: 6.8 + 2(4.2 + 5 x 5.0) = 65.2
+    assert nccl_latency("all_reduce", "tree", "LL", 256, 32, h100, SCALAR) == \
+        pytest.approx(65.2 * US)
+    # 2 nodes, ring Simple: 8.4 + (30 - 2) x max(3.4, 3 x 1.0) + 2 x 14
+    assert nccl_latency("all_reduce", "ring", "Simple", 16, 2, h100, SCALAR) == \
+        pytest.approx((8.4 + 28 * 3.4 + 28) * US)
+    # ring LL on 2 nodes: the intra step is the net overhead 1.0 (> 0.6): 6.6 + 28 + 2 x 2.7
+    assert nccl_latency("all_reduce", "ring", "LL", 16, 2, h100, SCALAR) == \
+        pytest.approx((6.6 + 28 * 1.0 + 2 * 2.7) * US)
+    # NVLSTree on 2 nodes: 25 + 2 x 1 x 14
+    assert nccl_latency("all_reduce", "nvls_tree", "Simple", 16, 2, h100, SCALAR) == \
+        pytest.approx(53 * US)
+    # one rank per node (4 nodes): the tree's network latency stands in (LL 5.0): 6.6 + 6 x 5
+    assert nccl_latency("all_reduce", "ring", "LL", 4, 4, h100, SCALAR) == \
+        pytest.approx(36.6 * US)
+    # CollNet Direct, 4 nodes of 8: 2 (1 x 3.7 + 7 x 0.4) + 31; Chain: 2 x 7 x 2.8 + 30
+    assert nccl_latency("all_reduce", "collnet_direct", "Simple", 32, 4, h100, SCALAR) == \
+        pytest.approx((2 * (3.7 + 2.8) + 31) * US)
+    assert nccl_latency("all_reduce", "collnet_chain", "Simple", 32, 4, h100, SCALAR) == \
+        pytest.approx((2 * 7 * 2.8 + 30) * US)
+
+
+def test_protocol_bandwidths_by_hand(h100) -> None:
+    bus = 315e9
+    n = 2**20
+    # ring LL, one node: min(141, 0.5 x 315) = 141 GB/s bus, algbw = 141 x 8/14
+    t = nccl_time("all_reduce", "ring", "LL", n, 8, 1, bus, h100, SCALAR)
+    assert t == pytest.approx(15 * US + n / (141e9 * 8 / 14))
+    # LL128: 0.92 x 315
+    t = nccl_time("all_reduce", "ring", "LL128", n, 8, 1, bus, h100, SCALAR)
+    assert t == pytest.approx((14 + 14 * 1.9) * US + n / (0.92 * bus * 8 / 14))
+    # tree LL, 2 nodes: 315 x 0.92 / 3.8 (under the 2-node cap of 39 GB/s? no: 76 > 39) -> 39;
+    # algbw = bus / 2, x the correction at 1 MiB (log2(2^20 / 64) = 14: LL 0.5)
+    t = nccl_time("all_reduce", "tree", "LL", n, 16, 2, bus, h100, SCALAR)
+    assert t == pytest.approx(25.2 * US + n / (0.5 * 39e9 * 0.5))
+    # LL128 is NVLink-only: a PCIe node has no LL128
+    pci = replace(h100, nvlink=False)
+    assert nccl_time("all_reduce", "ring", "LL128", n, 8, 1, bus, pci, SCALAR) == float("inf")
+    # NVLS runs Simple only; a tree has no reduce-scatter
+    assert nccl_time("all_reduce", "nvls", "LL", n, 8, 1, bus, h100, SCALAR) == float("inf")
+    assert nccl_time("reduce_scatter", "tree", "Simple", n, 8, 1, bus, h100, SCALAR) == \
+        float("inf")
+
+
+def test_single_node_switch_point_as_nccl_tests_309(h100) -> None:
+    """nccl-tests #309 (8x H100, NCCL 2.26.2): 'ring LL' from 8 B to 1 MB, 'NVLS Simple' from
+    2 MB up."""
+    nvls = 0.61 * 450e9
+    for n in (8, 2**10, 2**16, 2**20):
+        assert nccl_choice("all_reduce", n, 8, 1, 315e9, h100, nvls)[:2] == ("ring", "LL"), n
+    for n in (2**21, 2**24, 2**30, 2**34):
+        assert nccl_choice("all_reduce", n, 8, 1, 315e9, h100, nvls)[:2] == ("nvls", "Simple"), n
+    # without NVLS the ring moves to LL128 then Simple as the message grows
+    protos = [nccl_choice("all_reduce", n, 8, 1, 315e9, h100)[1] for n in (2**10, 2**22, 2**32)]
+    assert protos == ["LL", "LL128", "Simple"]
+
+
+def test_best_is_the_minimum_and_vectorises(h100) -> None:
+    n = np.array([8.0, 2.0**16, 2.0**20, 2.0**26, 2.0**32])
+    p = np.array([16.0, 16.0, 32.0, 32.0, 64.0])
+    o = p / 8
+    v = nccl_best("all_reduce", n, p, o, 280e9, h100, np, nvls_tree_bw=np.full(5, 274.5e9))
+    for i in range(5):
+        s = nccl_best("all_reduce", n[i], p[i], o[i], 280e9, h100, SCALAR,
+                      nvls_tree_bw=274.5e9)
+        assert v[i] == pytest.approx(s, rel=1e-12)
+        want = min(nccl_time("all_reduce", a, pr, n[i], p[i], o[i],
+                             274.5e9 if a == "nvls_tree" else 280e9, h100, SCALAR)
+                   for a in ("ring", "tree", "nvls_tree") for pr in ("LL", "LL128", "Simple"))
+        assert s == pytest.approx(want, rel=1e-12)
+
+
+def test_groups_use_the_tuner_when_links_carry_it(h100) -> None:
+    base = coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
+                      nvls_bw=274.5e9)
+    lk = replace(base, nccl=h100)
+    # one node, 8 B: the ring LL's 15 us + 8 B at 141 x 8/14 GB/s (the α model: 2 x 2 us of NVLS)
+    assert coll.group_all_reduce(8.0, 8, 1, lk, SCALAR) == \
+        pytest.approx(15 * US + 8 / (141e9 * 8 / 14), rel=1e-9)
+    assert coll.group_all_reduce(8.0, 8, 1, base, SCALAR) == pytest.approx(4 * US, rel=1e-4)
+    # 4 GiB: NVLS at 274.5 GB/s + 25 us
+    n = 2.0**32
+    assert coll.group_all_reduce(n, 8, 1, lk, SCALAR) == pytest.approx(25 * US + n / 274.5e9)
+    # forced ring: Simple, 56 us + 2 x 7/8 n at 315
+    assert coll.group_ring_all_reduce(n, 8, 1, lk, SCALAR) == \
+        pytest.approx(56 * US + 1.75 * n / 315e9)
+    # reduce-scatter: ring Simple 8.4 + 7 x 3.4 + 7/8 n / 315 (NVLS's n / 274.5 is slower)
+    assert coll.group_reduce_scatter(n, 8, 1, lk, SCALAR) == \
+        pytest.approx(32.2 * US + 0.875 * n / 315e9)
+    # 2 nodes: NVLSTree n / min(274.5, 8 x 35) + 53 us
+    assert coll.group_nvls_all_reduce(n, 16, 1, lk, SCALAR) == \
+        pytest.approx(53 * US + n / 274.5e9)
+    # a DP group with one rank per node has no NVLS
+    assert coll.group_nvls_all_reduce(n, 4, 8, lk, SCALAR) == float("inf")
+    # vectorised over configurations = one at a time
+    ns = np.array([8.0, 2.0**20, 2.0**32])
+    ps = np.array([8.0, 16.0, 64.0])
+    vec = coll.group_all_reduce(ns, ps, 1, lk, np)
+    one = [coll.group_all_reduce(float(a), int(b), 1, lk, SCALAR) for a, b in zip(ns, ps)]
+    assert np.allclose(vec, one, rtol=1e-12)
+    assert coll.group_all_reduce(0.0, 8, 1, lk, SCALAR) == 0.0
+    assert coll.group_all_reduce(8.0, 1, 1, lk, SCALAR) == 0.0
+
+
+def test_bad_names_are_refused(h100) -> None:
+    with pytest.raises(SpecError, match="protocol"):
+        nccl_latency("all_reduce", "ring", "ll", 8, 1, h100, SCALAR)
+    with pytest.raises(SpecError, match="algorithm"):
+        nccl_latency("all_reduce", "pat", "Simple", 8, 1, h100, SCALAR)
+    with pytest.raises(SpecError, match="collective"):
+        nccl_time("broadcast", "ring", "LL", 8, 8, 1, 1e9, h100, SCALAR)
+    lk = coll.Links(domain=8, up_bw=1e9, up_alpha=0, out_bw=1e9, out_alpha=0)
+    with pytest.raises(SpecError, match="tuner"):
+        coll.group_nccl("all_reduce", 8.0, 8, 1, lk, SCALAR)
+
+
+def test_loader_refuses_an_unsourced_or_malformed_row() -> None:
+    from roofline.specs.nccl import _values
+
+    src = {"tuning": "NCCL"}
+    assert _values({"values": [1, 2, 3], "unit": "us", "source": "tuning"}, "x", src) == \
+        pytest.approx((1e-6, 2e-6, 3e-6))
+    with pytest.raises(SpecError, match="source"):
+        _values({"values": [1, 2, 3], "unit": "us", "source": "elsewhere"}, "x", src)
+    with pytest.raises(SpecError, match="3 numbers"):
+        _values({"values": [1, 2], "unit": "us", "source": "tuning"}, "x", src)
+    with pytest.raises(SpecError, match="unit"):
+        _values({"values": [1, 2, 3], "unit": "ms", "source": "tuning"}, "x", src)

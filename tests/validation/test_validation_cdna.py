@@ -1,0 +1,119 @@
+"""AMD CDNA matmuls across shapes (docs/validation/gemm.md, "AMD CDNA"): the CDNA 3 / CDNA 4
+tile sets of data/presets/tiles.toml fitted on AMD's ROCm/xla tables and the large-shape rows
+(MAMF bf16, Azure fp8), each source held out in turn.
+
+Tolerance, stated: the bf16 tables within 22 % median in sample and 30 % held out, the MI355X
+fp8 table within 12 % (in sample only: one source), the MI300X fp8 table within 35 %; the
+large-shape rows within 12 % in sample; with waves every table's median error below a fifth of
+the smooth model's; the page's tables are what the code computes today.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roofline.engine.presets import efficiency_for
+from roofline.engine.tiles import tiles_for, without_tiles
+from roofline.specs.hardware import hardware
+from roofline.validation import cdna as v
+from roofline.validation import gemm as g
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "gemm.md"
+
+
+def test_page_shows_what_the_code_computes(doc_block) -> None:
+    assert doc_block(DOC, "cdna-summary") == v.cdna_summary_table()
+    assert doc_block(DOC, "cdna-anchor") == v.cdna_anchor_table()
+    assert doc_block(DOC, "cdna-fit") == v.cdna_fit_table()
+
+
+def test_the_tables_as_read() -> None:
+    """125 distinct b = 1 dots per part and dtype; the corrected gfx942 table (106eb9b595):
+    one 256³ entry (the kept 7.48 TFLOP/s, not the dropped 4.58) and native fp8 rows."""
+    cs = v.cdna_table_cases()
+    by: dict[str, list] = {}
+    for c in cs:
+        by.setdefault(c.source, []).append(c)
+    assert {s: len(x) for s, x in by.items()} == {
+        "xla_gfx942": 125, "xla_gfx942_fp8": 125, "xla_gfx950": 125, "xla_gfx950_fp8": 125}
+    for x in by.values():
+        assert len({(c["m"], c["n"], c["k"]) for c in x}) == 125 and {c["b"] for c in x} == {1}
+    rate = {(c.source, c["m"], c["n"], c["k"]): c.value_si for c in cs}
+    assert rate[("xla_gfx942", 256, 256, 256)] == 7478143971473
+    assert rate[("xla_gfx942_fp8", 4096, 4096, 4096)] == pytest.approx(1745.72e12, rel=1e-5)
+
+
+def test_cdna_parts_have_their_own_sets() -> None:
+    for key, arch, cus in (("mi300x", "cdna3", 304), ("mi325x", "cdna3", 304),
+                           ("mi355x", "cdna4", 256)):
+        t = tiles_for(hardware(key))
+        assert t is not None and t.arch == arch and t.slots == cus
+        assert t.for_dtype("fp8") is not None and t.for_dtype("int8") is None
+        eff = efficiency_for(hardware(key), "default")
+        assert eff.tiles == t and without_tiles(eff).tiles is None  # serve / train: smooth
+    assert tiles_for(hardware("mi250x")) is None
+
+
+def test_4096_cubed_on_mi355x_by_hand() -> None:
+    """4096³ bf16 on 256 CUs: 256 x 128 tiles -> 16 x 32 = 512 tiles, two full waves, each
+    tile at 0.875 / (1 + 32/256 + 32/128 + 1024/4096) of the 2516.6 TFLOP/s peak; + 4 µs fill
+    (no other candidate is faster: 128 x 128 needs 4 waves at 1.75, split-K more tiles)."""
+    hw = hardware("mi355x")
+    t = tiles_for(hw)
+    assert t is not None and (t.max, t.a, t.c, t.fill) == pytest.approx((0.875, 32, 1024, 4e-6))
+    flops = 2 * 4096 ** 3
+    rate = 2516.6e12 * hw.sustained("bf16") * 0.875 / (1 + 32 / 256 + 32 / 128 + 1024 / 4096)
+    hand = flops / (flops / rate + 4e-6)
+    c = next(x for x in v.cdna_table_cases() if x.id == "MI355X bf16 4096x4096x4096")
+    assert g.predict_gemm(c) == pytest.approx(hand, rel=1e-9)
+    assert abs(hand / c.value_si - 1) < 0.10  # 1240 TFLOP/s measured
+
+
+def test_vectorised_grid_is_the_engine() -> None:
+    cs = v.cdna_set_cases("cdna3", "bf16")
+    groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
+    loss = v._grid_loss(groups)
+    for vals in ({"max": 1.0, "a": 64.0, "c": 512.0, "fill": 5e-6},
+                 {"max": 0.6, "a": 16.0, "c": 128.0, "fill": 8e-6},
+                 {"max": 0.45, "a": 0.0, "c": 2048.0, "fill": 2e-6}):
+        i = tuple(int(np.argmin(np.abs(np.array(v.CDNA_GRID[p]) - vals[p]))) for p in v.PARAMS)
+        assert loss[i] == pytest.approx(v._loss(vals, groups), rel=1e-9)
+    e = v.cdna_log_errors(None, cs[:3] + cs[-2:])
+    for c, x in zip(cs[:3] + cs[-2:], e, strict=True):
+        assert x == pytest.approx(math.log(g.predict_gemm(c) / c.value_si), abs=1e-9)
+
+
+def test_shipped_sets_are_the_fits() -> None:
+    for key in v.CDNA_SETS:
+        shipped = v._shipped(*key)
+        fit, _ = v.cdna_in_sample(*key)
+        assert fit.values == pytest.approx(shipped), key
+
+
+def test_errors_within_stated_bounds() -> None:
+    for key in (("cdna3", "bf16"), ("cdna4", "bf16"), ("cdna3", "fp8")):
+        rep = v.cdna_holdout(*key)
+        per = {p.source: p for p in rep.per_source}
+        table = v.CDNA_SETS[key][0]
+        bound = (0.22, 0.30) if key[1] == "bf16" else (0.35, 0.40)
+        assert per[table].in_sample.median_abs <= bound[0], key
+        assert per[table].held_out.median_abs <= bound[1], key
+        big = next(s for s in per if s != table)
+        assert abs(per[big].in_sample.worst) <= 0.12, key
+        # the symptom that makes the large rows part of the fit: the table alone leaves them
+        # 20-45 % off (bf16 too slow, MI300X fp8 up to 31 % too fast)
+        assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
+    _, ins = v.cdna_in_sample("cdna4", "fp8")
+    assert ins.median_abs <= 0.12
+    # with waves every table's median error is below a fifth of the smooth model's
+    cs = v.cdna_table_cases()
+    after, before = g.gemm_errors(cases=cs), g.gemm_errors(smooth=True, cases=cs)
+    for s in {c.source for c in cs}:
+        a = np.median([abs(e) for c, _, e in after if c.source == s])
+        b = np.median([abs(e) for c, _, e in before if c.source == s])
+        assert a < b / 5, s
+
