@@ -100,3 +100,17 @@ def test_fa1_is_half_of_fa2_on_hopper() -> None:
     assert a1.step_time > a2.step_time
     with pytest.raises(SpecError, match="fa1"):
         rl.train("llama-3.1-8b", "dgx-a100", attention_kernel="fa1", **kw)
+
+
+def test_cli_elementwise_is_the_api(capsys) -> None:
+    import json
+
+    from roofline.cli import main
+
+    assert main(["train", "llama-3.1-8b", "dgx-h100", "--global-batch", "8", "--seq-len", "2048",
+                 "--zero", "3", "--recompute", "none", "--elementwise", "eager",
+                 "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)["step_time"]
+    api = rl.train("llama-3.1-8b", "dgx-h100", global_batch=8, seq_len=2048, zero=3,
+                   recompute="none", elementwise="eager").step_time
+    assert got == pytest.approx(api, rel=1e-12)
