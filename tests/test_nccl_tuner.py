@@ -86,8 +86,12 @@ def test_protocol_bandwidths_by_hand(h100) -> None:
     # algbw = bus / 2, x the correction at 1 MiB (log2(2^20 / 64) = 14: LL 0.5)
     t = nccl_time("all_reduce", "tree", "LL", n, 16, 2, bus, h100, SCALAR)
     assert t == pytest.approx(25.2 * US + n / (0.5 * 39e9 * 0.5))
-    # LL128 is NVLink-only: a PCIe node has no LL128
+    # LL128 is NVLink-only: a PCIe node has no LL128 (and a copy does not share the scalar
+    # path's cached candidates)
     pci = replace(h100, nvlink=False)
+    assert pci.plans is not h100.plans
+    assert nccl_best("all_reduce", 2.0**22, 8, 1, bus, pci, SCALAR) > \
+        nccl_best("all_reduce", 2.0**22, 8, 1, bus, h100, SCALAR)
     assert nccl_time("all_reduce", "ring", "LL128", n, 8, 1, bus, pci, SCALAR) == float("inf")
     # NVLS runs Simple only; a tree has no reduce-scatter
     assert nccl_time("all_reduce", "nvls", "LL", n, 8, 1, bus, h100, SCALAR) == float("inf")
@@ -179,3 +183,23 @@ def test_loader_refuses_an_unsourced_or_malformed_row() -> None:
         _values({"values": [1, 2], "unit": "us", "source": "tuning"}, "x", src)
     with pytest.raises(SpecError, match="unit"):
         _values({"values": [1, 2, 3], "unit": "ms", "source": "tuning"}, "x", src)
+
+
+def test_collnet_direct_by_hand_not_validated() -> None:
+    """CollNet Direct (IB SHARP) is modelled from the tuner's latency and NCCL's developer's rule
+    of thumb for its bandwidth (NVIDIA/nccl #320: ~20 GB/s per NIC; on DGX A100 ~80 GB/s algbw
+    with 4 NICs, ~110 with 8, NVLink then binding) — not validated against a run."""
+    a100 = tuner_for(cluster("dgx-a100"))
+    lk = coll.Links(domain=8, up_bw=300e9 * 0.7, up_alpha=2e-6, out_bw=20e9, out_alpha=6e-6,
+                    nccl=a100)
+    n = 2.0**32
+    t = coll.group_collnet_all_reduce(n, 32, 1, lk, SCALAR)  # 4 nodes of 8
+    lat = (2 * (1 * 3.7 + 7 * 0.4) + 31) * US
+    assert t == pytest.approx(lat + n / min(8 * 20e9, 210e9 / 2))
+    assert n / (t - lat) / 1e9 == pytest.approx(105, abs=0.5)  # the developer's "~110"
+    four = replace(lk, out_bw=10e9)  # 4 NICs per 8 GPUs: 80 GB/s per node
+    assert n / (coll.group_collnet_all_reduce(n, 32, 1, four, SCALAR) - lat) == \
+        pytest.approx(80e9)
+    assert coll.group_collnet_all_reduce(n, 8, 1, lk, SCALAR) == float("inf")  # one node
+    # never the automatic choice
+    assert coll.group_all_reduce(n, 32, 1, lk, SCALAR) != t

@@ -148,3 +148,30 @@ def test_prefill_first_runs_prompts_alone_by_hand():
     out3 = run_replica(arr, isl, osl, c, max_concurrency=8, budget=64, chunked=True)
     out4 = run_replica(arr, isl, osl, c2, max_concurrency=8, budget=64, chunked=True)
     np.testing.assert_allclose(out3["done"], out4["done"], rtol=1e-12)
+
+
+def test_multi_step_runs_decodes_in_blocks_by_hand():
+    """vLLM V0 multi-step (scheduler_steps k = 3), one slot: A (64-token prompt, 5 tokens out)
+    then B (64, 2). A's prefill, then its 4 remaining tokens: the run goes on to the end of
+    the block they fall in, 6 steps; A's tokens reach the client at that block's end. B is
+    admitted only then: its prefill, its 1 remaining token, a block of 3. By hand from the
+    tables' own prices; with k = 1 the same requests finish at their own last step."""
+    from roofline.analysis.scheduler import run_replica
+
+    f = replace(serving_factors("vllm-v0-multistep"), seq_overhead=H, scheduler_steps=3)
+    c = step_costs(M, HW, engine=f, max_tokens=512, ref_prompts=(64,))
+    assert c.prefill_first and c.host.scheduler_steps == 3
+    arr, isl, osl = np.zeros(2), np.array([64, 64]), np.array([5, 2])
+    out = run_replica(arr, isl, osl, c, max_concurrency=1, budget=64, chunked=False)
+    p = c.prefill_time(64)
+
+    def steps(n):  # n decode steps of one sequence from 64 tokens in KV (+1 written each)
+        return sum(c.decode_time(1, 65 + j) for j in range(n))
+
+    t_a = p + steps(6)
+    np.testing.assert_allclose(out["first"], [p, t_a + p], rtol=1e-12)
+    np.testing.assert_allclose(out["done"], [t_a, t_a + p + steps(3)], rtol=1e-12)
+    one = run_replica(arr, isl, osl, replace(c, host=replace(f, scheduler_steps=1)),
+                      max_concurrency=1, budget=64, chunked=False)
+    t_a1 = p + steps(4)
+    np.testing.assert_allclose(one["done"], [t_a1, t_a1 + p + steps(1)], rtol=1e-12)

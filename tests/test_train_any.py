@@ -185,7 +185,7 @@ def test_generic_zero_stages_and_full_recompute() -> None:
     assert r[2].memory_per_device["weights"] == m0["weights"]
     assert r[3].memory_per_device["weights"] == pytest.approx(m0["weights"] / 8)
     # stage 0 all-reduces the fp32 gradients; stage 1 reduce-scatters them and all-gathers
-    # the bf16 weights: 0.5·AR(4P) + 0.5·AR(2P) with the same ring (no overlap here)
+    # the bf16 weights: RS(4P) + AG(2P), each the ring NCCL's tuner prices (no overlap here)
     c = resolve_cluster("dgx-a100", None)
     links = cluster_links(c, training_factors(c.device.kind))
     P = 25_557_032
@@ -194,7 +194,13 @@ def test_generic_zero_stages_and_full_recompute() -> None:
         return float(coll.group_all_reduce(n, 8, 1, links, SCALAR))
 
     assert r[0].breakdown["dp_comm"] == pytest.approx(ar(4 * P))
-    assert r[1].breakdown["dp_comm"] == pytest.approx(0.5 * ar(4 * P) + 0.5 * ar(2 * P))
+    rs = float(coll.group_reduce_scatter(4 * P, 8, 1, links, SCALAR))
+    ag = float(coll.group_all_gather(2 * P, 8, 1, links, SCALAR))
+    assert r[1].breakdown["dp_comm"] == pytest.approx(rs + ag)
+    # by hand: NCCL's ring Simple, 8.4 + 7 x 3.4 us, 7/8 of the bytes at 0.70 x 300 GB/s
+    bw = 300e9 * training_factors("gpu").scale_up_efficiency
+    assert rs == pytest.approx((8.4 + 7 * 3.4) * 1e-6 + 0.875 * 4 * P / bw)
+    assert ag == pytest.approx((8.4 + 7 * 3.4) * 1e-6 + 0.875 * 2 * P / bw)
     assert r[3].breakdown["dp_comm"] > r[1].breakdown["dp_comm"]  # weights gathered per pass
     # full recompute: the forward once more per micro-batch, HFU = 4/3 MFU, activations
     # from √n-op segments: 2·saved/√n

@@ -107,6 +107,12 @@ def test_errors_within_stated_bounds() -> None:
         # the symptom that makes the large rows part of the fit: the table alone leaves them
         # 20-45 % off (bf16 too slow, MI300X fp8 up to 31 % too fast)
         assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
+    # the row no fit saw (mamfv1 MI300X): the smooth model within 10 %, the tile set 15-35 %
+    # too slow (stated on the page)
+    (j,) = v.cdna_judged_cases()
+    assert abs(g.predict_gemm(j, smooth=True) / j.value_si - 1) <= 0.10
+    assert -0.35 <= g.predict_gemm(j) / j.value_si - 1 <= -0.15
+    assert not {c.id for c in v.cdna_anchor_cases()} & {j.id}
     _, ins = v.cdna_in_sample("cdna4", "fp8")
     assert ins.median_abs <= 0.12
     # with waves every table's median error is below a fifth of the smooth model's

@@ -228,6 +228,69 @@ def render(rs: list[Row] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------- tried and not kept (issue 18, whole waves)
+#: TensorRT's BERT demo builds one fully connected layer of 3 x hidden for Q, K and V
+#: (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt: ``add_fully_connected(input,
+#: 3 * hidden_size, Wall, Ball)`` feeding the QKV-to-context plugin)
+TRT_QKV = frozenset({"bn", "activation", "residual", "qkv"})
+#: the T4's 40 SMs (TU104 as the T4 ships it: TechPowerUp's database as reproduced at
+#: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml)
+T4_SMS = 40
+
+
+def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
+                    t4_waves: bool = False) -> float:
+    """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
+    one of the variants of the "tried" table: the TensorRT rows with one QKV GEMM, the tile
+    model's per-kernel ``fill`` replaced on the parts that have one, the T4 in whole waves
+    (the A100's transferred 16-bit set on its 40 SMs)."""
+    from roofline.engine.core import time_model
+    from roofline.engine.presets import efficiency_for, for_runtime
+    from roofline.engine.tiles import tiles_for
+
+    hw = rl.hardware(c["hardware"])
+    kw = _kwargs(c)
+    fuse = TRT_QKV if qkv and c.source == "trtbert" else kw["fuse"]
+    g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
+                                   batch=kw["batch"], fused_attention=kw["fused_attention"],
+                                   fuse=fuse)
+    eff = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
+    if t4_waves and c["hardware"] == "t4":
+        a100 = tiles_for(rl.hardware("a100-sxm4-40gb"))
+        eff = replace(eff, tiles=replace(a100, arch="turing (transferred)", slots=T4_SMS))
+    if fill is not None and eff.tiles is not None:
+        eff = replace(eff, tiles=replace(eff.tiles, fill=fill))
+    return time_model(g, hw, eff).totals_at(kw["batch"]).latency
+
+
+#: (label, seconds_variant keywords) of the "tried" table
+VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("as shipped", {}),
+    ("TensorRT BERT with its one QKV GEMM", {"qkv": True}),
+    ("tile fill 3 µs (A100 fp16)", {"fill": 3e-6}),
+    ("tile fill 0 (A100 fp16)", {"fill": 0.0}),
+    ("one QKV GEMM + fill 3 µs", {"qkv": True, "fill": 3e-6}),
+    ("T4 in whole waves (40 SMs, transferred set)", {"t4_waves": True}),
+    ("T4 in whole waves + one QKV GEMM", {"t4_waves": True, "qkv": True}),
+)
+
+
+def tried() -> str:
+    """Markdown: the inference summary and the TensorRT BERT rows under each variant."""
+    cases = [c for c in load().cases if not c.known_outlier]
+    trt = [c for c in cases if c.source == "trtbert"]
+    head = "| variant | median | geo-mean | worst | " + " | ".join(
+        c.id.replace("-s", " s").replace("-b", " b") for c in trt) + " |"
+    lines = [head, "|---|---:|---:|---:|" + "---:|" * len(trt)]
+    for label, kw in VARIANTS:
+        r = {c.id: seconds_variant(c, **kw) / measured_seconds(c) for c in cases}
+        fs = [factor(x) for x in r.values()]
+        lines.append(f"| {label} | {statistics.median(fs):.3f} | "
+                     f"{math.exp(statistics.fmean(math.log(f) for f in fs)):.3f} | "
+                     f"{max(fs):.2f} | " + " | ".join(_err(r[c.id]) for c in trt) + " |")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- tests
 @pytest.fixture(scope="module")
 def computed() -> list[Row]:
@@ -310,6 +373,23 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
         assert raw < 0.8, (c.id, raw)
 
 
+def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
+    """seconds_variant without a variant is rl.solve's price, case by case; the QKV variant
+    changes only the TensorRT BERT rows and the T4 one only the T4's 16-bit rows."""
+    for r in computed:
+        c = r.case
+        assert seconds_variant(c) == pytest.approx(r.default_s, rel=1e-9), c.id
+        if c.source != "trtbert":
+            assert seconds_variant(c, qkv=True) == pytest.approx(r.default_s, rel=1e-9)
+        if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16"):
+            assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
+
+
+def test_doc_carries_the_tried_table(doc_block) -> None:
+    assert doc_block(DOC, "tried") == tried(), "regenerate with " \
+        "`python3 tests/validation/test_validation_inference.py --tried`"
+
+
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
     text = DOC.read_text(encoding="utf-8")
     block = render(computed)
@@ -332,5 +412,7 @@ if __name__ == "__main__":
                   f"error {math.sqrt(statistics.fmean(x * x for x in now)):.3f}")
             for rms, ch in grid_fit(excl)[:3]:
                 print(f"  rms {rms:.3f}  {ch}")
+    elif "--tried" in sys.argv:
+        print(tried())
     else:
         print(render(), end="")

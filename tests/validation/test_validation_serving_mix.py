@@ -21,8 +21,56 @@ def rows():
 
 def test_cases_load_with_their_sources():
     vs = load_cases("serving_mix")
-    assert set(vs.by_source()) == {"vllm_azure", "trtbench16", "lambda_vllm"}
-    assert len(vs.cases) == 41
+    assert set(vs.by_source()) == {"vllm_azure", "trtbench16", "lambda_vllm", "lambda_traces"}
+    assert len(vs.cases) == 47
+
+
+def test_trace_files_are_the_runs_requests():
+    """Each lambda_traces case replays its run's own requests: the trace file holds one
+    prompt and one output count per prompt of the run, and they add up to the run's own
+    totals (total_input_tokens / total_output_tokens, copied with them: a transcription slip
+    fails here); empty outputs (0 re-tokenised) are one sampled token."""
+    import json
+
+    from roofline._data import DATA
+    from roofline.validation.serving_mix import trace_rows
+
+    cs = [c for c in load_cases("serving_mix").cases if c.source == "lambda_traces"]
+    assert len(cs) == 6 and {c["engine"] for c in cs} == {"vllm-v0"}
+    for c in cs:
+        doc = json.loads((DATA / "validation" / "traces" / c["trace"]).read_text())
+        assert doc["num_prompts"] == c["requests"] == len(doc["input_lens"]) \
+            == len(doc["output_lens"]), c.id
+        assert sum(doc["input_lens"]) == doc["total_input_tokens"], c.id
+        assert sum(doc["output_lens"]) == doc["total_output_tokens"], c.id
+        assert doc["path"] in c.where and doc["commit"] in vs_source("lambda_traces")
+        rows = trace_rows(c["trace"])
+        assert all(t == 0.0 and o >= 1 for _, o, t in rows)
+        assert sum(o for _, o, _ in rows) == doc["total_output_tokens"] + \
+            doc["output_lens"].count(0)
+
+
+def vs_source(key):
+    return load_cases("serving_mix").sources[key]
+
+
+def test_littles_law_flags_the_one_inconsistent_lambda_row():
+    """Throughput x median ITL (per scheduler step) is the number of sequences decoding at
+    once; the table says at most 256. Every row is within it (111-203) but v0.6.0 8B
+    single-step (709, by hand: 3958.40 tok/s x 0.17917 s), and that row's two cases are the
+    known outliers — neither fitted nor counted (test_validation_serving_host)."""
+    from roofline.validation.serving_mix import implied_concurrency
+
+    cs = [c for c in load_cases("serving_mix").cases if c.source == "lambda_vllm"]
+    for c in cs:
+        assert c.known_outlier == ("v0.6.0 8B" in c.id and "steps 1 " in c.id), c.id
+        if c.metric != "tok_s":
+            continue
+        n = implied_concurrency(c)
+        if c.known_outlier:
+            assert n == pytest.approx(3958.40 * 0.17917, rel=1e-9) and n > 256
+        else:
+            assert 100 <= n <= 256, c.id
 
 
 def test_saturated_trtllm_bench_throughput(rows):
@@ -58,24 +106,37 @@ def test_vllm_poisson_runs_with_p99s(rows):
 
 
 def test_vllm_v0_saturated_runs_carry_host_time_per_sequence(rows):
-    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight, priced with vllm-v0 (261 us per
+    # vLLM v0.5.4 / v0.6.0 on H100, 256 sequences in flight, priced with vllm-v0 (201 us per
     # sequence per step, prefill-first without chunking) and vllm-v0-multistep (the same host
-    # time once per 10 steps): every case within 2.5x (throughputs were +44 ... +307 % without
-    # the per-sequence term); the worst, v0.6.0 single-step's median TPOT (196 ms measured,
-    # 90 ms ours), under-predicted
+    # time once per 10 steps, decodes in blocks of 10): every case but the known outlier within
+    # 2x (throughputs were +44 ... +307 % without the per-sequence term); the worst, v0.5.4
+    # 70B tp 4 chunked throughput, +67 %
     from roofline.validation.serving_mix import host_time_per_sequence
 
     lam = [(c, v) for c, v, _ in rows if c.source == "lambda_vllm"]
     for c, v in lam:
-        assert abs(math.log(v / c.value_si)) <= math.log(2.5), c.id
+        if c.known_outlier:  # v0.6.0 8B single-step: its own numbers contradict its settings
+            continue
+        assert abs(math.log(v / c.value_si)) <= math.log(2.0), c.id
         if "steps 10" in c.id:  # multi-step: the derived profile, within 30 %
             assert c["engine"] == "vllm-v0-multistep"
             assert abs(v / c.value_si - 1) <= 0.30, c.id
-    assert summary(rows)["lambda_vllm"]["rms_log"] <= 0.35  # now 0.295 (1.12 before)
+    assert summary(rows)["lambda_vllm"]["rms_log"] <= 0.35  # now 0.342 with the outlier row
     for m in ("8B", "70B"):
         # host work per sequence per step of single-step v0.6.0, from the measured rows alone:
         # 143 us (8B), 171 us (70B tp4)
         assert 100e-6 <= host_time_per_sequence(rows, m) <= 250e-6, m
+
+
+def test_vllm_v0_traces_replayed(rows):
+    # vLLM v0.5.4 single-step on H100, each run's own requests offered at once (10-320),
+    # priced with vllm-v0: every case within 1.5x, RMS log <= 0.20 (now 0.169; the worst, 8B
+    # at 320 prompts' median TPOT, +35 %)
+    tr = [(c, v) for c, v, _ in rows if c.source == "lambda_traces"]
+    assert len(tr) == 6
+    for c, v in tr:
+        assert abs(math.log(v / c.value_si)) <= math.log(1.5), c.id
+    assert summary(rows)["lambda_traces"]["rms_log"] <= 0.20
 
 
 def test_the_page_shows_what_the_code_produces(rows):

@@ -4,7 +4,11 @@ run it, stepped with the closed-form iteration costs of ``stepcost.StepCosts``.
 Each iteration runs every decoding sequence (one token each) and, within a token budget, the
 prefill of newly admitted prompts — whole, or in chunks (chunked prefill). With the engine
 profile's ``prefill_first`` (vLLM V0 without chunked prefill) an iteration that has prompts to
-prefill runs them alone and the decoding sequences wait for the next one. A request is
+prefill runs them alone and the decoding sequences wait for the next one. With the profile's
+``scheduler_steps`` k > 1 (vLLM V0's multi-step scheduling) the scheduler runs once per k decode
+steps: decode steps come in blocks of k, a sequence that finishes inside a block keeps its slot
+(and its tokens reach the client) at the block's end, and prompts are admitted only between
+blocks. A request is
 admitted FIFO when the running set is below ``max_concurrency`` and its KV blocks are free:
 
 - ``kv_policy="dynamic"`` (vLLM): the prompt's blocks at admission (1 % of the pool kept free,
@@ -131,7 +135,7 @@ class _Replica:
     """
 
     __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "seq", "pfirst", "bs",
-                 "total",
+                 "total", "ms", "blk0",
                  "dynamic", "wm", "mc", "budget", "chunked", "prefill",
                  "t_admit", "t_first", "t_done", "gen", "held", "k0", "x0", "g0", "ver", "dec",
                  "live", "hist", "heap", "order", "pf", "wait",
@@ -149,6 +153,10 @@ class _Replica:
         self.lin, self.slope, self.pair, self.pre = _tables(c, top)
         self.seq = c.seq_overhead  # host time per prefill chunk (the decoding ones: in lin)
         self.pfirst = c.prefill_first and not chunked  # prefill-only steps (vLLM V0)
+        # multi-step scheduling: decode steps in blocks of ms from step blk0 (reset after each
+        # prefill step: the scheduler's next pass starts a new block)
+        self.ms = max(1, int(getattr(c.host, "scheduler_steps", 1) or 1))
+        self.blk0 = 0
         self.bs = bs = c.block_size
         self.total = c.total_blocks
         self.dynamic = kv_policy == "dynamic"
@@ -350,6 +358,7 @@ class _Replica:
         for _i, T, cp in chunks:
             Tt += T
             att += pair[T] * T * (cp + (T + 1) * 0.5)
+        self.blk0 = self.K + (0 if self.pfirst else 1)  # the next decode block starts after it
         if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
             return self.pre[Tt] + att + self.seq * len(chunks)
         b = self.b
@@ -409,6 +418,9 @@ class _Replica:
                 ka = math.ceil(gap / base - 1e-9)
             if ka < k:
                 k = ka
+        ms = self.ms
+        if ms > 1:  # multi-step: on to the end of the block the event falls in
+            k += -(k + (K - self.blk0) % ms) % ms
         if self.dynamic:  # the blocks the run takes, and as many steps as the free ones last
             bs, hist = self.bs, self.hist
             free = self.total - self.used

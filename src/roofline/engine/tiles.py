@@ -57,6 +57,9 @@ class Tiles:
     b: float = 0.0  #: as ``a`` for tile columns
     c: float = 0.0  #: K at which the K-loop fill halves it (per split)
     fill: float = 0.0  #: seconds per matmul kernel (prologue, epilogue)
+    #: the library may run a shape stream-K (a partial last wave's K loops spread evenly over
+    #: every slot, the partial tiles summed in a fixup): one more candidate per tile shape
+    stream_k: bool = False
     #: (dtype, its own parameter set) for narrow dtypes fitted on their own: its max, a, b, c,
     #: fill (``max`` a fraction of that dtype's peak, replacing the end-to-end ``gemm_dtype``
     #: factor: the fit is of the kernel itself); slots, shapes and splits are this set's
@@ -91,6 +94,8 @@ class Tiles:
                 raise bad(nm, v, "finite and >= 0")
         if not (0.0 <= self.fill <= 1.0):
             raise bad("fill", self.fill, "in [0, 1] seconds per kernel")
+        if not isinstance(self.stream_k, bool):
+            raise bad("stream_k", self.stream_k, "true or false")
         for d, t in self.narrow:
             if d not in NARROW_TILE_DTYPES or t.narrow:
                 raise bad(f"narrow[{d}]", d, f"one of {', '.join(NARROW_TILE_DTYPES)}, with "
@@ -99,9 +104,20 @@ class Tiles:
 
 
 def _mk(arch: str, slots: int, shapes: tuple[tuple[int, int], ...], splits: tuple[int, ...],
-        v: dict[str, float], narrow: tuple[tuple[str, Tiles], ...]) -> Tiles:
+        v: dict[str, Any], narrow: tuple[tuple[str, Tiles], ...]) -> Tiles:
     return Tiles(arch=arch, slots=slots, shapes=shapes, splits=splits, max=v["max"], a=v["a"],
-                 b=v["b"], c=v["c"], fill=v["fill"], narrow=narrow)
+                 b=v["b"], c=v["c"], fill=v["fill"], stream_k=v["stream_k"], narrow=narrow)
+
+
+def _stream_k_flag(t: dict[str, Any], where: str, src: dict[str, Any]) -> bool:
+    """A set's ``stream_k`` (default false; when given, with a ``stream_k_source``)."""
+    v = t.get("stream_k", False)
+    if not isinstance(v, bool):
+        raise SpecError(f"{where}: stream_k={v!r} must be true or false")
+    if "stream_k" in t and t.get("stream_k_source") not in src:
+        raise SpecError(f"{where}: stream_k_source {t.get('stream_k_source')!r} is not in "
+                        "[sources]")
+    return v
 
 
 @lru_cache(maxsize=1)
@@ -131,9 +147,10 @@ def _tables() -> dict[str, Any]:
         splits = tuple(int(s) for s in tbl.get("splits", (1,)))
         per_sm = int(q("tiles_per_sm", "ratio"))
 
-        def fit(t: dict[str, Any], w: str) -> dict[str, float]:
-            return {k: q(k, "time" if k == "fill" else "ratio", t, w)
-                    for k in ("max", "a", "b", "c", "fill")}
+        def fit(t: dict[str, Any], w: str) -> dict[str, Any]:
+            return {**{k: q(k, "time" if k == "fill" else "ratio", t, w)
+                       for k in ("max", "a", "b", "c", "fill")},
+                    "stream_k": _stream_k_flag(t, w, src)}
 
         kw = fit(tbl, where)
         # a narrow dtype's own parameter set: [arch.<name>.<dtype>] (e.g. fp8)
@@ -180,7 +197,7 @@ class WaveOps:
     product and a minimum per candidate."""
 
     __slots__ = ("idx", "m1", "tm", "cols", "splits", "per_wave", "per_row", "slots", "fill",
-                 "rows_min", "inv")
+                 "rows_min", "inv", "sk")
 
     def __init__(self, idx: Any, m1: Any, n: Any, k: Any, rho: Any, gpk: float,
                  t: Tiles, inv_bw: float) -> None:
@@ -203,6 +220,7 @@ class WaveOps:
         self.per_wave = self.slots * 2.0 * tm * tn * (K / s) * pen / gpk * rho[:, None]
         # split K: the s partial outputs (fp32) are written and read back by the reduction
         self.per_row = np.where(s > 1, 2.0 * 4.0 * s * N * inv_bw, 0.0)
+        self.sk = _stream_k(t, n, k, rho, gpk, inv_bw) if t.stream_k else None
 
     def scaled(self, peak: float, bandwidth: float = 1.0) -> WaveOps:
         """A copy for every peak × ``peak`` and the main memory's bandwidth × ``bandwidth``
@@ -212,6 +230,9 @@ class WaveOps:
             object.__setattr__(w, a, getattr(self, a))
         w.per_wave = self.per_wave / peak
         w.per_row = self.per_row / bandwidth
+        if self.sk is not None:
+            tm, cols, full_wave, per_tile, seg, fixup = self.sk
+            w.sk = (tm, cols, full_wave / peak, per_tile / peak, seg / peak, fixup / bandwidth)
         return w
 
     def seconds(self, Bc: Any, smooth: Any) -> Any:
@@ -230,7 +251,34 @@ class WaveOps:
         M = np.maximum(self.m1 * Bc, 1.0)
         Mc = M[..., None]
         waves = np.ceil(np.ceil(Mc / self.tm) * self.cols * self.splits / self.slots)
-        return (waves * self.per_wave + Mc * self.per_row).min(-1) + self.fill, M
+        t = (waves * self.per_wave + Mc * self.per_row).min(-1)
+        if self.sk is not None:
+            tm, cols, full_wave, per_tile, seg, fixup = self.sk
+            tiles = np.ceil(Mc / tm) * cols
+            full = np.floor(tiles / self.slots)
+            rest = tiles - full * self.slots
+            t = np.minimum(t, (full * full_wave + np.where(
+                rest > 0, rest * per_tile + seg + fixup, 0.0)).min(-1))
+        return t + self.fill, M
+
+
+def _stream_k(t: Tiles, n: Any, k: Any, rho: Any, gpk: float, inv_bw: float) -> tuple[Any, ...]:
+    """Stream-K candidates, one per tile shape (s = 1): the full waves as data-parallel tiles,
+    then the ``r`` tiles of the partial last wave as r·K loop iterations spread evenly over the
+    slots — each slot runs a segment of K·r/slots with its own K-loop fill (the ``c`` term) —
+    and every slot's partial tile (fp32) written and read back in the fixup."""
+    import numpy as np
+
+    tm = np.array([x[0] for x in t.shapes], dtype=np.float64)
+    tn = np.array([x[1] for x in t.shapes], dtype=np.float64)
+    N, K, r = n[:, None], k[:, None], rho[:, None]
+    cols = np.ceil(N / tn)
+    flops_tile = 2.0 * tm * tn * K
+    full_wave = t.slots * flops_tile * (1.0 + t.a / tm + t.b / tn + t.c / K) / gpk * r
+    per_tile = flops_tile * (1.0 + t.a / tm + t.b / tn) / gpk * r
+    seg = t.slots * 2.0 * tm * tn * t.c / gpk * r + 0.0 * K
+    fixup = 2.0 * 4.0 * t.slots * tm * tn * inv_bw
+    return tm, cols, full_wave, per_tile, seg, fixup
 
 
 def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps | None:

@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from .nccl import NcclTuner, nccl_best
+from .nccl import NcclTuner, nccl_best, nccl_latency
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
@@ -105,7 +105,7 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_nvls_all_reduce", "group_reduce_scatter",
            "group_all_gather", "group_all_to_all",
-           "group_send_recv", "group_dispatch", "group_nccl"]
+           "group_send_recv", "group_dispatch", "group_nccl", "group_collnet_all_reduce"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: all-reduce algorithms (``auto``: the fastest the fabric has)
@@ -427,6 +427,17 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
     if links.nccl is None:
         raise SpecError("group_nccl needs links.nccl (NCCL's tuner constants: "
                         "specs.nccl.tuner_for(cluster))")
+    if xp is not np:  # one configuration (rl.train): plain floats, no array calls
+        n, p = float(n), float(p)
+        if p <= 1 or n <= 0:
+            return 0.0
+        i, o = group_split(p, stride, links.domain, xp)
+        ring = links.up_bw if o <= 1 else min(links.up_bw, i * links.out_bw)
+        nv = links.nvls_bw if i > 1 else 0.0
+        nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
+            else 0.0
+        return nccl_best(collective, n, p, o, ring, links.nccl, xp, nvls_bw=nv,
+                         nvls_tree_bw=nvt, algorithms=algorithms)
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
@@ -435,6 +446,28 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
     nvls_tree = xp.where(inner > 1, _nvls_tree_bw(inner, outer, links, xp), 0.0) if nv else 0.0
     t = nccl_best(collective, n, xp.maximum(p, 2.0), outer, _ring_bw(inner, outer, links, xp),
                   links.nccl, xp, nvls_bw=nvls, nvls_tree_bw=nvls_tree, algorithms=algorithms)
+    return xp.where((p > 1) & (n > 0), t, 0.0)
+
+
+def group_collnet_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
+    """Seconds for a CollNet Direct all-reduce (SHARP: the InfiniBand switches reduce; NCCL's
+    NCCL_COLLNET_ENABLE=1 with the SHARP plugin) across domains — **not validated**: no
+    published nccl-tests run with CollNet and its numbers was found, and ``group_all_reduce``
+    never picks it. The latency is NCCL's tuner's (``ops.nccl``: 2(min(1, i−1)·h + 0.4 µs·(i−1))
+    + the network's 31 µs); the algorithm bandwidth follows NCCL's developer's rule of thumb
+    (NVIDIA/nccl #320, S. Jeaugey, 2023-01-03: each node's data crosses its NICs once each way,
+    so ~the node's NIC rate, until NVLink, which carries about twice the data inside the node,
+    binds): min(i·bw_out, bw_up / 2). Infinite inside one domain (nothing to reduce in the
+    network)."""
+    if links.nccl is None:
+        raise SpecError("group_collnet_all_reduce needs links.nccl (NCCL's tuner constants)")
+    n = xp.asarray(n, dtype=float)
+    p = xp.asarray(p, dtype=float)
+    inner, outer = group_split(p, stride, links.domain, xp)
+    lat = nccl_latency("all_reduce", "collnet_direct", "Simple", xp.maximum(p, 2.0),
+                       xp.maximum(outer, 1.0), links.nccl, xp)
+    bw = xp.minimum(inner * links.out_bw, links.up_bw / 2)
+    t = xp.where(outer > 1, lat + n / bw, math.inf)
     return xp.where((p > 1) & (n > 0), t, 0.0)
 
 

@@ -32,7 +32,8 @@ scalar (``xp=ops.xp.SCALAR``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,9 +57,10 @@ class NcclTuner:
     CPU already chosen), SI units: latencies in s, bandwidths in bytes/s."""
 
     version: str  #: the NCCL release the constants are copied from
-    base: dict[str, Triple]  #: baseLat per algorithm, [LL, LL128, Simple]
-    intra: dict[str, Triple]  #: hwLat per step inside a node (NVLink or PCIe row)
-    net: dict[str, Triple]  #: hwLat per step across nodes
+    #: baseLat per algorithm (in ``NCCL_ALGORITHMS`` order), [LL, LL128, Simple]
+    base: tuple[Triple, ...]
+    intra: tuple[Triple, ...]  #: hwLat per step inside a node (NVLink or PCIe row), same order
+    net: tuple[Triple, ...]  #: hwLat per step across nodes, same order
     nvlink: bool  #: intra-node link is NVLink (LL128 enabled)
     ring_ll: float
     ring_ll128: float
@@ -71,6 +73,9 @@ class NcclTuner:
     ll_max_two_nodes: float  #: … on 2 nodes (this host CPU)
     ll_max_more_nodes: float  #: … on more than 2
     tree_correction: tuple[tuple[float, ...], ...]  #: per protocol, 64 B · 2^k, k = 0 …
+    #: the scalar path's candidates per call shape (``_plan``), kept on the value itself
+    plans: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, hash=False,
+                                  repr=False)
 
 
 def _check(collective: str, algorithm: str, protocol: str) -> tuple[int, bool]:
@@ -97,9 +102,10 @@ def nccl_latency(collective: str, algorithm: str, protocol: str, p: Arr, nodes: 
     p = xp.asarray(p, dtype=float)
     o = xp.asarray(nodes, dtype=float)
     i = p / o
-    base, h = t.base[algorithm][k], t.intra[algorithm][k]
-    net_alg = t.net[algorithm][k]
-    net = xp.where(i == 1, t.net["tree"][k], net_alg)  # "with ppn = 1 latencies are exposed"
+    a = NCCL_ALGORITHMS.index(algorithm)
+    base, h = t.base[a][k], t.intra[a][k]
+    net_alg = t.net[a][k]
+    net = xp.where(i == 1, t.net[0][k], net_alg)  # the tree's: "with ppn = 1 latencies are exposed"
     lg = _log2i(o, xp)
     if algorithm == "ring":
         steps = 2 * (p - 1) if ar else p - 1
@@ -208,6 +214,9 @@ def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: Nccl
     """Seconds of the fastest (algorithm, protocol) the tuner would run (vectorised;
     ``algorithms`` restricts the choice, as NCCL_ALGO does; NVLS only where ``nodes`` == 1 and
     ``nvls_bw`` > 0, NVLSTree only across nodes with ``nvls_tree_bw`` > 0)."""
+    if xp is not np:  # one configuration: the cached plan (rl.train's scalar path)
+        return _scalar_best(collective, float(n), float(p), float(nodes), float(ring_bw), t,
+                            float(nvls_bw), float(nvls_tree_bw), algorithms)
     o = xp.asarray(nodes, dtype=float)
     inf = float("inf")
     best: Arr = xp.where(o > 0, inf, inf)
@@ -226,4 +235,71 @@ def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: Nccl
             ok, bw = True, ring_bw
         s = nccl_time(collective, a, pr, n, p, o, bw, t, xp)
         best = xp.minimum(best, xp.where(ok, s, inf))
+    return best
+
+
+def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
+          algorithms: tuple[str, ...] | None) -> tuple[tuple[int, float, float, float, float,
+                                                              int], ...]:
+    """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree,
+    latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1): the
+    same arithmetic as ``nccl_time``, with what does not depend on the size done once per
+    tuner (``NcclTuner.plans``)."""
+    key = (collective, p, o, nvls, nvls_tree, algorithms)
+    hit = t.plans.get(key)
+    if hit is None:
+        if len(t.plans) > 4096:
+            t.plans.clear()
+        hit = t.plans[key] = _make_plan(collective, p, o, t, nvls, nvls_tree, algorithms)
+    return hit
+
+
+def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
+               algorithms: tuple[str, ...] | None) -> tuple[tuple[int, float, float, float,
+                                                                   float, int], ...]:
+    from .xp import SCALAR
+
+    ar = collective == "all_reduce"
+    out = []
+    for a, pr in _candidates(collective, nvls and o == 1, nvls_tree and o > 1):
+        if algorithms is not None and a not in algorithms:
+            continue
+        k = NCCL_PROTOCOLS.index(pr)
+        if (pr == "LL128" and not t.nvlink):
+            continue
+        lat = float(nccl_latency(collective, a, pr, p, o, t, SCALAR))
+        ll_max = t.ll_max_more_nodes if o > 2 else t.ll_max_two_nodes if o > 1 else \
+            t.ll_max_one_node
+        inf = float("inf")
+        if a == "ring":
+            mult, cap = {"LL": (t.ring_ll, ll_max), "LL128": (t.ring_ll128, inf)}.get(
+                pr, (1.0, inf))
+            out.append((0, lat, mult, cap, p / (2 * (p - 1) if ar else p - 1), -1))
+        elif a == "tree":
+            tll128 = t.tree_ll128_nodes if o > 1 else t.tree_ll128_one_node
+            mult, cap = {"LL": (t.tree * t.tree_ll, ll_max),
+                         "LL128": (t.tree * tll128, inf)}.get(pr, (t.tree, inf))
+            out.append((0, lat, mult, cap, 0.5, k))
+        else:
+            out.append((1 if a == "nvls" else 2, lat, 1.0, inf, 1.0, -1))
+    return tuple(out)
+
+
+def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, t: NcclTuner,
+                 nvls_bw: float, nvls_tree_bw: float,
+                 algorithms: tuple[str, ...] | None) -> float:
+    _check(collective, "ring", "LL")
+    bws = (ring_bw, nvls_bw, nvls_tree_bw)
+    best = float("inf")
+    for src, lat, mult, cap, ratio, tk in _plan(collective, p, o, t, nvls_bw > 0,
+                                                nvls_tree_bw > 0, algorithms):
+        bw = bws[src]
+        if bw <= 0:
+            continue
+        algbw = min(cap, bw * mult) * ratio
+        if tk >= 0 and n >= 64:  # treeCorrectionFactor[protocol][log2i(n >> 6)]
+            row = t.tree_correction[tk]
+            j = int(math.log2(n / 64.0) + 1e-9)
+            algbw *= row[j] if j < len(row) else 1.0
+        best = min(best, lat + n / algbw)
     return best

@@ -80,14 +80,18 @@ def nccl_version() -> str:
     return str(_doc()["version"])
 
 
+def _row(tbl: dict[str, Any]) -> tuple[tuple[float, float, float], ...]:
+    return tuple(tbl[a] for a in NCCL_ALGORITHMS)
+
+
 @lru_cache(maxsize=64)
 def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
     d = _doc()
     b = d["bandwidth"]
     host = "amd" if amd else "intel"
     return NcclTuner(
-        version=d["version"], base=d["base"], intra=d["nvlink" if nvlink else "pci"],
-        net=d["net"], nvlink=nvlink, ring_ll=b["ring_ll"], ring_ll128=b["ring_ll128"],
+        version=d["version"], base=_row(d["base"]), intra=_row(d["nvlink" if nvlink else "pci"]),
+        net=_row(d["net"]), nvlink=nvlink, ring_ll=b["ring_ll"], ring_ll128=b["ring_ll128"],
         tree=b["tree"], tree_ll=b["tree_ll"], tree_ll128_one_node=b["tree_ll128_one_node"],
         tree_ll128_nodes=b["tree_ll128_nodes"],
         net_overhead_s=b["net_overhead_amd" if amd else "net_overhead"],

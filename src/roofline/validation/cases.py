@@ -59,7 +59,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "pp": int, "engine": str, "requests": int, "rate": _NUM, "prompt": str,
                      "output": str, "max_concurrency": int, "chunk": int,
                      "max_batched_tokens": int, "kv_policy": str, "seeds": int},
-        "optional": {},
+        # trace: a file of data/validation/traces/ with the run's per-request prompt and
+        # output token counts, all offered at t = 0; it replaces prompt / output (rate inf).
+        # median_itl: the same row's published median inter-token latency, ms — a consistency
+        # check of the row (serving_mix.implied_concurrency), not predicted
+        "optional": {"trace": str, "median_itl": _NUM},
     },
     "training": {
         "metrics": {"tflops_per_gpu": {"TFLOP/s/GPU": 1e12}, "step_time": {"s": 1.0}},

@@ -38,16 +38,18 @@ import numpy as np
 from .cases import Case, load_cases
 from .holdout import ErrorSummary, FitReport, Refit, error_summary, leave_one_source_out
 
-__all__ = ["CDNA_SETS", "CDNA_GRID", "cdna_table_cases", "cdna_anchor_cases", "cdna_fit_cases",
+__all__ = ["CDNA_SETS", "CDNA_GRID", "cdna_table_cases", "cdna_anchor_cases",
+           "cdna_judged_cases", "cdna_fit_cases",
            "cdna_set_cases", "fit_cdna_tiles", "cdna_log_errors", "cdna_holdout",
            "cdna_in_sample", "cdna_summary_table", "cdna_fit_table", "cdna_anchor_table"]
 
-#: (architecture, dtype) -> (the table's source, the parts of its large-shape rows or ())
-CDNA_SETS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("cdna3", "bf16"): ("xla_gfx942", ("mi300x", "mi325x")),
-    ("cdna3", "fp8"): ("xla_gfx942_fp8", ("mi300x",)),
-    ("cdna4", "bf16"): ("xla_gfx950", ("mi355x",)),
-    ("cdna4", "fp8"): ("xla_gfx950_fp8", ()),
+#: (architecture, dtype) -> (the table's source, the source of its large-shape rows in
+#: vendors.toml, their parts) — () where the set has its table only
+CDNA_SETS: dict[tuple[str, str], tuple[str, str, tuple[str, ...]]] = {
+    ("cdna3", "bf16"): ("xla_gfx942", "mamf", ("mi300x", "mi325x")),
+    ("cdna3", "fp8"): ("xla_gfx942_fp8", "azure", ("mi300x",)),
+    ("cdna4", "bf16"): ("xla_gfx950", "mamf", ("mi355x",)),
+    ("cdna4", "fp8"): ("xla_gfx950_fp8", "", ()),
 }
 
 PARAMS = ("max", "a", "c", "fill")
@@ -66,10 +68,10 @@ def cdna_table_cases() -> tuple[Case, ...]:
 
 
 @lru_cache(maxsize=1)
-def cdna_anchor_cases() -> tuple[Case, ...]:
-    """The large-shape GEMM rows of vendors.toml on CDNA parts (MAMF bf16, Azure fp8) as cases
-    of the gemm form (b = 1, kernel time), so that the fit prices them through its one path."""
-    parts = {p for _, ps in CDNA_SETS.values() for p in ps}
+def _vendor_gemm_cases() -> tuple[Case, ...]:
+    """The GEMM rows of vendors.toml on CDNA parts as cases of the gemm form (b = 1, kernel
+    time), so that the fit prices them through its one path."""
+    parts = {p for _, _, ps in CDNA_SETS.values() for p in ps}
     out = []
     for c in load_cases("vendors").cases:
         sc = c.scenario
@@ -81,15 +83,32 @@ def cdna_anchor_cases() -> tuple[Case, ...]:
     return tuple(out)
 
 
+def _in_set(c: Case, key: tuple[str, str]) -> bool:
+    _, _, parts = CDNA_SETS[key]
+    return c["hardware"] in parts and c["dtype"] == key[1]
+
+
+def cdna_anchor_cases() -> tuple[Case, ...]:
+    """The large-shape rows the sets are fitted on (MAMF bf16, Azure fp8)."""
+    return tuple(c for c in _vendor_gemm_cases() if any(
+        _in_set(c, k) and c.source == src for k, (_, src, _) in CDNA_SETS.items()))
+
+
+def cdna_judged_cases() -> tuple[Case, ...]:
+    """The other GEMM rows of vendors.toml on CDNA parts, which no fit sees (mamfv1)."""
+    fit = {c.id for c in cdna_anchor_cases()}
+    return tuple(c for c in _vendor_gemm_cases() if c.id not in fit)
+
+
 def cdna_fit_cases() -> tuple[Case, ...]:
-    return cdna_table_cases() + cdna_anchor_cases()
+    return cdna_table_cases() + _vendor_gemm_cases()
 
 
 def cdna_set_cases(arch: str, dtype: str) -> tuple[Case, ...]:
     """The cases one parameter set is fitted on: its table and its large-shape rows."""
-    table, parts = CDNA_SETS[(arch, dtype)]
+    table = CDNA_SETS[(arch, dtype)][0]
     return tuple(c for c in cdna_table_cases() if c.source == table) + tuple(
-        c for c in cdna_anchor_cases() if c["hardware"] in parts and c["dtype"] == dtype)
+        c for c in cdna_anchor_cases() if _in_set(c, (arch, dtype)))
 
 
 def cdna_log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> list[float]:
@@ -120,7 +139,7 @@ def fit_cdna_tiles(cases: Sequence[Case]) -> Refit:
     ``cases`` of each source's mean squared log error. Without a table among them (only
     large-shape rows), ``a``, ``c`` and ``fill`` are held at the NVIDIA set's and ``max``
     alone is fitted."""
-    tables = {src for src, _ in CDNA_SETS.values()}
+    tables = {src for src, _, _ in CDNA_SETS.values()}
     groups = [[c for c in cases if c.source == s] for s in dict.fromkeys(c.source for c in cases)]
     if not any(g[0].source in tables for g in groups):
         tr = _transfer()
@@ -226,8 +245,8 @@ def cdna_fit_table() -> str:
     from .holdout import holdout_tables
 
     out = []
-    for (arch, dt), (table, parts) in CDNA_SETS.items():
-        out.append(f"**{arch} {dt}** ({table}" + (f" + the {', '.join(parts)} large-shape rows)"
+    for (arch, dt), (table, src, parts) in CDNA_SETS.items():
+        out.append(f"**{arch} {dt}** ({table}" + (f" + the {', '.join(parts)} rows of {src})"
                                                   if parts else " only)") + ":")
         out.append("")
         if parts:
@@ -244,23 +263,22 @@ def cdna_fit_table() -> str:
 
 def cdna_anchor_table() -> str:
     """Markdown: the large-shape rows — published, the smooth model (what serve and train
-    price), the tile set (solve; in sample), the tile set fitted without them (held out)."""
+    price), the tile set (solve), and that set fitted without the row's source (for a row no
+    fit saw, the shipped set: judged)."""
     from .gemm import predict_gemm
 
-    rows = ["| row | published | smooth model (serve, train) | error | tiles (solve) | error "
-            "| tiles, fit without this source | error |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for (arch, dt), (_, parts) in CDNA_SETS.items():
-        if not parts:
-            continue
-        rep = cdna_holdout(arch, dt)
-        for c in cdna_anchor_cases():
-            if c["hardware"] not in parts or c["dtype"] != dt:
-                continue
-            f0, f1 = predict_gemm(c, smooth=True), predict_gemm(c)
-            h = math.expm1(rep.held_out_errors[c.id])
-            rows.append(f"| {c.id} | {c.value_si / 1e12:.1f} TFLOP/s | {f0 / 1e12:.1f} | "
-                        f"{f0 / c.value_si - 1:+.1%} | {f1 / 1e12:.1f} | "
-                        f"{f1 / c.value_si - 1:+.1%} | {c.value_si * (1 + h) / 1e12:.1f} | "
-                        f"{h:+.1%} |")
+    rows = ["| row | role | published | smooth model (serve, train) | error | tiles (solve) | "
+            "error | tiles, fit without this source | error |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    fit = {c.id for c in cdna_anchor_cases()}
+    for c in cdna_anchor_cases() + cdna_judged_cases():
+        key = next(k for k in CDNA_SETS if _in_set(c, k))
+        f0, f1 = predict_gemm(c, smooth=True), predict_gemm(c)
+        h = (math.expm1(cdna_holdout(*key).held_out_errors[c.id]) if c.id in fit
+             else f1 / c.value_si - 1)
+        rows.append(f"| {c.id} | {'fit' if c.id in fit else 'judged'} | "
+                    f"{c.value_si / 1e12:.1f} TFLOP/s | {f0 / 1e12:.1f} | "
+                    f"{f0 / c.value_si - 1:+.1%} | {f1 / 1e12:.1f} | "
+                    f"{f1 / c.value_si - 1:+.1%} | {c.value_si * (1 + h) / 1e12:.1f} | "
+                    f"{h:+.1%} |")
     return "\n".join(rows)

@@ -84,9 +84,12 @@ def _case_cluster(case: Case):
                     case.get("scale_out_gbps"))
 
 
-def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
+                 tuner: bool = True) -> float:
     """Our seconds for ``case``'s collective; ``nvls``: the NVLS fractions to use (by
-    ``PARAMS`` name, or one number for this case's; None: the cluster spec's)."""
+    ``PARAMS`` name, or one number for this case's; None: the cluster spec's); ``tuner``:
+    False prices it with the cluster's per-step α instead of NCCL's tuner latencies (the
+    model before them, the page's "per-step α" column)."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
     c = _case_cluster(case)
@@ -96,10 +99,14 @@ def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None) ->
         nvls = 0.0
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
-    links = cluster_links(c, training_factors(c.device.kind))
+    links = cluster_links(c, training_factors(c.device.kind, c.device.key))
+    if not tuner:
+        links = replace(links, nccl=None)
     n, p, algo, coll_ = float(case["bytes"]), case["ranks"], case["algorithm"], _collective(case)
     if coll_ != "all_reduce":
-        if algo == "nvls":
+        if algo == "nvls" and links.nccl is not None:
+            t = coll.group_nccl(coll_, n, p, 1, links, SCALAR, ("nvls",))
+        elif algo == "nvls":
             t = coll.nvls_one_pass(n, p, links.nvls_bw, links.up_alpha)
         else:  # the ring, NCCL's choice (ops.collectives: group_reduce_scatter)
             half = coll.group_reduce_scatter if coll_ == "reduce_scatter" else \
@@ -114,17 +121,19 @@ def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None) ->
     return float(t)
 
 
-def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+def predict_busbw(case: Case, nvls: Mapping[str, float] | float | None = None,
+                  tuner: bool = True) -> float:
     """Our busbw (bytes/s) for ``case`` (nccl-tests' bus_factor · n / t)."""
     return float(coll.bus_factor(_collective(case), case["ranks"]) * case["bytes"]
-                 / predict_time(case, nvls))
+                 / predict_time(case, nvls, tuner))
 
 
-def predict(case: Case, nvls: Mapping[str, float] | float | None = None) -> float:
+def predict(case: Case, nvls: Mapping[str, float] | float | None = None,
+            tuner: bool = True) -> float:
     """Ours in the case's metric, SI: busbw (bytes/s) or time (s)."""
     if case.metric == "time":
-        return predict_time(case, nvls)
-    return predict_busbw(case, nvls)
+        return predict_time(case, nvls, tuner)
+    return predict_busbw(case, nvls, tuner)
 
 
 def _log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> list[float]:
@@ -181,7 +190,7 @@ def _previous(case: Case) -> float:
     c = _case_cluster(case)
     if case.get("nvls_disabled") or case["algorithm"] == "ring":
         c = replace(c, scale_up_nvls_fraction=0.0)
-    lk = cluster_links(c, training_factors(c.device.kind))
+    lk = replace(cluster_links(c, training_factors(c.device.kind, c.device.key)), nccl=None)
     n, p = float(case["bytes"]), case["ranks"]
     i = min(p, lk.domain)
     o = p // i
@@ -190,7 +199,7 @@ def _previous(case: Case) -> float:
     across = 2 * (o - 1) * lk.out_alpha + 2 * (o - 1) / o * (n / i) / lk.out_bw
     t = (inside + across) * (0.5 if _collective(case) != "all_reduce" else 1.0)
     if _collective(case) != "all_reduce" and case["algorithm"] == "nvls":
-        t = predict_time(case)
+        t = predict_time(case, tuner=False)
     if case.metric == "time":
         return t
     return float(coll.bus_factor(_collective(case), p) * n / t)
@@ -199,7 +208,9 @@ def _previous(case: Case) -> float:
 def _size(n: int) -> str:
     if n >= 2**30:
         return f"{n / 2**30:g} GiB"
-    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} B"
+    if n >= 2**20:
+        return f"{n / 2**20:g} MiB"
+    return f"{n / 2**10:g} KiB" if n >= 2**10 else f"{n} B"
 
 
 def _fmt(c: Case, v_si: float) -> str:
@@ -209,13 +220,15 @@ def _fmt(c: Case, v_si: float) -> str:
 def collectives_case_table() -> str:
     """The markdown case table of docs/validation/collectives.md (generated; a test checks it)."""
     rows = ["| case | ranks | size | algorithm | published | ours | error "
-            "| before | error | source |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+            "| per-step α | error | first model | error | source |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c, b, e in collective_errors():
         r = _previous(c)
+        a = predict(c, tuner=False)
         algo = c["algorithm"] + (" (NVLS off)" if c.get("nvls_disabled") else "")
         rows.append(f"| {c.id} | {c['ranks']} | {_size(c['bytes'])} | {algo} | "
-                    f"{c.measured:g} {c.unit} | {_fmt(c, b)} | {e:+.1%} | {_fmt(c, r)} | "
+                    f"{c.measured:g} {c.unit} | {_fmt(c, b)} | {e:+.1%} | {_fmt(c, a)} | "
+                    f"{a / c.value_si - 1:+.1%} | {_fmt(c, r)} | "
                     f"{r / c.value_si - 1:+.1%} | {c.source} |")
     return "\n".join(rows)
 

@@ -33,7 +33,8 @@ from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 __all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "bf16_cases", "fp8_cases",
            "hopper_fp8_cases", "fit_fp8_max", "fp8_fit_report", "predict_gemm", "gemm_errors",
            "fit_tiles", "gemm_holdout", "gemm_summary_table", "gemm_shape_table",
-           "gemm_holdout_table", "fp8_tile_table", "a100_table", "PARAMS", "GRID"]
+           "gemm_holdout_table", "fp8_tile_table", "a100_table", "stream_k_report",
+           "stream_k_table", "PARAMS", "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -143,7 +144,8 @@ def predict_gemm(case: Case, values: Mapping[str, float] | None = None, *,
 def _tiles(t: Any, values: Mapping[str, float]) -> Any:
     v = dict(values)
     return replace(t, **{k: v[k] for k in ("max", "a", "c", "fill") if k in v},
-                   **({"b": v["a"]} if "a" in v else {}))
+                   **({"b": v["a"]} if "a" in v else {}),
+                   **({"stream_k": bool(v["stream_k"])} if "stream_k" in v else {}))
 
 
 def _with_values(t: Any, dtype: str, values: Mapping[str, float]) -> Any:
@@ -212,12 +214,14 @@ def _log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> li
     return out.tolist()
 
 
-def fit_tiles(cases: Sequence[Case]) -> Refit:
+def fit_tiles(cases: Sequence[Case], stream_k: bool | None = None) -> Refit:
     """The tile parameters (max, a = b, c, fill) minimising Σ log² error over ``cases``, on
-    ``GRID``."""
+    ``GRID``; ``stream_k``: with the stream-K candidates forced on or off (None: as shipped)."""
     best: tuple[float, dict[str, float]] | None = None
     for combo in itertools.product(*(GRID[p] for p in PARAMS)):
         vals = dict(zip(PARAMS, combo))
+        if stream_k is not None:
+            vals["stream_k"] = stream_k
         e = _log_errors(vals, cases)
         s = math.fsum(x * x for x in e)
         if best is None or s < best[0]:
@@ -238,12 +242,14 @@ def gemm_holdout() -> FitReport:
 FP8_MAX_GRID = tuple(round(0.5 + 0.01 * i, 2) for i in range(51))
 
 
-def fit_fp8_max(cases: Sequence[Case]) -> Refit:
+def fit_fp8_max(cases: Sequence[Case], stream_k: bool | None = None) -> Refit:
     """Hopper's fp8 ``max`` minimising Σ log² error over ``cases`` (on ``FP8_MAX_GRID``), the
-    other fp8 parameters held at the shipped ones (fitted on the B200's fp8 table)."""
+    other fp8 parameters held at the shipped ones (fitted on the B200's fp8 table);
+    ``stream_k`` as in ``fit_tiles``."""
+    sk: dict[str, float] = {} if stream_k is None else {"stream_k": stream_k}
     best = min(FP8_MAX_GRID, key=lambda x: (math.fsum(
-        e * e for e in _log_errors({"max": x}, cases)), x))
-    return Refit(values={"max": best}, note="a, c, fill: the B200 fp8 fit's")
+        e * e for e in _log_errors({"max": x, **sk}, cases)), x))
+    return Refit(values={"max": best, **sk}, note="a, c, fill: the B200 fp8 fit's")
 
 
 def fp8_fit_report() -> tuple[Refit, Any, FitReport]:
@@ -324,6 +330,45 @@ def a100_table() -> str:
     a = [e for _, _, e in after]
     b = [e for _, _, e in before]
     rows.append(f"| all | {len(a)} | {_summary(b)} | {_summary(a)} |")
+    return "\n".join(rows)
+
+
+def stream_k_report() -> list[tuple[str, bool, Any, Any]]:
+    """Each parameter set fitted without and with the stream-K candidates (engine/tiles.py):
+    (set, stream-K, in-sample errors of the refit, leave-one-source-out errors or None where
+    the set has one source)."""
+    from functools import partial
+
+    from .holdout import error_summary
+
+    out: list[tuple[str, bool, Any, Any]] = []
+    for sk in (False, True):
+        cs = bf16_cases()
+        rep = leave_one_source_out("gpu tiles", cs, PARAMS, {}, partial(fit_tiles, stream_k=sk),
+                                   lambda v, c: _log_errors(v, c) if v else [0.0] * len(c))
+        out.append(("16-bit (xla_h100 + xla_b200)", sk, rep.refit_in_sample, rep.loso))
+        cs = fp8_cases()
+        fit = fit_tiles(cs, stream_k=sk)
+        ins = error_summary(list(zip((c.id for c in cs), _log_errors(fit.values, cs))))
+        out.append(("B200 fp8 (xla_b200_fp8)", sk, ins, None))
+        cs = hopper_fp8_cases()
+        rep = leave_one_source_out("hopper fp8", cs, ("max",), {},
+                                   partial(fit_fp8_max, stream_k=sk),
+                                   lambda v, c: _log_errors(v, c) if v else [0.0] * len(c))
+        out.append(("Hopper fp8 (azure + mamf)", sk, rep.refit_in_sample, rep.loso))
+    return out
+
+
+def stream_k_table() -> str:
+    """Markdown: ``stream_k_report`` (median |error|, RMS log, worst) per set, off and on."""
+    rows = ["| parameter set | stream-K | refit in-sample: median | RMS log | worst "
+            "| held out (LOSO): median | RMS log | worst |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, sk, ins, lo in stream_k_report():
+        held = (f"{lo.median_abs:.1%} | {lo.rms_log:.3f} | {lo.worst:+.1%}" if lo is not None
+                else "— | — | —")
+        rows.append(f"| {name} | {'on' if sk else 'off'} | {ins.median_abs:.1%} | "
+                    f"{ins.rms_log:.3f} | {ins.worst:+.1%} | {held} |")
     return "\n".join(rows)
 
 

@@ -34,10 +34,11 @@ from .cases import Case, load_cases
 from .holdout import FitReport, Refit, leave_one_source_out
 from .serving import _golden
 
-__all__ = ["GENERATIONS", "HOST_PARAMS", "HOST_BOUNDS", "host_cases", "predict_host",
+__all__ = ["GENERATIONS", "HOST_PARAMS", "HOST_BOUNDS", "host_cases", "outlier_cases",
+           "predict_host",
            "host_errors", "fit_host", "host_holdout", "shipped_host_values", "stored_fits",
            "stored_fit", "write_fits",
-           "host_holdout_table", "host_case_table"]
+           "host_holdout_table", "host_case_table", "outlier_table"]
 
 #: the fitted generations; the multi-step profile derives from the first
 GENERATIONS = ("vllm-v0", "vllm-v1")
@@ -55,14 +56,25 @@ _SIM: dict[tuple[Any, ...], Any] = {}  # simulations, per case layout and host f
 STATIC_GENERATION = "vllm-v0"
 
 
-def host_cases() -> tuple[Case, ...]:
-    """The cases of the vLLM generation profiles: the request-mix runs whose engine is one of
-    them, and the static vLLM cases (``STATIC_GENERATION``)."""
+def _all_cases() -> tuple[Case, ...]:
     from .serving import serving_cases
 
     names = set(GENERATIONS) | set(DERIVED)
     return tuple(c for c in serving_cases() if c["engine"] == "vllm") + \
         tuple(c for c in load_cases("serving_mix").cases if c["engine"] in names)
+
+
+def host_cases() -> tuple[Case, ...]:
+    """The cases of the vLLM generation profiles — fitted and judged: the request-mix runs
+    whose engine is one of them, and the static vLLM cases (``STATIC_GENERATION``); a
+    ``known_outlier`` (a row its own numbers contradict: ``outlier_cases``) is not among them."""
+    return tuple(c for c in _all_cases() if not c.known_outlier)
+
+
+def outlier_cases() -> tuple[Case, ...]:
+    """The generation profiles' known outliers: shown on the page with their reason, neither
+    fitted nor counted in the errors."""
+    return tuple(c for c in _all_cases() if c.known_outlier)
 
 
 def _engine(c: Case) -> str:
@@ -98,7 +110,7 @@ def _simulate(c: Case, factors: Any, seed: int) -> Any:
 
     n, wl, chunk, mc, budget, isl, n_max = _setup(c, seed)
     lay = (c["model"], c["hardware"], c["tp"], c["pp"], c["precision"], c["kv"], chunk, budget,
-           mc, c["prompt"], c["engine"])
+           mc, c["prompt"], c.get("trace"), c["engine"])
     dev = _DEV.get(lay)
     if dev is None:
         from ..analysis.simulate import _ref_prompts
@@ -348,6 +360,22 @@ def host_case_table(errs: Sequence[tuple[Case, float, float]] | None = None,
         h = "" if held is None else f"{math.expm1(held[c.id]):+.1%}"
         lines.append(f"| {c.id} | {c.source} | {_engine(c)} | {v * scale:,.4g} | "
                      f"{c.measured:,.4g} | {c.unit} | {math.expm1(e):+.1%} | {h} |")
+    return "\n".join(lines)
+
+
+def outlier_table() -> str:
+    """The known outliers (``outlier_cases``): ours with the shipped values and with the stored
+    fit without their source, measured, and why they are neither fitted nor counted."""
+    fits = stored_fits()
+    lines = ["| case | profile | ours | without its source | measured | unit | why not fitted |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for c in outlier_cases():
+        scale = c.measured / c.value_si
+        v = predict_host(c)
+        w = predict_host(c, fits[f"without {c.source}"].values)
+        lines.append(f"| {c.id} | {_engine(c)} | {v * scale:,.4g} ({v / c.value_si - 1:+.1%}) | "
+                     f"{w * scale:,.4g} ({w / c.value_si - 1:+.1%}) | {c.measured:,.4g} | "
+                     f"{c.unit} | {c.reason} |")
     return "\n".join(lines)
 
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["predict", "predictions", "summary", "summary_table", "case_table", "SIM_METRICS",
-           "host_time_per_sequence"]
+__all__ = ["trace_rows", "implied_concurrency", "predict", "predictions", "summary",
+           "summary_table", "case_table", "SIM_METRICS", "host_time_per_sequence"]
 
 #: metric -> (ServingSim attribute, statistic)
 SIM_METRICS = {"ttft_p50": ("ttft", "p50"), "ttft_p99": ("ttft", "p99"),
@@ -23,11 +23,26 @@ SIM_METRICS = {"ttft_p50": ("ttft", "p50"), "ttft_p99": ("ttft", "p99"),
 _COSTS: dict[tuple[Any, ...], Any] = {}
 
 
+def trace_rows(name: str) -> list[tuple[int, int, float]]:
+    """The (prompt tokens, output tokens, arrival s) rows of trace file ``name``
+    (data/validation/traces/): every request at t = 0, an output of 0 tokens (the client's
+    re-tokenised count of an empty text: one sampled token, the end of sequence) counted as 1."""
+    import json
+
+    from .._data import DATA
+
+    doc = json.loads((DATA / "validation" / "traces" / name).read_text(encoding="utf-8"))
+    return [(int(p), max(int(o), 1), 0.0) for p, o in zip(doc["input_lens"], doc["output_lens"])]
+
+
 def _workload(c: Case) -> Any:
     import roofline as rl
 
     from ..analysis.workload import parse_lengths
 
+    if c.get("trace"):  # the run's own requests, all offered at once
+        rows = trace_rows(c["trace"])
+        return len(rows), lambda seed: rl.Workload(trace=rows)
     p, o = parse_lengths(c["prompt"], "prompt"), parse_lengths(c["output"], "output")
     if math.isinf(c["rate"]):  # every request offered at once: a trace at t = 0
         n = c["requests"]
@@ -59,7 +74,7 @@ def _run(c: Case, seed: int) -> Any:
 
     n, wl, chunk, mc, budget, isl, n_max = _setup(c, seed)
     key = (c["model"], c["hardware"], c["tp"], c["pp"], c["precision"], c["kv"], c["engine"],
-           chunk, budget, mc, c["prompt"])
+           chunk, budget, mc, c["prompt"], c.get("trace"))
     costs = _COSTS.get(key)
     if costs is None:
         costs = step_costs(c["model"], c["hardware"], tp=c["tp"], pp=c["pp"],
@@ -116,7 +131,7 @@ def case_table(rows: list[tuple[Case, float, bool]]) -> str:
     lines = ["| case | source | ours | measured | unit | error |", "|---|---|---:|---:|---|---:|"]
     for c, v, over in rows:
         scale = 1e3 if c.unit == "ms" else 1.0
-        flag = " (overloaded)" if over else ""
+        flag = (" (overloaded)" if over else "") + (" (known outlier)" if c.known_outlier else "")
         lines.append(f"| {c.id}{flag} | {c.source} | {v * scale:,.4g} | {c.measured:,.4g} | "
                      f"{c.unit} | {v / c.value_si - 1:+.1%} |")
     return "\n".join(lines)
@@ -124,6 +139,8 @@ def case_table(rows: list[tuple[Case, float, bool]]) -> str:
 
 _LABELS = {"all": "all", "vllm_azure": "vLLM, Poisson rates with p50/p99 (vllm_azure)",
            "lambda_vllm": "vLLM v0.5.4 / v0.6.0, 5000 prompts at once (lambda_vllm)",
+           "lambda_traces": "vLLM v0.5.4, 10-320 prompts at once, per-request traces "
+                            "(lambda_traces)",
            "trtbench16": "TensorRT-LLM, saturated (trtbench16)"}
 
 
@@ -135,6 +152,20 @@ def summary_table(rows: list[tuple[Case, float, bool]]) -> str:
         lines.append(f"| {_LABELS.get(k, k)} | {s['n']} | {s['rms_log']:.3f} | "
                      f"{s['median_abs']:.1%} | {s['worst']:+.1%} |")
     return "\n".join(lines)
+
+
+def implied_concurrency(c: Case) -> float:
+    """The sequences decoding at once that a throughput case's own row implies, by Little's law:
+    each decoding sequence gets one token per engine step, so throughput × inter-token time is
+    the number in flight — with the row's published median ITL (``median_itl``), divided by the
+    engine's scheduler steps (multi-step scheduling streams k tokens per chunk: one ITL spans k
+    steps). The median of a right-skewed ITL is below its mean, so this undercounts."""
+    from ..scenarios.serving.plan import serving_factors
+
+    if c.metric != "tok_s" or c.get("median_itl") is None:
+        raise ValueError(f"{c.id}: implied_concurrency needs a tok_s case with median_itl")
+    k = int(serving_factors(c["engine"]).scheduler_steps)
+    return c.value_si * float(c["median_itl"]) * 1e-3 / k
 
 
 def host_time_per_sequence(rows: list[tuple[Case, float, bool]], model: str) -> float:

@@ -10,6 +10,7 @@ from ...engine.efficiency import NARROW_DTYPES, Efficiency, Gemm, read_efficienc
 from ...errors import SpecError
 from ...ops.collectives import Links
 from ...specs.cluster import Cluster
+from ...specs.nccl import tuner_for
 from ...specs.sourced import Provenance, read_quantity
 
 
@@ -121,11 +122,16 @@ def cluster_links(c: Cluster, f: TrainingFactors | None) -> Links:
     """The links training's collectives run on: the cluster's bandwidths times the fitted link
     efficiencies (``f``; None: the pure roofline, ideal links); on a fabric with in-switch
     reduction the NVLS all-reduce bandwidth per device, the cluster's measured fraction of the
-    link (``scale_up.nvls``; ideal: the whole link, n bytes each way per rank)."""
+    link (``scale_up.nvls``; ideal: the whole link, n bytes each way per rank). On a cluster
+    NCCL runs on (``specs.nccl.tuner_for``) the links carry NCCL's tuner constants: the
+    all-reduce / reduce-scatter / all-gather groups pay NCCL's latency per algorithm and
+    protocol (``ops.nccl``; docs/validation/collectives.md) instead of the cluster's per-step
+    α; the pure roofline (``f`` None) keeps the α model."""
     up_e, out_e = (1.0, 1.0) if f is None else (f.scale_up_efficiency, f.scale_out_efficiency)
     nvls = c.scale_up_nvls_fraction
     if f is None and nvls:
         nvls = 1.0
     return Links(domain=c.domain, up_bw=c.scale_up_bytes_per_s * up_e,
                  up_alpha=c.scale_up_latency_s, out_bw=c.scale_out_bytes_per_s * out_e,
-                 out_alpha=c.scale_out_latency_s, nvls_bw=c.scale_up_bytes_per_s * nvls)
+                 out_alpha=c.scale_out_latency_s, nvls_bw=c.scale_up_bytes_per_s * nvls,
+                 nccl=tuner_for(c) if f is not None else None)
