@@ -31,25 +31,82 @@ def loso():
     return v.loso_rows()
 
 
+HOPPER_SOURCES = {"fa3paper", "torchbench", "fa1791"}
+BLACKWELL_SOURCES = {"cudnnfe", "cudnnprefill", "fa1589", "tb171"}
+
+
 def test_in_sample_and_leave_one_source_out(rows, loso) -> None:
-    # in-sample (the shipped fit over all 41 cases): median 3.7 %
-    assert statistics.median(abs(r["error"]) for r in rows) <= 0.05
-    # each source judged by the fit over the others: medians 6.6 / 10.2 / 7.6 %
-    assert set(loso) == {"fa3paper", "torchbench", "fa1791"}
+    fit_ids = {c.id for c in v.fitted()}
+    by_arch: dict[str, list[float]] = {}
+    for r in rows:
+        if r["case"].id in fit_ids:
+            by_arch.setdefault(v.case_work(r["case"])[2], []).append(abs(r["error"]))
+    # in-sample (each architecture's shipped fit over all its sources): Hopper median 3.7 %
+    # (41 cases), Blackwell 7.0 % (104 cases)
+    assert len(by_arch["hopper"]) == 41 and statistics.median(by_arch["hopper"]) <= 0.05
+    assert len(by_arch["blackwell"]) == 104 and statistics.median(by_arch["blackwell"]) <= 0.10
+    # each source judged by the fit over the others: Hopper medians 6.6 / 10.2 / 7.6 %,
+    # Blackwell 14.8 / 6.7 / 18.2 / 13.1 % (one curve for cuDNN and FA2 there, whose rise
+    # differs: stated on the page)
+    assert set(loso) == HOPPER_SOURCES | BLACKWELL_SOURCES
     for s, errs in loso.items():
         assert len(errs) >= 6, s
-        assert statistics.median(abs(e) for _, e in errs) <= 0.12, s
-    # the one case the model misses: FA2's causal forward (its tail of short query tiles)
-    worst = max(rows, key=lambda r: abs(r["error"]))
+        bound = 0.12 if s in HOPPER_SOURCES else 0.20
+        assert statistics.median(abs(e) for _, e in errs) <= bound, s
+    # the one Hopper case the model misses: FA2's causal forward (its tail of short query tiles)
+    hop = [r for r in rows if r["case"].id in fit_ids and r["case"].source in HOPPER_SOURCES]
+    worst = max(hop, key=lambda r: abs(r["error"]))
     assert worst["case"].id == "fa2 fwd h128 s8192 causal (fa1791)" and worst["error"] < 0.35
 
 
+def test_judged_and_outlier_cases(rows) -> None:
+    """Cases no fit uses: H200 cuDNN (another Hopper part) within 10 %; H100 PCIe FA3 45 %
+    too fast in bf16 and in FP8 (a 350 W part: the fraction of the SXM5's peak does not carry
+    over, stated); A100
+    'auto' (the matmul model) 25 % faster than cuDNN measures; the host-bound B200 batch-1
+    calls are outliers with their reason."""
+    def med(pred):
+        return statistics.median(abs(r["error"]) for r in rows if pred(r["case"]))
+    assert med(lambda c: c["hardware"] == "h200-sxm") <= 0.10
+    assert 0.35 <= med(lambda c: c["hardware"] == "h100-pcie" and "dtype" not in c.scenario) \
+        <= 0.55
+    # FA3's FP8 forward on the same PCIe card (PR #1075): 39-57 % too fast, the same derating
+    assert 0.35 <= med(lambda c: c.source == "fa1075") <= 0.55
+    assert 0.15 <= med(lambda c: c["hardware"] == "a100-pcie-80gb") <= 0.35
+    out = [c for c in v.attention_cases() if c.known_outlier]
+    assert len(out) == 14 and all("host-bound" in c.reason and c["batch"] == 1 for c in out)
+    assert not {c.id for c in out} & {c.id for c in v.fitted()}
+
+
 def test_shipped_table_is_the_fit() -> None:
-    f = v.fit()
-    assert ea.curve("hopper") == (f["x0"], f["p"])
-    for (kernel, arch, direction), frac in f["fractions"].items():
-        shipped = ea._tables()["kernels"][(kernel, arch)][direction]
-        assert shipped == pytest.approx(frac, abs=6e-4), (kernel, direction)
+    fs = v.arch_fits()
+    assert set(fs) == {"hopper", "blackwell"}
+    assert v.fit() == fs["hopper"]  # the default: the Hopper cases
+    for arch, f in fs.items():
+        assert ea.curve(arch) == (f["x0"], f["p"])
+        for (kernel, a, field), frac in f["fractions"].items():
+            shipped = ea._tables()["kernels"][(kernel, a)][field]
+            assert shipped == pytest.approx(frac, abs=6e-4), (kernel, a, field)
+
+
+def test_blackwell_cudnn_by_hand() -> None:
+    # GB200, B = 1, 128 heads, T = S = 16384 causal, H = 128: x = (T + 1) / 2 = 8192.5;
+    # rate = 0.613 · 2500e12 / (1 + (460 / 8192.5)^1.05) = 1461.4e12 FLOP/s; FP8 forward
+    # 0.381 · 5000e12 · the same factor = 1816.7e12
+    f = 1 / (1 + (460 / 8192.5) ** 1.05)
+    c = next(c for c in v.attention_cases()
+             if c.id == "cudnn fwd h128 s16384 causal GB200 (cudnnfe)")
+    assert v.predict_tflops(c) == pytest.approx(0.613 * 2500e12 * f, rel=1e-6)
+    c = next(c for c in v.attention_cases()
+             if c.id == "cudnn fp8 fwd h128 s16384 causal GB200 (cudnnfe)")
+    assert v.predict_tflops(c) == pytest.approx(0.381 * 5000e12 * f, rel=1e-6)
+    # auto on Blackwell is cuDNN; FA3 has no Blackwell entry
+    kw = dict(phase="prefill", seq_len=16384, precision="bf16")
+    lat = {k: rl.solve("llama-3.1-8b", "b200", attention_kernel=k, **kw).latency
+           for k in ("auto", "cudnn", "fa2")}
+    assert lat["auto"] == lat["cudnn"] < lat["fa2"]
+    with pytest.raises(SpecError, match="no measured entry"):
+        rl.solve("llama-3.1-8b", "b200", attention_kernel="fa3", **kw)
 
 
 def test_length_factor_and_row_work_by_hand() -> None:

@@ -369,17 +369,17 @@ def test_a100_by_hand_and_judged_per_source() -> None:
     assert v.predict_gemm(case) == pytest.approx(2 * 1024 ** 3 / float(ot.time[0]), rel=1e-12)
     assert float(ot.time[0]) > float(ot.t_kernel[0])
     # judged per source (nothing fitted on them): tri3551 and tri7085 within 12 %; tri6523's
-    # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; the smooth model
-    # was worse on every source
+    # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; Azure's cuBLASLt
+    # sizes (an A100-SXM4-80GB) within 6 %; the smooth model was worse on every source
     cs = v.op_time_cases()
     after = {c.id: e for c, _, e in v.gemm_errors(cases=cs)}
     before = {c.id: e for c, _, e in v.gemm_errors(smooth=True, cases=cs)}
-    bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35}
+    bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35, "azure_a100": 0.06}
     for src, lim in bound.items():
         a = [abs(after[c.id]) for c in cs if c.source == src]
         b_ = [abs(before[c.id]) for c in cs if c.source == src]
         assert np.median(a) <= lim and np.median(a) < np.median(b_), src
-    assert len(cs) == 53
+    assert len(cs) == 61 and {c.source for c in cs} == set(bound)
     assert v.a100_table() in DOC.read_text(encoding="utf-8")
 
 
@@ -399,3 +399,16 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.gemm_holdout_table() in text
     assert v.fp8_tile_table() in text
     assert v.stream_k_table() in text
+    assert v.unseen_table() in text
+
+
+def test_unseen_sources_pooled_within_the_target() -> None:
+    """Issue 18's target, GPU microbenchmarks median <= 10 % on sources the fit did not see:
+    pooled over every NVIDIA case judged that way (it is 9.9 %; the groups are not each within
+    it, the page says which)."""
+    last = v.unseen_table().splitlines()[-1].split("|")
+    assert last[1].strip() == "all" and int(last[2]) > 300
+    assert float(last[3].strip().rstrip("%")) <= 10.0
+    assert {c.id for c in v.nvidia_control_cases()} == {
+        "mamf H100 SXM bf16", "mamf A100 SXM bf16", "mamf B200 SXM bf16", "mamf B200 SXM fp8",
+        "mamf A100 PCIe bf16"}

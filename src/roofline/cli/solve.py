@@ -121,7 +121,8 @@ def add_attention_arg(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--attention-kernel", default="auto", choices=ATTENTION_KERNELS,
                    help="fused-attention implementation: auto (the architecture's: "
-                        "FlashAttention-3 on Hopper, the matmul model elsewhere), fa2, fa3, "
+                        "FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model "
+                        "elsewhere), fa2, fa3, "
                         "cudnn (measured tables, data/presets/attention.toml), gemm (priced as "
                         "a matmul), unfused")
 

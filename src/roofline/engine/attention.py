@@ -3,14 +3,15 @@ train, resolved per architecture against data/presets/attention.toml.
 
 ``"auto"``: the serving engine's kernel where the table lists one for the part's architecture
 (``[engine.<name>]``: vLLM V0 and llama.cpp run FlashAttention-2-class kernels on Hopper),
-else the architecture's default kernel (Hopper: FlashAttention-3) or, on a part of no listed
-architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul model (as
-before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of the peak,
-forward and backward (``attention_rates``, called by engine/core.py; ``"fa1"``, the
-FlashAttention-1 class, derived at half FA2's Hopper rates) — FlashAttention-2 on a
-part with no measured entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak, what the
-matmul model gives); ``"unfused"``: QKᵀ, softmax and ·V as separate ops (the graph changes;
-solve, serve and train pass ``fused_attention=False``).
+else the architecture's default kernel (Hopper: FlashAttention-3; Blackwell: cuDNN) or, on a
+part of no listed architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul
+model (as before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of
+the peak, forward and backward, each architecture with its own length curve
+(``attention_rates``, called by engine/core.py; ``"fa1"``, the FlashAttention-1 class, derived
+at half FA2's Hopper rates) — FlashAttention-2 on a part with no measured
+entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak); ``"unfused"``: QKᵀ,
+softmax and ·V as separate ops (the graph changes; solve, serve and train pass
+``fused_attention=False``).
 """
 
 from __future__ import annotations

@@ -104,8 +104,9 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     to end — the device time plus the inputs and outputs over the host link and through the
     serving stack and a per-request floor (engine/client.py; fitted on Triton runs, off by
     default); ``r.client_time`` holds the added seconds. ``attention_kernel``: the
-    fused-attention implementation ("auto": the architecture's — FlashAttention-3 on Hopper, the
-    matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm", "unfused"; engine/attention.py).
+    fused-attention implementation ("auto": the architecture's — FlashAttention-3 on Hopper,
+    cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm", "unfused";
+    engine/attention.py).
     """
     # a Model / Hardware / plain dtype given again skips the resolvers' nested argument rules
     m = model if isinstance(model, Model) else resolve_model(model)

@@ -28,7 +28,7 @@ import numpy as np
 from .cases import Case, load_cases
 
 __all__ = ["attention_cases", "predict_tflops", "attention_rows", "attention_table", "fit",
-           "case_work", "loso_rows", "X0_GRID", "P_GRID"]
+           "arch_fits", "fitted", "case_work", "loso_rows", "X0_GRID", "P_GRID"]
 
 #: the grid ``fit`` searches (x0 in work units, p)
 X0_GRID = np.arange(10.0, 1000.0, 5.0)
@@ -39,9 +39,8 @@ def attention_cases() -> tuple[Case, ...]:
     return load_cases("attention").cases
 
 
-def _op(case: Case) -> tuple[Any, int, Any, Any]:
-    """(graph, index of the priced op, hardware, efficiency) of one case."""
-    from ..engine.presets import efficiency_for
+def _op(case: Case) -> tuple[Any, int, Any]:
+    """(graph, index of the priced op, hardware) of one case."""
     from ..graphs.backward import backward_graph
     from ..graphs.graph import GraphBuilder
     from ..specs.dtypes import precision
@@ -49,7 +48,7 @@ def _op(case: Case) -> tuple[Any, int, Any, Any]:
 
     sc = case.scenario
     hw = hardware(sc["hardware"])
-    b = GraphBuilder("attention", "forward", precision("bf16"))
+    b = GraphBuilder("attention", "forward", precision(sc.get("dtype", "bf16")))
     b.add("attention", "attn", n_heads=sc["heads"], n_kv_heads=sc["heads"],
           head_dim=sc["head_dim"], q_len=sc["seq_len"], kv_len=sc["seq_len"],
           causal=sc["causal"])
@@ -59,36 +58,58 @@ def _op(case: Case) -> tuple[Any, int, Any, Any]:
         g = backward_graph(g).graph
         idx = next(i for i, n in enumerate(g.names) if n.endswith(".bwd")
                    and g.classes[i] == "attention")
-    return g, idx, hw, efficiency_for(hw, "default", sc["kernel"])
+    return g, idx, hw
 
 
 def predict_tflops(case: Case) -> float:
     """Our TFLOP/s (FLOP/s) for one attention kernel call of ``case`` (the shipped table)."""
     from ..engine.core import time_model
+    from ..engine.presets import efficiency_for
 
-    g, idx, hw, eff = _op(case)
+    g, idx, hw = _op(case)
+    eff = efficiency_for(hw, "default", case.scenario["kernel"])
     ot = time_model(g, hw, eff).evaluate(float(case.scenario["batch"]))
     return float(ot.flops[idx] / ot.t_kernel[idx])
 
 
 def case_work(case: Case) -> tuple[float, float, str]:
-    """(work per query row as the engine counts it, 16-bit sustained peak FLOP/s, the
-    architecture) of one case."""
+    """(work per query row as the engine counts it, sustained peak FLOP/s of the case's dtype
+    (16-bit, or fp8 for an fp8 case), the architecture) of one case."""
     from ..engine.attention import architecture, row_work
 
-    g, idx, hw, _ = _op(case)
-    return (float(row_work(g)[idx]), hw.peak("bf16") * hw.sustained("bf16"),
-            architecture(hw) or "")
+    g, idx, hw = _op(case)
+    d = case.scenario.get("dtype", "bf16")
+    return (float(row_work(g)[idx]), hw.peak(d) * hw.sustained(d), architecture(hw) or "")
 
 
 def _key(case: Case, arch: str) -> tuple[str, str, str]:
-    return (case["kernel"], arch, case["direction"])
+    """(kernel, architecture, field): the table field a case measures (fwd, bwd, fp8_fwd)."""
+    fp8 = case.scenario.get("dtype") == "fp8"
+    return (case["kernel"], arch, "fp8_fwd" if fp8 else case["direction"])
+
+
+def fitted(cases: tuple[Case, ...] | list[Case] | None = None) -> list[Case]:
+    """The cases a fit uses: all but those marked ``fit = false`` (judged only) and known
+    outliers (host-bound calls: their ``reason``)."""
+    return [c for c in (attention_cases() if cases is None else cases)
+            if c.scenario.get("fit", True) and not c.known_outlier]
+
+
+def arch_fits(cases: tuple[Case, ...] | list[Case] | None = None) -> dict[str, dict[str, Any]]:
+    """``fit`` per architecture over the fitted cases (default: all): {arch: fit}. Each
+    architecture has its own length curve (data/presets/attention.toml [curve.<arch>])."""
+    by: dict[str, list[Case]] = {}
+    for c in fitted(cases):
+        by.setdefault(case_work(c)[2], []).append(c)
+    return {a: fit(cs) for a, cs in sorted(by.items()) if a}
 
 
 def fit(cases: tuple[Case, ...] | list[Case] | None = None) -> dict[str, Any]:
-    """The (x0, p) and fractions per (kernel, architecture, direction) minimising the RMS log
-    error over ``cases`` (default: all): {"x0", "p", "fractions", "rms"}."""
-    cases = list(attention_cases() if cases is None else cases)
+    """The (x0, p) and fractions per (kernel, architecture, field) minimising the RMS log
+    error over ``cases`` (default: the fitted Hopper cases): {"x0", "p", "fractions",
+    "rms"}."""
+    cases = list([c for c in fitted() if case_work(c)[2] == "hopper"] if cases is None
+                 else cases)
     work = [case_work(c) for c in cases]
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, (c, (_, _, arch)) in enumerate(zip(cases, work, strict=True)):
@@ -109,21 +130,24 @@ def fit(cases: tuple[Case, ...] | list[Case] | None = None) -> dict[str, Any]:
             "rms": float(math.sqrt(sse[i, j] / len(cases)))}
 
 
-def _predict_with(f: dict[str, Any], case: Case) -> float | None:
+def _predict_with(fs: dict[str, dict[str, Any]], case: Case) -> float | None:
     xw, peak, arch = case_work(case)
-    fr = f["fractions"].get(_key(case, arch))
+    f = fs.get(arch)
+    fr = None if f is None else f["fractions"].get(_key(case, arch))
     if fr is None:
         return None
+    assert f is not None
     return fr * peak / (1.0 + (f["x0"] / max(xw, 1.0)) ** f["p"])
 
 
 def loso_rows() -> dict[str, Any]:
-    """Each source judged by the fit over the others: {source: [(case, error)], ...} (cases
-    whose (kernel, architecture, direction) only that source has are left out)."""
-    cases = attention_cases()
+    """Each source judged by the fit over the others (per architecture): {source: [(case,
+    error)], ...} (fitted cases only; cases whose (kernel, architecture, field) only that
+    source has are left out)."""
+    cases = fitted()
     out: dict[str, Any] = {}
     for s in sorted({c.source for c in cases}):
-        f = fit([c for c in cases if c.source != s])
+        f = arch_fits([c for c in cases if c.source != s])
         errs = []
         for c in cases:
             if c.source == s and (p := _predict_with(f, c)) is not None:
@@ -146,8 +170,10 @@ def _median_abs(errs: list[float]) -> float:
 
 def attention_table(rows: list[dict[str, Any]] | None = None,
                     loso: dict[str, Any] | None = None) -> str:
-    """Markdown: every case with ours (shipped: the fit over all sources), the error and the
-    error of the fit without its source; medians in-sample and per source held out."""
+    """Markdown: every case with ours (the shipped table: each architecture's fit over all its
+    sources), the error and the error of the fit without its source ("judged": a case no fit
+    uses; "outlier": a known outlier, its reason on the page); medians in-sample per
+    architecture, per source held out, and over the judged cases."""
     rows = attention_rows() if rows is None else rows
     loso = loso_rows() if loso is None else loso
     held = {c.id: e for errs in loso.values() for c, e in errs}
@@ -156,12 +182,31 @@ def attention_table(rows: list[dict[str, Any]] | None = None,
     for r in rows:
         c = r["case"]
         h = held.get(c.id)
+        tag = ("outlier" if c.known_outlier else "judged" if not c.scenario.get("fit", True)
+               else "—" if h is None else f"{h:+.1%}")
         lines.append(f"| {c.id} | {c.measured:g} TFLOP/s | {r['ours'] / 1e12:.0f} | "
-                     f"{r['error']:+.1%} | {'—' if h is None else f'{h:+.1%}'} | {c.source} |")
-    errs = [r["error"] for r in rows]
-    lines += ["", f"**In-sample (all {len(rows)} cases): median |error| {_median_abs(errs):.1%}, "
-                  f"worst {max(errs, key=abs):+.1%}. Leave-one-source-out: "
-              + "; ".join(f"{s} ({len(e)} cases) median {_median_abs([x for _, x in e]):.1%}, "
-                          f"worst {max((x for _, x in e), key=abs):+.1%}"
-                          for s, e in loso.items() if e) + ".**"]
+                     f"{r['error']:+.1%} | {tag} | {c.source} |")
+    fit_ids = {c.id for c in fitted([r["case"] for r in rows])}
+    by_arch: dict[str, list[float]] = {}
+    for r in rows:
+        if r["case"].id in fit_ids:
+            by_arch.setdefault(case_work(r["case"])[2], []).append(r["error"])
+    judged = [r for r in rows if not r["case"].scenario.get("fit", True)]
+    lines += ["", "**In-sample: " + "; ".join(
+        f"{a} ({len(e)} cases) median |error| {_median_abs(e):.1%}, worst {max(e, key=abs):+.1%}"
+        for a, e in sorted(by_arch.items(), reverse=True)) + ". Leave-one-source-out: "
+        + "; ".join(f"{s} ({len(e)} cases) median {_median_abs([x for _, x in e]):.1%}, "
+                    f"worst {max((x for _, x in e), key=abs):+.1%}"
+                    for s, e in loso.items() if e) + ". Judged (in no fit): "
+        + "; ".join(f"{k} ({len(g)} cases) median |error| "
+                    f"{_median_abs([r['error'] for r in g]):.1%}"
+                    for k, g in _judged_groups(judged).items()) + ".**"]
     return "\n".join(lines)
+
+
+def _judged_groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        c = r["case"]
+        out.setdefault(f"{c['kernel']} on {c['hardware']} ({c.source})", []).append(r)
+    return out

@@ -105,7 +105,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"tflops": {"TFLOP/s": 1e12}},
         "required": {"hardware": str, "kernel": str, "direction": str, "batch": int, "heads": int,
                      "seq_len": int, "head_dim": int, "causal": bool},
-        "optional": {},
+        "optional": {"fit": bool, "dtype": str},
     },
     "collectives": {
         "metrics": {"busbw": {"GB/s": 1e9}, "time": {"us": 1e-6}},

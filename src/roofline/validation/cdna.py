@@ -171,6 +171,8 @@ def _grid_loss(groups: Sequence[Sequence[Case]]) -> Any:
         for ia, a in enumerate(CDNA_GRID["a"]):
             for ic, cc in enumerate(CDNA_GRID["c"]):
                 for pos, (m, n, k), flops, t_mem, peak, t, inv_bw in _arrays(ids):
+                    # the closed form below is the tile candidates' (stream-K would add its own)
+                    assert not t.stream_k, "CDNA grid: stream-K sets are not vectorised here"
                     tt = replace(t, max=1.0, a=a, b=a, c=cc, fill=0.0)
                     w = WaveOps(np.arange(len(m)), m, n, k, flops / (2.0 * m * n * k), peak,
                                 tt, inv_bw)

@@ -34,7 +34,8 @@ __all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "bf16_cases", "fp8_cas
            "hopper_fp8_cases", "fit_fp8_max", "fp8_fit_report", "predict_gemm", "gemm_errors",
            "fit_tiles", "gemm_holdout", "gemm_summary_table", "gemm_shape_table",
            "gemm_holdout_table", "fp8_tile_table", "a100_table", "stream_k_report",
-           "stream_k_table", "PARAMS", "GRID"]
+           "stream_k_table", "nvidia_control_cases", "unseen_table", "NVIDIA_ARCHS", "PARAMS",
+           "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -330,6 +331,58 @@ def a100_table() -> str:
     a = [e for _, _, e in after]
     b = [e for _, _, e in before]
     rows.append(f"| all | {len(a)} | {_summary(b)} | {_summary(a)} |")
+    return "\n".join(rows)
+
+
+#: the NVIDIA architectures of data/presets/tiles.toml (the CDNA sets are judged in validation/cdna)
+NVIDIA_ARCHS = ("hopper", "blackwell", "ampere")
+
+
+def nvidia_control_cases() -> tuple[Case, ...]:
+    """The GEMM rows of data/validation/vendors.toml on NVIDIA tile parts that no tile fit
+    uses (MAMF's best shapes except the Hopper fp8 ones, which Hopper's fp8 fit uses), as
+    cases of this module, priced as op time like vendors.md prices them."""
+    from types import MappingProxyType
+
+    from ..engine.tiles import tiles_for
+    from ..specs.hardware import hardware
+
+    fitted = {c.id for c in hopper_fp8_cases()}
+    out = []
+    for c in load_cases("vendors").cases:
+        sc = c.scenario
+        t = tiles_for(hardware(sc["hardware"])) if sc.get("kind") == "gemm" else None
+        if t is None or t.arch not in NVIDIA_ARCHS or c.id in fitted:
+            continue
+        out.append(replace(c, scenario=MappingProxyType(
+            {"hardware": sc["hardware"], "dtype": sc["dtype"], "b": 1, "m": sc["m"],
+             "n": sc["n"], "k": sc["k"], "timing": "op"})))
+    return tuple(out)
+
+
+def unseen_table() -> str:
+    """Markdown: |error| of every NVIDIA GEMM case on a source its parameter set was not fitted
+    on — the 16-bit set's cases predicted by the fit without their device, Hopper's fp8 rows by
+    the fit without their source, the A100 sources (nothing fitted on Ampere), the MAMF control
+    rows — per group and pooled."""
+    rep = gemm_holdout()
+    _, _, r8 = fp8_fit_report()
+    groups = [
+        ("16-bit set, each device held out (xla_h100, xla_b200)",
+         [abs(math.expm1(e)) for e in rep.held_out_errors.values()]),
+        ("Hopper fp8 set, each source held out (azure, mamf)",
+         [abs(math.expm1(e)) for e in r8.held_out_errors.values()]),
+        ("A100, transferred set (tri3551, tri6523, tri7085, azure_a100)",
+         [abs(e) for _, _, e in gemm_errors(cases=op_time_cases())]),
+        ("MAMF control rows (H100, A100 SXM / PCIe, B200 bf16 and fp8)",
+         [abs(e) for _, _, e in gemm_errors(cases=nvidia_control_cases())])]
+    rows = ["| cases on a source their set was not fitted on | n | median \\|error\\| | worst |",
+            "|---|---:|---:|---:|"]
+    pooled: list[float] = []
+    for name, errs in groups:
+        pooled += errs
+        rows.append(f"| {name} | {len(errs)} | {np.median(errs):.1%} | {max(errs):.0%} |")
+    rows.append(f"| all | {len(pooled)} | {np.median(pooled):.1%} | {max(pooled):.0%} |")
     return "\n".join(rows)
 
 

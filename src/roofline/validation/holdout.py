@@ -22,7 +22,7 @@ from ..errors import SpecError
 from .cases import Case
 
 __all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary", "golden_bracket",
-           "leave_one_source_out", "holdout_tables"]
+           "leave_one_source_out", "holdout_tables", "holdout_figures"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +154,22 @@ def leave_one_source_out(profile: str, cases: Sequence[Case], params: Sequence[s
 def _row(label: str, s: ErrorSummary) -> str:
     return (f"| {label} | {s.n} | {s.median_abs:.1%} | {s.rms_log:.3f} | {s.worst:+.1%} "
             f"({s.worst_case}) |")
+
+
+def holdout_figures(rep: FitReport, prefix: str) -> dict[str, str]:
+    """The medians of ``rep`` a page's prose quotes, by inline-marker key (``<!--v:KEY-->``;
+    ``python -m roofline.validation.regenerate`` fills them): ``PREFIX.in_sample`` /
+    ``PREFIX.loso`` (every case, shipped / held out), ``PREFIX/SOURCE.in_sample`` and
+    ``PREFIX/SOURCE.held_out``; "16.1 %"."""
+    def pct(x: float) -> str:
+        return f"{x:.1%}".replace("%", " %")
+
+    out = {f"{prefix}.in_sample": pct(rep.shipped_in_sample.median_abs),
+           f"{prefix}.loso": pct(rep.loso.median_abs)}
+    for p in rep.per_source:
+        out |= {f"{prefix}/{p.source}.in_sample": pct(p.in_sample.median_abs),
+                f"{prefix}/{p.source}.held_out": pct(p.held_out.median_abs)}
+    return out
 
 
 def holdout_tables(rep: FitReport, fmt: Callable[[str, float], str] | None = None,

@@ -31,7 +31,8 @@ from .holdout import FitReport, Refit, leave_one_source_out
 
 __all__ = ["FIT_PARAMS", "HAND_SET", "START", "BOUNDS", "serving_cases", "predict_serving",
            "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
-           "serving_case_table", "serving_holdout_table", "shipped_serving_values"]
+           "serving_case_table", "serving_holdout_table", "shipped_serving_values",
+           "summary_figures"]
 
 #: the factors the one fit adjusts, per engine
 FIT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -144,6 +145,18 @@ def serving_summary(errs: Sequence[tuple[Case, float, float]]) -> dict[str, floa
     med = e[n // 2] if n % 2 else (e[n // 2 - 1] + e[n // 2]) / 2
     return {"n": n, "rms_log": math.sqrt(sum(x * x for x in e) / n),
             "median_abs_log": med, "max_abs_log": e[-1]}
+
+
+def summary_figures(errs: Sequence[tuple[Case, float, float]] | None = None) -> dict[str, str]:
+    """The figures the page's opening paragraph quotes (inline ``<!--v:KEY-->`` markers of
+    docs/validation/serving.md): RMS, median and worst |log error|, the last two also as %."""
+    errs = serving_errors() if errs is None else errs
+    s = serving_summary(errs)
+    worst = max((e for _, _, e in errs), key=abs)
+    return {"serving.rms": f"{s['rms_log']:.3f}", "serving.median": f"{s['median_abs_log']:.3f}",
+            "serving.median_pct": f"{math.expm1(s['median_abs_log']):.0%}",
+            "serving.worst": f"{s['max_abs_log']:.3f}",
+            "serving.worst_pct": f"{math.expm1(worst):+.0%}"}
 
 
 def _golden(f: Any, lo: float, hi: float, steps: int = _STEPS) -> tuple[float, float]:

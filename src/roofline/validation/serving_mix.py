@@ -141,6 +141,8 @@ _LABELS = {"all": "all", "vllm_azure": "vLLM, Poisson rates with p50/p99 (vllm_a
            "lambda_vllm": "vLLM v0.5.4 / v0.6.0, 5000 prompts at once (lambda_vllm)",
            "lambda_traces": "vLLM v0.5.4, 10-320 prompts at once, per-request traces "
                             "(lambda_traces)",
+           "lambda_ms_traces": "vLLM multi-step (10), 320 prompts at once, per-request "
+                               "traces (lambda_ms_traces)",
            "trtbench16": "TensorRT-LLM, saturated (trtbench16)"}
 
 

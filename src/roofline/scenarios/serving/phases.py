@@ -158,7 +158,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     "Sliding-window layers"). Attention reads only the window either way.
     ``attention_kernel``: the fused-attention implementation ("auto": the engine's on the
     part's architecture — on Hopper FlashAttention-2's rate for vllm-v0 / vllm-v0-multistep,
-    llamacpp and eager, FlashAttention-3 for the others — and the matmul model on parts with no
+    llamacpp and eager, FlashAttention-3 for the others; cuDNN on Blackwell, FA2's rate there for
+    llamacpp — and the matmul model on parts with no
     measured table; the kernel used is stated in ``notes``; "fa2", "fa3",
     "cudnn", "gemm", "unfused"; engine/attention.py, docs/validation/attention.md).
     ``client=True``: as a client times each request — a per-request floor and the prompt and

@@ -365,9 +365,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
-          dp_overlap: bool = True, preset: str = "default",
-          optimizer: str = "adam", pp_stages: Any = None,
-          lora_rank: int | None = None, cp: int = 1,
+          dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
+          pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random",
           ep_overlap: bool = False, cp_overlap: bool = True,
           elementwise: str = "fused") -> TrainingResult:
@@ -401,7 +400,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
     ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
-    FlashAttention-3 on Hopper, the matmul model elsewhere; "fa2", "fa3", "cudnn", "gemm";
+    FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3",
+    "cudnn", "gemm";
     "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
     the kernel's measured rate.
     ``moe_routing`` (MoE models): how the router spreads a token's k experts, which sets how
