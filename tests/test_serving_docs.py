@@ -25,12 +25,12 @@ def test_worked_example_output_matches_page():
     assert checked >= len(keys)
 
 
-def _section_example(heading: str) -> tuple[list[str], list[str]]:
-    """(printed lines, lines the page shows after "prints") of the first python example in
+def _section_example(heading: str, i: int = 0) -> tuple[list[str], list[str]]:
+    """(printed lines, lines the page shows after "prints") of the ``i``-th python example in
     the docs/serving.md section under ``heading``."""
     text = DOC.read_text().split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    shown = re.search(r"prints\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[i]
+    shown = re.findall(r"prints\n\n```\n(.*?)```", text, re.S)[i].splitlines()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         exec(code, {})
@@ -45,5 +45,12 @@ def test_sliding_window_example_output_matches_page():
 
 def test_client_example_output_matches_page():
     got, shown = _section_example("End to end, as a client measures it")
+    assert got == shown
+    assert len(shown) == 2
+
+
+def test_client_request_mix_example_output_matches_page():
+    """simulate_serving(client=True): TTFT + 2.057 ms, TPOT + 6.65 ns, throughput unchanged."""
+    got, shown = _section_example("End to end, as a client measures it", 1)
     assert got == shown
     assert len(shown) == 2

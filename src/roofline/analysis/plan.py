@@ -40,6 +40,7 @@ import numpy as np
 from .. import _args as A
 from .._display import Display
 from .._text import a_family, summary_str
+from ..engine.client import request_client
 from ..engine.table import Table
 from ..errors import SpecError
 from ..progress import Progress, progress_stream
@@ -197,16 +198,18 @@ def _ep_options(cfg: Any, ep_options: Any) -> list[int]:
     return eps
 
 
-def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float) -> str:
+def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float,
+             client: tuple[float, float] = (0.0, 0.0)) -> str:
     """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
-    of the p99 prompt or its batch-1 TPOT breaks the SLO."""
+    of the p99 prompt or its batch-1 TPOT (+ ``client``'s, ``request_client``) breaks the SLO."""
     if not c.feasible:
         return f"does not fit: {c.reason}"
-    t_ttft = c.prefill_time(int(p99_prompt))
+    c_ttft, c_tpot = client
+    t_ttft = c.prefill_time(int(p99_prompt)) + c_ttft
     if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
         return (f"SLO impossible even unloaded: TTFT of the p99 prompt ({p99_prompt:.0f} "
                 f"tokens) is {t_ttft:.3g} s > {slo.ttft_p99:g} s")
-    t1 = c.decode_time(1, mean_context)
+    t1 = c.decode_time(1, mean_context) + c_tpot
     if slo.tpot_p99 is not None and t1 > slo.tpot_p99:
         return (f"SLO impossible even unloaded: batch-1 TPOT {t1 * 1e3:.3g} ms > "
                 f"{slo.tpot_p99 * 1e3:g} ms")
@@ -272,7 +275,7 @@ _DEGREES = A.seq(A.count(1, A.MAX_DEVICES), scalar=True, what="parallel degrees 
            kv_policy=A.choice(*KV_POLICIES),
            kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), requests=A.count(),
            seed=A.count(0, 2**32 - 1), max_simulations=A.count(), price_per_hour=A.anything,
-           region=A.anything, pue=A.anything, progress=A.progress)
+           region=A.anything, pue=A.anything, progress=A.progress, client=A.flag)
 def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload, slo: SLO,
                  precisions: Any = None, max_tp: int = 8, pp_options: tuple[int, ...] = (1, 2, 4),
                  ep_options: tuple[int, ...] | None = None,
@@ -281,7 +284,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                  kv_policy: str = "dynamic", kv_link_bytes_per_s: float | None = None,
                  requests: int = 2000, seed: int = 0, max_simulations: int = 16,
                  price_per_hour: float | None = None, region: str | None = None,
-                 pue: float | None = None, progress: bool | TextIO = False) -> ServingPlan:
+                 pue: float | None = None, progress: bool | TextIO = False,
+                 client: bool = False) -> ServingPlan:
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
     ``precisions``: (compute and weights, KV[, weight-only quantisation]) tuples (default
@@ -295,6 +299,9 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     columns of ``layouts`` and ``pareto`` (``plan_power``; NaN without a price or region).
     ``progress``: a line per layout priced and per sizing simulation, with the rate and the
     time left (True: on stderr when it is a terminal; a stream: there; ``roofline.progress``).
+    ``client=True``: TTFT and TPOT as a client timing each request sees them (per-request floor,
+    prompt in and output out: ``simulate_serving(client=True)``), in the SLO checks, the
+    frontier's TPOT and the sizing simulations; off by default.
     """
     price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
     from ..graphs.resolve import model as resolve_model
@@ -317,7 +324,6 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     _, isl_s, _ = workload.sample(min(requests, 5000), seed)
     P99 = float(np.percentile(isl_s, 99))
     refs = (int(np.percentile(isl_s, 50).round()),)
-    att_mean = 0.0
     n_max = max(max(cs for cs in chunk_sizes if cs) if any(chunk_sizes) else 0,
                 int(isl_s.max())) + 1024
     bad: dict[str, list[Any]] = {"layout": [], "reason": []}
@@ -335,11 +341,12 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                       (pp > 1 and tp != tps[-1]) or (ep > 1 and (pp > 1 or tp > 1)))
               for w, kv, wq in precisions if not (wq is not None and pp > 1)]
     bar = Progress(len(combos), out, unit="layout")
+    cl = request_client(P99, nm, hw) if client else (0.0, 0.0)  # (TTFT, TPOT) a client adds
     for tp, pp, ep, w, kv, wq in combos:
         c = step_costs(m, hw, tp=tp, pp=pp, ep=ep, precision=w, kv_precision=kv,
                        weight_precision=wq, engine=engine, preset=preset, max_tokens=n_max,
                        ref_prompts=refs, ref_output=max(2, int(nm)))
-        why = _why_not(c, slo, P99, Pm + nm / 2)
+        why = _why_not(c, slo, P99, Pm + nm / 2, cl)
         if why:
             bad["layout"].append(c.label)
             bad["reason"].append(why)
@@ -348,6 +355,25 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
         bar.step(f"layout {c.label}", why[:60] or "can serve")
     bar.close()
     # -- closed-form frontier
+    pts = _frontier(feas, hw, Pm, nm, disaggregated, cl[1])
+    layouts = points_table(pts, [_label(p) for p in pts], hw, price_per_hour, region, pue,
+                           preset)
+    pareto = _pareto(layouts)
+    # -- sizing by simulation
+    best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
+                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
+                       out, client)
+    if best is None:
+        notes.append(_shortfall(pts, slo, devices, lam))
+    return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
+                       slo=slo, best=best, pareto=pareto, layouts=layouts,
+                       infeasible=Table(bad, title="infeasible layouts"), simulated=sims,
+                       notes=tuple(notes))
+
+
+def _frontier(feas: list[StepCosts], hw: Any, Pm: float, nm: float, disaggregated: bool,
+              c_tpot: float = 0.0) -> list[_Point]:
+    """Each layout (and prefill / decode pair) at each concurrency, closed form (+ c_tpot)."""
     pts: list[_Point] = []
     for c in feas:
         att_mean = float(c.pair[min(int(Pm), c.n_max)]) * Pm * (Pm + 1) / 2
@@ -356,6 +382,7 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
             if C > max(cap, 1):
                 break
             tpot, r = _steady(c, C, Pm, nm, att_mean, True)
+            tpot += c_tpot
             pts.append(_Point("aggregated", c, None, C, tpot, r, c.devices / r,
                               r * nm / c.devices, 1 / tpot,
                               util=u_aggregated(c, hw, C, Pm, nm, att_mean)))
@@ -374,25 +401,14 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                     if C > max(cap, 1):
                         break
                     tpot, rd = _steady(cd, C, Pm, nm, 0.0, False)
+                    tpot += c_tpot
                     ratio = rd / rate_p  # prefill workers per decode worker
                     dev = cd.devices + ratio * cpf.devices
                     ud = u_decode(cd, hw, C, Pm + nm / 2, tpot)
                     pts.append(_Point("disaggregated", cd, cpf, C, tpot, rd, dev / rd,
                                       rd * nm / dev, 1 / tpot, ratio,
                                       util=(cd.devices * ud + ratio * cpf.devices * up) / dev))
-    layouts = points_table(pts, [_label(p) for p in pts], hw, price_per_hour, region, pue,
-                           preset)
-    pareto = _pareto(layouts)
-    # -- sizing by simulation
-    best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
-                       kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
-                       out)
-    if best is None:
-        notes.append(_shortfall(pts, slo, devices, lam))
-    return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
-                       slo=slo, best=best, pareto=pareto, layouts=layouts,
-                       infeasible=Table(bad, title="infeasible layouts"), simulated=sims,
-                       notes=tuple(notes))
+    return pts
 
 
 def _shortfall(pts: list[_Point], slo: SLO, devices: int, lam: float) -> str:
@@ -439,7 +455,8 @@ def _pareto(t: Table) -> Table:
 def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: int, lam: float,
           chunk_sizes: tuple[int | None, ...], kv_policy: str, link: float | None,
           requests: int, seed: int, max_sims: int, engine: str,
-          preset: str, out: TextIO | None = None) -> tuple[PlanChoice | None, Table]:
+          preset: str, out: TextIO | None = None,
+          client: bool = False) -> tuple[PlanChoice | None, Table]:
     cand = []
     for p in pts:
         if slo.tpot_p99 is not None and p.tpot > slo.tpot_p99:
@@ -479,7 +496,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
                 break
             tried.add(key)
             ch = _sim(m, hw, p, R, X, chunk0, wl, slo, kv_policy, link, requests, seed,
-                      engine, preset, devices)
+                      engine, preset, devices, client)
             n_sims += 1
             _row(rows, ch)
             done(ch)
@@ -512,7 +529,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
         if cs is not None and cs <= choice.max_concurrency:
             continue
         ch = _sim(m, hw, choice._point, choice.replicas, choice.prefill_replicas, cs, wl, slo,
-                  kv_policy, link, requests, seed, engine, preset, devices)
+                  kv_policy, link, requests, seed, engine, preset, devices, client)
         _row(rows, ch)
         done(ch)
         if ch.sim.meets() and ch.sim.ttft.p99 < choice.sim.ttft.p99:
@@ -524,7 +541,7 @@ def _size(m: Any, hw: Any, pts: list[_Point], wl: Workload, slo: SLO, devices: i
 
 def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Workload, slo: SLO,
          kv_policy: str, link: float | None, requests: int, seed: int, engine: str, preset: str,
-         devices: int) -> PlanChoice:
+         devices: int, client: bool = False) -> PlanChoice:
     c = p.costs
     w, kvp, tp, pp, ep = c.precision, c.kv_precision, c.tp, c.pp, c.ep
     if chunk is not None and chunk <= p.conc:
@@ -544,7 +561,7 @@ def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Work
                            slo=slo, seed=seed, costs=c, devices=devices,
                            prefill_replicas=X if p.mode == "disaggregated" else None,
                            prefill_tp=(p.pcosts.tp if p.pcosts is not None else None),
-                           kv_link_bytes_per_s=link, prefill_costs=p.pcosts)
+                           kv_link_bytes_per_s=link, prefill_costs=p.pcosts, client=client)
     label = _label(p, R, X) if p.mode == "disaggregated" else f"{R} × {c.label}"
     prefill_tp = p.pcosts.tp if p.pcosts is not None else 0
     ch = PlanChoice(mode=p.mode, layout=label, tp=tp, pp=pp, ep=ep, precision=w,

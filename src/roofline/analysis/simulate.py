@@ -153,7 +153,7 @@ _OPT_DT = A.optional(A.dtype)
            kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")),
            costs=A.optional(A.instance_of(StepCosts, what="step tables (stepcost.step_costs)")),
            prefill_costs=A.optional(A.instance_of(StepCosts, what="step tables")),
-           warmup=A.optional(A.real(0, 1e12, lo_open=False, unit="s")))
+           warmup=A.optional(A.real(0, 1e12, lo_open=False, unit="s")), client=A.flag)
 def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      requests: int | None = 10_000,
                      tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
@@ -168,7 +168,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      kv_link_bytes_per_s: float | None = None,
                      costs: StepCosts | None = None,
                      prefill_costs: StepCosts | None = None,
-                     warmup: float | None = None) -> ServingSim:
+                     warmup: float | None = None, client: bool = False) -> ServingSim:
     """Simulate serving ``workload`` on ``replicas`` × (tp × pp × ep) devices of ``hardware``
     (``ep``: expert-parallel groups of a MoE, as ``rl.serve`` takes it; ``weight_precision``:
     weight-only quantisation, "int8" / "int4").
@@ -182,6 +182,10 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     needing more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
+    ``client=True``: TTFT, TPOT and end to end as a client timing each request sees them — a
+    per-request floor, its prompt in and its output out over the host link and through the
+    serving stack (``engine/client.request_client``: ``serve(client=True)`` at batch 1); the
+    device timeline (batches, queueing, throughput) is unchanged; off by default.
     """
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
@@ -265,10 +269,27 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         done[~np.isfinite(first)] = math.inf
         label = f"{Rp}P × {prefill_costs.label} + {R}D × {costs.label}"
         notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
+    extra = _client(hardware, isl, osl, notes) if client else None
     return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
                       label=label, devices=used, slo=slo,
                       preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),
-                      rate=workload.arrival_rate, area=area)
+                      rate=workload.arrival_rate, area=area, client=extra)
+
+
+def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
+            notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """simulate_serving(client=True): (TTFT, TPOT) a client adds to each request; a note."""
+    from ..engine.client import client_factors, request_client
+    from ..specs.resolve import hardware as resolve
+
+    hw = resolve(hardware)
+    floor = client_factors().floor_s
+    per_token = request_client(1, 2, hw)[0] - floor
+    notes.append(f"client=True: each request as a client times it, + {floor * 1e3:.3g} ms floor "
+                 f"and {per_token * 1e9:.3g} ns per prompt or output token (host link and "
+                 "serving stack) on its TTFT, TPOT and end to end; the device timeline "
+                 "(batches, queueing, throughput) is unchanged")
+    return request_client(isl, osl, hw)
 
 
 def _ref_prompts(isl: np.ndarray) -> tuple[int, ...]:
@@ -294,16 +315,20 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
                first: np.ndarray, done: np.ndarray, admit_d: np.ndarray | None, *,
                warmup: float, label: str, devices: int,
                slo: SLO | None, preemptions: int, iterations: int, replicas: int,
-               notes: tuple[str, ...], rate: float, area: float) -> ServingSim:
+               notes: tuple[str, ...], rate: float, area: float,
+               client: tuple[np.ndarray, np.ndarray] | None = None) -> ServingSim:
     n = len(arr)
     ok = np.isfinite(done)
     rejected = int((~ok).sum())
-    ttft = first - arr
-    e2e = done - arr
+    # client: (TTFT, TPOT) a client adds per request; the device times stay for the rest
+    c_ttft, c_tpot = client if client is not None else (0.0, 0.0)
+    ttft = first - arr + c_ttft
+    e2e_dev = done - arr
+    e2e = e2e_dev + c_ttft + c_tpot * np.maximum(osl - 1, 0)
     qd = admit - arr
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(osl > 1, (done - first) / np.maximum(osl - 1, 1), np.nan)
-    tpot_all = tpot
+        tpot = np.where(osl > 1, (done - first) / np.maximum(osl - 1, 1) + c_tpot, np.nan)
+    tpot_all, ttft_all, e2e_all = tpot, ttft, e2e
     t0, t_last = float(arr[0]), float(arr[-1])
     t_end = float(done[ok].max()) if ok.any() else t_last
     span = max(t_end - t0, 1e-12)
@@ -348,11 +373,11 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         t_st = float(arr[st][0])
         good = 0.0 if overloaded else float(m.sum()) / max(t_last - t_st, 1e-12) \
             if m.size > 1 else math.nan
-        ttft, tpot, e2e = first - arr, np.where(osl > 1, tpot_all, np.nan), done - arr
+        ttft, tpot, e2e = ttft_all, tpot_all, e2e_all
     # Little's law over [t0, t_end]: L from the scheduler's own counts of waiting and running
     # requests, λ·W from the recorded times
     L = area / span
-    lam_w = (int(ok.sum()) / span) * float(e2e[ok].mean()) if ok.any() else math.nan
+    lam_w = (int(ok.sum()) / span) * float(e2e_dev[ok].mean()) if ok.any() else math.nan
     # time-average decoding sequences per replica
     dec_time = float(((done - first)[ok & (osl > 1)]).sum())
     mean_batch = dec_time / span / replicas

@@ -17,7 +17,10 @@ and its output comes back as text through the serving stack (``text_bytes_per_to
 ``transport_bandwidth``) and as token ids over the host link (``token_id_bytes``), for the
 batch's B requests; each request pays the floor once (the requests of a batch run side by
 side). The prompt's terms and the floor land on the time to first token, the output's on the
-decode steps.
+decode steps. ``simulate_serving`` / ``plan_serving(client=True)`` (``request_client``) price
+each request of the mix as ``serve(client=True)`` prices a batch of one: its requests arrive
+one by one, so each pays its own prompt and output bytes (a static batch's B requests, all
+sent at once, queue theirs in ``serve``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .._data import DATA, read_toml
 from ..specs.sourced import Provenance, read_quantity
 
 __all__ = ["ClientFactors", "client_factors", "client_time", "io_bytes_per_sample",
-           "serve_client"]
+           "serve_client", "request_client"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,3 +146,21 @@ def serve_client(r: Any, hw: Any, factors: ClientFactors | None = None) -> Any:
                    tokens_per_s_per_device=tps / r.devices, mfu=r.mfu * r.e2e_latency / e2e,
                    phase_seconds={**r.phase_seconds, "client": added}, client_time=added,
                    notes=r.notes + (note,))
+
+
+def request_client(prompt: Any, output: Any, hw: Any,
+                   factors: ClientFactors | None = None) -> tuple[Any, Any]:
+    """(TTFT added, TPOT added) s per request of ``prompt`` tokens in and ``output`` tokens out
+    (numbers or arrays) as a client timing it sees them: ``serve_client`` at batch 1 — TTFT +
+    floor + the prompt in (+ the output token when ``output`` is 1: it comes with the prefill);
+    TPOT + the output out spread over its ``output`` − 1 steps (0 when ``output`` is 1)."""
+    import numpy as np
+
+    f = client_factors() if factors is None else factors
+    c = sum(_llm_bytes_time(1.0, hw, f))  # s per token, in or out (both terms are linear)
+    P, n = np.asarray(prompt, dtype=float), np.asarray(output, dtype=float)
+    ttft = f.floor_s + P * c + np.where(n > 1, 0.0, n * c)
+    tpot = np.where(n > 1, n * c / np.maximum(n - 1, 1), 0.0)
+    if ttft.ndim == 0:
+        return float(ttft), float(tpot)
+    return ttft, tpot
