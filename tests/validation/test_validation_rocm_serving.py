@@ -64,3 +64,28 @@ def test_per_layer_cost_by_hand() -> None:
     slow = rl.serve("llama-3.1-70b", "mi300x", engine="vllm", **kw).e2e_latency
     fast = rl.serve("llama-3.1-70b", "mi300x", engine="vllm-rocm", **kw).e2e_latency
     assert slow - fast == pytest.approx((107e-6 - 46e-6) * 80 * (2048 + 1), rel=0.01)
+
+
+def test_uncertainty_residuals_are_the_holdout_errors(rep) -> None:
+    """rl.serve(engine="vllm-rocm") decode bands rest on the fit rows, each with the error of the
+    profile fitted without its release (end-to-end latency: a time); their between-source
+    spread comes from the serving classes too (one publisher); TTFT has no band."""
+    from roofline.uncertainty import _between, residuals
+
+    stored = {i: (s, e) for i, s, e in residuals("serving-vllm-rocm")}
+    assert set(stored) == {c.id for c in r.rocm_fit_cases()}
+    for c in r.rocm_fit_cases():
+        assert stored[c.id] == (c.source, pytest.approx(rep.held_out_errors[c.id], abs=2e-3))
+    assert {s for s, _ in _between("serving-vllm-rocm")} > {c.source for c in r.cases()}
+    s = rl.serve("llama-3.1-70b", "mi300x", batch=1, prompt_len=128, output_len=128, tp=8,
+                 engine="vllm-rocm")
+    u = s.uncertainty
+    assert "ttft" not in u and u["tpot"].cls == "serving-vllm-rocm" and u["tpot"].n == 8
+    assert u["tpot"].low < s.tpot < u["tpot"].high
+    # the band is wider than the releases' own spread would make it
+    from roofline.uncertainty import fit_band
+
+    rows = [(s_, e) for _, s_, e in residuals("serving-vllm-rocm")]
+    lo, hi = fit_band(rows, _between("serving-vllm-rocm"))
+    lo0, hi0 = fit_band(rows)
+    assert hi - lo > hi0 - lo0

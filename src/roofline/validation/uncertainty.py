@@ -22,6 +22,10 @@ e = log(measured rate / our rate)):
 * ``serving-llamacpp``: rl.serve(engine="llamacpp") decode (TPOT, tokens/s): the llama.cpp /
   Ollama cases with the profile fitted without their source (``llamacpp_holdout``; its TTFT,
   prompt processing, is not validated and has no band);
+* ``serving-vllm-rocm``: rl.serve(engine="vllm-rocm") decode (TPOT, end to end, tokens/s): AMD's
+  ROCm vLLM latency rows with the profile fitted without their release (``rocm_holdout``);
+  few cases of one publisher, so its between-source variance comes from the serving classes
+  too (``between_sources_from``); its TTFT has no band;
 * no class for rl.solve(client=True): its two sources (docs/validation/client.md) differ ×3 in
   offset, and a band built on one covered none of the other's cases (0 of 48): no band
   rather than a wrong one;
@@ -68,6 +72,11 @@ DESCRIBES = {
                     "without the case's source)",
     "serving-llamacpp": "rl.serve(engine='llamacpp') TPOT and tokens/s (llama.cpp / Ollama "
                         "batch-1 decode; profile fit without the case's source)",
+    "serving-vllm-rocm": "rl.serve(engine='vllm-rocm') TPOT, end-to-end latency and tokens/s "
+                         "(AMD's ROCm vLLM tables: 8 Llama 3.1 70B rows on 8 MI300X, batch "
+                         "1-4, three container releases of one publisher, the profile fit "
+                         "without the case's release; between-source spread from the serving "
+                         "classes; its TTFT is not validated and has no band)",
     "cpu-measured": "rl.solve latency on a measured CPU spec (the two committed roofline "
                     "validate runs of docs/validation/cpu.md; source = the run)",
 }
@@ -75,7 +84,10 @@ DESCRIBES = {
 
 #: classes whose between-source spread is estimated over their domain (one class has 2 sources)
 BETWEEN = {"serving-ttft": ("serving-ttft", "serving-decode"),
-           "serving-decode": ("serving-ttft", "serving-decode")}
+           "serving-decode": ("serving-ttft", "serving-decode"),
+           # the ROCm rows are one publisher's (AMD, three container releases): their spread
+           # between releases says nothing of a new setup's offset, the serving domain's does
+           "serving-vllm-rocm": ("serving-vllm-rocm", "serving-ttft", "serving-decode")}
 
 
 def _inference(preset: str) -> list[tuple[str, str, float]]:
@@ -157,6 +169,12 @@ def _llamacpp() -> list[tuple[str, str, float]]:
     return [(i, s, -e) for i, s, e in _held(fitted_cases(), llamacpp_holdout())]  # a rate
 
 
+def _rocm() -> list[tuple[str, str, float]]:
+    from .rocm_serving import rocm_fit_cases, rocm_holdout
+
+    return _held(rocm_fit_cases(), rocm_holdout())  # end-to-end latency: a time
+
+
 def _cpu() -> list[tuple[str, str, float]]:
     out = []
     for run in CPU_RUNS:
@@ -172,7 +190,8 @@ def compute_residuals() -> dict[str, list[tuple[str, str, float]]]:
     ttft, decode = _serving()
     return {"gpu-inference": _inference("default"), "gpu-inference-bound": _inference("bound"),
             "serving-ttft": ttft, "serving-decode": decode, "gpu-training": _training(),
-            "tpu-training": _tpu(), "serving-llamacpp": _llamacpp(), "cpu-measured": _cpu()}
+            "tpu-training": _tpu(), "serving-llamacpp": _llamacpp(),
+            "serving-vllm-rocm": _rocm(), "cpu-measured": _cpu()}
 
 
 def _q(s: str) -> str:

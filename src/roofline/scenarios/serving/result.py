@@ -107,20 +107,21 @@ class ServeResult(Display):
     def uncertainty(self) -> dict[str, Any]:
         """``{"ttft": Band, "tpot": Band, "e2e_latency": Band, "tokens_per_s": Band}``: 80 %
         intervals from the serving validation residuals (docs/validation/uncertainty.md);
-        ``engine="llamacpp"``: its own decode residuals, and no TTFT band (its prompt
-        processing is not validated); empty for a preset other than default, a result that
-        cannot run, or a client-side one (``client=True``: those residuals are device-side)."""
+        ``engine="llamacpp"`` / ``"vllm-rocm"``: their own decode residuals, and no TTFT band
+        (their prompt processing is not validated); empty for a preset other than default, a
+        result that cannot run, or a client-side one (``client=True``: those residuals are
+        device-side)."""
         from ...uncertainty import bands
 
         if self.preset != "default" or not self.feasible or self.client_time > 0:
             return {}
-        llama = self.engine == "llamacpp"
-        d = "serving-llamacpp" if llama else "serving-decode"
+        llama, rocm = self.engine == "llamacpp", self.engine == "vllm-rocm"
+        d = "serving-llamacpp" if llama else "serving-vllm-rocm" if rocm else "serving-decode"
         want = {"ttft": (self.ttft, "serving-ttft", False), "tpot": (self.tpot, d, False),
                 "e2e_latency": (self.e2e_latency, d, False),
                 "tokens_per_s": (self.tokens_per_s, d, True),
                 "tokens_per_s_per_device": (self.tokens_per_s_per_device, d, True)}
-        if llama:
+        if llama or rocm:  # their prompt processing / TTFT is not validated
             del want["ttft"]
         return bands(want)
 
