@@ -107,11 +107,11 @@ def test_errors_within_stated_bounds() -> None:
         # the symptom that makes the large rows part of the fit: the table alone leaves them
         # 20-45 % off (bf16 too slow, MI300X fp8 up to 31 % too fast)
         assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
-    # the row no fit saw (mamfv1 MI300X): the smooth model within 10 %, the tile set 15-35 %
-    # too slow (stated on the page)
+    # the row no fit saw (mamfv1 MI300X): the smooth model within 10 %, the tile set 5-25 %
+    # too slow (stated on the page; 25 % without the stream-K candidates)
     (j,) = v.cdna_judged_cases()
     assert abs(g.predict_gemm(j, smooth=True) / j.value_si - 1) <= 0.10
-    assert -0.35 <= g.predict_gemm(j) / j.value_si - 1 <= -0.15
+    assert -0.25 <= g.predict_gemm(j) / j.value_si - 1 <= -0.05
     assert not {c.id for c in v.cdna_anchor_cases()} & {j.id}
     _, ins = v.cdna_in_sample("cdna4", "fp8")
     assert ins.median_abs <= 0.12
@@ -123,3 +123,19 @@ def test_errors_within_stated_bounds() -> None:
         b = np.median([abs(e) for c, _, e in before if c.source == s])
         assert a < b / 5, s
 
+
+
+def test_stream_k_ships_only_where_the_fit_is_better() -> None:
+    """The stream-K candidates (engine/tiles.py) are on for a CDNA set exactly where the fit
+    with them has the lower loss (CDNA 3 bf16 and fp8); the grid path prices them as the
+    engine does (the shipped CDNA 3 set in ``test_vectorised_grid_is_the_engine``)."""
+    on = {}
+    for key in v.CDNA_SETS:
+        cs = v.cdna_set_cases(*key)
+        groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
+        off_loss = float(v._grid_loss(groups, False).min())
+        on_loss = float(v._grid_loss(groups, True).min())
+        on[key] = v._shipped_stream_k(*key)
+        assert on[key] == (on_loss < off_loss - 1e-6), key
+    assert on == {("cdna3", "bf16"): True, ("cdna3", "fp8"): True, ("cdna4", "bf16"): False,
+                  ("cdna4", "fp8"): False}

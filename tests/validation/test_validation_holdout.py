@@ -84,3 +84,21 @@ def test_golden_bracket_closes_on_the_minimum() -> None:
     assert lo <= 0.3 <= hi and hi - lo <= 1e-3
     # one new evaluation per step: the bracket shrinks by the golden ratio each time
     assert len(calls) <= 2 + math.ceil(math.log(1e-3) / math.log((math.sqrt(5) - 1) / 2))
+
+
+def test_one_golden_section_for_both_stop_rules_and_tie_rules() -> None:
+    """golden_section serves golden_bracket (tolerance, ties left) and serving's step-count
+    search (serving._golden: ties right, the better interior point)."""
+    from roofline.validation.holdout import golden_section
+    from roofline.validation.serving import _golden
+
+    g = (math.sqrt(5) - 1) / 2
+    # by hand, one step on [0, 1] of a flat function: the points are 1 - g and g; a tie keeps
+    # [0, g] (left) or [1 - g, 1] (right)
+    lo, hi, (x1, _), (x2, _) = golden_section(lambda x: 1.0, 0.0, 1.0, steps=1)
+    assert (lo, hi) == (0.0, pytest.approx(g)) and x2 == pytest.approx(1 - g)
+    lo, hi, _, _ = golden_section(lambda x: 1.0, 0.0, 1.0, steps=1, left_ties=False)
+    assert (lo, hi) == (pytest.approx(1 - g), 1.0)
+    # 18 steps shrink [0, 10] to 10 g^18 (~0.02); the best point is within it of the minimum
+    x, fx = _golden(lambda x: (x - 3.7) ** 2, 0.0, 10.0, steps=18)
+    assert abs(x - 3.7) < 10 * g ** 18 and fx == pytest.approx((x - 3.7) ** 2)

@@ -71,11 +71,11 @@ def test_errors_within_stated_bounds(rep) -> None:
     g3, h200 = judged["mamf Gaudi 3 fp8"][4], judged["mamf H200 SXM fp8"][4]
     assert g3 < -0.25 and -0.30 <= h200 <= -0.15
     # a second measurement no fit saw (the MAMF page's earlier v1 table, other software):
-    # Gaudi 2 and Gaudi 3 within 5 %; the MI300X row, priced by solve's CDNA 3 tile set, 15-35 %
-    # too slow (a partial last wave, no stream-K, no Infinity Cache: docs/validation/gemm.md)
+    # Gaudi 2 and Gaudi 3 within 5 %; the MI300X row, priced by solve's CDNA 3 tile set, 5-25 %
+    # too slow (the Infinity Cache not modelled: docs/validation/gemm.md)
     assert abs(judged["mamf v1 Gaudi 2 bf16"][4]) <= 0.05
     assert abs(judged["mamf v1 Gaudi 3 bf16"][4]) <= 0.05
-    assert -0.35 <= judged["mamf v1 MI300X bf16"][4] <= -0.15
+    assert -0.25 <= judged["mamf v1 MI300X bf16"][4] <= -0.05
     # Intel's Gaudi 3 fp8 throughput table, never fitted: within 20 %, median within 10 %; with
     # the accelerator kind's factors (no fp8 rule) the median was above 25 %
     intel = [j[4] for j in rep.judged if j[0].startswith("Intel ")]

@@ -41,7 +41,8 @@ from .holdout import ErrorSummary, FitReport, Refit, error_summary, leave_one_so
 __all__ = ["CDNA_SETS", "CDNA_GRID", "cdna_table_cases", "cdna_anchor_cases",
            "cdna_judged_cases", "cdna_fit_cases",
            "cdna_set_cases", "fit_cdna_tiles", "cdna_log_errors", "cdna_holdout",
-           "cdna_in_sample", "cdna_summary_table", "cdna_fit_table", "cdna_anchor_table"]
+           "cdna_in_sample", "cdna_summary_table", "cdna_fit_table", "cdna_anchor_table",
+           "cdna_stream_k_table"]
 
 #: (architecture, dtype) -> (the table's source, the source of its large-shape rows in
 #: vendors.toml, their parts) — () where the set has its table only
@@ -134,9 +135,10 @@ def _loss(values: Mapping[str, float], groups: Sequence[Sequence[Case]]) -> floa
                      for g in groups)
 
 
-def fit_cdna_tiles(cases: Sequence[Case]) -> Refit:
+def fit_cdna_tiles(cases: Sequence[Case], stream_k: bool | None = None) -> Refit:
     """The (max, a = b, c, fill) on ``CDNA_GRID`` minimising the sum over the sources of
-    ``cases`` of each source's mean squared log error. Without a table among them (only
+    ``cases`` of each source's mean squared log error (``stream_k``: with or without the
+    stream-K candidates; None: as the part's set ships). Without a table among them (only
     large-shape rows), ``a``, ``c`` and ``fill`` are held at the NVIDIA set's and ``max``
     alone is fitted."""
     tables = {src for src, _, _ in CDNA_SETS.values()}
@@ -148,21 +150,39 @@ def fit_cdna_tiles(cases: Sequence[Case]) -> Refit:
         return Refit(values={"max": best_max, **tr},
                      note="a, c, fill: the NVIDIA 16-bit set's (one or two shapes cannot fix "
                           "a shape dependence); max fitted")
-    loss = _grid_loss(groups)
+    loss = _grid_loss(groups, stream_k)
     i = np.unravel_index(int(np.argmin(loss)), loss.shape)  # the first minimum in grid order
     return Refit(values={p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}, note="b tied to a")
 
 
-def _grid_loss(groups: Sequence[Sequence[Case]]) -> Any:
+def _compute_times(w: Any, mx: Any) -> Any:
+    """[len(mx), shapes] compute seconds of the WaveOps ``w`` (built at max = 1, no fill) for
+    each ``max`` of ``mx``: each candidate's wave time (and a stream-K candidate's loop
+    iterations) scale as 1 / max, the split-K reduction and the stream-K fixup (memory) do
+    not (engine/tiles.py ``WaveOps.per_shape``)."""
+    m = mx[:, None, None]
+    Mc = np.maximum(w.m1, 1.0)[:, None]
+    waves = np.ceil(np.ceil(Mc / w.tm) * w.cols * w.splits / w.slots)
+    t = ((waves * w.per_wave)[None] / m + (Mc * w.per_row)[None]).min(-1)
+    if w.sk is not None:
+        tm, cols, full_wave, per_tile, seg, fixup = w.sk
+        tiles = np.ceil(Mc / tm) * cols
+        full = np.floor(tiles / w.slots)
+        rest = tiles - full * w.slots
+        comp = full * full_wave + np.where(rest > 0, rest * per_tile + seg, 0.0)
+        t = np.minimum(t, (comp[None] / m + np.where(rest > 0, fixup, 0.0)[None]).min(-1))
+    return t
+
+
+def _grid_loss(groups: Sequence[Sequence[Case]], stream_k: bool | None = None) -> Any:
     """The loss of ``fit_cdna_tiles`` at every grid point, [max, a, c, fill]: per (a, c) one
-    tile model at max = 1 and no fill; each candidate's wave time scales as 1 / max, its
-    split-K reduction does not, ``fill`` adds to the kernel time (engine/tiles.py
-    ``WaveOps.per_shape``), the memory time bounds it below (a test checks it against the
-    engine path, ``cdna_log_errors``)."""
+    tile model at max = 1 and no fill (``_compute_times`` scales it to every max), ``fill``
+    added to the kernel time, the memory time bounding it below (a test checks it against
+    the engine path, ``cdna_log_errors``)."""
     from ..engine.tiles import WaveOps
     from .gemm import _arrays
 
-    mx = np.array(CDNA_GRID["max"])[:, None, None, None]
+    mx = np.array(CDNA_GRID["max"])
     fill = np.array(CDNA_GRID["fill"])[None, :, None]
     out = np.zeros((len(CDNA_GRID["max"]), len(CDNA_GRID["a"]), len(CDNA_GRID["c"]),
                     len(CDNA_GRID["fill"])))
@@ -171,15 +191,11 @@ def _grid_loss(groups: Sequence[Sequence[Case]]) -> Any:
         for ia, a in enumerate(CDNA_GRID["a"]):
             for ic, cc in enumerate(CDNA_GRID["c"]):
                 for pos, (m, n, k), flops, t_mem, peak, t, inv_bw in _arrays(ids):
-                    # the closed form below is the tile candidates' (stream-K would add its own)
-                    assert not t.stream_k, "CDNA grid: stream-K sets are not vectorised here"
-                    tt = replace(t, max=1.0, a=a, b=a, c=cc, fill=0.0)
+                    sk = t.stream_k if stream_k is None else stream_k
+                    tt = replace(t, max=1.0, a=a, b=a, c=cc, fill=0.0, stream_k=sk)
                     w = WaveOps(np.arange(len(m)), m, n, k, flops / (2.0 * m * n * k), peak,
                                 tt, inv_bw)
-                    Mc = np.maximum(w.m1, 1.0)[:, None]
-                    waves = np.ceil(np.ceil(Mc / w.tm) * w.cols * w.splits / w.slots)
-                    cand = (waves * w.per_wave)[None] / mx[:, 0] + (Mc * w.per_row)[None]
-                    tc = cand.min(-1)[:, w.inv][:, None, :] + fill  # [max, fill, case]
+                    tc = _compute_times(w, mx)[:, w.inv][:, None, :] + fill  # [max, fill, case]
                     tk = np.maximum(tc, t_mem[None, None, :])
                     meas = np.array([g[i].value_si for i in pos])
                     e = np.log(flops / tk / meas)
@@ -284,3 +300,33 @@ def cdna_anchor_table() -> str:
                     f"{f1 / c.value_si - 1:+.1%} | {c.value_si * (1 + h) / 1e12:.1f} | "
                     f"{h:+.1%} |")
     return "\n".join(rows)
+
+
+def cdna_stream_k_table() -> str:
+    """Markdown: each CDNA set fitted without and with the stream-K candidates — the fit's
+    values, its loss (the sum over sources of the mean squared log error) — and which ships
+    (on only where the fit is better)."""
+    rows = ["| set | stream-K | fit (max, a, c, fill) | loss | shipped |",
+            "|---|---|---|---:|---|"]
+    for (arch, dt), _ in CDNA_SETS.items():
+        cs = cdna_set_cases(arch, dt)
+        groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
+        on = _shipped_stream_k(arch, dt)
+        for sk in (False, True):
+            loss = _grid_loss(groups, sk)
+            i = np.unravel_index(int(np.argmin(loss)), loss.shape)
+            vals = ", ".join(_fmt(p, CDNA_GRID[p][j]) for p, j in zip(PARAMS, i))
+            rows.append(f"| {arch} {dt} | {'on' if sk else 'off'} | {vals} | "
+                        f"{float(loss.min()):.4f} | {'yes' if sk == on else ''} |")
+    return "\n".join(rows)
+
+
+def _shipped_stream_k(arch: str, dtype: str) -> bool:
+    from ..engine.tiles import tiles_for
+    from ..specs.hardware import hardware
+
+    t = tiles_for(hardware({"cdna3": "mi300x", "cdna4": "mi355x"}[arch]))
+    assert t is not None
+    s = t.for_dtype(dtype)
+    assert s is not None
+    return bool(s.stream_k)

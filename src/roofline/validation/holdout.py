@@ -22,7 +22,7 @@ from ..errors import SpecError
 from .cases import Case
 
 __all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary", "golden_bracket",
-           "leave_one_source_out", "holdout_tables", "holdout_figures"]
+           "golden_section", "leave_one_source_out", "holdout_tables", "holdout_figures"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,15 +74,20 @@ class FitReport:
     held_out_errors: Mapping[str, float] = field(default_factory=dict)
 
 
-def golden_bracket(f: Callable[[float], float], lo: float, hi: float,
-                   tol: float) -> tuple[float, float]:
-    """Golden-section search of a one-factor fit: the final bracket (lo, hi), narrower than
-    ``tol``, around the minimum of a unimodal ``f`` on [lo, hi] (ties move left)."""
+def golden_section(f: Callable[[float], float], lo: float, hi: float, *, tol: float = 0.0,
+                   steps: int | None = None, left_ties: bool = True
+                   ) -> tuple[float, float, tuple[float, float], tuple[float, float]]:
+    """Golden-section search for the minimum of a unimodal ``f`` on [lo, hi]: ``steps``
+    narrowings (None: until the bracket is narrower than ``tol``). ``left_ties``: on equal
+    values the bracket moves left (else right). Returns the final bracket (lo, hi) and its two
+    interior points with their values, (x1, f(x1)) and (x2, f(x2)), x1 < x2."""
     g = (math.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
     fa, fb = f(a), f(b)
-    while hi - lo > tol:
-        if fa <= fb:
+    n = 0
+    while (hi - lo > tol) if steps is None else n < steps:
+        n += 1
+        if fa < fb or (left_ties and fa == fb):
             hi, b, fb = b, a, fa
             a = hi - g * (hi - lo)
             fa = f(a)
@@ -90,7 +95,14 @@ def golden_bracket(f: Callable[[float], float], lo: float, hi: float,
             lo, a, fa = a, b, fb
             b = lo + g * (hi - lo)
             fb = f(b)
-    return lo, hi
+    return lo, hi, (a, fa), (b, fb)
+
+
+def golden_bracket(f: Callable[[float], float], lo: float, hi: float,
+                   tol: float) -> tuple[float, float]:
+    """Golden-section search of a one-factor fit: the final bracket (lo, hi), narrower than
+    ``tol``, around the minimum of a unimodal ``f`` on [lo, hi] (ties move left)."""
+    return golden_section(f, lo, hi, tol=tol)[:2]
 
 
 def error_summary(errors: Sequence[tuple[str, float]]) -> ErrorSummary:

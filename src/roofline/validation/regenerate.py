@@ -164,6 +164,7 @@ def _serving_page() -> dict[str, str]:
     return {"cases": v.serving_case_table(), "holdout": v.serving_holdout_table(),
             "host-holdout": h.host_holdout_table(rep),
             "host-cases": h.host_case_table(h.host_errors(), rep.held_out_errors),
+            "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}
 
 
@@ -210,7 +211,7 @@ def _gemm_page() -> dict[str, str]:
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
             "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
-            "cdna-fit": cdna.cdna_fit_table()}
+            "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
 
 
 def _training_runs_page() -> dict[str, str]:

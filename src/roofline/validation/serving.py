@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, leave_one_source_out
+from .holdout import FitReport, Refit, golden_section, leave_one_source_out
 
 __all__ = ["FIT_PARAMS", "HAND_SET", "START", "BOUNDS", "serving_cases", "predict_serving",
            "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
@@ -160,19 +160,9 @@ def summary_figures(errs: Sequence[tuple[Case, float, float]] | None = None) -> 
 
 
 def _golden(f: Any, lo: float, hi: float, steps: int = _STEPS) -> tuple[float, float]:
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    x1, x2 = b - g * (b - a), a + g * (b - a)
-    f1, f2 = f(x1), f(x2)
-    for _ in range(steps):
-        if f1 < f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - g * (b - a)
-            f1 = f(x1)
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + g * (b - a)
-            f2 = f(x2)
+    """(x, f(x)): the better interior point after ``steps`` golden-section narrowings (ties
+    move right: the shipped serving and serving_host fits were found so)."""
+    _, _, (x1, f1), (x2, f2) = golden_section(f, lo, hi, steps=steps, left_ties=False)
     return (x1, f1) if f1 < f2 else (x2, f2)
 
 
