@@ -79,20 +79,20 @@ def test_power_model_idle_plus_dynamic_times_activity():
 
 
 def test_power_activity_weighs_compute_and_memory():
-    # weights fitted in data/economics/power.toml: w_c 1.65, w_m 0.49
-    assert power_activity(0.1, 0.8) == pytest.approx(1.65 * 0.1 + 0.49 * 0.8)  # 0.557
-    assert power_activity(0.003, 0.79) == pytest.approx(1.65 * 0.003 + 0.49 * 0.79)
+    # weights fitted in data/economics/power.toml: w_c 1.63, w_m 0.49
+    assert power_activity(0.1, 0.8) == pytest.approx(1.63 * 0.1 + 0.49 * 0.8)  # 0.555
+    assert power_activity(0.003, 0.79) == pytest.approx(1.63 * 0.003 + 0.49 * 0.79)
     assert power_activity(0.5, 0.9) == 1.0  # capped: the board is at its power limit
-    assert power_activity(0.2) == pytest.approx(0.330)  # MBU unknown (training): MFU alone
+    assert power_activity(0.2) == pytest.approx(0.326)  # MBU unknown (training): MFU alone
     assert math.isnan(power_activity(math.nan, math.nan))
-    assert power_activity(np.float32(0.1), np.float32(0.8)) == pytest.approx(0.557, rel=1e-6)
+    assert power_activity(np.float32(0.1), np.float32(0.8)) == pytest.approx(0.555, rel=1e-6)
     arr = power_activity(np.array([0.1, np.nan, 0.0]), np.array([0.8, np.nan, 0.5]))
-    assert arr[0] == pytest.approx(0.557) and math.isnan(arr[1]) and arr[2] == pytest.approx(0.245)
+    assert arr[0] == pytest.approx(0.555) and math.isnan(arr[1]) and arr[2] == pytest.approx(0.245)
 
 
 def test_solve_energy_is_the_power_model_times_latency():
     r = rl.solve("resnet50", "A100", batch=8)
-    a = min(1.0, 1.65 * r.mfu + 0.49 * r.mbu)
+    a = min(1.0, 1.63 * r.mfu + 0.49 * r.mbu)
     # A100 80GB: measured idle 60.7 W (PeerRead #40), peak = TDP 400 W
     assert r.energy == pytest.approx((60.7 + (400 - 60.7) * a) * r.latency)
 
@@ -111,7 +111,7 @@ def test_serve_cost_energy_carbon_by_hand():
     s = rl.serve("llama-3.1-8b", "H100", batch=16, price_per_hour=2.0, region="france", pue=1.2)
     # cost: 1 device × 2 $/h / (tokens/s × 3600 s/h) × 1e6
     assert s.cost_per_million_output_tokens == pytest.approx(2.0 / (s.tokens_per_s * 3600) * 1e6)
-    a = min(1.0, 1.65 * s.mfu + 0.49 * s.mbu)
+    a = min(1.0, 1.63 * s.mfu + 0.49 * s.mbu)
     e_tok = (142.5 + 557.5 * a) * 1.2 / s.tokens_per_s  # J per output token, with PUE 1.2
     assert s.energy_per_output_token == pytest.approx(e_tok)
     # France 56 gCO2e/kWh = 56e-3 kg / 3.6e6 J
@@ -151,8 +151,8 @@ def test_train_cost_energy_carbon_of_the_whole_run():
     e = hours * 3600 * t.power_w * 1.15  # facility J at the hyperscale PUE 1.15
     assert t.energy_to_train(tokens) == pytest.approx(e)
     assert t.carbon_to_train(tokens) == pytest.approx(e * 381e-3 / 3.6e6)  # Germany 381 g/kWh
-    # power_w: 16 × (142.5 + 557.5 × min(1, 1.65 × MFU)) + 2 nodes × the DGX node overhead
-    a = min(1.0, 1.65 * t.mfu)
+    # power_w: 16 × (142.5 + 557.5 × min(1, 1.63 × MFU)) + 2 nodes × the DGX node overhead
+    a = min(1.0, 1.63 * t.mfu)
     assert t.power_w == pytest.approx(16 * (142.5 + 557.5 * a) + t.other_power_w)
 
 

@@ -40,8 +40,8 @@ def test_bound_single_linear_hand_calculation():
     assert r.mfu == pytest.approx(flops / (byts / 1e12) / 100e12)
     assert r.mbu == pytest.approx(1.0)
     # power model (analysis/power.py): the toy part has no measured idle, so idle = 30 % of its
-    # 100 W TDP; activity a = min(1, 1.65 × MFU + 0.49 × MBU) with MBU 1 (memory-bound)
-    a = min(1.0, 1.65 * r.mfu + 0.49 * 1.0)
+    # 100 W TDP; activity a = min(1, 1.63 × MFU + 0.49 × MBU) with MBU 1 (memory-bound)
+    a = min(1.0, 1.63 * r.mfu + 0.49 * 1.0)
     assert r.energy == pytest.approx((30.0 + 70.0 * a) * byts / 1e12)
 
 

@@ -206,8 +206,8 @@ def test_breakdown_sums_to_step_and_hfu_mfu() -> None:
     assert r.tokens_per_s == pytest.approx(1536 * 2048 / r.step_time)
     assert r.gpu_hours(300e9) == pytest.approx(300e9 / r.tokens_per_s * 1024 / 3600)
     # power model (analysis/power.py): H100 measured idle 142.5 W, peak = TDP 700 W, activity
-    # min(1, 1.65 × MFU) (training: no MBU): 1024 × (142.5 + 557.5 × a) W + 128 nodes × 4600 W
-    a = min(1.0, 1.65 * r.mfu)
+    # min(1, 1.63 × MFU) (training: no MBU): 1024 × (142.5 + 557.5 × a) W + 128 nodes × 4600 W
+    a = min(1.0, 1.63 * r.mfu)
     assert r.power_w == pytest.approx(1024 * (142.5 + 557.5 * a) + 128 * 4600)
     # facility energy: IT power × time × PUE 1.15 (hyperscale default, datacenters.toml)
     assert r.energy_to_train(1e9) == pytest.approx(1e9 / r.tokens_per_s * r.power_w * 1.15)

@@ -102,7 +102,8 @@ def _operating_point(raw: dict[str, Any]) -> dict[str, Any]:
         return {"mfu": s.mfu, "mbu": s.mbu, "idle_w": pm.idle_w, "peak_w": pm.peak_w,
                 "tdp_w": float(rl.hardware(raw["hardware"]).tdp_w),
                 "devices": s.devices, "units_per_s": s.tokens_per_s}
-    kw = dict(global_batch=raw["global_batch"], seq_len=raw["seq_len"])
+    kw: dict[str, Any] = dict(global_batch=raw["global_batch"], seq_len=raw["seq_len"])
+    kw.update({k: raw[k] for k in ("attention_kernel", "elementwise") if k in raw})
     best = rl.best_parallelism(raw["model"], raw["cluster"], nodes=1, top=1, **kw)[0]
     t = rl.train(raw["model"], raw["cluster"], nodes=1, tp=best["tp"], pp=best["pp"],
                  micro_batch=best["micro_batch"], interleave=best["interleave"],

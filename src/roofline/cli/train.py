@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
     p.add_argument("--cp-exposed", action="store_true",
                    help="context parallelism as an all-gather of K and V in front of the "
                         "attention, exposed (Llama 3's), instead of a ring behind it")
+    p.add_argument("--elementwise", default="fused", choices=("fused", "eager"),
+                   help="norms, RoPE, activation and loss: one fused kernel each, or PyTorch "
+                        "eager's op chains (data/presets/eager.toml)")
     p.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
                    help="ZeRO stage; default: 1 for decoder LMs, 0 for other graphs")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
-                             **common)  # type: ignore[arg-type]
+                             elementwise=args.elementwise, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
-              **common, **econ_kwargs(args))  # type: ignore[arg-type]
+              elementwise=args.elementwise, **common, **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

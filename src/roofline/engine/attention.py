@@ -7,7 +7,8 @@ else the architecture's default kernel (Hopper: FlashAttention-3; Blackwell: cuD
 part of no listed architecture, ``"gemm"``; ``"gemm"``: fused attention priced by the matmul
 model (as before this table); ``"fa2"`` / ``"fa3"`` / ``"cudnn"``: the measured fractions of
 the peak, forward and backward, each architecture with its own length curve
-(``attention_rates``, called by engine/core.py) — FlashAttention-2 on a part with no measured
+(``attention_rates``, called by engine/core.py; ``"fa1"``, the FlashAttention-1 class, derived
+at half FA2's Hopper rates) — FlashAttention-2 on a part with no measured
 entry is priced as ``"gemm"`` (its paper: 50–73 % of the A100's peak); ``"unfused"``: QKᵀ,
 softmax and ·V as separate ops (the graph changes; solve, serve and train pass
 ``fused_attention=False``).
@@ -29,7 +30,7 @@ from .efficiency import Attention, Efficiency
 __all__ = ["ATTENTION_KERNELS", "check_attention_kernel", "with_attention", "architecture",
            "resolve_kernel", "kernel_note", "attention_rates", "curve", "length_factor", "row_work"]
 
-ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused")
+ATTENTION_KERNELS = ("auto", "gemm", "fa2", "fa3", "cudnn", "unfused", "fa1")
 #: kernels priced as the matmul model where the table has no entry for the architecture
 _AS_GEMM_ELSEWHERE = ("fa2",)
 

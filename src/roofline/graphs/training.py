@@ -45,7 +45,11 @@ from .graph import Graph, GraphBuilder, Q
 from .shard import shard_config
 from .transformer import TransformerConfig, transformer_graph
 
-__all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction", "op_recomputed"]
+__all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction", "op_recomputed",
+           "eager_elementwise", "EAGER_OPS"]
+
+#: the ops whose eager-PyTorch op chain data/presets/eager.toml counts
+EAGER_OPS = ("rmsnorm", "rope", "swiglu", "cross_entropy")
 
 #: op groups of a training graph
 GROUPS = ("layer_fwd", "layer_fwd_core", "layer_bwd", "layer_bwd_dw", "layer_bwd_dw_col",
@@ -115,7 +119,8 @@ def _is_core(name: str) -> bool:
 def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int, tp: int = 1,
                    sequence_parallel: bool = True, fused_attention: bool = True, ep: int = 1,
                    micro_batch: int | None = None, dropout: bool = False,
-                   lora_rank: int | None = None, cp: int = 1) -> TrainingGraph:
+                   lora_rank: int | None = None, cp: int = 1,
+                   eager: dict[str, tuple[float, float]] | None = None) -> TrainingGraph:
     """Forward and backward ops of one layer and of the embedding/head on one TP rank.
 
     Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
@@ -136,7 +141,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     2 of 2·cp sequence chunks): ``seq_len`` is the rank's share T = s/cp of the sequence; its
     queries attend to all s keys, so the attention core costs cp × the T-token graph's (a
     cp-th of the full causal attention); the Q/O bytes of that scaling are an overcount
-    (Assumption); the KV exchange is a collective of the scenario.
+    (Assumption); the KV exchange is a collective of the scenario. ``eager``: see
+    ``eager_elementwise``.
     """
     if cp > 1 and not fused_attention:
         raise SpecError("cp > 1 (context parallelism) is modelled with fused attention only")
@@ -168,8 +174,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
         lb.add("elementwise", "layers.0.attn.probs_dropout", op="dropout",
                elements=local.n_heads * T * T)
     loss = lb.build()
-    names = list(fwd.names) + list(loss.names)
-    kinds = list(fwd.kinds) + list(loss.kinds)
+    names, kinds = list(fwd.names) + list(loss.names), list(fwd.kinds) + list(loss.kinds)
     classes = list(fwd.classes) + list(loss.classes)
     c0 = np.concatenate([c0, loss.c0], axis=1)
     c1 = np.concatenate([c1, loss.c1], axis=1)
@@ -180,8 +185,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     adapter = np.zeros(len(names), dtype=bool)
     if lora_rank is not None:
         ad = _adapters(cfg, precision, fwd, lora_rank, T)
-        names += list(ad.names)
-        kinds += list(ad.kinds)
+        names, kinds = names + list(ad.names), kinds + list(ad.kinds)
         classes += list(ad.classes)
         c0 = np.concatenate([c0, ad.c0], axis=1)
         c1 = np.concatenate([c1, ad.c1], axis=1)
@@ -194,14 +198,13 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     # -- backward ops
     bn, bk, bc, b0, b1, bg, bgr, bp = _backward(names, kinds, classes, c0, c1, gemm, params,
                                                 grp, frozen, precision)
-    names += bn
-    kinds += bk
-    classes += bc
+    names, kinds, classes = names + bn, kinds + bk, classes + bc
     c0 = np.concatenate([c0, np.array(b0).T], axis=1)
     c1 = np.concatenate([c1, np.array(b1).T], axis=1)
     gemm = np.concatenate([gemm, np.array(bg, dtype=np.float64).T], axis=1)
     params = np.concatenate([params, np.array(bp)])
     grp = np.concatenate([grp, np.array(bgr, dtype=np.int64)])
+    eager_elementwise(names, kinds, c0, c1, cfg, precision, eager or {})
     n_f = len(adapter)  # forward ops: the model's, the loss, the adapters
     is_layer = np.array([nm.startswith("layers.") for nm in names[:n_f]])
     is_embed = np.array([nm.startswith("embed") for nm in names[:n_f]])
@@ -232,6 +235,51 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                          lora_rank=lora_rank, op_weight=w,
                          layer_expert_params=float(p_fwd[is_layer & is_expert].sum()),
                          moe_fraction=f_moe)
+
+
+def _eager_op(name: str, kind: str, cfg: TransformerConfig) -> str | None:
+    """Which EAGER_OPS entry forward op ``name`` is (None: one kernel in eager PyTorch too)."""
+    if kind == "norm" and cfg.norm == "rmsnorm":
+        return "rmsnorm"
+    if name.endswith(".rope"):
+        return "rope"
+    if name.endswith(".act_mul") and cfg.gated_mlp and cfg.act == "silu":
+        return "swiglu"
+    if name == "loss.cross_entropy":
+        return "cross_entropy"
+    return None
+
+
+def eager_elementwise(names: list[str], kinds: list[str], c0: np.ndarray, c1: np.ndarray,
+                      cfg: TransformerConfig, precision: Precision,
+                      table: dict[str, tuple[float, float]]) -> None:
+    """Scale, in place, the activation bytes of the RMSNorms, RoPE, SwiGLU product and loss
+    (forward ops and their ``.grad`` ops) to ``table``'s bytes per output element: PyTorch
+    eager's op chains (fp32 upcasts, one kernel per op: data/presets/eager.toml) instead of the
+    fused kernel the graph counts. The output elements are the forward op's bytes written /
+    the activation width; counted for 16-bit activations (refused otherwise). An empty
+    ``table``: nothing changes."""
+    if not table:
+        return
+    if precision.act_bytes != 2:
+        raise SpecError(f"elementwise='eager' counts PyTorch eager's op chains for 16-bit "
+                        f"activations; {precision.activations} activations are "
+                        f"{precision.act_bytes:g} bytes")
+    fwd_of = {nm: i for i, nm in enumerate(names) if not nm.endswith(".grad")}
+    outs = (c0[_AW].copy() / precision.act_bytes, c1[_AW].copy() / precision.act_bytes)
+    for i, nm in enumerate(names):
+        base = nm[:-5] if nm.endswith(".grad") else nm
+        j = fwd_of.get(base)
+        if j is None:
+            continue
+        op = _eager_op(base, kinds[j], cfg)
+        if op is None or op not in table:
+            continue
+        per = table[op][1 if nm.endswith(".grad") else 0]
+        for c, out in zip((c0, c1), outs):  # out: the forward op's output elements
+            moved = c[_AR, i] + c[_AW, i]
+            if moved > 0:
+                c[[_AR, _AW], i] *= per * out[j] / moved
 
 
 def moe_layer_fraction(cfg: TransformerConfig) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import (
+    EAGER_OPS,
     GROUPS,
     TrainingGraph,
     moe_layer_fraction,
@@ -32,6 +34,9 @@ from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
 from .factors import _OVERRIDE, cluster_links, training_factors
+
+#: how the memory-bound ops run: one fused kernel each, or PyTorch eager's op chains
+ELEMENTWISE = ("fused", "eager")
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -54,6 +59,8 @@ class _Ctx:
     cp: int = 1  #: context-parallel degree (the graphs hold seq_len / cp tokens)
     moe_fraction: float = 0.0  #: share of the layers that are MoE layers
     moe_routing: str = "random"  #: how tokens spread over experts (training_formulas.MOE_ROUTINGS)
+    #: "fused" (the graph's one-kernel counts) | "eager" (PyTorch eager's op chains, eager.toml)
+    elementwise: str = "fused"
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -72,23 +79,24 @@ def _override_key(kind: str) -> tuple[float, ...] | None:
 def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision, seq_len: int,
              fused_attention: bool, dropout: bool, preset: str,
              lora_rank: int | None = None, cp: int = 1,
-             attention_kernel: str = "auto", moe_routing: str = "random") -> _Ctx:
+             attention_kernel: str = "auto", moe_routing: str = "random",
+             elementwise: str = "fused") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset, lora_rank, cp, attention_kernel, moe_routing)
+                             preset, lora_rank, cp, attention_kernel, moe_routing, elementwise)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, tuple((t, _override_key(t)) for t in sorted(_OVERRIDE)),
-             registered_epoch(), attention_kernel, moe_routing)
+             registered_epoch(), attention_kernel, moe_routing, elementwise)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, cp, attention_kernel, moe_routing)
+                        lora_rank, cp, attention_kernel, moe_routing, elementwise)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -102,7 +110,8 @@ def _is_path(x: Any) -> bool:
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
                   lora_rank: int | None = None, cp: int = 1,
-                  attention_kernel: str = "auto", moe_routing: str = "random") -> _Ctx:
+                  attention_kernel: str = "auto", moe_routing: str = "random",
+                  elementwise: str = "fused") -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -130,13 +139,16 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         grad_b, opt_b = 4.0, 12.0
     # the graphs and timings cached under this key depend on the model's shape and on the
     # device's and the factors' values: key on those, never on an id or a name
+    if elementwise == "eager" and p.act_bytes != 2:
+        raise SpecError(f"elementwise='eager' counts PyTorch eager's op chains for 16-bit "
+                        f"activations; {p.activations} activations are {p.act_bytes:g} bytes")
     key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
-                   lora_rank, cp))
+                   lora_rank, cp, elementwise))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
                 lora_rank=lora_rank, cp=cp, moe_fraction=moe_layer_fraction(m.config),
-                moe_routing=moe_routing)
+                moe_routing=moe_routing, elementwise=elementwise)
 
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
@@ -150,6 +162,25 @@ def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
         d.popitem(last=False)
 
 
+@lru_cache(maxsize=1)
+def eager_table() -> dict[str, tuple[float, float]]:
+    """{op: (forward, backward) bytes per output element} of PyTorch eager's op chains
+    (data/presets/eager.toml; graphs.training.EAGER_OPS)."""
+    from ..._data import DATA, read_toml
+    from ...specs.sourced import read_quantity
+
+    doc = read_toml(DATA / "presets" / "eager.toml")
+    src, origin = doc.get("sources", {}), "data/presets/eager.toml"
+    out = {}
+    for op, tbl in doc.get("op", {}).items():
+        if op not in EAGER_OPS:
+            raise SpecError(f"{origin} [op.{op}]: unknown op; allowed: {', '.join(EAGER_OPS)}")
+        fb = tuple(read_quantity(tbl[d], field=f"op.{op}.{d}", dimension="bytes", sources=src,
+                                 origin=origin)[0] for d in ("fwd", "bwd"))
+        out[op] = (float(fb[0]), float(fb[1]))
+    return out
+
+
 def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> TrainingGraph:
     moe = bool(ctx.cfg.n_experts)
     k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout)
@@ -158,7 +189,8 @@ def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> Train
         g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len // ctx.cp, tp=tp,
                            sequence_parallel=sp, cp=ctx.cp,
                            fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
-                           dropout=ctx.dropout, lora_rank=ctx.lora_rank)
+                           dropout=ctx.dropout, lora_rank=ctx.lora_rank,
+                           eager=eager_table() if ctx.elementwise == "eager" else None)
         _lru_put(_GRAPHS, k, g)
     return g
 

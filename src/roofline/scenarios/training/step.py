@@ -29,7 +29,7 @@ from ...ops import cost
 from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
-from .context import _context, _Ctx, _graph, _group_times, flops_terms
+from .context import ELEMENTWISE, _context, _Ctx, _graph, _group_times, flops_terms
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
 from .result import TrainingResult
@@ -359,17 +359,17 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
-           ep_overlap=A.flag, cp_overlap=A.flag)
+           ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
           precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
-          dp_overlap: bool = True, preset: str = "default",
-          optimizer: str = "adam", pp_stages: Any = None,
-          lora_rank: int | None = None, cp: int = 1,
+          dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
+          pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random",
-          ep_overlap: bool = False, cp_overlap: bool = True) -> TrainingResult:
+          ep_overlap: bool = False, cp_overlap: bool = True,
+          elementwise: str = "fused") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -390,12 +390,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     group holds seq_len/cp tokens of every sequence, gathers the whole sequence's K and V per
     layer behind its attention (exposed where the exchange is longer) and reduces gradients with
     the dp ranks; devices = tp·cp·pp·dp, dp defaults to devices / (tp·cp·pp).
-    ``interleave`` is v, model chunks per device
-    (interleaved 1F1B). ``recompute``: "none" | "selective" | "full" (decoder default
-    "selective": Megatron's, the attention core re-run) | "selective_op" (torchtitan's
-    op-level policy: matmul and attention outputs saved except every second matmul of a
-    block; those and the norms, activations and other cheap ops re-run in the backward;
-    ``graphs.training.op_recomputed``). ``zero``: 0–3 (decoder default 1).
+    ``interleave`` is v, model chunks per device (interleaved 1F1B). ``recompute``: "none" |
+    "selective" | "full" (decoder default "selective": Megatron's, the attention core re-run) |
+    "selective_op" (torchtitan's op-level policy: matmul and attention outputs saved except
+    every second matmul of a block; those and the norms, activations and other cheap ops re-run
+    in the backward; ``graphs.training.op_recomputed``). ``zero``: 0–3 (decoder default 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -414,9 +413,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
     ``cp_overlap`` (cp > 1): the K/V exchange runs behind the attention core, as ring attention
     overlaps it (default); False: an all-gather in front of it, exposed, as Llama 3's
-    all-gather context parallelism runs it (arXiv:2407.21783 §3.3.2).
-    ``price_per_hour`` (USD per device-hour), ``region`` and ``pue`` feed ``cost_to_train``,
-    ``energy_to_train`` and ``carbon_to_train``.
+    all-gather context parallelism runs it (arXiv:2407.21783 §3.3.2). ``elementwise``: "fused"
+    (one kernel per norm, RoPE, activation, loss) or "eager" (PyTorch eager's op chains, fp32
+    upcasts, as torchtitan writes them: data/presets/eager.toml). ``price_per_hour`` (USD
+    per device-hour), ``region`` and ``pue`` feed ``cost_to_train``, ``energy_to_train`` and
+    ``carbon_to_train``.
     """
     if attention_kernel == "unfused":
         fused_attention = False
@@ -444,7 +445,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing)
+                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing, elementwise)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
