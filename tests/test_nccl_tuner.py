@@ -127,6 +127,34 @@ def test_best_is_the_minimum_and_vectorises(h100) -> None:
         assert s == pytest.approx(want, rel=1e-12)
 
 
+def test_vector_results_are_cached_on_content_not_identity(h100) -> None:
+    # best_parallelism asks the same arrays again on every warm call: the answer is kept per
+    # input contents; a changed value, shape or restriction is a new entry, and a caller
+    # writing into what it got cannot change what the next caller gets
+    from roofline.ops.nccl import _vector_best
+
+    n = np.array([8.0, 2.0**20, 2.0**30])
+    p = np.array([8.0, 16.0, 64.0])
+    o = np.array([1.0, 2.0, 8.0])
+    want = _vector_best("all_reduce", n, p, o, 280e9, h100, 450e9, 0.0, None)
+    first = nccl_best("all_reduce", n, p, o, 280e9, h100, np, nvls_bw=450e9)
+    np.testing.assert_array_equal(first, want)
+    first[:] = -1.0
+    again = nccl_best("all_reduce", n.copy(), p.copy(), o.copy(), 280e9, h100, np,
+                      nvls_bw=450e9)
+    np.testing.assert_array_equal(again, want)
+    n2 = n.copy()
+    n2[1] *= 4
+    moved = nccl_best("all_reduce", n2, p, o, 280e9, h100, np, nvls_bw=450e9)
+    assert moved[1] > want[1] and moved[0] == want[0]
+    ring = nccl_best("all_reduce", n, p, o, 280e9, h100, np, nvls_bw=450e9,
+                     algorithms=("ring",))
+    np.testing.assert_array_equal(
+        ring, _vector_best("all_reduce", n, p, o, 280e9, h100, 450e9, 0.0, ("ring",)))
+    assert ring[1] > want[1]  # the tree wins 1 MiB across two nodes: restricted, a new entry
+    assert nccl_best("all_reduce", n[:2], p[:2], o[:2], 280e9, h100, np).shape == (2,)
+
+
 def test_groups_use_the_tuner_when_links_carry_it(h100) -> None:
     base = coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
                       nvls_bw=274.5e9)

@@ -76,6 +76,9 @@ class NcclTuner:
     #: the scalar path's candidates per call shape (``_plan``), kept on the value itself
     plans: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, hash=False,
                                   repr=False)
+    #: the vectorised path's results (``nccl_best``), keyed on the inputs' contents
+    results: dict[Any, Any] = field(default_factory=dict, init=False, compare=False,
+                                    hash=False, repr=False)
 
 
 def _check(collective: str, algorithm: str, protocol: str) -> tuple[int, bool]:
@@ -217,6 +220,28 @@ def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: Nccl
     if xp is not np:  # one configuration: the cached plan (rl.train's scalar path)
         return _scalar_best(collective, float(n), float(p), float(nodes), float(ring_bw), t,
                             float(nvls_bw), float(nvls_tree_bw), algorithms)
+    key = (collective, algorithms) + tuple(_content(x) for x in (n, p, nodes, ring_bw, nvls_bw,
+                                                                  nvls_tree_bw))
+    hit = t.results.get(key)
+    if hit is None:
+        if len(t.results) > 256:
+            t.results.clear()
+        hit = t.results[key] = _vector_best(collective, n, p, nodes, ring_bw, t, nvls_bw,
+                                            nvls_tree_bw, algorithms)
+    return hit.copy()
+
+
+def _content(x: Arr) -> tuple[Any, ...]:
+    """A key for one input of ``nccl_best``: its shape and its values' bytes as float64."""
+    a = np.asarray(x, dtype=float)
+    return a.shape, a.tobytes()
+
+
+def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: NcclTuner,
+                 nvls_bw: Arr, nvls_tree_bw: Arr,
+                 algorithms: tuple[str, ...] | None) -> Arr:
+    """``nccl_best`` on numpy arrays, uncached."""
+    xp = np
     o = xp.asarray(nodes, dtype=float)
     inf = float("inf")
     best: Arr = xp.where(o > 0, inf, inf)
@@ -224,12 +249,10 @@ def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: Nccl
         if algorithms is not None and a not in algorithms:
             continue
         if a == "nvls":
-            ok = (o == 1) & (xp.asarray(nvls_bw, dtype=float) > 0) if xp is np else \
-                (o == 1 and nvls_bw > 0)
+            ok = (o == 1) & (xp.asarray(nvls_bw, dtype=float) > 0)
             bw = xp.where(ok, nvls_bw, 1.0)
         elif a == "nvls_tree":
-            ok = (o > 1) & (xp.asarray(nvls_tree_bw, dtype=float) > 0) if xp is np else \
-                (o > 1 and nvls_tree_bw > 0)
+            ok = (o > 1) & (xp.asarray(nvls_tree_bw, dtype=float) > 0)
             bw = xp.where(ok, nvls_tree_bw, 1.0)
         else:
             ok, bw = True, ring_bw
