@@ -70,6 +70,20 @@ def test_step_order_and_selection() -> None:
         R._select("bogus", None)
 
 
+def test_the_checkout_is_found_when_the_package_is_installed_elsewhere(tmp_path) -> None:
+    """CI installs the package into a virtualenv and runs the tests from the checkout's root:
+    the module's own parents are site-packages' then, so the current directory is the checkout."""
+    site = tmp_path / "venv" / "lib"
+    site.mkdir(parents=True)
+    repo = tmp_path / "repo"
+    (repo / "docs" / "validation").mkdir(parents=True)
+    (repo / "src" / "roofline").mkdir(parents=True)
+    assert R._checkout(site, repo) == repo
+    assert R._checkout(repo, site) == repo
+    assert R._checkout(site, tmp_path) == site      # neither is a checkout: run() refuses it
+    assert R.DATA == R.ROOT / "src" / "roofline" / "data" / "validation"
+
+
 def test_check_on_this_tree_reports_nothing_stale() -> None:
     """The cheap steps: the coverage table and prose figures (from the stored residuals) and two
     pages whose generators are quick."""

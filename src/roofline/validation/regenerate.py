@@ -48,8 +48,18 @@ from ..errors import SpecError
 
 __all__ = ["STEPS", "PAGES", "DOC_TESTS", "run", "replace_block", "fill_inline", "blocks_in"]
 
-ROOT = Path(__file__).resolve().parents[3]
-DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
+def _checkout(*candidates: Path) -> Path:
+    """The repository whose pages this rewrites: the one holding this module (PYTHONPATH=src or
+    an editable install), else the current directory when it is a checkout (the package
+    installed into a virtualenv and run from the repository root, as CI runs the tests)."""
+    for root in candidates:
+        if (root / "docs" / "validation").is_dir() and (root / "src" / "roofline").is_dir():
+            return root
+    return candidates[0]
+
+
+ROOT = _checkout(Path(__file__).resolve().parents[3], Path.cwd())
+DATA = ROOT / "src" / "roofline" / "data" / "validation"
 VALIDATION_DOCS = ROOT / "docs" / "validation"
 
 #: the tests that rewrite their page's printed output under ROOFLINE_UPDATE_DOCS=1
@@ -348,7 +358,7 @@ def run(only: str | None = None, check: bool = False, with_: str | None = None,
     Returns what was stale: the files rewritten (``check=False``) or that would be."""
     if not (ROOT / "docs" / "validation").is_dir():
         raise SpecError(f"{ROOT}/docs/validation not found: regenerate runs from a repository "
-                        "checkout (PYTHONPATH=src), not an installed package")
+                        "checkout (PYTHONPATH=src, or installed and run from the checkout's root)")
     st = _State(check)
     for s in _select(only, with_):
         if log:
