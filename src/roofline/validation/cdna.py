@@ -240,21 +240,10 @@ def _fmt(k: str, v: float) -> str:
 def cdna_summary_table() -> str:
     """Markdown: per part and dtype, the table's dots by size class, before (the smooth model:
     ``gemm.max`` of [gpu-cdna3] / [gpu-cdna4], × gemm_dtype for fp8) and with waves."""
-    from .gemm import _summary, gemm_errors
+    from .gemm import gemm_errors, size_class_table
 
     cs = cdna_table_cases()
-    after, before = gemm_errors(cases=cs), gemm_errors(smooth=True, cases=cs)
-    rows = ["| part | shapes | n | before: median | worst | with waves: median | worst |",
-            "|---|---|---:|---:|---:|---:|---:|"]
-    classes = (("all", lambda c: True),
-               ("small (m·n·k ≤ 1024³)", lambda c: c["m"] * c["n"] * c["k"] <= 1024 ** 3),
-               ("large (m·n·k ≥ 2048³)", lambda c: c["m"] * c["n"] * c["k"] >= 2048 ** 3))
-    for hw, dt in dict.fromkeys((c["hardware"], c["dtype"]) for c in cs):
-        for label, sel in classes:
-            a = [e for c, _, e in after if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
-            b = [e for c, _, e in before if (c["hardware"], c["dtype"]) == (hw, dt) and sel(c)]
-            rows.append(f"| {hw} {dt} | {label} | {len(a)} | {_summary(b)} | {_summary(a)} |")
-    return "\n".join(rows)
+    return size_class_table(gemm_errors(cases=cs), gemm_errors(smooth=True, cases=cs))
 
 
 def cdna_fit_table() -> str:

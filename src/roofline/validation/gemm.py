@@ -32,10 +32,10 @@ from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "bf16_cases", "fp8_cases",
            "hopper_fp8_cases", "fit_fp8_max", "fp8_fit_report", "predict_gemm", "gemm_errors",
-           "fit_tiles", "gemm_holdout", "gemm_summary_table", "gemm_shape_table",
-           "gemm_holdout_table", "fp8_tile_table", "a100_table", "stream_k_report",
-           "stream_k_table", "nvidia_control_cases", "unseen_table", "NVIDIA_ARCHS", "PARAMS",
-           "GRID"]
+           "fit_tiles", "gemm_holdout", "gemm_summary_table", "size_class_table",
+           "gemm_shape_table", "gemm_holdout_table", "fp8_tile_table", "a100_table",
+           "stream_k_report", "stream_k_table", "nvidia_control_cases", "unseen_table",
+           "NVIDIA_ARCHS", "PARAMS", "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -276,8 +276,14 @@ def _summary(errs: Sequence[float]) -> str:
 
 def gemm_summary_table() -> str:
     """Markdown: per part and size class, median and worst |error| before and after."""
-    after = gemm_errors()
-    before = gemm_errors(smooth=True)
+    return size_class_table(gemm_errors(), gemm_errors(smooth=True))
+
+
+def size_class_table(after: Sequence[tuple[Any, Any, float]],
+                     before: Sequence[tuple[Any, Any, float]]) -> str:
+    """Markdown: per (part, dtype) of ``after`` and size class (all, m·n·k ≤ 1024³, ≥ 2048³), the
+    median and worst |error| of ``before`` and ``after`` (each ``gemm_errors`` triples of the
+    same cases)."""
     rows = ["| part | shapes | n | before: median | worst | with waves: median | worst |",
             "|---|---|---:|---:|---:|---:|---:|"]
     classes = (("all", lambda c: True),
