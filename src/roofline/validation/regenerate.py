@@ -62,9 +62,12 @@ ROOT = _checkout(Path(__file__).resolve().parents[3], Path.cwd())
 DATA = ROOT / "src" / "roofline" / "data" / "validation"
 VALIDATION_DOCS = ROOT / "docs" / "validation"
 
-#: the tests that rewrite their page's printed output under ROOFLINE_UPDATE_DOCS=1
+#: the tests that rewrite their page's printed output under ROOFLINE_UPDATE_DOCS=1 (inline, or
+#: through the ``shown_output`` fixture of tests/conftest.py)
 DOC_TESTS = ("tests/test_docs_examples.py", "tests/test_training_docs.py", "tests/test_tutorial.py",
-             "tests/test_economics_docs.py",
+             "tests/test_economics_docs.py", "tests/test_serving_docs.py",
+             "tests/test_planning_docs.py", "tests/test_measure_docs.py",
+             "tests/validation/test_validation_docs.py",
              "tests/validation/test_uncertainty.py::test_doc_example_prints_what_the_doc_shows")
 
 _BLOCK = r"(<!-- {name}: [^\n]*? -->\n)(.*?)(\n<!-- end {name} -->)"
