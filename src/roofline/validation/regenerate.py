@@ -260,16 +260,9 @@ def _fp8_page() -> dict[str, str]:
 
 
 def _inference_page() -> dict[str, str]:
-    # the case table's generator lives with its tests (tests/validation/test_validation_inference)
-    import importlib.util
+    from . import inference as v
 
-    path = ROOT / "tests" / "validation" / "test_validation_inference.py"
-    spec = importlib.util.spec_from_file_location("_inference_validation", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a checkout without tests/
-        raise SpecError(f"{path} not found: regenerate runs from a repository checkout")
-    mod = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(mod)
-    return {"table": mod.render(mod.rows()), "tried": mod.tried()}
+    return {"table": v.case_table(v.rows()), "tried": v.tried_table()}
 
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
