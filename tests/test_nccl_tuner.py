@@ -169,6 +169,31 @@ def test_vector_results_are_cached_on_content_not_identity(h100) -> None:
     assert nccl_best("all_reduce", n[:2], p[:2], o[:2], 280e9, h100, np).shape == (2,)
 
 
+def test_scalar_group_answers_are_kept_per_call(h100) -> None:
+    # rl.train asks the same group calls on every warm call: the scalar answer is kept on the
+    # tuner per (collective, bytes, ranks, stride, links, algorithms); each equals the vector
+    # path's, and another value of any of them is a new entry with its own answer
+    from roofline.ops.nccl import NcclTuner
+
+    lk = replace(coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
+                            nvls_bw=274.5e9), nccl=replace(h100))
+    assert isinstance(lk.nccl, NcclTuner) and not lk.nccl.scalars
+    calls = [("all_reduce", 2.0**20, 8, 1), ("all_reduce", 2.0**20, 64, 8),
+             ("reduce_scatter", 2.0**30, 64, 8), ("all_gather", 3e9, 16, 8)]
+    first = [coll.group_nccl(c, n, p, s, lk, SCALAR) for c, n, p, s in calls]
+    assert len(lk.nccl.scalars) == 4
+    again = [coll.group_nccl(c, n, p, s, lk, SCALAR) for c, n, p, s in calls]
+    assert again == first and len(lk.nccl.scalars) == 4
+    for (c, n, p, s), t in zip(calls, first):
+        assert t == pytest.approx(float(coll.group_nccl(c, np.array([n]), np.array([p]), s,
+                                                        lk, np)[0]), rel=1e-12)
+    slow = replace(lk, out_bw=lk.out_bw / 4)  # the same tuner, slower NICs: a new entry
+    assert coll.group_nccl("all_reduce", 2.0**30, 64, 8, slow, SCALAR) > \
+        coll.group_nccl("all_reduce", 2.0**30, 64, 8, lk, SCALAR)
+    ring = coll.group_nccl("all_reduce", 2.0**20, 64, 8, lk, SCALAR, ("ring",))
+    assert ring >= first[1] and len(lk.nccl.scalars) == 7
+
+
 def test_groups_use_the_tuner_when_links_carry_it(h100) -> None:
     base = coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
                       nvls_bw=274.5e9)

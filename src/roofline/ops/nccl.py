@@ -96,6 +96,9 @@ class NcclTuner:
     #: the vectorised path's results (``nccl_best``), keyed on the inputs' contents
     results: dict[Any, Any] = field(default_factory=dict, init=False, compare=False,
                                     hash=False, repr=False)
+    #: the scalar path's answers per group call (``collectives.group_nccl``)
+    scalars: dict[Any, Any] = field(default_factory=dict, init=False, compare=False,
+                                    hash=False, repr=False)
 
 
 def _check(collective: str, algorithm: str, protocol: str) -> tuple[int, bool]:
