@@ -333,7 +333,7 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
             ok, bw = True, ring_bw
         s = xp.where(ok, nccl_time(collective, a, pr, n, p, o, bw, t, xp), inf)
         f = nvls_fill_bytes(a, n, p, xp.maximum(o, 1.0), t, xp) / bw \
-            if collective == "all_reduce" else 0.0
+            if collective == "all_reduce" and a in ("nvls", "nvls_tree") else 0.0
         win = s < best
         took = xp.where(win, s + f, took)
         best = xp.where(win, s, best)
