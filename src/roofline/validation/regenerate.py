@@ -308,6 +308,13 @@ def _inference_figures() -> dict[str, str]:
             | v.tried_figures(_once("tried", v.tried_ratios)))
 
 
+def _economics_page() -> dict[str, str]:
+    from ..analysis import power_validation, reliability
+
+    return {"failure-validation": reliability.validation_markdown(),
+            "power-validation": power_validation.validation_markdown()}
+
+
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
@@ -316,6 +323,7 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "client.md": (_client_page, None), "collectives.md": (_collectives_page, None),
     "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, None),
     "inference.md": (_inference_page, _inference_figures),
+    "economics.md": (_economics_page, None),
 }
 
 
