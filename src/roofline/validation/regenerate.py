@@ -291,7 +291,19 @@ def _attention_page() -> dict[str, str]:
 def _fp8_page() -> dict[str, str]:
     from . import fp8
 
-    return {"fp8": fp8.fp8_table()}
+    return {"fp8": fp8.fp8_table(_once("fp8", _fp8_rows))}
+
+
+def _fp8_rows() -> tuple[Any, Any]:
+    from . import fp8
+
+    return fp8.fp8_rows(1.0), fp8.fp8_rows()
+
+
+def _fp8_figures() -> dict[str, str]:
+    from . import fp8
+
+    return fp8.fp8_figures(_once("fp8", _fp8_rows))
 
 
 def _inference_page() -> dict[str, str]:
@@ -321,7 +333,7 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
     "client.md": (_client_page, None), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, None),
+    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }
