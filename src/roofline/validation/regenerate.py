@@ -271,8 +271,15 @@ def _training_runs_page() -> dict[str, str]:
 def _client_page() -> dict[str, str]:
     from . import client as v
 
-    rep = v.client_holdout()
+    rep = _once("client", v.client_holdout)
     return {"holdout": v.holdout_table(rep), "cases": v.case_table(rep)}
+
+
+def _client_figures() -> dict[str, str]:
+    from . import client as v
+    from .holdout import holdout_figures
+
+    return holdout_figures(_once("client", v.client_holdout), "client")
 
 
 def _collectives_page() -> dict[str, str]:
@@ -332,7 +339,7 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, None), "collectives.md": (_collectives_page, None),
+    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
     "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
