@@ -244,7 +244,8 @@ def _client_page() -> dict[str, str]:
 def _collectives_page() -> dict[str, str]:
     from . import collectives as v
 
-    return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table()}
+    return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
+            "ramp": v.collectives_ramp_table()}
 
 
 def _attention_page() -> dict[str, str]:
