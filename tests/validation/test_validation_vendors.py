@@ -27,6 +27,16 @@ def test_doc_tables_are_generated(rep, doc_block) -> None:
     assert doc_block(DOC, "fit") == v.fit_table(rep)
     assert doc_block(DOC, "cases") == v.case_table(rep)
     assert doc_block(DOC, "judged") == v.judged_table(rep)
+    # the judged errors the prose quotes (inline markers the regenerate command fills)
+    doc = DOC.read_text(encoding="utf-8")
+    figs = v.judged_figures(rep)
+    assert "<!--v:judged/amdperf-->" in doc
+    for k, val in figs.items():
+        if f"<!--v:{k}-->" in doc:
+            assert f"<!--v:{k}-->{val}<!--/v-->" in doc, k
+    # by hand: the AMD 2025 vLLM rows' |error| range, rounded to whole percent
+    amd = [e for cid, _, _, _, e in rep.judged if cid.startswith("AMD vLLM")]
+    assert figs["judged/amdperf"] == f"{min(amd) * 100:.0f}–{max(amd) * 100:.0f} %"
 
 
 def test_fit_reproduces_the_shipped_factors(rep) -> None:

@@ -35,7 +35,7 @@ from .cases import Case, load_cases
 
 __all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_value", "FACTOR",
            "VendorReport", "vendors_report", "case_table", "fit_table", "judged_table",
-           "median_abs"]
+           "median_abs", "judged_figures"]
 
 _GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
 
@@ -314,3 +314,16 @@ def judged_table(rep: VendorReport | None = None) -> str:
 
 def median_abs(errors: Sequence[float]) -> float:
     return float(statistics.median(abs(e) for e in errors))
+
+
+def judged_figures(rep: VendorReport | None = None) -> dict[str, str]:
+    """The judged rows' errors docs/validation/vendors.md's prose quotes (inline
+    ``<!--v:judged/SOURCE-->`` markers): per source, the range of |error|, "54–68 %"."""
+    from .holdout import span_pct
+
+    rep = rep or vendors_report()
+    src = {c.id: c.source for c in vendor_cases()}
+    by: dict[str, list[float]] = {}
+    for cid, _, _, _, e in rep.judged:
+        by.setdefault(src[cid], []).append(e)
+    return {f"judged/{s}": span_pct(es, signed=False) for s, es in by.items()}
