@@ -354,13 +354,15 @@ class TimeModel:
             t_op = t_op * self.has
             tk = tk * self.has
         shape = t_op.shape
-        return OpTimes(time=t_op, t_bound=np.broadcast_to(bound, shape),
-                       t_compute=np.broadcast_to(tc, shape), t_memory=np.broadcast_to(tm, shape),
-                       overhead=t_op - tk, flops=np.broadcast_to(flops, shape),
-                       bytes=np.broadcast_to(tb, shape), act_bytes=np.broadcast_to(act_b, shape),
-                       t_kernel=tk, compute_bound=np.broadcast_to(tc >= tm, shape),
-                       dispatch=np.broadcast_to(disp, shape), t_bound_compute=np.broadcast_to(
-                           b_c, shape), t_bound_memory=np.broadcast_to(b_m, shape))
+
+        def full(x: Any) -> Any:  # arrays of this call already [.., n] are kept as they are
+            return x if type(x) is np.ndarray and x.shape == shape and x is not self.disp \
+                else np.broadcast_to(x, shape)  # (the model's own dispatch: a read-only view)
+
+        return OpTimes(time=t_op, t_bound=full(bound), t_compute=full(tc), t_memory=full(tm),
+                       overhead=t_op - tk, flops=full(flops), bytes=full(tb),
+                       act_bytes=full(act_b), t_kernel=tk, compute_bound=full(tc >= tm),
+                       dispatch=full(disp), t_bound_compute=full(b_c), t_bound_memory=full(b_m))
 
     def select(self, ot: OpTimes, idx: Any) -> OpTimes:
         """``ot`` restricted to ops ``idx`` (last axis)."""
