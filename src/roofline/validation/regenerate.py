@@ -251,11 +251,12 @@ def _llamacpp_page() -> dict[str, str]:
 
 
 def _gemm_page() -> dict[str, str]:
-    from . import cdna
+    from . import cdna, sustained
     from . import gemm as v
 
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
+            "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}

@@ -88,7 +88,9 @@ def _gemm_tflops(c: Case, value: float | None) -> float:
         # (serve, train, matrix-vector products); a part's tiles (solve's matmuls, fitted in
         # validation/gemm.py and validation/cdna.py) would hide it
         eff = replace(eff, tiles=None)
-    t = time_model(b.build(), load(sc["hardware"]), eff).totals_at(1)
+    from .gemm import clocked
+
+    t = time_model(b.build(), clocked(load(sc["hardware"]), sc.get("clock")), eff).totals_at(1)
     return 2.0 * m * n * k / t.latency
 
 
