@@ -4,8 +4,9 @@ The cases, their sources and exact configurations live in src/roofline/data/vali
 serving.toml (TensorRT-LLM v0.5 / v0.6.1 performance tables, NVIDIA NIM 1.0.0 benchmarking
 guide, vLLM CI and PR #2192, OCI's MI300X Llama-3.1-405B runs), read by roofline.validation.
 
-Tolerance (stated in the doc): every case within a factor 1.7 (|log error| <= 0.531) and the RMS
-of log errors <= 0.20 over all cases (the one fit of data/presets/serving.toml reached 0.185).
+Tolerance (stated in the doc): every case within a factor 1.35 (|log error| <= 0.300) and the
+RMS of log errors <= 0.14 over all cases (0.119 since TensorRT-LLM v0.5 / v0.6.1 read the KV
+cache once per query head; a factor 1.7 and 0.20 before, when the fit reached 0.185).
 The doc's hold-out tables (each source left out of the fit of the engine factors) are generated
 by roofline.validation.serving.serving_holdout_table and checked here.
 """
@@ -34,9 +35,9 @@ def holdout():
 
 def test_published_cases_within_tolerance(errs):
     assert len(errs) == len(v.serving_cases()) >= 37
-    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in errs if abs(e) > math.log(1.7)]
+    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in errs if abs(e) > math.log(1.35)]
     assert not bad
-    assert v.serving_summary(errs)["rms_log"] <= 0.20
+    assert v.serving_summary(errs)["rms_log"] <= 0.14
 
 
 def test_every_case_names_a_known_source_and_engine():
@@ -103,10 +104,9 @@ def test_refit_reproduces_the_shipped_factors(holdout):
     sh, fs = holdout.shipped, holdout.refit_from_shipped.values
     for k in ("trtllm.layer_overhead", "trtllm-legacy.layer_overhead", "trtllm.gemm_max_fp8"):
         assert fs[k] == pytest.approx(sh[k], rel=0.03), k
-    # vllm: the refit lands at ~100 us since the OCI MI300X cases are priced at the CDNA 3 GEMM
-    # and memory fractions (docs/validation/vendors.md); 107 us stays shipped (re-shipping it
-    # would move every NVIDIA vLLM number, which issue 18's serving refit owns)
-    assert fs["vllm.layer_overhead"] == pytest.approx(sh["vllm.layer_overhead"], rel=0.08)
+    # vllm: re-shipped at the 97.5 us this fit finds from the shipped values (session 24; 107 us
+    # before, from a fit made before the OCI MI300X cases were priced at the CDNA 3 fractions)
+    assert fs["vllm.layer_overhead"] == pytest.approx(sh["vllm.layer_overhead"], rel=0.03)
     for k in ("trtllm.request_overhead", "vllm.request_overhead", "vllm.step_overhead"):
         assert sh[k] == 0 and fs[k] < 2e-6, k
     assert abs(holdout.refit_in_sample.rms_log - holdout.shipped_in_sample.rms_log) < 0.005
