@@ -40,3 +40,33 @@ def doc_block():
         return m.group(1)
 
     return read
+
+
+# -- worked examples' printed output in the docs ---------------------------------------------
+@pytest.fixture
+def shown_output():
+    """``check(path, text, outputs)``: every worked example of page ``path`` printed what the
+    page shows. ``text`` is the page as read, ``outputs`` a list of ``(start, end, printed)``:
+    the span in ``text`` of one shown output and what its example printed. Under
+    ``ROOFLINE_UPDATE_DOCS=1`` the shown outputs are rewritten instead (review the diff);
+    ``python -m roofline.validation.regenerate`` runs these tests so (its docs step) and,
+    with ``--check``, without the switch: a failure is a stale page."""
+    import os
+
+    def check(path, text: str, outputs: list[tuple[int, int, str]]) -> None:
+        assert outputs, f"{path}: no worked example found"
+        if os.environ.get("ROOFLINE_UPDATE_DOCS"):
+            new, last = [], 0
+            for start, end, printed in sorted(outputs):
+                new += [text[last:start], printed]
+                last = end
+            if "".join(new) + text[last:] != text:
+                Path(path).write_text("".join(new) + text[last:], encoding="utf-8")
+            return
+        for start, end, printed in outputs:
+            assert printed == text[start:end], (
+                f"{path}: a worked example prints\n{printed}\nwhere the page shows\n"
+                f"{text[start:end]}\n(stale page: rerun with ROOFLINE_UPDATE_DOCS=1 or "
+                "python -m roofline.validation.regenerate --only docs)")
+
+    return check

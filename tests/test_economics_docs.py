@@ -11,21 +11,29 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def _pairs(text: str) -> list[tuple[str, str]]:
-    blocks = re.findall(r"```(python|text)\n(.*?)```", text, flags=re.S)
-    return [(b1, b2.rstrip("\n")) for (k1, b1), (k2, b2) in zip(blocks, blocks[1:])
-            if k1 == "python" and k2 == "text"]
+def _pairs(text: str) -> list[tuple[str, re.Match[str]]]:
+    """(code, the match of the text block after it) for each python block followed by one."""
+    blocks = list(re.finditer(r"```(python|text)\n(.*?)```", text, flags=re.S))
+    return [(b1.group(2), b2) for b1, b2 in zip(blocks, blocks[1:])
+            if b1.group(1) == "python" and b2.group(1) == "text"]
 
 
-def test_worked_examples_print_what_the_doc_shows() -> None:
-    pairs = _pairs((DOCS / "economics.md").read_text(encoding="utf-8"))
+def test_worked_examples_print_what_the_doc_shows(shown_output) -> None:
+    """ROOFLINE_UPDATE_DOCS=1 rewrites the shown outputs (the ``shown_output`` fixture)."""
+    path = DOCS / "economics.md"
+    text = path.read_text(encoding="utf-8")
+    pairs = _pairs(text)
     assert len(pairs) == 6
     env: dict[str, object] = {}
+    outputs = []
     for code, shown in pairs:
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             exec(code, env)  # noqa: S102 - our own documentation
-        assert buf.getvalue().rstrip("\n") == shown
+        # the page shows the printed text without its last newline(s)
+        end = shown.start(2) + len(shown.group(2).rstrip("\n"))
+        outputs.append((shown.start(2), end, buf.getvalue().rstrip("\n")))
+    shown_output(path, text, outputs)
 
 
 def test_validation_table_is_generated_from_the_data() -> None:

@@ -11,12 +11,20 @@ import pytest
 
 from roofline.errors import SpecError
 from roofline.ops import collectives as coll
-from roofline.ops.nccl import nccl_best, nccl_choice, nccl_latency, nccl_time
+from roofline.ops.nccl import (
+    nccl_best,
+    nccl_choice,
+    nccl_latency,
+    nccl_time,
+    nvls_chunk,
+    nvls_fill_bytes,
+)
 from roofline.ops.xp import SCALAR
 from roofline.specs.nccl import nccl_version, tuner_for
 from roofline.specs.resolve import cluster
 
 US = 1e-6
+KIB, MIB = 2.0**10, 2.0**20
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +129,16 @@ def test_best_is_the_minimum_and_vectorises(h100) -> None:
         s = nccl_best("all_reduce", n[i], p[i], o[i], 280e9, h100, SCALAR,
                       nvls_tree_bw=274.5e9)
         assert v[i] == pytest.approx(s, rel=1e-12)
-        want = min(nccl_time("all_reduce", a, pr, n[i], p[i], o[i],
-                             274.5e9 if a == "nvls_tree" else 280e9, h100, SCALAR)
-                   for a in ("ring", "tree", "nvls_tree") for pr in ("LL", "LL128", "Simple"))
+        # the pick is the tuner's fastest (its own time); the seconds are the pick's, with
+        # the NVLSTree pipeline's fill when NVLSTree wins
+        pick = min(((nccl_time("all_reduce", a, pr, n[i], p[i], o[i],
+                               274.5e9 if a == "nvls_tree" else 280e9, h100, SCALAR), a, pr)
+                    for a in ("ring", "tree", "nvls_tree") for pr in ("LL", "LL128", "Simple")),
+                   key=lambda x: x[0])
+        want = nccl_time("all_reduce", pick[1], pick[2], n[i], p[i], o[i],
+                         274.5e9 if pick[1] == "nvls_tree" else 280e9, h100, SCALAR, fill=True)
         assert s == pytest.approx(want, rel=1e-12)
+        assert (s > pick[0]) == (pick[1] == "nvls_tree")
 
 
 def test_vector_results_are_cached_on_content_not_identity(h100) -> None:
@@ -155,6 +169,31 @@ def test_vector_results_are_cached_on_content_not_identity(h100) -> None:
     assert nccl_best("all_reduce", n[:2], p[:2], o[:2], 280e9, h100, np).shape == (2,)
 
 
+def test_scalar_group_answers_are_kept_per_call(h100) -> None:
+    # rl.train asks the same group calls on every warm call: the scalar answer is kept on the
+    # tuner per (collective, bytes, ranks, stride, links, algorithms); each equals the vector
+    # path's, and another value of any of them is a new entry with its own answer
+    from roofline.ops.nccl import NcclTuner
+
+    lk = replace(coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
+                            nvls_bw=274.5e9), nccl=replace(h100))
+    assert isinstance(lk.nccl, NcclTuner) and not lk.nccl.scalars
+    calls = [("all_reduce", 2.0**20, 8, 1), ("all_reduce", 2.0**20, 64, 8),
+             ("reduce_scatter", 2.0**30, 64, 8), ("all_gather", 3e9, 16, 8)]
+    first = [coll.group_nccl(c, n, p, s, lk, SCALAR) for c, n, p, s in calls]
+    assert len(lk.nccl.scalars) == 4
+    again = [coll.group_nccl(c, n, p, s, lk, SCALAR) for c, n, p, s in calls]
+    assert again == first and len(lk.nccl.scalars) == 4
+    for (c, n, p, s), t in zip(calls, first):
+        assert t == pytest.approx(float(coll.group_nccl(c, np.array([n]), np.array([p]), s,
+                                                        lk, np)[0]), rel=1e-12)
+    slow = replace(lk, out_bw=lk.out_bw / 4)  # the same tuner, slower NICs: a new entry
+    assert coll.group_nccl("all_reduce", 2.0**30, 64, 8, slow, SCALAR) > \
+        coll.group_nccl("all_reduce", 2.0**30, 64, 8, lk, SCALAR)
+    ring = coll.group_nccl("all_reduce", 2.0**20, 64, 8, lk, SCALAR, ("ring",))
+    assert ring >= first[1] and len(lk.nccl.scalars) == 7
+
+
 def test_groups_use_the_tuner_when_links_carry_it(h100) -> None:
     base = coll.Links(domain=8, up_bw=315e9, up_alpha=2e-6, out_bw=35e9, out_alpha=6e-6,
                       nvls_bw=274.5e9)
@@ -163,23 +202,25 @@ def test_groups_use_the_tuner_when_links_carry_it(h100) -> None:
     assert coll.group_all_reduce(8.0, 8, 1, lk, SCALAR) == \
         pytest.approx(15 * US + 8 / (141e9 * 8 / 14), rel=1e-9)
     assert coll.group_all_reduce(8.0, 8, 1, base, SCALAR) == pytest.approx(4 * US, rel=1e-4)
-    # 4 GiB: NVLS at 274.5 GB/s + 25 us
+    # 4 GiB: NVLS at 274.5 GB/s + 25 us, plus the pipeline's fill: 2 loops of 16 channels x
+    # 8 heads x 128 KiB = 32 MiB
     n = 2.0**32
-    assert coll.group_all_reduce(n, 8, 1, lk, SCALAR) == pytest.approx(25 * US + n / 274.5e9)
+    assert coll.group_all_reduce(n, 8, 1, lk, SCALAR) == \
+        pytest.approx(25 * US + (n + 32 * MIB) / 274.5e9)
     # forced ring: Simple, 56 us + 2 x 7/8 n at 315
     assert coll.group_ring_all_reduce(n, 8, 1, lk, SCALAR) == \
         pytest.approx(56 * US + 1.75 * n / 315e9)
     # reduce-scatter: ring Simple 8.4 + 7 x 3.4 + 7/8 n / 315 (NVLS's n / 274.5 is slower)
     assert coll.group_reduce_scatter(n, 8, 1, lk, SCALAR) == \
         pytest.approx(32.2 * US + 0.875 * n / 315e9)
-    # 2 nodes: NVLSTree n / min(274.5, 8 x 35) + 53 us
+    # 2 nodes: NVLSTree n / min(274.5, 8 x 35) + 53 us, and the same 32 MiB of fill
     assert coll.group_nvls_all_reduce(n, 16, 1, lk, SCALAR) == \
-        pytest.approx(53 * US + n / 274.5e9)
+        pytest.approx(53 * US + (n + 32 * MIB) / 274.5e9)
     # a DP group with one rank per node has no NVLS
     assert coll.group_nvls_all_reduce(n, 4, 8, lk, SCALAR) == float("inf")
     # vectorised over configurations = one at a time
-    ns = np.array([8.0, 2.0**20, 2.0**32])
-    ps = np.array([8.0, 16.0, 64.0])
+    ns = np.array([8.0, 2.0**20, 2.0**32, 2.0**24, 2.0**28])
+    ps = np.array([8.0, 16.0, 64.0, 8.0, 16.0])
     vec = coll.group_all_reduce(ns, ps, 1, lk, np)
     one = [coll.group_all_reduce(float(a), int(b), 1, lk, SCALAR) for a, b in zip(ns, ps)]
     assert np.allclose(vec, one, rtol=1e-12)
@@ -231,3 +272,81 @@ def test_collnet_direct_by_hand_not_validated() -> None:
     assert coll.group_collnet_all_reduce(n, 8, 1, lk, SCALAR) == float("inf")  # one node
     # never the automatic choice
     assert coll.group_all_reduce(n, 32, 1, lk, SCALAR) != t
+
+
+def test_nvls_chunk_follows_nccls_cuts_by_hand(h100) -> None:
+    """calcCollChunking (NCCL v2.26.2 src/enqueue.cc) on one H100 node: U = 16 NVLS channels x
+    8 heads = 128; the 128 KiB chunk is cut to 64 KiB below 64·U·c = 1 GiB, to 32 KiB below
+    8·U·64 KiB = 64 MiB, to 16 KiB below 2·U·32 KiB = 8 MiB."""
+    assert (h100.nvls_channels, h100.nvls_chunk_bytes, h100.nvls_max_heads) == (16, 128 * KIB, 32)
+    want = {2.0**32: 128, 2.0**30: 128, 2.0**29: 64, 2.0**26: 64, 2.0**24: 32, 2.0**23: 32,
+            2.0**21: 16, 8.0: 16}
+    got = {n: nvls_chunk("nvls", n, 8, 1, h100, SCALAR) / KIB for n in want}
+    assert got == want
+    np.testing.assert_array_equal(nvls_chunk("nvls", np.array(list(want)), 8, 1, h100) / KIB,
+                                  list(want.values()))
+    # NVLSTree on 2 nodes: 128 KiB; below 4·U·c = 64 MiB 64 KiB; below 1·U·64 KiB = 8 MiB
+    # 32 KiB (the 256 / 128 KiB cuts only shrink larger chunks)
+    tree = {2.0**28: 128, 2.0**26: 128, 2.0**24: 64, 2.0**23: 64, 2.0**20: 32}
+    assert {n: nvls_chunk("nvls_tree", n, 8, 2, h100, SCALAR) / KIB for n in tree} == tree
+    # from 4 nodes NVLSTree's chunk is capped at 64 KiB: 16 MiB keeps 64 KiB (4·U·64 KiB =
+    # 32 MiB only cuts chunks above 64 KiB), under 8 MiB 32 KiB
+    four = {2.0**28: 64, 2.0**24: 64, 2.0**22: 32}
+    assert {n: nvls_chunk("nvls_tree", n, 8, 4, h100, SCALAR) / KIB for n in four} == four
+    with pytest.raises(SpecError, match="nvls_chunk"):
+        nvls_chunk("ring", 2.0**20, 8, 1, h100, SCALAR)
+    # Blackwell runs 32 NVLS channels (NVLS_NCHANNELS_SM100)
+    assert tuner_for(cluster("gb200-nvl72")).nvls_channels == 32
+
+
+def test_nvls_fill_by_hand(h100) -> None:
+    """The fill: d loops of U·chunk bytes, or of n under one loop (d = 2 shipped)."""
+    d = h100.nvls_fill_loops
+    assert d == pytest.approx(2.0)
+    # 16 MiB on one node: chunk 32 KiB, a loop 128 x 32 KiB = 4 MiB: 2 x 4 MiB
+    assert nvls_fill_bytes("nvls", 2.0**24, 8, 1, h100, SCALAR) == pytest.approx(8 * MIB)
+    # 1 MiB: chunk 16 KiB, a loop 2 MiB > n: the fill is 2 x the message itself
+    assert nvls_fill_bytes("nvls", 2.0**20, 8, 1, h100, SCALAR) == pytest.approx(2 * MIB)
+    # 4 heads (a group of 4 in the node): U = 64, 16 MiB: 64 KiB then 8·64·64 KiB = 32 MiB >
+    # 16 MiB -> 32 KiB; 2·64·32 KiB = 4 MiB <= 16 MiB: stays; 2 x 64 x 32 KiB = 4 MiB
+    assert nvls_fill_bytes("nvls", 2.0**24, 4, 1, h100, SCALAR) == pytest.approx(4 * MIB)
+    # 72 GPUs in one domain: heads capped at 32 (NCCL_MAX_NVLS_ARITY); GB200: 32 channels
+    gb = tuner_for(cluster("gb200-nvl72"))
+    # 512 MiB: U = 1024, 64 KiB (512 MiB < 64·U·128 KiB = 8 GiB; not < 8·U·64 KiB = 512 MiB)
+    assert nvls_fill_bytes("nvls", 2.0**29, 72, 1, gb, SCALAR) == pytest.approx(2 * 64 * MIB)
+    # 2 nodes NVLSTree, 16 MiB: chunk 64 KiB, 2 x 128 x 64 KiB = 16 MiB
+    assert nvls_fill_bytes("nvls_tree", 2.0**24, 16, 2, h100, SCALAR) == pytest.approx(16 * MIB)
+    # other algorithms have none modelled; no fill when d = 0
+    assert nvls_fill_bytes("ring", 2.0**24, 8, 1, h100, SCALAR) == 0.0
+    assert nvls_fill_bytes("nvls", 2.0**24, 8, 1, replace(h100, nvls_fill_loops=0.0),
+                           SCALAR) == 0.0
+    # vectorised = scalar
+    ns = np.array([2.0**20, 2.0**24, 2.0**29])
+    ps = np.array([8.0, 16.0, 8.0])
+    os_ = np.array([1.0, 2.0, 1.0])
+    for a in ("nvls", "nvls_tree"):
+        vec = nvls_fill_bytes(a, ns, ps, os_, h100)
+        one = [nvls_fill_bytes(a, float(x), float(y), float(z), h100, SCALAR)
+               for x, y, z in zip(ns, ps, os_)]
+        np.testing.assert_allclose(vec, one, rtol=1e-12)
+
+
+def test_the_tuner_picks_without_the_fill_the_run_pays_it(h100) -> None:
+    """2 MiB on one H100 node: the tuner prices NVLS at 25 us + 2 MiB / 274.5 GB/s = 32.6 us
+    against the ring LL's 15 us + 2 MiB / (141 x 8/14 GB/s) = 41.0 us and runs NVLS (as #309
+    logs); the run then pays the fill, 2 x 2 MiB (a loop, 128 x 16 KiB, is the whole message):
+    25 us + 6 MiB / 274.5 GB/s = 47.9 us, slower than the ring LL it passed over."""
+    nv = 274.5e9
+    n = 2.0**21
+    a, pr, s = nccl_choice("all_reduce", n, 8, 1, 315e9, h100, nv)
+    assert (a, pr) == ("nvls", "Simple")
+    assert s == pytest.approx(25 * US + 3 * n / nv, rel=1e-12)
+    assert s * 1e6 == pytest.approx(47.9, abs=0.05)
+    ring_ll = nccl_time("all_reduce", "ring", "LL", n, 8, 1, 315e9, h100, SCALAR)
+    assert ring_ll == pytest.approx(15 * US + n / (141e9 * 8 / 14), rel=1e-12)
+    assert nccl_time("all_reduce", "nvls", "Simple", n, 8, 1, nv, h100, SCALAR) < ring_ll < s
+    # nccl_best (both paths) gives the same seconds
+    assert nccl_best("all_reduce", n, 8, 1, 315e9, h100, SCALAR, nvls_bw=nv) == \
+        pytest.approx(s, rel=1e-12)
+    assert nccl_best("all_reduce", np.array([n, 2.0**32]), 8, 1, 315e9, h100, np,
+                     nvls_bw=nv)[0] == pytest.approx(s, rel=1e-12)

@@ -48,11 +48,16 @@ def test_every_generated_block_on_every_page_has_a_generator() -> None:
 
 
 def test_every_update_docs_switch_is_run_by_the_docs_step() -> None:
-    """Each test file that rewrites a page under ROOFLINE_UPDATE_DOCS is in DOC_TESTS (the
-    attention page's switch is its generated block, the pages step)."""
+    """Each test file that rewrites a page under ROOFLINE_UPDATE_DOCS (itself, or through the
+    conftest's ``shown_output`` fixture) is in DOC_TESTS (the attention page's switch is its
+    generated block, the pages step)."""
     files = {t.split("::")[0] for t in R.DOC_TESTS}
+    assert {"tests/test_serving_docs.py", "tests/test_planning_docs.py",
+            "tests/test_measure_docs.py", "tests/test_economics_docs.py",
+            "tests/validation/test_validation_docs.py"} <= files
     for f in sorted(ROOT.glob("tests/**/test_*.py")):
-        if "ROOFLINE_UPDATE_DOCS" in f.read_text(encoding="utf-8"):
+        src = f.read_text(encoding="utf-8")
+        if "ROOFLINE_UPDATE_DOCS" in src or re.search(r"def test_\w+\([^)]*shown_output", src):
             rel = str(f.relative_to(ROOT))
             assert rel in files or rel in ("tests/validation/test_validation_attention.py",
                                            "tests/validation/test_regenerate.py"), rel
@@ -103,3 +108,34 @@ def test_check_reports_a_stale_figure_without_writing(tmp_path, monkeypatch) -> 
     assert st.stale == ["uncertainty.md"] and page.read_text(encoding="utf-8") == stale
     R._uncertainty(R._State(check=False))
     assert page.read_text(encoding="utf-8") == src
+
+
+def test_docs_step_sees_a_stale_example_and_rewrites_it(tmp_path, monkeypatch) -> None:
+    """A worked example whose shown output no longer matches what it prints (here the
+    validation README's) is stale for ``--check``, which leaves the page alone; the writing run
+    puts the printed output back, after which nothing is stale."""
+    page = tmp_path / "docs" / "validation" / "README.md"
+    page.parent.mkdir(parents=True)
+    (tmp_path / "tests" / "validation").mkdir(parents=True)
+    for f in ("tests/conftest.py", "tests/validation/test_validation_docs.py"):
+        (tmp_path / f).write_text((ROOT / f).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "src").symlink_to(ROOT / "src")
+    src = (ROOT / "docs" / "validation" / "README.md").read_text(encoding="utf-8")
+    fresh = src.split("<!-- output -->\n```text\n", 1)[1]
+    stale = src.replace(fresh, "1" + fresh, 1)   # "37 cases from" -> "137 cases from"
+    page.write_text(stale, encoding="utf-8")
+    monkeypatch.setattr(R, "ROOT", tmp_path)
+    monkeypatch.setattr(R, "DOC_TESTS", ("tests/validation/test_validation_docs.py",))
+    st = R._State(check=True)
+    R._docs(st)
+    test = ("tests/validation/test_validation_docs.py::"
+            "test_worked_example_prints_what_the_page_shows")
+    assert st.stale == [f"{test} (its page's printed output)"]
+    assert page.read_text(encoding="utf-8") == stale
+    st = R._State(check=False)
+    R._docs(st)
+    assert st.stale == ["docs/validation/README.md"]
+    assert page.read_text(encoding="utf-8") == src
+    st = R._State(check=True)
+    R._docs(st)
+    assert st.stale == []

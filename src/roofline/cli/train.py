@@ -53,6 +53,9 @@ def register(sub: Any) -> None:
     p.add_argument("--elementwise", default="fused", choices=("fused", "eager"),
                    help="norms, RoPE, activation and loss: one fused kernel each, or PyTorch "
                         "eager's op chains (data/presets/eager.toml)")
+    p.add_argument("--optimizer-dtype", default="fp32", choices=("fp32", "bf16"),
+                   help="gradients and Adam states in fp32 (Megatron's mixed precision) or "
+                        "bf16 (NeMo's SFT recipe: Apex DistributedFusedAdam dtype bf16)")
     p.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
                    help="ZeRO stage; default: 1 for decoder LMs, 0 for other graphs")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off")
@@ -94,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
-                             elementwise=args.elementwise, **common)  # type: ignore[arg-type]
+                             elementwise=args.elementwise,
+                             optimizer_dtype=args.optimizer_dtype,
+                             **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)
@@ -105,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
-              elementwise=args.elementwise, **common, **econ_kwargs(args))  # type: ignore[arg-type]
+              elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
+              **common, **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

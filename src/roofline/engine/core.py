@@ -178,7 +178,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo", "split")
+                 "ridge_effective", "moved", "waves", "_memo", "split", "many")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -245,13 +245,7 @@ class TimeModel:
             nl.append("whole waves of matmul tiles (a step in B)")
         self.nonlinear = tuple(nl)
         self.envelope_ok = not nl and self.all_have
-        self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
-                       float(self.moved[0].sum()), float(self.moved[1].sum()),
-                       float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
-                       float((self.C1[0] * self.inv_c0).sum()))
-        self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
-        #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
-        self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
+        self.set_sums()
         self._env: tuple[list[float], list[tuple[float, ...]]] | None = None
         #: totals per batch where whole waves keep the closed form off (computed once each)
         self._memo: dict[float, Totals] | None = {} if self.waves is not None else None
@@ -260,6 +254,19 @@ class TimeModel:
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
         #: the other ops' closed form + each distinct wave op once (tiles.WaveSplit), or None
         self.split = wave_split(self) if self.waves is not None else None
+        #: totals_many's split (engine/split.py), built on its first use; False: none applies
+        self.many: Any = None
+
+    def set_sums(self) -> None:
+        """The closed form's sums that need no envelope: FLOPs, bytes, compute seconds, and
+        the few lines of activation bytes whose maximum is the largest op's."""
+        self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
+                       float(self.moved[0].sum()), float(self.moved[1].sum()),
+                       float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
+                       float((self.C1[0] * self.inv_c0).sum()))
+        self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
+        #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
+        self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
 
     def _compute_lines(self, graph: Graph, hw: Hardware, eff: Efficiency, dtype: str) -> None:
         """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max)`` with
@@ -524,10 +531,16 @@ class TimeModel:
         return out
 
     def totals_many(self, batches: Any) -> np.ndarray:
-        """[9, b] totals (rows: ``TOTALS``) for many batches at once."""
+        """[9, b] totals (rows: ``TOTALS``) for many batches at once. Off the closed form,
+        the ops whose own time is not a maximum of lines in B are summed directly, once per
+        distinct op, and the others by their closed form (engine/split.py) where that applies."""
         B = np.asarray(batches, dtype=np.float64)
         if not self.envelope_ok:
-            return self.ops(B).rows()
+            if self.many is None:
+                from .split import many_split
+
+                self.many = many_split(self) or False
+            return self.many.totals_many(B) if self.many else self.ops(B).rows()
         r, redo = self._segments(B)
         time = r[:, 2] + r[:, 3] * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums

@@ -24,10 +24,20 @@ bandwidths (the link times training's fitted efficiency; NVLS at the cluster's m
 - LL128 needs NVLink (the tuner enables it up to NVB paths), NVLS / NVLSTree / CollNet run
   Simple only; NVLS inside one node, NVLSTree across nodes.
 
-Not modelled: the channel counts and per-channel caps of NCCL's topology search (the tuner's
-``perChMax*Bws``, the ring's multi-node latency "plateau" factor, which depend on them), PAT
-(one GPU per node only). All functions are vectorised over ``n`` / ``p`` (``xp=numpy``) or
-scalar (``xp=ops.xp.SCALAR``).
+The tuner picks; the run then pays what the tuner does not price. Modelled: the NVLS /
+NVLSTree all-reduce **pipeline's fill** (``nvls_fill_bytes``): NCCL runs ``nvls_channels``
+channels (16 on Hopper, 32 on Blackwell), each moving its n / channels bytes in loops of
+``heads`` chunks (heads = the node's GPUs, at most 32) through the kernel's stages, the chunk
+cut with the message size as ``calcCollChunking`` (v2.26.2 ``src/enqueue.cc``) cuts it; the
+first loop is ``nvls_fill_loops`` loop-times late, so the time is latency + (n + d·min(U·c,
+n)) / algbw, U = channels × heads — a ramp from the mid sizes to the peak, with the tuner's
+choice unchanged (``nccl_choice``, ``nccl_best``: the pick by the tuner's own time, the
+seconds the pick's with its fill).
+
+Not modelled: the channel counts and per-channel caps of NCCL's topology search for the ring
+and tree (the tuner's ``perChMax*Bws``, the ring's multi-node latency "plateau" factor, which
+depend on them; the ring and tree's own pipelines), PAT (one GPU per node only). All functions
+are vectorised over ``n`` / ``p`` (``xp=numpy``) or scalar (``xp=ops.xp.SCALAR``).
 """
 
 from __future__ import annotations
@@ -73,11 +83,21 @@ class NcclTuner:
     ll_max_two_nodes: float  #: … on 2 nodes (this host CPU)
     ll_max_more_nodes: float  #: … on more than 2
     tree_correction: tuple[tuple[float, ...], ...]  #: per protocol, 64 B · 2^k, k = 0 …
+    nvls_channels: int  #: NVLS channels (CTAs) this architecture runs (NVLS_NCHANNELS_SM90/100)
+    nvls_chunk_bytes: float  #: NVLS / NVLSTree chunk before the per-size cuts (nvlsChunkSize)
+    nvls_tree_chunk_4_nodes: float  #: NVLSTree's chunk cap from 4 nodes on
+    nvls_max_heads: int  #: NVLS heads at most (NCCL_MAX_NVLS_ARITY)
+    #: the NVLS / NVLSTree pipeline's fill, in loops of ``nvls_channels × heads × chunk`` bytes
+    #: (fitted: docs/validation/collectives.md); 0: none
+    nvls_fill_loops: float = 0.0
     #: the scalar path's candidates per call shape (``_plan``), kept on the value itself
     plans: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, hash=False,
                                   repr=False)
     #: the vectorised path's results (``nccl_best``), keyed on the inputs' contents
     results: dict[Any, Any] = field(default_factory=dict, init=False, compare=False,
+                                    hash=False, repr=False)
+    #: the scalar path's answers per group call (``collectives.group_nccl``)
+    scalars: dict[Any, Any] = field(default_factory=dict, init=False, compare=False,
                                     hash=False, repr=False)
 
 
@@ -139,9 +159,54 @@ def _tree_factor(n: Arr, k: int, t: NcclTuner, xp: Any) -> Arr:
     return 1.0 if small or idx >= len(tbl) else float(tbl[int(idx)])
 
 
+def nvls_chunk(algorithm: str, n: Arr, heads: Arr, nodes: Arr, t: NcclTuner,
+               xp: Any = np) -> Arr:
+    """The chunk (bytes) NCCL's ``calcCollChunking`` (v2.26.2 ``src/enqueue.cc``) gives an
+    NVLS or NVLSTree all-reduce of ``n`` bytes: each of the ``nvls_channels`` channels carries
+    n / channels in loops of ``heads`` chunks, and the chunk, ``nvls_chunk_bytes`` (128 KiB),
+    is cut as the message shrinks against U = channels × heads: NVLS to 64 KiB below 64·U·c,
+    32 KiB below 8·U·c, 16 KiB below 2·U·c; NVLSTree (capped at 64 KiB from 4 nodes) to
+    256 / 128 / 64 / 32 KiB below 32 / 16 / 4 / 1 · U·c (each test with the chunk so far).
+    Not modelled: NVLS across nodes (its 32 KiB cap under 150 GB/s; we run NVLS on one node)."""
+    u = t.nvls_channels * xp.asarray(heads, dtype=float)
+    n = xp.asarray(n, dtype=float)
+    c: Arr = t.nvls_chunk_bytes
+    if algorithm == "nvls":
+        cuts: tuple[tuple[float, float], ...] = ((64, 65536.0), (8, 32768.0), (2, 16384.0))
+    elif algorithm == "nvls_tree":
+        c = xp.where(xp.asarray(nodes, dtype=float) >= 4,
+                     min(c, t.nvls_tree_chunk_4_nodes), c)
+        cuts = ((32, 262144.0), (16, 131072.0), (4, 65536.0), (1, 32768.0))
+    else:
+        raise SpecError(f"algorithm={algorithm!r}; nvls_chunk prices nvls, nvls_tree")
+    for k, cut in cuts:
+        c = xp.where((n < k * u * c) & (c > cut), cut, c)
+    return c
+
+
+def nvls_fill_bytes(algorithm: str, n: Arr, p: Arr, nodes: Arr, t: NcclTuner,
+                    xp: Any = np) -> Arr:
+    """The bytes the NVLS / NVLSTree pipeline's fill adds to an all-reduce of ``n`` bytes
+    (0 for the other algorithms): every channel runs its loops of ``heads`` chunks through
+    the same stages (scatter into the switch, reduce, NVLSTree's network hops, gather), so
+    the first loop is ``nvls_fill_loops`` loop-times late, a loop being U·chunk bytes at the
+    algorithm bandwidth, U = channels × heads, heads = min(p / nodes, ``nvls_max_heads``);
+    a message under one loop fills with its own n: d · min(U·chunk, n)."""
+    if algorithm not in ("nvls", "nvls_tree") or not t.nvls_fill_loops:
+        return xp.where(xp.asarray(n, dtype=float) >= 0, 0.0, 0.0)
+    heads = xp.minimum(xp.asarray(p, dtype=float) / xp.asarray(nodes, dtype=float),
+                       float(t.nvls_max_heads))
+    c = nvls_chunk(algorithm, n, heads, nodes, t, xp)
+    return t.nvls_fill_loops * xp.minimum(t.nvls_channels * heads * c,
+                                          xp.asarray(n, dtype=float))
+
+
 def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, nodes: Arr,
-              bus_bw: Arr, t: NcclTuner, xp: Any = np) -> Arr:
-    """Seconds for one (algorithm, protocol) as the tuner prices it: latency + n / algbw.
+              bus_bw: Arr, t: NcclTuner, xp: Any = np, fill: bool = False) -> Arr:
+    """Seconds for one (algorithm, protocol) as the tuner prices it: latency + n / algbw;
+    ``fill``: plus the NVLS / NVLSTree all-reduce pipeline's fill (``nvls_fill_bytes`` /
+    algbw), which the tuner does not count but the run pays (NVLS reduce-scatter / all-gather:
+    not modelled, their kernels have other stages).
     ``bus_bw``: the Simple protocol's bus bandwidth for ring / tree (bytes/s, ours), or the
     *algorithm* bandwidth for NVLS / NVLSTree / CollNet (a measured or modelled rate the caller
     gives). Infinite where the tuner does not run the pair (LL128 off NVLink; NVLS / CollNet
@@ -174,6 +239,8 @@ def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, no
         algbw = 0.5 * bw * _tree_factor(n, k, t, xp)
     else:
         algbw = bw
+        if fill and ar and algorithm in ("nvls", "nvls_tree"):
+            n = n + nvls_fill_bytes(algorithm, n, p, o, t, xp)
     return lat + n / algbw
 
 
@@ -195,10 +262,13 @@ def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t
                 nvls_bw: float = 0.0, nvls_tree_bw: float = 0.0) -> tuple[str, str, float]:
     """(algorithm, protocol, seconds) NCCL's tuner picks for one call (scalar): ring and tree
     under the three protocols, and with in-switch reduction (``nvls_bw`` > 0) NVLS on one node
-    or NVLSTree across nodes (``nvls_tree_bw``: its algorithm bandwidth)."""
+    or NVLSTree across nodes (``nvls_tree_bw``: its algorithm bandwidth). The pick is the
+    tuner's (its own time, without the pipeline's fill); the seconds are what the pick takes,
+    the NVLS / NVLSTree fill included (``nccl_time(fill=True)``)."""
     from .xp import SCALAR
 
     best = ("ring", "Simple", float("inf"))
+    bw_best = 0.0
     for a, pr in _candidates(collective, nvls_bw > 0, nvls_tree_bw > 0):
         if (a == "nvls" and nodes > 1) or (a == "nvls_tree" and nodes == 1):
             continue
@@ -207,14 +277,18 @@ def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t
             continue
         s = float(nccl_time(collective, a, pr, n, p, nodes, bw, t, SCALAR))
         if s < best[2]:
-            best = (a, pr, s)
-    return best
+            best, bw_best = (a, pr, s), bw
+    a, pr, s = best
+    if a in ("nvls", "nvls_tree"):
+        s = float(nccl_time(collective, a, pr, n, p, nodes, bw_best, t, SCALAR, fill=True))
+    return a, pr, s
 
 
 def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: NcclTuner,
               xp: Any = np, nvls_bw: Arr = 0.0, nvls_tree_bw: Arr = 0.0,
               algorithms: tuple[str, ...] | None = None) -> Arr:
-    """Seconds of the fastest (algorithm, protocol) the tuner would run (vectorised;
+    """Seconds of the (algorithm, protocol) the tuner would run — the one its own time makes
+    the fastest — with the NVLS / NVLSTree pipeline's fill it pays (vectorised;
     ``algorithms`` restricts the choice, as NCCL_ALGO does; NVLS only where ``nodes`` == 1 and
     ``nvls_bw`` > 0, NVLSTree only across nodes with ``nvls_tree_bw`` > 0)."""
     if xp is not np:  # one configuration: the cached plan (rl.train's scalar path)
@@ -244,7 +318,8 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
     xp = np
     o = xp.asarray(nodes, dtype=float)
     inf = float("inf")
-    best: Arr = xp.where(o > 0, inf, inf)
+    best: Arr = xp.where(o > 0, inf, inf)  # the tuner's time of its pick so far
+    took: Arr = best  # what that pick takes (its fill included)
     for a, pr in _candidates(collective, _any(nvls_bw), _any(nvls_tree_bw)):
         if algorithms is not None and a not in algorithms:
             continue
@@ -256,9 +331,13 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
             bw = xp.where(ok, nvls_tree_bw, 1.0)
         else:
             ok, bw = True, ring_bw
-        s = nccl_time(collective, a, pr, n, p, o, bw, t, xp)
-        best = xp.minimum(best, xp.where(ok, s, inf))
-    return best
+        s = xp.where(ok, nccl_time(collective, a, pr, n, p, o, bw, t, xp), inf)
+        f = nvls_fill_bytes(a, n, p, xp.maximum(o, 1.0), t, xp) / bw \
+            if collective == "all_reduce" and a in ("nvls", "nvls_tree") else 0.0
+        win = s < best
+        took = xp.where(win, s + f, took)
+        best = xp.where(win, s, best)
+    return took
 
 
 def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
@@ -267,7 +346,7 @@ def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tr
     """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree,
     latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1): the
     same arithmetic as ``nccl_time``, with what does not depend on the size done once per
-    tuner (``NcclTuner.plans``)."""
+    tuner (``NcclTuner.plans``). The source also says whose pipeline fill the pick pays."""
     key = (collective, p, o, nvls, nvls_tree, algorithms)
     hit = t.plans.get(key)
     if hit is None:
@@ -313,7 +392,7 @@ def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, 
                  algorithms: tuple[str, ...] | None) -> float:
     _check(collective, "ring", "LL")
     bws = (ring_bw, nvls_bw, nvls_tree_bw)
-    best = float("inf")
+    best, src_best, bw_best = float("inf"), 0, 1.0
     for src, lat, mult, cap, ratio, tk in _plan(collective, p, o, t, nvls_bw > 0,
                                                 nvls_tree_bw > 0, algorithms):
         bw = bws[src]
@@ -324,5 +403,16 @@ def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, 
             row = t.tree_correction[tk]
             j = int(math.log2(n / 64.0) + 1e-9)
             algbw *= row[j] if j < len(row) else 1.0
-        best = min(best, lat + n / algbw)
+        s = lat + n / algbw
+        if s < best:
+            best, src_best, bw_best = s, src, algbw
+    if src_best and t.nvls_fill_loops and collective == "all_reduce":  # pays the pick's fill
+        key = ("fill", src_best, n, p, o)  # kept with the plans: rl.train asks the same again
+        f = t.plans.get(key)
+        if f is None:
+            from .xp import SCALAR
+
+            a = "nvls" if src_best == 1 else "nvls_tree"
+            f = t.plans[key] = float(nvls_fill_bytes(a, n, p, o, t, SCALAR))
+        best += f / bw_best
     return best

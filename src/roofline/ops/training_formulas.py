@@ -41,7 +41,8 @@ OPTIMIZER_FLOPS = {
 def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
                    grad_clip: bool = True, weight_decay: bool = True,
                    master_weights: bool = True, grad_bytes: float = 4.0,
-                   state_bytes: float = 4.0, weight_bytes: float = 2.0) -> OpCost:
+                   state_bytes: float = 4.0, weight_bytes: float = 2.0,
+                   master_bytes: float = 4.0) -> OpCost:
     """One optimizer update over ``params`` local parameters (independent of the batch; ``batch``
     is accepted as every formula's first argument and ignored).
 
@@ -51,9 +52,9 @@ def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
     Bytes per parameter: the gradient read once (twice with ``grad_clip``: the norm pass, then
     the update; the same rule for every optimizer); each state tensor read and written
     (``OPTIMIZER_STATES`` × 2 × state_bytes);
-    with ``master_weights`` (mixed precision) the fp32 master read and written and the
-    ``weight_bytes`` working copy written, else the parameters read and written at
-    ``weight_bytes``.
+    with ``master_weights`` (mixed precision) the master copy (``master_bytes``: 4, fp32; 2
+    for a bf16 master) read and written and the ``weight_bytes`` working copy written, else
+    the parameters read and written at ``weight_bytes``.
     Mixed-precision AdamW with clipping and decay: 12 + 3 + 1 = 16 FLOPs and
     2·4 (grad) + 2·2·4 (m, v) + 2·4 (master) + 2 (bf16 copy) = 34 bytes per parameter.
     Assumptions: one fused pass per tensor group (no multi-tensor-apply launch cost counted
@@ -76,7 +77,7 @@ def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
     if not (isinstance(params, int | float) and not isinstance(params, bool) and params >= 0):
         raise SpecError(f"params must be a number >= 0, got {params!r}")
     for nm, v in (("grad_bytes", grad_bytes), ("state_bytes", state_bytes),
-                  ("weight_bytes", weight_bytes)):
+                  ("weight_bytes", weight_bytes), ("master_bytes", master_bytes)):
         if not v > 0:
             raise SpecError(f"{nm} must be > 0 bytes, got {v!r}")
     P = float(params)
@@ -85,7 +86,7 @@ def optimizer_step(*, batch: int = 1, params: float, optimizer: str = "adamw",
         flops += 1 if optimizer == "adamw" else 2
     n_states = OPTIMIZER_STATES[optimizer]
     grad_read = grad_bytes * (2 if grad_clip else 1)
-    w_read, w_written = (4.0, 4.0 + weight_bytes) if master_weights else \
+    w_read, w_written = (master_bytes, master_bytes + weight_bytes) if master_weights else \
         (weight_bytes, weight_bytes)
     return OpCost(flops=flops * P,
                   weight_bytes_read=(grad_read + n_states * state_bytes + w_read) * P,

@@ -140,19 +140,12 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     preset = check_preset(preset)
     runtime = check_runtime(runtime, preset)
     precs = [make_precision(p) for p in _as_list(precision)]
-    blocks: list[dict[str, np.ndarray]] = []
+    # (hardware names, precision label, columns: [h, nb] arrays or one value for the block),
+    # put together once at the end: every block is len(names) x nb rows
+    blocks: list[tuple[list[str], str, dict[str, Any]]] = []
 
     def block(hw_names: list[str], plabel: str, nb: int, **cols: Any) -> None:
-        n = len(hw_names) * nb
-        out = {"model": np.full(n, m.name, dtype=object),
-               "hardware": np.repeat(np.array(hw_names, dtype=object), nb),
-               "precision": np.full(n, plabel, dtype=object),
-               "batch": np.tile(batches, len(hw_names))}
-        for k, v in cols.items():
-            out[k] = np.broadcast_to(np.asarray(v), (len(hw_names), nb)).reshape(n) \
-                if np.ndim(v) == 2 else np.full(n, v, dtype=object if isinstance(v, str)
-                                                else None)
-        blocks.append(out)
+        blocks.append((hw_names, plabel, cols))
 
     nb = len(batches)
     warnings: list[str] = []
@@ -214,22 +207,39 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
               ridge_point=np.broadcast_to(peak / np.array(
                   [hw.memory_bytes_per_s for hw in ok])[:, None], lat.shape),
               mfu=fl / (lat * peak), memory_footprint=foot, feasible=fits, reason=reason)
-    keys = ("model", "hardware", "precision", "batch", "latency", "latency_bound", "throughput",
-            "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity",
-            "ridge_point", "mfu", "memory_footprint", "feasible", "reason")
-    cols = {k: np.concatenate([b[k] for b in blocks]) for k in keys}
-    for k in ("latency", "latency_bound", "throughput", "tokens_per_s", "flops", "bytes",
-              "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint"):
-        cols[k] = cols[k].astype(np.float64)
-    cols["feasible"] = cols["feasible"].astype(bool)
-    cols["batch"] = cols["batch"].astype(np.int64)
-    table = Table(cols, units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
-                               "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
-                               "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
+    table = Table(_columns(blocks, m.name, batches),
+                  units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
+                         "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
+                         "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     bar.close()
     out = Sweep(table, m.name, preset, runtime, tuple(dict.fromkeys(warnings)))
     out.hardware_specs = {hw.name: hw for hw in hws}
     return out
+
+
+def _columns(blocks: list[tuple[list[str], str, dict[str, Any]]], model: str,
+             batches: np.ndarray) -> dict[str, np.ndarray]:
+    """The sweep's columns from its blocks (``sweep``'s ``block``), rows in block order."""
+    nb = len(batches)
+    names = [n for hn, _, _ in blocks for n in hn]
+    n = len(names) * nb
+    cols = {"model": np.full(n, model, dtype=object),
+            "hardware": np.repeat(np.array(names, dtype=object), nb),
+            "precision": np.repeat(np.array([p for hn, p, _ in blocks for _ in hn],
+                                            dtype=object), nb),
+            "batch": np.tile(batches, len(names)).astype(np.int64)}
+    floats = ("latency", "latency_bound", "throughput", "tokens_per_s", "flops", "bytes",
+              "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint")
+    for k in _KEYS[4:]:
+        typ = np.float64 if k in floats else bool if k == "feasible" else object
+        cols[k] = np.concatenate([np.broadcast_to(np.asarray(c[k], dtype=typ), (len(hn), nb))
+                                  for hn, _, c in blocks]).reshape(n)
+    return cols
+
+
+_KEYS = ("model", "hardware", "precision", "batch", "latency", "latency_bound", "throughput",
+         "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity", "ridge_point",
+         "mfu", "memory_footprint", "feasible", "reason")
 
 
 def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
@@ -247,12 +257,18 @@ def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
         if why:  # the weights do not fit the weight store
             reason[hi, fits[hi]] = why
             fits[hi] = False
-    for hi, bi in zip(*np.nonzero(~fits)):
+    # the message per configuration that does not fit, from Python floats (numpy scalars
+    # format the same text several times slower)
+    hs, bs = np.nonzero(~fits)
+    kv = (g.state_bytes_per_sample * bf[0]).tolist()
+    w_l, cap_l, ws_l = w_on[:, 0].tolist(), cap[:, 0].tolist(), ws[:, 0].tolist()
+    for hi, bi, f, act in zip(hs.tolist(), bs.tolist(), foot[hs, bs].tolist(),
+                              live[hs, bs].tolist()):
         if reason[hi, bi]:
             continue
-        reason[hi, bi] = fit_reason(foot[hi, bi], cap[hi, 0], ok[hi].name, {
-            "weights": w_on[hi, 0], "activations": live[hi, bi],
-            "kv_cache": g.state_bytes_per_sample * bf[0, bi], "workspace": ws[hi, 0]})
+        reason[hi, bi] = fit_reason(f, cap_l[hi], ok[hi].name, {
+            "weights": w_l[hi], "activations": act, "kv_cache": kv[bi],
+            "workspace": ws_l[hi]})
     return foot, fits, reason
 
 

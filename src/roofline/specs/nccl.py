@@ -69,9 +69,16 @@ def _doc() -> dict[str, Any]:
                        for k, v in doc["ll_max"]["nodes"].items()}
     out["tree_correction"] = tuple(_values(doc["tree_correction"][k], f"tree_correction.{k}",
                                            src, None) for k in ("ll", "ll128", "simple"))
+    nv = doc["nvls"]
+    out["nvls_channels"] = {k: q(v, f"nvls.channels.{k}", "ratio")
+                            for k, v in nv["channels"].items()}
+    out["nvls"] = {k: q(nv[k], f"nvls.{k}", dim) for k, dim in (
+        ("chunk", "bytes"), ("tree_chunk_4_nodes", "bytes"), ("max_heads", "ratio"),
+        ("fill_loops", "ratio"))}
     for a in out["arch"].values():
-        if a not in out["ll_one"]:
-            raise SpecError(f"{_ORIGIN}: [arch] names {a!r}, which [ll_max.one_node] lacks")
+        if a not in out["ll_one"] or a not in out["nvls_channels"]:
+            raise SpecError(f"{_ORIGIN}: [arch] names {a!r}, which [ll_max.one_node] or "
+                            "[nvls.channels] lacks")
     return out
 
 
@@ -96,7 +103,10 @@ def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
         tree_ll128_nodes=b["tree_ll128_nodes"],
         net_overhead_s=b["net_overhead_amd" if amd else "net_overhead"],
         ll_max_one_node=d["ll_one"][arch], ll_max_two_nodes=d["ll_nodes"][f"{host}_two"],
-        ll_max_more_nodes=d["ll_nodes"][f"{host}_more"], tree_correction=d["tree_correction"])
+        ll_max_more_nodes=d["ll_nodes"][f"{host}_more"], tree_correction=d["tree_correction"],
+        nvls_channels=int(d["nvls_channels"][arch]), nvls_chunk_bytes=d["nvls"]["chunk"],
+        nvls_tree_chunk_4_nodes=d["nvls"]["tree_chunk_4_nodes"],
+        nvls_max_heads=int(d["nvls"]["max_heads"]), nvls_fill_loops=d["nvls"]["fill_loops"])
 
 
 def tuner_for(c: Cluster) -> NcclTuner | None:

@@ -152,7 +152,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
-                     "elementwise": str,
+                     "elementwise": str, "optimizer_dtype": str,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

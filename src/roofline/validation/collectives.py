@@ -25,18 +25,20 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from ..ops import collectives as coll
 from ..ops.xp import SCALAR
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
+from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one_source_out
 
 __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
-           "collectives_holdout_table"]
+           "collectives_holdout_table", "collectives_ramp_table"]
 
-PARAMS = ("nvls", "nvls5")
+PARAMS = ("nvls", "nvls5", "nvls_fill")
+#: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
+FRACTIONS = ("nvls", "nvls5")
 #: which fraction a cluster's NVLS rate is (its NVLink generation)
 PARAM_OF = {"dgx-h100": "nvls", "hgx-h200": "nvls", "gb200-nvl72": "nvls5"}
 #: the fit's cases: the peak (nccl-tests' busbw flattens out from here)
@@ -84,24 +86,36 @@ def _case_cluster(case: Case):
                     case.get("scale_out_gbps"))
 
 
-def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
-                 tuner: bool = True) -> float:
-    """Our seconds for ``case``'s collective; ``nvls``: the NVLS fractions to use (by
-    ``PARAMS`` name, or one number for this case's; None: the cluster spec's); ``tuner``:
-    False prices it with the cluster's per-step α instead of NCCL's tuner latencies (the
-    model before them, the page's "per-step α" column)."""
+def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
+           tuner: bool = True) -> coll.Links:
+    """The case's links as training prices them, with the factor values given (``predict``)."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
     c = _case_cluster(case)
+    fill = nvls.get("nvls_fill") if isinstance(nvls, Mapping) else None
     if isinstance(nvls, Mapping):
-        nvls = nvls[PARAM_OF[case["cluster"]]]
+        key = PARAM_OF.get(case["cluster"])
+        nvls = nvls[key] if key else None
     if case.get("nvls_disabled"):
         nvls = 0.0
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
     links = cluster_links(c, training_factors(c.device.kind, c.device.key))
     if not tuner:
-        links = replace(links, nccl=None)
+        return replace(links, nccl=None)
+    if fill is not None and links.nccl is not None:
+        links = replace(links, nccl=replace(links.nccl, nvls_fill_loops=fill))
+    return links
+
+
+def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
+                 tuner: bool = True) -> float:
+    """Our seconds for ``case``'s collective; ``nvls``: the factors to use (by ``PARAMS``
+    name: the NVLS fractions and the tuner's NVLS fill, or one number for this case's NVLS
+    fraction; None: the shipped ones); ``tuner``: False prices it with the cluster's per-step
+    α instead of NCCL's tuner latencies (the model before them, the page's "per-step α"
+    column)."""
+    links = _links(case, nvls, tuner)
     n, p, algo, coll_ = float(case["bytes"]), case["ranks"], case["algorithm"], _collective(case)
     if coll_ != "all_reduce":
         if algo == "nvls" and links.nccl is not None:
@@ -141,25 +155,76 @@ def _log_errors(values: Mapping[str, float] | None, cases: Sequence[Case]) -> li
 
 
 def shipped_nvls() -> dict[str, float]:
-    """The fractions the cluster specs ship, by ``PARAMS`` name."""
+    """The factors the data ship, by ``PARAMS`` name: the cluster specs' NVLS fractions and
+    the tuner's NVLS fill (data/presets/nccl.toml ``[nvls] fill_loops``)."""
+    from ..specs.nccl import tuner_for
     from ..specs.resolve import cluster
 
+    t = tuner_for(cluster("dgx-h100"))
     return {"nvls": cluster("dgx-h100").scale_up_nvls_fraction,
-            "nvls5": cluster("gb200-nvl72").scale_up_nvls_fraction}
+            "nvls5": cluster("gb200-nvl72").scale_up_nvls_fraction,
+            "nvls_fill": t.nvls_fill_loops if t is not None else 0.0}
+
+
+def _fill_bytes(case: Case, fill: float) -> float:
+    """The NVLS pipeline's fill bytes of a peak (one-domain) case with ``fill`` loops."""
+    from ..ops.nccl import nvls_fill_bytes
+
+    t = _links(case).nccl
+    if t is None:
+        return 0.0
+    return float(nvls_fill_bytes("nvls", float(case["bytes"]), float(case["ranks"]), 1.0,
+                                 replace(t, nvls_fill_loops=fill), SCALAR))
+
+
+def _ramp_cases(cases: Sequence[Case]) -> list[Case]:
+    """The fill's cases: the NVLS / NVLSTree all-reduces below the peak whose number one loop
+    of fill moves by more than 0.1 % (NCCL's tuner picks NVLS or NVLSTree for them in ours)."""
+    out = []
+    for c in _nvls_cases(cases):
+        if c["bytes"] >= PEAK_BYTES or c.get("nvls_disabled"):
+            continue
+        base = shipped_nvls()
+        moved = predict(c, base | {"nvls_fill": 1.0}) / predict(c, base | {"nvls_fill": 0.0})
+        if abs(moved - 1) > 1e-3:  # more than rounding: the fill is a part of the number
+            out.append(c)
+    return out
+
+
+#: the range the fill is searched in (loop-times) and the search's resolution
+FILL_RANGE = (0.0, 8.0)
+
+
+def _fill_sse(d: float, at: Mapping[str, float], ramp: Sequence[Case]) -> float:
+    """The fill fit's objective: the sum of squared log errors over ``ramp`` with fill ``d``."""
+    return sum(e * e for e in _log_errors({**at, "nvls_fill": d}, ramp))
 
 
 def fit_nvls(cases: Sequence[Case]) -> Refit:
-    """The NVLS fractions: per NVLink generation, the median of measured algbw / link bandwidth
-    over the peak NVLS all-reduce cases; a generation without such cases keeps its shipped
-    value (said in the note)."""
-    r: dict[str, list[float]] = {k: [] for k in PARAMS}
-    for c in _fit_cases(cases):
-        cl = _case_cluster(c)
-        algbw = c.value_si / coll.bus_factor("all_reduce", c["ranks"])
-        r[PARAM_OF[c["cluster"]]].append(algbw / cl.scale_up_bytes_per_s)
+    """The NVLS fractions and the NVLS fill. Fractions: per NVLink generation, the median of
+    (n + the fill's bytes) / measured time / link bandwidth over the peak NVLS all-reduce cases
+    (the run's algorithm bandwidth without its fill); a generation without such cases keeps its
+    shipped value. Fill: the loop-times that minimise the RMS log error over the mid-size NVLS
+    / NVLSTree cases (golden section on ``FILL_RANGE``); none left: the shipped value. Twice,
+    each with the other's latest values."""
     shipped = shipped_nvls()
-    vals = {k: round(statistics.median(v), 3) if v else shipped[k] for k, v in r.items()}
-    kept = [k for k, v in r.items() if not v]
+    vals = dict(shipped)
+    ramp = [c for c in cases if c.id in {r.id for r in _ramp_cases(cases)}]
+    kept = [k for k in FRACTIONS if not any(PARAM_OF[c["cluster"]] == k
+                                           for c in _fit_cases(cases))]
+    kept += [] if ramp else ["nvls_fill"]
+    for _ in range(2):
+        r: dict[str, list[float]] = {k: [] for k in FRACTIONS}
+        for c in _fit_cases(cases):
+            cl = _case_cluster(c)
+            t_meas = coll.bus_factor("all_reduce", c["ranks"]) * c["bytes"] / c.value_si
+            algbw = (c["bytes"] + _fill_bytes(c, vals["nvls_fill"])) / t_meas
+            r[PARAM_OF[c["cluster"]]].append(algbw / cl.scale_up_bytes_per_s)
+        vals |= {k: round(statistics.median(v), 3) for k, v in r.items() if v}
+        if ramp:
+            lo, hi = golden_bracket(partial(_fill_sse, at=dict(vals), ramp=ramp), *FILL_RANGE,
+                                    tol=0.01)
+            vals["nvls_fill"] = round((lo + hi) / 2, 2)
     return Refit(values=vals, note=f"no case constrains {', '.join(kept)}: shipped value kept"
                  if kept else "")
 
@@ -173,10 +238,15 @@ def collective_errors() -> list[tuple[Case, float, float]]:
     return out
 
 
+@lru_cache(maxsize=1)
 def collectives_holdout() -> FitReport:
-    """In-sample and leave-one-source-out error of the NVLS fractions, on the NVLS all-reduce
-    cases at the peak (4 GiB and more)."""
-    cs = _fit_cases(collective_cases())
+    """In-sample and leave-one-source-out error of the NVLS fractions and the NVLS fill, on the
+    NVLS all-reduce cases at the peak (4 GiB and more) and the mid-size NVLS / NVLSTree
+    all-reduce cases below it."""
+    every = collective_cases()
+    ramp = {c.id for c in _ramp_cases(every)}
+    peak = {c.id for c in _fit_cases(every)}
+    cs = [c for c in every if c.id in ramp or c.id in peak]
     return leave_one_source_out("collectives nvls", cs, PARAMS, shipped_nvls(), fit_nvls,
                                 _log_errors)
 
@@ -237,3 +307,22 @@ def collectives_holdout_table(rep: FitReport | None = None) -> str:
     """The markdown hold-out tables of docs/validation/collectives.md."""
     return holdout_tables(collectives_holdout() if rep is None else rep,
                           lambda k, v: f"{v:.3f}")
+
+
+def collectives_ramp_table(rep: FitReport | None = None) -> str:
+    """The mid-size table of docs/validation/collectives.md: each case the NVLS fill moves,
+    without the fill, with the shipped fill (2 loops, the kernel's stages) and with the fill
+    fitted without the case's source (leave-one-source-out)."""
+    rep = collectives_holdout() if rep is None else rep
+    without = {p.source: p.fitted_without.values for p in rep.per_source}
+    ship = shipped_nvls()
+    rows = ["| case | size | published | no fill | error | ours (fill 2) | error "
+            "| fill fitted without the source | held out | error | source |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for c in _ramp_cases(collective_cases()):
+        z, o, w = (predict(c, v) for v in (ship | {"nvls_fill": 0.0}, ship, without[c.source]))
+        rows.append(f"| {c.id} | {_size(c['bytes'])} | {c.measured:g} {c.unit} | {_fmt(c, z)} | "
+                    f"{z / c.value_si - 1:+.1%} | {_fmt(c, o)} | {o / c.value_si - 1:+.1%} | "
+                    f"{without[c.source]['nvls_fill']:.2f} | {_fmt(c, w)} | "
+                    f"{w / c.value_si - 1:+.1%} | {c.source} |")
+    return "\n".join(rows)

@@ -62,9 +62,12 @@ ROOT = _checkout(Path(__file__).resolve().parents[3], Path.cwd())
 DATA = ROOT / "src" / "roofline" / "data" / "validation"
 VALIDATION_DOCS = ROOT / "docs" / "validation"
 
-#: the tests that rewrite their page's printed output under ROOFLINE_UPDATE_DOCS=1
+#: the tests that rewrite their page's printed output under ROOFLINE_UPDATE_DOCS=1 (inline, or
+#: through the ``shown_output`` fixture of tests/conftest.py)
 DOC_TESTS = ("tests/test_docs_examples.py", "tests/test_training_docs.py", "tests/test_tutorial.py",
-             "tests/test_economics_docs.py",
+             "tests/test_economics_docs.py", "tests/test_serving_docs.py",
+             "tests/test_planning_docs.py", "tests/test_measure_docs.py",
+             "tests/validation/test_validation_docs.py",
              "tests/validation/test_uncertainty.py::test_doc_example_prints_what_the_doc_shows")
 
 _BLOCK = r"(<!-- {name}: [^\n]*? -->\n)(.*?)(\n<!-- end {name} -->)"
@@ -241,7 +244,8 @@ def _client_page() -> dict[str, str]:
 def _collectives_page() -> dict[str, str]:
     from . import collectives as v
 
-    return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table()}
+    return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
+            "ramp": v.collectives_ramp_table()}
 
 
 def _attention_page() -> dict[str, str]:
@@ -257,16 +261,9 @@ def _fp8_page() -> dict[str, str]:
 
 
 def _inference_page() -> dict[str, str]:
-    # the case table's generator lives with its tests (tests/validation/test_validation_inference)
-    import importlib.util
+    from . import inference as v
 
-    path = ROOT / "tests" / "validation" / "test_validation_inference.py"
-    spec = importlib.util.spec_from_file_location("_inference_validation", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a checkout without tests/
-        raise SpecError(f"{path} not found: regenerate runs from a repository checkout")
-    mod = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(mod)
-    return {"table": mod.render(mod.rows()), "tried": mod.tried()}
+    return {"table": v.case_table(v.rows()), "tried": v.tried_table()}
 
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..uncertainty import DEFAULT_LEVEL, _between, classes, fit_band, quantile, residuals
-from .cases import Case, load_cases
+from .cases import Case
 
 __all__ = ["DESCRIBES", "compute_residuals", "write", "residuals_text", "coverage", "Coverage",
            "coverage_table", "coverage_figures", "RESIDUALS_PATH"]
@@ -91,21 +91,10 @@ BETWEEN = {"serving-ttft": ("serving-ttft", "serving-decode"),
 
 
 def _inference(preset: str) -> list[tuple[str, str, float]]:
-    import roofline as rl
+    from .inference import inference_cases, measured_seconds, predicted_seconds
 
-    out = []
-    for c in load_cases("inference").cases:
-        p: Any = (rl.precision(c["precision"], activations=c["activations"])
-                  if "activations" in c.scenario else c["precision"])
-        kw: dict[str, Any] = {"batch": c["batch"], "precision": p, "fuse": c["fuse"],
-                              "runtime": c["runtime"],
-                              "fused_attention": c.get("fused_attention", True)}
-        if "seq_len" in c.scenario:
-            kw["seq_len"] = c["seq_len"]
-        r = rl.solve(c["model"], c["hardware"], preset=preset, **kw)
-        meas = c["batch"] / c.value_si if c.metric == "throughput" else c.value_si
-        out.append((c.id, c.source, math.log(r.latency / meas)))
-    return out
+    return [(c.id, c.source, math.log(predicted_seconds(c, preset) / measured_seconds(c)))
+            for c in inference_cases().cases]
 
 
 def _held(cases: tuple[Case, ...], rep: Any) -> list[tuple[str, str, float]]:

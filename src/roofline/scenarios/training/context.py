@@ -37,6 +37,10 @@ from .factors import _OVERRIDE, cluster_links, training_factors
 
 #: how the memory-bound ops run: one fused kernel each, or PyTorch eager's op chains
 ELEMENTWISE = ("fused", "eager")
+#: the dtype of the gradient buffer and the Adam states: "fp32" (Megatron's mixed precision:
+#: fp32 gradients, m, v and master weights) or "bf16" (Apex DistributedFusedAdam with
+#: ``dtype=bf16, grad_sync_dtype=bf16``, as NeMo 24.07's SFT recipe runs it)
+OPTIMIZER_DTYPES = ("fp32", "bf16")
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -61,6 +65,8 @@ class _Ctx:
     moe_routing: str = "random"  #: how tokens spread over experts (training_formulas.MOE_ROUTINGS)
     #: "fused" (the graph's one-kernel counts) | "eager" (PyTorch eager's op chains, eager.toml)
     elementwise: str = "fused"
+    #: "fp32" | "bf16": the gradient buffer's and the optimizer states' dtype (OPTIMIZER_DTYPES)
+    optimizer_dtype: str = "fp32"
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -80,23 +86,24 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
              fused_attention: bool, dropout: bool, preset: str,
              lora_rank: int | None = None, cp: int = 1,
              attention_kernel: str = "auto", moe_routing: str = "random",
-             elementwise: str = "fused") -> _Ctx:
+             elementwise: str = "fused", optimizer_dtype: str = "fp32") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
-                             preset, lora_rank, cp, attention_kernel, moe_routing, elementwise)
+                             preset, lora_rank, cp, attention_kernel, moe_routing, elementwise,
+                             optimizer_dtype)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, tuple((t, _override_key(t)) for t in sorted(_OVERRIDE)),
-             registered_epoch(), attention_kernel, moe_routing, elementwise)
+             registered_epoch(), attention_kernel, moe_routing, elementwise, optimizer_dtype)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, cp, attention_kernel, moe_routing, elementwise)
+                        lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -111,7 +118,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
                   lora_rank: int | None = None, cp: int = 1,
                   attention_kernel: str = "auto", moe_routing: str = "random",
-                  elementwise: str = "fused") -> _Ctx:
+                  elementwise: str = "fused", optimizer_dtype: str = "fp32") -> _Ctx:
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -133,22 +140,44 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)
-    if p.compute == "fp16" or p.weights == "fp16":
-        grad_b, opt_b = 2.0, 16.0
-    else:
-        grad_b, opt_b = 4.0, 12.0
+    grad_b, opt_b = optimizer_state_bytes_per_param(p, optimizer_dtype)
     # the graphs and timings cached under this key depend on the model's shape and on the
     # device's and the factors' values: key on those, never on an id or a name
     if elementwise == "eager" and p.act_bytes != 2:
         raise SpecError(f"elementwise='eager' counts PyTorch eager's op chains for 16-bit "
                         f"activations; {p.activations} activations are {p.act_bytes:g} bytes")
     key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
-                   lora_rank, cp, elementwise))
+                   lora_rank, cp, elementwise, optimizer_dtype))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
                 lora_rank=lora_rank, cp=cp, moe_fraction=moe_layer_fraction(m.config),
-                moe_routing=moe_routing, elementwise=elementwise)
+                moe_routing=moe_routing, elementwise=elementwise, optimizer_dtype=optimizer_dtype)
+
+
+def optimizer_state_bytes_per_param(p: Precision, optimizer_dtype: str) -> tuple[float, float]:
+    """(gradient buffer, optimizer state) bytes per trained parameter of mixed-precision Adam.
+
+    "fp32": fp16 weights keep Megatron's fp16 gradients and 16 bytes of state (fp32 master,
+    m, v and the loss-scaled copy), others fp32 gradients (4) and fp32 master + m + v (12).
+    "bf16" (Apex DistributedFusedAdam with ``dtype=bf16, grad_sync_dtype=bf16``, NeMo 24.07's
+    SFT recipe): bf16 gradients (2) and bf16 m and v (2 + 2), plus a bf16 master copy (2)
+    when the weights are narrower than bf16 (fp8 parameters: NeMo sets ``store_params`` for
+    ``fp8_params``); bf16 weights are their own master (NeMo: optimizer dtype == model dtype
+    -> no stored copy). Refused for weights wider than 16 bits or fp16 ones (loss scaling needs
+    fp32 state), naming the value."""
+    if optimizer_dtype not in OPTIMIZER_DTYPES:
+        raise SpecError(f"optimizer_dtype={optimizer_dtype!r}; allowed: "
+                        f"{', '.join(OPTIMIZER_DTYPES)}")
+    if optimizer_dtype == "fp32":
+        if p.compute == "fp16" or p.weights == "fp16":
+            return 2.0, 16.0
+        return 4.0, 12.0
+    if p.weights == "fp16" or p.compute == "fp16" or p.weight_bytes > 2:
+        raise SpecError(f"optimizer_dtype='bf16' keeps bf16 gradients and Adam states for bf16 "
+                        f"or fp8 weights; {p.label} has {p.weights} weights "
+                        f"({p.weight_bytes:g} bytes)")
+    return 2.0, 4.0 + (2.0 if p.weight_bytes < 2 else 0.0)
 
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()

@@ -32,15 +32,18 @@ _GRAPHS: dict[tuple[Any, ...], Graph] = {}
 
 
 def optimizer_graph(optimizer: str, precision: Precision, *, master_weights: bool = True,
-                    grad_bytes: float = 4.0, weight_bytes: float = 2.0) -> Graph:
+                    grad_bytes: float = 4.0, weight_bytes: float = 2.0,
+                    state_bytes: float = 4.0, master_bytes: float = 4.0) -> Graph:
     """The one-op graph of an optimizer step: costs per local parameter (``c1``), none fixed
     (``c0``); evaluate it at B = the number of parameters the device updates. Cached."""
-    k = (optimizer, precision, master_weights, grad_bytes, weight_bytes)
+    k = (optimizer, precision, master_weights, grad_bytes, weight_bytes, state_bytes,
+         master_bytes)
     g = _GRAPHS.get(k)
     if g is not None:
         return g
     c = cost("optimizer_step", params=1, optimizer=optimizer, master_weights=master_weights,
-             grad_bytes=grad_bytes, weight_bytes=weight_bytes)
+             grad_bytes=grad_bytes, weight_bytes=weight_bytes, state_bytes=state_bytes,
+             master_bytes=master_bytes)
     c1 = np.array([[float(getattr(c, q))] for q in QUANTITIES])
     g = Graph(name=f"{optimizer} step", phase="train", precision=precision,
               names=("optimizer.step",), kinds=("optimizer_step",), classes=("optimizer",),

@@ -16,7 +16,14 @@ from ...graphs.training import GROUPS
 from ...ops.training_formulas import MOE_ROUTINGS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
-from .context import ELEMENTWISE, _context, _graph, _group_times, model_flops_per_sample
+from .context import (
+    ELEMENTWISE,
+    OPTIMIZER_DTYPES,
+    _context,
+    _graph,
+    _group_times,
+    model_flops_per_sample,
+)
 from .step import (
     COMMON_ARGS,
     OPT_DEGREE,
@@ -79,7 +86,8 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
            top=A.optional(A.count(1, 10**9)), include_infeasible=A.flag,
            price_per_hour=A.anything, region=A.anything, pue=A.anything,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
-           ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE))
+           ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -92,7 +100,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      price_per_hour: float | None = None, region: str | None = None,
                      pue: float | None = None, attention_kernel: str = "auto",
                      moe_routing: str = "random", ep_overlap: bool = False,
-                     elementwise: str = "fused") -> Table:
+                     elementwise: str = "fused", optimizer_dtype: str = "fp32") -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -104,8 +112,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
     ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
     price or a region, the table's ``notes`` say why). ``attention_kernel``, ``moe_routing``,
-    ``elementwise`` and ``ep_overlap`` as ``rl.train``'s (with ``ep_overlap`` only the splits its
-    rules allow: ep > 1, no full recompute, interleaving when pp > 1).
+    ``elementwise``, ``optimizer_dtype`` and ``ep_overlap`` as ``rl.train``'s (with
+    ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute, interleaving
+    when pp > 1).
     """
     from ...analysis.economics import check_economics
 
@@ -113,7 +122,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     if attention_kernel == "unfused":
         fused_attention = False
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   None, 1, attention_kernel, moe_routing, elementwise)
+                   None, 1, attention_kernel, moe_routing, elementwise, optimizer_dtype)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     check_selective_op(ctx, tuple(recomputes))

@@ -29,7 +29,15 @@ from ...ops import cost
 from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
-from .context import ELEMENTWISE, _context, _Ctx, _graph, _group_times, flops_terms
+from .context import (
+    ELEMENTWISE,
+    OPTIMIZER_DTYPES,
+    _context,
+    _Ctx,
+    _graph,
+    _group_times,
+    flops_terms,
+)
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
 from .result import TrainingResult
@@ -147,7 +155,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     edp = dpc / ep  # the ranks holding the same experts (expert-data-parallel)
     p_opt = (p_train - p_exp) / xp.where(zero >= 1, dpc, 1) + p_exp / xp.where(zero >= 1, edp, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
-                                           ctx.eff), params=p_opt, xp=xp)
+                                           ctx.eff, **_optimizer_kw(ctx)), params=p_opt, xp=xp)
     mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
                   w_bytes, g_bytes, xp, p_exp, ep)
     if streams_weights(ctx.cl.device):
@@ -162,6 +170,16 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
                 recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
                 cp_comm=m * cp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
+
+
+def _optimizer_kw(ctx: _Ctx) -> dict[str, Any]:
+    """The optimizer step's byte widths: none for fp32 states (the formula's defaults); bf16
+    states: bf16 gradients and m, v, and a bf16 master for weights narrower than bf16."""
+    if ctx.optimizer_dtype == "fp32":
+        return {}
+    wb = ctx.prec.weight_bytes
+    return dict(grad_bytes=2.0, state_bytes=2.0, master_weights=wb < 2, master_bytes=2.0,
+                weight_bytes=wb)
 
 
 def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w_bytes: Any,
@@ -359,7 +377,8 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
-           ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE))
+           ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -367,9 +386,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
-          attention_kernel: str = "auto", moe_routing: str = "random",
-          ep_overlap: bool = False, cp_overlap: bool = True,
-          elementwise: str = "fused") -> TrainingResult:
+          attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
+          cp_overlap: bool = True, elementwise: str = "fused",
+          optimizer_dtype: str = "fp32") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -415,9 +434,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     overlaps it (default); False: an all-gather in front of it, exposed, as Llama 3's
     all-gather context parallelism runs it (arXiv:2407.21783 §3.3.2). ``elementwise``: "fused"
     (one kernel per norm, RoPE, activation, loss) or "eager" (PyTorch eager's op chains, fp32
-    upcasts, as torchtitan writes them: data/presets/eager.toml). ``price_per_hour`` (USD
-    per device-hour), ``region`` and ``pue`` feed ``cost_to_train``, ``energy_to_train`` and
-    ``carbon_to_train``.
+    upcasts, as torchtitan writes them: data/presets/eager.toml). ``optimizer_dtype``: "fp32"
+    or "bf16" gradients and Adam states (context.optimizer_state_bytes_per_param). Economics:
+    ``price_per_hour`` (USD per device-hour), ``region``, ``pue``: cost/energy/carbon_to_train.
     """
     if attention_kernel == "unfused":
         fused_attention = False
@@ -425,18 +444,17 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
         raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
                         f"{a_family(m.family)} model")
-    if m.config is None or not m.config.n_experts:
-        if ep_overlap or moe_routing != "random":
-            raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
-                            f"{m.name} has no experts")
+    if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
+        raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
+                        f"{m.name} has no experts")
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
         return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
-                           pp=pp, ep=ep, interleave=interleave,
-                           recompute=recompute, zero=zero)
+                           pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
+                           optimizer_dtype=None if optimizer_dtype == "fp32" else optimizer_dtype)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
@@ -445,13 +463,14 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing, elementwise)
+                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing, elementwise,
+                   optimizer_dtype)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
     if pp_stages is not None and pp == 1:
         pp = len(pp_stages)
-    tp, pp, ep = (_check_int(n, x) for n, x in (("tp", tp), ("pp", pp), ("ep", ep)))
-    interleave = _check_int("interleave", interleave)
+    tp, pp, ep, interleave = (_check_int(n, x) for n, x in (
+        ("tp", tp), ("pp", pp), ("ep", ep), ("interleave", interleave)))
     if dp is None:
         if ctx.cl.devices % (tp * pp * ctx.cp):
             raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "

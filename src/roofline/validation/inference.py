@@ -1,0 +1,310 @@
+"""rl.solve (default and bound presets) against published GPU inference measurements: the
+cases priced, docs/validation/inference.md's generated tables, and the what-if pricing behind
+them (tests/validation/test_validation_inference.py asserts the tolerances).
+
+Cases, with their sources, live in data/validation/inference.toml (read by
+roofline.validation.load_cases, which refuses a case without a source). ``case_table()`` is the
+page's ``table`` block, ``tried_table()`` its ``tried`` block; ``python -m
+roofline.validation.regenerate --only pages:inference.md`` rewrites both, and
+``python -m roofline.validation.inference`` prints them (``--tried``; ``--fit`` runs the grid
+search of the GPU factors the page reports, about a minute).
+
+Error convention: r = predicted time per batch / measured time per batch (for throughput cases
+the measured time is batch / samples-per-second). r < 1: we predict faster than measured. The
+error factor is max(r, 1/r).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+import roofline as rl
+
+from ..errors import SpecError
+from .cases import Case, ValidationSet, load_cases
+
+__all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_seconds",
+           "seconds_with", "graph_seconds", "grid_fit", "Row", "factor", "rows", "summary",
+           "case_table", "TRT_QKV", "T4_SMS", "seconds_variant", "VARIANTS", "tried_table"]
+
+
+def inference_cases() -> ValidationSet:
+    """The GPU inference cases (data/validation/inference.toml)."""
+    return load_cases("inference")
+
+
+def _precision(c: Case) -> Any:
+    if "activations" in c.scenario:
+        return rl.precision(c["precision"], activations=c["activations"])
+    return c["precision"]
+
+
+def solve_kwargs(c: Case) -> dict[str, Any]:
+    """rl.solve's keywords for case ``c`` (all but the model, the hardware and the preset)."""
+    kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c), "fuse": c["fuse"],
+                          "runtime": c["runtime"],
+                          "fused_attention": c.get("fused_attention", True)}
+    if "seq_len" in c.scenario:
+        kw["seq_len"] = c["seq_len"]
+    return kw
+
+
+def measured_seconds(c: Case) -> float:
+    """Measured time per batch in seconds."""
+    if c.metric == "throughput":
+        return float(c["batch"]) / c.value_si
+    return c.value_si
+
+
+def predicted_seconds(c: Case, preset: str, **override: Any) -> float:
+    """rl.solve's time per batch for case ``c`` with ``preset`` (and keyword overrides)."""
+    r = rl.solve(c["model"], c["hardware"], preset=preset, **{**solve_kwargs(c), **override})
+    if not r.feasible:
+        raise SpecError(f"inference case {c.id!r} is infeasible on {c['hardware']}: {r.reason}")
+    return float(r.latency)
+
+
+def seconds_with(c: Case, **changes: float) -> float:
+    """The default preset's time per batch for case ``c`` with some factors replaced, priced
+    through the same engine plan as rl.solve (used for the what-if column and the refit grid)."""
+    from roofline.engine.core import time_model
+    from roofline.engine.efficiency import flat_efficiency
+    from roofline.engine.presets import efficiency_for, for_runtime
+
+    hw = rl.hardware(c["hardware"])
+    kw = solve_kwargs(c)
+    g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
+                                   batch=kw["batch"], fused_attention=kw["fused_attention"],
+                                   fuse=kw["fuse"])
+    eff = flat_efficiency(base=for_runtime(efficiency_for(hw, "default"), kw["runtime"]),
+                          label="default/what-if", **changes)  # type: ignore[arg-type]
+    return time_model(g, hw, eff).totals_at(kw["batch"]).latency
+
+
+def graph_seconds(c: Case) -> float:
+    """What-if: the fused engine run as one CUDA graph (rl.solve runtime="compiled")."""
+    return predicted_seconds(c, "default", runtime="compiled")
+
+
+def grid_fit(exclude_hardware: tuple[str, ...] = ()) -> list[tuple[float, dict[str, float]]]:
+    """One set of GPU factors for all non-outlier cases: a grid search minimising the sum of
+    squared log errors. Returns (rms log error, factors) sorted best first; the current preset
+    is scored too. Slow (about a minute): run by hand with ``--fit``."""
+    import itertools
+
+    cases = [c for c in inference_cases().cases if not c.known_outlier
+             and c["hardware"] not in exclude_hardware]
+    meas = [measured_seconds(c) for c in cases]
+    grid = {"gemm_max": (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85),
+            "memory_max": (0.75, 0.8, 0.88, 0.95), "gemm_a": (16.0, 32.0, 64.0, 128.0),
+            "kernel_gap": (1e-6, 2e-6, 4e-6), "dispatch": (2e-6, 5e-6, 10e-6)}
+    out = []
+    for vals in itertools.product(*grid.values()):
+        ch = dict(zip(grid, vals))
+        ch["gemm_b"] = ch["gemm_a"]
+        logs = [math.log(seconds_with(c, **ch) / m) for c, m in zip(cases, meas)]
+        out.append((math.sqrt(statistics.fmean(x * x for x in logs)), ch))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One case priced (seconds per batch)."""
+
+    case: Case
+    measured_s: float
+    default_s: float
+    bound_s: float
+    graph_s: float | None
+
+    @property
+    def r_default(self) -> float:
+        return self.default_s / self.measured_s
+
+    @property
+    def r_bound(self) -> float:
+        return self.bound_s / self.measured_s
+
+    @property
+    def outlier(self) -> bool:
+        return self.case.known_outlier
+
+
+def factor(r: float) -> float:
+    """The error factor max(r, 1/r) of a ratio r = ours / measured."""
+    return max(r, 1.0 / r)
+
+
+def rows() -> list[Row]:
+    """Every case priced: measured, default, bound and (fused cases) runtime="compiled"."""
+    out = []
+    for c in inference_cases().cases:
+        nd = graph_seconds(c) if c["fuse"] else None
+        out.append(Row(case=c, measured_s=measured_seconds(c),
+                       default_s=predicted_seconds(c, "default"),
+                       bound_s=predicted_seconds(c, "bound"), graph_s=nd))
+    return out
+
+
+def summary(rs: list[Row], attr: str = "r_default") -> dict[str, float]:
+    """n, median / geometric-mean / worst error factor and bias of ``attr`` over ``rs``."""
+    fs = [factor(getattr(r, attr)) for r in rs]
+    logs = [math.log(getattr(r, attr)) for r in rs]
+    return {"n": len(rs), "median": statistics.median(fs),
+            "geomean": math.exp(statistics.fmean(math.log(f) for f in fs)),
+            "worst": max(fs), "bias": math.exp(statistics.fmean(logs))}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.3f}" if s < 0.01 else f"{s * 1e3:,.2f}" if s < 1 else f"{s * 1e3:,.1f}"
+
+
+def _err(r: float) -> str:
+    return f"{r - 1:+.0%}"
+
+
+def _measured(c: Case) -> str:
+    m = int(c.measured) if c.measured.is_integer() else c.measured
+    if c.metric == "throughput":
+        return f"{m:,} /s"
+    return f"{m} ms"
+
+
+def case_table(rs: list[Row] | None = None) -> str:
+    """docs/validation/inference.md's ``table`` block: case table and summary (markdown)."""
+    rs = rows() if rs is None else rs
+    lines = [
+        "| # | case | model | hardware | batch | seq | precision | engine | source | measured "
+        "| measured ms/batch | ours default ms | error | ours bound ms | error "
+        "| what-if runtime=\"compiled\" ms | error |",
+        "|---|---|---|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(rs, 1):
+        c = r.case
+        prec = c["precision"] + (f" (act {c['activations']})" if "activations" in c else "")
+        nd = ("—", "—") if r.graph_s is None else (
+            _ms(r.graph_s), _err(r.graph_s / r.measured_s))
+        flag = " (outlier)" if r.outlier else ""
+        lines.append(
+            f"| {i} | {c.id}{flag} | {c['model']} | {c['hardware']} | {c['batch']} "
+            f"| {c.get('seq_len', '—')} | {prec} | {c['engine']} "
+            f"({'fused' if c['fuse'] else 'unfused'}, {c['runtime']}) "
+            f"| {c.source} | {_measured(c)} | {_ms(r.measured_s)} | {_ms(r.default_s)} "
+            f"| {_err(r.r_default)} | {_ms(r.bound_s)} | {_err(r.r_bound)} | {nd[0]} | {nd[1]} |")
+    inl = [r for r in rs if not r.outlier]
+    sd, sb = summary(inl, "r_default"), summary(inl, "r_bound")
+    sa, sab = summary(rs, "r_default"), summary(rs, "r_bound")
+    worst = max(inl, key=lambda r: factor(r.r_default))
+    comp = [r for r in inl if r.graph_s is not None]
+    lines += [
+        "",
+        "| summary (error factor = max(r, 1/r), r = ours / measured) | default | bound |",
+        "|---|---:|---:|",
+        f"| cases (not outliers / all) | {sd['n']} / {sa['n']} | {sb['n']} / {sab['n']} |",
+        f"| median error factor, not outliers | {sd['median']:.2f} | {sb['median']:.2f} |",
+        f"| geometric-mean error factor, not outliers | {sd['geomean']:.2f} | "
+        f"{sb['geomean']:.2f} |",
+        f"| worst, not outliers | {sd['worst']:.2f} | {sb['worst']:.2f} |",
+        f"| bias (geometric mean of r), not outliers | {sd['bias']:.2f} | {sb['bias']:.2f} |",
+        f"| median / geometric-mean error factor, all cases | {sa['median']:.2f} / "
+        f"{sa['geomean']:.2f} | {sab['median']:.2f} / {sab['geomean']:.2f} |",
+        "",
+        f"Worst case (not an outlier): {worst.case.id}, ours {_err(worst.r_default)}.",
+    ]
+    if comp:
+        nd_f = [factor(r.graph_s / r.measured_s) for r in comp]  # type: ignore[operator]
+        df = [factor(r.r_default) for r in comp]
+        lines.append(
+            f"Fused (TensorRT) cases ({len(comp)}): median error factor "
+            f"{statistics.median(df):.2f} as priced, {statistics.median(nd_f):.2f} with "
+            f"runtime=\"compiled\" for all of them (what-if).")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------- tried and not kept (issue 18, whole waves)
+#: TensorRT's BERT demo builds one fully connected layer of 3 x hidden for Q, K and V
+#: (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt: ``add_fully_connected(input,
+#: 3 * hidden_size, Wall, Ball)`` feeding the QKV-to-context plugin)
+TRT_QKV = frozenset({"bn", "activation", "residual", "qkv"})
+#: the T4's 40 SMs (TU104 as the T4 ships it: TechPowerUp's database as reproduced at
+#: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml)
+T4_SMS = 40
+
+
+def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
+                    t4_waves: bool = False) -> float:
+    """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
+    one of the variants of the "tried" table: the TensorRT rows with one QKV GEMM, the tile
+    model's per-kernel ``fill`` replaced on the parts that have one, the T4 in whole waves
+    (the A100's transferred 16-bit set on its 40 SMs)."""
+    from roofline.engine.core import time_model
+    from roofline.engine.presets import efficiency_for, for_runtime
+    from roofline.engine.tiles import tiles_for
+
+    hw = rl.hardware(c["hardware"])
+    kw = solve_kwargs(c)
+    fuse = TRT_QKV if qkv and c.source == "trtbert" else kw["fuse"]
+    g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
+                                   batch=kw["batch"], fused_attention=kw["fused_attention"],
+                                   fuse=fuse)
+    eff = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
+    if t4_waves and c["hardware"] == "t4":
+        a100 = tiles_for(rl.hardware("a100-sxm4-40gb"))
+        if a100 is None:  # pragma: no cover - the A100 has tile data (data/tiles)
+            raise SpecError("the A100's tile set is missing: the T4 variant transfers it")
+        eff = replace(eff, tiles=replace(a100, arch="turing (transferred)", slots=T4_SMS))
+    if fill is not None and eff.tiles is not None:
+        eff = replace(eff, tiles=replace(eff.tiles, fill=fill))
+    return time_model(g, hw, eff).totals_at(kw["batch"]).latency
+
+
+#: (label, seconds_variant keywords) of the "tried" table
+VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("as shipped", {}),
+    ("TensorRT BERT with its one QKV GEMM", {"qkv": True}),
+    ("tile fill 3 µs (A100 fp16)", {"fill": 3e-6}),
+    ("tile fill 0 (A100 fp16)", {"fill": 0.0}),
+    ("one QKV GEMM + fill 3 µs", {"qkv": True, "fill": 3e-6}),
+    ("T4 in whole waves (40 SMs, transferred set)", {"t4_waves": True}),
+    ("T4 in whole waves + one QKV GEMM", {"t4_waves": True, "qkv": True}),
+)
+
+
+def tried_table() -> str:
+    """docs/validation/inference.md's ``tried`` block: the inference summary and the TensorRT
+    BERT rows under each variant (markdown)."""
+    cases = [c for c in inference_cases().cases if not c.known_outlier]
+    trt = [c for c in cases if c.source == "trtbert"]
+    head = "| variant | median | geo-mean | worst | " + " | ".join(
+        c.id.replace("-s", " s").replace("-b", " b") for c in trt) + " |"
+    lines = [head, "|---|---:|---:|---:|" + "---:|" * len(trt)]
+    for label, kw in VARIANTS:
+        r = {c.id: seconds_variant(c, **kw) / measured_seconds(c) for c in cases}
+        fs = [factor(x) for x in r.values()]
+        lines.append(f"| {label} | {statistics.median(fs):.3f} | "
+                     f"{math.exp(statistics.fmean(math.log(f) for f in fs)):.3f} | "
+                     f"{max(fs):.2f} | " + " | ".join(_err(r[c.id]) for c in trt) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    import sys
+
+    if "--fit" in sys.argv:
+        for excl in ((), ("t4",)):
+            cases = [c for c in inference_cases().cases if not c.known_outlier
+                     and c["hardware"] not in excl]
+            now = [math.log(predicted_seconds(c, "default") / measured_seconds(c))
+                   for c in cases]
+            print(f"excluding {excl or 'nothing'}: {len(cases)} cases, current preset rms log "
+                  f"error {math.sqrt(statistics.fmean(x * x for x in now)):.3f}")
+            for rms, ch in grid_fit(excl)[:3]:
+                print(f"  rms {rms:.3f}  {ch}")
+    elif "--tried" in sys.argv:
+        print(tried_table())
+    else:
+        print(case_table(), end="")
