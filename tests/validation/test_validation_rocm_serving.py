@@ -38,9 +38,8 @@ def test_errors_within_stated_bounds(rep) -> None:
     # in sample within 10 %, each release predicted from the other two within 10 %
     assert all(abs(r.rocm_ours(c) / c.value_si - 1) <= 0.10 for c in fit)
     assert rep.loso.median_abs <= 0.06 and abs(rep.loso.worst) <= 0.10
-    # the symptom: the vllm profile prices AMD's 2025 containers 38-61 % too slow (46-71 % at
-    # its 107 us per layer before session 24)
-    assert all(0.35 <= r.rocm_ours(c, engine="vllm") / c.value_si - 1 <= 0.65 for c in fit)
+    # the symptom: the vllm profile priced AMD's 2025 containers 45-75 % too slow
+    assert all(0.45 <= r.rocm_ours(c, engine="vllm") / c.value_si - 1 <= 0.75 for c in fit)
     # OCI's 2024 stack is slower than the 2025 profile says (release, not vendor): every row
     # more than 15 % too fast with vllm-rocm, within 20 % with vllm
     oci = r.rocm_judged_cases()
@@ -58,13 +57,13 @@ def test_only_the_per_layer_cost_differs_from_vllm() -> None:
 
 def test_per_layer_cost_by_hand() -> None:
     # batch 1, 2048 output tokens of Llama 3.1 70B (80 layers) on one TP-8 stage: the two
-    # profiles differ by (97.5 - 46) us x 80 layers per step, over 2048 decode steps and the
+    # profiles differ by (107 - 46) us x 80 layers per step, over 2048 decode steps and the
     # prefill call
     kw = dict(batch=1, prompt_len=128, output_len=2048, tp=8,
               precision=rl.precision("fp8", activations="bf16", kv="fp8"))
     slow = rl.serve("llama-3.1-70b", "mi300x", engine="vllm", **kw).e2e_latency
     fast = rl.serve("llama-3.1-70b", "mi300x", engine="vllm-rocm", **kw).e2e_latency
-    assert slow - fast == pytest.approx((97.5e-6 - 46e-6) * 80 * (2048 + 1), rel=0.01)
+    assert slow - fast == pytest.approx((107e-6 - 46e-6) * 80 * (2048 + 1), rel=0.01)
 
 
 def test_uncertainty_residuals_are_the_holdout_errors(rep) -> None:

@@ -59,8 +59,7 @@ def test_profiles_inherit_vllm_and_multistep_derives_from_v0():
     assert (ms.step_overhead, ms.seq_overhead) == (v0.step_overhead, v0.seq_overhead)
     assert ms.scheduler_steps == 10 and v0.scheduler_steps == 1
     # the default engine="vllm" is unchanged: no per-sequence term
-    # (its per-layer term: 107 us until session 24's refit of the static cases, 97.5 us since)
-    assert base.seq_overhead == 0 and base.layer_overhead == pytest.approx(97.5e-6)
+    assert base.seq_overhead == 0 and base.layer_overhead == pytest.approx(107e-6)
     # multi-step pays the step and sequence host time once per 10 steps, by hand:
     # (2 stages x s + 256 x q) / 10 + 80 layers x 107 us
     want = (2 * v0.step_overhead + 256 * v0.seq_overhead) / 10 + 80 * base.layer_overhead

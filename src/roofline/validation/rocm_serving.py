@@ -3,13 +3,12 @@
 latency tables, leaving one container release out at a time, and the OCI rows of a 2024 vLLM
 judged with it (docs/validation/vendors.md, "ROCm vLLM").
 
-The ``vllm`` profile's 107 µs per layer per step (97.5 µs since session 24) was fitted on
-2023-24 vLLM runs (H200 CI, A100, OCI's MI300X); AMD's 2025 containers run a Llama 3.1 70B decode
-step on 8 MI300X in 7.7 ms where that profile adds 8.6 ms (7.8 ms) of per-layer cost alone.
-``vllm-rocm`` keeps every other ``vllm`` factor (assumed) and fits ``layer_overhead`` only: the
-rows are one model at batch 1-4, so a per-step and a per-layer cost cannot be told apart (the
-per-layer term carries both). Errors are ours / published − 1 in end-to-end latency (+: predicted
-too slow).
+The ``vllm`` profile's 107 µs per layer per step was fitted on 2023-24 vLLM runs (H200 CI, A100,
+OCI's MI300X); AMD's 2025 containers run a Llama 3.1 70B decode step on 8 MI300X in 7.7 ms where
+that profile adds 8.6 ms of per-layer cost alone. ``vllm-rocm`` keeps every other ``vllm`` factor
+(assumed) and fits ``layer_overhead`` only: the rows are one model at batch 1-4, so a per-step
+and a per-layer cost cannot be told apart (the per-layer term carries both). Errors are
+ours / published − 1 in end-to-end latency (+: predicted too slow).
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ def fit_serving(cases: Sequence[Case] | None = None,
     fitted = [e for e in FIT_PARAMS if e in engines]
     has_fp8 = any(c.scenario["precision"] in ("fp8", "fp4", "int4") for c in cases)
     cur = {k: float(st[k] if k in st else st[k.split(".", 1)[1]]) for k in _keys()}
+    ship = shipped_serving_values()
+    cur.update({k: ship[k] for k in _hand_keys()})  # the search prices with them, as the tables
 
     def score(vals: dict[str, float]) -> float:
         return serving_summary(_errors(_profiles(vals), cases))["rms_log"]
@@ -216,8 +218,6 @@ def fit_serving(cases: Sequence[Case] | None = None,
                      f" take the mean of the fitted engines' values")
     if not has_fp8 and any(_SHARED in ns for ns in FIT_PARAMS.values()):
         notes.append("no fp8 case left: gemm_max_fp8 stays at its start value")
-    ship = shipped_serving_values()
-    cur.update({k: ship[k] for k in _hand_keys()})
     return Refit(values=cur, note="; ".join(notes))
 
 
