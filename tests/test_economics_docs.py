@@ -36,20 +36,20 @@ def test_worked_examples_print_what_the_doc_shows(shown_output) -> None:
     shown_output(path, text, outputs)
 
 
-def test_validation_table_is_generated_from_the_data() -> None:
+def test_validation_table_is_generated_from_the_data(doc_block) -> None:
+    """A generated block: python -m roofline.validation.regenerate rewrites it."""
     from roofline.analysis.reliability import validation_markdown
 
-    text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
-    table = text.split("<!-- failure-validation -->\n", 1)[1].split("\n\n", 1)[0]
-    assert table == validation_markdown()
+    path = DOCS / "validation" / "economics.md"
+    assert doc_block(path, "failure-validation") == validation_markdown()
 
 
-def test_power_validation_table_is_generated_from_the_data() -> None:
+def test_power_validation_table_is_generated_from_the_data(doc_block) -> None:
+    """A generated block: python -m roofline.validation.regenerate rewrites it."""
     from roofline.analysis.power_validation import validation_markdown
 
-    text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
-    table = text.split("<!-- power-validation -->\n", 1)[1].split("\n\nReading it", 1)[0]
-    assert table == validation_markdown()
+    path = DOCS / "validation" / "economics.md"
+    assert doc_block(path, "power-validation") == validation_markdown()
 
 
 def test_price_coverage_table_is_generated_from_the_data() -> None:

@@ -249,3 +249,28 @@ def test_cumsum_sort_topk_hand_counts():
     assert cost("topk", batch=3, rows=5, row_len=8, k=8, act_bytes=2) == s
     with pytest.raises(SpecError, match="k=9"):
         cost("topk", batch=1, rows=1, row_len=8, k=9, act_bytes=2)
+
+
+def test_fusion_closeness_is_numpys_allclose_on_scalars() -> None:
+    """graphs.fusion._close: np.allclose of two scalars (rtol 1e-5, atol 1e-8), by hand."""
+    import numpy as np
+
+    from roofline.graphs.fusion import _close
+
+    inf, nan = float("inf"), float("nan")
+    cases = [(1.0, 1.0 + 9e-6, True), (1.0, 1.0 + 2e-5, False), (0.0, 9e-9, True),
+             (0.0, 2e-8, False), (1e10, 1e10 * (1 + 9e-6), True), (inf, inf, True),
+             (inf, -inf, False), (inf, 1e308, False), (nan, nan, False), (2.0, nan, False)]
+    for a, b, want in cases:
+        assert _close(a, b) is want, (a, b)
+        assert bool(np.allclose(a, b)) is want, (a, b)
+
+
+def test_opcost_checks_every_quantity_and_lists_them_in_order() -> None:
+    from roofline.ops.cost import QUANTITIES, OpCost
+
+    c = OpCost(**{q: float(i + 1) for i, q in enumerate(QUANTITIES)}, gemm=(1.0, 2.0, 3.0))
+    assert c.as_tuple() == tuple(float(i + 1) for i in range(len(QUANTITIES)))
+    for q in QUANTITIES:
+        with pytest.raises(ValueError, match=f"OpCost.{q} must be >= 0"):
+            OpCost(**{q: -1.0})

@@ -75,6 +75,36 @@ def test_sustained_fraction_out_of_range_is_refused(tmp_path, edit, words):
         assert w in msg, msg
 
 
+@pytest.mark.parametrize("edit, words", [
+    ("\n[clock]\npeak = { value = 1830, unit = \"MHz\", source = \"ds\" }\n",
+     ["[clock]", "'peak' and 'max'", "['peak']"]),
+    ("\n[clock]\npeak = { value = 1830, unit = \"MHz\", source = \"ds\" }\n"
+     "max = { value = 1500, unit = \"MHz\", source = \"ds\" }\n",
+     ["clock.max", "clock.peak", "at least"]),
+    ("\n[clock]\npeak = { value = 1830, unit = \"W\", source = \"ds\" }\n"
+     "max = { value = 1980, unit = \"MHz\", source = \"ds\" }\n", ["clock.peak", "W"]),
+    ("\n[clock]\npeak = { value = 1e9, unit = \"MHz\", source = \"ds\" }\n"
+     "max = { value = 1e9, unit = \"MHz\", source = \"ds\" }\n",
+     ["clock.peak", "plausible range"]),
+])
+def test_bad_clock_is_refused(tmp_path, edit, words):
+    p = write(tmp_path, "myhw.toml", HW + edit)
+    with pytest.raises(SpecError) as e:
+        rl.hardware(p)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_clock_ratio_by_hand(tmp_path):
+    """[clock] peak 1830 MHz, max 1980 MHz: 1980 / 1830 = 1.0820 (without [clock]: 1)."""
+    edit = ("\n[clock]\npeak = { value = 1830, unit = \"MHz\", source = \"ds\" }\n"
+            "max = { value = 1.98, unit = \"GHz\", source = \"ds\" }\n")
+    hw = rl.hardware(write(tmp_path, "myhw.toml", HW + edit))
+    assert hw.clock_hz == {"peak": 1.83e9, "max": 1.98e9}
+    assert hw.clock_ratio() == pytest.approx(1.0820, abs=1e-4)
+    assert rl.hardware(write(tmp_path, "plain.toml", HW)).clock_ratio() == 1.0
+
+
 @pytest.mark.parametrize("old, new, words", [
     ('value = 100, unit = "TFLOP/s"', 'value = 1e300, unit = "TFLOP/s"',
      ["peak.fp16", "1e+300", "TFLOP/s", "plausible range"]),

@@ -43,6 +43,7 @@ UNIT_SCALE: dict[str, float] = {
     "kgCO2e": 1.0, "tCO2e": 1e3,  # -> kg CO2e
     "L/kWh": 1.0 / KWH,  # -> litres per J
     "1/h": 1.0 / 3600.0,  # -> per second (failure rates)
+    "Hz": 1.0, "MHz": MEGA, "GHz": GIGA,  # clock frequencies
 }
 #: unit string -> the dimension it measures (to reject e.g. a capacity given in GB/s)
 UNIT_DIMENSION: dict[str, str] = {
@@ -57,6 +58,7 @@ UNIT_DIMENSION: dict[str, str] = {
     "USD/kWh": "energy_price", "USD/MWh": "energy_price",
     "gCO2e/kWh": "carbon_intensity", "kgCO2e/kWh": "carbon_intensity",
     "kgCO2e": "carbon", "tCO2e": "carbon", "L/kWh": "water_intensity", "1/h": "rate",
+    **{u: "frequency" for u in ("Hz", "MHz", "GHz")},
 }
 
 

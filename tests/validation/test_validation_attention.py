@@ -60,18 +60,19 @@ def test_in_sample_and_leave_one_source_out(rows, loso) -> None:
 
 
 def test_judged_and_outlier_cases(rows) -> None:
-    """Cases no fit uses: H200 cuDNN (another Hopper part) within 10 %; H100 PCIe FA3 45 %
-    too fast in bf16 and in FP8 (a 350 W part: the fraction of the SXM5's peak does not carry
-    over, stated); A100
+    """Cases no fit uses: H200 cuDNN (another Hopper part) within 10 %; H100 PCIe FA3 in bf16
+    and in FP8 ~18 % too fast with the card's [sustained] 0.81 (fitted on a GEMM harness run on
+    the PCIe card and the SXM5, validation/sustained.py; without it 45 % too fast); A100
     'auto' (the matmul model) 25 % faster than cuDNN measures; the host-bound B200 batch-1
     calls are outliers with their reason."""
     def med(pred):
         return statistics.median(abs(r["error"]) for r in rows if pred(r["case"]))
     assert med(lambda c: c["hardware"] == "h200-sxm") <= 0.10
-    assert 0.35 <= med(lambda c: c["hardware"] == "h100-pcie" and "dtype" not in c.scenario) \
-        <= 0.55
-    # FA3's FP8 forward on the same PCIe card (PR #1075): 39-57 % too fast, the same derating
-    assert 0.35 <= med(lambda c: c.source == "fa1075") <= 0.55
+    assert 0.10 <= med(lambda c: c["hardware"] == "h100-pcie" and "dtype" not in c.scenario) \
+        <= 0.22
+    # FA3's FP8 forward on the same PCIe card (PR #1075): 13-27 % too fast (39-57 % before the
+    # card's [sustained] fraction, which is assumed for fp8 as fitted for bf16 / fp16)
+    assert 0.10 <= med(lambda c: c.source == "fa1075") <= 0.22
     assert 0.15 <= med(lambda c: c["hardware"] == "a100-pcie-80gb") <= 0.35
     out = [c for c in v.attention_cases() if c.known_outlier]
     assert len(out) == 14 and all("host-bound" in c.reason and c["batch"] == 1 for c in out)

@@ -247,14 +247,14 @@ def test_fp8_1024_cubed_on_b200_by_hand() -> None:
     # Hopper's fp8 set: its own max at its own fp8 peak (1979 TFLOP/s dense)
     h = hardware("h100-sxm5")
     th = efficiency_for(h, "default").tiles.for_dtype("fp8")  # type: ignore[union-attr]
-    assert th is not None and th.max == 0.85 and th.slots == 132
+    assert th is not None and th.max == 0.84 and th.slots == 132
     t_h = float(time_model(_fp8_dot(8192, 8192, 8192), h, efficiency_for(h, "default"))
                 .evaluate(1.0).t_compute[0])
     # 256 x 128 tiles: 32·64 = 2048 tiles, 16 waves (15.5) of 1 + 16/256 + 16/128 + 256/8192
     hand = 16 * 132 * 2 * 256 * 128 * 8192 * (1 + 16 / 256 + 16 / 128 + 256 / 8192) / (
-        1979e12 * 0.85) + 6e-6
+        1979e12 * 0.84) + 6e-6
     assert t_h <= hand * (1 + 1e-12)  # the best candidate is at least as fast
-    assert t_h >= 2 * 8192 ** 3 / (1979e12 * 0.85)  # and never faster than max of the peak
+    assert t_h >= 2 * 8192 ** 3 / (1979e12 * 0.84)  # and never faster than max of the peak
 
 
 def test_stream_k_by_hand() -> None:
@@ -263,13 +263,13 @@ def test_stream_k_by_hand() -> None:
     1/(1 + 16/128 + 16/256 + 256/12032). Stream-K: 1 full wave, then the 28 tiles left as
     28·12032 K iterations over 132 SMs (each segment 28·12032/132 long, its own K-loop fill
     256·2·128·256 FLOPs per SM) and 132 partial 128 x 256 fp32 tiles written and read back at
-    0.88 of 4.8 TB/s; the Hopper fp8 set: max 0.85 of 1979 TFLOP/s, fill 6 µs."""
+    0.88 of 4.8 TB/s; the Hopper fp8 set: max 0.84 of 1979 TFLOP/s, fill 6 µs."""
     h = hardware("h200-sxm")
     eff = efficiency_for(h, "default")
     assert eff.tiles is not None
     t8 = dict(eff.tiles.narrow)["fp8"]
     assert t8.stream_k and not eff.tiles.stream_k  # on for the fp8 set only
-    rate = 1979e12 * 0.85
+    rate = 1979e12 * 0.84
     wave = 132 * 2 * 128 * 256 * 12032 * (1 + 16 / 128 + 16 / 256 + 256 / 12032) / rate
     sk = (wave + 28 * 2 * 128 * 256 * 12032 * (1 + 16 / 128 + 16 / 256) / rate
           + 132 * 2 * 128 * 256 * 256 / rate + 2 * 4 * 132 * 128 * 256 / (4.8e12 * 0.88))
@@ -292,6 +292,36 @@ def test_stream_k_by_hand() -> None:
         replace(t8, stream_k=1).check("test")  # type: ignore[arg-type]
 
 
+def test_clock_max_by_hand() -> None:
+    """A case with clock = "max" (MAMF's harness runs each call alone) is priced at the part's
+    maximum boost clock: H100 SXM [clock] peak 1830 MHz (989.4 TFLOP/s / (132·4·512·2 FLOP per
+    clock) = 1829.9 MHz), max 1980 MHz: every peak × 1980 / 1830 = 1.08197; the fill and the
+    memory rate unscaled, so on 1536 x 2816 x 12032 (12 x 11 = 132 tiles of 128 x 256: one
+    full wave, no stream-K share, no split) the compute time less the 6 µs fill is the
+    unclocked one / 1.08197. The A100 peaks are quoted at its boost clock: ratio 1."""
+    assert 989.4e12 / (132 * 4 * 512 * 2) / 1e6 == pytest.approx(1829.9, abs=0.1)
+    h = hardware("h100-sxm5")
+    r = h.clock_ratio()
+    assert r == pytest.approx(1980 / 1830, rel=1e-12) and r == pytest.approx(1.08197, abs=1e-5)
+    hc = v.clocked(h, "max")
+    assert hc.peak("fp8") == pytest.approx(1979e12 * r, rel=1e-12)
+    assert hc.peak("bf16") == pytest.approx(989e12 * r, rel=1e-12)
+    assert hc.memory_bytes_per_s == h.memory_bytes_per_s
+    assert v.clocked(h, None) is h
+    a100 = hardware("a100-sxm4-80gb")
+    assert a100.clock_ratio() == 1.0 and v.clocked(a100, "max") is a100
+    with pytest.raises(SpecError, match="clock='boost'"):
+        v.clocked(h, "boost")
+    g = _fp8_dot(1536, 2816, 12032)
+    t0 = float(time_model(g, h, efficiency_for(h, "default")).evaluate(1.0).t_compute[0])
+    t1 = float(time_model(g, hc, efficiency_for(hc, "default")).evaluate(1.0).t_compute[0])
+    assert (t1 - 6e-6) * r == pytest.approx(t0 - 6e-6, rel=1e-9)
+    # the case key reaches the pricing: MAMF's H100 fp8 row, with and without it
+    c = next(x for x in v.hopper_fp8_cases() if x.id == "mamf H100 SXM fp8")
+    plain = replace(c, scenario={k: x for k, x in c.scenario.items() if k != "clock"})
+    assert 1.0 < v.predict_gemm(c) / v.predict_gemm(plain) <= r * (1 + 1e-12)
+
+
 def test_stream_k_on_only_where_it_fits_better() -> None:
     """The stream-K candidates are on for the set whose fit is better with them (Hopper fp8,
     fitted on cuBLASLt runs) and off for the 16-bit set (XLA's tables: no better with them)."""
@@ -311,13 +341,32 @@ def test_fp8_sets_are_the_fits_and_judged_per_source() -> None:
     assert {p.source for p in rep.per_source} == {"azure", "mamf"}
     assert dict(rep.refit.values) == dict(rep.shipped)  # Hopper's max is the fit on both
     assert rep.shipped_in_sample.median_abs <= 0.07
+    # each source held out (was 30 %: 19.7 % pooled before MAMF's rows were priced at the
+    # maximum boost clock their harness runs at; now 10.2 % / 13.0 %)
     for p in rep.per_source:
-        assert p.held_out.median_abs <= 0.30, p.source
-    # before: the smooth model × the end-to-end factor priced every Hopper fp8 row too slow
-    before = [v.predict_gemm(c, smooth=True) / c.value_si - 1 for c in v.hopper_fp8_cases()]
-    assert len(before) == 11 and max(before) < -0.2
-    after = [v.predict_gemm(c) / c.value_si - 1 for c in v.hopper_fp8_cases()]
-    assert np.median(np.abs(after)) < np.median(np.abs(before))
+        assert p.held_out.median_abs <= 0.15, p.source
+    cs = v.hopper_fp8_cases()
+    big = [c for c in cs if v.sets_max(c)]
+    assert len(cs) == 19 and len(big) == 11  # max fitted on the 11 large rows only
+    assert {c.id for c in cs if c.get("clock") == "max"} == {"mamf H200 SXM fp8",
+                                                              "mamf H100 SXM fp8"}
+    held = [abs(math.expm1(rep.held_out_errors[c.id])) for c in big]
+    assert np.median(held) <= 0.11  # the large rows held out: 10.2 %
+    # before: the smooth model × the end-to-end factor priced every large Hopper fp8 row too
+    # slow (the small ones many times too fast: no fill, no waves)
+    before = {c.id: v.predict_gemm(c, smooth=True) / c.value_si - 1 for c in cs}
+    assert max(before[c.id] for c in big) < -0.2
+    after = {c.id: v.predict_gemm(c) / c.value_si - 1 for c in cs}
+    assert np.median(np.abs(list(after.values()))) < np.median(np.abs(list(before.values())))
+    assert all(abs(after[c.id]) <= 0.15 for c in big)
+    # Azure's small sizes, judged (regression pins): on the H100 (CUDA 12.6) within 16 %; on
+    # the H200 (CUDA 12.8, whose small-size kernels are 39-59 % faster than the same VM's
+    # CUDA 12.6 run) 20-45 % too slow; the thin 802816 x 192 x 768 rows too fast (their fp16
+    # output is written as 1-byte fp8 by the one-op graph)
+    small = {c.id: after[c.id] for c in cs if not v.sets_max(c)}
+    assert all(abs(e) <= 0.16 for k, e in small.items() if "H100" in k and "802816" not in k)
+    assert all(-0.45 <= e <= -0.20 for k, e in small.items() if "H200" in k and "802816" not in k)
+    assert all(0.10 <= e <= 0.40 for k, e in small.items() if "802816" in k)
 
 
 def test_mamf_rows_no_fit_saw() -> None:
@@ -332,7 +381,7 @@ def test_mamf_rows_no_fit_saw() -> None:
         c = rows[cid]
         sc = c.scenario
         c = replace(c, scenario=MappingProxyType({"hardware": sc["hardware"], "dtype": sc[
-            "dtype"], "b": 1, "m": sc["m"], "n": sc["n"], "k": sc["k"]}))
+            "dtype"], "b": 1, "m": sc["m"], "n": sc["n"], "k": sc["k"], "clock": sc["clock"]}))
         got[cid] = (v.predict_gemm(c, op_time=True) / c.value_si - 1,
                     v.predict_gemm(c, smooth=True, op_time=True) / c.value_si - 1)
         assert abs(got[cid][0]) <= 0.10, (cid, got[cid])
@@ -371,7 +420,7 @@ def test_a100_by_hand_and_judged_per_source() -> None:
     # judged per source (nothing fitted on them): tri3551 and tri7085 within 12 %; tri6523's
     # A100 measures 20-40 % below tri3551's at the same sizes, so within 35 %; Azure's cuBLASLt
     # sizes (an A100-SXM4-80GB) within 6 %; the smooth model was worse on every source
-    cs = v.op_time_cases()
+    cs = v.a100_cases()
     after = {c.id: e for c, _, e in v.gemm_errors(cases=cs)}
     before = {c.id: e for c, _, e in v.gemm_errors(smooth=True, cases=cs)}
     bound = {"tri3551": 0.12, "tri7085": 0.12, "tri6523": 0.35, "azure_a100": 0.06}

@@ -102,3 +102,13 @@ def test_one_golden_section_for_both_stop_rules_and_tie_rules() -> None:
     # 18 steps shrink [0, 10] to 10 g^18 (~0.02); the best point is within it of the minimum
     x, fx = _golden(lambda x: (x - 3.7) ** 2, 0.0, 10.0, steps=18)
     assert abs(x - 3.7) < 10 * g ** 18 and fx == pytest.approx((x - 3.7) ** 2)
+
+
+def test_span_pct_by_hand() -> None:
+    from roofline.validation.holdout import span_pct
+
+    # signed: -0.076 .. +0.070 -> "−8 … +7 %" (typographic minus, as the pages write it)
+    assert span_pct([0.070, -0.076, 0.01]) == "−8 … +7 %"
+    # sizes of one sign: |-0.206| .. |-0.328| -> "21–33 %"
+    assert span_pct([-0.206, -0.328, -0.219], signed=False) == "21–33 %"
+    assert span_pct([0.4644, 0.711], signed=False, digits=1) == "46.4–71.1 %"

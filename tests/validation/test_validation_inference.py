@@ -31,6 +31,7 @@ import roofline as rl
 from roofline.validation import Case, parse_cases
 from roofline.validation.inference import (
     Row,
+    case_figures,
     case_table,
     factor,
     inference_cases,
@@ -39,6 +40,8 @@ from roofline.validation.inference import (
     seconds_variant,
     solve_kwargs,
     summary,
+    tried_figures,
+    tried_ratios,
     tried_table,
 )
 
@@ -146,9 +149,23 @@ def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
             assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
 
 
-def test_doc_carries_the_tried_table(doc_block) -> None:
-    assert doc_block(DOC, "tried") == tried_table(), "regenerate with " \
+def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
+    ratios = tried_ratios()
+    assert doc_block(DOC, "tried") == tried_table(ratios), "regenerate with " \
         "`python -m roofline.validation.regenerate --only pages:inference.md`"
+    # the figures its reading quotes sit in inline markers holding today's values
+    text = DOC.read_text(encoding="utf-8")
+    figs = tried_figures(ratios) | case_figures(computed)
+    quoted = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(quoted) >= 14
+    for k in quoted:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    # by hand: a variant's per-case figure is its r - 1 in whole percent; "as shipped" is the
+    # case table's default error
+    one = "bertB-fp16-a100-s128-b1"
+    assert figs[f"tried/qkv/{one}"] == f"{ratios['qkv'][one] - 1:+.0%}".replace("%", " %")
+    r = next(x for x in computed if x.case.id == one)
+    assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:

@@ -24,6 +24,13 @@ def rep():
 def test_doc_tables_are_generated(rep, doc_block) -> None:
     assert doc_block(DOC, "rocm-fit") == r.rocm_fit_table(rep)
     assert doc_block(DOC, "rocm-cases") == r.rocm_case_table(rep)
+    doc = DOC.read_text(encoding="utf-8")
+    figs = r.rocm_figures(rep)
+    for k, val in figs.items():  # the reading's figures: inline markers of today's values
+        assert f"<!--v:{k}-->{val}<!--/v-->" in doc, k
+    # by hand: the fits without each release span the fit table's last three columns
+    fits = sorted(p.fitted_without.values["layer_overhead_us"] for p in rep.per_source)
+    assert figs["rocm.fits_without"] == f"{fits[0]:.1f}–{fits[-1]:.1f} µs"
 
 
 def test_fit_reproduces_the_shipped_value(rep) -> None:

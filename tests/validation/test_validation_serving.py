@@ -113,9 +113,28 @@ def test_refit_reproduces_the_shipped_factors(holdout):
     assert abs(holdout.refit_in_sample.rms_log - holdout.shipped_in_sample.rms_log) < 0.005
 
 
-def test_doc_carries_the_holdout_tables(holdout):
+def test_doc_carries_the_holdout_tables(holdout, errs, doc_block):
     assert v.serving_holdout_table(holdout) in DOC.read_text(encoding="utf-8"), \
-        "docs/validation/serving.md is stale: paste serving_holdout_table()"
+        "docs/validation/serving.md is stale: python -m roofline.validation.regenerate"
+    assert doc_block(DOC, "summary") == v.serving_summary_table(errs)
+    assert doc_block(DOC, "worst") == v.serving_worst_table(errs)
+
+
+def test_doc_prose_quotes_the_generated_figures(holdout, errs):
+    """Every hold-out figure and named case's error the prose quotes sits in an inline marker
+    holding today's value (python -m roofline.validation.regenerate fills them)."""
+    doc = DOC.read_text(encoding="utf-8")
+    figs = v.page_figures(errs, holdout)
+    quoted = [k for k in figs if f"<!--v:{k}-->" in doc]
+    assert len(quoted) >= 25
+    for k in quoted:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in doc, k
+    # by hand: the named case errors are the case table's
+    by_id = {c.id: e for c, _, e in errs}
+    b64 = "vLLM llama-3.1-405b MI300X fp8 B=64 tp=8 128/128 e2e"
+    assert figs["case/oci_b64"] == f"{math.expm1(by_id[b64]):+.1%}".replace("%", " %") \
+        .replace("-", "−")
+    assert figs["serving.loso_rms"] == f"{holdout.loso.rms_log:.3f}"
 
 
 def test_readme_states_the_holdout_error(holdout):

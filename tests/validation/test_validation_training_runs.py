@@ -35,13 +35,16 @@ def test_within_stated_tolerance(rows) -> None:
     # Hopper GEMM fraction refitted (0.46 -> 0.44); since each run is priced with the kernel
     # it ran (0.54) the median is about 5 %
     assert s["median_abs_error"] <= 0.14
-    assert s["max_abs_error"] <= 0.40
+    # 0.40 while the NeMo 70B SFT row was priced with fp32 optimizer states (-36 %); with its
+    # launcher script's knobs (bf16 states, no recompute) the largest dense miss is about 19 %
+    assert s["max_abs_error"] <= 0.25
     # the MoE rows (expert parallelism): was "too slow, within 60 %" before the MoE layers,
     # expert sharding, MoE activations and DeepEP's dispatch were modelled (issue 18); within
-    # 12 % while the Hopper fraction was 0.44; at 0.54 the 1024-GPU DeepSeek-V3 row is +23 %
-    # (its published slow-down from 256 GPUs is not modelled: training-runs.md says so)
+    # 12 % while the Hopper fraction was 0.44; at 0.54 the 1024-GPU DeepSeek-V3 row was +23 %
+    # (25 % allowed); with its four pipeline schedules per step (pp_flushes, the table's GA 4)
+    # it is about +19 %
     moe = [r for r in rows if r["result"].ep > 1]
-    assert len(moe) == 3 and all(abs(r["error"]) <= 0.25 for r in moe)
+    assert len(moe) == 3 and all(abs(r["error"]) <= 0.20 for r in moe)
 
 
 def test_lora_faster_than_sft_on_the_same_split(rows) -> None:

@@ -27,6 +27,16 @@ def test_doc_tables_are_generated(rep, doc_block) -> None:
     assert doc_block(DOC, "fit") == v.fit_table(rep)
     assert doc_block(DOC, "cases") == v.case_table(rep)
     assert doc_block(DOC, "judged") == v.judged_table(rep)
+    # the judged errors the prose quotes (inline markers the regenerate command fills)
+    doc = DOC.read_text(encoding="utf-8")
+    figs = v.judged_figures(rep)
+    assert "<!--v:judged/amdperf-->" in doc
+    for k, val in figs.items():
+        if f"<!--v:{k}-->" in doc:
+            assert f"<!--v:{k}-->{val}<!--/v-->" in doc, k
+    # by hand: the AMD 2025 vLLM rows' |error| range, rounded to whole percent
+    amd = [e for cid, _, _, _, e in rep.judged if cid.startswith("AMD vLLM")]
+    assert figs["judged/amdperf"] == f"{min(amd) * 100:.0f}–{max(amd) * 100:.0f} %"
 
 
 def test_fit_reproduces_the_shipped_factors(rep) -> None:
@@ -61,15 +71,30 @@ def test_errors_within_stated_bounds(rep) -> None:
     # (fitted on AMD's ROCm/xla fp8 table and these rows: docs/validation/gemm.md, where each
     # is held out), on H100 / H200 by Hopper's own fp8 tile set (its max fitted on them and the
     # MAMF H200 row)
+    from roofline.validation.gemm import sets_max
+
     amd = [j[4] for j in rep.judged if j[0].startswith("azure ND MI300X v5 fp8")]
-    nv = [j[4] for j in rep.judged if j[0].startswith("azure ND H") and " fp8 " in j[0]]
-    assert len(amd) == 5 and len(nv) == 9
+    cases = {c.id: c for c in v.vendor_cases()}
+    nv = {j[0]: j[4] for j in rep.judged if j[0].startswith("azure ND H") and " fp8 " in j[0]}
+    big = [e for cid, e in nv.items() if sets_max(cases[cid])]
+    assert len(amd) == 5 and len(nv) == 17 and len(big) == 9
     assert all(abs(e) <= 0.15 for e in amd)
-    assert all(abs(e) <= 0.10 for e in nv)
-    # the end-to-end fp8 rule leaves Gaudi 3's kernel-only fp8 matmul too slow; the H200's
-    # MAMF row (best of a shape search, a partial second wave at its shape) is -15...-30 %
+    assert all(abs(e) <= 0.10 for e in big)
+    # Azure's smaller sizes, judged at op time (the launch model on 5-20 µs kernels): the H100's
+    # (CUDA 12.6) 20-25 % too slow, the H200's (CUDA 12.8, faster small-size kernels) 30-50 %;
+    # the thin 802816 x 192 x 768 rows too fast (their fp16 output written as 1-byte fp8)
+    small = {cid: e for cid, e in nv.items() if not sets_max(cases[cid])}
+    assert all(-0.25 <= e <= -0.18 for cid, e in small.items()
+               if "H100" in cid and "802816" not in cid)
+    assert all(-0.52 <= e <= -0.28 for cid, e in small.items()
+               if "H200" in cid and "802816" not in cid)
+    assert all(0.10 <= e <= 0.40 for cid, e in small.items() if "802816" in cid)
+    # the end-to-end fp8 rule leaves Gaudi 3's kernel-only fp8 matmul too slow; MAMF's H200
+    # fp8 row, priced at the maximum boost clock its harness runs at, is -10...-20 % (-19.5 %
+    # at the peaks' clock; its best shape leaves a partial second wave)
     g3, h200 = judged["mamf Gaudi 3 fp8"][4], judged["mamf H200 SXM fp8"][4]
-    assert g3 < -0.25 and -0.30 <= h200 <= -0.15
+    assert g3 < -0.25 and -0.20 <= h200 <= -0.10
+    assert abs(judged["mamf H100 SXM fp8"][4]) <= 0.06
     # a second measurement no fit saw (the MAMF page's earlier v1 table, other software):
     # Gaudi 2 and Gaudi 3 within 5 %; the MI300X row, priced by solve's CDNA 3 tile set, 5-25 %
     # too slow (the Infinity Cache not modelled: docs/validation/gemm.md)

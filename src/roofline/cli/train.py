@@ -53,6 +53,9 @@ def register(sub: Any) -> None:
     p.add_argument("--elementwise", default="fused", choices=("fused", "eager"),
                    help="norms, RoPE, activation and loss: one fused kernel each, or PyTorch "
                         "eager's op chains (data/presets/eager.toml)")
+    p.add_argument("--pp-flushes", type=int, default=1, metavar="K",
+                   help="pipeline schedules per optimizer step (one per gradient-accumulation "
+                        "step, as NeMo AutoModel runs them; default 1, Megatron's)")
     p.add_argument("--optimizer-dtype", default="fp32", choices=("fp32", "bf16"),
                    help="gradients and Adam states in fp32 (Megatron's mixed precision) or "
                         "bf16 (NeMo's SFT recipe: Apex DistributedFusedAdam dtype bf16)")
@@ -94,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
                   precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
     if args.search:
+        if args.pp_flushes != 1:
+            from ..errors import SpecError
+
+            raise SpecError("--pp-flushes prices one split's schedule; --search ranks "
+                            "Megatron-style splits (one schedule per step): drop one of them")
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
@@ -111,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
-              **common, **econ_kwargs(args))  # type: ignore[arg-type]
+              pp_flushes=args.pp_flushes, **common, **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

@@ -178,7 +178,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo", "split", "many")
+                 "ridge_effective", "moved", "waves", "_memo", "_split", "many")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -252,10 +252,16 @@ class TimeModel:
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
         self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
-        #: the other ops' closed form + each distinct wave op once (tiles.WaveSplit), or None
-        self.split = wave_split(self) if self.waves is not None else None
+        self._split: Any = False  # ``split``, built on first use (a sweep never needs it)
         #: totals_many's split (engine/split.py), built on its first use; False: none applies
         self.many: Any = None
+
+    @property
+    def split(self) -> Any:
+        """The other ops' closed form + each distinct wave op once (tiles.WaveSplit), or None."""
+        if self._split is False:
+            self._split = wave_split(self) if self.waves is not None else None
+        return self._split
 
     def set_sums(self) -> None:
         """The closed form's sums that need no envelope: FLOPs, bytes, compute seconds, and
@@ -354,13 +360,15 @@ class TimeModel:
             t_op = t_op * self.has
             tk = tk * self.has
         shape = t_op.shape
-        return OpTimes(time=t_op, t_bound=np.broadcast_to(bound, shape),
-                       t_compute=np.broadcast_to(tc, shape), t_memory=np.broadcast_to(tm, shape),
-                       overhead=t_op - tk, flops=np.broadcast_to(flops, shape),
-                       bytes=np.broadcast_to(tb, shape), act_bytes=np.broadcast_to(act_b, shape),
-                       t_kernel=tk, compute_bound=np.broadcast_to(tc >= tm, shape),
-                       dispatch=np.broadcast_to(disp, shape), t_bound_compute=np.broadcast_to(
-                           b_c, shape), t_bound_memory=np.broadcast_to(b_m, shape))
+
+        def full(x: Any) -> Any:  # arrays of this call already [.., n] are kept as they are
+            return x if type(x) is np.ndarray and x.shape == shape and x is not self.disp \
+                else np.broadcast_to(x, shape)  # (the model's own dispatch: a read-only view)
+
+        return OpTimes(time=t_op, t_bound=full(bound), t_compute=full(tc), t_memory=full(tm),
+                       overhead=t_op - tk, flops=full(flops), bytes=full(tb),
+                       act_bytes=full(act_b), t_kernel=tk, compute_bound=full(tc >= tm),
+                       dispatch=full(disp), t_bound_compute=full(b_c), t_bound_memory=full(b_m))
 
     def select(self, ot: OpTimes, idx: Any) -> OpTimes:
         """``ot`` restricted to ops ``idx`` (last axis)."""

@@ -99,7 +99,7 @@ def _view(tm: Any, sel: np.ndarray, closed: bool) -> Any:
         setattr(v, a, getattr(tm, a)[sel])
     if np.ndim(tm.disp):
         v.disp = tm.disp[sel]
-    v.split, v.many, v._memo, v._env, v._env_arr = None, False, None, None, None
+    v._split, v.many, v._memo, v._env, v._env_arr = None, False, None, None, None
     v.waves = None if closed else _waves_of(tm.waves, sel)
     v.nonlinear = () if closed else tm.nonlinear
     v.envelope_ok = closed

@@ -27,6 +27,7 @@ elementwise op's kind is read from its traffic (it reads more than it writes: mu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -85,6 +86,17 @@ def fuse_epilogues(graph: Graph, kinds: Iterable[str] = EPILOGUE_KINDS) -> Graph
     return _fuse_add_norm(g) if "norm" in kinds else g
 
 
+def _close(a: Any, b: Any) -> bool:
+    """``np.allclose`` of two scalars (rtol 1e-5, atol 1e-8; NaN never close, infinities
+    close only to themselves) without numpy's per-call cost (graphs are folded op by op)."""
+    x, y = float(a), float(b)
+    if x == y:
+        return True
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return False
+    return abs(x - y) <= 1e-8 + 1e-5 * abs(y)
+
+
 def _fuse_add_norm(graph: Graph) -> Graph:
     """Each multi-input elementwise add directly followed by a (non-batch) norm of the same
     size becomes one kernel (see the module docstring)."""
@@ -99,8 +111,7 @@ def _fuse_add_norm(graph: Graph) -> Graph:
             continue
         if _kind(graph, i) != "residual" or (graph.fusible is not None and graph.fusible[j]):
             continue  # batch norm is fusible (it folds into a conv instead)
-        if not (np.allclose(c1[_AW, i], graph.c1[_AR, j]) and
-                np.allclose(c0[_AW, i], graph.c0[_AR, j])):
+        if not (_close(c1[_AW, i], graph.c1[_AR, j]) and _close(c0[_AW, i], graph.c0[_AR, j])):
             continue  # the norm reads more (or less) than the sum: not this pattern
         for c in (c0, c1):
             # the fused kernel reads the addends (not the sum) and writes sum + normed output
@@ -137,8 +148,8 @@ def _fold_epilogues(graph: Graph, kinds: frozenset[str]) -> Graph:
         if graph.classes[i] in ("matmul", "conv"):
             producer = i
             continue
-        if producer >= 0 and _kind(graph, i) in want and np.allclose(
-                c1[_AW, i], graph.c1[_AW, producer]) and np.allclose(c0[_AW, i], c0[_AW, producer]):
+        if producer >= 0 and _kind(graph, i) in want and _close(
+                c1[_AW, i], graph.c1[_AW, producer]) and _close(c0[_AW, i], c0[_AW, producer]):
             for c in (c0, c1):
                 extra_read = c[_AR, i] - c[_AW, i]  # inputs other than the producer's output
                 c[_AR, producer] += max(extra_read, 0.0)

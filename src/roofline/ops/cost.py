@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from operator import attrgetter
 
 __all__ = ["OpCost", "OP_CLASSES", "COMPUTE_CLASSES", "QUANTITIES"]
 
@@ -36,12 +37,10 @@ class OpCost:
     gemm: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name == "gemm":
-                continue
-            v = getattr(self, f.name)
+        for q in QUANTITIES:  # every field but gemm, in field order
+            v = getattr(self, q)
             if not v >= 0:
-                raise ValueError(f"OpCost.{f.name} must be >= 0, got {v!r}")
+                raise ValueError(f"OpCost.{q} must be >= 0, got {v!r}")
 
     @property
     def bytes_read(self) -> float:
@@ -62,10 +61,13 @@ class OpCost:
         return self.flops / b if b else float("inf")
 
     def as_tuple(self) -> tuple[float, ...]:
-        return tuple(getattr(self, q) for q in QUANTITIES)
+        return _QUANTITIES_OF(self)  # type: ignore[no-any-return]
 
     def __add__(self, other: OpCost) -> OpCost:
         return OpCost(**{q: getattr(self, q) + getattr(other, q) for q in QUANTITIES})
 
     def scaled(self, k: float) -> OpCost:
         return OpCost(**{q: getattr(self, q) * k for q in QUANTITIES})
+
+
+_QUANTITIES_OF = attrgetter(*QUANTITIES)

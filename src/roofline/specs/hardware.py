@@ -93,6 +93,11 @@ class Hardware(Display):
     #: cap lowers the clock below the one the peak is quoted at (``[sustained]``; absent: 1).
     #: The default preset scales matmul-class ops by it; the bound preset keeps the datasheet peak
     sustained_fraction: Mapping[str, float] = field(default_factory=dict)
+    #: the SM clock the dense peaks are quoted at ("peak") and the part's maximum boost clock
+    #: ("max"), Hz (``[clock]``; absent: unknown). Their ratio prices a harness that lets the
+    #: part run each kernel at its maximum clock (``clock_ratio``); solve, serve and train do
+    #: not use it
+    clock_hz: Mapping[str, float] = field(default_factory=dict)
     #: sparse tensor-core patterns the datasheet gives throughput for, pattern -> sparse/dense
     #: throughput ratio (e.g. {"2:4": 2.0}); the dense peak stays the value
     sparsity: Mapping[str, float] = field(default_factory=dict)
@@ -135,6 +140,13 @@ class Hardware(Display):
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
         object.__setattr__(self, "sustained_fraction",
                            MappingProxyType(dict(self.sustained_fraction)))
+        if set(self.clock_hz) not in (set(), {"peak", "max"}):
+            raise SpecError(f"hardware {self.key!r}: clock needs both 'peak' and 'max'; "
+                            f"got {', '.join(self.clock_hz)}")
+        if self.clock_hz and not 0 < self.clock_hz["peak"] <= self.clock_hz["max"]:
+            raise SpecError(f"hardware {self.key!r}: clock.max={self.clock_hz['max']!r} Hz must "
+                            f"be at least clock.peak={self.clock_hz['peak']!r} Hz (> 0)")
+        object.__setattr__(self, "clock_hz", MappingProxyType(dict(self.clock_hz)))
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
 
     # -- the numbers most code wants ---------------------------------------------------------
@@ -150,6 +162,11 @@ class Hardware(Display):
         """Fraction of the ``dtype`` peak a long matmul sustains (1 unless ``[sustained]``
         says otherwise, e.g. a power-capped board)."""
         return float(self.sustained_fraction.get(dtype, 1.0))
+
+    def clock_ratio(self) -> float:
+        """Maximum boost clock / the clock the peaks are quoted at (1 without ``[clock]``): the
+        factor on the peaks of a kernel run at the maximum clock (no power cap binding)."""
+        return self.clock_hz["max"] / self.clock_hz["peak"] if self.clock_hz else 1.0
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; an error naming the dtypes the part has if absent."""
@@ -260,7 +277,8 @@ def spec_key(hw: Hardware) -> SpecKey:
     k = SpecKey((hw.key, hw.kind, tuple(sorted(hw.peak_flops_per_s.items())),
          tuple((m.name, m.capacity_bytes, num(m.bytes_per_s)) for m in hw.memory), links,
          num(hw.tdp_w),
-         tuple(sorted(hw.sustained_fraction.items())), hw.execution,
+         tuple(sorted(hw.sustained_fraction.items())), tuple(sorted(hw.clock_hz.items())),
+         hw.execution,
          None if hw.weight_store is None else (hw.weight_store.capacity_bytes,
                                                hw.weight_store.bytes_per_s),
          None if eff is None else repr(sorted((str(a), repr(b)) for a, b in eff.items()))))
@@ -275,7 +293,7 @@ def spec_key(hw: Hardware) -> SpecKey:
 _TOP_KEYS = {"schema", "key", "name", "aliases", "vendor", "kind", "year", "sources", "peak",
              "weight_store", "execution",
              "memory", "links", "power", "notes", "measurement", "efficiency", "sustained",
-             "sparsity", "runtime"}
+             "sparsity", "runtime", "clock"}
 
 #: [sparsity] keys -> the pattern name solve(sparsity=) takes
 _SPARSITY_KEYS = {"structured_2_4": "2:4"}
@@ -340,6 +358,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         # a board that sustains under 5 % of its peak is a typo, not a power cap
         sustained[dtype] = q(raw, f"sustained.{dtype}", "ratio", lo=0.05, hi=1.0)
 
+    clock = _clock(doc.get("clock"), origin, q)
     sparsity: dict[str, float] = {}
     sp_raw = doc.get("sparsity") or {}
     if not isinstance(sp_raw, dict):
@@ -383,7 +402,20 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         host_link=links.get("host"), scale_up_link=links.get("scale_up"), tdp_w=tdp,
         provenance=prov, origin=origin, efficiency_table=eff_tbl, sustained_fraction=sustained,
         sparsity=sparsity, workspace_bytes=workspace, weight_store=store, execution=execution,
+        clock_hz=clock,
     )
+
+
+def _clock(raw: Any, origin: str, q: Any) -> dict[str, float]:
+    """``[clock]``: ``peak`` (the SM clock the datasheet peaks are quoted at) and ``max`` (the
+    maximum boost clock), both sourced, both or neither."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) != {"peak", "max"}:
+        got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+        raise SpecError(f"{origin}: [clock] needs exactly 'peak' and 'max' (sourced clocks, "
+                        f"e.g. {{ value = 1830, unit = \"MHz\", source = \"...\" }}); got {got}")
+    return {k: q(raw[k], f"clock.{k}", "frequency") for k in ("peak", "max")}
 
 
 def _memory_levels(mem_raw: Any, origin: str, q: Any) -> list[MemoryLevel]:

@@ -29,6 +29,7 @@ PLAUSIBLE: dict[str, tuple[float, float]] = {
     "ratio": (0.0, 1e12),  # fractions, factors, counts
     "money": (0.0, 1e12),  # USD
     "money_rate": (0.0, 1e6),  # USD/s
+    "frequency": (1e6, 1e11),  # Hz: a clock of 1 MHz to 100 GHz
 }
 
 

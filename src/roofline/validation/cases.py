@@ -80,7 +80,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"dtype": str, "m": int, "n": int, "k": int, "op": str, "model": str,
                      "precision": str,
                      "kv": str, "activations": str, "batch": int, "tp": int, "prompt": int,
-                     "output": int, "engine": str},
+                     "output": int, "engine": str, "clock": str},
     },
     "rocm_serving": {  # AMD's ROCm vLLM on MI300X: the vllm-rocm profile (rocm_serving.py)
         "metrics": {"e2e": {"s": 1.0}},
@@ -116,7 +116,9 @@ DOMAINS: dict[str, dict[str, Any]] = {
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
-        "optional": {"timing": str},  # "op": the kernel and its launch (default: kernel time)
+        # timing "op": the kernel and its launch (default: kernel time); clock "max": the harness
+        # runs each call alone, at the part's maximum boost clock (default: the peaks' clock)
+        "optional": {"timing": str, "clock": str},
     },
     "cdna_gemm": {  # as "gemm", on AMD CDNA parts (the CDNA tile parameters; validation/cdna.py)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
@@ -152,7 +154,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
-                     "elementwise": str, "optimizer_dtype": str,
+                     "elementwise": str, "optimizer_dtype": str, "pp_flushes": int,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

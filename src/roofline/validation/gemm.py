@@ -30,12 +30,12 @@ import numpy as np
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
-__all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "bf16_cases", "fp8_cases",
-           "hopper_fp8_cases", "fit_fp8_max", "fp8_fit_report", "predict_gemm", "gemm_errors",
-           "fit_tiles", "gemm_holdout", "gemm_summary_table", "size_class_table",
-           "gemm_shape_table", "gemm_holdout_table", "fp8_tile_table", "a100_table",
-           "stream_k_report", "stream_k_table", "nvidia_control_cases", "unseen_table",
-           "NVIDIA_ARCHS", "PARAMS", "GRID"]
+__all__ = ["gemm_cases", "kernel_cases", "op_time_cases", "a100_cases", "bf16_cases",
+           "fp8_cases", "hopper_fp8_cases", "sets_max", "fit_fp8_max", "fp8_fit_report",
+           "predict_gemm", "gemm_errors", "fit_tiles", "gemm_holdout", "gemm_summary_table",
+           "size_class_table", "gemm_shape_table", "gemm_holdout_table", "fp8_tile_table",
+           "a100_table", "stream_k_report", "stream_k_table", "nvidia_control_cases",
+           "unseen_table", "clocked", "NVIDIA_ARCHS", "PARAMS", "GRID"]
 
 PARAMS = ("max", "a", "c", "fill")
 #: the fit's grid (``b`` is tied to ``a``: the tables cannot tell rows from columns apart)
@@ -55,8 +55,14 @@ def kernel_cases() -> tuple[Case, ...]:
 
 
 def op_time_cases() -> tuple[Case, ...]:
-    """The cases measured as the kernel and its launch (the A100 sweeps: judged only)."""
+    """The cases measured as the kernel and its launch (the A100 sweeps and the H100 PCIe /
+    SXM5 harness pair of validation/sustained.py: judged only)."""
     return tuple(c for c in gemm_cases() if c.get("timing") == "op")
+
+
+def a100_cases() -> tuple[Case, ...]:
+    """The A100 sweeps (op time; the Ampere set is transferred: judged only)."""
+    return tuple(c for c in op_time_cases() if c["hardware"].startswith("a100"))
 
 
 def bf16_cases() -> tuple[Case, ...]:
@@ -89,7 +95,7 @@ def hopper_fp8_cases() -> tuple[Case, ...]:
             continue
         out.append(replace(c, scenario=MappingProxyType(
             {"hardware": sc["hardware"], "dtype": "fp8", "b": 1, "m": sc["m"], "n": sc["n"],
-             "k": sc["k"]})))
+             "k": sc["k"], **({"clock": sc["clock"]} if "clock" in sc else {})})))
     return tuple(out)
 
 
@@ -109,36 +115,57 @@ def _graph(m: int, n: int, k: int, dtype: str) -> Any:
     return b.build()
 
 
-@lru_cache(maxsize=8)
-def _hw_eff(key: str) -> tuple[Any, Any]:
+def clocked(hw: Any, clock: str | None) -> Any:
+    """``hw`` as a case's harness runs it: ``clock`` None — at the clock its peaks are quoted
+    at (the spec as is); "max" — each call alone, with no power cap binding, at the part's
+    maximum boost clock: every peak × ``hw.clock_ratio()`` (1 for a part without ``[clock]``).
+    The per-kernel fill and the memory rate are not scaled."""
+    from ..errors import SpecError
+
+    if clock is None:
+        return hw
+    if clock != "max":
+        raise SpecError(f"clock={clock!r}; allowed: 'max' (or leave it out: the peaks' clock)")
+    r = hw.clock_ratio()
+    return hw if r == 1.0 else replace(
+        hw, peak_flops_per_s={d: v * r for d, v in hw.peak_flops_per_s.items()})
+
+
+@lru_cache(maxsize=16)
+def _hw_eff(key: str, clock: str | None = None, uncapped: bool = False) -> tuple[Any, Any]:
+    """The part (at ``clock``; ``uncapped``: without its ``[sustained]`` fractions) and its
+    default-preset efficiency."""
     from ..engine.presets import efficiency_for
     from ..specs.hardware import hardware
 
-    hw = hardware(key)
+    hw = clocked(hardware(key), clock)
+    if uncapped and hw.sustained_fraction:
+        hw = replace(hw, sustained_fraction={})
     return hw, efficiency_for(hw, "default")
 
 
-def _model(case: Case, eff: Any) -> Any:
+def _model(case: Case, eff: Any, uncapped: bool = False) -> Any:
     from ..engine.core import TimeModel
 
-    hw, _ = _hw_eff(case["hardware"])
+    hw, _ = _hw_eff(case["hardware"], case.get("clock"), uncapped)
     return TimeModel(_graph(case["m"], case["n"], case["k"], case["dtype"]), hw, eff)
 
 
 def predict_gemm(case: Case, values: Mapping[str, float] | None = None, *,
-                 smooth: bool = False, op_time: bool = False) -> float:
+                 smooth: bool = False, op_time: bool = False, uncapped: bool = False) -> float:
     """Our FLOP/s for ``case``: FLOPs / kernel time of the one-op graph at batch b;
     ``values``: tile parameters of the case's dtype to use instead of the shipped ones;
     ``smooth``: without the tile model (the smooth matmul model, as before); ``op_time``:
     FLOPs / the op's time with the launch model (kernel + gap, at least the dispatch floor)
-    instead of the kernel time (always, for a case measured that way: ``timing = "op"``)."""
-    hw, eff = _hw_eff(case["hardware"])
+    instead of the kernel time (always, for a case measured that way: ``timing = "op"``);
+    ``uncapped``: the part without its ``[sustained]`` fractions."""
+    hw, eff = _hw_eff(case["hardware"], case.get("clock"), uncapped)
     op_time = op_time or case.get("timing") == "op"
     if smooth:
         eff = replace(eff, tiles=None)
     elif values is not None:
         eff = replace(eff, tiles=_with_values(eff.tiles, case["dtype"], values))
-    ot = _model(case, eff).evaluate(float(case["b"]))
+    ot = _model(case, eff, uncapped).evaluate(float(case["b"]))
     return float(ot.flops.sum() / (ot.time if op_time else ot.t_kernel).sum())
 
 
@@ -177,9 +204,12 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
     by_id = {c.id: c for c in _all_cases()}
     cases = [by_id[i] for i in ids]
     out = []
-    for key, dt in dict.fromkeys((c["hardware"], c["dtype"]) for c in cases):
-        hw, eff = _hw_eff(key)
-        pos = [i for i, c in enumerate(cases) if (c["hardware"], c["dtype"]) == (key, dt)]
+    def group(c: Case) -> tuple[str, str, str | None]:
+        return c["hardware"], c["dtype"], c.get("clock")
+
+    for key, dt, clock in dict.fromkeys(group(c) for c in cases):
+        hw, eff = _hw_eff(key, clock)
+        pos = [i for i, c in enumerate(cases) if group(c) == (key, dt, clock)]
         mine = [cases[i] for i in pos]
         f, tm, dims = [], [], []
         for c in mine:
@@ -253,6 +283,18 @@ def fit_fp8_max(cases: Sequence[Case], stream_k: bool | None = None) -> Refit:
     return Refit(values={"max": best, **sk}, note="a, c, fill: the B200 fp8 fit's")
 
 
+def sets_max(c: Case) -> bool:
+    """Whether the large-GEMM limit ``max`` decides ``c``'s time: at least 1024 rows and
+    columns and more than 2048³ multiply-adds. Hopper's fp8 ``max`` is fitted on these rows
+    only; below (the per-kernel fill and whole waves decide, at Blackwell's fp8 values) and on
+    thin outputs (802816 x 192: the memory side) the rows are judged by it."""
+    return min(c["m"], c["n"]) >= 1024 and c["m"] * c["n"] * c["k"] > 2048 ** 3
+
+
+def _fit_fp8_large(cases: Sequence[Case], stream_k: bool | None = None) -> Refit:
+    return fit_fp8_max([c for c in cases if sets_max(c)], stream_k)
+
+
 def fp8_fit_report() -> tuple[Refit, Any, FitReport]:
     """The fp8 parameter sets: (the fit on the B200 fp8 table — shipped for Blackwell —, its
     in-sample errors, Hopper's ``max`` fitted and judged one source at a time on the Hopper
@@ -265,7 +307,7 @@ def fp8_fit_report() -> tuple[Refit, Any, FitReport]:
     hw, eff = _hw_eff(hopper_fp8_cases()[0]["hardware"])
     t = eff.tiles.for_dtype("fp8")
     rep = leave_one_source_out("hopper fp8 tiles", hopper_fp8_cases(), ("max",),
-                               {"max": t.max}, fit_fp8_max, _log_errors)
+                               {"max": t.max}, _fit_fp8_large, _log_errors)
     return fit, ins, rep
 
 
@@ -328,7 +370,7 @@ def a100_table() -> str:
     Blackwell fit's), per source, before (the smooth model) and with waves."""
     rows = ["| source | n | before: median | worst | with waves: median | worst |",
             "|---|---:|---:|---:|---:|---:|"]
-    cs = op_time_cases()
+    cs = a100_cases()
     after, before = gemm_errors(cases=cs), gemm_errors(smooth=True, cases=cs)
     for s in dict.fromkeys(c.source for c in cs):
         a = [e for c, _, e in after if c.source == s]
@@ -362,7 +404,8 @@ def nvidia_control_cases() -> tuple[Case, ...]:
             continue
         out.append(replace(c, scenario=MappingProxyType(
             {"hardware": sc["hardware"], "dtype": sc["dtype"], "b": 1, "m": sc["m"],
-             "n": sc["n"], "k": sc["k"], "timing": "op"})))
+             "n": sc["n"], "k": sc["k"], "timing": "op",
+             **({"clock": sc["clock"]} if "clock" in sc else {})})))
     return tuple(out)
 
 
@@ -371,6 +414,8 @@ def unseen_table() -> str:
     on — the 16-bit set's cases predicted by the fit without their device, Hopper's fp8 rows by
     the fit without their source, the A100 sources (nothing fitted on Ampere), the MAMF control
     rows — per group and pooled."""
+    from .sustained import pair_cases
+
     rep = gemm_holdout()
     _, _, r8 = fp8_fit_report()
     groups = [
@@ -379,7 +424,9 @@ def unseen_table() -> str:
         ("Hopper fp8 set, each source held out (azure, mamf)",
          [abs(math.expm1(e)) for e in r8.held_out_errors.values()]),
         ("A100, transferred set (tri3551, tri6523, tri7085, azure_a100)",
-         [abs(e) for _, _, e in gemm_errors(cases=op_time_cases())]),
+         [abs(e) for _, _, e in gemm_errors(cases=a100_cases())]),
+        ("H100 SXM5, the PCIe comparison's reference rows (zzc_h100)",
+         [abs(e) for _, _, e in gemm_errors(cases=pair_cases("h100-pcie")[1])]),
         ("MAMF control rows (H100, A100 SXM / PCIe, B200 bf16 and fp8)",
          [abs(e) for _, _, e in gemm_errors(cases=nvidia_control_cases())])]
     rows = ["| cases on a source their set was not fitted on | n | median \\|error\\| | worst |",
@@ -412,7 +459,7 @@ def stream_k_report() -> list[tuple[str, bool, Any, Any]]:
         out.append(("B200 fp8 (xla_b200_fp8)", sk, ins, None))
         cs = hopper_fp8_cases()
         rep = leave_one_source_out("hopper fp8", cs, ("max",), {},
-                                   partial(fit_fp8_max, stream_k=sk),
+                                   partial(_fit_fp8_large, stream_k=sk),
                                    lambda v, c: _log_errors(v, c) if v else [0.0] * len(c))
         out.append(("Hopper fp8 (azure + mamf)", sk, rep.refit_in_sample, rep.loso))
     return out

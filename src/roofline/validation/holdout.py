@@ -22,7 +22,8 @@ from ..errors import SpecError
 from .cases import Case
 
 __all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary", "golden_bracket",
-           "golden_section", "leave_one_source_out", "holdout_tables", "holdout_figures"]
+           "golden_section", "leave_one_source_out", "holdout_tables", "holdout_figures",
+           "span_pct"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,6 +183,18 @@ def holdout_figures(rep: FitReport, prefix: str) -> dict[str, str]:
         out |= {f"{prefix}/{p.source}.in_sample": pct(p.in_sample.median_abs),
                 f"{prefix}/{p.source}.held_out": pct(p.held_out.median_abs)}
     return out
+
+
+def span_pct(errors: Sequence[float], signed: bool = True, digits: int = 0) -> str:
+    """The range of some errors (ours / measured − 1) as a page's prose quotes it: signed,
+    "−9 … +9 %"; else the range of their sizes, "46–71 %" (for errors of one sign)."""
+    if signed:
+        lo, hi = min(errors), max(errors)
+        text = f"{lo * 100:+.{digits}f} … {hi * 100:+.{digits}f} %"
+    else:
+        lo, hi = min(map(abs, errors)), max(map(abs, errors))
+        text = f"{lo * 100:.{digits}f}–{hi * 100:.{digits}f} %"
+    return text.replace("-", "−")
 
 
 def holdout_tables(rep: FitReport, fmt: Callable[[str, float], str] | None = None,

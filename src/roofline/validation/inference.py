@@ -28,7 +28,8 @@ from .cases import Case, ValidationSet, load_cases
 
 __all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_seconds",
            "seconds_with", "graph_seconds", "grid_fit", "Row", "factor", "rows", "summary",
-           "case_table", "TRT_QKV", "T4_SMS", "seconds_variant", "VARIANTS", "tried_table"]
+           "case_table", "TRT_QKV", "T4_SMS", "seconds_variant", "VARIANTS", "tried_ratios",
+           "tried_table", "tried_figures", "case_figures"]
 
 
 def inference_cases() -> ValidationSet:
@@ -225,6 +226,15 @@ def case_table(rs: list[Row] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
+    """The summary figures the page's prose quotes (inline ``<!--v:KEY-->`` markers): median
+    error factor of the cases not marked outliers, default and bound presets."""
+    rs = rows() if rs is None else rs
+    inl = [r for r in rs if not r.outlier]
+    return {"inference.median": f"{summary(inl, 'r_default')['median']:.2f}",
+            "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}"}
+
+
 # ------------------------------------------------- tried and not kept (issue 18, whole waves)
 #: TensorRT's BERT demo builds one fully connected layer of 3 x hidden for Q, K and V
 #: (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt: ``add_fully_connected(input,
@@ -262,33 +272,57 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 
-#: (label, seconds_variant keywords) of the "tried" table
-VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("as shipped", {}),
-    ("TensorRT BERT with its one QKV GEMM", {"qkv": True}),
-    ("tile fill 3 µs (A100 fp16)", {"fill": 3e-6}),
-    ("tile fill 0 (A100 fp16)", {"fill": 0.0}),
-    ("one QKV GEMM + fill 3 µs", {"qkv": True, "fill": 3e-6}),
-    ("T4 in whole waves (40 SMs, transferred set)", {"t4_waves": True}),
-    ("T4 in whole waves + one QKV GEMM", {"t4_waves": True, "qkv": True}),
+#: (label, short key, seconds_variant keywords) of the "tried" table
+VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("as shipped", "shipped", {}),
+    ("TensorRT BERT with its one QKV GEMM", "qkv", {"qkv": True}),
+    ("tile fill 3 µs (A100 fp16)", "fill3", {"fill": 3e-6}),
+    ("tile fill 0 (A100 fp16)", "fill0", {"fill": 0.0}),
+    ("one QKV GEMM + fill 3 µs", "qkv_fill3", {"qkv": True, "fill": 3e-6}),
+    ("T4 in whole waves (40 SMs, transferred set)", "t4", {"t4_waves": True}),
+    ("T4 in whole waves + one QKV GEMM", "t4_qkv", {"t4_waves": True, "qkv": True}),
 )
 
 
-def tried_table() -> str:
+def tried_ratios() -> dict[str, dict[str, float]]:
+    """Variant key -> case id -> r (ours / measured) over the cases not marked outliers."""
+    cases = [c for c in inference_cases().cases if not c.known_outlier]
+    return {key: {c.id: seconds_variant(c, **kw) / measured_seconds(c) for c in cases}
+            for _, key, kw in VARIANTS}
+
+
+def _summary3(r: dict[str, float]) -> tuple[float, float, float]:
+    fs = [factor(x) for x in r.values()]
+    return (statistics.median(fs), math.exp(statistics.fmean(math.log(f) for f in fs)),
+            max(fs))
+
+
+def tried_table(ratios: dict[str, dict[str, float]] | None = None) -> str:
     """docs/validation/inference.md's ``tried`` block: the inference summary and the TensorRT
     BERT rows under each variant (markdown)."""
-    cases = [c for c in inference_cases().cases if not c.known_outlier]
-    trt = [c for c in cases if c.source == "trtbert"]
+    ratios = tried_ratios() if ratios is None else ratios
+    trt = [c.id for c in inference_cases().cases if c.source == "trtbert" and not c.known_outlier]
     head = "| variant | median | geo-mean | worst | " + " | ".join(
-        c.id.replace("-s", " s").replace("-b", " b") for c in trt) + " |"
+        i.replace("-s", " s").replace("-b", " b") for i in trt) + " |"
     lines = [head, "|---|---:|---:|---:|" + "---:|" * len(trt)]
-    for label, kw in VARIANTS:
-        r = {c.id: seconds_variant(c, **kw) / measured_seconds(c) for c in cases}
-        fs = [factor(x) for x in r.values()]
-        lines.append(f"| {label} | {statistics.median(fs):.3f} | "
-                     f"{math.exp(statistics.fmean(math.log(f) for f in fs)):.3f} | "
-                     f"{max(fs):.2f} | " + " | ".join(_err(r[c.id]) for c in trt) + " |")
+    for label, key, _ in VARIANTS:
+        r = ratios[key]
+        med, geo, worst = _summary3(r)
+        lines.append(f"| {label} | {med:.3f} | {geo:.3f} | {worst:.2f} | "
+                     + " | ".join(_err(r[i]) for i in trt) + " |")
     return "\n".join(lines)
+
+
+def tried_figures(ratios: dict[str, dict[str, float]] | None = None) -> dict[str, str]:
+    """The figures the page's reading of the "tried" table quotes (inline ``<!--v:KEY-->``
+    markers): ``tried/VARIANT/CASE`` an error ("−22 %"), ``tried/VARIANT.median``."""
+    ratios = tried_ratios() if ratios is None else ratios
+    out = {}
+    for key, r in ratios.items():
+        out[f"tried/{key}.median"] = f"{_summary3(r)[0]:.3f}"
+        out |= {f"tried/{key}/{cid}": f"{x - 1:+.0%}".replace("%", " %").replace("-", "−")
+                for cid, x in r.items()}
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintenance command

@@ -168,25 +168,47 @@ def _uncertainty(st: _State) -> None:
     st.put(page, text)
 
 
+#: what several generators share within one run (the serving hold-out takes minutes); run()
+#: empties it before and after
+_MEMO: dict[str, Any] = {}
+
+
+def _once(key: str, make: Callable[[], Any]) -> Any:
+    if key not in _MEMO:
+        _MEMO[key] = make()
+    return _MEMO[key]
+
+
+def _serving_reports() -> tuple[Any, Any, Any]:
+    """(serving errors, serving hold-out, host hold-out), each computed once per run."""
+    from . import serving as v
+    from . import serving_host as h
+
+    return (_once("serving-errors", v.serving_errors),
+            _once("serving-holdout", v.serving_holdout), _once("host-holdout", h.host_holdout))
+
+
 def _serving_page() -> dict[str, str]:
     from . import serving as v
     from . import serving_host as h
     from . import serving_mix as m
 
-    rep, mix = h.host_holdout(), m.predictions()
-    return {"cases": v.serving_case_table(), "holdout": v.serving_holdout_table(),
-            "host-holdout": h.host_holdout_table(rep),
-            "host-cases": h.host_case_table(h.host_errors(), rep.held_out_errors),
+    errs, rep, host = _serving_reports()
+    mix = m.predictions()
+    return {"cases": v.serving_case_table(errs), "summary": v.serving_summary_table(errs),
+            "holdout": v.serving_holdout_table(rep), "worst": v.serving_worst_table(errs),
+            "host-holdout": h.host_holdout_table(host),
+            "host-cases": h.host_case_table(h.host_errors(), host.held_out_errors),
             "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}
 
 
 def _serving_figures() -> dict[str, str]:
     from .holdout import holdout_figures
-    from .serving import summary_figures
-    from .serving_host import host_holdout
+    from .serving import page_figures, summary_figures
 
-    return summary_figures() | holdout_figures(host_holdout(), "host")
+    errs, rep, host = _serving_reports()
+    return summary_figures(errs) | holdout_figures(host, "host") | page_figures(errs, rep)
 
 
 def _training_page() -> dict[str, str]:
@@ -202,10 +224,22 @@ def _vendors_page() -> dict[str, str]:
     from . import tpu_training as t
     from . import vendors as v
 
-    rep, rocm, tpu = v.vendors_report(), r.rocm_holdout(), t.tpu_holdout()
+    rep, rocm, tpu = _once("vendors", v.vendors_report), _once("rocm", r.rocm_holdout), \
+        t.tpu_holdout()
     return {"fit": v.fit_table(rep), "cases": v.case_table(rep), "judged": v.judged_table(rep),
             "rocm-fit": r.rocm_fit_table(rocm), "rocm-cases": r.rocm_case_table(rocm),
             "tpu-fit": t.tpu_fit_table(tpu), "tpu-cases": t.tpu_case_table(tpu)}
+
+
+def _vendors_figures() -> dict[str, str]:
+    """The vendors page's own figures and the serving cases and hold-out it quotes."""
+    from . import rocm_serving as r
+    from . import vendors as v
+    from .serving import page_figures
+
+    errs, rep, _ = _serving_reports()
+    return (page_figures(errs, rep) | v.judged_figures(_once("vendors", v.vendors_report))
+            | r.rocm_figures(_once("rocm", r.rocm_holdout)))
 
 
 def _llamacpp_page() -> dict[str, str]:
@@ -217,11 +251,12 @@ def _llamacpp_page() -> dict[str, str]:
 
 
 def _gemm_page() -> dict[str, str]:
-    from . import cdna
+    from . import cdna, sustained
     from . import gemm as v
 
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
+            "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
@@ -263,17 +298,33 @@ def _fp8_page() -> dict[str, str]:
 def _inference_page() -> dict[str, str]:
     from . import inference as v
 
-    return {"table": v.case_table(v.rows()), "tried": v.tried_table()}
+    return {"table": v.case_table(_once("inference", v.rows)),
+            "tried": v.tried_table(_once("tried", v.tried_ratios))}
+
+
+def _inference_figures() -> dict[str, str]:
+    from . import inference as v
+
+    return (v.case_figures(_once("inference", v.rows))
+            | v.tried_figures(_once("tried", v.tried_ratios)))
+
+
+def _economics_page() -> dict[str, str]:
+    from ..analysis import power_validation, reliability
+
+    return {"failure-validation": reliability.validation_markdown(),
+            "power-validation": power_validation.validation_markdown()}
 
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
-    "vendors.md": (_vendors_page, None), "llamacpp.md": (_llamacpp_page, None),
+    "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
     "client.md": (_client_page, None), "collectives.md": (_collectives_page, None),
     "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, None),
-    "inference.md": (_inference_page, None),
+    "inference.md": (_inference_page, _inference_figures),
+    "economics.md": (_economics_page, None),
 }
 
 
@@ -357,10 +408,14 @@ def run(only: str | None = None, check: bool = False, with_: str | None = None,
         raise SpecError(f"{ROOT}/docs/validation not found: regenerate runs from a repository "
                         "checkout (PYTHONPATH=src, or installed and run from the checkout's root)")
     st = _State(check)
-    for s in _select(only, with_):
-        if log:
-            log(f"{s.name}: {s.what}")
-        _RUN[s.name](st)
+    _MEMO.clear()
+    try:
+        for s in _select(only, with_):
+            if log:
+                log(f"{s.name}: {s.what}")
+            _RUN[s.name](st)
+    finally:
+        _MEMO.clear()
     return st.stale
 
 

@@ -22,7 +22,7 @@ from .cases import Case, load_cases
 from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "rocm_fit_cases", "rocm_judged_cases", "rocm_ours", "fit_rocm",
-           "rocm_holdout", "rocm_fit_table", "rocm_case_table", "ENGINE"]
+           "rocm_holdout", "rocm_fit_table", "rocm_case_table", "rocm_figures", "ENGINE"]
 
 ENGINE = "vllm-rocm"  #: the serving.toml profile this fit sets
 
@@ -112,3 +112,24 @@ def rocm_case_table(rep: FitReport | None = None) -> str:
         rows.append(f"| {c.id} | {c.source} | {c.scenario['role']} | {c.value_si:.3f} s | "
                     f"{mine:.3f} s | {mine / c.value_si - 1:+.1%} | {held} | {gen:+.1%} |")
     return "\n".join(rows)
+
+
+def rocm_figures(rep: FitReport | None = None) -> dict[str, str]:
+    """The figures docs/validation/vendors.md's "ROCm vLLM" reading quotes (inline
+    ``<!--v:rocm.KEY-->`` markers): the fit rows' errors with the ``vllm`` profile, shipped and
+    held out, the fits without each release, and the judged OCI rows' under both profiles."""
+    from .holdout import span_pct
+
+    rep = rocm_holdout() if rep is None else rep
+    fit, judged = rocm_fit_cases(), rocm_judged_cases()
+
+    def err(cs: Sequence[Case], engine: str = ENGINE) -> list[float]:
+        return [rocm_ours(c, engine=engine) / c.value_si - 1 for c in cs]
+
+    fits = [p.fitted_without.values["layer_overhead_us"] for p in rep.per_source]
+    return {"rocm.fit_with_vllm": span_pct(err(fit, "vllm"), signed=False),
+            "rocm.fit": span_pct(err(fit)),
+            "rocm.held_out": span_pct([math.expm1(rep.held_out_errors[c.id]) for c in fit]),
+            "rocm.fits_without": f"{min(fits):.1f}–{max(fits):.1f} µs",
+            "rocm.oci": span_pct(err(judged), signed=False),
+            "rocm.oci_with_vllm": span_pct(err(judged, "vllm"))}

@@ -37,7 +37,7 @@ from .holdout import FitReport, Refit, golden_section, leave_one_source_out
 __all__ = ["FIT_PARAMS", "HAND_SET", "START", "BOUNDS", "serving_cases", "predict_serving",
            "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
            "serving_case_table", "serving_holdout_table", "shipped_serving_values",
-           "summary_figures"]
+           "summary_figures", "serving_summary_table", "serving_worst_table", "page_figures"]
 
 #: the factors the one fit adjusts, per engine
 FIT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -260,3 +260,83 @@ def serving_case_table(errs: Sequence[tuple[Case, float, float]] | None = None) 
         lines.append(f"| {c.id} | {c.source} | {c.scenario['engine']} | {ours * k:,.4g} | "
                      f"{c.value_si * k:,.4g} | {u} | {math.exp(e) - 1:+.1%} |")
     return "\n".join(lines)
+
+
+#: the rows of the page's summary block: label, the sources they take (None: every case)
+SUMMARY_GROUPS: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("all cases", None),
+    ("TensorRT-LLM v0.6.1 (the original cases)", frozenset({"trt061"})),
+    ("TensorRT-LLM v0.5 high-throughput", frozenset({"trt05"})),
+    ("NIM 1.8.0 (modern TensorRT-LLM), TP2", frozenset({"nim"})),
+    ("vLLM (H200 CI, A100 PR #2192, MI300X OCI)", frozenset({"vllm_ci", "vllm2192", "oci405"})),
+)
+#: cases the page's "cannot capture" bullets quote, by inline-marker key
+NAMED_CASES = {
+    "long70b": ("llama-2-70b H100 fp8 B=480 tp=4 128/2048 tok/s/GPU",
+                "llama-2-70b H100 fp8 B=64 tp=2 2048/2048 tok/s/GPU",
+                "v0.5 llama-2-70b H100 fp8 B=64 tp=4 2048/2048 tok/s"),
+    "v05_7b_short": ("v0.5 llama-2-7b H100 fp8 B=64 tp=1 128/128 tok/s",),
+    "vllm_h200": ("vLLM llama-3.1-8b H200 bf16 B=8 tp=1 32/128 e2e",
+                  "vLLM llama-3-70b H200 bf16 B=8 tp=4 32/128 e2e"),
+    "vllm_a100_b64": ("vLLM llama-2-70b A100 fp16 B=64 tp=4 256/256 e2e",),
+    "oci_b1": ("vLLM llama-3.1-405b MI300X fp8 B=1 tp=8 128/128 e2e",),
+    "oci_b8": ("vLLM llama-3.1-405b MI300X fp8 B=8 tp=8 128/128 e2e",),
+    "oci_b64": ("vLLM llama-3.1-405b MI300X fp8 B=64 tp=8 128/128 e2e",),
+}
+
+
+def serving_summary_table(errs: Sequence[tuple[Case, float, float]] | None = None) -> str:
+    """docs/validation/serving.md's ``summary`` block: n, RMS, median and max |log error| over
+    every case and per group of sources (``SUMMARY_GROUPS``)."""
+    errs = serving_errors() if errs is None else errs
+    lines = ["| set | n | RMS log | median abs log | max abs log |", "|---|---:|---:|---:|---:|"]
+    for label, srcs in SUMMARY_GROUPS:
+        s = serving_summary([e for e in errs if srcs is None or e[0].source in srcs])
+        lines.append(f"| {label} | {s['n']} | {s['rms_log']:.3f} | {s['median_abs_log']:.3f} | "
+                     f"{s['max_abs_log']:.3f} |")
+    return "\n".join(lines)
+
+
+def serving_worst_table(errs: Sequence[tuple[Case, float, float]] | None = None, n: int = 5) -> str:
+    """docs/validation/serving.md's ``worst`` block: the ``n`` cases of largest |log error|."""
+    errs = serving_errors() if errs is None else errs
+    lines = ["| case | error |", "|---|---:|"]
+    for c, _, e in sorted(errs, key=lambda t: -abs(t[2]))[:n]:
+        lines.append(f"| {c.id} | {math.expm1(e):+.1%} |")
+    return "\n".join(lines)
+
+
+def _span(es: Sequence[float]) -> str:
+    """'+17.0 %' for one error, '+17.0 % … +19.5 %' for several (ours / measured − 1)."""
+    lo, hi = min(es), max(es)
+    text = f"{lo:+.1%}" if lo == hi else f"{lo:+.1%} … {hi:+.1%}"
+    return text.replace("%", " %").replace("-", "−")
+
+
+def page_figures(errs: Sequence[tuple[Case, float, float]] | None = None,
+                 rep: FitReport | None = None) -> dict[str, str]:
+    """Every figure docs/validation/serving.md's prose quotes beyond the opening paragraph's
+    (inline ``<!--v:KEY-->`` markers): the hold-out discussion's (``rep``: serving_holdout(),
+    its medians by ``holdout_figures`` keys ``serving...``, RMS and fitted values), and the
+    errors of the cases the "cannot capture" bullets name (``case/KEY``, ``NAMED_CASES``)."""
+    from .holdout import holdout_figures
+
+    errs = serving_errors() if errs is None else errs
+    rep = serving_holdout() if rep is None else rep
+    by_id = {c.id: math.expm1(e) for c, _, e in errs}
+    out = {f"case/{k}": _span([by_id[i] for i in ids]) for k, ids in NAMED_CASES.items()}
+    out |= holdout_figures(rep, "serving")
+    out |= {"serving.shipped_rms": f"{rep.shipped_in_sample.rms_log:.3f}",
+            "serving.refit_rms": f"{rep.refit_in_sample.rms_log:.3f}",
+            "serving.loso_rms": f"{rep.loso.rms_log:.3f}"}
+    for p in rep.per_source:
+        out[f"serving/{p.source}.held_out_rms"] = f"{p.held_out.rms_log:.3f}"
+    out |= {f"refit/{k}": _fmt(k, v) for k, v in rep.refit.values.items()}
+    if rep.refit_from_shipped is not None:
+        fs = rep.refit_from_shipped.values
+        out |= {f"from_shipped/{k}": _fmt(k, v) for k, v in fs.items()}
+        below = 1 - fs["vllm.layer_overhead"] / rep.shipped["vllm.layer_overhead"]
+        out["from_shipped/vllm.layer_overhead.below"] = f"{below:.0%}".replace("%", " %")
+    for p in rep.per_source:
+        out |= {f"without/{p.source}/{k}": _fmt(k, v) for k, v in p.fitted_without.values.items()}
+    return out

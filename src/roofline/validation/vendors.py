@@ -35,7 +35,7 @@ from .cases import Case, load_cases
 
 __all__ = ["vendor_cases", "arch_of", "predict", "fit_arch", "shipped_value", "FACTOR",
            "VendorReport", "vendors_report", "case_table", "fit_table", "judged_table",
-           "median_abs"]
+           "median_abs", "judged_figures"]
 
 _GRID = tuple(round(0.30 + 0.005 * i, 3) for i in range(141))  # 0.300 … 1.000
 
@@ -88,7 +88,9 @@ def _gemm_tflops(c: Case, value: float | None) -> float:
         # (serve, train, matrix-vector products); a part's tiles (solve's matmuls, fitted in
         # validation/gemm.py and validation/cdna.py) would hide it
         eff = replace(eff, tiles=None)
-    t = time_model(b.build(), load(sc["hardware"]), eff).totals_at(1)
+    from .gemm import clocked
+
+    t = time_model(b.build(), clocked(load(sc["hardware"]), sc.get("clock")), eff).totals_at(1)
     return 2.0 * m * n * k / t.latency
 
 
@@ -312,3 +314,16 @@ def judged_table(rep: VendorReport | None = None) -> str:
 
 def median_abs(errors: Sequence[float]) -> float:
     return float(statistics.median(abs(e) for e in errors))
+
+
+def judged_figures(rep: VendorReport | None = None) -> dict[str, str]:
+    """The judged rows' errors docs/validation/vendors.md's prose quotes (inline
+    ``<!--v:judged/SOURCE-->`` markers): per source, the range of |error|, "54–68 %"."""
+    from .holdout import span_pct
+
+    rep = rep or vendors_report()
+    src = {c.id: c.source for c in vendor_cases()}
+    by: dict[str, list[float]] = {}
+    for cid, _, _, _, e in rep.judged:
+        by.setdefault(src[cid], []).append(e)
+    return {f"judged/{s}": span_pct(es, signed=False) for s, es in by.items()}

@@ -66,7 +66,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               layout: StageLayout | None = None,
               trainable: tuple[Any, Any, Any] | None = None,
               optimizer: str = "adam", lp_exp: Any = 0.0,
-              ep_overlap: bool = False, cp_overlap: bool = True) -> dict[str, Any]:
+              ep_overlap: bool = False, cp_overlap: bool = True,
+              pp_flushes: int = 1) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -78,7 +79,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks).
     ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``).
     ``cp_overlap``: the context-parallel K/V exchange hidden behind the attention core (ring
-    attention) or exposed (an all-gather in front of it)."""
+    attention) or exposed (an all-gather in front of it). ``pp_flushes``: pipeline schedules
+    per optimizer step, each of m / pp_flushes micro-batches (``train``'s)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -111,8 +113,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, xp.where(rc == 3, t_op, 0.0)))
     m = global_batch / (dp * b)
+    m_sched = m / pp_flushes  # micro-batches of one pipeline schedule
     # -- expert parallelism (the MoE layers' dispatch and combine)
-    ep_l = _ep_exposed(ctx, b * s / tp * D * ab, tp, ep, rc, t_lf + t_lb + t_rc, m, pp,
+    ep_l = _ep_exposed(ctx, b * s / tp * D * ab, tp, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
                        ep_overlap, xp) if cfg.n_experts else xp.zeros_like(one)
     cp_l = _cp_exposed(ctx, b, tp, t_core, cp_overlap, xp) if cp > 1 else xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
@@ -139,7 +142,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     ep_mb = n_lps * ep_l
     cp_mb = n_lps * cp_l
     t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + cp_mb + pp_mb
-    bubble = (pp - 1) / v * t_mb
+    bubble = pp_flushes * (pp - 1) / v * t_mb  # each schedule fills and drains the pipeline
 
     # -- parameters on the fullest stage (all of them; those trained)
     stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
@@ -156,8 +159,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     p_opt = (p_train - p_exp) / xp.where(zero >= 1, dpc, 1) + p_exp / xp.where(zero >= 1, edp, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff, **_optimizer_kw(ctx)), params=p_opt, xp=xp)
-    mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m, xp.where(pp1, L, act_layers), p_train,
-                  w_bytes, g_bytes, xp, p_exp, ep)
+    mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m_sched, xp.where(pp1, L, act_layers),
+                  p_train, w_bytes, g_bytes, xp, p_exp, ep)
     if streams_weights(ctx.cl.device):
         # weight streaming: weights, gradients and optimizer states live in the weight store;
         # the chip holds the largest layer's (a block, the embedding, the head) weights and
@@ -328,8 +331,24 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
                    preset=A.text)
 
 
+def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
+             pp_stages: Any) -> tuple[int, int, int, int, int]:
+    """(tp, pp, dp, ep, interleave) checked as positive integers; pp from ``pp_stages`` when
+    only the stages are given; dp defaulting to devices / (tp·pp·cp)."""
+    if pp_stages is not None and pp == 1:
+        pp = len(pp_stages)
+    tp, pp, ep, interleave = (_check_int(n, x) for n, x in (
+        ("tp", tp), ("pp", pp), ("ep", ep), ("interleave", interleave)))
+    if dp is None:
+        if ctx.cl.devices % (tp * pp * ctx.cp):
+            raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
+                            f"{ctx.cl.devices} devices")
+        dp = ctx.cl.devices // (tp * pp * ctx.cp)
+    return tp, pp, _check_int("dp", dp), ep, interleave
+
+
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
-              interleave: int, recompute: str, zero: int) -> None:
+              interleave: int, recompute: str, zero: int, pp_flushes: int = 1) -> None:
     devices, cp = ctx.cl.devices, ctx.cp
     if tp * cp * pp * dp != devices:
         what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
@@ -348,9 +367,13 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
         raise SpecError(f"global_batch={global_batch} must be divisible by dp·micro_batch = "
                         f"{dp}·{micro_batch} = {dp * micro_batch}")
     m = global_batch // (dp * micro_batch)
+    if m % pp_flushes:
+        raise SpecError(f"pp_flushes={pp_flushes} must divide the {m} micro-batches per replica "
+                        "(each pipeline schedule runs the same number)")
+    m //= pp_flushes
     if interleave > 1 and m % pp:
-        raise SpecError(f"the interleaved schedule needs the {m} micro-batches per replica to be "
-                        f"a multiple of pp={pp}")
+        raise SpecError(f"the interleaved schedule needs the {m} micro-batches per schedule to "
+                        f"be a multiple of pp={pp}")
     if recompute not in RECOMPUTE:
         raise SpecError(f"recompute={recompute!r}; allowed: {', '.join(RECOMPUTE)}")
     if zero not in (0, 1, 2, 3):
@@ -378,7 +401,7 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
-           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES))
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -388,7 +411,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
           cp_overlap: bool = True, elementwise: str = "fused",
-          optimizer_dtype: str = "fp32") -> TrainingResult:
+          optimizer_dtype: str = "fp32", pp_flushes: int = 1) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -435,7 +458,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     all-gather context parallelism runs it (arXiv:2407.21783 §3.3.2). ``elementwise``: "fused"
     (one kernel per norm, RoPE, activation, loss) or "eager" (PyTorch eager's op chains, fp32
     upcasts, as torchtitan writes them: data/presets/eager.toml). ``optimizer_dtype``: "fp32"
-    or "bf16" gradients and Adam states (context.optimizer_state_bytes_per_param). Economics:
+    or "bf16" gradients and Adam states (context.optimizer_state_bytes_per_param).
+    ``pp_flushes``: pipeline schedules per step (1: all micro-batches in one, Megatron's; the
+    accumulation steps of a stack that runs one schedule each, as NeMo AutoModel's benchmark
+    loop): each fills and drains the pipeline (the bubble paid pp_flushes times). Economics:
     ``price_per_hour`` (USD per device-hour), ``region``, ``pue``: cost/energy/carbon_to_train.
     """
     if attention_kernel == "unfused":
@@ -450,11 +476,12 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if m.config is None or m.config.arch != "decoder":
         from .generic import train_graph
 
+        odt = None if optimizer_dtype == "fp32" else optimizer_dtype  # refused unless default
         return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-                           optimizer_dtype=None if optimizer_dtype == "fp32" else optimizer_dtype)
+                           optimizer_dtype=odt, pp_flushes=pp_flushes)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
@@ -467,21 +494,13 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                    optimizer_dtype)
     global_batch = _check_int("global_batch", global_batch)
     micro_batch = _check_int("micro_batch", micro_batch)
-    if pp_stages is not None and pp == 1:
-        pp = len(pp_stages)
-    tp, pp, ep, interleave = (_check_int(n, x) for n, x in (
-        ("tp", tp), ("pp", pp), ("ep", ep), ("interleave", interleave)))
-    if dp is None:
-        if ctx.cl.devices % (tp * pp * ctx.cp):
-            raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
-                            f"{ctx.cl.devices} devices")
-        dp = ctx.cl.devices // (tp * pp * ctx.cp)
-    dp = _check_int("dp", dp)
+    tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
     zero = _check_int("zero", zero, 0)
     if not cp_overlap and ctx.cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
-    _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero)
+    _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
+              pp_flushes)
     if ep_overlap:
         check_ep_overlap(ctx, ep, pp, interleave, recompute)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
@@ -495,7 +514,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
-                  layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap)
+                  layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
+                  pp_flushes)
     r = {k: [v] for k, v in r.items()}
     return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer)
