@@ -22,6 +22,15 @@ def rep():
 def test_doc_tables_are_generated(rep, doc_block) -> None:
     assert doc_block(DOC, "holdout") == v.holdout_table(rep)
     assert doc_block(DOC, "cases") == v.case_table(rep)
+    # the medians the prose quotes: inline markers of today's values
+    from roofline.validation.holdout import holdout_figures
+
+    doc = DOC.read_text(encoding="utf-8")
+    figs = holdout_figures(rep, "client")
+    quoted = [k for k in figs if f"<!--v:{k}-->" in doc]
+    assert set(quoted) == {"client.in_sample", "client/tf.held_out", "client/pyt.held_out"}
+    for k in quoted:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in doc, k
 
 
 def test_fit_reproduces_the_shipped_factors(rep) -> None:

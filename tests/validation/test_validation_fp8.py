@@ -52,7 +52,15 @@ def test_held_out_fp8_runs_improve_and_the_page_shows_them() -> None:
     med = lambda rs: sorted(abs(r["error"]) for r in rs)[len(rs) // 2]  # noqa: E731
     assert med(after) < med(before)
     assert all(abs(r["error"]) <= 0.40 for r in after)
-    assert fp8.fp8_table() in DOC.read_text(encoding="utf-8")
+    doc = DOC.read_text(encoding="utf-8")
+    assert fp8.fp8_table((before, after)) in doc
+    # the prose quotes the same medians and range through inline markers
+    figs = fp8.fp8_figures((before, after))
+    for k, v in figs.items():
+        assert f"<!--v:{k}-->{v}<!--/v-->" in doc, k
+    # by hand: six runs, the median |error| is the mean of the 3rd and 4th smallest
+    e = sorted(abs(r["error"]) for r in after)
+    assert figs["fp8.after_median"] == f"{(e[2] + e[3]) / 2:.1%}".replace("%", " %")
 
 
 def test_a_bad_dtype_factor_is_refused() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .training_runs import cases, predict_run
 
-__all__ = ["fp8_rows", "fp8_table"]
+__all__ = ["fp8_rows", "fp8_table", "fp8_figures"]
 
 
 def fp8_rows(factor: float | None = None) -> list[dict[str, Any]]:
@@ -53,9 +53,10 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def fp8_table() -> str:
-    """Markdown: each fp8 run before the factor (1.0) and with it; the medians."""
-    before, after = fp8_rows(1.0), fp8_rows()
+def fp8_table(rows: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None) -> str:
+    """Markdown: each fp8 run before the factor (1.0) and with it; the medians. ``rows``:
+    (fp8_rows(1.0), fp8_rows()) when already computed."""
+    before, after = (fp8_rows(1.0), fp8_rows()) if rows is None else rows
     lines = ["| run | published | before (16-bit fraction of the fp8 peak) | error | with "
              "gemm_dtype.fp8 | error |", "|---|---:|---:|---:|---:|---:|"]
     for b, a in zip(before, after):
@@ -66,3 +67,18 @@ def fp8_table() -> str:
     lines += ["", f"**{len(after)} fp8 runs held out from every fit: median |error| {mb:.1%} "
                   f"before, {ma:.1%} with the factor.**"]
     return "\n".join(lines)
+
+
+def fp8_figures(rows: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
+                ) -> dict[str, str]:
+    """The figures docs/validation/fp8.md's prose quotes (inline ``<!--v:KEY-->`` markers): the
+    range of the errors before the factor ("17–42 %", too fast) and the held-out median
+    |error| before and with it ("19.6 %")."""
+    from .holdout import span_pct
+
+    before, after = (fp8_rows(1.0), fp8_rows()) if rows is None else rows
+    def med(rs: list[dict[str, Any]]) -> str:
+        return f"{_median([abs(x['error']) for x in rs]):.1%}".replace("%", " %")
+
+    return {"fp8.before_range": span_pct([x["error"] for x in before], signed=False),
+            "fp8.before_median": med(before), "fp8.after_median": med(after)}

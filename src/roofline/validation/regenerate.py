@@ -272,8 +272,15 @@ def _training_runs_page() -> dict[str, str]:
 def _client_page() -> dict[str, str]:
     from . import client as v
 
-    rep = v.client_holdout()
+    rep = _once("client", v.client_holdout)
     return {"holdout": v.holdout_table(rep), "cases": v.case_table(rep)}
+
+
+def _client_figures() -> dict[str, str]:
+    from . import client as v
+    from .holdout import holdout_figures
+
+    return holdout_figures(_once("client", v.client_holdout), "client")
 
 
 def _collectives_page() -> dict[str, str]:
@@ -292,7 +299,19 @@ def _attention_page() -> dict[str, str]:
 def _fp8_page() -> dict[str, str]:
     from . import fp8
 
-    return {"fp8": fp8.fp8_table()}
+    return {"fp8": fp8.fp8_table(_once("fp8", _fp8_rows))}
+
+
+def _fp8_rows() -> tuple[Any, Any]:
+    from . import fp8
+
+    return fp8.fp8_rows(1.0), fp8.fp8_rows()
+
+
+def _fp8_figures() -> dict[str, str]:
+    from . import fp8
+
+    return fp8.fp8_figures(_once("fp8", _fp8_rows))
 
 
 def _inference_page() -> dict[str, str]:
@@ -321,8 +340,8 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, None), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, None),
+    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
+    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }
