@@ -4,8 +4,9 @@ The cases, their sources and exact configurations live in src/roofline/data/vali
 serving.toml (TensorRT-LLM v0.5 / v0.6.1 performance tables, NVIDIA NIM 1.0.0 benchmarking
 guide, vLLM CI and PR #2192, OCI's MI300X Llama-3.1-405B runs), read by roofline.validation.
 
-Tolerance (stated in the doc): every case within a factor 1.7 (|log error| <= 0.531) and the RMS
-of log errors <= 0.20 over all cases (the one fit of data/presets/serving.toml reached 0.185).
+Tolerance (stated in the doc): every case within a factor 1.35 (|log error| <= 0.300) and the
+RMS of log errors <= 0.14 over all cases (0.119 since TensorRT-LLM v0.5 / v0.6.1 read the KV
+cache once per query head; a factor 1.7 and 0.20 before, when the fit reached 0.185).
 The doc's hold-out tables (each source left out of the fit of the engine factors) are generated
 by roofline.validation.serving.serving_holdout_table and checked here.
 """
@@ -34,9 +35,9 @@ def holdout():
 
 def test_published_cases_within_tolerance(errs):
     assert len(errs) == len(v.serving_cases()) >= 37
-    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in errs if abs(e) > math.log(1.7)]
+    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in errs if abs(e) > math.log(1.35)]
     assert not bad
-    assert v.serving_summary(errs)["rms_log"] <= 0.20
+    assert v.serving_summary(errs)["rms_log"] <= 0.14
 
 
 def test_every_case_names_a_known_source_and_engine():

@@ -187,11 +187,11 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                            B, P, n, p)
         return serve_client(r, hw) if client else r
     plan = sp.device_plan(cfg, p, tp=tp, pp=pp, fuse=factors.fuse,
-                          fused_attention=fused_attention, weight_format=m.weight_format, ep=ep)
+                          fused_attention=fused_attention, weight_format=m.weight_format, ep=ep,
+                          kv_per_query_head=factors.kv_per_query_head)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
-    D = cfg.d_model
-    ab = p.act_bytes
+    D, ab = cfg.d_model, p.act_bytes
     L_dev = plan.cfg.n_layers
     n_ar = _n_allreduce(cfg, L_dev, pp)
 
@@ -549,7 +549,8 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
                         f"{cfg.vocab}: speculative decoding needs a shared vocabulary")
     E = expected_tokens_per_step(alpha, k)
     dplan = sp.device_plan(dm.config, p, tp=1, pp=1, fuse=plan.fuse,
-                           fused_attention=fused_attention, weight_format=dm.weight_format)
+                           fused_attention=fused_attention, weight_format=dm.weight_format,
+                           kv_per_query_head=plan.kv_per_query_head)
     lo, hi = P + 1, S_end
     dd = dplan.lines(hw, eff, Bm).total(lo, hi)
     vv = plan.lines(hw, eff, Bm, phase="prefill", seq_len=k + 1, logits="all").total(lo, hi)

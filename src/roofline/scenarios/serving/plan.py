@@ -29,7 +29,7 @@ from ...engine.lines import max_at, op_lines, sum_max_lines
 from ...engine.presets import Efficiency, efficiency_for, registered_epoch
 from ...engine.tiles import without_tiles
 from ...errors import SpecError, unknown
-from ...graphs.graph import Graph
+from ...graphs.graph import Graph, Q
 from ...graphs.shard import shard_config
 from ...graphs.transformer import TransformerConfig, transformer_graph
 from ...specs.dtypes import Precision
@@ -92,6 +92,10 @@ class ServingFactors:
     #: without chunked prefill, a step with prompts to prefill runs them alone and the decoding
     #: sequences wait (vLLM V0's default scheduler); False: prompts join the decode step
     prefill_first: bool = False
+    #: decode attention reads each KV head's cache once per query head it serves (TensorRT-LLM's
+    #: masked-MHA kernel before XQA: one thread block per sequence and query head); False: once
+    #: per KV head, shared by its GQA group (FlashAttention-style decode kernels)
+    kv_per_query_head: bool = False
     #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
     #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
     gemm_max_fp8: float | None = None
@@ -137,12 +141,12 @@ NEUTRAL = ServingFactors(name="none")
 
 _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time", "seq_overhead": "time", "scheduler_steps": "ratio",
-        "prefill_first": "ratio",
+        "prefill_first": "ratio", "kv_per_query_head": "ratio",
         "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
         "host_allreduce_efficiency": "ratio"}
-_BOOL = ("fuse", "allreduce_custom", "prefill_first")
+_BOOL = ("fuse", "allreduce_custom", "prefill_first", "kv_per_query_head")
 
 
 @lru_cache(maxsize=1)
@@ -272,6 +276,23 @@ def compress(g: Graph, window: np.ndarray | None = None) -> Compressed:
     return Compressed(cg, counts[order].astype(np.float64), win[idx])
 
 
+def kv_read_per_query_head(g: Graph, group: int) -> Graph:
+    """``g`` (a decode graph) with each attention op's KV-cache reads ``group`` times over: the
+    KV head's cache streamed once per query head of its GQA group (``group`` = query heads per
+    KV head on the device), as a decode kernel with one thread block per (sequence, query head)
+    reads it — TensorRT-LLM's masked-MHA kernel before XQA (data/presets/serving.toml,
+    ``kv_per_query_head``). Nothing else changes (FLOPs, KV writes, the KV footprint)."""
+    if group <= 1:
+        return g
+    mask = np.array([k == "attention" for k in g.kinds], dtype=bool)
+    c0, c1 = g.c0.copy(), g.c1.copy()
+    r = Q["kv_bytes_read"]
+    c0[r, mask] *= group
+    c1[r, mask] *= group
+    return replace(g, c0=c0, c1=c1, meta={k: v for k, v in g.meta.items()
+                                          if not k.startswith("_")})
+
+
 def concat(graphs: list[Graph]) -> Graph:
     """Ops of several graphs (same precision) side by side, priced in one engine call."""
     g0 = graphs[0]
@@ -301,6 +322,8 @@ class Plan:
     _cache: OrderedDict[tuple[Any, ...], Any]
     #: the checkpoint's stored weight format (graphs/quantization.py), applied to every graph
     weight_format: Any = None
+    #: decode attention reads the KV cache once per query head (ServingFactors)
+    kv_per_query_head: bool = False
 
     @property
     def moe(self) -> bool:
@@ -321,6 +344,8 @@ class Plan:
                               batch=batch if self.moe else None, logits=logits)
         if self.weight_format is not None:
             g = self.weight_format.apply(g)
+        if self.kv_per_query_head and phase == "decode":
+            g = kv_read_per_query_head(g, cfg.n_heads // cfg.n_kv_heads)
         if self.fuse:
             from ...graphs.fusion import fuse_epilogues
 
@@ -396,12 +421,13 @@ _PLANS: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
 
 
 def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse: bool,
-             fused_attention: bool, weight_format: Any = None, ep: int = 1) -> Plan:
+             fused_attention: bool, weight_format: Any = None, ep: int = 1,
+             kv_per_query_head: bool = False) -> Plan:
     """The plan of one device of a tp × pp (× ep) replica. ``ep`` > 1: expert parallelism
     with data-parallel attention — ep groups of tp × pp devices, each serving its share of the
     sequences with the dense weights replicated, the routed experts split among the groups
     (``TransformerConfig.expert_groups``)."""
-    key = (cfg, p, tp, pp, fuse, fused_attention, weight_format, ep)
+    key = (cfg, p, tp, pp, fuse, fused_attention, weight_format, ep, kv_per_query_head)
     pl = _PLANS.get(key)
     if pl is None:
         dev = shard_config(cfg, tp, pp, ep)
@@ -409,7 +435,7 @@ def device_plan(cfg: TransformerConfig, p: Precision, *, tp: int, pp: int, fuse:
             dev = replace(dev, expert_groups=ep)
         pl = Plan(cfg=dev, full=cfg, precision=p, fuse=fuse,
                   fused_attention=fused_attention, tp=tp, pp=pp, _cache=OrderedDict(),
-                  weight_format=weight_format)
+                  weight_format=weight_format, kv_per_query_head=kv_per_query_head)
         _PLANS[key] = pl
         if len(_PLANS) > 64:
             _PLANS.popitem(last=False)

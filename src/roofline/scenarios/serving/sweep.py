@@ -92,7 +92,8 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     for j, pr in enumerate(precs):
         p = make_precision(pr, kv=kv_precision, weights=weight_precision, group_size=group_size)
         plan = sp.device_plan(cfg, p, tp=tp, pp=1, fuse=factors.fuse, fused_attention=True,
-                              weight_format=m.weight_format)
+                              weight_format=m.weight_format,
+                              kv_per_query_head=factors.kv_per_query_head)
         c1 = plan.graph("decode", context=1)
         c2 = plan.graph("decode", context=2)
         g = sp.concat([c1.graph, c2.graph])  # one time model prices both contexts
