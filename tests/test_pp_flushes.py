@@ -63,5 +63,31 @@ def test_cli_equals_api(capsys: pytest.CaptureFixture[str]) -> None:
     api = rl.train("llama-3.1-8b", "dgx-h100", pp_flushes=4, **KW).step_time
     assert got == pytest.approx(api, rel=1e-12)
     assert main(["train", "llama-3.1-8b", "dgx-h100", "--global-batch", "16", "--seq-len",
-                 "2048", "--search", "--pp-flushes", "2"]) == 2
-    assert "--pp-flushes" in capsys.readouterr().err
+                 "2048", "--search", "--pp-flushes", "2", "--top", "3", "--format",
+                 "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    best = rl.best_parallelism("llama-3.1-8b", "dgx-h100", global_batch=16, seq_len=2048,
+                               pp_flushes=2, top=3)
+    assert [r["step_time"] for r in rows] == pytest.approx(list(best["step_time"]), rel=1e-12)
+
+
+def test_search_rows_are_train_with_the_same_flushes() -> None:
+    """best_parallelism(pp_flushes=k) keeps only splits whose micro-batches per replica divide
+    into k schedules, and each row is rl.train of that split with the same k."""
+    kw = dict(global_batch=32, seq_len=2048)
+    one = rl.best_parallelism("llama-3.1-8b", "dgx-h100", top=None, **kw)
+    four = rl.best_parallelism("llama-3.1-8b", "dgx-h100", pp_flushes=4, top=None, **kw)
+    m = [32 // (d * b) for d, b in zip(four["dp"], four["micro_batch"])]
+    assert len(four["tp"]) < len(one["tp"]) and all(x % 4 == 0 for x in m)
+    pipelined = [i for i, p in enumerate(four["pp"]) if p > 1]
+    assert pipelined  # the bubble is paid 4 times only where there is a pipeline
+    for i in pipelined[:3] + [i for i, p in enumerate(four["pp"]) if p == 1][:2]:
+        t = rl.train("llama-3.1-8b", "dgx-h100", tp=int(four["tp"][i]), pp=int(four["pp"][i]),
+                     dp=int(four["dp"][i]), micro_batch=int(four["micro_batch"][i]),
+                     interleave=int(four["interleave"][i]), recompute=four["recompute"][i],
+                     zero=int(four["zero"][i]), pp_flushes=4, **kw)
+        assert t.step_time == pytest.approx(float(four["step_time"][i]), rel=1e-9)
+    with pytest.raises(SpecError, match="pp_flushes=64"):
+        rl.best_parallelism("llama-3.1-8b", "dgx-h100", pp_flushes=64, **kw)
+    with pytest.raises(SpecError, match="pp_flushes"):
+        rl.best_parallelism("llama-3.1-8b", "dgx-h100", pp_flushes=0, **kw)

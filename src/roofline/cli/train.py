@@ -97,17 +97,12 @@ def run(args: argparse.Namespace) -> int:
                   precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
     if args.search:
-        if args.pp_flushes != 1:
-            from ..errors import SpecError
-
-            raise SpecError("--pp-flushes prices one split's schedule; --search ranks "
-                            "Megatron-style splits (one schedule per step): drop one of them")
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
                              elementwise=args.elementwise,
                              optimizer_dtype=args.optimizer_dtype,
-                             **common)  # type: ignore[arg-type]
+                             pp_flushes=args.pp_flushes, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)

@@ -44,10 +44,11 @@ def _divisors(n: int) -> list[int]:
 def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
             micro_batches: tuple[int, ...], interleaves: tuple[int, ...],
             recomputes: tuple[str, ...], zeros: tuple[int, ...],
-            ep_overlap: bool) -> dict[str, list[Any]]:
+            ep_overlap: bool, pp_flushes: int = 1) -> dict[str, list[Any]]:
     """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO) split, column by column (with
     ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
-    interleaving when pp > 1)."""
+    interleaving when pp > 1; with ``pp_flushes`` k only those whose micro-batches per replica
+    split into k equal schedules, as ``train`` requires)."""
     rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
     for t in tps:
         for p in _divisors(cfg.n_layers):
@@ -59,6 +60,9 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
                 if global_batch % (d * b):
                     continue
                 mcount = global_batch // (d * b)
+                if mcount % pp_flushes:
+                    continue
+                mcount //= pp_flushes  # micro-batches of one pipeline schedule
                 vs = [1] if p == 1 else [v for v in interleaves if (cfg.n_layers // p) % v == 0
                                          and (v == 1 or mcount % p == 0)]
                 for e in eps:
@@ -87,7 +91,7 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
            price_per_hour=A.anything, region=A.anything, pue=A.anything,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
-           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES))
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -100,7 +104,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      price_per_hour: float | None = None, region: str | None = None,
                      pue: float | None = None, attention_kernel: str = "auto",
                      moe_routing: str = "random", ep_overlap: bool = False,
-                     elementwise: str = "fused", optimizer_dtype: str = "fp32") -> Table:
+                     elementwise: str = "fused", optimizer_dtype: str = "fp32",
+                     pp_flushes: int = 1) -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -112,9 +117,10 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
     ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
     price or a region, the table's ``notes`` say why). ``attention_kernel``, ``moe_routing``,
-    ``elementwise``, ``optimizer_dtype`` and ``ep_overlap`` as ``rl.train``'s (with
-    ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute, interleaving
-    when pp > 1).
+    ``elementwise``, ``optimizer_dtype``, ``pp_flushes`` and ``ep_overlap`` as ``rl.train``'s
+    (with ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute,
+    interleaving when pp > 1; with ``pp_flushes`` only the splits whose micro-batches divide
+    into that many schedules).
     """
     from ...analysis.economics import check_economics
 
@@ -132,10 +138,11 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     max_tp = max_tp or ctx.cl.domain
     tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
     rows = _splits(cfg, devices, tps, global_batch, micro_batches, interleaves, recomputes,
-                   zeros, ep_overlap)
+                   zeros, ep_overlap, pp_flushes)
     if not rows["tp"]:
+        flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
-                        f"{global_batch} and micro-batches {micro_batches}")
+                        f"{global_batch} and micro-batches {micro_batches}{flushes}")
     arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
     n = len(arr["tp"])
     gt = np.empty((n, len(GROUPS)))
@@ -153,7 +160,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
             lpe[s2] = tg.layer_expert_params
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe,
-                  ep_overlap=ep_overlap)
+                  ep_overlap=ep_overlap, pp_flushes=pp_flushes)
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too
