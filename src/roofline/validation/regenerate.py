@@ -290,10 +290,22 @@ def _collectives_page() -> dict[str, str]:
             "ramp": v.collectives_ramp_table()}
 
 
+def _attention_rows() -> tuple[Any, Any]:
+    from . import attention as v
+
+    return v.attention_rows(), v.loso_rows()
+
+
 def _attention_page() -> dict[str, str]:
     from . import attention as v
 
-    return {"table": v.attention_table(v.attention_rows(), v.loso_rows())}
+    return {"table": v.attention_table(*_once("attention", _attention_rows))}
+
+
+def _attention_figures() -> dict[str, str]:
+    from . import attention as v
+
+    return v.attention_figures(*_once("attention", _attention_rows))
 
 
 def _fp8_page() -> dict[str, str]:
@@ -341,7 +353,7 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
     "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
+    "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }
