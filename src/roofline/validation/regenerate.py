@@ -290,6 +290,12 @@ def _collectives_page() -> dict[str, str]:
             "ramp": v.collectives_ramp_table()}
 
 
+def _collectives_figures() -> dict[str, str]:
+    from . import collectives as v
+
+    return v.collectives_figures()
+
+
 def _attention_rows() -> tuple[Any, Any]:
     from . import attention as v
 
@@ -352,7 +358,8 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
+    "client.md": (_client_page, _client_figures),
+    "collectives.md": (_collectives_page, _collectives_figures),
     "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
