@@ -262,11 +262,24 @@ def _gemm_page() -> dict[str, str]:
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
 
 
+def _training_runs() -> tuple[Any, Any, Any]:
+    from . import training_runs as v
+
+    return v.rows(), v.long_rows(), v.hopper_holdout()
+
+
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
 
-    return {"table": v.report_table(v.rows()), "hopper": v.hopper_holdout_table(),
-            "long": v.long_table(v.long_rows())}
+    rs, long, rep = _once("training-runs", _training_runs)
+    return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
+            "long": v.long_table(long)}
+
+
+def _training_runs_figures() -> dict[str, str]:
+    from . import training_runs as v
+
+    return v.training_runs_figures(*_once("training-runs", _training_runs))
 
 
 def _client_page() -> dict[str, str]:
@@ -290,10 +303,28 @@ def _collectives_page() -> dict[str, str]:
             "ramp": v.collectives_ramp_table()}
 
 
+def _collectives_figures() -> dict[str, str]:
+    from . import collectives as v
+
+    return v.collectives_figures()
+
+
+def _attention_rows() -> tuple[Any, Any]:
+    from . import attention as v
+
+    return v.attention_rows(), v.loso_rows()
+
+
 def _attention_page() -> dict[str, str]:
     from . import attention as v
 
-    return {"table": v.attention_table(v.attention_rows(), v.loso_rows())}
+    return {"table": v.attention_table(*_once("attention", _attention_rows))}
+
+
+def _attention_figures() -> dict[str, str]:
+    from . import attention as v
+
+    return v.attention_figures(*_once("attention", _attention_rows))
 
 
 def _fp8_page() -> dict[str, str]:
@@ -339,9 +370,11 @@ def _economics_page() -> dict[str, str]:
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
-    "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
+    "gemm.md": (_gemm_page, None),
+    "training-runs.md": (_training_runs_page, _training_runs_figures),
+    "client.md": (_client_page, _client_figures),
+    "collectives.md": (_collectives_page, _collectives_figures),
+    "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }
