@@ -216,7 +216,7 @@ def _training_page() -> dict[str, str]:
     from . import training_graphs as g
 
     return {"cases": v.training_case_table(), "holdout": v.training_holdout_table(),
-            "graphs": g.report_table()}
+            "graphs": g.report_table(), "loaders": g.loader_table_md()}
 
 
 def _vendors_page() -> dict[str, str]:
