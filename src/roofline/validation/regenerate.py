@@ -211,12 +211,28 @@ def _serving_figures() -> dict[str, str]:
     return summary_figures(errs) | holdout_figures(host, "host") | page_figures(errs, rep)
 
 
+def _training_reports() -> tuple[Any, Any, Any, Any]:
+    from . import training as v
+    from . import training_graphs as g
+
+    return v.training_errors(), v.training_holdout(), g.rows(), g.loader_rows()
+
+
 def _training_page() -> dict[str, str]:
     from . import training as v
     from . import training_graphs as g
 
-    return {"cases": v.training_case_table(), "holdout": v.training_holdout_table(),
-            "graphs": g.report_table(), "loaders": g.loader_table_md()}
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return {"cases": v.training_case_table(errs), "holdout": v.training_holdout_table(rep),
+            "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders)}
+
+
+def _training_figures() -> dict[str, str]:
+    from . import training as v
+    from . import training_graphs as g
+
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return v.training_figures(errs, rep) | g.graphs_figures(graphs, loaders)
 
 
 def _vendors_page() -> dict[str, str]:
@@ -250,16 +266,31 @@ def _llamacpp_page() -> dict[str, str]:
             "classes": v.class_study_table(v.class_study()), "pp": v.pp_table(v.pp_rows())}
 
 
+def _gemm_reports() -> dict[str, Any]:
+    from . import gemm as v
+
+    return {"fp8": v.fp8_fit_report(), "streamk": v.stream_k_report(),
+            "holdout": v.gemm_holdout(), "attention": _once("attention", _attention_rows)[0]}
+
+
 def _gemm_page() -> dict[str, str]:
     from . import cdna, sustained
     from . import gemm as v
 
+    r = _once("gemm", _gemm_reports)
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
-            "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
-            "pcie": sustained.sustained_table(),
-            "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
+            "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
+            "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
+            "streamk": v.stream_k_table(r["streamk"]),
+            "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
+
+
+def _gemm_figures() -> dict[str, str]:
+    from .gemm_figures import gemm_page_figures
+
+    return gemm_page_figures(_once("gemm", _gemm_reports))
 
 
 def _training_runs() -> tuple[Any, Any, Any]:
@@ -368,9 +399,10 @@ def _economics_page() -> dict[str, str]:
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
-    "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
+    "serving.md": (_serving_page, _serving_figures),
+    "training.md": (_training_page, _training_figures),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
-    "gemm.md": (_gemm_page, None),
+    "gemm.md": (_gemm_page, _gemm_figures),
     "training-runs.md": (_training_runs_page, _training_runs_figures),
     "client.md": (_client_page, _client_figures),
     "collectives.md": (_collectives_page, _collectives_figures),
