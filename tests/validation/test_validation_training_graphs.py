@@ -27,3 +27,25 @@ def test_validation_against_published_throughput() -> None:
     assert s["median_abs_error"] <= 0.30
     assert all(abs(r["error"]) <= 0.65 for r in rs)
     assert report_table() in DOC.read_text(encoding="utf-8")
+
+
+def test_host_input_ceiling_on_the_resnet_rows() -> None:
+    """docs/validation/training.md "The host input pipeline as a ceiling": the block is the code's;
+    the source's own time per image and worker (workers / published img/s on the AMP rows) lies
+    between the two measured pipelines of another source; at DALI's rate the AMP rows are
+    input-bound and closer to the published ones, the TF32 rows device-bound and unchanged."""
+    from roofline.scenarios.training.input_pipeline import loader_table
+    from roofline.validation.training_graphs import RN50_WORKERS, loader_rows, loader_table_md
+
+    assert loader_table_md() in DOC.read_text(encoding="utf-8")
+    lo, hi = loader_table()["dali-cpu"][0], loader_table()["pytorch"][0]
+    rs = {r["id"]: r for r in loader_rows()}
+    assert len(rs) == 4
+    for r in rs.values():
+        implied = RN50_WORKERS * r["dp"] / r["published"]  # s per image per worker
+        if r["precision"] == "fp16":
+            assert lo < implied < hi, r["id"]
+            assert abs(r["dali-cpu"] / r["published"] - 1) < abs(r["none"] / r["published"] - 1)
+            assert r["dali-cpu"] < r["none"]
+        else:
+            assert r["dali-cpu"] == r["none"], r["id"]

@@ -216,7 +216,7 @@ def _training_page() -> dict[str, str]:
     from . import training_graphs as g
 
     return {"cases": v.training_case_table(), "holdout": v.training_holdout_table(),
-            "graphs": g.report_table()}
+            "graphs": g.report_table(), "loaders": g.loader_table_md()}
 
 
 def _vendors_page() -> dict[str, str]:
@@ -250,23 +250,51 @@ def _llamacpp_page() -> dict[str, str]:
             "classes": v.class_study_table(v.class_study()), "pp": v.pp_table(v.pp_rows())}
 
 
+def _gemm_reports() -> dict[str, Any]:
+    from . import gemm as v
+
+    return {"fp8": v.fp8_fit_report(), "streamk": v.stream_k_report(),
+            "holdout": v.gemm_holdout(), "attention": _once("attention", _attention_rows)[0]}
+
+
 def _gemm_page() -> dict[str, str]:
     from . import cdna, sustained
     from . import gemm as v
 
+    r = _once("gemm", _gemm_reports)
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
-            "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
-            "pcie": sustained.sustained_table(),
-            "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
+            "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
+            "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
+            "streamk": v.stream_k_table(r["streamk"]),
+            "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
+
+
+def _gemm_figures() -> dict[str, str]:
+    from .gemm_figures import gemm_page_figures
+
+    return gemm_page_figures(_once("gemm", _gemm_reports))
+
+
+def _training_runs() -> tuple[Any, Any, Any]:
+    from . import training_runs as v
+
+    return v.rows(), v.long_rows(), v.hopper_holdout()
 
 
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
 
-    return {"table": v.report_table(v.rows()), "hopper": v.hopper_holdout_table(),
-            "long": v.long_table(v.long_rows())}
+    rs, long, rep = _once("training-runs", _training_runs)
+    return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
+            "long": v.long_table(long)}
+
+
+def _training_runs_figures() -> dict[str, str]:
+    from . import training_runs as v
+
+    return v.training_runs_figures(*_once("training-runs", _training_runs))
 
 
 def _client_page() -> dict[str, str]:
@@ -290,10 +318,28 @@ def _collectives_page() -> dict[str, str]:
             "ramp": v.collectives_ramp_table()}
 
 
+def _collectives_figures() -> dict[str, str]:
+    from . import collectives as v
+
+    return v.collectives_figures()
+
+
+def _attention_rows() -> tuple[Any, Any]:
+    from . import attention as v
+
+    return v.attention_rows(), v.loso_rows()
+
+
 def _attention_page() -> dict[str, str]:
     from . import attention as v
 
-    return {"table": v.attention_table(v.attention_rows(), v.loso_rows())}
+    return {"table": v.attention_table(*_once("attention", _attention_rows))}
+
+
+def _attention_figures() -> dict[str, str]:
+    from . import attention as v
+
+    return v.attention_figures(*_once("attention", _attention_rows))
 
 
 def _fp8_page() -> dict[str, str]:
@@ -344,9 +390,11 @@ def _economics_page() -> dict[str, str]:
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
-    "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
+    "gemm.md": (_gemm_page, _gemm_figures),
+    "training-runs.md": (_training_runs_page, _training_runs_figures),
+    "client.md": (_client_page, _client_figures),
+    "collectives.md": (_collectives_page, _collectives_figures),
+    "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }

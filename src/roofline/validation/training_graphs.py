@@ -14,7 +14,8 @@ from typing import Any
 
 from .cases import load_cases
 
-__all__ = ["cases", "rows", "report_table", "summary"]
+__all__ = ["cases", "rows", "report_table", "summary", "loader_rows", "loader_table_md",
+           "RN50_WORKERS"]
 
 
 @lru_cache(maxsize=1)
@@ -60,4 +61,49 @@ def report_table() -> str:
     lines.append("")
     lines.append(f"Median |error| {s['median_abs_error']:.1%}, largest {s['max_abs_error']:.1%}, "
                  f"geometric-mean ratio ours/published {s['geomean_ratio']:.3f}.")
+    return "\n".join(lines)
+
+
+#: the source's loader workers per GPU process (DeepLearningExamples ConvNets configs.yml at
+#: commit 7bdfc81, the README update that published these rows: ``platform: DGXA100:
+#: workers: 16``; the run's ``data_backend: pytorch``, the resnet_params anchor)
+RN50_WORKERS = 16
+
+
+def loader_rows() -> list[dict[str, Any]]:
+    """The ResNet-50 cases priced with the host input ceiling of each measured loader of
+    data/presets/input_pipeline.toml (``train(data_loader=(loader, RN50_WORKERS))``), beside
+    the default (no ceiling). Nothing is fitted: the loaders' times come from another source."""
+    from ..scenarios.training import train
+    from ..scenarios.training.input_pipeline import loader_table
+
+    out = []
+    for c in cases():
+        if c["model"] != "resnet50":
+            continue
+        b, dp = c["micro_batch"], c["dp"]
+        kw = dict(global_batch=b * dp * c["accumulation"], micro_batch=b, dp=dp,
+                  precision=c["precision"], optimizer=c["optimizer"])
+        row = dict(c, none=train(c["model"], c["cluster"], **kw).samples_per_s)
+        for name in loader_table():
+            row[name] = train(c["model"], c["cluster"], data_loader=(name, RN50_WORKERS),
+                              **kw).samples_per_s
+        out.append(row)
+    return out
+
+
+def loader_table_md() -> str:
+    """The generated block "loaders" of docs/validation/training.md."""
+    from ..scenarios.training.input_pipeline import loader_table
+
+    names = list(loader_table())
+    rs = loader_rows()
+    head = " | ".join(f"{n} × {RN50_WORKERS} [img/s] | error" for n in names)
+    lines = [f"| case | published [img/s] | no ceiling [img/s] | error | {head} |",
+             "|---|" + "---:|" * (3 + 2 * len(names))]
+    for r in rs:
+        p = r["published"]
+        cells = " | ".join(f"{r[n]:,.0f} | {r[n] / p - 1:+.1%}" for n in names)
+        lines.append(f"| {r['id']} | {p:,.0f} | {r['none']:,.0f} | {r['none'] / p - 1:+.1%} | "
+                     f"{cells} |")
     return "\n".join(lines)

@@ -401,7 +401,8 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
-           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6))
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
+           data_loader=A.anything)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -411,7 +412,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
           cp_overlap: bool = True, elementwise: str = "fused",
-          optimizer_dtype: str = "fp32", pp_flushes: int = 1) -> TrainingResult:
+          optimizer_dtype: str = "fp32", pp_flushes: int = 1,
+          data_loader: Any = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -419,7 +421,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
-    other than 1 is refused).
+    other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
+    pipeline's ceiling on the step (training/input_pipeline.py; None: off; decoders refuse it).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -443,13 +446,12 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
     ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
     FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3",
-    "cudnn", "gemm";
-    "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
-    the kernel's measured rate.
-    ``moe_routing`` (MoE models): how the router spreads a token's k experts, which sets how
-    many expert-parallel ranks each token is dispatched to (once per rank):
-    "random" (uniform, balanced in expectation) or "contiguous" (NeMo AutoModel's
-    FakeBalancedGate: k consecutive experts; ops/training_formulas.moe_dispatch_ranks).
+    "cudnn", "gemm"; "unfused" = ``fused_attention=False``; engine/attention.py): forward and
+    backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
+    spreads a token's k experts, which sets how many expert-parallel ranks each token is
+    dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
+    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
+    .moe_dispatch_ranks).
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
     combine behind the adjacent micro-batch's compute (``_ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
@@ -481,7 +483,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-                           optimizer_dtype=odt, pp_flushes=pp_flushes)
+                           optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader)
+    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
+        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
