@@ -49,3 +49,22 @@ def test_host_input_ceiling_on_the_resnet_rows() -> None:
             assert r["dali-cpu"] < r["none"]
         else:
             assert r["dali-cpu"] == r["none"], r["id"]
+
+
+def test_prose_figures_are_the_codes() -> None:
+    """The figures the "Any graph" and input-pipeline sections quote are inline markers holding
+    what graphs_figures computes from the table's rows; two by hand."""
+    from roofline.validation.training_graphs import graphs_figures, loader_rows
+
+    text = DOC.read_text(encoding="utf-8")
+    rs = rows()
+    figs = graphs_figures(rs, loader_rows())
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 20
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    rn = [r for r in rs if r["model"] == "resnet50"]
+    e = sorted(abs(r["error"]) for r in rn)
+    assert figs["tg.rn50.median"] == f"{(e[1] + e[2]) / 2:.1%}".replace("%", " %")
+    one, eight = (next(r for r in rn if r["precision"] == "fp16" and r["dp"] == g) for g in (1, 8))
+    assert figs["tg.rn50.scaling"] == f"{eight['ours'] / one['ours']:.2f}"

@@ -211,12 +211,28 @@ def _serving_figures() -> dict[str, str]:
     return summary_figures(errs) | holdout_figures(host, "host") | page_figures(errs, rep)
 
 
+def _training_reports() -> tuple[Any, Any, Any, Any]:
+    from . import training as v
+    from . import training_graphs as g
+
+    return v.training_errors(), v.training_holdout(), g.rows(), g.loader_rows()
+
+
 def _training_page() -> dict[str, str]:
     from . import training as v
     from . import training_graphs as g
 
-    return {"cases": v.training_case_table(), "holdout": v.training_holdout_table(),
-            "graphs": g.report_table(), "loaders": g.loader_table_md()}
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return {"cases": v.training_case_table(errs), "holdout": v.training_holdout_table(rep),
+            "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders)}
+
+
+def _training_figures() -> dict[str, str]:
+    from . import training as v
+    from . import training_graphs as g
+
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return v.training_figures(errs, rep) | g.graphs_figures(graphs, loaders)
 
 
 def _vendors_page() -> dict[str, str]:
@@ -388,7 +404,8 @@ def _economics_page() -> dict[str, str]:
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
-    "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
+    "serving.md": (_serving_page, _serving_figures),
+    "training.md": (_training_page, _training_figures),
     "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
     "gemm.md": (_gemm_page, _gemm_figures),
     "training-runs.md": (_training_runs_page, _training_runs_figures),
