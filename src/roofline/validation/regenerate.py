@@ -390,15 +390,20 @@ def _fp8_figures() -> dict[str, str]:
 
 def _inference_page() -> dict[str, str]:
     from . import inference as v
+    from . import inference_refit as f
 
     return {"table": v.case_table(_once("inference", v.rows)),
-            "tried": v.tried_table(_once("tried", v.tried_ratios))}
+            "tried": v.tried_table(_once("tried", v.tried_ratios)),
+            "refit": f.refit_table(_once("refit", f.refit_grid))}
 
 
 def _inference_figures() -> dict[str, str]:
     from . import inference as v
+    from . import inference_refit as f
 
     return (v.case_figures(_once("inference", v.rows))
+            | v.floor_figures(_once("inference", v.rows))
+            | f.refit_figures(_once("refit", f.refit_grid))
             | v.tried_figures(_once("tried", v.tried_ratios)))
 
 
