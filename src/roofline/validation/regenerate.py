@@ -414,6 +414,12 @@ def _economics_page() -> dict[str, str]:
             "power-validation": power_validation.validation_markdown()}
 
 
+def _economics_figures() -> dict[str, str]:
+    from .economics_figures import economics_figures
+
+    return economics_figures()
+
+
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures),
@@ -426,7 +432,7 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
     "collectives.md": (_collectives_page, _collectives_figures),
     "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
-    "economics.md": (_economics_page, None),
+    "economics.md": (_economics_page, _economics_figures),
 }
 
 
