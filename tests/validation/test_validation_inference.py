@@ -11,9 +11,9 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.13),
-  geometric-mean error factor <= 1.30 (1.25), every case within a factor 2.00 (the worst,
-  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.25 / 1.85 before the two
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.12),
+  geometric-mean error factor <= 1.25 (1.23), every case within a factor 2.00 (the worst,
+  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.85 before the two
   MultiStream cases were added);
 - known outliers stay inside the band the data file documents for them (here: the host-bound
   Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
@@ -54,7 +54,7 @@ RUNTIMES = ("eager", "compiled")  # rl.solve's runtime
 METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
-GEOMEAN_MAX = 1.30
+GEOMEAN_MAX = 1.25
 WORST_MAX = 2.00
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
@@ -139,6 +139,26 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
         raw = rl.solve(c["model"], uncapped, **solve_kwargs(c)).latency / r.measured_s
         assert factor(r.r_default) < factor(raw), c.id
         assert raw < 0.8, (c.id, raw)
+
+
+def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
+    """t4.toml's fp32 = 0.66 (a fp32 torch.mm measured on T4s: (4.17 + 4.43) / 2 / 8.1 / 0.80 =
+    0.664), judged on the Hugging Face fp32 rows it was not fitted on: the GEMM-bound ViT moves
+    from about -35 % to within 10 %; the convolution-bound ResNet-50 overshoots (about +16 %,
+    from -13 %), as the page says."""
+    t4 = rl.hardware("t4")
+    assert t4.sustained("fp32") == pytest.approx((4.17 + 4.43) / 2 / 8.1 / 0.80, abs=0.005)
+    no_fp32 = replace(t4, sustained_fraction={k: v for k, v in t4.sustained_fraction.items()
+                                              if k != "fp32"})
+    got = {}
+    for r in computed:
+        c = r.case
+        if c["hardware"] == "t4" and c["precision"] == "fp32":
+            before = rl.solve(c["model"], no_fp32, **solve_kwargs(c)).latency / r.measured_s
+            got[c["model"]] = (before, r.r_default)
+    vit, rn50 = got["vit-b-16"], got["resnet50"]
+    assert vit[0] < 0.7 and factor(vit[1]) < 1.10
+    assert 0.8 < rn50[0] < 1.0 and 1.0 < rn50[1] < 1.20
 
 
 def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
