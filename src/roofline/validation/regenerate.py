@@ -258,12 +258,24 @@ def _vendors_figures() -> dict[str, str]:
             | r.rocm_figures(_once("rocm", r.rocm_holdout)))
 
 
+def _llamacpp_reports() -> tuple[Any, Any, Any]:
+    from . import llamacpp as v
+
+    return v.llamacpp_holdout(), v.class_study(), v.pp_rows()
+
+
 def _llamacpp_page() -> dict[str, str]:
     from . import llamacpp as v
 
-    rep = v.llamacpp_holdout()
+    rep, study, pp = _once("llamacpp", _llamacpp_reports)
     return {"holdout": v.holdout_table(rep), "cases": v.case_table(rep),
-            "classes": v.class_study_table(v.class_study()), "pp": v.pp_table(v.pp_rows())}
+            "classes": v.class_study_table(study), "pp": v.pp_table(pp)}
+
+
+def _llamacpp_figures() -> dict[str, str]:
+    from . import llamacpp as v
+
+    return v.llamacpp_figures(*_once("llamacpp", _llamacpp_reports))
 
 
 def _gemm_reports() -> dict[str, Any]:
@@ -402,18 +414,25 @@ def _economics_page() -> dict[str, str]:
             "power-validation": power_validation.validation_markdown()}
 
 
+def _economics_figures() -> dict[str, str]:
+    from .economics_figures import economics_figures
+
+    return economics_figures()
+
+
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
     "serving.md": (_serving_page, _serving_figures),
     "training.md": (_training_page, _training_figures),
-    "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
+    "vendors.md": (_vendors_page, _vendors_figures),
+    "llamacpp.md": (_llamacpp_page, _llamacpp_figures),
     "gemm.md": (_gemm_page, _gemm_figures),
     "training-runs.md": (_training_runs_page, _training_runs_figures),
     "client.md": (_client_page, _client_figures),
     "collectives.md": (_collectives_page, _collectives_figures),
     "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
-    "economics.md": (_economics_page, None),
+    "economics.md": (_economics_page, _economics_figures),
 }
 
 
