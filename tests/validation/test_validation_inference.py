@@ -35,6 +35,7 @@ from roofline.validation.inference import (
     case_figures,
     case_table,
     factor,
+    floor_figures,
     inference_cases,
     measured_seconds,
     predicted_seconds,
@@ -213,9 +214,9 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
         "`python -m roofline.validation.regenerate --only pages:inference.md`"
     # the figures its reading quotes sit in inline markers holding today's values
     text = DOC.read_text(encoding="utf-8")
-    figs = tried_figures(ratios) | case_figures(computed)
+    figs = tried_figures(ratios) | case_figures(computed) | floor_figures(computed)
     quoted = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(quoted) >= 14
+    assert len(quoted) >= 20
     for k in quoted:
         assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
     # by hand: a variant's per-case figure is its r - 1 in whole percent; "as shipped" is the
@@ -224,6 +225,13 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     assert figs[f"tried/qkv/{one}"] == f"{ratios['qkv'][one] - 1:+.0%}".replace("%", " %")
     r = next(x for x in computed if x.case.id == one)
     assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
+    # the target paragraph's count, by hand from the case table: these ten within +-10 %
+    ten = {"rn50-int8-a100pcie-offline", "rn50-int8-h100pcie-offline", "rn50-int8-h100sxm-offline",
+           "rn50-int8-l4-singlestream", "bertL-int8-a100-s128-b1", "bertB-fp16-a100-s128-b128",
+           "bertL-fp16-t4-s384-b128", "bertB-int8-t4-s384-b32", "hf-vit-fp32-a100-b16",
+           "hf-vit-fp32-t4-b16"}
+    assert {r.case.id for r in computed if not r.outlier and abs(r.r_default - 1) <= 0.10} == ten
+    assert figs["inference.within10"] == "10 of the 22"
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
