@@ -210,11 +210,14 @@ def case_table(rs: list[Row] | None = None) -> str:
 
 def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
     """The summary figures the page's prose quotes (inline ``<!--v:KEY-->`` markers): median
-    error factor of the cases not marked outliers, default and bound presets."""
+    error factor of the cases not marked outliers, default and bound presets, and how many of
+    them the default preset prices within +-10 %."""
     rs = rows() if rs is None else rs
     inl = [r for r in rs if not r.outlier]
+    within = sum(abs(r.r_default - 1) <= 0.10 for r in inl)
     return {"inference.median": f"{summary(inl, 'r_default')['median']:.2f}",
-            "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}"}
+            "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}",
+            "inference.within10": f"{within} of the {len(inl)}"}
 
 
 def query_floors(rs: list[Row] | None = None) -> dict[str, dict[str, float]]:

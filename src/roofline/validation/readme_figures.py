@@ -38,13 +38,33 @@ def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
     worst = max((e for _, _, e in errs), key=abs)
     tb = [math.expm1(math.log(v / c.value_si)) for c, v, _ in mix if c.source == "trtbench16"]
     ms = mix_summary(list(mix))["trtbench16"]
-    return {"readme.serving.n": str(s["n"]),
+    return {"readme.serving.n": str(s["n"]), "readme.serving.bound_rms": f"{_bound_rms():.2f}",
             "readme.serving.median": f"{math.expm1(s['median_abs_log']):.0%}".replace("%", " %"),
             "readme.serving.rms": f"{s['rms_log']:.3f}",
             "readme.serving.worst": f"{math.expm1(worst):+.0%}".replace("%", " %")
             .replace("-", "−"),
             "readme.mix.n": str(ms["n"]), "readme.mix.rms": f"{ms['rms_log']:.2f}",
             "readme.mix.range": f"{min(tb):+.0%} … {max(tb):+.0%}".replace("%", " %")}
+
+
+def _bound_rms() -> float:
+    """RMS of log(ours / measured) over the serving cases priced with ``preset="bound"`` (the
+    pure roofline), every other argument the case's (``serving.predict_serving``'s call)."""
+    from ..scenarios.serving import serve
+    from ..specs.dtypes import precision as make_precision
+    from .serving import serving_cases
+
+    logs = []
+    for c in serving_cases():
+        sc = c.scenario
+        p = make_precision(sc["precision"], activations=sc["activations"], kv=sc["kv"])
+        r = serve(sc["model"], sc["hardware"], batch=sc["batch"], prompt_len=sc["prompt"],
+                  output_len=sc["output"], precision=p, tp=sc["tp"], engine=sc["engine"],
+                  preset="bound")
+        v = {"tok_s_gpu": r.tokens_per_s_per_device, "tok_s": r.tokens_per_s, "ttft": r.ttft,
+             "tpot": r.tpot, "e2e": r.e2e_latency}[c.metric]
+        logs.append(math.log(v / c.value_si))
+    return math.sqrt(sum(x * x for x in logs) / len(logs))
 
 
 def _training(errs: Sequence[Any]) -> dict[str, str]:
