@@ -9,20 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import roofline as rl
 from roofline.validation import load_cases
+from roofline.validation.edge import edge_figures, predict_edge
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "validation" / "edge.md"
 CASES = load_cases("edge").cases
 
 
 def predict(c) -> float:
-    """Our number for case ``c``, in the case's unit (ms or tokens/s)."""
-    p = rl.precision(c["precision"], weights=c.get("weights"), group_size=c.get("group_size"))
-    r = rl.solve(c["model"], c["hardware"], batch=c["batch"], precision=p,
-                 phase=c.get("phase"), context=c.get("context"))
-    assert r.feasible, r.reason
-    return r.latency * 1e3 if c.metric == "latency" else float(r.tokens_per_s)
+    """Our number for case ``c``, in the case's unit (ms or tokens/s): the module's own."""
+    return predict_edge(c)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -44,3 +40,14 @@ def test_the_doc_table_shows_these_numbers():
         assert float(cells[-2]) == pytest.approx(ours, rel=0.006), (c.id, cells, ours)
         assert re.fullmatch(r"[+-]\d+\.\d %", cells[-1])
         assert float(cells[-1][:-2]) == pytest.approx(100 * (ours / c.measured - 1), abs=0.06)
+
+
+def test_the_readme_quotes_these_errors():
+    """README.md's edge row: each case's error, an inline marker filled by the regenerate
+    command's readme step from edge_figures; by hand from predict_edge."""
+    readme = (DOC.parents[2] / "README.md").read_text(encoding="utf-8")
+    figs = edge_figures()
+    for c in CASES:
+        v = f"{(predict(c) / c.measured - 1) * 100:+.1f} %".replace("-", "−")
+        assert figs[f"readme.edge.{c.id}"] == v
+        assert f"<!--v:readme.edge.{c.id}-->{v}<!--/v-->" in readme, c.id

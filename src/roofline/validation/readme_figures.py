@@ -5,7 +5,8 @@ function behind the validation page the row links to: inference (``inference.row
 (``serving_mix.predictions`` / ``summary``), training (``training.training_errors``), failures
 and power (``economics_figures``). The held-out serving and training sentences are checked by
 their pages' tests (tests/validation/test_validation_serving.py, …_training.py) and stay plain
-text; the edge and measured-CPU rows are hand-kept tables checked with a tolerance."""
+text; the edge row comes from ``edge.predict_edge``; the measured-CPU row is a hand-kept table
+checked with a tolerance."""
 
 from __future__ import annotations
 
@@ -107,5 +108,7 @@ def readme_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
     for k, make in get.items():
         if r.get(k) is None:
             r[k] = make()
-    return (_inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
+    from .edge import edge_figures
+
+    return (edge_figures() | _inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
             | _training(r["training-errors"]) | _economics(r["economics"]))
