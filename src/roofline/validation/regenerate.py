@@ -251,10 +251,12 @@ def _llamacpp_page() -> dict[str, str]:
 
 
 def _gemm_page() -> dict[str, str]:
-    from . import cdna, sustained
+    from . import cdna, gemm_misses, sustained
     from . import gemm as v
 
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
+            "misses-monotone": gemm_misses.monotone_table(),
+            "misses-a100": gemm_misses.a100_gap_table(),
             "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
             "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
