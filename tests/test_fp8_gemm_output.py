@@ -80,3 +80,17 @@ def test_fp8_epilogue_folds_by_elements() -> None:
     b.add("linear", "fc", params=20, tokens=3, d_in=4, d_out=5)
     b.add("elementwise", "relu", elements=30, op="relu")
     assert fuse_epilogues(b.build(), ["activation"]).names == ("fc", "relu")
+
+
+def test_thin_fp8_row_on_h200_is_its_compute_side() -> None:
+    """On the H200 (4.8 TB/s) the same bytes take 924,991,488 / (4.8e12 · 0.88) = 219.0 µs,
+    below the whole-wave compute side (242.8 µs): the output width does not decide that row."""
+    from roofline.engine.presets import efficiency_for
+    from roofline.specs.hardware import hardware
+    from roofline.validation import gemm as g
+
+    c = next(x for x in g.hopper_fp8_cases() if x.id == "azure ND H200 v5 fp8 802816x192x768")
+    ot = g._model(c, efficiency_for(hardware(c["hardware"]), "default")).evaluate(1.0)
+    assert float(ot.t_memory.sum()) == pytest.approx(924_991_488 / (4.8e12 * 0.88), rel=1e-9)
+    assert float(ot.t_memory.sum()) == pytest.approx(219.0e-6, rel=1e-3)
+    assert float(ot.t_kernel.sum()) == pytest.approx(242.8e-6, rel=1e-3)

@@ -20,6 +20,7 @@ import functools
 import inspect
 import math
 import numbers
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -53,6 +54,8 @@ def show(v: Any) -> str:
 
 
 def _is_int(v: Any) -> bool:
+    if type(v) is int:  # a plain int: Integral and not a bool (skips the ABC check)
+        return True
     return isinstance(v, numbers.Integral) and not _is_bool(v)
 
 
@@ -64,8 +67,6 @@ def _is_bool(v: Any) -> bool:
 
 
 def _numpy() -> Any:
-    import sys
-
     return sys.modules.get("numpy")  # only a numpy scalar needs numpy, and then it is loaded
 
 
@@ -140,6 +141,7 @@ def text(name: str, v: Any) -> str:
 def choice(*options: Any) -> Rule:
     """One of ``options`` (strings or ints); the message suggests the closest name."""
     shown = ", ".join(repr(o) for o in options)
+    has_int = any(isinstance(o, int) and not isinstance(o, bool) for o in options)
 
     def rule(name: str, v: Any) -> Any:
         if isinstance(v, str):
@@ -147,7 +149,7 @@ def choice(*options: Any) -> Rule:
                 return v
             hint = closest(v, [o for o in options if isinstance(o, str)])
             raise ArgumentError(f"{name}={show(v)} is not allowed; allowed: {shown}.{hint}")
-        if _is_int(v) and any(isinstance(o, int) and not isinstance(o, bool) for o in options):
+        if _is_int(v) and has_int:
             if int(v) in options:
                 return int(v)
         elif isinstance(v, float) and v.is_integer() and int(v) in options:

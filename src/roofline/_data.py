@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["DATA", "read_toml", "read_text", "load_toml_file", "norm_name", "alias_index",
-           "zoo_key", "toml_escape"]
+__all__ = ["DATA", "read_toml", "toml_tables", "read_toml_tables", "read_text",
+           "load_toml_file", "norm_name", "alias_index", "zoo_key", "toml_escape"]
 
 #: src/roofline/data: hardware, models, presets, clusters, validation cases
 DATA = Path(__file__).resolve().parent / "data"
@@ -28,6 +29,45 @@ def read_toml(path: Path) -> dict[str, Any]:
 
     with open(path, "rb") as f:
         return tomllib.load(f)
+
+
+#: a top-level table header the cutter accepts: bare keys only ("[parts.h100-sxm5]")
+_HEADER = re.compile(r"\[([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\][ \t]*(?:#[^\n]*)?")
+
+
+@cache
+def toml_tables(path: Path) -> dict[str, str]:
+    """A packaged TOML file's text cut before each line that starts with ``[``: table name ->
+    that table's text (header included), ``""`` -> the text before the first header. Read once
+    per process. Parsing some tables' texts together gives what parsing the whole file gives
+    under those names (tests/test_toml_tables.py checks it on every file read this way). A
+    line starting with ``[`` that is not a plain ``[a.b]`` header, a name given twice or a
+    multi-line string raises ValueError (only a ``[1]`` line inside a multi-line array would
+    pass unseen: the test's whole-file comparison is what vouches for a file)."""
+    text = path.read_text(encoding="utf-8")
+    if '"""' in text or "'''" in text:  # a multi-line string could hold a "[x]" line
+        raise ValueError(f"{path} has a multi-line string: not a plain table header cut; "
+                         "read this file with read_toml")
+    out: dict[str, str] = {}
+    name, start = "", 0
+    for m in re.finditer(r"^\[[^\n]*", text, re.M):
+        h = _HEADER.fullmatch(m.group().rstrip("\r"))
+        if h is None or h.group(1) in out or h.group(1) == name:
+            raise ValueError(f"{path}: line {m.group()!r} is not a new plain table header; "
+                             "read this file with read_toml")
+        out[name] = text[start:m.start()]
+        name, start = h.group(1), m.start()
+    out[name] = text[start:]
+    return out
+
+
+def read_toml_tables(path: Path, *names: str) -> dict[str, Any]:
+    """Parse only the tables ``names`` of a packaged TOML file, with their sub-tables
+    (``"parts.h100-sxm5"``: that header and any ``[parts.h100-sxm5.x]``)."""
+    import tomllib
+
+    return tomllib.loads("".join(t for k, t in toml_tables(path).items() if k and any(
+        k == n or k.startswith(n + ".") for n in names)))
 
 
 def read_text(p: Path, what: str) -> str:

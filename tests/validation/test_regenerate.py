@@ -47,6 +47,16 @@ def test_every_generated_block_on_every_page_has_a_generator() -> None:
         assert keys == have[page], page
 
 
+def test_every_inline_figure_on_a_page_has_a_generator() -> None:
+    """An inline marker on a page whose registry entry has no figures function would never be
+    rewritten (fill_inline refuses an unknown key, so the keys themselves are checked by the
+    pages step)."""
+    for page, (_, inline) in R.PAGES.items():
+        text = (ROOT / "docs" / "validation" / page).read_text(encoding="utf-8")
+        if inline is None:
+            assert not R._INLINE.search(text), page
+
+
 def test_every_update_docs_switch_is_run_by_the_docs_step() -> None:
     """Each test file that rewrites a page under ROOFLINE_UPDATE_DOCS (itself, or through the
     conftest's ``shown_output`` fixture) is in DOC_TESTS (the attention page's switch is its

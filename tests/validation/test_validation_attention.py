@@ -169,3 +169,15 @@ def test_page_shows_what_the_code_computes(rows, loso) -> None:
         text = f"{head}<!-- table: generated{line}\n{table}\n<!-- end table -->{tail}"
         DOC.write_text(text, encoding="utf-8")
     assert f"{table}\n<!-- end table -->" in text
+    # the prose quotes the fits, errors and judged medians through inline markers
+    fits = v.arch_fits()
+    figs = v.attention_figures(rows, loso, fits)
+    for k, val in figs.items():
+        if f"<!--v:{k}-->" in text:
+            assert f"<!--v:{k}-->{val}<!--/v-->" in text, k
+    # by hand: the Hopper curve at 512 keys (head dim 128: x = 512) and the H200 judged median
+    h = fits["hopper"]
+    assert figs["att.hopper.at512"] == f"{100 / (1 + (h['x0'] / 512) ** h['p']):.0f} %"
+    e = sorted(abs(r["error"]) for r in rows if r["case"]["hardware"] == "h200-sxm")
+    assert len(e) == 4 and figs["att.judged.h200-sxm.cudnnprefill"] == \
+        f"{(e[1] + e[2]) / 2 * 100:.0f} %"

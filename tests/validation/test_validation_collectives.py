@@ -257,3 +257,20 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.collectives_case_table() in text
     assert v.collectives_holdout_table() in text
     assert v.collectives_ramp_table() in text
+
+
+def test_prose_figures_are_the_codes() -> None:
+    """The figures the page's prose quotes are inline markers holding what
+    collectives_figures computes today; two by hand from the case table's own numbers."""
+    text = DOC.read_text(encoding="utf-8")
+    figs = v.collectives_figures()
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 30
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    errs = {c.id: (b, e) for c, b, e in v.collective_errors()}
+    b, e = errs["H100 x4 NVLS"]
+    assert figs["coll.x4"] == f"{b / 1e9:.0f}" and figs["coll.x4.err"] == f"{e * 100:+.0f} %"
+    small = sorted(abs(e) for c, _, e in v.collective_errors()
+                   if c.source == "nccltests309" and c["bytes"] <= 2**20)
+    assert figs["coll.small.within"] == f"{small[-1] * 100:.0f} %"

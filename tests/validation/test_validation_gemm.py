@@ -452,6 +452,24 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.unseen_table() in text
 
 
+def test_prose_figures_are_the_codes() -> None:
+    """The figures gemm.md's prose quotes are inline markers holding what gemm_page_figures
+    computes today (from the tables' own reports); two by hand from gemm_errors / predict_gemm."""
+    from roofline.validation.gemm_figures import gemm_page_figures
+
+    text = DOC.read_text(encoding="utf-8")
+    figs = gemm_page_figures()
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 40
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    e = {c.id: x for c, _, x in v.gemm_errors()}["B200 bf16 4096x4096x4096"]
+    assert figs["gemm.b200_4096"] == f"{abs(e) * 100:.0f} %"
+    c = next(c for c in v.nvidia_control_cases() if c.id == "mamf H100 SXM bf16")
+    assert figs["gemm.mamf.H100_SXM_bf16.ours"] == \
+        f"{v.predict_gemm(c, op_time=True) / 1e12:.1f}"
+
+
 def test_unseen_sources_pooled_within_the_target() -> None:
     """Issue 18's target, GPU microbenchmarks median <= 10 % on sources the fit did not see:
     pooled over every NVIDIA case judged that way (it is 9.9 %; the groups are not each within

@@ -11,9 +11,10 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.12),
-  geometric-mean error factor <= 1.25 (1.21), every case within a factor 1.85 (the worst,
-  ResNet-50 INT8 SingleStream on an A100 PCIe, is 1.68: see the doc);
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.13),
+  geometric-mean error factor <= 1.30 (1.25), every case within a factor 2.00 (the worst,
+  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.25 / 1.85 before the two
+  MultiStream cases were added);
 - known outliers stay inside the band the data file documents for them (here: the host-bound
   Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
 - the bound preset predicts less time than the default preset in every case, and is further
@@ -36,8 +37,11 @@ from roofline.validation.inference import (
     factor,
     inference_cases,
     measured_seconds,
+    predicted_seconds,
+    query_floors,
     rows,
     seconds_variant,
+    seconds_with,
     solve_kwargs,
     summary,
     tried_figures,
@@ -50,8 +54,8 @@ RUNTIMES = ("eager", "compiled")  # rl.solve's runtime
 METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
-GEOMEAN_MAX = 1.25
-WORST_MAX = 1.85
+GEOMEAN_MAX = 1.30
+WORST_MAX = 2.00
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
 
@@ -147,6 +151,40 @@ def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
             assert seconds_variant(c, qkv=True) == pytest.approx(r.default_s, rel=1e-9)
         if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16"):
             assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
+        # the TensorRT dispatch variant touches only the fused engines launched from the host,
+        # and a larger dispatch never makes a case faster
+        d8 = seconds_variant(c, trt_dispatch=8e-6)
+        if not c["fuse"] or c["runtime"] != "eager":
+            assert d8 == pytest.approx(r.default_s, rel=1e-9), c.id
+        assert d8 >= r.default_s * (1 - 1e-12), c.id
+
+
+def test_seconds_with_is_rl_solve_and_keeps_the_tiles(computed: list[Row]) -> None:
+    """The refit grid's pricing without changes is rl.solve's, on the parts with a whole-wave
+    tile model too (it used to drop the tiles: A100 BERT batch 1 at 0.59 ms instead of 1.05)."""
+    for r in computed:
+        assert seconds_with(r.case) == pytest.approx(r.default_s, rel=1e-9), r.case.id
+    c = next(r.case for r in computed if r.case.id == "bertB-fp16-a100-s128-b1")
+    # the preset's own value changes nothing; a longer kernel gap (every op pays it) adds time
+    assert seconds_with(c, dispatch=5e-6) == pytest.approx(predicted_seconds(c, "default"))
+    assert seconds_with(c, kernel_gap=4e-6) > predicted_seconds(c, "default")
+
+
+def test_query_floors_by_hand(computed: list[Row]) -> None:
+    """floor = measured query latency - batch x (Offline seconds per image), per MLPerf system:
+    A100 PCIe t_img = 1 / 39152.4 s = 25.541 us; SingleStream 471.335 - 25.541 = 445.79 us,
+    MultiStream (8 images) 686.225 - 8 x 25.541 = 481.90 us; L4 t_img = 1 / 13157.8 s =
+    76.001 us, SingleStream 355.504 - 76.001 = 279.50 us, MultiStream 798.77 - 608.01 =
+    190.76 us."""
+    f = query_floors(computed)
+    a, l4 = f["a100-pcie-80gb"], f["l4"]
+    assert a["t_img"] == pytest.approx(25.541e-6, rel=1e-4)
+    assert a["rn50-int8-a100pcie-singlestream"] == pytest.approx(445.79e-6, rel=1e-4)
+    assert a["rn50-int8-a100pcie-multistream"] == pytest.approx(481.90e-6, rel=1e-4)
+    assert l4["t_img"] == pytest.approx(76.001e-6, rel=1e-4)
+    assert l4["rn50-int8-l4-singlestream"] == pytest.approx(279.50e-6, rel=1e-4)
+    assert l4["rn50-int8-l4-multistream"] == pytest.approx(190.76e-6, rel=1e-4)
+    assert set(f["h100-sxm5"]) == {"t_img"}  # no latency scenario on that system
 
 
 def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:

@@ -130,3 +130,17 @@ def test_uncertainty_residuals_are_the_holdout_errors(holdout):
     stored = {i: e for i, _, e in residuals("gpu-training")}
     for c in v.training_cases():
         assert stored[c.id] == pytest.approx(holdout.held_out_errors[c.id], abs=2e-3), c.id
+
+
+def test_prose_figures_are_the_codes(holdout) -> None:
+    """The Megatron figures training.md's prose quotes are inline markers holding what
+    training_figures computes (from the case errors and the hold-out); two by hand."""
+    text = DOC.read_text(encoding="utf-8")
+    res = v.training_errors()
+    figs = v.training_figures(res, holdout)
+    assert all(f"<!--v:{k}-->{x}<!--/v-->" in text for k, x in figs.items()), \
+        [k for k, x in figs.items() if f"<!--v:{k}-->{x}<!--/v-->" not in text]
+    err = {c.id: e for c, _, e, _ in res}
+    assert figs["trm.k22_22b_sp"] == f"{err['K22 22B sel+SP'] * 100:+.1f} %".replace("-", "−")
+    k22 = next(p for p in holdout.per_source if p.source == "K22")
+    assert figs["trm.held.K22.median"] == f"{k22.held_out.median_abs * 100:.1f} %"

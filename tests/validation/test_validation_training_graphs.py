@@ -27,3 +27,44 @@ def test_validation_against_published_throughput() -> None:
     assert s["median_abs_error"] <= 0.30
     assert all(abs(r["error"]) <= 0.65 for r in rs)
     assert report_table() in DOC.read_text(encoding="utf-8")
+
+
+def test_host_input_ceiling_on_the_resnet_rows() -> None:
+    """docs/validation/training.md "The host input pipeline as a ceiling": the block is the code's;
+    the source's own time per image and worker (workers / published img/s on the AMP rows) lies
+    between the two measured pipelines of another source; at DALI's rate the AMP rows are
+    input-bound and closer to the published ones, the TF32 rows device-bound and unchanged."""
+    from roofline.scenarios.training.input_pipeline import loader_table
+    from roofline.validation.training_graphs import RN50_WORKERS, loader_rows, loader_table_md
+
+    assert loader_table_md() in DOC.read_text(encoding="utf-8")
+    lo, hi = loader_table()["dali-cpu"][0], loader_table()["pytorch"][0]
+    rs = {r["id"]: r for r in loader_rows()}
+    assert len(rs) == 4
+    for r in rs.values():
+        implied = RN50_WORKERS * r["dp"] / r["published"]  # s per image per worker
+        if r["precision"] == "fp16":
+            assert lo < implied < hi, r["id"]
+            assert abs(r["dali-cpu"] / r["published"] - 1) < abs(r["none"] / r["published"] - 1)
+            assert r["dali-cpu"] < r["none"]
+        else:
+            assert r["dali-cpu"] == r["none"], r["id"]
+
+
+def test_prose_figures_are_the_codes() -> None:
+    """The figures the "Any graph" and input-pipeline sections quote are inline markers holding
+    what graphs_figures computes from the table's rows; two by hand."""
+    from roofline.validation.training_graphs import graphs_figures, loader_rows
+
+    text = DOC.read_text(encoding="utf-8")
+    rs = rows()
+    figs = graphs_figures(rs, loader_rows())
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 20
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    rn = [r for r in rs if r["model"] == "resnet50"]
+    e = sorted(abs(r["error"]) for r in rn)
+    assert figs["tg.rn50.median"] == f"{(e[1] + e[2]) / 2:.1%}".replace("%", " %")
+    one, eight = (next(r for r in rn if r["precision"] == "fp16" and r["dp"] == g) for g in (1, 8))
+    assert figs["tg.rn50.scaling"] == f"{eight['ours'] / one['ours']:.2f}"

@@ -145,3 +145,20 @@ def test_uncertainty_residuals_hold_these_runs(rows, hopper) -> None:
     # a held-out Hopper residual is the time form of the fit-without-its-source rate error
     i = next(c.id for c in v.hopper_cases())
     assert stored[i][1] == pytest.approx(-hopper.held_out_errors[i], abs=2e-3)
+
+
+def test_prose_figures_are_the_codes(rows, hopper) -> None:
+    """The figures the page's prose quotes are inline markers holding what training_runs_figures
+    computes from the same rows and hold-out; two by hand."""
+    text = DOC.read_text(encoding="utf-8")
+    figs = v.training_runs_figures(rows, v.long_rows(), hopper)
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 20
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    cp = next(r for r in rows if r["id"] == "Llama 3 405B 16K GPUs CP16 128K")
+    assert figs["tr.err.Llama_3_405B_16K_GPUs_CP16_128K"] == \
+        f"{cp['error'] * 100:+.1f} %".replace("-", "−")
+    lora = {r["id"]: r["ours"] for r in rows}
+    assert figs["tr.lora.ours"] == \
+        f"{lora['NeMo Llama2-7B LoRA'] / lora['NeMo Llama2-7B SFT']:.2f}"

@@ -11,10 +11,10 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
-from .._data import DATA, alias_index, norm_name, read_toml
+from .._data import DATA, alias_index, norm_name, read_toml, read_toml_tables, toml_tables
 from .._display import Display
 from ..errors import SourceError, SpecError, unknown
 from ..specs.sourced import Provenance, read_quantity
@@ -164,11 +164,26 @@ def _prices() -> dict[str, PartPrices]:
     return parse_prices(read_toml(path), str(path))
 
 
+@lru_cache(maxsize=1)
+def _price_sources() -> dict[str, Any]:
+    doc = read_toml_tables(ECON / "prices.toml", "sources")
+    return dict(doc.get("sources", {}))
+
+
+@cache
 def part_prices(key: str) -> PartPrices:
     """The prices of zoo part ``key`` (an empty PartPrices, saying there is no record, for a
-    part outside data/economics/prices.toml, e.g. a user's own hardware file)."""
-    return _prices().get(key, PartPrices(key=key, no_rental=(
-        f"{key} has no record in data/economics/prices.toml"), no_purchase="no record"))
+    part outside data/economics/prices.toml, e.g. a user's own hardware file).
+
+    Parses only [sources] and [parts.<key>] of the file (a third of the time of the whole
+    file, which ``_prices`` reads and checks); the same record (tests/test_toml_tables.py)."""
+    path = ECON / "prices.toml"
+    name = f"parts.{key}"
+    if name not in toml_tables(path):
+        return PartPrices(key=key, no_rental=(
+            f"{key} has no record in data/economics/prices.toml"), no_purchase="no record")
+    doc = {"sources": _price_sources(), "parts": read_toml_tables(path, name)["parts"]}
+    return parse_prices(doc, str(path))[key]
 
 
 def price_quotes(hardware: Any) -> PartPrices:
@@ -237,7 +252,10 @@ def regions() -> dict[str, Region]:
 
 
 def list_regions() -> list[str]:
-    return sorted(_regions()[0])
+    """The region keys: the [regions.<key>] headers of data/economics/grids.toml (the keys of
+    ``regions()``, without parsing the file; tests/test_toml_tables.py)."""
+    return sorted(k[8:] for k in toml_tables(ECON / "grids.toml")
+                  if k.startswith("regions.") and "." not in k[8:])
 
 
 def region(name: str | Region) -> Region:

@@ -28,7 +28,8 @@ import numpy as np
 from .cases import Case, load_cases
 
 __all__ = ["attention_cases", "predict_tflops", "attention_rows", "attention_table", "fit",
-           "arch_fits", "fitted", "case_work", "loso_rows", "X0_GRID", "P_GRID"]
+           "arch_fits", "fitted", "case_work", "loso_rows", "attention_figures", "X0_GRID",
+           "P_GRID"]
 
 #: the grid ``fit`` searches (x0 in work units, p)
 X0_GRID = np.arange(10.0, 1000.0, 5.0)
@@ -209,4 +210,73 @@ def _judged_groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     for r in rows:
         c = r["case"]
         out.setdefault(f"{c['kernel']} on {c['hardware']} ({c.source})", []).append(r)
+    return out
+
+
+def attention_figures(rows: list[dict[str, Any]] | None = None,
+                      loso: dict[str, Any] | None = None,
+                      fits: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """The figures docs/validation/attention.md's prose quotes (inline ``<!--v:KEY-->``
+    markers), from the rows, held-out errors and per-architecture fits the table uses: each
+    architecture's curve, fractions, RMS log error and case counts (``att.<arch>.*``), the
+    in-sample and held-out errors the bullets cite, the judged cases' medians."""
+    from .holdout import span_pct
+
+    rows = attention_rows() if rows is None else rows
+    loso = loso_rows() if loso is None else loso
+    fits = arch_fits() if fits is None else fits
+    out: dict[str, str] = {}
+
+    def pct(x: float, sign: bool = False) -> str:
+        return f"{x * 100:{'+' if sign else ''}.0f} %".replace("-", "−")
+
+    for arch, f in fits.items():
+        k = f"att.{arch}"
+        out |= {f"{k}.x0": f"{f['x0']:g}", f"{k}.p": f"{f['p']:g}",
+                f"{k}.rms": f"{f['rms']:.3f}",
+                f"{k}.n": str(sum(1 for c in fitted() if case_work(c)[2] == arch))}
+        for (kern, _, field), fr in f["fractions"].items():
+            out[f"{k}.{kern}.{field}"] = f"{fr:.3f}"
+            out[f"{k}.{kern}.{field}.pct"] = pct(fr)
+
+        def curve(x: float, f: dict[str, Any] = f) -> float:
+            return 1.0 / (1.0 + (f["x0"] / x) ** f["p"])
+
+        out |= {f"{k}.at512": pct(curve(512.0)), f"{k}.at16k": f"{curve(16384.0):.1%}"
+                .replace("%", " %")}
+    by_id = {r["case"].id: r for r in rows}
+    held = {s: [e for _, e in errs] for s, errs in loso.items()}
+    held_id = {c.id: e for errs in loso.values() for c, e in errs}
+    bw = [r["error"] for r in rows if r["case"] in fitted([r["case"] for r in rows])
+          and case_work(r["case"])[2] == "blackwell"]
+    out["att.outliers"] = str(sum(1 for r in rows if r["case"].known_outlier))
+    out["att.blackwell.in_sample"] = f"{_median_abs(bw):.1%}".replace("%", " %")
+    for s, e in held.items():
+        out[f"att.loso.{s}"] = pct(_median_abs(e))
+        out[f"att.loso.{s}.worst"] = pct(max(e, key=abs), sign=True)
+    fa1589 = min(((c, e) for c, e in loso.get("fa1589", [])), key=lambda ce: ce[1])
+    out["att.fa1589.worst_ours"] = f"{fa1589[0].value_si * (1 + fa1589[1]) / 1e12:.0f}"
+    short = [held_id[c] for c in held_id if c.startswith("fa2 fwd h128 s")
+             and c.endswith("(fa3paper)") and int(c.split(" s")[1].split()[0]) <= 2048]
+    out["att.fa3paper.fa2_short_loso"] = span_pct(short, signed=False)
+    out["att.tb171.s16384"] = pct(held_id["fa2 fwd h128 s16384 B200 (tb171)"], sign=True)
+    out["att.gb200_cudnn.s512"] = pct(by_id["cudnn fwd h128 s512 causal GB200 (cudnnfe)"]["error"],
+                                      sign=True)
+    out["att.fa2_causal_fwd"] = pct(by_id["fa2 fwd h128 s8192 causal (fa1791)"]["error"], True)
+
+    def span(pred: Any) -> list[float]:
+        return [r["error"] for r in rows if pred(r["case"].id)]
+
+    out["att.fa3_bwd_h128"] = span_pct(span(lambda i: i.startswith("fa3 bwd h128")
+                                            and "fa1791" in i), signed=False)
+    out["att.fa3_bwd_h64"] = span_pct(span(lambda i: i.startswith("fa3 bwd h64")), signed=False)
+    out["att.gb200_cudnn"] = span_pct(span(lambda i: i.startswith("cudnn ") and "fp8" not in i
+                                           and "GB200 (cudnnfe)" in i))
+    judged = [r for r in rows if not r["case"].scenario.get("fit", True)]
+    for g in _judged_groups(judged).values():
+        c = g[0]["case"]
+        name = f"att.judged.{c['hardware']}.{c.source}"
+        errs = [r["error"] for r in g]
+        out[name] = pct(_median_abs(errs))
+        out[f"{name}.range"] = span_pct(errs, signed=False)
     return out

@@ -34,7 +34,7 @@ from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one
 
 __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
-           "collectives_holdout_table", "collectives_ramp_table"]
+           "collectives_holdout_table", "collectives_ramp_table", "collectives_figures"]
 
 PARAMS = ("nvls", "nvls5", "nvls_fill")
 #: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
@@ -326,3 +326,80 @@ def collectives_ramp_table(rep: FitReport | None = None) -> str:
                     f"{without[c.source]['nvls_fill']:.2f} | {_fmt(c, w)} | "
                     f"{w / c.value_si - 1:+.1%} | {c.source} |")
     return "\n".join(rows)
+
+
+#: the cases docs/validation/collectives.md's prose names, by the short key of their figures
+_NAMED = {"x4": "H100 x4 NVLS", "b300": "B300 x8 all-reduce NVLS on",
+          "rack512": "GB200 NVL72 x72 all-reduce 512 MiB",
+          "n2_16m": "H100 x16 (2 nodes) all-reduce 16 MiB",
+          "n2_256m": "H100 x16 (2 nodes) all-reduce 256 MiB",
+          "n2_64b": "H100 x16 (2 nodes) all-reduce 64 B",
+          "n4_64b": "H100 x32 (4 nodes) all-reduce 64 B",
+          "n4_16m": "H100 x32 (4 nodes) all-reduce 16 MiB",
+          "n2_nvls": "H100 x16 (2 nodes) all-reduce, NVLS on",
+          "rs4": "H100 x32 (4 nodes) reduce-scatter",
+          "rs128": "H100 x1024 (128 nodes) reduce-scatter",
+          "ag32": "H100 x256 (32 nodes) all-gather 2 GiB",
+          "h20": "H20 x16 (2 nodes) NVLS-tree all-reduce, 8 B",
+          "a100": "A100 x256 (32 nodes, 4 HDR) all-reduce, 8 B"}
+
+
+def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
+    """The figures docs/validation/collectives.md's prose quotes (inline ``<!--v:KEY-->``
+    markers), by the code the tables use: named cases' ours / error (``coll.<name>.*``: with
+    NCCL's latencies, the per-step α model, the first model, without the NVLS fill), the
+    mid-size ramp's and the multi-node cases' medians, the fill and fractions the fit gives."""
+    from .holdout import span_pct
+
+    rep = collectives_holdout() if rep is None else rep
+    ship = shipped_nvls()
+    without = {p.source: p.fitted_without.values for p in rep.per_source}
+    by_id = {c.id: c for c in collective_cases()}
+
+    def pct(x: float, sign: bool = True, digits: int = 0) -> str:
+        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
+
+    def val(c: Case, v_si: float) -> str:
+        return _fmt(c, v_si).split(" ")[0]
+
+    out: dict[str, str] = {"coll.nvls": f"{ship['nvls']:g}", "coll.nvls5": f"{ship['nvls5']:.3f}",
+                           "coll.nvls5_without_rack": f"{without['coreweave43']['nvls5']:.3f}",
+                           "coll.fill_all": f"{rep.refit.values['nvls_fill']:.2f}"}
+    for src, v in without.items():
+        out[f"coll.fill_without.{src}"] = f"{v['nvls_fill']:.2f}"
+    for name, cid in _NAMED.items():
+        c = by_id[cid]
+        nofill = predict(c, ship | {"nvls_fill": 0.0})
+        for tag, ours in (("", predict(c)), (".step", predict(c, tuner=False)),
+                          (".first", _previous(c)), (".nofill", nofill)):
+            out[f"coll.{name}{tag}"] = val(c, ours)
+            out[f"coll.{name}{tag}.err"] = pct(ours / c.value_si - 1)
+            out[f"coll.{name}{tag}.err1"] = pct(ours / c.value_si - 1, digits=1)
+    ramp = _ramp_cases(collective_cases())
+    for tag, vals in (("", lambda c: ship), (".loso", lambda c: without[c.source])):
+        le = [math.log(predict(c, vals(c)) / c.value_si) for c in ramp]
+        out[f"coll.ramp{tag}.median"] = pct(statistics.median(abs(math.expm1(x)) for x in le),
+                                            sign=False, digits=1)
+        out[f"coll.ramp{tag}.rms"] = f"{math.sqrt(sum(x * x for x in le) / len(le)):.3f}"
+    rack = [c for c in collective_cases() if c.source == "coreweave43"]
+    out["coll.rack_held_out"] = span_pct([predict(c, without["coreweave43"]) / c.value_si - 1
+                                          for c in rack], signed=False)
+    rs = [c for c in collective_cases() if c.source == "nccl1047"]
+    out["coll.rs_ring_ours"] = "–".join(val(c, predict(c)) for c in (rs[0], rs[-1]))
+    ring = [c for c in collective_cases() if c["algorithm"] == "ring" and c["ranks"] == 8
+            and c["bytes"] == 2**32 and _collective(c) == "all_reduce"]
+    out["coll.ring_below"] = span_pct([predict(c) / c.value_si - 1 for c in ring], signed=False)
+    multi = [c for c in collective_cases() if "nodes" in c.id and c.metric != "time"
+             and c["bytes"] >= 2**28]
+    for tag, tuner in (("", True), (".step", False)):
+        e = [predict(c, tuner=tuner) / c.value_si - 1 for c in multi]
+        out[f"coll.multi{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.multi{tag}.worst"] = pct(max(e, key=abs))
+        out[f"coll.multi{tag}.within"] = pct(max(map(abs, e)), sign=False)
+    small = [c for c in collective_cases() if c.source == "nccltests309" and c["bytes"] <= 2**20]
+    for tag, tuner in (("", True), (".step", False)):
+        e = [predict(c, tuner=tuner) / c.value_si - 1 for c in small]
+        out[f"coll.small{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.small{tag}.range"] = span_pct(e, signed=False)
+        out[f"coll.small{tag}.within"] = pct(max(map(abs, e)), sign=False)
+    return out

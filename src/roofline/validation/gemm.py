@@ -409,15 +409,16 @@ def nvidia_control_cases() -> tuple[Case, ...]:
     return tuple(out)
 
 
-def unseen_table() -> str:
+def unseen_table(holdout: FitReport | None = None,
+                 fp8: tuple[Refit, Any, FitReport] | None = None) -> str:
     """Markdown: |error| of every NVIDIA GEMM case on a source its parameter set was not fitted
     on — the 16-bit set's cases predicted by the fit without their device, Hopper's fp8 rows by
     the fit without their source, the A100 sources (nothing fitted on Ampere), the MAMF control
     rows — per group and pooled."""
     from .sustained import pair_cases
 
-    rep = gemm_holdout()
-    _, _, r8 = fp8_fit_report()
+    rep = gemm_holdout() if holdout is None else holdout
+    _, _, r8 = fp8_fit_report() if fp8 is None else fp8
     groups = [
         ("16-bit set, each device held out (xla_h100, xla_b200)",
          [abs(math.expm1(e)) for e in rep.held_out_errors.values()]),
@@ -465,12 +466,12 @@ def stream_k_report() -> list[tuple[str, bool, Any, Any]]:
     return out
 
 
-def stream_k_table() -> str:
+def stream_k_table(report: list[tuple[str, bool, Any, Any]] | None = None) -> str:
     """Markdown: ``stream_k_report`` (median |error|, RMS log, worst) per set, off and on."""
     rows = ["| parameter set | stream-K | refit in-sample: median | RMS log | worst "
             "| held out (LOSO): median | RMS log | worst |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for name, sk, ins, lo in stream_k_report():
+    for name, sk, ins, lo in stream_k_report() if report is None else report:
         held = (f"{lo.median_abs:.1%} | {lo.rms_log:.3f} | {lo.worst:+.1%}" if lo is not None
                 else "— | — | —")
         rows.append(f"| {name} | {'on' if sk else 'off'} | {ins.median_abs:.1%} | "
@@ -478,11 +479,11 @@ def stream_k_table() -> str:
     return "\n".join(rows)
 
 
-def fp8_tile_table() -> str:
+def fp8_tile_table(report: tuple[Refit, Any, FitReport] | None = None) -> str:
     """Markdown: the fp8 sets — the B200 fit (in-sample), Hopper's ``max`` fitted and held out
     one source at a time, and each Hopper fp8 row before (the smooth model × the end-to-end
-    ``gemm_dtype.fp8`` factor) and now."""
-    fit, ins, rep = fp8_fit_report()
+    ``gemm_dtype.fp8`` factor) and now (``report``: ``fp8_fit_report()`` when computed)."""
+    fit, ins, rep = fp8_fit_report() if report is None else report
     shipped = _hw_eff(fp8_cases()[0]["hardware"])[1].tiles.for_dtype("fp8")
     vals = ", ".join(f"{k} {_fmt(k, x)}" for k, x in fit.values.items())
     ship = ", ".join(f"{k} {_fmt(k, getattr(shipped, k))}" for k in PARAMS)

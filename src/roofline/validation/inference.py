@@ -6,8 +6,8 @@ Cases, with their sources, live in data/validation/inference.toml (read by
 roofline.validation.load_cases, which refuses a case without a source). ``case_table()`` is the
 page's ``table`` block, ``tried_table()`` its ``tried`` block; ``python -m
 roofline.validation.regenerate --only pages:inference.md`` rewrites both, and
-``python -m roofline.validation.inference`` prints them (``--tried``; ``--fit`` runs the grid
-search of the GPU factors the page reports, about a minute).
+``python -m roofline.validation.inference`` prints them (``--tried``; ``--fit`` prints the
+refit table of roofline.validation.inference_refit, about a minute).
 
 Error convention: r = predicted time per batch / measured time per batch (for throughput cases
 the measured time is batch / samples-per-second). r < 1: we predict faster than measured. The
@@ -27,9 +27,9 @@ from ..errors import SpecError
 from .cases import Case, ValidationSet, load_cases
 
 __all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_seconds",
-           "seconds_with", "graph_seconds", "grid_fit", "Row", "factor", "rows", "summary",
+           "seconds_with", "graph_seconds", "Row", "factor", "rows", "summary",
            "case_table", "TRT_QKV", "T4_SMS", "seconds_variant", "VARIANTS", "tried_ratios",
-           "tried_table", "tried_figures", "case_figures"]
+           "tried_table", "tried_figures", "case_figures", "query_floors", "floor_figures"]
 
 
 def inference_cases() -> ValidationSet:
@@ -70,7 +70,8 @@ def predicted_seconds(c: Case, preset: str, **override: Any) -> float:
 
 def seconds_with(c: Case, **changes: float) -> float:
     """The default preset's time per batch for case ``c`` with some factors replaced, priced
-    through the same engine plan as rl.solve (used for the what-if column and the refit grid)."""
+    through the same engine plan as rl.solve (tested equal to it without changes; used by the
+    refit grid)."""
     from roofline.engine.core import time_model
     from roofline.engine.efficiency import flat_efficiency
     from roofline.engine.presets import efficiency_for, for_runtime
@@ -80,36 +81,17 @@ def seconds_with(c: Case, **changes: float) -> float:
     g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=kw["fuse"])
-    eff = flat_efficiency(base=for_runtime(efficiency_for(hw, "default"), kw["runtime"]),
-                          label="default/what-if", **changes)  # type: ignore[arg-type]
+    base = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
+    eff = flat_efficiency(base=base, label="default/what-if", **changes)  # type: ignore[arg-type]
+    # flat_efficiency rebuilds the factor groups and leaves the whole-wave tile model out; the
+    # parts that have one (A100, H100, H200, B200) price their matmuls with it in rl.solve
+    eff = replace(eff, tiles=base.tiles)
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 
 def graph_seconds(c: Case) -> float:
     """What-if: the fused engine run as one CUDA graph (rl.solve runtime="compiled")."""
     return predicted_seconds(c, "default", runtime="compiled")
-
-
-def grid_fit(exclude_hardware: tuple[str, ...] = ()) -> list[tuple[float, dict[str, float]]]:
-    """One set of GPU factors for all non-outlier cases: a grid search minimising the sum of
-    squared log errors. Returns (rms log error, factors) sorted best first; the current preset
-    is scored too. Slow (about a minute): run by hand with ``--fit``."""
-    import itertools
-
-    cases = [c for c in inference_cases().cases if not c.known_outlier
-             and c["hardware"] not in exclude_hardware]
-    meas = [measured_seconds(c) for c in cases]
-    grid = {"gemm_max": (0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85),
-            "memory_max": (0.75, 0.8, 0.88, 0.95), "gemm_a": (16.0, 32.0, 64.0, 128.0),
-            "kernel_gap": (1e-6, 2e-6, 4e-6), "dispatch": (2e-6, 5e-6, 10e-6)}
-    out = []
-    for vals in itertools.product(*grid.values()):
-        ch = dict(zip(grid, vals))
-        ch["gemm_b"] = ch["gemm_a"]
-        logs = [math.log(seconds_with(c, **ch) / m) for c, m in zip(cases, meas)]
-        out.append((math.sqrt(statistics.fmean(x * x for x in logs)), ch))
-    out.sort(key=lambda t: t[0])
-    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +217,33 @@ def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
             "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}"}
 
 
+def query_floors(rs: list[Row] | None = None) -> dict[str, dict[str, float]]:
+    """Per MLPerf system with an Offline case: the per-image time ``t_img`` = Offline seconds per
+    sample, and for each of its latency scenarios the part of the measured query latency that
+    does not scale with the batch, ``floor = measured - batch * t_img`` (s). Derived from the
+    measurements alone, no model in it: what a query costs beyond its images at Offline rate."""
+    rs = rows() if rs is None else rs
+    ml = [r for r in rs if r.case.source == "mlperf30"]
+    out: dict[str, dict[str, float]] = {}
+    for off in (r for r in ml if r.case.metric == "throughput"):
+        hw = off.case["hardware"]
+        t_img = off.measured_s / off.case["batch"]
+        out[hw] = {"t_img": t_img} | {
+            r.case.id: r.measured_s - r.case["batch"] * t_img
+            for r in ml if r.case["hardware"] == hw and r.case.metric == "latency"}
+    return out
+
+
+def floor_figures(rs: list[Row] | None = None) -> dict[str, str]:
+    """The query floors ``inference.md`` quotes (inline markers ``floor/CASE`` in µs,
+    ``floor/HW.t_img`` in µs per image)."""
+    out = {}
+    for hw, f in query_floors(rs).items():
+        out[f"floor/{hw}.t_img"] = f"{f['t_img'] * 1e6:.1f} µs"
+        out |= {f"floor/{k}": f"{v * 1e6:.0f} µs" for k, v in f.items() if k != "t_img"}
+    return out
+
+
 # ------------------------------------------------- tried and not kept (issue 18, whole waves)
 #: TensorRT's BERT demo builds one fully connected layer of 3 x hidden for Q, K and V
 #: (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt: ``add_fully_connected(input,
@@ -246,11 +255,12 @@ T4_SMS = 40
 
 
 def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
-                    t4_waves: bool = False) -> float:
+                    t4_waves: bool = False, trt_dispatch: float | None = None) -> float:
     """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
     one of the variants of the "tried" table: the TensorRT rows with one QKV GEMM, the tile
     model's per-kernel ``fill`` replaced on the parts that have one, the T4 in whole waves
-    (the A100's transferred 16-bit set on its 40 SMs)."""
+    (the A100's transferred 16-bit set on its 40 SMs), the host dispatch per op of the
+    TensorRT engines enqueued without CUDA graphs (fused, eager cases) replaced."""
     from roofline.engine.core import time_model
     from roofline.engine.presets import efficiency_for, for_runtime
     from roofline.engine.tiles import tiles_for
@@ -269,6 +279,8 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
         eff = replace(eff, tiles=replace(a100, arch="turing (transferred)", slots=T4_SMS))
     if fill is not None and eff.tiles is not None:
         eff = replace(eff, tiles=replace(eff.tiles, fill=fill))
+    if trt_dispatch is not None and kw["fuse"] and kw["runtime"] == "eager":
+        eff = replace(eff, launch=replace(eff.launch, dispatch=trt_dispatch))
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 
@@ -281,6 +293,8 @@ VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("one QKV GEMM + fill 3 µs", "qkv_fill3", {"qkv": True, "fill": 3e-6}),
     ("T4 in whole waves (40 SMs, transferred set)", "t4", {"t4_waves": True}),
     ("T4 in whole waves + one QKV GEMM", "t4_qkv", {"t4_waves": True, "qkv": True}),
+    ("TensorRT without graphs: 8 µs dispatch per op", "trt8", {"trt_dispatch": 8e-6}),
+    ("8 µs dispatch + one QKV GEMM", "trt8_qkv", {"trt_dispatch": 8e-6, "qkv": True}),
 )
 
 
@@ -329,15 +343,9 @@ if __name__ == "__main__":  # pragma: no cover - a maintenance command
     import sys
 
     if "--fit" in sys.argv:
-        for excl in ((), ("t4",)):
-            cases = [c for c in inference_cases().cases if not c.known_outlier
-                     and c["hardware"] not in excl]
-            now = [math.log(predicted_seconds(c, "default") / measured_seconds(c))
-                   for c in cases]
-            print(f"excluding {excl or 'nothing'}: {len(cases)} cases, current preset rms log "
-                  f"error {math.sqrt(statistics.fmean(x * x for x in now)):.3f}")
-            for rms, ch in grid_fit(excl)[:3]:
-                print(f"  rms {rms:.3f}  {ch}")
+        from .inference_refit import refit_table
+
+        print(refit_table())
     elif "--tried" in sys.argv:
         print(tried_table())
     else:

@@ -21,7 +21,7 @@ from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "fitted_cases", "fit_llamacpp", "llamacpp_holdout", "case_table",
            "holdout_table", "MEMORY_GRID", "OVERHEAD_GRID_US", "device_class",
-           "class_fractions", "class_study", "class_study_table"]
+           "class_fractions", "class_study", "class_study_table", "llamacpp_figures"]
 
 MEMORY_GRID = tuple(round(0.40 + 0.025 * i, 3) for i in range(23))  # 0.40 … 0.95
 OVERHEAD_GRID_US = tuple(float(x) for x in range(0, 301, 5))  # 0 … 300 µs per layer
@@ -281,3 +281,55 @@ def pp_table(rows: Sequence[Mapping[str, Any]] | None = None) -> str:
         lines.append(f"| {k} | {len(sub)} | {_median([abs(r['error']) for r in sub]):.1%} | "
                      f"×{geo:.2f} |")
     return "\n".join(lines)
+
+
+def llamacpp_figures(rep: FitReport | None = None, study: Mapping[str, Any] | None = None,
+                     pp: Sequence[Mapping[str, Any]] | None = None) -> dict[str, str]:
+    """The figures docs/validation/llamacpp.md's prose quotes (inline ``<!--v:KEY-->``
+    markers), from the hold-out, class study and prompt-processing rows its tables use: the
+    shipped factors, each device's decode errors (``lc.<hardware>``: a range), the named rows
+    in sample and held out, the Pi 5's ratios, the class fractions, the pp rows' errors and the
+    datacenter GPUs' ratio range."""
+    from .holdout import span_pct
+
+    rep = llamacpp_holdout() if rep is None else rep
+    st = class_study() if study is None else study
+    rs = pp_rows() if pp is None else pp
+    sh = rep.shipped
+    out = {"lc.memory_max": f"{sh['memory_max']:.2f}",
+           "lc.layer_us": f"{sh['layer_overhead'] * 1e6:.0f}",
+           "lc.layer32_ms": f"{32 * sh['layer_overhead'] * 1e3:.1f}"}
+    err = {c.id: predict(c) / c.value_si - 1 for c in fitted_cases()}
+    held = {k: math.expm1(v) for k, v in rep.held_out_errors.items()}
+    by_hw: dict[str, list[float]] = {}
+    for c in fitted_cases():
+        by_hw.setdefault(c.scenario["hardware"], []).append(err[c.id])
+    for hw, es in by_hw.items():
+        out[f"lc.{hw}"] = span_pct(es)
+        out[f"lc.{hw}.abs"] = span_pct(es, signed=False)
+        out[f"lc.{hw}.up_to"] = f"{max(map(abs, es)) * 100:.0f} %"
+    q40 = "XD2 H100 PCIe 7B q4_0"
+    out |= {"lc.h100_q4_0": f"{err[q40] * 100:+.0f} %",
+            "lc.h100_q4_0.held": f"{held[q40] * 100:+.0f} %"}
+    pi = [c.id for c in fitted_cases() if c.source == "pi5"]
+    for tag, e in (("held", held), ("in", err)):
+        r = sorted(1 + e[i] for i in pi)
+        out[f"lc.pi5.{tag}"] = f"×{r[0]:.2f}–×{r[-1]:.2f}"
+    fr = st["fractions"]
+    out["lc.class.apple"] = f"{fr['apple']:.2f}"
+    for s, f in st["per_source"].items():
+        out[f"lc.class.nvidia.without.{s}"] = f"{f['nvidia']:.3g}"
+    rows = {r[0]: r for r in st["rows"]}
+    out |= {"lc.class.nvidia.shipped": f"{rows['nvidia, one fraction (shipped)'][2]:.1%}",
+            "lc.class.nvidia.loso": f"{rows['nvidia, per-class (LOSO)'][2]:.1%}",
+            "lc.class.loso_rms": f"{rows['all, per-class fractions (LOSO)'][3]:.3f}"}
+    out = {k: v.replace("%", " %").replace("  %", " %") for k, v in out.items()}
+    pr = {r["id"]: r for r in rs}
+    for cid, key in (("XD3 pp512 RTX 4090 8B Q4_K_M", "4090_q4"), ("XD3 pp512 RTX 4090 8B F16",
+                     "4090_f16"), ("XD3 pp512 H100 PCIe 8B Q4_K_M", "h100_q4"),
+                     ("XD3 pp512 H100 PCIe 8B F16", "h100_f16")):
+        out[f"lc.pp.{key}"] = f"{pr[cid]['error'] * 100:+.0f} %".replace("-", "−")
+    dc = [1 + r["error"] for r in rs if r["class"] == "nvidia" and not r["outlier"]
+          and r["hardware"] != "rtx-4090"]
+    out["lc.pp.datacenter"] = f"{min(dc):.1f}–{max(dc):.1f}×"
+    return out

@@ -211,12 +211,28 @@ def _serving_figures() -> dict[str, str]:
     return summary_figures(errs) | holdout_figures(host, "host") | page_figures(errs, rep)
 
 
+def _training_reports() -> tuple[Any, Any, Any, Any]:
+    from . import training as v
+    from . import training_graphs as g
+
+    return v.training_errors(), v.training_holdout(), g.rows(), g.loader_rows()
+
+
 def _training_page() -> dict[str, str]:
     from . import training as v
     from . import training_graphs as g
 
-    return {"cases": v.training_case_table(), "holdout": v.training_holdout_table(),
-            "graphs": g.report_table()}
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return {"cases": v.training_case_table(errs), "holdout": v.training_holdout_table(rep),
+            "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders)}
+
+
+def _training_figures() -> dict[str, str]:
+    from . import training as v
+    from . import training_graphs as g
+
+    errs, rep, graphs, loaders = _once("training", _training_reports)
+    return v.training_figures(errs, rep) | g.graphs_figures(graphs, loaders)
 
 
 def _vendors_page() -> dict[str, str]:
@@ -242,33 +258,73 @@ def _vendors_figures() -> dict[str, str]:
             | r.rocm_figures(_once("rocm", r.rocm_holdout)))
 
 
+def _llamacpp_reports() -> tuple[Any, Any, Any]:
+    from . import llamacpp as v
+
+    return v.llamacpp_holdout(), v.class_study(), v.pp_rows()
+
+
 def _llamacpp_page() -> dict[str, str]:
     from . import llamacpp as v
 
-    rep = v.llamacpp_holdout()
+    rep, study, pp = _once("llamacpp", _llamacpp_reports)
     return {"holdout": v.holdout_table(rep), "cases": v.case_table(rep),
-            "classes": v.class_study_table(v.class_study()), "pp": v.pp_table(v.pp_rows())}
+            "classes": v.class_study_table(study), "pp": v.pp_table(pp)}
+
+
+def _llamacpp_figures() -> dict[str, str]:
+    from . import llamacpp as v
+
+    return v.llamacpp_figures(*_once("llamacpp", _llamacpp_reports))
+
+
+def _gemm_reports() -> dict[str, Any]:
+    from . import gemm as v
+
+    return {"fp8": v.fp8_fit_report(), "streamk": v.stream_k_report(),
+            "holdout": v.gemm_holdout(), "attention": _once("attention", _attention_rows)[0]}
 
 
 def _gemm_page() -> dict[str, str]:
     from . import cdna, gemm_misses, sustained
     from . import gemm as v
 
+    r = _once("gemm", _gemm_reports)
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "misses-monotone": gemm_misses.monotone_table(),
             "misses-a100": gemm_misses.a100_gap_table(),
-            "holdout": v.gemm_holdout_table(), "a100": v.a100_table(), "fp8": v.fp8_tile_table(),
-            "pcie": sustained.sustained_table(),
-            "streamk": v.stream_k_table(), "unseen": v.unseen_table(),
+            "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
+            "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
+            "streamk": v.stream_k_table(r["streamk"]),
+            "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
+
+
+def _gemm_figures() -> dict[str, str]:
+    from .gemm_figures import gemm_page_figures
+
+    return gemm_page_figures(_once("gemm", _gemm_reports))
+
+
+def _training_runs() -> tuple[Any, Any, Any]:
+    from . import training_runs as v
+
+    return v.rows(), v.long_rows(), v.hopper_holdout()
 
 
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
 
-    return {"table": v.report_table(v.rows()), "hopper": v.hopper_holdout_table(),
-            "long": v.long_table(v.long_rows())}
+    rs, long, rep = _once("training-runs", _training_runs)
+    return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
+            "long": v.long_table(long)}
+
+
+def _training_runs_figures() -> dict[str, str]:
+    from . import training_runs as v
+
+    return v.training_runs_figures(*_once("training-runs", _training_runs))
 
 
 def _client_page() -> dict[str, str]:
@@ -292,10 +348,28 @@ def _collectives_page() -> dict[str, str]:
             "ramp": v.collectives_ramp_table()}
 
 
+def _collectives_figures() -> dict[str, str]:
+    from . import collectives as v
+
+    return v.collectives_figures()
+
+
+def _attention_rows() -> tuple[Any, Any]:
+    from . import attention as v
+
+    return v.attention_rows(), v.loso_rows()
+
+
 def _attention_page() -> dict[str, str]:
     from . import attention as v
 
-    return {"table": v.attention_table(v.attention_rows(), v.loso_rows())}
+    return {"table": v.attention_table(*_once("attention", _attention_rows))}
+
+
+def _attention_figures() -> dict[str, str]:
+    from . import attention as v
+
+    return v.attention_figures(*_once("attention", _attention_rows))
 
 
 def _fp8_page() -> dict[str, str]:
@@ -318,15 +392,20 @@ def _fp8_figures() -> dict[str, str]:
 
 def _inference_page() -> dict[str, str]:
     from . import inference as v
+    from . import inference_refit as f
 
     return {"table": v.case_table(_once("inference", v.rows)),
-            "tried": v.tried_table(_once("tried", v.tried_ratios))}
+            "tried": v.tried_table(_once("tried", v.tried_ratios)),
+            "refit": f.refit_table(_once("refit", f.refit_grid))}
 
 
 def _inference_figures() -> dict[str, str]:
     from . import inference as v
+    from . import inference_refit as f
 
     return (v.case_figures(_once("inference", v.rows))
+            | v.floor_figures(_once("inference", v.rows))
+            | f.refit_figures(_once("refit", f.refit_grid))
             | v.tried_figures(_once("tried", v.tried_ratios)))
 
 
@@ -339,11 +418,15 @@ def _economics_page() -> dict[str, str]:
 
 #: page -> (its generated blocks, its inline figures): the functions that fill them
 PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]] | None]] = {
-    "serving.md": (_serving_page, _serving_figures), "training.md": (_training_page, None),
-    "vendors.md": (_vendors_page, _vendors_figures), "llamacpp.md": (_llamacpp_page, None),
-    "gemm.md": (_gemm_page, None), "training-runs.md": (_training_runs_page, None),
-    "client.md": (_client_page, _client_figures), "collectives.md": (_collectives_page, None),
-    "attention.md": (_attention_page, None), "fp8.md": (_fp8_page, _fp8_figures),
+    "serving.md": (_serving_page, _serving_figures),
+    "training.md": (_training_page, _training_figures),
+    "vendors.md": (_vendors_page, _vendors_figures),
+    "llamacpp.md": (_llamacpp_page, _llamacpp_figures),
+    "gemm.md": (_gemm_page, _gemm_figures),
+    "training-runs.md": (_training_runs_page, _training_runs_figures),
+    "client.md": (_client_page, _client_figures),
+    "collectives.md": (_collectives_page, _collectives_figures),
+    "attention.md": (_attention_page, _attention_figures), "fp8.md": (_fp8_page, _fp8_figures),
     "inference.md": (_inference_page, _inference_figures),
     "economics.md": (_economics_page, None),
 }

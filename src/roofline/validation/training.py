@@ -26,7 +26,7 @@ from .holdout import FitReport, Refit, leave_one_source_out
 
 __all__ = ["GRID", "START", "PARAMS", "training_cases", "gpt_model", "measured_step_time",
            "predict_training", "training_errors", "fit_training", "training_holdout",
-           "training_case_table", "training_holdout_table"]
+           "training_case_table", "training_holdout_table", "training_figures"]
 
 PARAMS = ("gemm_max", "gemm_half_size", "scale_up_efficiency", "scale_out_efficiency")
 GRID: dict[str, list[float]] = {
@@ -202,11 +202,13 @@ def training_holdout_table(rep: FitReport | None = None) -> str:
                           lambda k, v: f"{v:g}")
 
 
-def training_case_table() -> str:
-    """The markdown table of docs/validation/training.md (generated; a test checks the doc)."""
+def training_case_table(res: list[tuple[Case, float, float, dict[str, object]]] | None = None
+                        ) -> str:
+    """The markdown table of docs/validation/training.md (generated; a test checks the doc);
+    ``res``: ``training_errors()`` when computed."""
     rows = ["| case | split (t·p·d, micro-batch, v, recompute) | published step | ours | error "
             "| source |", "|---|---|---|---|---|---|"]
-    res = training_errors()
+    res = training_errors() if res is None else res
     for c, t, e, k in res:
         sc = c.scenario
         rc = sc["recompute"] + (" + SP" if sc["sequence_parallel"] else "")
@@ -221,3 +223,32 @@ def training_case_table() -> str:
     rows.append("")
     rows.append(f"**{n} cases: median |error| {med:.1%}, max |error| {max(err):.1%}.**")
     return "\n".join(rows)
+
+
+def training_figures(res: list[tuple[Case, float, float, dict[str, object]]] | None = None,
+                     rep: FitReport | None = None) -> dict[str, str]:
+    """The figures the Megatron sections of docs/validation/training.md quote (inline
+    ``<!--v:KEY-->`` markers), from the case errors and hold-out its tables use: the MFU
+    range, each paper predicted by the fit on the other (median, worst, the scale-up
+    efficiency it lands on), the pooled held-out median and worst, the named rows' errors."""
+    res = training_errors() if res is None else res
+    rep = training_holdout() if rep is None else rep
+
+    def pct(x: float, digits: int = 1, sign: bool = False) -> str:
+        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
+
+    mfu = [float(k["mfu"]) for _, _, _, k in res]  # type: ignore[arg-type]
+    err = {c.id: e for c, _, e, _ in res}
+    out = {"trm.mfu.low": f"{min(mfu):.2f}", "trm.mfu.high": f"{max(mfu):.2f}",
+           "trm.loso.median": pct(rep.loso.median_abs), "trm.loso.worst": pct(rep.loso.worst,
+                                                                               sign=True)}
+    for p in rep.per_source:
+        out |= {f"trm.held.{p.source}.median": pct(p.held_out.median_abs),
+                f"trm.held.{p.source}.worst": pct(abs(p.held_out.worst)),
+                f"trm.without.{p.source}.scale_up":
+                    f"{p.fitted_without.values['scale_up_efficiency']:.2f}"}
+    big = [err[f"K22 {m} {r}"] for m in ("530B", "1T") for r in ("full", "sel+SP")]
+    out["trm.k22_big"] = f"{min(big) * 100:.0f}–{max(big) * 100:.0f} %"
+    out["trm.n21_big"] = pct(max(abs(err["N21 529.6B"]), abs(err["N21 1008.0B"])), 0)
+    out["trm.k22_22b_sp"] = pct(err["K22 22B sel+SP"], sign=True)
+    return out

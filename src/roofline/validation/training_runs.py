@@ -11,6 +11,7 @@ checks. Errors are ours / published − 1 in throughput: positive = predicted to
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,7 @@ from .cases import Case, load_cases
 from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
 
 __all__ = ["cases", "predict_run", "rows", "report_table", "summary", "hopper_cases",
+           "training_runs_figures",
            "fit_hopper", "hopper_holdout", "hopper_holdout_table", "LONG_SEQ", "long_rows",
            "long_table"]
 
@@ -285,3 +287,54 @@ def hopper_holdout() -> FitReport:
 def hopper_holdout_table(rep: FitReport | None = None) -> str:
     return holdout_tables(hopper_holdout() if rep is None else rep,
                           lambda _k, v: f"{v:.2f}")
+
+
+def _slug(case_id: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", case_id).strip("_")
+
+
+def training_runs_figures(rs: list[dict[str, Any]] | None = None,
+                 long: list[dict[str, Any]] | None = None,
+                 rep: FitReport | None = None) -> dict[str, str]:
+    """The figures docs/validation/training-runs.md's prose quotes (inline ``<!--v:KEY-->``
+    markers), from the rows, long rows and Hopper hold-out its tables use: every run's error
+    (``tr.err.<id slug>``: "−1.2 %"; ``tr.err0.…``: "−1 %") and ours (``tr.ours.…``), the
+    long rows' ranges and median, the Hopper fraction, its refits and held-out medians, the
+    LoRA / SFT ratios."""
+    import statistics
+
+    rs = rows() if rs is None else rs
+    long = long_rows() if long is None else long
+    rep = hopper_holdout() if rep is None else rep
+
+    def pct(x: float, digits: int = 1, sign: bool = True) -> str:
+        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
+
+    def span(es: list[float], sep: str = " to ") -> str:
+        lo, hi = min(es, key=abs), max(es, key=abs)
+        return f"{lo * 100:+.0f}{sep}{hi * 100:+.0f} %".replace("-", "−")
+
+    out: dict[str, str] = {}
+    for x in rs:
+        k = _slug(x["id"])
+        out |= {f"tr.err.{k}": pct(x["error"]), f"tr.err0.{k}": pct(x["error"], 0),
+                f"tr.ours.{k}": f"{x['ours']:,.0f}"}
+    for kern in ("run", "fa2", "fa3"):
+        es = [x[f"error_{kern}"] for x in long]
+        out[f"tr.long.{kern}.range"] = span(es)
+        out[f"tr.long.{kern}.median"] = pct(statistics.median(map(abs, es)), 0, sign=False)
+    out["tr.long.run.span"] = span([x["error_run"] for x in long], "…")
+    nemo = [x["error"] for x in rs if x["source"] == "nemo2407" and x["id"] != "NeMo Llama2-7B SFT"]
+    out["tr.nemo_others"] = f"{min(map(abs, nemo)) * 100:.0f}–{max(map(abs, nemo)) * 100:.0f} %"
+    by = {x["id"]: x for x in rs}
+    lora, sft = by["NeMo Llama2-7B LoRA"], by["NeMo Llama2-7B SFT"]
+    out["tr.lora.published"] = f"{lora['published'] / sft['published']:.2f}"
+    out["tr.lora.ours"] = f"{lora['ours'] / sft['ours']:.2f}"
+    without = [p.fitted_without.values["gemm_max"] for p in rep.per_source]
+    out |= {"tr.gemm_max": f"{rep.shipped['gemm_max']:.2f}",
+            "tr.gemm_without": f"{min(without):.2f}–{max(without):.2f}",
+            "tr.hopper.n": str(rep.loso.n), "tr.loso.median": pct(rep.loso.median_abs, sign=False),
+            "tr.loso.worst": pct(rep.loso.worst)}
+    for p in rep.per_source:
+        out[f"tr.held.{p.source}"] = pct(p.held_out.median_abs, sign=False)
+    return out

@@ -251,7 +251,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
 LLAMACPP_PP_NOTE = (
     "llama.cpp TTFT (prompt processing) is priced with the default GPU GEMM efficiency and has "
     "no uncertainty band: it is within 30 % of published pp512 rates on Apple GPUs and an RTX "
-    "4090, but 1.8-3.4x faster than those published on A100, H100 PCIe and L40S "
+    "4090, but 1.8-2.9x faster than those published on A100, H100 PCIe and L40S "
     "(docs/validation/llamacpp.md, 'Prompt processing')")
 
 

@@ -4,6 +4,7 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 from __future__ import annotations
 
 import os
+from abc import get_cache_token
 from collections import OrderedDict
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -110,8 +111,29 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
 
 
 def _is_path(x: Any) -> bool:
-    return isinstance(x, os.PathLike) or (isinstance(x, str) and x.lower().endswith(
+    t = type(x)
+    if t is str:  # a plain str is never os.PathLike: no ABC check
+        return x.lower().endswith((".toml", ".json", ".onnx", ".pt"))
+    pathlike = _pathlike(t) if x.__class__ is t else isinstance(x, os.PathLike)
+    return pathlike or (isinstance(x, str) and x.lower().endswith(
         (".toml", ".json", ".onnx", ".pt")))
+
+
+#: type -> (abc cache token, isinstance of os.PathLike): the ABC check is a function of the
+#: type and the ABC registry, whose token changes with any registration
+_PATHLIKE: dict[type, tuple[object, bool]] = {}
+
+
+def _pathlike(t: type) -> bool:
+    token = get_cache_token()
+    hit = _PATHLIKE.get(t)
+    if hit is not None and hit[0] == token:
+        return hit[1]
+    v = issubclass(t, os.PathLike)
+    if len(_PATHLIKE) > 256:
+        _PATHLIKE.clear()
+    _PATHLIKE[t] = (token, v)
+    return v
 
 
 def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,

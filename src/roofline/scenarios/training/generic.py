@@ -60,6 +60,7 @@ from ...specs.dtypes import precision as make_precision
 from ...specs.resolve import cluster as resolve_cluster
 from ...units import fmt_bytes
 from .factors import cluster_links, training_factors
+from .input_pipeline import input_ceiling, parse_loader
 from .optimizer import optimizer_graph, optimizer_time
 from .result import TrainingResult
 
@@ -120,10 +121,12 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
                 preset: str = "default", zero: int | None = None, recompute: str | None = None,
-                **unused: Any) -> TrainingResult:
-    """One data-parallel training step of any model (see the module docstring)."""
+                data_loader: Any = None, **unused: Any) -> TrainingResult:
+    """One data-parallel training step of any model (see the module docstring); ``data_loader``
+    the host input pipeline's ceiling (training/input_pipeline.py, off when None)."""
     m = resolve_model(model)
     zero, recompute = _options(m, zero, recompute, unused)
+    loader = parse_loader(data_loader)
     c = resolve_cluster(cluster, nodes)
     p = make_precision(precision)
     preset = check_preset(preset)
@@ -171,6 +174,9 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     streamed = streams_weights(hw)  # the update runs in the weight store: not priced
     t_opt = 0.0 if streamed else float(optimizer_time(opt_g, hw, eff, P / shard, SCALAR))
     step = n_mb * (t_f + t_b + t_rc) + dp_exp + t_opt
+    wait, wait_note = (0.0, "") if loader is None else input_ceiling(loader, global_batch // dp,
+                                                                      step)
+    step += wait
     fl = fwd.c0[0] + fwd.c1[0] * b
     mf_step = 3.0 * float(fl[fwd.is_compute].sum()) / b * global_batch
     hf_step = mf_step * (4.0 / 3.0 if recompute == "full" else 1.0)
@@ -182,7 +188,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
            "optimizer": P * state_b / shard, "activations": saved,
            "workspace": float(eff.workspace)}
     mem["total"] = sum(mem.values())
-    warnings = tuple(fwd.meta.get("warnings", ()))
+    warnings = tuple(fwd.meta.get("warnings", ())) + ((wait_note,) if wait_note else ())
     if streamed:  # the chip holds the largest op's weights and their gradient
         held = resident_weights(fwd, hw)[0]
         mem = streamed_training(mem, held, held / p.weight_bytes * grad_b)
@@ -200,6 +206,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     bd = {"forward": n_mb * t_f, "backward": n_mb * t_b, "recompute": n_mb * t_rc,
           "optimizer": t_opt,
           "tp_comm": 0.0, "dp_comm": dp_exp, "pp_comm": 0.0, "ep_comm": 0.0, "bubble": 0.0}
+    if loader is not None:
+        bd["input_wait"] = wait
     devices = dp
     tokens = fwd.tokens_per_sample
     peak = hw.peak(p.compute)

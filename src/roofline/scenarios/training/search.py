@@ -49,13 +49,16 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
     ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` k only those whose micro-batches per replica
     split into k equal schedules, as ``train`` requires)."""
-    rows: dict[str, list[Any]] = {k: [] for k in ("tp", "pp", "dp", "ep", "b", "v", "rc", "zero")}
+    out: list[tuple[int, ...]] = []
+    add = out.append
+    rcs = [RECOMPUTE.index(rc) for rc in recomputes if not (ep_overlap and rc == "full")]
     for t in tps:
         for p in _divisors(cfg.n_layers):
             if devices % (t * p):
                 continue
             d = devices // (t * p)
             eps = [e for e in _divisors(d) if cfg.n_experts % e == 0] if cfg.n_experts else [1]
+            zs = [z for z in zeros if not (d == 1 and z > 0)]
             for b in micro_batches:
                 if global_batch % (d * b):
                     continue
@@ -71,15 +74,11 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
                     for v in vs:
                         if ep_overlap and p > 1 and v < 2:
                             continue
-                        for rc in recomputes:
-                            if ep_overlap and rc == "full":
-                                continue
-                            for z in zeros:
-                                if d == 1 and z > 0:
-                                    continue
-                                for k, x in zip(rows, (t, p, d, e, b, v, RECOMPUTE.index(rc), z)):
-                                    rows[k].append(x)
-    return rows
+                        for rc in rcs:
+                            for z in zs:
+                                add((t, p, d, e, b, v, rc, z))
+    cols = list(zip(*out)) if out else [()] * 8
+    return {k: list(c) for k, c in zip(("tp", "pp", "dp", "ep", "b", "v", "rc", "zero"), cols)}
 
 
 @A.checked(**COMMON_ARGS,

@@ -11,6 +11,7 @@ from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
 from ..._text import a_family
+from ...analysis.power import device_power_w, power_activity
 from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import (
     STREAMED_OPTIMIZER_NOTE,
@@ -86,9 +87,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     D, L = float(cfg.d_model), float(cfg.n_layers)
     ab = ctx.prec.act_bytes
     wb = ctx.prec.weight_bytes
-    if xp is SCALAR:
-        gtl = [float(x) for x in gt]
-        f = lambda g: gtl[_GI[g]]  # noqa: E731
+    if xp is SCALAR:  # the group's time by name, as Python floats (a C lookup, no frame)
+        gtl = gt.tolist() if isinstance(gt, np.ndarray) else [float(x) for x in gt]
+        f = dict(zip(GROUPS, gtl)).__getitem__
     else:
         f = lambda g: gt[:, _GI[g]]  # noqa: E731
     t_op = f("layer_fwd_op")  # the ops op-level selective checkpointing re-runs
@@ -337,8 +338,8 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
     only the stages are given; dp defaulting to devices / (tp·pp·cp)."""
     if pp_stages is not None and pp == 1:
         pp = len(pp_stages)
-    tp, pp, ep, interleave = (_check_int(n, x) for n, x in (
-        ("tp", tp), ("pp", pp), ("ep", ep), ("interleave", interleave)))
+    tp, pp = _check_int("tp", tp), _check_int("pp", pp)
+    ep, interleave = _check_int("ep", ep), _check_int("interleave", interleave)
     if dp is None:
         if ctx.cl.devices % (tp * pp * ctx.cp):
             raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
@@ -401,7 +402,8 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
-           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6))
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
+           data_loader=A.anything)
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -411,7 +413,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
           cp_overlap: bool = True, elementwise: str = "fused",
-          optimizer_dtype: str = "fp32", pp_flushes: int = 1) -> TrainingResult:
+          optimizer_dtype: str = "fp32", pp_flushes: int = 1,
+          data_loader: Any = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -419,7 +422,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``optimizer`` "sgd" | "momentum" | "adam" | "adamw" (``ops.training_formulas.OPTIMIZERS``;
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
-    other than 1 is refused).
+    other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
+    pipeline's ceiling on the step (training/input_pipeline.py; None: off; decoders refuse it).
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -443,13 +447,12 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
     ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
     FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3",
-    "cudnn", "gemm";
-    "unfused" = ``fused_attention=False``; engine/attention.py): forward and backward each at
-    the kernel's measured rate.
-    ``moe_routing`` (MoE models): how the router spreads a token's k experts, which sets how
-    many expert-parallel ranks each token is dispatched to (once per rank):
-    "random" (uniform, balanced in expectation) or "contiguous" (NeMo AutoModel's
-    FakeBalancedGate: k consecutive experts; ops/training_formulas.moe_dispatch_ranks).
+    "cudnn", "gemm"; "unfused" = ``fused_attention=False``; engine/attention.py): forward and
+    backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
+    spreads a token's k experts, which sets how many expert-parallel ranks each token is
+    dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
+    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
+    .moe_dispatch_ranks).
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
     combine behind the adjacent micro-batch's compute (``_ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
@@ -481,7 +484,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-                           optimizer_dtype=odt, pp_flushes=pp_flushes)
+                           optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader)
+    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
+        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
@@ -516,8 +521,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
                   layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
                   pp_flushes)
-    r = {k: [v] for k, v in r.items()}
-    return _result(ctx, r, 0, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
+    return _result(ctx, r, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer)
 
 
@@ -537,11 +541,11 @@ def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: st
                         "(interleave >= 2)")
 
 
-def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micro_batch: int,
+def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
             zero: int, sp: bool = True, stages: tuple[int, ...] = (),
             optimizer: str = "adam") -> TrainingResult:
-    step = float(r["step"][i])
+    step = float(r["step"])
     mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                        precision=ctx.prec, lora_rank=ctx.lora_rank)
     extra = {"none": 0.0, "selective": sel, "full": full, "selective_op": op_rc}[recompute]
@@ -549,26 +553,24 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     hw_flops = (mf + extra) * global_batch
     devices = ctx.cl.devices
     cap = ctx.cl.device.memory_capacity_bytes
-    mem = {"weights": float(r["weights"][i]), "gradients": float(r["gradients"][i]),
-           "optimizer": float(r["opt"][i]), "activations": float(r["activations"][i]),
-           "workspace": float(ctx.eff.workspace), "total": float(r["total"][i])}
+    mem = {"weights": float(r["weights"]), "gradients": float(r["gradients"]),
+           "optimizer": float(r["opt"]), "activations": float(r["activations"]),
+           "workspace": float(ctx.eff.workspace), "total": float(r["total"])}
     feasible = bool(fits(mem["total"], cap))
     reason = "" if feasible else fit_reason(mem["total"], cap, ctx.cl.device.name, {
         k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
     warnings: tuple[str, ...] = ()
     if "weight_store" in r:  # weight streaming: the training state must fit the store
-        mem["weight_store"] = float(r["weight_store"][i])
+        mem["weight_store"] = float(r["weight_store"])
         why = store_reason(mem["weight_store"], ctx.cl.device)
         if feasible and why:
             feasible, reason = False, why
         store = ctx.cl.device.weight_store
         assert store is not None  # a weight_store row exists only for a part with a store
         warnings = (STREAMED_OPTIMIZER_NOTE.format(store=store.name),)
-    bd = {k: float(r[k][i]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
+    bd = {k: float(r[k]) for k in ("forward", "backward", "recompute", "optimizer", "tp_comm",
                                       "dp_comm", "pp_comm", "ep_comm", "cp_comm", "bubble")}
     hw = ctx.cl.device
-    from ...analysis.power import device_power_w, power_activity
-
     mfu = model_flops / (step * devices * ctx.peak)
     other = ctx.cl.nodes * ctx.cl.node_overhead_w
     power = devices * (device_power_w(hw, mfu, "mlsysim") if ctx.preset == "mlsysim" else
@@ -576,7 +578,7 @@ def _result(ctx: _Ctx, r: dict[str, np.ndarray], i: int, global_batch: int, micr
     return TrainingResult(
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
-        seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"][i]))),
+        seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
         cp=ctx.cp,
