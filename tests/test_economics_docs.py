@@ -83,3 +83,23 @@ def test_power_coverage_table_is_generated_from_the_data() -> None:
         return
     assert table == power_coverage_markdown(), (
         "docs/economics.md's power-coverage table is stale: rerun with ROOFLINE_UPDATE_DOCS=1")
+
+
+def test_validation_prose_figures_are_the_codes() -> None:
+    """docs/validation/economics.md's prose figures are inline markers holding what
+    economics_figures computes from the two tables' rows; two by hand."""
+    from roofline.analysis import power_validation
+    from roofline.validation.economics_figures import economics_figures
+
+    text = (DOCS / "validation" / "economics.md").read_text(encoding="utf-8")
+    rows = power_validation.validation_rows()
+    figs = economics_figures(power_rows=rows)
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 20
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    m7 = next(r for r in rows if r["case"].startswith("Serial Alice: Mistral 7B on H100 SXM, "
+                                                       "batch 128"))
+    assert figs["econ.pw.m7b128.in"] == f"{m7['predicted'] / m7['measured']:.2f}"
+    b1 = next(r for r in rows if r["case"] == "ML.ENERGY v3.0 anchor: H100 SXM5 at batch 1")
+    assert figs["econ.pw.b1.prev_w"] == f"{b1['ratio_previous'] * 300:.0f}"  # 300 W measured

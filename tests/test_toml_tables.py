@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline._data import read_toml, read_toml_tables, toml_tables
+from roofline._data import read_toml, read_toml_tables, toml_key_lines, toml_tables
 from roofline.analysis import data as econ_data
 
 ECON = econ_data.ECON
@@ -53,6 +53,15 @@ def test_part_prices_from_two_tables_equal_the_whole_file_record() -> None:
     assert none.quotes == () and "no record" in (none.no_rental or "")
 
 
+def test_the_source_lines_parsed_one_by_one_are_the_sources_table() -> None:
+    path = ECON / "prices.toml"
+    whole = read_toml(path)["sources"]
+    lines = toml_key_lines(path, "sources")
+    assert list(lines) == list(whole)
+    for k, line in lines.items():
+        assert tomllib.loads(line) == {k: whole[k]}, k
+
+
 def test_list_regions_equals_the_parsed_regions() -> None:
     assert econ_data.list_regions() == sorted(econ_data._regions()[0])
     assert len(econ_data.list_regions()) > 20
@@ -70,3 +79,8 @@ def test_the_cutter_refuses_what_it_cannot_cut(tmp_path: Path) -> None:
         p.write_text(bad)
         with pytest.raises(ValueError, match="plain table header"):
             toml_tables(p)
+    lines = tmp_path / "lines.toml"
+    lines.write_text('[s]\na = "x"  # c\n\n# note\nb-2 = { v = 1 }\n[t]\nc = [\n  1,\n]\n')
+    assert toml_key_lines(lines, "s") == {"a": 'a = "x"  # c\n', "b-2": "b-2 = { v = 1 }\n"}
+    with pytest.raises(ValueError, match="one-line key"):
+        toml_key_lines(lines, "t")

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["DATA", "read_toml", "toml_tables", "read_toml_tables", "read_text",
+__all__ = ["DATA", "read_toml", "toml_tables", "read_toml_tables", "toml_key_lines", "read_text",
            "load_toml_file", "norm_name", "alias_index", "zoo_key", "toml_escape"]
 
 #: src/roofline/data: hardware, models, presets, clusters, validation cases
@@ -68,6 +68,28 @@ def read_toml_tables(path: Path, *names: str) -> dict[str, Any]:
 
     return tomllib.loads("".join(t for k, t in toml_tables(path).items() if k and any(
         k == n or k.startswith(n + ".") for n in names)))
+
+
+@cache
+def toml_key_lines(path: Path, table: str) -> dict[str, str]:
+    """Table ``table`` of a packaged TOML file cut into its ``key = value`` lines (bare keys,
+    one line each): key -> that line. Parsing some of the lines gives what the whole table
+    gives for those keys (tests/test_toml_tables.py); any other line but blanks and comments
+    (a value continued on the next line) raises ValueError."""
+    out: dict[str, str] = {}
+    for line in toml_tables(path)[table].splitlines(keepends=True)[1:]:
+        bare = line.strip()
+        if not bare or bare.startswith("#"):
+            continue
+        m = _KEY_LINE.match(line)
+        if m is None or m.group(1) in out:
+            raise ValueError(f"{path} [{table}]: {bare[:60]!r} is not a new one-line key = "
+                             "value; read this table with read_toml_tables")
+        out[m.group(1)] = line if line.endswith("\n") else line + "\n"
+    return out
+
+
+_KEY_LINE = re.compile(r"([A-Za-z0-9_-]+)[ \t]*=[ \t]*\S")
 
 
 def read_text(p: Path, what: str) -> str:

@@ -149,3 +149,26 @@ def test_docs_step_sees_a_stale_example_and_rewrites_it(tmp_path, monkeypatch) -
     st = R._State(check=True)
     R._docs(st)
     assert st.stale == []
+
+
+def test_shared_reports_are_computed_once_per_run(monkeypatch) -> None:
+    """The residuals step and the pages step both need the hold-out reports: within one run an
+    argument-free call is computed once; a call with arguments is not shared; after the run the
+    module's own function is back and the memo is empty."""
+    from roofline.validation import llamacpp
+    from roofline.validation import regenerate_memo as RM
+
+    calls: list[tuple] = []
+
+    def fake(*a):
+        calls.append(a)
+        return object()
+
+    monkeypatch.setattr(llamacpp, "llamacpp_holdout", fake)
+    RM.MEMO.clear()
+    with RM.shared_reports():
+        first, second = llamacpp.llamacpp_holdout(), llamacpp.llamacpp_holdout()
+        other = llamacpp.llamacpp_holdout("cases")
+    assert first is second and other is not first and calls == [(), ("cases",)]
+    assert llamacpp.llamacpp_holdout is fake
+    RM.MEMO.clear()

@@ -11,9 +11,9 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.13),
-  geometric-mean error factor <= 1.30 (1.25), every case within a factor 2.00 (the worst,
-  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.25 / 1.85 before the two
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.12),
+  geometric-mean error factor <= 1.25 (1.23), every case within a factor 2.00 (the worst,
+  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.85 before the two
   MultiStream cases were added);
 - known outliers stay inside the band the data file documents for them (here: the host-bound
   Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
@@ -35,6 +35,7 @@ from roofline.validation.inference import (
     case_figures,
     case_table,
     factor,
+    floor_figures,
     inference_cases,
     measured_seconds,
     predicted_seconds,
@@ -54,7 +55,7 @@ RUNTIMES = ("eager", "compiled")  # rl.solve's runtime
 METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
-GEOMEAN_MAX = 1.30
+GEOMEAN_MAX = 1.25
 WORST_MAX = 2.00
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
@@ -141,6 +142,26 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
         assert raw < 0.8, (c.id, raw)
 
 
+def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
+    """t4.toml's fp32 = 0.66 (a fp32 torch.mm measured on T4s: (4.17 + 4.43) / 2 / 8.1 / 0.80 =
+    0.664), judged on the Hugging Face fp32 rows it was not fitted on: the GEMM-bound ViT moves
+    from about -35 % to within 10 %; the convolution-bound ResNet-50 overshoots (about +16 %,
+    from -13 %), as the page says."""
+    t4 = rl.hardware("t4")
+    assert t4.sustained("fp32") == pytest.approx((4.17 + 4.43) / 2 / 8.1 / 0.80, abs=0.005)
+    no_fp32 = replace(t4, sustained_fraction={k: v for k, v in t4.sustained_fraction.items()
+                                              if k != "fp32"})
+    got = {}
+    for r in computed:
+        c = r.case
+        if c["hardware"] == "t4" and c["precision"] == "fp32":
+            before = rl.solve(c["model"], no_fp32, **solve_kwargs(c)).latency / r.measured_s
+            got[c["model"]] = (before, r.r_default)
+    vit, rn50 = got["vit-b-16"], got["resnet50"]
+    assert vit[0] < 0.7 and factor(vit[1]) < 1.10
+    assert 0.8 < rn50[0] < 1.0 and 1.0 < rn50[1] < 1.20
+
+
 def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
     """seconds_variant without a variant is rl.solve's price, case by case; the QKV variant
     changes only the TensorRT BERT rows and the T4 one only the T4's 16-bit rows."""
@@ -193,9 +214,9 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
         "`python -m roofline.validation.regenerate --only pages:inference.md`"
     # the figures its reading quotes sit in inline markers holding today's values
     text = DOC.read_text(encoding="utf-8")
-    figs = tried_figures(ratios) | case_figures(computed)
+    figs = tried_figures(ratios) | case_figures(computed) | floor_figures(computed)
     quoted = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(quoted) >= 14
+    assert len(quoted) >= 20
     for k in quoted:
         assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
     # by hand: a variant's per-case figure is its r - 1 in whole percent; "as shipped" is the
@@ -204,6 +225,13 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     assert figs[f"tried/qkv/{one}"] == f"{ratios['qkv'][one] - 1:+.0%}".replace("%", " %")
     r = next(x for x in computed if x.case.id == one)
     assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
+    # the target paragraph's count, by hand from the case table: these ten within +-10 %
+    ten = {"rn50-int8-a100pcie-offline", "rn50-int8-h100pcie-offline", "rn50-int8-h100sxm-offline",
+           "rn50-int8-l4-singlestream", "bertL-int8-a100-s128-b1", "bertB-fp16-a100-s128-b128",
+           "bertL-fp16-t4-s384-b128", "bertB-int8-t4-s384-b32", "hf-vit-fp32-a100-b16",
+           "hf-vit-fp32-t4-b16"}
+    assert {r.case.id for r in computed if not r.outlier and abs(r.r_default - 1) <= 0.10} == ten
+    assert figs["inference.within10"] == "10 of the 22"
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:

@@ -159,6 +159,11 @@ def test_prose_figures_are_the_codes(rows, hopper) -> None:
     cp = next(r for r in rows if r["id"] == "Llama 3 405B 16K GPUs CP16 128K")
     assert figs["tr.err.Llama_3_405B_16K_GPUs_CP16_128K"] == \
         f"{cp['error'] * 100:+.1f} %".replace("-", "−")
+    # the what-ifs: one pipeline schedule on 1024 GPUs is faster than the four it ran (a
+    # smaller bubble), so its error is larger than the row's own
+    ds = "AutoModel_DeepSeek-V3_1024_GPUs_EP64"
+    as_num = lambda t: float(t.replace("−", "-").rstrip(" %"))  # noqa: E731
+    assert as_num(figs["tr.whatif.ds1024.flushes1"]) > as_num(figs[f"tr.err.{ds}"])
     lora = {r["id"]: r["ours"] for r in rows}
     assert figs["tr.lora.ours"] == \
         f"{lora['NeMo Llama2-7B LoRA'] / lora['NeMo Llama2-7B SFT']:.2f}"

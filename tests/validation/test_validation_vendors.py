@@ -216,3 +216,22 @@ def test_cdna3_training_fraction_is_the_kernel_ratio_derivation() -> None:
     # a training step on one MI300X prices its matmuls at that fraction: below the best kernel
     t = rl.train("gpt2-xl", "mi300x", global_batch=14, micro_batch=14, seq_len=1024)
     assert t.feasible and t.mfu < f.gemm.max
+
+
+def test_read_section_figures_are_the_codes(rep) -> None:
+    """The CDNA / Gaudi / NVIDIA-control figures of the "Read" section are inline markers holding
+    what vendors_read_figures computes from the page's report; two by hand."""
+    from roofline.validation.vendors_figures import vendors_read_figures
+
+    text = DOC.read_text(encoding="utf-8")
+    figs = vendors_read_figures(rep)
+    used = [k for k in figs if f"<!--v:{k}-->" in text]
+    assert len(used) >= 30
+    for k in used:
+        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    err = {cid: e for cid, _, _, _, e in rep.judged}
+    assert figs["v.row.H200_SXM_fp8.1"] == f"{err['mamf H200 SXM fp8'] * 100:+.1f} %" \
+        .replace("-", "−")
+    mem = next(f for f in rep.fits if f.arch == "gpu-cdna3" and f.factor == "memory.max")
+    b = [abs(e) for _, e in mem.before]
+    assert figs["v.gpu-cdna3.memory.before"] == f"{min(b) * 100:.0f}–{max(b) * 100:.0f} %"

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from .._data import DATA, alias_index, norm_name, read_toml, read_toml_tables, toml_tables
+from .._data import (
+    DATA,
+    alias_index,
+    norm_name,
+    read_toml,
+    read_toml_tables,
+    toml_key_lines,
+    toml_tables,
+)
 from .._display import Display
 from ..errors import SourceError, SpecError, unknown
 from ..specs.sourced import Provenance, read_quantity
@@ -164,10 +172,14 @@ def _prices() -> dict[str, PartPrices]:
     return parse_prices(read_toml(path), str(path))
 
 
-@lru_cache(maxsize=1)
-def _price_sources() -> dict[str, Any]:
-    doc = read_toml_tables(ECON / "prices.toml", "sources")
-    return dict(doc.get("sources", {}))
+def _cited(raw: Any) -> set[str]:
+    """The ``source`` ids a parsed record cites, at any depth."""
+    if isinstance(raw, dict):
+        own = {raw["source"]} if isinstance(raw.get("source"), str) else set()
+        return own.union(*(_cited(v) for v in raw.values()))
+    if isinstance(raw, list):
+        return set().union(*(_cited(v) for v in raw))
+    return set()
 
 
 @cache
@@ -175,14 +187,20 @@ def part_prices(key: str) -> PartPrices:
     """The prices of zoo part ``key`` (an empty PartPrices, saying there is no record, for a
     part outside data/economics/prices.toml, e.g. a user's own hardware file).
 
-    Parses only [sources] and [parts.<key>] of the file (a third of the time of the whole
-    file, which ``_prices`` reads and checks); the same record (tests/test_toml_tables.py)."""
+    Parses only [parts.<key>] of the file and the [sources] lines it cites (the whole file,
+    which ``_prices`` reads and checks, is ~10 times the text); the same record
+    (tests/test_toml_tables.py): a quote's provenance reads only the source it cites."""
+    import tomllib
+
     path = ECON / "prices.toml"
     name = f"parts.{key}"
     if name not in toml_tables(path):
         return PartPrices(key=key, no_rental=(
             f"{key} has no record in data/economics/prices.toml"), no_purchase="no record")
-    doc = {"sources": _price_sources(), "parts": read_toml_tables(path, name)["parts"]}
+    parts = read_toml_tables(path, name)["parts"]
+    lines = toml_key_lines(path, "sources")
+    cited = "".join(lines[k] for k in sorted(_cited(parts)) if k in lines)
+    doc = {"sources": tomllib.loads(cited), "parts": parts}
     return parse_prices(doc, str(path))[key]
 
 

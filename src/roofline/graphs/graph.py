@@ -24,6 +24,28 @@ __all__ = ["Graph", "GraphBuilder", "Q"]
 Q = {q: i for i, q in enumerate(QUANTITIES)}
 
 
+#: shape values a dedup key takes as they are (others, and NaN or a signed zero: no key)
+_PLAIN = (int, str, bool, type(None))
+
+
+def _shape_key(kind: str, shape: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A key equal only for shapes a formula cannot tell apart: each value with its type
+    (1, 1.0 and True are equal in Python, not to a formula); None (no dedup) for a value of
+    another type, a NaN (never equal to itself) or a zero float (-0.0 == 0.0)."""
+    items: list[Any] = [kind]
+    for k, v in shape.items():
+        t = type(v)
+        if t is float:
+            if not v or v != v:
+                return None
+        elif t not in _PLAIN:
+            return None
+        items.append(k)
+        items.append(t)
+        items.append(v)
+    return tuple(items)
+
+
 def _op_cost(values: Any) -> OpCost:
     """An OpCost from one value per entry of ``QUANTITIES`` (its gemm left None)."""
     kw: dict[str, Any] = {q: float(x) for q, x in zip(QUANTITIES, values, strict=True)}
@@ -116,8 +138,13 @@ class GraphBuilder:
         self._fusible: list[bool] = []
         self.state_bytes_per_sample = 0.0
         self.meta: dict[str, Any] = {}
+        #: (kind, shape) -> what ``add`` derives from the formula: a model's repeated layers
+        #: evaluate each formula once per distinct shape, not once per layer
+        self._seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     _SIG: dict[str, frozenset[str]] = {}
+    #: False: every ``add`` evaluates its formula (tests compare the two)
+    dedup = True
 
     def _fill(self, kind: str, shape: dict[str, Any]) -> dict[str, Any]:
         f = formula(kind)
@@ -142,6 +169,27 @@ class GraphBuilder:
         at B = 1."""
         if "batch" in shape:
             raise ValueError("GraphBuilder.add: pass per-sample shapes; batch is added here")
+        key = _shape_key(kind, shape) if self.dedup else None
+        hit = self._seen.get(key) if key is not None else None
+        if hit is None:
+            hit = self._derive(kind, shape)
+            if key is not None:
+                self._seen[key] = hit
+        op_class, c0, c1, own_gemm, fusible, cost = hit
+        self._names.append(name)
+        self._kinds.append(kind)
+        self._classes.append(op_class)
+        self._c0.append(c0)
+        self._c1.append(c1)
+        # the formula's own implicit GEMM at B = 1: M per sample
+        self._gemm.append(gemm if gemm is not None else own_gemm)
+        self._params.append(float(params))
+        self._fusible.append(fusible)
+        return cost
+
+    def _derive(self, kind: str, shape: dict[str, Any]) -> tuple[Any, ...]:
+        """The formula at B = 1 and 2: (op class, c0, c1, its GEMM at B = 1, fusible, the
+        cost at B = 1)."""
         shape = self._fill(kind, dict(shape))
         f = formula(kind)
         at1 = f.fn(batch=1, **shape)
@@ -149,17 +197,9 @@ class GraphBuilder:
         two = f.fn(batch=2, **shape).as_tuple()
         c1 = tuple(b - a for a, b in zip(one, two))
         c0 = tuple(a - d for a, d in zip(one, c1))
-        self._names.append(name)
-        self._kinds.append(kind)
-        self._classes.append(f.op_class)
-        self._c0.append(c0)
-        self._c1.append(c1)
-        # the formula's own implicit GEMM at B = 1: M per sample
-        self._gemm.append(gemm if gemm is not None else (at1.gemm or (0.0, 0.0, 0.0)))
-        self._params.append(float(params))
-        self._fusible.append(kind == "elementwise" or (kind == "norm" and
-                                                        shape.get("variant") == "batchnorm"))
-        return _op_cost(one)
+        fusible = kind == "elementwise" or (kind == "norm" and
+                                            shape.get("variant") == "batchnorm")
+        return (f.op_class, c0, c1, at1.gemm or (0.0, 0.0, 0.0), fusible, _op_cost(one))
 
     def build(self, *, tokens_per_sample: int = 1, fixed_batch: int | None = None) -> Graph:
         n = len(self._names)

@@ -82,10 +82,8 @@ def seconds_with(c: Case, **changes: float) -> float:
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=kw["fuse"])
     base = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
+    # flat_efficiency keeps the base's whole-wave tile model (A100, H100, H200, B200), as rl.solve
     eff = flat_efficiency(base=base, label="default/what-if", **changes)  # type: ignore[arg-type]
-    # flat_efficiency rebuilds the factor groups and leaves the whole-wave tile model out; the
-    # parts that have one (A100, H100, H200, B200) price their matmuls with it in rl.solve
-    eff = replace(eff, tiles=base.tiles)
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 
@@ -210,11 +208,14 @@ def case_table(rs: list[Row] | None = None) -> str:
 
 def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
     """The summary figures the page's prose quotes (inline ``<!--v:KEY-->`` markers): median
-    error factor of the cases not marked outliers, default and bound presets."""
+    error factor of the cases not marked outliers, default and bound presets, and how many of
+    them the default preset prices within +-10 %."""
     rs = rows() if rs is None else rs
     inl = [r for r in rs if not r.outlier]
+    within = sum(abs(r.r_default - 1) <= 0.10 for r in inl)
     return {"inference.median": f"{summary(inl, 'r_default')['median']:.2f}",
-            "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}"}
+            "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}",
+            "inference.within10": f"{within} of the {len(inl)}"}
 
 
 def query_floors(rs: list[Row] | None = None) -> dict[str, dict[str, float]]:

@@ -36,7 +36,8 @@ def rows() -> list[dict[str, Any]]:
                   micro_batch=b, seq_len=c.get("seq_len"), dp=dp, precision=c["precision"],
                   optimizer=c["optimizer"])
         ours = r.samples_per_s
-        out.append(dict(c, ours=ours, error=ours / c["published"] - 1.0, mfu=r.mfu))
+        out.append(dict(c, ours=ours, error=ours / c["published"] - 1.0, mfu=r.mfu,
+                        breakdown=dict(r.breakdown)))
     return out
 
 
@@ -136,6 +137,9 @@ def graphs_figures(rs: list[dict[str, Any]] | None = None,
     for name in ("rn50", "bert128"):
         out[f"tg.{name}.amp_over_tf32"] = \
             f"{by[f'{name}.fp16.1']['ours'] / by[f'{name}.tf32.1']['ours']:.2f}"
+    for part in ("forward", "backward"):
+        out[f"tg.rn50.fp16.1.{part}_ms"] = f"{by['rn50.fp16.1']['breakdown'][part] * 1e3:.1f}"
+    out["tg.rn50.fp16.8.dp_comm_ms"] = f"{by['rn50.fp16.8']['breakdown']['dp_comm'] * 1e3:.1f}"
     out["tg.rn50.scaling"] = f"{by['rn50.fp16.8']['ours'] / by['rn50.fp16.1']['ours']:.2f}"
     excess = [(by[f"{n}.tf32.{g}"]["error"] - by[f"{n}.fp16.{g}"]["error"]) * 100
               for n in ("rn50", "bert128") for g in (1, 8)]

@@ -337,4 +337,34 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
             "tr.loso.worst": pct(rep.loso.worst)}
     for p in rep.per_source:
         out[f"tr.held.{p.source}"] = pct(p.held_out.median_abs, sign=False)
+    return out | _whatif_figures()
+
+
+def _variant(cid: str, kernel: str = "auto", **changes: Any) -> tuple[float, float]:
+    """(ours, ours / published − 1) of case ``cid`` priced with its scenario changed (the
+    what-ifs the page's prose quotes), the knobs searched as for the case itself."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    c = next(x for x in cases() if x.id == cid)
+    c = replace(c, scenario=MappingProxyType({**c.scenario, **changes}))
+    r, _ = predict_run(c, kernel)
+    ours = r.mfu if c.metric == "mfu" else r.tokens_per_s / r.devices
+    return ours, ours / c.value_si - 1.0
+
+
+def _whatif_figures() -> dict[str, str]:
+    """The what-ifs of training-runs.md's prose: DeepSeek-V3 on 1024 GPUs in one pipeline
+    schedule (``pp_flushes=1``) and with 4 virtual stages, the MoE rows under random routing,
+    the 128k CP row with FlashAttention-3."""
+    def pct(x: float, digits: int = 1) -> str:
+        return f"{x * 100:+.{digits}f} %".replace("-", "−")
+
+    ds = "AutoModel DeepSeek-V3 1024 GPUs EP64"
+    ours, e = _variant(ds, pp_flushes=1)
+    out = {"tr.whatif.ds1024.flushes1": pct(e), "tr.whatif.ds1024.flushes1.ours": f"{ours:,.0f}",
+           "tr.whatif.ds1024.vp4": pct(_variant(ds, interleave=4)[1]),
+           "tr.whatif.cp128k.fa3": pct(_variant("Llama 3 405B 16K GPUs CP16 128K", "fa3")[1], 0)}
+    for cid in ("AutoModel Qwen3-30B-A3B EP8", "AutoModel DeepSeek-V3 256 GPUs EP64", ds):
+        out[f"tr.whatif.random.{_slug(cid)}"] = pct(_variant(cid, moe_routing="random")[1], 0)
     return out

@@ -146,10 +146,10 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     n = len(arr["tp"])
     gt = np.empty((n, len(GROUPS)))
     lp, emb, head, lpe = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    keys = sorted({(int(t), int(e)) for t, e in zip(arr["tp"], arr["ep"])})
+    keys = sorted(set(zip(rows["tp"], rows["ep"])))  # Python ints (numpy scalars are slow)
     for t, e in keys:
         sel = (arr["tp"] == t) & (arr["ep"] == e)
-        bs = sorted({int(x) for x in arr["b"][sel]})
+        bs = sorted({int(x) for x in arr["b"][sel].tolist()})
         times = _group_times(ctx, t, e, bs)
         for b in bs:
             s2 = sel & (arr["b"] == b)
@@ -181,7 +181,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "tp": arr["tp"][order].astype(int), "pp": arr["pp"][order].astype(int),
         "dp": arr["dp"][order].astype(int), "ep": arr["ep"][order].astype(int),
         "micro_batch": arr["b"][order].astype(int), "interleave": arr["v"][order].astype(int),
-        "recompute": [RECOMPUTE[int(x)] for x in arr["rc"][order]],
+        "recompute": [RECOMPUTE[int(x)] for x in arr["rc"][order].tolist()],
         "zero": arr["zero"][order].astype(int),
         "step_time": r["step"][order], "mfu": mfu[order],
         "tokens_per_s": global_batch * seq_len / r["step"][order],

@@ -1,0 +1,111 @@
+"""The figures README.md's "How close to reality" table quotes (inline ``<!--v:KEY-->`` markers
+that ``python -m roofline.validation.regenerate`` rewrites, step ``readme``), each from the
+function behind the validation page the row links to: inference (``inference.rows`` /
+``summary``), serving (``serving.serving_errors`` / ``serving_summary``), the serving simulation
+(``serving_mix.predictions`` / ``summary``), training (``training.training_errors``), failures
+and power (``economics_figures``). The held-out serving and training sentences are checked by
+their pages' tests (tests/validation/test_validation_serving.py, …_training.py) and stay plain
+text; the edge and measured-CPU rows are hand-kept tables checked with a tolerance."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["readme_figures"]
+
+
+def _inference(rows: Sequence[Any]) -> dict[str, str]:
+    from .inference import summary
+
+    inl = [r for r in rows if not r.outlier]
+    s, b = summary(inl, "r_default"), summary(inl, "r_bound")
+    return {"readme.inference.n": str(len(inl)),
+            "readme.inference.outliers": str(len(rows) - len(inl)),
+            "readme.inference.median": f"×{s['median']:.2f}",
+            "readme.inference.geomean": f"×{s['geomean']:.2f}",
+            "readme.inference.worst": f"×{s['worst']:.2f}",
+            "readme.inference.bound_median": f"×{b['median']:.2f}"}
+
+
+def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
+    from .serving import serving_summary
+    from .serving_mix import summary as mix_summary
+
+    s = serving_summary(errs)
+    worst = max((e for _, _, e in errs), key=abs)
+    tb = [math.expm1(math.log(v / c.value_si)) for c, v, _ in mix if c.source == "trtbench16"]
+    ms = mix_summary(list(mix))["trtbench16"]
+    return {"readme.serving.n": str(s["n"]), "readme.serving.bound_rms": f"{_bound_rms():.2f}",
+            "readme.serving.median": f"{math.expm1(s['median_abs_log']):.0%}".replace("%", " %"),
+            "readme.serving.rms": f"{s['rms_log']:.3f}",
+            "readme.serving.worst": f"{math.expm1(worst):+.0%}".replace("%", " %")
+            .replace("-", "−"),
+            "readme.mix.n": str(ms["n"]), "readme.mix.rms": f"{ms['rms_log']:.2f}",
+            "readme.mix.range": f"{min(tb):+.0%} … {max(tb):+.0%}".replace("%", " %")}
+
+
+def _bound_rms() -> float:
+    """RMS of log(ours / measured) over the serving cases priced with ``preset="bound"`` (the
+    pure roofline), every other argument the case's (``serving.predict_serving``'s call)."""
+    from ..scenarios.serving import serve
+    from ..specs.dtypes import precision as make_precision
+    from .serving import serving_cases
+
+    logs = []
+    for c in serving_cases():
+        sc = c.scenario
+        p = make_precision(sc["precision"], activations=sc["activations"], kv=sc["kv"])
+        r = serve(sc["model"], sc["hardware"], batch=sc["batch"], prompt_len=sc["prompt"],
+                  output_len=sc["output"], precision=p, tp=sc["tp"], engine=sc["engine"],
+                  preset="bound")
+        v = {"tok_s_gpu": r.tokens_per_s_per_device, "tok_s": r.tokens_per_s, "ttft": r.ttft,
+             "tpot": r.tpot, "e2e": r.e2e_latency}[c.metric]
+        logs.append(math.log(v / c.value_si))
+    return math.sqrt(sum(x * x for x in logs) / len(logs))
+
+
+def _training(errs: Sequence[Any]) -> dict[str, str]:
+    e = [abs(x) for _, _, x, _ in errs]
+    return {"readme.training.n": str(len(e)),
+            "readme.training.median": f"{statistics.median(e):.1%}".replace("%", " %"),
+            "readme.training.worst": f"{max(e):.1%}".replace("%", " %")}
+
+
+def _economics(f: Mapping[str, str]) -> dict[str, str]:
+    from ..analysis.reliability import validation_rows
+
+    llama = [r for r in validation_rows() if r["fit"].startswith("Llama 3")]
+    opt = next(r for r in llama if r["case"].startswith("OPT"))
+    b200 = next(r for r in llama if r["case"].startswith("B200"))
+    lo, hi = f["econ.fail.span"].split(" to ")
+    return {"readme.fail.opt": f"{opt['ratio']:.2f}", "readme.fail.b200": f"{b200['ratio']:.2f}",
+            "readme.fail.span": f"×{lo}–×{hi}",
+            "readme.power.median_in": f["econ.pw.median.in"],
+            "readme.power.median_loso": f["econ.pw.median.loso"],
+            "readme.power.b1_in": f"×{f['econ.pw.b1.in']}",
+            "readme.power.b1_loso": f"×{f['econ.pw.b1.loso']}",
+            "readme.power.b1_prev": f"×{f['econ.pw.b1.prev']}",
+            "readme.power.l8b": f"×{f['econ.pw.l8b.in']}"}
+
+
+def readme_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Every inline figure of README.md by key; ``reports`` holds what the run computed already
+    (``inference``: inference.rows(), ``serving-errors``: serving.serving_errors(), ``mix``:
+    serving_mix.predictions(), ``training-errors``: training.training_errors(), ``economics``:
+    economics_figures()); what is missing is computed here."""
+    from . import inference, serving, serving_mix, training
+    from .economics_figures import economics_figures
+
+    r = dict(reports or {})
+    get: dict[str, Callable[[], Any]] = {
+        "inference": inference.rows, "serving-errors": serving.serving_errors,
+        "mix": serving_mix.predictions, "training-errors": training.training_errors,
+        "economics": economics_figures}
+    for k, make in get.items():
+        if r.get(k) is None:
+            r[k] = make()
+    return (_inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
+            | _training(r["training-errors"]) | _economics(r["economics"]))
