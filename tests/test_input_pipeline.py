@@ -63,3 +63,21 @@ def test_decoders_refuse_it() -> None:
     with pytest.raises(SpecError, match="data_loader"):
         rl.train("llama-2-7b", "dgx-a100", global_batch=8, seq_len=2048,
                  data_loader=("dali-cpu", 4))
+
+
+def test_cli_data_loader_is_the_api(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roofline.cli import main
+
+    args = ["train", "resnet50", "dgx-a100", "--global-batch", "2048", "--micro-batch", "256",
+            "--dp", "8", "--precision", "fp16", "--optimizer", "momentum", "--format", "json"]
+    assert main(args + ["--data-loader", "dali-cpu:16"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    api = rl.train("resnet50", "dgx-a100", data_loader=("dali-cpu", 16), **KW)
+    assert got["step_time"] == pytest.approx(api.step_time, rel=1e-12)
+    assert got["breakdown"]["input_wait"] > 0
+    assert main(args + ["--data-loader", "100:10"]) == 0  # a measured rate of one worker
+    assert json.loads(capsys.readouterr().out)["step_time"] == pytest.approx(0.256, rel=1e-9)
+    with pytest.raises(SystemExit):
+        main(args + ["--data-loader", "dali-cpu"])  # no worker count

@@ -66,3 +66,23 @@ def test_serve_prices_the_extra_bytes_for_the_legacy_engine_only():
     assert s.decode.flops == pytest.approx(t.decode.flops, rel=1e-12)
     assert s.tpot > t.tpot
     assert s.kv_cache_bytes == t.kv_cache_bytes  # the cache itself is stored once per KV head
+
+
+def test_vllm_legacy_is_vllm_with_paged_attention_decode():
+    """vLLM before its FlashAttention decode path (engine "vllm-legacy", source vllm_pa):
+    PagedAttention's grid is (query heads, sequences), so it is the vllm profile with each KV
+    head read once per query head, and nothing else changed."""
+    old, new = sp.serving_factors("vllm-legacy"), sp.serving_factors("vllm")
+    assert old.kv_per_query_head and not new.kv_per_query_head
+    assert replace(old, name=new.name, kv_per_query_head=False, provenance=None) == \
+        replace(new, provenance=None)
+    p16 = rl.precision("fp16")
+    kw = dict(batch=64, prompt_len=1023, output_len=2, precision=p16, tp=4)
+    s = rl.serve("llama-2-70b", "A100", engine="vllm-legacy", **kw)
+    t = rl.serve("llama-2-70b", "A100", engine="vllm", **kw)
+    # the step at context 1024 reads the 64 sequences' fp16 KV cache 7 more times: per
+    # sequence 1024 tokens x 80 layers x 2 KV heads (of 8, tp 4) x (128 + 128) x 2 B = 83.9 MB
+    kv = 64 * 1024 * 80 * 2 * 256 * 2
+    assert s.decode.bytes - t.decode.bytes == pytest.approx(7 * kv, rel=1e-9)
+    assert s.ttft == pytest.approx(t.ttft, rel=1e-12)  # prefill unchanged
+    assert s.tpot > t.tpot

@@ -64,9 +64,11 @@ def test_held_out_fp8_runs_and_the_page_shows_them() -> None:
     figs = fp8.fp8_figures((before, after))
     for k, v in figs.items():
         assert f"<!--v:{k}-->{v}<!--/v-->" in doc, k
-    # by hand: six runs, the median |error| is the mean of the 3rd and 4th smallest
+    # by hand: seven runs (six NeMo fine-tuning rows, Megatron-Bridge's DeepSeek-V3; the known
+    # outlier apart), the median |error| is the 4th smallest
     e = sorted(abs(r["error"]) for r in after)
-    assert figs["fp8.after_median"] == f"{(e[2] + e[3]) / 2:.1%}".replace("%", " %")
+    assert len(e) == 7
+    assert figs["fp8.after_median"] == f"{e[3]:.1%}".replace("%", " %")
 
 
 def test_a_bad_dtype_factor_is_refused() -> None:

@@ -42,9 +42,11 @@ def test_within_stated_tolerance(rows) -> None:
     # expert sharding, MoE activations and DeepEP's dispatch were modelled (issue 18); within
     # 12 % while the Hopper fraction was 0.44; at 0.54 the 1024-GPU DeepSeek-V3 row was +23 %
     # (25 % allowed); with its four pipeline schedules per step (pp_flushes, the table's GA 4)
-    # it is about +19 %
+    # it is about +19 %; Megatron-Bridge's fp8 DeepSeek-V3 on 1024 GPUs (a second source) about
+    # +7 %; its Qwen3-30B-A3B row is a known outlier (published at 6 % of the fp8 peak)
     moe = [r for r in rows if r["result"].ep > 1]
-    assert len(moe) == 3 and all(abs(r["error"]) <= 0.20 for r in moe)
+    assert len(moe) == 5 and all(abs(r["error"]) <= 0.20 for r in moe if not r["outlier"])
+    assert [r["id"] for r in moe if r["outlier"]] == ["Megatron-Bridge Qwen3-30B-A3B EP8 fp8"]
 
 
 def test_lora_faster_than_sft_on_the_same_split(rows) -> None:

@@ -56,6 +56,10 @@ def register(sub: Any) -> None:
     p.add_argument("--pp-flushes", type=int, default=1, metavar="K",
                    help="pipeline schedules per optimizer step (one per gradient-accumulation "
                         "step, as NeMo AutoModel runs them; default 1, Megatron's)")
+    p.add_argument("--data-loader", type=_loader, default=None, metavar="LOADER:WORKERS",
+                   help="image models: the host input pipeline as a ceiling on the step, "
+                        "LOADER a measured pipeline (dali-cpu, pytorch) or your samples/s of "
+                        "one worker, WORKERS loader workers per device (e.g. dali-cpu:16)")
     p.add_argument("--optimizer-dtype", default="fp32", choices=("fp32", "bf16"),
                    help="gradients and Adam states in fp32 (Megatron's mixed precision) or "
                         "bf16 (NeMo's SFT recipe: Apex DistributedFusedAdam dtype bf16)")
@@ -87,6 +91,19 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _loader(text: str) -> tuple[Any, int]:
+    """``--data-loader LOADER:WORKERS`` as train(data_loader=(loader, workers)): LOADER a name
+    or a number (samples/s of one worker); train() checks both."""
+    name, sep, workers = text.rpartition(":")
+    if not sep or not name or not workers.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give LOADER:WORKERS, e.g. dali-cpu:16 or "
+                                         "150:8 (samples/s of one worker, workers per device)")
+    try:
+        return float(name), int(workers)
+    except ValueError:
+        return name, int(workers)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.training import best_parallelism, train
     from ..specs.resolve import cluster as resolve_cluster
@@ -97,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
                   precision=precision, nodes=args.nodes,
                   fused_attention=not args.unfused_attention, preset=args.preset)
     if args.search:
+        if args.data_loader is not None:
+            raise SystemExit("roofline train: --data-loader prices one split (generic graphs); "
+                             "it does not apply with --search")
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
@@ -114,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
-              pp_flushes=args.pp_flushes, **common, **econ_kwargs(args))  # type: ignore[arg-type]
+              pp_flushes=args.pp_flushes, data_loader=args.data_loader, **common,
+              **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
 

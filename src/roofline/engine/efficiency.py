@@ -544,8 +544,8 @@ def _build(base: Efficiency, vals: dict[str, dict[str, float | None]],
         conv=merged("conv", base.conv, Conv), attention=merged("attention", base.attention,
                                                                Attention),
         vector=merged("vector", base.vector, Vector), memory=merged("memory", base.memory, Memory),
-        launch=launch, cpu=None if cpu == Cpu() else cpu, workspace=workspace, label=label,
-        provenance=prov)
+        launch=launch, cpu=None if cpu == Cpu() else cpu, tiles=base.tiles, workspace=workspace,
+        label=label, provenance=prov)
 
 
 def _nullable(cls: type, name: str) -> bool:

@@ -82,10 +82,8 @@ def seconds_with(c: Case, **changes: float) -> float:
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=kw["fuse"])
     base = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
+    # flat_efficiency keeps the base's whole-wave tile model (A100, H100, H200, B200), as rl.solve
     eff = flat_efficiency(base=base, label="default/what-if", **changes)  # type: ignore[arg-type]
-    # flat_efficiency rebuilds the factor groups and leaves the whole-wave tile model out; the
-    # parts that have one (A100, H100, H200, B200) price their matmuls with it in rl.solve
-    eff = replace(eff, tiles=base.tiles)
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
 
 

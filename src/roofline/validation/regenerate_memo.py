@@ -19,7 +19,9 @@ MEMO: dict[str, Any] = {}
 #: (module of roofline.validation, function): the argument-free hold-out reports that
 #: data/validation/residuals.toml and the validation pages are both made from
 SHARED = (("serving", "serving_holdout"), ("training", "training_holdout"),
-          ("training_runs", "hopper_holdout"), ("llamacpp", "llamacpp_holdout"))
+          ("training_runs", "hopper_holdout"), ("training_runs", "rows"),
+          ("training_graphs", "rows"), ("llamacpp", "llamacpp_holdout"),
+          ("tpu_training", "tpu_holdout"))
 
 
 def once(key: str, make: Callable[[], Any]) -> Any:

@@ -9,19 +9,25 @@ step).
 The fit (``fit_serving``, reconstructed from the code that set the shipped values, which
 ``benchmarks/bench_serving.py --fit`` ran): coordinate descent — a golden-section search of each
 factor over its bounds, 18 steps, four rounds — on the RMS of log(ours / measured) over the cases
-given, the factors of ``FIT_PARAMS`` of every engine at once, ``gemm_max_fp8`` shared by all
+given, the factors of ``FIT_PARAMS`` of every engine at once, ``gemm_dtype_fp8`` shared by all
 engines (same fp8 GEMM kernels). The shipped search started from the shipped values; here it
-starts from ``START`` (no fixed costs, fp8 fraction mid-range), so a fit without a source cannot
+starts from ``START`` (no fixed costs, fp8 factor mid-range), so a fit without a source cannot
 inherit what that source taught the shipped values. Factors not in FIT_PARAMS are not fitted:
 the launch model (assumed) and the all-reduce / send latencies and efficiency (from
 microbenchmarks, sourced in the TOML) stay as shipped; ``trtllm``'s ``step_overhead`` was set to
 0 by hand (not separable from its per-layer cost on its cases) and is held at 0 — a fit of that
-value. The shared fp8 fraction ``gemm_max_fp8`` is held at the default preset's value
-(``[gpu.gemm_dtype] fp8``, 0.49 of the fp8 peak, which an earlier run of this fit set and
-docs/validation/fp8.md judges on fp8 training runs): since TensorRT-LLM v0.5 / v0.6.1 decode
+value. The shared fp8 factor ``gemm_dtype_fp8`` is held at the default preset's value
+(``[gpu.gemm_dtype] fp8`` = 0.6125, a multiplier on each part's 16-bit GEMM fraction: 0.49 of
+the fp8 peak at the [gpu] kind's 0.80, 0.343 at CDNA 3's 0.56; an earlier run of this fit set it
+and docs/validation/fp8.md judges it on fp8 training runs). Every trial applies it as
+``rl.serve`` applies the preset's, on the part's own 16-bit fraction (one pricing path: the
+shipped column and a refit at the shipped values agree); since TensorRT-LLM v0.5 / v0.6.1 decode
 attention reads each KV head once per query head (``kv_per_query_head``), the fit with the
-fraction free moves it to 0.57 and puts 3.6 ms per prefill call on the modern profile in
-exchange (the two trade along the NIM TTFTs); it is not re-shipped from these cases.
+factor free moves it to 0.70 (0.56 of the fp8 peak at 0.80) and puts 2.9 ms per prefill call
+on the modern profile in exchange (the two trade along the NIM TTFTs); it is not re-shipped
+from these cases (solve and train share it; docs/validation/serving.md says what it would do).
+A profile that differs from a fitted one only in kernels (``FIT_ALIASES``: ``vllm-legacy``, vLLM's
+PagedAttention decode) takes that engine's fitted values in every trial.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ from typing import Any
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, golden_section, leave_one_source_out
 
-__all__ = ["FIT_PARAMS", "HAND_SET", "START", "BOUNDS", "serving_cases", "predict_serving",
-           "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
+__all__ = ["FIT_PARAMS", "FIT_ALIASES", "HAND_SET", "START", "BOUNDS", "serving_cases",
+           "predict_serving", "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
            "serving_case_table", "serving_holdout_table", "shipped_serving_values",
            "summary_figures", "serving_summary_table", "serving_worst_table", "page_figures"]
 
@@ -46,15 +52,21 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "vllm": ("step_overhead", "layer_overhead", "request_overhead"),
 }
 #: factors set by hand, not fitted: held at their shipped value in every fit (a fit of that value)
-#: (``gemm_max_fp8``, shared by every engine, is listed under trtllm: the preset's fp8 fraction)
-HAND_SET: dict[str, tuple[str, ...]] = {"trtllm": ("step_overhead", "gemm_max_fp8")}
-#: search interval of each factor (s, or a fraction of the fp8 peak)
+#: (``gemm_dtype_fp8``, shared by every engine, is listed under trtllm: the preset's fp8 factor)
+HAND_SET: dict[str, tuple[str, ...]] = {"trtllm": ("step_overhead", "gemm_dtype_fp8")}
+#: search interval of each factor (s, or the fp8 multiplier on the part's 16-bit GEMM fraction:
+#: 0.375 ... 1.0 is 0.30 ... 0.80 of the fp8 peak on a part at the [gpu] kind's 0.80)
 BOUNDS = {"step_overhead": (0.0, 5e-3), "layer_overhead": (0.0, 150e-6),
-          "request_overhead": (0.0, 20e-3), "gemm_max_fp8": (0.3, 0.9)}
-#: where the search starts: no fixed costs, the fp8 fraction in the middle of its interval
+          "request_overhead": (0.0, 20e-3), "gemm_dtype_fp8": (0.375, 1.0)}
+#: where the search starts: no fixed costs, the fp8 multiplier at 0.75 (0.60 of the fp8 peak
+#: at the [gpu] kind's 16-bit 0.80)
 START = {"step_overhead": 0.0, "layer_overhead": 0.0, "request_overhead": 0.0,
-         "gemm_max_fp8": 0.6}
-_SHARED = "gemm_max_fp8"
+         "gemm_dtype_fp8": 0.75}
+#: profiles priced with a fitted engine's factors (their ``base`` in data/presets/serving.toml,
+#: differing only in kernels): their cases count as that engine's in the fit, and every trial
+#: applies that engine's values to them
+FIT_ALIASES: dict[str, str] = {"vllm-legacy": "vllm"}
+_SHARED = "gemm_dtype_fp8"
 _ROUNDS, _STEPS = 4, 18
 
 
@@ -87,11 +99,11 @@ def shipped_serving_values() -> dict[str, float]:
 
 
 def _shipped_fp8() -> float:
-    """The shipped fp8 fraction: the GPU preset's 16-bit gemm.max times its gemm_dtype fp8
-    factor (the one narrow-dtype factor solve, serve and train share)."""
+    """The shipped fp8 multiplier: the GPU preset's gemm_dtype fp8 factor (the one narrow-dtype
+    factor solve, serve and train share, applied to each part's own 16-bit fraction)."""
     from ..engine.presets import default_tables
 
-    return float(default_tables()["gpu"].gemm_for("fp8").max)
+    return default_tables()["gpu"].gemm_dtype.of("fp8")
 
 
 def _profiles(values: Mapping[str, float] | None) -> dict[str, Any] | None:
@@ -104,8 +116,9 @@ def _profiles(values: Mapping[str, float] | None) -> dict[str, Any] | None:
         if k.endswith("." + _SHARED):
             shared[_SHARED] = v
     out = {}
-    for e in FIT_PARAMS:
-        ch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith(e + ".")}
+    for e in (*FIT_PARAMS, *FIT_ALIASES):
+        b = FIT_ALIASES.get(e, e)
+        ch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith(b + ".")}
         out[e] = replace(_factors(e), **{**ch, **shared})
     return out
 
@@ -180,7 +193,7 @@ def fit_serving(cases: Sequence[Case] | None = None,
     (what one would assume for an engine never measured), and the note says so."""
     cases = list(serving_cases() if cases is None else cases)
     st = dict(START if start is None else start)
-    engines = {c.scenario["engine"] for c in cases}
+    engines = {FIT_ALIASES.get(c.scenario["engine"], c.scenario["engine"]) for c in cases}
     fitted = [e for e in FIT_PARAMS if e in engines]
     has_fp8 = any(c.scenario["precision"] in ("fp8", "fp4", "int4") for c in cases)
     cur = {k: float(st[k] if k in st else st[k.split(".", 1)[1]]) for k in _keys()}
@@ -217,7 +230,7 @@ def fit_serving(cases: Sequence[Case] | None = None,
         notes.append(f"no {e} case left: its {', '.join(n for n in FIT_PARAMS[e] if n != _SHARED)}"
                      f" take the mean of the fitted engines' values")
     if not has_fp8 and any(_SHARED in ns for ns in FIT_PARAMS.values()):
-        notes.append("no fp8 case left: gemm_max_fp8 stays at its start value")
+        notes.append("no fp8 case left: gemm_dtype_fp8 stays at its start value")
     return Refit(values=cur, note="; ".join(notes))
 
 
@@ -237,7 +250,7 @@ def serving_holdout(cases: Sequence[Case] | None = None) -> FitReport:
 
 
 def _fmt(k: str, v: float) -> str:
-    return f"{v:.3f}" if k.endswith(_SHARED) else f"{v * 1e6:.1f} µs"
+    return f"{v:.4f}" if k.endswith(_SHARED) else f"{v * 1e6:.1f} µs"
 
 
 def serving_holdout_table(rep: FitReport | None = None) -> str:

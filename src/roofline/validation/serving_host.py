@@ -2,8 +2,9 @@
 ``vllm-v0-multistep``, ``vllm-v1``): the fit on the vLLM runs whose version is known or
 assumed — the request-mix runs of data/validation/serving_mix.toml (engine: a generation
 profile) and the static vLLM cases of data/validation/serving.toml (V0 by their dates:
-``STATIC_GENERATION``; that file's own fit keeps pricing them with ``vllm``) — and its
-leave-one-source-out error.
+``STATIC_GENERATION``, each with its own engine's decode kernel: PR #2192's ``vllm-legacy``
+reads the KV cache once per query head; that file's own fit keeps pricing them with ``vllm`` /
+``vllm-legacy``) — and its leave-one-source-out error.
 
 What is fitted: per generation, ``step_overhead`` (s per decode step of each pipeline stage)
 and ``seq_overhead`` (s per sequence per step) — vLLM's Python scheduler, block manager,
@@ -54,13 +55,16 @@ _SIM: dict[tuple[Any, ...], Any] = {}  # simulations, per case layout and host f
 #: the static vLLM cases of data/validation/serving.toml (priced there with ``vllm``): vLLM V0
 #: by their dates (their sources name no version; data/validation/serving.toml notes)
 STATIC_GENERATION = "vllm-v0"
+#: the static cases' engines: ``vllm`` and the profiles that differ from it only in kernels
+#: (``vllm-legacy``: PagedAttention decode), whose kernel switch the generation profile takes
+STATIC_ENGINES = ("vllm", "vllm-legacy")
 
 
 def _all_cases() -> tuple[Case, ...]:
     from .serving import serving_cases
 
     names = set(GENERATIONS) | set(DERIVED)
-    return tuple(c for c in serving_cases() if c["engine"] == "vllm") + \
+    return tuple(c for c in serving_cases() if c["engine"] in STATIC_ENGINES) + \
         tuple(c for c in load_cases("serving_mix").cases if c["engine"] in names)
 
 
@@ -141,7 +145,8 @@ def predict_host(c: Case, values: Mapping[str, float] | None = None) -> float:
     from .serving_mix import SIM_METRICS
 
     f = _profile(_engine(c), values)
-    if c.domain == "serving":  # a static batch: rl.serve
+    if c.domain == "serving":  # a static batch: rl.serve, with its own engine's decode kernel
+        f = replace(f, kv_per_query_head=_factors(c["engine"]).kv_per_query_head)
         return predict_serving(c, f)
     vals = []
     for seed in range(c["seeds"]):

@@ -143,8 +143,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     and pipeline parallel degrees; ``ep`` (MoE): ep data-parallel attention groups of tp × pp
     devices sharing the routed experts, two all-to-alls per MoE layer (docs/serving.md).
     ``engine``: serving-engine factors from
-    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "vllm-v0",
-    "vllm-v0-multistep", "vllm-v1", "eager").
+    data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "vllm-legacy", "vllm-rocm",
+    "vllm-v0", "vllm-v0-multistep", "vllm-v1", "eager").
     ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
     ``chunk_size``: chunked prefill.
     ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``

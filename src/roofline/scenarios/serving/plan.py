@@ -51,8 +51,8 @@ __all__ = [
     "shard_config",
 ]
 
-ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-rocm", "vllm-v0", "vllm-v0-multistep",
-           "vllm-v1", "eager")
+ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-legacy", "vllm-rocm", "vllm-v0",
+           "vllm-v0-multistep", "vllm-v1", "eager")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
 #: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,
@@ -96,9 +96,10 @@ class ServingFactors:
     #: masked-MHA kernel before XQA: one thread block per sequence and query head); False: once
     #: per KV head, shared by its GQA group (FlashAttention-style decode kernels)
     kv_per_query_head: bool = False
-    #: a trial fraction of the fp8 peak (the serving fit's); None: the preset's shared
-    #: narrow-dtype factor (``[gpu.gemm_dtype]``), as solve and train use it
-    gemm_max_fp8: float | None = None
+    #: a trial value of the narrow-dtype multiplier (the serving fit's): an fp8 / fp4 / int4
+    #: matmul reaches this times the part's 16-bit fraction of its own peak, as the preset's
+    #: ``[gpu.gemm_dtype]`` factor does; None: the preset's, as solve and train use it
+    gemm_dtype_fp8: float | None = None
     allreduce_efficiency: float = 1.0  #: achieved / link bandwidth of a TP all-reduce
     allreduce_alpha: float = 0.0  #: s of latency per all-reduce *call* at p = 2 ranks
     allreduce_alpha_per_rank: float = 0.0  #: s added to that latency per rank beyond 2
@@ -129,11 +130,12 @@ class ServingFactors:
         out = base
         if self.patch is not None:
             out = self.patch.apply(base, label=f"{base.label}/{self.name}")
-        if self.gemm_max_fp8 is not None and compute_dtype in ("fp8", "fp4", "int4"):
-            # a fit's trial value of the shared narrow-dtype fraction (the shipped one lives in
-            # the preset: [gpu.gemm_dtype], the same for solve, serve and train)
-            k = min(self.gemm_max_fp8 / base.gemm.max, 1.0)
-            out = replace(out, gemm_dtype=replace(out.gemm_dtype, **{compute_dtype: k}))
+        if self.gemm_dtype_fp8 is not None and compute_dtype in ("fp8", "fp4", "int4"):
+            # a fit's trial value of the shared narrow-dtype multiplier, applied where the
+            # shipped one is (the preset's [gpu.gemm_dtype], the same for solve, serve and
+            # train): on each part's own 16-bit fraction
+            out = replace(out, gemm_dtype=replace(out.gemm_dtype,
+                                                  **{compute_dtype: self.gemm_dtype_fp8}))
         return out
 
 
@@ -142,7 +144,7 @@ NEUTRAL = ServingFactors(name="none")
 _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time", "seq_overhead": "time", "scheduler_steps": "ratio",
         "prefill_first": "ratio", "kv_per_query_head": "ratio",
-        "request_overhead": "time", "gemm_max_fp8": "ratio", "allreduce_efficiency": "ratio",
+        "request_overhead": "time", "gemm_dtype_fp8": "ratio", "allreduce_efficiency": "ratio",
         "allreduce_alpha": "time", "allreduce_alpha_per_rank": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
         "host_allreduce_efficiency": "ratio"}

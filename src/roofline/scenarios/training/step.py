@@ -334,18 +334,17 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
 
 def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
              pp_stages: Any) -> tuple[int, int, int, int, int]:
-    """(tp, pp, dp, ep, interleave) checked as positive integers; pp from ``pp_stages`` when
-    only the stages are given; dp defaulting to devices / (tp·pp·cp)."""
+    """(tp, pp, dp, ep, interleave) as positive integers (train's argument rules have checked
+    the ones given); pp from ``pp_stages`` when only the stages are given; dp defaulting to
+    devices / (tp·pp·cp), ≥ 1 when it divides."""
     if pp_stages is not None and pp == 1:
-        pp = len(pp_stages)
-    tp, pp = _check_int("tp", tp), _check_int("pp", pp)
-    ep, interleave = _check_int("ep", ep), _check_int("interleave", interleave)
+        pp = _check_int("pp", len(pp_stages))
     if dp is None:
         if ctx.cl.devices % (tp * pp * ctx.cp):
             raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
                             f"{ctx.cl.devices} devices")
         dp = ctx.cl.devices // (tp * pp * ctx.cp)
-    return tp, pp, _check_int("dp", dp), ep, interleave
+    return tp, pp, dp, ep, interleave
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
@@ -494,13 +493,11 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if optimizer not in DECODER_OPTIMIZERS:
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
+    # cp, global_batch, micro_batch, tp, pp, dp, ep, interleave and zero are ints in range:
+    # the argument rules above (A.checked) converted and checked them
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, _check_int("cp", cp), attention_kernel, moe_routing, elementwise,
-                   optimizer_dtype)
-    global_batch = _check_int("global_batch", global_batch)
-    micro_batch = _check_int("micro_batch", micro_batch)
+                   lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype)
     tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
-    zero = _check_int("zero", zero, 0)
     if not cp_overlap and ctx.cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
