@@ -21,7 +21,8 @@ model builders take them (``fused_attention=``, ``TransformerConfig.fused_qkv``)
 ``check_fuse`` passes them through.
 
 Assumptions: the runs are consecutive in graph order (true for the zoo's CNN and transformer
-builders); an op fuses only when its output has as many elements as the producer's; an
+builders); an op fuses only when its output has as many elements as the producer's (bytes
+written over each one's width: a matmul of an fp8 graph writes 16-bit); an
 elementwise op's kind is read from its traffic (it reads more than it writes: multi-input).
 """
 
@@ -144,12 +145,18 @@ def _fold_epilogues(graph: Graph, kinds: frozenset[str]) -> Graph:
     names = list(graph.names)
     keep = np.ones(n, dtype=bool)
     producer = -1
+    # an op's output elements: its bytes written over its width (a matmul of an fp8 graph
+    # writes 16-bit: Precision.matmul_out_bytes; every other op the activation dtype)
+    ab, ob = graph.precision.act_bytes, graph.precision.matmul_out_bytes
+    r = 1.0
     for i in range(n):
         if graph.classes[i] in ("matmul", "conv"):
             producer = i
+            r = ab / ob if graph.kinds[i] in ("linear", "matmul") else 1.0
             continue
         if producer >= 0 and _kind(graph, i) in want and _close(
-                c1[_AW, i], graph.c1[_AW, producer]) and _close(c0[_AW, i], c0[_AW, producer]):
+                c1[_AW, i], graph.c1[_AW, producer] * r) and _close(
+                c0[_AW, i], c0[_AW, producer] * r):
             for c in (c0, c1):
                 extra_read = c[_AR, i] - c[_AW, i]  # inputs other than the producer's output
                 c[_AR, producer] += max(extra_read, 0.0)

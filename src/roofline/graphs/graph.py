@@ -155,6 +155,8 @@ class GraphBuilder:
             accepted = frozenset(inspect.signature(f.fn).parameters)
             self._SIG[kind] = accepted
         p = self.precision
+        if "out_bytes" in accepted and "act_bytes" not in shape and "out_bytes" not in shape:
+            shape["out_bytes"] = p.matmul_out_bytes  # an fp8 GEMM writes 16-bit
         for arg, val in (("act_bytes", p.act_bytes), ("weight_bytes", p.weight_bytes),
                          ("kv_bytes", p.kv_bytes)):
             if arg in accepted and arg not in shape:

@@ -36,12 +36,14 @@ def _ints(**kw: int) -> None:
 
 @register("linear", "matmul")
 def linear(*, batch: int, tokens: int, d_in: int, d_out: int, bias: bool = False,
-           act_bytes: float, weight_bytes: float) -> OpCost:
+           act_bytes: float, weight_bytes: float, out_bytes: float | None = None) -> OpCost:
     """A dense layer ``[B, T, D] ·_D [D, F] -> [B, T, F]`` (+ bias).
 
     FLOPs: 2·B·T·D·F (+ B·T·F bias adds). Bytes: X and the output once, W (and bias) once.
     Assumptions: W is read once per call whatever the batch (it fits the tiling); no epilogue
     fusion is counted here (an activation after it is its own op). GEMM: (B·T, F, D).
+    ``out_bytes``: bytes per output element (default ``act_bytes``; an fp8 GEMM writes 16-bit:
+    ``Precision.matmul_out_bytes``, which graph builders pass).
 
     References: Chowdhery et al. 2022, "PaLM", App. B (2 FLOPs per multiply-add, the MFU
     convention); Narayanan et al. 2021, arXiv:2104.04473, §5.1 (the same count for Megatron-LM).
@@ -52,19 +54,21 @@ def linear(*, batch: int, tokens: int, d_in: int, d_out: int, bias: bool = False
         flops=2 * B * T * D * F + (B * T * F if bias else 0),
         weight_bytes_read=(D * F + (F if bias else 0)) * weight_bytes,
         act_bytes_read=B * T * D * act_bytes,
-        act_bytes_written=B * T * F * act_bytes,
+        act_bytes_written=B * T * F * (act_bytes if out_bytes is None else out_bytes),
         gemm=(B * T, F, D),
     )
 
 
 @register("matmul", "matmul")
 def matmul(*, batch: int, groups: int = 1, m: int, k: int, n: int, b_groups: int | None = None,
-           b_source: str = "act", act_bytes: float, b_bytes: float | None = None) -> OpCost:
+           b_source: str = "act", act_bytes: float, b_bytes: float | None = None,
+           out_bytes: float | None = None) -> OpCost:
     """A batched product of two activations ``[B, G, M, K] ·_K [B, G', K, N] -> [B, G, M, N]``.
 
     ``b_groups`` (G') < G means the second operand is shared by G/G' groups (GQA), read once.
     ``b_source`` says what the second operand is: "act" (an activation), "kv" (the KV cache)
-    or "weight" (a constant read once per call, not per sample).
+    or "weight" (a constant read once per call, not per sample). ``out_bytes``: bytes per
+    output element (default ``act_bytes``; see ``linear``).
     FLOPs: 2·B·G·M·K·N. GEMM: (B·G·M, N, K).
     """
     _ints(batch=batch, groups=groups, m=m, k=k, n=n)
@@ -74,7 +78,8 @@ def matmul(*, batch: int, groups: int = 1, m: int, k: int, n: int, b_groups: int
     b_elems = Gb * K * N
     cost: dict[str, Any] = dict(
         flops=2 * B * G * M * K * N, act_bytes_read=B * G * M * K * act_bytes,
-        act_bytes_written=B * G * M * N * act_bytes, gemm=(B * G * M, N, K))
+        act_bytes_written=B * G * M * N * (act_bytes if out_bytes is None else out_bytes),
+        gemm=(B * G * M, N, K))
     if b_source == "act":
         cost["act_bytes_read"] = B * G * M * K * act_bytes + B * b_elems * bb
     elif b_source == "kv":

@@ -74,6 +74,19 @@ class Precision:
         return DTYPE_BYTES[self.kv]
 
     @property
+    def matmul_out_bytes(self) -> float:
+        """Bytes per element a matmul-class op (linear, matmul) writes. An fp8 GEMM reads
+        1-byte operands and writes a 16-bit result: cuBLASLt's fp8 matmuls take a bf16 / fp16
+        C / D (superbenchmark's cublaslt_gemm writes fp16 D; the XLA / ROCm XLA fp8 tables
+        are f8 x f8 -> bf16; vLLM's, Transformer Engine's and torch._scaled_mm's usual
+        ``out_dtype`` is the 16-bit activation dtype), so with 1-byte fp8 activations the
+        output counts 2 bytes. Every other precision writes its activation dtype (int8's
+        TensorRT kernels may requantize in the epilogue: left at 1 byte)."""
+        if self.compute == "fp8" and DTYPE_BYTES[self.activations] < 2.0:
+            return 2.0
+        return DTYPE_BYTES[self.activations]
+
+    @property
     def label(self) -> str:
         w = self.weight_format or self.weights
         parts = {self.compute, w, self.activations, self.kv}

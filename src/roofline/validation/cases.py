@@ -2,9 +2,9 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
-``gemm``, ``cdna_gemm``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one TOML file with a
-``[sources]`` table (key -> the document: title, version or commit, table / page) and
-``[[case]]`` entries. Each case carries
+``gemm``, ``cdna_gemm``, ``cdna_tuned``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one
+TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table /
+page) and ``[[case]]`` entries. Each case carries
 
 * ``id`` (unique), ``source`` (a ``[sources]`` key) and ``where`` (the table / page / row of the
   number): a case without them is refused, as is a source key the file does not define;
@@ -124,6 +124,11 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
         "optional": {},
+    },
+    "cdna_tuned": {  # tuned GEMM kernel times on CDNA parts, judged only (validation/cdna_tuned.py)
+        "metrics": {"kernel_time": {"us": 1e-6}, "flops_per_s": {"TFLOP/s": 1e12}},
+        "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
+        "optional": {"out_dtype": str},
     },
     "training_graphs": {
         "metrics": {"throughput": {"1/s": 1.0}},

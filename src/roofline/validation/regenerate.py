@@ -285,17 +285,20 @@ def _gemm_reports() -> dict[str, Any]:
 
 
 def _gemm_page() -> dict[str, str]:
-    from . import cdna, sustained
+    from . import cdna, cdna_tuned, gemm_misses, sustained
     from . import gemm as v
 
     r = _once("gemm", _gemm_reports)
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
+            "misses-monotone": gemm_misses.monotone_table(),
+            "misses-a100": gemm_misses.a100_gap_table(),
             "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
             "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(r["streamk"]),
             "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
-            "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table()}
+            "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table(),
+            "cdna-tuned": cdna_tuned.tuned_table(), "cdna-maf": cdna_tuned.maf_table()}
 
 
 def _gemm_figures() -> dict[str, str]:

@@ -126,6 +126,8 @@ def price_records(records: Sequence[OpRecord], p: Precision) -> np.ndarray:
         args = {k: (v.resolve(p) if isinstance(v, Bytes) else v) for k, v in r.shape.items()}
         args.setdefault("batch", 1)  # the traced shapes already hold the whole batch
         act = r.act_fixed_bytes if r.act_fixed_bytes is not None else p.act_bytes
+        if "out_bytes" in acc and r.act_fixed_bytes is None and "act_bytes" not in args:
+            args.setdefault("out_bytes", p.matmul_out_bytes)  # an fp8 GEMM writes 16-bit
         for arg, val in (("act_bytes", act), ("weight_bytes", p.weight_bytes),
                          ("kv_bytes", p.kv_bytes)):
             if arg in acc and arg not in args:
