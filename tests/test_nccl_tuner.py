@@ -13,6 +13,7 @@ from roofline.errors import SpecError
 from roofline.ops import collectives as coll
 from roofline.ops.nccl import (
     nccl_best,
+    nccl_channels,
     nccl_choice,
     nccl_latency,
     nccl_time,
@@ -105,6 +106,55 @@ def test_protocol_bandwidths_by_hand(h100) -> None:
     assert nccl_time("all_reduce", "nvls", "LL", n, 8, 1, bus, h100, SCALAR) == float("inf")
     assert nccl_time("reduce_scatter", "tree", "Simple", n, 8, 1, bus, h100, SCALAR) == \
         float("inf")
+
+
+def test_ring_plateau_by_hand(h100) -> None:
+    """ncclTopoGetAlgoTime (v2.26.2 tuning.cc): a ring all-reduce under Simple across nodes
+    pays 1.4 x its latency (Hopper) once n / (channels x p) >= 64, channels = MAXCHANNELS 64;
+    not on one node, not LL / LL128, not reduce-scatter, not below 64 x 64 x p bytes."""
+    assert h100.ring_plateau == pytest.approx(1.4) and h100.ring_plateau_channels == 64
+    assert tuner_for(cluster("dgx-a100")).ring_plateau == pytest.approx(1.4)
+    bus = 280e9
+    lat = (8.4 + 28 * 3.4 + 28) * US  # 2 nodes of 8, ring Simple (test_latencies_by_hand)
+    n = 2.0**30
+    t = nccl_time("all_reduce", "ring", "Simple", n, 16, 2, bus, h100, SCALAR)
+    assert t == pytest.approx(1.4 * lat + n / (bus * 16 / 30))
+    # 64 x 64 x 16 = 65536 bytes is the first size with the plateau; one byte less has none
+    for m, k in ((65536.0, 1.4), (65535.0, 1.0)):
+        t = nccl_time("all_reduce", "ring", "Simple", m, 16, 2, bus, h100, SCALAR)
+        assert t == pytest.approx(k * lat + m / (bus * 16 / 30))
+    one = (8.4 + 14 * 3.4) * US  # one node: none
+    assert nccl_time("all_reduce", "ring", "Simple", n, 8, 1, 315e9, h100, SCALAR) == \
+        pytest.approx(one + n / (315e9 * 8 / 14))
+    ll = (6.6 + 28 * 1.0 + 2 * 2.7) * US  # LL: none (bandwidth min(0.5 x 280, 39 on 2 nodes))
+    assert nccl_time("all_reduce", "ring", "LL", n, 16, 2, bus, h100, SCALAR) == \
+        pytest.approx(ll + n / (39e9 * 16 / 30))
+    rs = nccl_latency("reduce_scatter", "ring", "Simple", 16, 2, h100, SCALAR)
+    assert nccl_time("reduce_scatter", "ring", "Simple", n, 16, 2, bus, h100, SCALAR) == \
+        pytest.approx(rs + n / (bus * 16 / 15))
+    # the scalar (rl.train) and vectorised paths agree, on both sides of the threshold
+    for m in (65535.0, 65536.0, n):
+        s = nccl_best("all_reduce", m, 16, 2, bus, h100, SCALAR, algorithms=("ring",))
+        v = nccl_best("all_reduce", np.array([m]), 16, 2, bus, h100, algorithms=("ring",))
+        assert s == pytest.approx(float(v[0]))
+    assert nccl_best("all_reduce", n, 16, 2, bus, h100, SCALAR, algorithms=("ring",)) == \
+        pytest.approx(1.4 * lat + n / (bus * 16 / 30))
+
+
+def test_run_channels_by_hand(h100) -> None:
+    """topoGetAlgoInfo (v2.26.2 enqueue.cc): one channel fewer while n < nc x threads x
+    threshold; LL 512 threads x 8 B (x p for the ring), LL128 640 x 8 B, Simple 512 x 64 B."""
+    assert nccl_channels("tree", "LL", 65536, 16, 32, h100) == 16  # 65536 / 4096
+    assert nccl_channels("tree", "LL", 65535, 16, 32, h100) == 15
+    assert nccl_channels("tree", "LL", 64, 16, 32, h100) == 1  # at least one
+    assert nccl_channels("ring", "LL", 2**20, 16, 32, h100) == 16  # 2^20 / (4096 x 16)
+    assert nccl_channels("tree", "LL128", 2**20, 64, 32, h100) == 32  # 204, the 32 it has
+    assert nccl_channels("ring", "Simple", 2**20, 8, 64, h100) == 32  # 2^20 / 32768
+    assert nccl_channels("nvls", "Simple", 64, 8, 32, h100) == 16  # NVLS: its 16 on Hopper
+    with pytest.raises(SpecError, match="channels=0"):
+        nccl_channels("ring", "LL", 2**20, 8, 0, h100)
+    with pytest.raises(SpecError, match="collnet_direct"):
+        nccl_channels("collnet_direct", "Simple", 2**20, 8, 32, h100)
 
 
 def test_single_node_switch_point_as_nccl_tests_309(h100) -> None:

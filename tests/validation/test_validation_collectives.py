@@ -257,6 +257,25 @@ def test_page_shows_what_the_code_computes() -> None:
     assert v.collectives_case_table() in text
     assert v.collectives_holdout_table() in text
     assert v.collectives_ramp_table() in text
+    assert v.collectives_ring_tree_table() in text
+
+
+def test_ring_tree_table_by_hand() -> None:
+    """The ring / tree rows: the picks NCCL's tuner makes at these sizes (the tree LL at 64 B
+    and 64 KiB, LL128 at 1 MiB from 4 nodes), NCCL's run channels by hand (64 KiB tree LL:
+    65536 / (512 threads x 8 B) = 16; 1 MiB tree LL128: 1 MiB / (640 x 8) = 204 -> all 64)
+    and the 2-node 64 KiB row's latency share: 25.2 us of ours."""
+    table = v.collectives_ring_tree_table()
+    rows = {r.split(" | ")[0].lstrip("| "): r.split(" | ") for r in table.splitlines()[2:]}
+    r = rows["H100 x16 (2 nodes) all-reduce 64 KiB"]
+    assert r[2:4] == ["tree / LL", "16"]
+    t = v.predict_time(next(c for c in v.collective_cases() if c.id == r[0].lstrip("| ")))
+    assert r[4] == f"{25.2e-6 / t:.0%}"
+    assert rows["H100 x64 (8 nodes) all-reduce 1 MiB"][2:4] == ["tree / LL128", "all"]
+    assert rows["H100 x16 (2 nodes) all-reduce 64 B"][2:5] == ["tree / LL", "1", "100%"]
+    # NVLSTree (2-node 1 MiB, 16 MiB) and the peak rows are not ring / tree rows
+    assert "H100 x16 (2 nodes) all-reduce 1 MiB" not in rows
+    assert "H100 x16 (2 nodes) all-reduce 256 MiB" not in rows
 
 
 def test_prose_figures_are_the_codes() -> None:

@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from .nccl import NcclTuner, nccl_best, nccl_latency
+from .nccl import NcclTuner, nccl_best, nccl_choice, nccl_latency
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
@@ -105,7 +105,8 @@ __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_rec
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
            "group_all_reduce", "group_nvls_all_reduce", "group_reduce_scatter",
            "group_all_gather", "group_all_to_all",
-           "group_send_recv", "group_dispatch", "group_nccl", "group_collnet_all_reduce"]
+           "group_send_recv", "group_dispatch", "group_nccl", "group_nccl_choice",
+           "group_collnet_all_reduce"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: all-reduce algorithms (``auto``: the fastest the fabric has)
@@ -438,11 +439,7 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
         hit = memo.get(key)
         if hit is not None:
             return hit
-        i, o = group_split(p, stride, links.domain, xp)
-        ring = links.up_bw if o <= 1 else min(links.up_bw, i * links.out_bw)
-        nv = links.nvls_bw if i > 1 else 0.0
-        nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
-            else 0.0
+        o, ring, nv, nvt = _nccl_bws(p, stride, links)
         if len(memo) > 4096:
             memo.clear()
         hit = memo[key] = nccl_best(collective, n, p, o, ring, links.nccl, xp, nvls_bw=nv,
@@ -457,6 +454,29 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
     t = nccl_best(collective, n, xp.maximum(p, 2.0), outer, _ring_bw(inner, outer, links, xp),
                   links.nccl, xp, nvls_bw=nvls, nvls_tree_bw=nvls_tree, algorithms=algorithms)
     return xp.where((p > 1) & (n > 0), t, 0.0)
+
+
+def _nccl_bws(p: float, stride: float, links: Links) -> tuple[float, float, float, float]:
+    """One group's (domains, ring / tree Simple bus bandwidth, NVLS and NVLSTree algorithm
+    bandwidths or 0) as ``group_nccl`` gives them to the tuner (scalar)."""
+    from .xp import SCALAR
+
+    i, o = group_split(p, stride, links.domain, SCALAR)
+    ring = links.up_bw if o <= 1 else min(links.up_bw, i * links.out_bw)
+    nv = links.nvls_bw if i > 1 else 0.0
+    nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
+        else 0.0
+    return o, ring, nv, nvt
+
+
+def group_nccl_choice(collective: str, n: float, p: int, stride: int,
+                      links: Links) -> tuple[str, str, float]:
+    """(algorithm, protocol, seconds) NCCL's tuner runs for one group's call
+    (``ops.nccl.nccl_choice`` on the bandwidths ``group_nccl`` uses; needs ``links.nccl``)."""
+    if links.nccl is None:
+        raise SpecError("group_nccl_choice needs links.nccl (NCCL's tuner constants)")
+    o, ring, nv, nvt = _nccl_bws(float(p), float(stride), links)
+    return nccl_choice(collective, float(n), p, int(o), ring, links.nccl, nv, nvt)
 
 
 def group_collnet_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:

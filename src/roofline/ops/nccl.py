@@ -34,9 +34,15 @@ n)) / algbw, U = channels × heads — a ramp from the mid sizes to the peak, wi
 choice unchanged (``nccl_choice``, ``nccl_best``: the pick by the tuner's own time, the
 seconds the pick's with its fill).
 
+Also the tuner's own: the ring's multi-node "plateau" (``_plateau``: a Simple ring all-reduce
+across nodes pays ``ring_plateau`` × its latency once n / (channels · p) ≥ 64, channels taken
+as MAXCHANNELS, the bound). ``nccl_channels``: the channels a ring or tree call runs at its
+size (topoGetAlgoInfo), reported (docs/validation/collectives.md), not priced.
+
 Not modelled: the channel counts and per-channel caps of NCCL's topology search for the ring
-and tree (the tuner's ``perChMax*Bws``, the ring's multi-node latency "plateau" factor, which
-depend on them; the ring and tree's own pipelines), PAT (one GPU per node only). All functions
+and tree (the tuner's ``perChMax*Bws``, which depend on them; the ring and tree have no
+pipeline fill of their own: every ring link is busy from the first step, the tree's LL / LL128
+forward line by line), PAT (one GPU per node only). All functions
 are vectorised over ``n`` / ``p`` (``xp=numpy``) or scalar (``xp=ops.xp.SCALAR``).
 """
 
@@ -51,7 +57,7 @@ import numpy as np
 from ..errors import SpecError
 
 __all__ = ["NcclTuner", "NCCL_ALGORITHMS", "NCCL_PROTOCOLS", "nccl_latency", "nccl_time",
-           "nccl_best", "nccl_choice"]
+           "nccl_best", "nccl_choice", "nccl_channels"]
 
 #: the tuner's algorithms (NCCL_ALGO names, lower case) and protocols (NCCL_PROTO)
 NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
@@ -59,6 +65,8 @@ NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 _COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 Arr = Any
 Triple = tuple[float, float, float]
+#: one candidate of ``_plan``
+Plan = tuple[int, float, float, float, float, int, float]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +98,16 @@ class NcclTuner:
     #: the NVLS / NVLSTree pipeline's fill, in loops of ``nvls_channels × heads × chunk`` bytes
     #: (fitted: docs/validation/collectives.md); 0: none
     nvls_fill_loops: float = 0.0
+    #: the ring's "plateau": a multi-node ring all-reduce under Simple has its latency × this
+    #: once n / (channels · p) ≥ 64 (ncclTopoGetAlgoTime; 1.4 from Ampere, 1.9 on Volta); 1: off
+    ring_plateau: float = 1.0
+    #: the channel count in that test (NCCL's MAXCHANNELS, 64: the bound; the communicator's
+    #: own count comes from its topology search, not modelled)
+    ring_plateau_channels: int = 64
+    #: threads per channel of the ring / tree run, per protocol [LL, LL128, Simple]
+    run_threads: tuple[int, int, int] = (512, 640, 512)
+    #: bytes per thread before NCCL adds a channel, per protocol (the ring LL's × p)
+    run_threshold: Triple = (8.0, 8.0, 64.0)
     #: the scalar path's candidates per call shape (``_plan``), kept on the value itself
     plans: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, hash=False,
                                   repr=False)
@@ -145,6 +163,37 @@ def nccl_latency(collective: str, algorithm: str, protocol: str, p: Arr, nodes: 
     if algorithm == "collnet_direct":
         return base + 2 * (xp.minimum(1.0, i - 1) * h + (i - 1) * 0.4e-6) + net
     return base + 2 * (i - 1) * h + net  # collnet_chain
+
+
+def _plateau(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, o: Arr,
+             t: NcclTuner, xp: Any) -> Arr:
+    """The latency multiplier ncclTopoGetAlgoTime (v2.26.2 ``src/graph/tuning.cc``) gives a
+    ring all-reduce under Simple across nodes once n / (channels · p) ≥ 64 bytes (the ring's
+    "plateau"): ``t.ring_plateau`` there, 1 elsewhere."""
+    if algorithm != "ring" or protocol != "Simple" or collective != "all_reduce" \
+            or t.ring_plateau == 1.0:
+        return xp.where(xp.asarray(n, dtype=float) >= 0, 1.0, 1.0)
+    on = (o > 1) & (xp.asarray(n, dtype=float) >= 64.0 * t.ring_plateau_channels * p)
+    return xp.where(on, t.ring_plateau, 1.0)
+
+
+def nccl_channels(algorithm: str, protocol: str, n: float, p: int, channels: int,
+                  t: NcclTuner) -> int:
+    """The channels a ring or tree call of ``n`` bytes over ``p`` ranks runs on, of the
+    communicator's ``channels`` (topoGetAlgoInfo, v2.26.2 ``src/enqueue.cc``): one fewer while
+    n < channels × threads × threshold, at least 1 — the largest c ≤ ``channels`` with
+    n ≥ c × threads × threshold (threshold × p for the ring LL). NVLS / NVLSTree run their
+    ``nvls_channels`` whatever the size (returned as they are); CollNet: not modelled."""
+    k, _ = _check("all_reduce", algorithm, protocol)
+    if channels < 1:
+        raise SpecError(f"channels={channels!r}; a communicator has 1 to 64 (MAXCHANNELS)")
+    if algorithm in ("nvls", "nvls_tree"):
+        return t.nvls_channels
+    if algorithm not in ("ring", "tree"):
+        raise SpecError(f"algorithm={algorithm!r}; nccl_channels prices ring, tree, nvls, "
+                        "nvls_tree")
+    thr = t.run_threshold[k] * (p if algorithm == "ring" and protocol == "LL" else 1)
+    return max(1, min(channels, int(n // (t.run_threads[k] * thr))))
 
 
 def _tree_factor(n: Arr, k: int, t: NcclTuner, xp: Any) -> Arr:
@@ -219,7 +268,8 @@ def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, no
     if (simple_only and protocol != "Simple") or (protocol == "LL128" and not t.nvlink) \
             or (algorithm == "tree" and not ar):
         return xp.where(n >= 0, float("inf"), 0.0)
-    lat = nccl_latency(collective, algorithm, protocol, p, o, t, xp)
+    lat = nccl_latency(collective, algorithm, protocol, p, o, t, xp) \
+        * _plateau(collective, algorithm, protocol, n, p, o, t, xp)
     ll_max = xp.where(o > 2, t.ll_max_more_nodes,
                       xp.where(o > 1, t.ll_max_two_nodes, t.ll_max_one_node))
     bw = xp.asarray(bus_bw, dtype=float)
@@ -341,10 +391,10 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
 
 
 def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
-          algorithms: tuple[str, ...] | None) -> tuple[tuple[int, float, float, float, float,
-                                                              int], ...]:
+          algorithms: tuple[str, ...] | None) -> tuple[Plan, ...]:
     """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree,
-    latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1): the
+    latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1, the
+    size from which the ring's plateau multiplies the latency or inf, ``_plateau``): the
     same arithmetic as ``nccl_time``, with what does not depend on the size done once per
     tuner (``NcclTuner.plans``). The source also says whose pipeline fill the pick pays."""
     key = (collective, p, o, nvls, nvls_tree, algorithms)
@@ -357,8 +407,7 @@ def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tr
 
 
 def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
-               algorithms: tuple[str, ...] | None) -> tuple[tuple[int, float, float, float,
-                                                                   float, int], ...]:
+               algorithms: tuple[str, ...] | None) -> tuple[Plan, ...]:
     from .xp import SCALAR
 
     ar = collective == "all_reduce"
@@ -376,14 +425,16 @@ def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nv
         if a == "ring":
             mult, cap = {"LL": (t.ring_ll, ll_max), "LL128": (t.ring_ll128, inf)}.get(
                 pr, (1.0, inf))
-            out.append((0, lat, mult, cap, p / (2 * (p - 1) if ar else p - 1), -1))
+            pl = 64.0 * t.ring_plateau_channels * p if pr == "Simple" and ar and o > 1 \
+                and t.ring_plateau != 1.0 else inf
+            out.append((0, lat, mult, cap, p / (2 * (p - 1) if ar else p - 1), -1, pl))
         elif a == "tree":
             tll128 = t.tree_ll128_nodes if o > 1 else t.tree_ll128_one_node
             mult, cap = {"LL": (t.tree * t.tree_ll, ll_max),
                          "LL128": (t.tree * tll128, inf)}.get(pr, (t.tree, inf))
-            out.append((0, lat, mult, cap, 0.5, k))
+            out.append((0, lat, mult, cap, 0.5, k, inf))
         else:
-            out.append((1 if a == "nvls" else 2, lat, 1.0, inf, 1.0, -1))
+            out.append((1 if a == "nvls" else 2, lat, 1.0, inf, 1.0, -1, inf))
     return tuple(out)
 
 
@@ -393,7 +444,7 @@ def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, 
     _check(collective, "ring", "LL")
     bws = (ring_bw, nvls_bw, nvls_tree_bw)
     best, src_best, bw_best = float("inf"), 0, 1.0
-    for src, lat, mult, cap, ratio, tk in _plan(collective, p, o, t, nvls_bw > 0,
+    for src, lat, mult, cap, ratio, tk, pl in _plan(collective, p, o, t, nvls_bw > 0,
                                                 nvls_tree_bw > 0, algorithms):
         bw = bws[src]
         if bw <= 0:
@@ -403,7 +454,7 @@ def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, 
             row = t.tree_correction[tk]
             j = int(math.log2(n / 64.0) + 1e-9)
             algbw *= row[j] if j < len(row) else 1.0
-        s = lat + n / algbw
+        s = (lat * t.ring_plateau if n >= pl else lat) + n / algbw
         if s < best:
             best, src_best, bw_best = s, src, algbw
     if src_best and t.nvls_fill_loops and collective == "all_reduce":  # pays the pick's fill

@@ -75,10 +75,16 @@ def _doc() -> dict[str, Any]:
     out["nvls"] = {k: q(nv[k], f"nvls.{k}", dim) for k, dim in (
         ("chunk", "bytes"), ("tree_chunk_4_nodes", "bytes"), ("max_heads", "ratio"),
         ("fill_loops", "ratio"))}
+    rc = doc["run_channels"]
+    out["run_channels"] = {k: q(v, f"run_channels.{k}", "bytes" if k.startswith("threshold")
+                                else "ratio") for k, v in rc.items()}
+    rp = doc["ring_plateau"]
+    out["ring_plateau"] = {k: q(v, f"ring_plateau.{k}", "ratio") for k, v in rp.items()}
     for a in out["arch"].values():
-        if a not in out["ll_one"] or a not in out["nvls_channels"]:
+        if a not in out["ll_one"] or a not in out["nvls_channels"] \
+                or a not in out["ring_plateau"]:
             raise SpecError(f"{_ORIGIN}: [arch] names {a!r}, which [ll_max.one_node] or "
-                            "[nvls.channels] lacks")
+                            "[nvls.channels] or [ring_plateau] lacks")
     return out
 
 
@@ -96,6 +102,7 @@ def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
     d = _doc()
     b = d["bandwidth"]
     host = "amd" if amd else "intel"
+    rc = d["run_channels"]
     return NcclTuner(
         version=d["version"], base=_row(d["base"]), intra=_row(d["nvlink" if nvlink else "pci"]),
         net=_row(d["net"]), nvlink=nvlink, ring_ll=b["ring_ll"], ring_ll128=b["ring_ll128"],
@@ -106,7 +113,12 @@ def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
         ll_max_more_nodes=d["ll_nodes"][f"{host}_more"], tree_correction=d["tree_correction"],
         nvls_channels=int(d["nvls_channels"][arch]), nvls_chunk_bytes=d["nvls"]["chunk"],
         nvls_tree_chunk_4_nodes=d["nvls"]["tree_chunk_4_nodes"],
-        nvls_max_heads=int(d["nvls"]["max_heads"]), nvls_fill_loops=d["nvls"]["fill_loops"])
+        nvls_max_heads=int(d["nvls"]["max_heads"]), nvls_fill_loops=d["nvls"]["fill_loops"],
+        ring_plateau=d["ring_plateau"][arch],
+        run_threads=(int(rc["threads_ll"]), int(rc["threads_ll128"]),
+                     int(rc["threads_simple"])),
+        run_threshold=(rc["threshold_ll"], rc["threshold_ll128"], rc["threshold_simple"]),
+        ring_plateau_channels=int(d["ring_plateau"]["channels"]))
 
 
 def tuner_for(c: Cluster) -> NcclTuner | None:

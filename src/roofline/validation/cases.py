@@ -126,7 +126,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {},
     },
     "cdna_tuned": {  # tuned GEMM kernel times on CDNA parts, judged only (validation/cdna_tuned.py)
-        "metrics": {"kernel_time": {"us": 1e-6}},
+        "metrics": {"kernel_time": {"us": 1e-6}, "flops_per_s": {"TFLOP/s": 1e12}},
         "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
         "optional": {"out_dtype": str},
     },

@@ -10,6 +10,10 @@ with the output written at the row's width (``out_dtype``: 4 bytes for the bf16 
 an fp8 GEMM writes 16 bits by default, Precision.matmul_out_bytes). Error = ours / published −
 1 in FLOP/s (published kernel time / ours − 1): + means we predict it faster. Nothing here is
 fitted; the rows are held out from every fit by construction.
+
+The same file holds AMD's Max-Achievable-FLOPs rows (source amd_maf: one hipBLASLt GEMM per
+dtype on the MI300X and MI325X, TFLOP/s with the median clock of the run), judged the same way
+against the CDNA 3 sets (``maf_table``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["tuned_cases", "tuned_time", "tuned_errors", "M_CLASSES", "tuned_table"]
+__all__ = ["tuned_cases", "tuned_time", "measured_time", "tuned_errors", "M_CLASSES",
+           "tuned_table", "maf_table"]
 
 #: the M (token) classes of the table: [lo, hi)
 M_CLASSES: tuple[tuple[int, int], ...] = ((64, 256), (256, 1024), (1024, 4096), (4096, 1 << 30))
@@ -60,10 +65,35 @@ def tuned_time(c: Case, *, smooth: bool = False) -> float:
     return float(TimeModel(g, hw, eff).evaluate(float(c["b"])).t_kernel.sum())
 
 
+def measured_time(c: Case) -> float:
+    """The published kernel time of ``c`` (s): as published for a kernel_time row, the dot's
+    FLOPs over the published rate for a flops_per_s row (AMD's MAF table)."""
+    if c.metric == "kernel_time":
+        return c.value_si
+    return 2.0 * c["b"] * c["m"] * c["n"] * c["k"] / c.value_si
+
+
 @lru_cache(maxsize=2)
 def tuned_errors(smooth: bool = False) -> tuple[tuple[Case, float], ...]:
     """(case, ours / published − 1 in FLOP/s) for every aiter row."""
-    return tuple((c, c.value_si / tuned_time(c, smooth=smooth) - 1.0) for c in tuned_cases())
+    return tuple((c, measured_time(c) / tuned_time(c, smooth=smooth) - 1.0)
+                 for c in tuned_cases() if c.source.startswith("aiter"))
+
+
+def maf_table() -> str:
+    """Markdown: AMD's MAF rows (MI300X / MI325X, one large GEMM per dtype, the median clock the
+    page gives), ours with the part's tile set and with the smooth model."""
+    lines = ["| row | published | tile set (held out) | error | smooth model | error |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for c in tuned_cases():
+        if c.source != "amd_maf":
+            continue
+        f = 2.0 * c["b"] * c["m"] * c["n"] * c["k"]
+        t, sm = tuned_time(c), tuned_time(c, smooth=True)
+        lines.append(f"| {c.id} | {c.value_si / 1e12:.0f} TFLOP/s | {f / t / 1e12:.0f} | "
+                     f"{measured_time(c) / t - 1:+.1%} | {f / sm / 1e12:.0f} | "
+                     f"{measured_time(c) / sm - 1:+.1%} |")
+    return "\n".join(lines)
 
 
 def _stats(errs: Sequence[float]) -> tuple[float, float, float]:

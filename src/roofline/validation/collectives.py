@@ -34,7 +34,8 @@ from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one
 
 __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
-           "collectives_holdout_table", "collectives_ramp_table", "collectives_figures"]
+           "collectives_holdout_table", "collectives_ramp_table", "collectives_figures",
+           "collectives_ring_tree_table"]
 
 PARAMS = ("nvls", "nvls5", "nvls_fill")
 #: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
@@ -93,6 +94,7 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
 
     c = _case_cluster(case)
     fill = nvls.get("nvls_fill") if isinstance(nvls, Mapping) else None
+    plateau = nvls.get("ring_plateau") if isinstance(nvls, Mapping) else None
     if isinstance(nvls, Mapping):
         key = PARAM_OF.get(case["cluster"])
         nvls = nvls[key] if key else None
@@ -105,6 +107,8 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
         return replace(links, nccl=None)
     if fill is not None and links.nccl is not None:
         links = replace(links, nccl=replace(links.nccl, nvls_fill_loops=fill))
+    if plateau is not None and links.nccl is not None:
+        links = replace(links, nccl=replace(links.nccl, ring_plateau=plateau))
     return links
 
 
@@ -344,6 +348,46 @@ _NAMED = {"x4": "H100 x4 NVLS", "b300": "B300 x8 all-reduce NVLS on",
           "a100": "A100 x256 (32 nodes, 4 HDR) all-reduce, 8 B"}
 
 
+def _ring_tree_cases() -> list[tuple[Case, str, str]]:
+    """The cases below 256 MiB whose call NCCL's tuner (ours) runs as a ring or a tree, with
+    the (algorithm, protocol) it picks."""
+    out = []
+    for c in collective_cases():
+        links = _links(c)
+        if c["bytes"] >= 2**28 or c["algorithm"] != "auto" or links.nccl is None:
+            continue
+        a, pr, _ = coll.group_nccl_choice(_collective(c), float(c["bytes"]), c["ranks"], 1,
+                                          links)
+        if a in ("ring", "tree"):
+            out.append((c, a, pr))
+    return out
+
+
+def collectives_ring_tree_table() -> str:
+    """The ring / tree mid-size table of docs/validation/collectives.md: each case below
+    256 MiB NCCL's tuner (ours) runs as a ring or a tree, with the channels NCCL's run takes
+    at that size (``ops.nccl.nccl_channels``, of at most MAXCHANNELS 64), the tuner latency's
+    share of our time, and our error."""
+    from ..ops.nccl import nccl_channels, nccl_latency
+
+    rows = ["| case | size | NCCL's pick (ours) | channels run at this size | latency share "
+            "| published | ours | error | source |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    for c, a, pr in _ring_tree_cases():
+        links = _links(c)
+        t_ = links.nccl
+        assert t_ is not None  # _ring_tree_cases keeps the cases NCCL's tuner prices
+        o = coll.group_split(float(c["ranks"]), 1.0, links.domain, SCALAR)[1]
+        ch = nccl_channels(a, pr, float(c["bytes"]), c["ranks"], 64, t_)
+        lat = float(nccl_latency(_collective(c), a, pr, c["ranks"], o, t_, SCALAR))
+        t = predict_time(c)
+        ours = predict(c)
+        rows.append(f"| {c.id} | {_size(c['bytes'])} | {a} / {pr} | "
+                    f"{'all' if ch >= 64 else ch} | {lat / t:.0%} | {c.measured:g} {c.unit} | "
+                    f"{_fmt(c, ours)} | {ours / c.value_si - 1:+.1%} | {c.source} |")
+    return "\n".join(rows)
+
+
 def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     """The figures docs/validation/collectives.md's prose quotes (inline ``<!--v:KEY-->``
     markers), by the code the tables use: named cases' ours / error (``coll.<name>.*``: with
@@ -396,6 +440,10 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
         out[f"coll.multi{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
         out[f"coll.multi{tag}.worst"] = pct(max(e, key=abs))
         out[f"coll.multi{tag}.within"] = pct(max(map(abs, e)), sign=False)
+    flat = ship | {"ring_plateau": 1.0}  # the ring's plateau off: what it moves
+    moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
+    out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
+    out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
     small = [c for c in collective_cases() if c.source == "nccltests309" and c["bytes"] <= 2**20]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in small]

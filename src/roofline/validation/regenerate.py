@@ -298,7 +298,7 @@ def _gemm_page() -> dict[str, str]:
             "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table(),
-            "cdna-tuned": cdna_tuned.tuned_table()}
+            "cdna-tuned": cdna_tuned.tuned_table(), "cdna-maf": cdna_tuned.maf_table()}
 
 
 def _gemm_figures() -> dict[str, str]:
@@ -345,7 +345,7 @@ def _collectives_page() -> dict[str, str]:
     from . import collectives as v
 
     return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
-            "ramp": v.collectives_ramp_table()}
+            "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table()}
 
 
 def _collectives_figures() -> dict[str, str]:
