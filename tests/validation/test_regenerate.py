@@ -28,6 +28,14 @@ def test_replace_block_and_inline_by_hand() -> None:
         R.fill_inline(text, {"j": "1"})
 
 
+
+def test_quoted_figures_by_hand() -> None:
+    text = "a <!--v:x-->1 %<!--/v--> b <!--v:y-->2<!--/v--> c <!--v:z-->9<!--/v-->\n"
+    quoted, stale = R.quoted_figures(text, {"x": "1 %", "y": "3", "w": "0"})
+    assert quoted == {"x", "y"}  # z is not computed here, w not on the page
+    assert stale == {"y": ("2", "3")}
+    assert R.quoted_figures(text, {"x": "1 %"}) == ({"x"}, {})
+
 def test_every_generated_block_on_every_page_has_a_generator() -> None:
     """A page block (<!-- NAME: ... --> ... <!-- end NAME -->) the command does not fill would
     go stale silently; uncertainty.md's coverage block is the uncertainty step's."""

@@ -49,6 +49,7 @@ from roofline.validation.inference import (
     tried_ratios,
     tried_table,
 )
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "inference.md"
 RUNTIMES = ("eager", "compiled")  # rl.solve's runtime
@@ -215,10 +216,8 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     # the figures its reading quotes sit in inline markers holding today's values
     text = DOC.read_text(encoding="utf-8")
     figs = tried_figures(ratios) | case_figures(computed) | floor_figures(computed)
-    quoted = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(quoted) >= 20
-    for k in quoted:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 20 and not stale, stale
     # by hand: a variant's per-case figure is its r - 1 in whole percent; "as shipped" is the
     # case table's default error
     one = "bertB-fp16-a100-s128-b1"

@@ -10,6 +10,7 @@ import pytest
 
 import roofline as rl
 from roofline.validation import llamacpp as v
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "llamacpp.md"
 
@@ -139,10 +140,8 @@ def test_prose_figures_are_the_codes(rep, pp) -> None:
     computes from the page's hold-out, class study and pp rows; two by hand."""
     text = DOC.read_text(encoding="utf-8")
     figs = v.llamacpp_figures(rep, v.class_study(), pp)
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 20
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 20 and not stale, stale
     ratios = [1 + r["error"] for r in pp if r["class"] == "nvidia" and not r["outlier"]
               and r["hardware"] != "rtx-4090"]
     assert figs["lc.pp.datacenter"] == f"{min(ratios):.1f}–{max(ratios):.1f}×"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roofline.validation import load_cases
+from roofline.validation.regenerate import quoted_figures
 from roofline.validation.training_graphs import cases, report_table, rows, summary
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "training.md"
@@ -59,10 +60,8 @@ def test_prose_figures_are_the_codes() -> None:
     text = DOC.read_text(encoding="utf-8")
     rs = rows()
     figs = graphs_figures(rs, loader_rows())
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 20
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 20 and not stale, stale
     rn = [r for r in rs if r["model"] == "resnet50"]
     e = sorted(abs(r["error"]) for r in rn)
     assert figs["tg.rn50.median"] == f"{(e[1] + e[2]) / 2:.1%}".replace("%", " %")

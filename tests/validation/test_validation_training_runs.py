@@ -12,6 +12,7 @@ import pytest
 
 from roofline.validation import load_cases
 from roofline.validation import training_runs as v
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "training-runs.md"
 
@@ -154,10 +155,8 @@ def test_prose_figures_are_the_codes(rows, hopper) -> None:
     computes from the same rows and hold-out; two by hand."""
     text = DOC.read_text(encoding="utf-8")
     figs = v.training_runs_figures(rows, v.long_rows(), hopper)
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 20
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 20 and not stale, stale
     cp = next(r for r in rows if r["id"] == "Llama 3 405B 16K GPUs CP16 128K")
     assert figs["tr.err.Llama_3_405B_16K_GPUs_CP16_128K"] == \
         f"{cp['error'] * 100:+.1f} %".replace("-", "−")

@@ -14,6 +14,7 @@ from roofline.analysis.sensitivity import scaled_hardware
 from roofline.engine.presets import default_tables, efficiency_for, read_arch_tables
 from roofline.errors import SpecError
 from roofline.validation import vendors as v
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "vendors.md"
 
@@ -225,10 +226,8 @@ def test_read_section_figures_are_the_codes(rep) -> None:
 
     text = DOC.read_text(encoding="utf-8")
     figs = vendors_read_figures(rep)
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 30
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 30 and not stale, stale
     err = {cid: e for cid, _, _, _, e in rep.judged}
     assert figs["v.row.H200_SXM_fp8.1"] == f"{err['mamf H200 SXM fp8'] * 100:+.1f} %" \
         .replace("-", "−")

@@ -91,6 +91,15 @@ def replace_block(text: str, name: str, body: str, page: str = "page") -> str:
     return text[:m.start(2)] + body + text[m.end(2):]
 
 
+def quoted_figures(text: str, values: Mapping[str, str]
+                   ) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """The keys of ``values`` that ``text`` quotes as inline figures, and those among them whose
+    marker holds another text (KEY -> (on the page, computed)): a page test's one check."""
+    page = {m.group(1): m.group(2) for m in _INLINE.finditer(text)}
+    quoted = page.keys() & values.keys()
+    return quoted, {k: (page[k], values[k]) for k in quoted if page[k] != values[k]}
+
+
 def fill_inline(text: str, values: Mapping[str, str], page: str = "page") -> str:
     """``text`` with every inline figure ``<!--v:KEY-->old<!--/v-->`` set to ``values[KEY]``;
     an unknown key is an error naming the allowed ones."""
