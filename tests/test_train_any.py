@@ -4,6 +4,8 @@ and BERT-large training throughput: tests/validation/test_validation_training_gr
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import roofline as rl
@@ -215,6 +217,17 @@ def test_generic_zero_stages_and_full_recompute() -> None:
         rl.train("resnet50", "dgx-a100", recompute="selective", **kw)
     with pytest.raises(SpecError, match="pp=2 does not apply"):
         rl.train("resnet50", "dgx-a100", pp=2, **kw)
+    # decoder-only options given away from their defaults are refused, not silently ignored
+    # (each was accepted and dropped on a generic graph before); at their defaults, no change
+    for bad in (dict(cp=2), dict(pp_stages=(1, 1)), dict(attention_kernel="fa3"),
+                dict(fused_attention=False), dict(dropout=True), dict(elementwise="eager")):
+        (name, val), = bad.items()
+        msg = re.escape(f"{name}={val!r} is modelled for decoder LMs only")
+        with pytest.raises(SpecError, match=msg):
+            rl.train("resnet50", "dgx-a100", **bad, **kw)
+    same = rl.train("resnet50", "dgx-a100", cp=1, attention_kernel="auto", elementwise="fused",
+                    fused_attention=True, dropout=False, **kw)
+    assert same.step_time == r[0].step_time
 
 
 def test_train_on_one_device_spec() -> None:

@@ -94,10 +94,32 @@ def _check(name: str, v: Any, lo: int = 1) -> int:
     return int(v)
 
 
-def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any]) -> tuple[int, str]:
+#: ``rl.train``'s options that only the decoder model reads, with their defaults (in order)
+_DECODER_DEFAULTS = (("cp", 1), ("pp_stages", None), ("attention_kernel", "auto"),
+                     ("fused_attention", True), ("dropout", False), ("elementwise", "fused"))
+
+
+def decoder_options(*given: Any) -> dict[str, Any]:
+    """Those of the decoder-only options (``_DECODER_DEFAULTS``' order) given away from their
+    defaults: a generic graph refuses them rather than ignore them."""
+    return {k: v for (k, d), v in zip(_DECODER_DEFAULTS, given, strict=True)
+            if v is not d and v != d}
+
+
+def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any],
+             decoder_only: dict[str, Any] | None = None) -> tuple[int, str]:
     """ZeRO stage and recompute mode for a graph that is not a decoder LM; a SpecError for
-    what does not apply to it (tp, pp, ep, interleave; selective recompute)."""
+    what does not apply to it (tp, pp, ep, interleave; selective recompute; ``decoder_only``:
+    the decoder options ``rl.train`` was given away from their defaults, which this model
+    would otherwise ignore)."""
     bad = {k: v for k, v in unused.items() if v not in (None, 1, False)}
+    if decoder_only:
+        raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM): "
+                        f"{', '.join(f'{k}={v!r}' for k, v in decoder_only.items())} is modelled "
+                        "for decoder LMs only (context parallelism, stage sizes, the attention "
+                        "kernel, dropout masks, eager element-wise chains); this graph is priced "
+                        "with its own ops: leave cp=1, pp_stages=None, attention_kernel='auto', "
+                        "fused_attention=True, dropout=False, elementwise='fused'")
     if bad:
         raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
                         f"modelled data parallel, with ZeRO and full recompute; "
@@ -123,11 +145,12 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
                 preset: str = "default", zero: int | None = None, recompute: str | None = None,
-                data_loader: Any = None, **unused: Any) -> TrainingResult:
+                data_loader: Any = None, decoder_only: dict[str, Any] | None = None,
+                **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring); ``data_loader``
     the host input pipeline's ceiling (training/input_pipeline.py, off when None)."""
     m = resolve_model(model)
-    zero, recompute = _options(m, zero, recompute, unused)
+    zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
     c = resolve_cluster(cluster, nodes)
     p = make_precision(precision)

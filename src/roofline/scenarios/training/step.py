@@ -476,14 +476,16 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
                         f"{m.name} has no experts")
     if m.config is None or m.config.arch != "decoder":
-        from .generic import train_graph
+        from .generic import decoder_options, train_graph
 
         odt = None if optimizer_dtype == "fp32" else optimizer_dtype  # refused unless default
         return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
                            seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
                            optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
                            pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
-                           optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader)
+                           optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
+                           decoder_only=decoder_options(cp, pp_stages, attention_kernel,
+                                                        fused_attention, dropout, elementwise))
     if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
         raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
     recompute = "selective" if recompute is None else recompute  # decoder defaults
