@@ -21,6 +21,7 @@ import pytest
 from roofline.ops import collectives as coll
 from roofline.validation import collectives as v
 from roofline.validation import load_cases
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "collectives.md"
 
@@ -283,10 +284,8 @@ def test_prose_figures_are_the_codes() -> None:
     collectives_figures computes today; two by hand from the case table's own numbers."""
     text = DOC.read_text(encoding="utf-8")
     figs = v.collectives_figures()
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 30
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    used, stale = quoted_figures(text, figs)
+    assert len(used) >= 30 and not stale, stale
     errs = {c.id: (b, e) for c, b, e in v.collective_errors()}
     b, e = errs["H100 x4 NVLS"]
     assert figs["coll.x4"] == f"{b / 1e9:.0f}" and figs["coll.x4.err"] == f"{e * 100:+.0f} %"
