@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, leave_one_source_out
+from .holdout import FitReport, Refit, leave_one_source_out, span_pct
 
 __all__ = ["GRID", "START", "PARAMS", "training_cases", "gpt_model", "measured_step_time",
            "predict_training", "training_errors", "fit_training", "training_holdout",
@@ -248,7 +248,7 @@ def training_figures(res: list[tuple[Case, float, float, dict[str, object]]] | N
                 f"trm.without.{p.source}.scale_up":
                     f"{p.fitted_without.values['scale_up_efficiency']:.2f}"}
     big = [err[f"K22 {m} {r}"] for m in ("530B", "1T") for r in ("full", "sel+SP")]
-    out["trm.k22_big"] = f"{min(big) * 100:.0f}–{max(big) * 100:.0f} %"
+    out["trm.k22_big"] = span_pct(big, signed=False)  # sizes: the prose says over-predicted
     out["trm.n21_big"] = pct(max(abs(err["N21 529.6B"]), abs(err["N21 1008.0B"])), 0)
     out["trm.k22_22b_sp"] = pct(err["K22 22B sel+SP"], sign=True)
     return out

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out
+from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out, span_pct
 
 __all__ = ["cases", "predict_run", "rows", "report_table", "summary", "hopper_cases",
            "training_runs_figures",
@@ -325,7 +325,7 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
         out[f"tr.long.{kern}.median"] = pct(statistics.median(map(abs, es)), 0, sign=False)
     out["tr.long.run.span"] = span([x["error_run"] for x in long], "…")
     nemo = [x["error"] for x in rs if x["source"] == "nemo2407" and x["id"] != "NeMo Llama2-7B SFT"]
-    out["tr.nemo_others"] = f"{min(map(abs, nemo)) * 100:.0f}–{max(map(abs, nemo)) * 100:.0f} %"
+    out["tr.nemo_others"] = span_pct(nemo, signed=False)
     by = {x["id"]: x for x in rs}
     lora, sft = by["NeMo Llama2-7B LoRA"], by["NeMo Llama2-7B SFT"]
     out["tr.lora.published"] = f"{lora['published'] / sft['published']:.2f}"

@@ -102,8 +102,10 @@ def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any]) -> tuple
         raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
                         f"modelled data parallel, with ZeRO and full recompute; "
                         f"{', '.join(f'{k}={v!r}' for k, v in bad.items())} does not apply "
-                        "(tensor, pipeline and expert parallelism need a decoder's layer "
-                        "structure): use tp=pp=ep=1")
+                        "(tensor, pipeline and expert parallelism, pipeline schedules "
+                        "(pp_flushes) and bf16 optimizer states (optimizer_dtype) are modelled "
+                        "for decoder LMs): leave tp, pp, ep, interleave and pp_flushes at 1 "
+                        "and optimizer_dtype at 'fp32'")
     z = 0 if zero is None else zero
     if isinstance(z, bool) or z not in (0, 1, 2, 3):
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
