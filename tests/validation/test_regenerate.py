@@ -180,3 +180,22 @@ def test_shared_reports_are_computed_once_per_run(monkeypatch) -> None:
     assert first is second and other is not first and calls == [(), ("cases",)]
     assert llamacpp.llamacpp_holdout is fake
     RM.MEMO.clear()
+
+
+def test_run_starts_and_ends_with_an_empty_memo(monkeypatch) -> None:
+    """No report memoized before a run (a previous run, a test) is served in it, and none is
+    left after it, even when a step fails."""
+    from roofline.validation import regenerate_memo as RM
+
+    seen: list[dict] = []
+
+    def step(st) -> None:
+        seen.append(dict(RM.MEMO))
+        RM.once("k", object)
+        raise RuntimeError("step failed")
+
+    monkeypatch.setitem(R._RUN, "readme", step)
+    RM.MEMO["stale"] = object()
+    with pytest.raises(RuntimeError, match="step failed"):
+        R.run(only="readme", check=True)
+    assert seen == [{}] and RM.MEMO == {}

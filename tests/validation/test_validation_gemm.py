@@ -25,6 +25,7 @@ from roofline.specs.dtypes import precision
 from roofline.specs.hardware import hardware
 from roofline.validation import gemm as v
 from roofline.validation import load_cases
+from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "gemm.md"
 
@@ -459,10 +460,8 @@ def test_prose_figures_are_the_codes() -> None:
 
     text = DOC.read_text(encoding="utf-8")
     figs = gemm_page_figures()
-    used = [k for k in figs if f"<!--v:{k}-->" in text]
-    assert len(used) >= 40
-    for k in used:
-        assert f"<!--v:{k}-->{figs[k]}<!--/v-->" in text, k
+    quoted, stale = quoted_figures(text, figs)
+    assert len(quoted) >= 40 and not stale, stale
     e = {c.id: x for c, _, x in v.gemm_errors()}["B200 bf16 4096x4096x4096"]
     assert figs["gemm.b200_4096"] == f"{abs(e) * 100:.0f} %"
     c = next(c for c in v.nvidia_control_cases() if c.id == "mamf H100 SXM bf16")

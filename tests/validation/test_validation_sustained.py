@@ -81,3 +81,11 @@ def test_errors_within_stated_bounds() -> None:
 
 def test_page_shows_the_table() -> None:
     assert v.sustained_table() in DOC.read_text(encoding="utf-8")
+
+
+def test_unknown_part_names_the_pairs() -> None:
+    from roofline.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="'h100-pcie'") as e:
+        v.sustained_fit("h100-pcei")
+    assert "capped part" in str(e.value)

@@ -31,10 +31,8 @@ def test_doc_tables_are_generated(rep, doc_block) -> None:
     # the judged errors the prose quotes (inline markers the regenerate command fills)
     doc = DOC.read_text(encoding="utf-8")
     figs = v.judged_figures(rep)
-    assert "<!--v:judged/amdperf-->" in doc
-    for k, val in figs.items():
-        if f"<!--v:{k}-->" in doc:
-            assert f"<!--v:{k}-->{val}<!--/v-->" in doc, k
+    quoted, stale = quoted_figures(doc, figs)
+    assert "judged/amdperf" in quoted and not stale, stale
     # by hand: the AMD 2025 vLLM rows' |error| range, rounded to whole percent
     amd = [e for cid, _, _, _, e in rep.judged if cid.startswith("AMD vLLM")]
     assert figs["judged/amdperf"] == f"{min(amd) * 100:.0f}–{max(amd) * 100:.0f} %"
@@ -83,13 +81,14 @@ def test_errors_within_stated_bounds(rep) -> None:
     assert all(abs(e) <= 0.10 for e in big)
     # Azure's smaller sizes, judged at op time (the launch model on 5-20 µs kernels): the H100's
     # (CUDA 12.6) 20-25 % too slow, the H200's (CUDA 12.8, faster small-size kernels) 30-50 %;
-    # the thin 802816 x 192 x 768 rows too fast (their fp16 output written as 1-byte fp8)
+    # the thin 802816 x 192 x 768 rows 13-15 % too fast (+35 % on the H100 while their fp16 D
+    # was counted as 1-byte fp8; an fp8 matmul writes 16 bits: Precision.matmul_out_bytes)
     small = {cid: e for cid, e in nv.items() if not sets_max(cases[cid])}
     assert all(-0.25 <= e <= -0.18 for cid, e in small.items()
                if "H100" in cid and "802816" not in cid)
     assert all(-0.52 <= e <= -0.28 for cid, e in small.items()
                if "H200" in cid and "802816" not in cid)
-    assert all(0.10 <= e <= 0.40 for cid, e in small.items() if "802816" in cid)
+    assert all(0.10 <= e <= 0.20 for cid, e in small.items() if "802816" in cid)
     # the end-to-end fp8 rule leaves Gaudi 3's kernel-only fp8 matmul too slow; MAMF's H200
     # fp8 row, priced at the maximum boost clock its harness runs at, is -10...-20 % (-19.5 %
     # at the peaks' clock; its best shape leaves a partial second wave)

@@ -50,21 +50,10 @@ def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
 
 def _bound_rms() -> float:
     """RMS of log(ours / measured) over the serving cases priced with ``preset="bound"`` (the
-    pure roofline), every other argument the case's (``serving.predict_serving``'s call)."""
-    from ..scenarios.serving import serve
-    from ..specs.dtypes import precision as make_precision
-    from .serving import serving_cases
+    pure roofline), every other argument the case's (``serving.predict_serving``)."""
+    from .serving import predict_serving, serving_cases
 
-    logs = []
-    for c in serving_cases():
-        sc = c.scenario
-        p = make_precision(sc["precision"], activations=sc["activations"], kv=sc["kv"])
-        r = serve(sc["model"], sc["hardware"], batch=sc["batch"], prompt_len=sc["prompt"],
-                  output_len=sc["output"], precision=p, tp=sc["tp"], engine=sc["engine"],
-                  preset="bound")
-        v = {"tok_s_gpu": r.tokens_per_s_per_device, "tok_s": r.tokens_per_s, "ttft": r.ttft,
-             "tpot": r.tpot, "e2e": r.e2e_latency}[c.metric]
-        logs.append(math.log(v / c.value_si))
+    logs = [math.log(predict_serving(c, preset="bound") / c.value_si) for c in serving_cases()]
     return math.sqrt(sum(x * x for x in logs) / len(logs))
 
 

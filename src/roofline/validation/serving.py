@@ -123,9 +123,10 @@ def _profiles(values: Mapping[str, float] | None) -> dict[str, Any] | None:
     return out
 
 
-def predict_serving(case: Case, factors: Any = None) -> float:
+def predict_serving(case: Case, factors: Any = None, preset: str = "default") -> float:
     """Our number for ``case`` in SI (tokens/s or s); ``factors``: a ServingFactors to use
-    instead of the case's engine profile."""
+    instead of the case's engine profile; ``preset``: rl.serve's (``"bound"``: the pure
+    roofline README quotes)."""
     from ..scenarios.serving import serve
     from ..specs.dtypes import precision as make_precision
 
@@ -133,7 +134,7 @@ def predict_serving(case: Case, factors: Any = None) -> float:
     p = make_precision(sc["precision"], activations=sc["activations"], kv=sc["kv"])
     s = serve(sc["model"], sc["hardware"], batch=sc["batch"], prompt_len=sc["prompt"],
               output_len=sc["output"], precision=p, tp=sc["tp"],
-              engine=factors if factors is not None else sc["engine"])
+              engine=factors if factors is not None else sc["engine"], preset=preset)
     if not s.feasible:
         raise AssertionError(f"{case.id}: does not fit: {s.reason}")
     return float({"tok_s_gpu": s.tokens_per_s_per_device, "tok_s": s.tokens_per_s,

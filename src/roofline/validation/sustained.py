@@ -33,6 +33,10 @@ MIN_SIZE = 4096
 
 def pair_cases(part: str) -> tuple[tuple[Case, ...], tuple[Case, ...]]:
     """(the capped part's cases, the reference part's cases) of ``part``'s pair."""
+    if part not in PAIRS:
+        from ..errors import unknown
+
+        raise unknown("capped part (validation.sustained.PAIRS)", part, PAIRS)
     src, _, ref_src = PAIRS[part]
     cs = load_cases("gemm").cases
     return (tuple(c for c in cs if c.source == src), tuple(c for c in cs if c.source == ref_src))
