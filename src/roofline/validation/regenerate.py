@@ -365,7 +365,8 @@ def _collectives_page() -> dict[str, str]:
     from . import collectives as v
 
     return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
-            "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table()}
+            "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table(),
+            "searchbw": v.collectives_search_table()}
 
 
 def _collectives_figures() -> dict[str, str]:
