@@ -112,10 +112,12 @@ def test_errors_within_stated_bounds() -> None:
             assert abs(per[big].held_out.worst) <= 0.11, key
         else:
             assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
-    # the row no fit saw (mamfv1 MI300X): the smooth model within 10 %, the tile set 5-25 %
-    # too slow (stated on the page; 25 % without the stream-K candidates)
+    # the row no fit saw (mamfv1 MI300X): the smooth model 10-20 % too slow (-16 % at 0.51, the
+    # MI300X's clock; -8 % at 0.56 before the smooth model priced clocks: a held-out row made
+    # worse, stated on vendors.md), the tile set 5-25 % too slow (stated on the page; 25 %
+    # without the stream-K candidates)
     (j,) = v.cdna_judged_cases()
-    assert abs(g.predict_gemm(j, smooth=True) / j.value_si - 1) <= 0.10
+    assert -0.20 <= g.predict_gemm(j, smooth=True) / j.value_si - 1 <= -0.10
     assert -0.25 <= g.predict_gemm(j) / j.value_si - 1 <= -0.05
     assert not {c.id for c in v.cdna_anchor_cases()} & {j.id}
     _, ins = v.cdna_in_sample("cdna4", "fp8")

@@ -112,6 +112,9 @@ def test_span_pct_by_hand() -> None:
     # sizes of one sign: |-0.206| .. |-0.328| -> "21–33 %"
     assert span_pct([-0.206, -0.328, -0.219], signed=False) == "21–33 %"
     assert span_pct([0.4644, 0.711], signed=False, digits=1) == "46.4–71.1 %"
+    # both ends round alike: one figure (|-0.0197| and 0.0200 -> 2 and 2)
+    assert span_pct([-0.0197, 0.0200], signed=False) == "2 %"
+    assert span_pct([0.021, 0.024]) == "+2 %"
 
 
 def test_fmt_pct_by_hand() -> None:

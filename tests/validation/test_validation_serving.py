@@ -102,7 +102,7 @@ def test_holdout_leaves_each_source_out(holdout):
 def test_the_fit_prices_fp8_as_serve_does():
     """One pricing path: the fit's trial of the shared fp8 factor is the preset's multiplier on
     each part's own 16-bit GEMM fraction, so the shipped values passed as a trial give
-    rl.serve's numbers on every case, the MI300X fp8 rows (CDNA 3, 16-bit 0.56) included."""
+    rl.serve's numbers on every case, the MI300X fp8 rows (CDNA 3, 16-bit 0.51) included."""
     from roofline.engine.presets import default_tables, efficiency_for
     from roofline.scenarios.serving.plan import ServingFactors
 
@@ -110,13 +110,14 @@ def test_the_fit_prices_fp8_as_serve_does():
     assert any(c["hardware"] == "MI300X" and c["precision"] == "fp8" for c, _, _ in a)
     for (c, x, _), (_, y, _) in zip(a, b):
         assert x == pytest.approx(y, rel=1e-12), c.id
-    # by hand: on CDNA 3 a trial 0.6125 prices fp8 GEMMs at 0.56 x 0.6125 = 0.343 of the fp8
-    # peak, and on the [gpu] kind at 0.80 x 0.6125 = 0.49 (not 0.49 on both, as before)
+    # by hand: on CDNA 3 a trial 0.6125 prices fp8 GEMMs at 0.51 x 0.6125 = 0.312 of the fp8
+    # peak (the MI300X: its clock is the reference), and on the [gpu] kind at 0.80 x 0.6125 =
+    # 0.49 (not 0.49 on both, as before)
     assert v.shipped_serving_values()["trtllm.gemm_dtype_fp8"] == pytest.approx(0.6125)
     f = ServingFactors(name="trial", gemm_dtype_fp8=0.6125)
     cdna3 = efficiency_for(rl.hardware("MI300X"), "default")
-    assert cdna3.gemm.max == 0.56
-    assert f.efficiency(cdna3, "fp8").gemm_for("fp8").max == pytest.approx(0.343, rel=1e-12)
+    assert cdna3.gemm.max == 0.51 and cdna3.clock_of("fp8") == 1.0
+    assert f.efficiency(cdna3, "fp8").gemm_for("fp8").max == pytest.approx(0.312375, rel=1e-12)
     gpu = default_tables()["gpu"]
     assert f.efficiency(gpu, "fp8").gemm_for("fp8").max == pytest.approx(0.49, rel=1e-12)
 

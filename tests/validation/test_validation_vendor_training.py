@@ -61,11 +61,12 @@ def test_mi325x_node_links_by_hand() -> None:
 
 
 def test_shipped_factors_are_systematically_slow(rows) -> None:
-    # as shipped ([gpu-cdna3] 0.483, derived, never fitted on a training run) every MI325X run
-    # is predicted too slow: -17 ... -31 % today
-    assert all(-0.35 <= r["error"] <= -0.10 for r in rows)
+    # as shipped ([gpu-cdna3] 0.440 at the MI300X's clock, x 1.199 / 1.190 on the MI325X bf16 /
+    # fp8; derived, never fitted on a training run) every MI325X run is predicted too slow:
+    # -9 ... -25 % today (-17 ... -31 % before the clock, median 20.2 %)
+    assert all(-0.30 <= r["error"] <= -0.05 for r in rows)
     s = v.vendor_summary(rows)
-    assert 0.15 <= s["median_abs_error"] <= 0.25 and s["geomean_ratio"] < 0.85
+    assert 0.10 <= s["median_abs_error"] <= 0.17 and s["geomean_ratio"] < 0.90
     assert all(r["result"].feasible for r in rows)
 
 
@@ -74,8 +75,9 @@ def test_the_fit_is_judged_not_shipped(rep) -> None:
 
     # the shipped value stays the derived one; the refit moves it up and halves no less than
     # the median error held out
-    assert rep.shipped["gemm_max"] == training_factors("gpu", "mi325x").gemm.max == 0.483
-    assert 0.55 <= rep.refit.values["gemm_max"] <= 0.70
+    assert rep.shipped["gemm_max"] == training_factors("gpu", "mi325x").gemm.max == 0.440
+    # at the MI300X's clock: 0.52 x 1.199 = 0.62 of the MI325X's bf16 peak
+    assert 0.47 <= rep.refit.values["gemm_max"] <= 0.58
     assert rep.loso.median_abs <= 0.06 and abs(rep.loso.worst) <= 0.20
     assert rep.shipped_in_sample.median_abs > 3 * rep.loso.median_abs
 

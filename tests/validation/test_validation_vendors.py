@@ -111,10 +111,16 @@ def test_errors_within_stated_bounds(rep) -> None:
 
 
 def test_matmul_priced_by_hand() -> None:
-    """One MI300X bf16 matmul: 2mnk / (peak · max / (1 + a/M + b/N + c/K)) + the 2 µs kernel gap."""
+    """One MI300X bf16 matmul: 2mnk / (peak · max / (1 + a/M + b/N + c/K)) + the 2 µs kernel gap;
+    the MI325X's at its engine clock over the MI300X's (AMD MAF medians, 1447 / 1207 MHz)."""
     c = next(x for x in v.vendor_cases() if x.id == "mamf MI300X bf16")
     m, n, k = 10240, 15360, 8192
-    e = 0.56 / (1 + 32 / m + 32 / n + 16 / k)
+    e = 0.51 / (1 + 32 / m + 32 / n + 16 / k)
+    t = 2 * m * n * k / (1307.4e12 * e) + 2e-6
+    assert v.predict(c) == pytest.approx(2 * m * n * k / t, rel=1e-6)
+    c = next(x for x in v.vendor_cases() if x.id == "mamf MI325X bf16")
+    m, n, k = 13312, 10240, 8192
+    e = 0.51 * 1447 / 1207 / (1 + 32 / m + 32 / n + 16 / k)  # 0.6114 / 1.0071 = 0.607
     t = 2 * m * n * k / (1307.4e12 * e) + 2e-6
     assert v.predict(c) == pytest.approx(2 * m * n * k / t, rel=1e-6)
 
@@ -123,7 +129,7 @@ def test_architecture_tables_patch_only_their_parts() -> None:
     gpu = default_tables()["gpu"]
     mi = efficiency_for(rl.hardware("MI300X"), "default")
     h100 = efficiency_for(rl.hardware("H100"), "default")
-    assert mi.gemm.max == pytest.approx(0.56) and mi.label == "default/gpu-cdna3/tiles"
+    assert mi.gemm.max == pytest.approx(0.51) and mi.label == "default/gpu-cdna3/tiles"
     assert mi.tiles is not None and mi.tiles.arch == "cdna3" and mi.tiles.slots == 304
     # everything the table does not set is the kind's: tile sizes, memory, launch, fp8 rule
     assert (mi.gemm.a, mi.gemm.b, mi.gemm.c) == (gpu.gemm.a, gpu.gemm.b, gpu.gemm.c)
@@ -140,7 +146,7 @@ def test_architecture_tables_patch_only_their_parts() -> None:
     assert g2.memory == default_tables()["accelerator"].memory
     # a hypothetical variant keeps its part's architecture
     s = scaled_hardware(rl.hardware("MI300X"), peak=1.3, tag="t")
-    assert efficiency_for(s, "default").gemm.max == pytest.approx(0.56)
+    assert efficiency_for(s, "default").gemm.max == pytest.approx(0.51)
     # solve prices its matmuls with the CDNA 3 tile set (data/presets/tiles.toml): a
     # compute-bound prefill at most (1 + 64/256 + 64/128 + 256/4096) / 0.9 = 2.01 times the
     # per-tile time at the full peak (the largest tile, 256 x 128, K >= 4096 in Llama 3.1 8B),
@@ -203,8 +209,9 @@ def test_every_listed_device_is_a_zoo_part_of_its_kind() -> None:
 
 
 def test_cdna3_training_fraction_is_the_kernel_ratio_derivation() -> None:
-    """training.toml [gpu-cdna3]: 0.56 (CDNA 3 kernel) × 0.69 / 0.80 (the [gpu] training over
-    kernel fraction), rounded to 0.483; a hypothetical variant keeps it; NVIDIA parts do not."""
+    """training.toml [gpu-cdna3]: 0.51 (CDNA 3 kernel, at the MI300X's clock) × 0.69 / 0.80 (the
+    [gpu] training over kernel fraction) = 0.440; a hypothetical variant keeps it; NVIDIA parts
+    do not."""
     from roofline.scenarios.training.factors import factor_table_for, training_factors
 
     f = training_factors("gpu", "mi300x")

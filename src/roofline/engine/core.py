@@ -255,7 +255,7 @@ class TimeModel:
         #: totals per batch where whole waves keep the closed form off (computed once each)
         self._memo: dict[float, Totals] | None = {} if self.waves is not None else None
         self._env_arr: tuple[np.ndarray, np.ndarray] | None = None
-        self.ridge_effective = self.peak * eff.gemm_for(dtype).max * (
+        self.ridge_effective = self.peak * eff.gemm_for(dtype).max * eff.clock_of(dtype) * (
             1.0 if eff.is_bound else hw.sustained(dtype)) / (self.bw * mem.max)
         self._split: Any = False  # ``split``, built on first use (a sweep never needs it)
         #: totals_many's split (engine/split.py), built on its first use; False: none applies
@@ -280,8 +280,9 @@ class TimeModel:
         self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
 
     def _compute_lines(self, graph: Graph, hw: Hardware, eff: Efficiency, dtype: str) -> None:
-        """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max)`` with
-        M = m1·B clamped to >= 1, i.e. a/M = min(a/(m1·B), a); other ops 1/vector rate."""
+        """Seconds per FLOP: matmul-class ops ``(1 + a/M + b/N + c/K)/(peak·max·clock)`` with
+        M = m1·B clamped to >= 1, i.e. a/M = min(a/(m1·B), a) (``clock``: the part's clock
+        ratio, Efficiency.clock); other ops 1/vector rate."""
         classes = graph.classes
         is_c = graph.is_compute
         g = eff.gemm_for(dtype)
@@ -292,8 +293,10 @@ class TimeModel:
             rate_vec = vpeak * np.array([eff.vector.of(c) for c in classes])
         else:
             rate_vec = vpeak * eff.vector.max
-        gpk: float | np.ndarray = self.peak * g.max * (1.0 if eff.is_bound
-                                                       else hw.sustained(dtype))
+        # the part's clock over the one the factors were fitted at (Efficiency.clock)
+        clk = eff.clock_of(dtype)
+        gpk: float | np.ndarray = self.peak * g.max * clk * (1.0 if eff.is_bound
+                                                             else hw.sustained(dtype))
         conv = np.array([c == "conv" for c in classes])
         if eff.conv.scale != 1.0 or eff.attention.scale != 1.0:
             att = np.array([c == "attention" for c in classes])
@@ -319,7 +322,7 @@ class TimeModel:
             self.inv_cap = np.where(is_c, ga / gpk_a, 0.0)
             # the GEMV floor: seconds per FLOP never above 1 / (peak · gemv), through the cap
             # of the M penalty (a/M <= the room between the N, K part and the floor)
-            gv = g.gemv * (1.0 if eff.is_bound else hw.sustained(dtype))
+            gv = g.gemv * clk * (1.0 if eff.is_bound else hw.sustained(dtype))
             if gv > 0 and not eff.is_bound:
                 room = np.maximum(1.0 / (self.peak * gv) - self.inv_c0, 0.0)
                 self.inv_cap = np.where(is_c, np.minimum(self.inv_cap, room), self.inv_cap)

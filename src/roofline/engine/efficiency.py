@@ -239,6 +239,12 @@ class Efficiency:
     cpu: Cpu | None = None
     #: whole waves of output tiles for GPU matmuls (engine/tiles.py); None: the smooth model
     tiles: Tiles | None = None
+    #: (dtype, the part's engine clock under long matmuls of that dtype / the clock of the part
+    #: the factors were fitted at), where parts of one architecture sustain different clocks
+    #: (data/presets/tiles.toml ``[arch.<name>.clock]``, the one table the tile sets read too;
+    #: engine/tiles.py ``clock_ratios``): every compute rate of the matmul models (``gemm``,
+    #: ``gemm_for``, its GEMV floor) is scaled by it; a dtype not listed: 1
+    clock: tuple[tuple[str, float], ...] = ()
     workspace: float = 0.0  #: bytes reserved by runtime/framework
     label: str = "bound"
     provenance: dict[str, Provenance] = field(default_factory=dict, compare=False, hash=False,
@@ -255,6 +261,13 @@ class Efficiency:
         self.gemm.check(lb, "gemm")
         if self.tiles is not None:
             self.tiles.check(lb)
+        for d, r in self.clock:
+            _check(lb, f"clock.{d}", r, 0.0, float("inf"), lo_open=True,
+                   allowed="a ratio of two sustained clocks")
+            if self.gemm_for(d).max * r > 1.0:
+                raise SpecError(f"efficiency {lb}: clock.{d}={r!r} prices {d} matmuls at "
+                                f"{self.gemm_for(d).max:g} x {r:g} > 1 of the peak (the matmul "
+                                "model's max x the clock ratio must stay within the peak)")
         if self.gemm_bf16 is not None:
             self.gemm_bf16.check(lb, "gemm_bf16", hi=2.0)  # vs the best measured bf16 rate
         for nm in ("fwd", "bwd", "fp8_fwd"):
@@ -329,6 +342,10 @@ class Efficiency:
             return self.gemm
         return replace(self.gemm, max=self.gemm.max * k)
 
+    def clock_of(self, dtype: str) -> float:
+        """The part's sustained-clock ratio for ``dtype`` matmuls (1 where none is listed)."""
+        return dict(self.clock).get(dtype, 1.0)
+
     def dispatch_per_op(self, classes: tuple[str, ...]) -> Any:
         """Host dispatch time of each op: a scalar when no class overrides it."""
         if not self.launch.by_class:
@@ -339,8 +356,9 @@ class Efficiency:
         return np.array([by.get(c, self.launch.dispatch) for c in classes])
 
     def ridge_fraction(self, dtype: str) -> float:
-        """Effective-ridge factor: gemm max / memory max (before the board's sustained clock)."""
-        return self.gemm_for(dtype).max / self.memory.max
+        """Effective-ridge factor: gemm max x the part's clock ratio / memory max (before the
+        board's sustained fraction)."""
+        return self.gemm_for(dtype).max * self.clock_of(dtype) / self.memory.max
 
 
 BOUND = Efficiency()
@@ -544,8 +562,8 @@ def _build(base: Efficiency, vals: dict[str, dict[str, float | None]],
         conv=merged("conv", base.conv, Conv), attention=merged("attention", base.attention,
                                                                Attention),
         vector=merged("vector", base.vector, Vector), memory=merged("memory", base.memory, Memory),
-        launch=launch, cpu=None if cpu == Cpu() else cpu, tiles=base.tiles, workspace=workspace,
-        label=label, provenance=prov)
+        launch=launch, cpu=None if cpu == Cpu() else cpu, tiles=base.tiles, clock=base.clock,
+        workspace=workspace, label=label, provenance=prov)
 
 
 def _nullable(cls: type, name: str) -> bool:

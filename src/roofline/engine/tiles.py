@@ -231,7 +231,9 @@ def tiles_for(hw: Any) -> Tiles | None:
 
 def with_tiles(eff: Any, hw: Any) -> Any:
     """``eff`` with the tile model of ``hw`` (unchanged where it has none, or for the pure
-    roofline)."""
+    roofline), and the part's clock ratios of its set (``Tiles.clock``) as the efficiency's
+    own (``Efficiency.clock``): the smooth matmul model, which ``without_tiles`` keeps for
+    serve and train, prices the part at the same clock as its tiles."""
     t = tiles_for(hw)
     if t is None or eff.is_bound or eff.tiles == t:
         return eff
@@ -240,7 +242,7 @@ def with_tiles(eff: Any, hw: Any) -> Any:
 
 @lru_cache(maxsize=256)
 def _with(eff: Any, t: Tiles) -> Any:
-    return replace(eff, tiles=t, label=f"{eff.label}/tiles")
+    return replace(eff, tiles=t, clock=t.clock, label=f"{eff.label}/tiles")
 
 
 class WaveOps:
@@ -361,7 +363,8 @@ def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps 
 @lru_cache(maxsize=256)
 def without_tiles(eff: Any) -> Any:
     """``eff`` without the tile model: the serving and training profiles were fitted on the
-    smooth matmul model and patch its factors; they keep it until refitted with waves."""
+    smooth matmul model and patch its factors; they keep it until refitted with waves. The
+    part's clock ratios (``Efficiency.clock``) stay: they are the part's, not the tiles'."""
     if eff.tiles is None:
         return eff
     return replace(eff, tiles=None, label=eff.label.removesuffix("/tiles"))

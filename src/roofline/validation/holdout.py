@@ -191,13 +191,16 @@ def fmt_pct(x: float, digits: int = 0, *, sign: bool = True) -> str:
 
 def span_pct(errors: Sequence[float], signed: bool = True, digits: int = 0) -> str:
     """The range of some errors (ours / measured − 1) as a page's prose quotes it: signed,
-    "−9 … +9 %"; else the range of their sizes, "46–71 %" (for errors of one sign)."""
+    "−9 … +9 %"; else the range of their sizes, "46–71 %" (for errors of one sign); one
+    figure where both ends print alike ("2 %", not "2–2 %")."""
     if signed:
-        lo, hi = min(errors), max(errors)
-        text = f"{lo * 100:+.{digits}f} … {hi * 100:+.{digits}f} %"
+        ends = [f"{min(errors) * 100:+.{digits}f}", f"{max(errors) * 100:+.{digits}f}"]
+        sep = " … "
     else:
-        lo, hi = min(map(abs, errors)), max(map(abs, errors))
-        text = f"{lo * 100:.{digits}f}–{hi * 100:.{digits}f} %"
+        ends = [f"{min(map(abs, errors)) * 100:.{digits}f}",
+                f"{max(map(abs, errors)) * 100:.{digits}f}"]
+        sep = "–"
+    text = (ends[0] if ends[0] == ends[1] else sep.join(ends)) + " %"
     return text.replace("-", "−")
 
 

@@ -254,8 +254,10 @@ def _vendors_page() -> dict[str, str]:
 
 
 def _vendors_figures() -> dict[str, str]:
-    """The vendors page's own figures and the serving cases and hold-out it quotes."""
+    """The vendors page's own figures and the serving cases, hold-out and the CDNA 3 training
+    runs (training-runs.md "Other vendors") it quotes."""
     from . import rocm_serving as r
+    from . import vendor_training as o
     from . import vendors as v
     from .serving import page_figures
     from .vendors_figures import vendors_read_figures
@@ -263,7 +265,8 @@ def _vendors_figures() -> dict[str, str]:
     errs, rep, _ = _serving_reports()
     vrep = _once("vendors", v.vendors_report)
     return (page_figures(errs, rep) | v.judged_figures(vrep) | vendors_read_figures(vrep)
-            | r.rocm_figures(_once("rocm", r.rocm_holdout)))
+            | r.rocm_figures(_once("rocm", r.rocm_holdout))
+            | o.vendor_figures(*_once("vendor-training", _vendor_training)))
 
 
 def _llamacpp_reports() -> tuple[Any, Any, Any]:

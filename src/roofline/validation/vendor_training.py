@@ -126,16 +126,28 @@ def _log_errors(values: Mapping[str, float] | None, cs: Sequence[Case]) -> list[
 
 
 def fit_cdna3(cs: Sequence[Case] | None = None) -> Refit:
-    """The ``TABLE`` training fraction minimising the sum of squared log(ours / published) over
-    ``cs``: golden-section search on 0.30-1.00, then the best of the 0.005 grid around it."""
+    """The ``TABLE`` training fraction (at the MI300X's clock; the MI325X runs at its clock
+    ratio, Efficiency.clock) minimising the sum of squared log(ours / published) over ``cs``:
+    golden-section search on 0.30 up to the largest fraction no part's clock ratio lifts above
+    the peak (``_cap``), then the best of the 0.005 grid around it."""
     cs = vendor_training_cases() if cs is None else cs
 
     def sse(v: float) -> float:
         return sum(e * e for e in _log_errors({"gemm_max": v}, cs))
-    lo, hi = golden_bracket(sse, 0.30, 1.00, 0.004)
+    lo, hi = golden_bracket(sse, 0.30, _cap(), 0.004)
     mid = round(round((lo + hi) / 2 / 0.005) * 0.005, 3)
     grid = [round(mid + 0.005 * i, 3) for i in (-2, -1, 0, 1, 2)]
     return Refit(values={"gemm_max": min(grid, key=sse)})
+
+
+def _cap() -> float:
+    """The largest training fraction that no CDNA 3 part's clock ratio prices above its peak:
+    1 / the largest ratio (max x ratio <= 1, as Efficiency refuses otherwise)."""
+    from ..engine.presets import efficiency_for
+    from ..specs.hardware import hardware
+
+    rs = [r for p in ("mi300x", "mi325x") for _, r in efficiency_for(hardware(p), "default").clock]
+    return min(1.0, 1.0 / max(rs, default=1.0))
 
 
 def cdna3_holdout() -> FitReport:

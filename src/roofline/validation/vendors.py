@@ -137,11 +137,15 @@ def _error(c: Case, value: float | None = None) -> float:
 
 def fit_arch(cs: Sequence[Case]) -> float:
     """The value of the grid minimising the mean squared log(ours / published) over ``cs``
-    (cases of one architecture and one kind: its ``FACTOR``); ties go to the smaller value."""
+    (cases of one architecture and one kind: its ``FACTOR``); ties go to the smaller value.
+    A matmul fraction stops where a part's clock ratio (Efficiency.clock) would price a
+    matmul above the peak (max x ratio <= 1)."""
     if not cs:
         raise ValueError("fit_arch: no cases")
     best, best_v = math.inf, _GRID[0]
-    for v in _GRID:
+    hi = min(1.0 / max((r for _, r in _eff(c.scenario["hardware"]).clock), default=1.0)
+             if c.scenario["kind"] == "gemm" else 1.0 for c in cs)
+    for v in (v for v in _GRID if v <= hi):
         loss = sum(math.log(predict(c, v) / c.value_si) ** 2 for c in cs) / len(cs)
         if loss < best - 1e-12:
             best, best_v = loss, v
@@ -226,11 +230,14 @@ def vendors_report() -> VendorReport:
                 v = fit_arch(rest)
                 left.append((c.id, v, _error(c, v)))
         kv = _kind_value(acs[0].scenario["hardware"], factor)
+        was = []
+        for c in acs:  # the kind's factors as they were: no architecture table, no clock
+            with _kind_factors(c.scenario["hardware"]):
+                was.append((c.id, _error(c)))
         fits.append(ArchFit(arch=a, factor=factor, shipped=shipped_value(a, factor),
                             refit=fit_arch(acs), kind_default=kv,
                             in_sample=tuple((c.id, _error(c)) for c in acs),
-                            left_out=tuple(left),
-                            before=tuple((c.id, _error(c, kv)) for c in acs)))
+                            left_out=tuple(left), before=tuple(was)))
     jcs = [c for c in cs if c.scenario["role"] == "judge"]
     judged = tuple((c.id, arch_of(c.scenario["hardware"]), predict(c), c.value_si, _error(c))
                    for c in jcs)
