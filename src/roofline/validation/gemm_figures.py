@@ -162,6 +162,37 @@ def _cdna() -> dict[str, str]:
     az = [c for c in cdna.cdna_anchor_cases() if c.source == "azure"]
     out["gemm.cdna.azure"] = span_pct([g.predict_gemm(c) / c.value_si - 1 for c in az])
     out["gemm.cdna.azure.held"] = span_pct([math.expm1(r8.held_out_errors[c.id]) for c in az])
+    return out | _cdna_held() | _cdna_clock()
+
+
+def _cdna_held() -> dict[str, str]:
+    """Each CDNA table's median |error| held out (its set fitted without it)."""
+    from . import cdna
+
+    out = {}
+    for arch, dt in (("cdna3", "bf16"), ("cdna4", "bf16"), ("cdna3", "fp8")):
+        table = cdna.CDNA_SETS[(arch, dt)][0]
+        p = next(x for x in cdna.cdna_holdout(arch, dt).per_source if x.source == table)
+        out[f"gemm.cdna.held.{arch}_{dt}"] = fmt_pct(p.held_out.median_abs, sign=False,
+                                                       digits=1)
+    return out
+
+
+def _cdna_clock() -> dict[str, str]:
+    """AMD's MAF rows with the shipped sets, and the MI325X's at the MI300X's clock (its
+    clock ratio removed): what the measured clock moves."""
+    from dataclasses import replace
+
+    from . import cdna_tuned as ct
+
+    rows = [c for c in ct.tuned_cases() if c.source == "amd_maf"]
+    out = {"gemm.cdna.maf": span_pct([ct.measured_time(c) / ct.tuned_time(c) - 1
+                                      for c in rows])}
+    hw, eff = g._hw_eff("mi325x")
+    at300 = replace(eff, tiles=replace(eff.tiles, clock=()))
+    errs = [ct.measured_time(c) / ct.kernel_time(c, hw, at300) - 1 for c in rows
+            if c["hardware"] == "mi325x"]
+    out["gemm.cdna.maf.mi325x_at_mi300x_clock"] = span_pct(errs)
     return out
 
 
