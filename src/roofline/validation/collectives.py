@@ -444,8 +444,8 @@ def collectives_search_table() -> str:
     return "\n".join(rows)
 
 
-def _search_figures(pct) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    from .holdout import span_pct
+def _search_figures() -> dict[str, str]:
+    from .holdout import fmt_pct, span_pct
 
     cs = _ring_peak_cases()
     ours = [predict(c) / c.value_si - 1 for c in cs]
@@ -453,9 +453,8 @@ def _search_figures(pct) -> dict[str, str]:  # type: ignore[no-untyped-def]
     one = [e for c, e in zip(cs, nccl, strict=True) if "nodes" not in c.id]
     multi = [e for c, e in zip(cs, nccl, strict=True) if "nodes" in c.id]
     return {"coll.searchbw.n": str(len(cs)),
-            "coll.searchbw.median": pct(statistics.median(map(abs, nccl)), sign=False,
-                                        digits=1),
-            "coll.searchbw.ours": pct(statistics.median(map(abs, ours)), sign=False, digits=1),
+            "coll.searchbw.median": fmt_pct(statistics.median(map(abs, nccl)), 1, sign=False),
+            "coll.searchbw.ours": fmt_pct(statistics.median(map(abs, ours)), 1, sign=False),
             "coll.searchbw.one": span_pct(one), "coll.searchbw.multi": span_pct(multi)}
 
 
@@ -464,15 +463,12 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     markers), by the code the tables use: named cases' ours / error (``coll.<name>.*``: with
     NCCL's latencies, the per-step α model, the first model, without the NVLS fill), the
     mid-size ramp's and the multi-node cases' medians, the fill and fractions the fit gives."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
 
     rep = collectives_holdout() if rep is None else rep
     ship = shipped_nvls()
     without = {p.source: p.fitted_without.values for p in rep.per_source}
     by_id = {c.id: c for c in collective_cases()}
-
-    def pct(x: float, sign: bool = True, digits: int = 0) -> str:
-        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
 
     def val(c: Case, v_si: float) -> str:
         return _fmt(c, v_si).split(" ")[0]
@@ -488,13 +484,13 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
         for tag, ours in (("", predict(c)), (".step", predict(c, tuner=False)),
                           (".first", _previous(c)), (".nofill", nofill)):
             out[f"coll.{name}{tag}"] = val(c, ours)
-            out[f"coll.{name}{tag}.err"] = pct(ours / c.value_si - 1)
-            out[f"coll.{name}{tag}.err1"] = pct(ours / c.value_si - 1, digits=1)
+            out[f"coll.{name}{tag}.err"] = fmt_pct(ours / c.value_si - 1)
+            out[f"coll.{name}{tag}.err1"] = fmt_pct(ours / c.value_si - 1, digits=1)
     ramp = _ramp_cases(collective_cases())
     for tag, vals in (("", lambda c: ship), (".loso", lambda c: without[c.source])):
         le = [math.log(predict(c, vals(c)) / c.value_si) for c in ramp]
-        out[f"coll.ramp{tag}.median"] = pct(statistics.median(abs(math.expm1(x)) for x in le),
-                                            sign=False, digits=1)
+        out[f"coll.ramp{tag}.median"] = fmt_pct(statistics.median(abs(math.expm1(x)) for x in le),
+                                                sign=False, digits=1)
         out[f"coll.ramp{tag}.rms"] = f"{math.sqrt(sum(x * x for x in le) / len(le)):.3f}"
     rack = [c for c in collective_cases() if c.source == "coreweave43"]
     out["coll.rack_held_out"] = span_pct([predict(c, without["coreweave43"]) / c.value_si - 1
@@ -508,9 +504,9 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
              and c["bytes"] >= 2**28]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in multi]
-        out[f"coll.multi{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
-        out[f"coll.multi{tag}.worst"] = pct(max(e, key=abs))
-        out[f"coll.multi{tag}.within"] = pct(max(map(abs, e)), sign=False)
+        out[f"coll.multi{tag}.median"] = fmt_pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.multi{tag}.worst"] = fmt_pct(max(e, key=abs))
+        out[f"coll.multi{tag}.within"] = fmt_pct(max(map(abs, e)), sign=False)
     off = ship | {"search": 0.0}  # the replayed search off: what it moves
     shift = [abs(predict(c) - predict(c, off)) / c.value_si for c in collective_cases()]
     out["coll.search.n"] = str(sum(m > 1e-9 for m in shift))
@@ -519,11 +515,11 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
-    out |= _search_figures(pct)
+    out |= _search_figures()
     small = [c for c in collective_cases() if c.source == "nccltests309" and c["bytes"] <= 2**20]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in small]
-        out[f"coll.small{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.small{tag}.median"] = fmt_pct(statistics.median(map(abs, e)), sign=False)
         out[f"coll.small{tag}.range"] = span_pct(e, signed=False)
-        out[f"coll.small{tag}.within"] = pct(max(map(abs, e)), sign=False)
+        out[f"coll.small{tag}.within"] = fmt_pct(max(map(abs, e)), sign=False)
     return out

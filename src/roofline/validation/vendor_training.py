@@ -188,25 +188,22 @@ def vendor_figures(rs: list[dict[str, Any]] | None = None,
     ``<!--v:KEY-->`` markers): each run's error as shipped (``tr.v.err.<id slug>``), their
     span and median, the no-recompute what-if, the implied hardware FLOP utilisation of the
     70B BF16 row, and the fit's values and errors in sample and held out."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
     from .training_runs import _slug
 
     rs = vendor_rows() if rs is None else rs
     rep = cdna3_holdout() if rep is None else rep
 
-    def pct(x: float, digits: int = 1, sign: bool = True) -> str:
-        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
-
     s = vendor_summary(rs)
-    out = {f"tr.v.err.{_slug(x['id'])}": pct(x["error"]) for x in rs}
+    out = {f"tr.v.err.{_slug(x['id'])}": fmt_pct(x["error"], 1) for x in rs}
     out |= {"tr.v.n": str(s["n"]), "tr.v.span": span_pct([x["error"] for x in rs]),
-            "tr.v.median": pct(s["median_abs_error"], sign=False),
+            "tr.v.median": fmt_pct(s["median_abs_error"], 1, sign=False),
             "tr.v.geo": f"{s['geomean_ratio']:.2f}"}
     e, feasible = _whatif_none()
-    out["tr.v.none70b"] = pct(e) + ("" if feasible else " (over the part's memory)")
+    out["tr.v.none70b"] = fmt_pct(e, 1) + ("" if feasible else " (over the part's memory)")
     by = {x["id"]: x for x in rs}
     r70, r70n = by["MI325X Llama 3.1 70B BF16, 64 GPUs"], by["MI325X Llama 3.1 70B BF16, 8 GPUs"]
-    out["tr.v.gap70b"] = pct(r70["published"] / r70n["published"] - 1.0)
+    out["tr.v.gap70b"] = fmt_pct(r70["published"] / r70n["published"] - 1.0, 1)
     out["tr.v.ga"] = f"{_ga_sensitivity() * 100:.1f} %"
     scale = r70["published"] / r70["ours"]
     out |= {"tr.v.hfu70b": f"{r70['result'].hfu * scale:.2f}",
@@ -220,8 +217,8 @@ def vendor_figures(rs: list[dict[str, Any]] | None = None,
     out |= {"tr.v.shipped": f"{rep.shipped['gemm_max']:.3f}",
             "tr.v.refit": f"{rep.refit.values['gemm_max']:.3f}",
             "tr.v.without": f"{min(without):.3f}–{max(without):.3f}",
-            "tr.v.fit.in_sample": pct(rep.refit_in_sample.median_abs, sign=False),
-            "tr.v.fit.worst": pct(rep.refit_in_sample.worst),
-            "tr.v.loso.median": pct(rep.loso.median_abs, sign=False),
-            "tr.v.loso.worst": pct(rep.loso.worst)}
+            "tr.v.fit.in_sample": fmt_pct(rep.refit_in_sample.median_abs, 1, sign=False),
+            "tr.v.fit.worst": fmt_pct(rep.refit_in_sample.worst, 1),
+            "tr.v.loso.median": fmt_pct(rep.loso.median_abs, 1, sign=False),
+            "tr.v.loso.worst": fmt_pct(rep.loso.worst, 1)}
     return out
