@@ -173,7 +173,8 @@ def _cdna_held() -> dict[str, str]:
     for arch, dt in (("cdna3", "bf16"), ("cdna4", "bf16"), ("cdna3", "fp8")):
         table = cdna.CDNA_SETS[(arch, dt)][0]
         p = next(x for x in cdna.cdna_holdout(arch, dt).per_source if x.source == table)
-        out[f"gemm.cdna.held.{arch}_{dt}"] = fmt_pct(p.held_out.median_abs, sign=False, digits=1)
+        out[f"gemm.cdna.held.{arch}_{dt}"] = fmt_pct(p.held_out.median_abs, sign=False,
+                                                       digits=1)
     return out
 
 
