@@ -257,8 +257,7 @@ def _vendors_page() -> dict[str, str]:
 
 
 def _vendors_figures() -> dict[str, str]:
-    """The vendors page's own figures and the serving cases, hold-out and the CDNA 3 training
-    runs (training-runs.md "Other vendors") it quotes."""
+    """The vendors page's figures and the serving and CDNA 3 training figures it quotes."""
     from . import rocm_serving as r
     from . import vendor_training as o
     from . import vendors as v

@@ -18,7 +18,8 @@ microbenchmarks, sourced in the TOML) stay as shipped; ``trtllm``'s ``step_overh
 0 by hand (not separable from its per-layer cost on its cases) and is held at 0 — a fit of that
 value. The shared fp8 factor ``gemm_dtype_fp8`` is held at the default preset's value
 (``[gpu.gemm_dtype] fp8`` = 0.6125, a multiplier on each part's 16-bit GEMM fraction: 0.49 of
-the fp8 peak at the [gpu] kind's 0.80, 0.343 at CDNA 3's 0.56; an earlier run of this fit set it
+the fp8 peak at the [gpu] kind's 0.80, 0.312 at CDNA 3's 0.51 (MI300X; the MI325X at its clock
+ratio); an earlier run of this fit set it
 and docs/validation/fp8.md judges it on fp8 training runs). Every trial applies it as
 ``rl.serve`` applies the preset's, on the part's own 16-bit fraction (one pricing path: the
 shipped column and a refit at the shipped values agree); since TensorRT-LLM v0.5 / v0.6.1 decode
