@@ -159,7 +159,8 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
                      "lora_rank": int, "cp": int, "ep": int, "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
-                     "elementwise": str, "optimizer_dtype": str, "pp_flushes": int,
+                     "ep_overlap": bool, "elementwise": str, "optimizer_dtype": str,
+                     "pp_flushes": int,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }
