@@ -463,13 +463,17 @@ PAGES: dict[str, tuple[Callable[[], dict[str, str]], Callable[[], dict[str, str]
 
 
 def _page(st: _State, name: str) -> None:
+    """A page's blocks, its own inline figures and the preset factors it quotes
+    (``preset_figures``: ``<!--v:preset.KEY-->``)."""
+    from .preset_figures import preset_figures
+
     make, inline = PAGES[name]
     path = VALIDATION_DOCS / name
     text = path.read_text(encoding="utf-8")
     for block, body in make().items():
         text = replace_block(text, block, body, name)
     if inline is not None:
-        text = fill_inline(text, inline(), name)
+        text = fill_inline(text, inline() | preset_figures(), name)
     st.put(path, text)
 
 
