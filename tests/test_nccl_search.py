@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from roofline.errors import SpecError
-from roofline.ops.nccl import channel_caps, nccl_latency, nccl_time
+from roofline.ops.nccl import NCCL_PROTOCOLS, channel_caps, nccl_best, nccl_latency, nccl_time
 from roofline.ops.nccl_search import comm_channels, search_ring
 from roofline.ops.xp import SCALAR
 from roofline.specs.nccl import tuner_for
@@ -84,6 +84,23 @@ def test_clusters_carry_the_replay() -> None:
     nvl = tuner_for(cluster("gb200-nvl72", 36))
     assert nvl.search_one == (16, pytest.approx(45e9))
     assert nvl.search_nodes == (15, pytest.approx(48e9)) and nvl.comm_nodes == 30
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_caps_scalar_plan_agrees_with_the_array_path(nodes: int) -> None:
+    """rl.train's scalar plan (_make_plan) and the vectorised nccl_time apply the same caps and
+    0.85: per algorithm, the scalar best equals the array best and the least of nccl_time over
+    the protocols, at bus bandwidths where the caps bind (900 GB/s) and where they do not."""
+    h100 = tuner_for(cluster("dgx-h100"))
+    p = 8 * nodes
+    for bus in (100e9, 500e9, 900e9):
+        for n in 2.0 ** np.arange(6, 35, 2):
+            for a in ("ring", "tree"):
+                times = [float(nccl_time("all_reduce", a, pr, n, p, nodes, bus, h100, SCALAR))
+                         for pr in NCCL_PROTOCOLS]
+                s = nccl_best("all_reduce", n, p, nodes, bus, h100, SCALAR, algorithms=(a,))
+                v = nccl_best("all_reduce", np.array([n]), p, nodes, bus, h100, algorithms=(a,))
+                assert s == pytest.approx(float(v[0]), rel=1e-12) == pytest.approx(min(times))
 
 
 def test_caps_by_hand() -> None:
