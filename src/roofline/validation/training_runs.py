@@ -106,7 +106,8 @@ def rows() -> list[dict[str, Any]]:
         out.append({"id": c.id, "source": c.source, "metric": c.metric, "ours": ours,
                     "published": published, "error": ours / published - 1.0, "mfu": r.mfu,
                     "searched": searched, "result": r, "stack": c.scenario.get("stack", ""),
-                    "outlier": c.known_outlier, "reason": c.reason})
+                    "outlier": c.known_outlier, "reason": c.reason,
+                    "lora_targets": c.scenario.get("lora_targets", "all")})
     return out
 
 
@@ -137,6 +138,8 @@ def report_table(rs: list[dict[str, Any]] | None = None) -> str:
         knobs = f"b={r.micro_batch}, v={r.interleave}, {r.recompute}"
         if r.lora_rank:
             knobs += f", LoRA r={r.lora_rank}"
+            if x.get("lora_targets", "all") != "all":
+                knobs += f" on {x['lora_targets']}"
         if x["searched"]:
             knobs += " (" + ", ".join(sorted(x["searched"])) + " searched)"
         if x["metric"] == "mfu":
