@@ -40,7 +40,7 @@ def test_every_packaged_domain_loads_with_sources() -> None:
                      "training_graphs": 12, "training_runs": 32, "llamacpp": 31, "llamacpp_pp": 21,
                      "collectives": 53, "edge": 4, "client": 48, "attention": 176,
                      "gemm": 456, "cdna_gemm": 500, "vendors": 66, "tpu_training": 7,
-                     "rocm_serving": 11, "cdna_tuned": 456}
+                     "rocm_serving": 11, "cdna_tuned": 456, "vendor_training": 5}
     for d in DOMAINS:
         vs = load_cases(d)
         assert set(vs.by_source()) == {c.source for c in vs.cases} <= set(vs.sources)

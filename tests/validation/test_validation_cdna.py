@@ -105,8 +105,13 @@ def test_errors_within_stated_bounds() -> None:
         big = next(s for s in per if s != table)
         assert abs(per[big].in_sample.worst) <= 0.12, key
         # the symptom that makes the large rows part of the fit: the table alone leaves them
-        # 20-45 % off (bf16 too slow, MI300X fp8 up to 31 % too fast)
-        assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
+        # 15-45 % off (MI355X bf16 too slow, MI300X fp8 up to 25 % too fast); CDNA 3 bf16's two
+        # MAMF rows within 11 % since the MI325X's is priced at its measured clock (it was
+        # -23.5 % at the MI300X's)
+        if key == ("cdna3", "bf16"):
+            assert abs(per[big].held_out.worst) <= 0.11, key
+        else:
+            assert 0.15 <= abs(per[big].held_out.worst) <= 0.45, key
     # the row no fit saw (mamfv1 MI300X): the smooth model within 10 %, the tile set 5-25 %
     # too slow (stated on the page; 25 % without the stream-K candidates)
     (j,) = v.cdna_judged_cases()

@@ -112,3 +112,17 @@ def test_span_pct_by_hand() -> None:
     # sizes of one sign: |-0.206| .. |-0.328| -> "21–33 %"
     assert span_pct([-0.206, -0.328, -0.219], signed=False) == "21–33 %"
     assert span_pct([0.4644, 0.711], signed=False, digits=1) == "46.4–71.1 %"
+
+
+def test_fmt_pct_by_hand() -> None:
+    from roofline.validation.holdout import fmt_pct
+
+    # 0.1234 -> 12.34 % -> "+12 %" (signed, no decimals by default)
+    assert fmt_pct(0.1234) == "+12 %"
+    # -0.0764 -> -7.64 % -> one decimal "−7.6 %" with the typographic minus the pages use
+    assert fmt_pct(-0.0764, 1) == "−7.6 %"
+    # a size: no "+" ("16.5 %"); a negative value keeps its (typographic) minus
+    assert fmt_pct(0.165, 1, sign=False) == "16.5 %"
+    assert fmt_pct(-0.2, sign=False) == "−20 %"
+    # the same text as Python's "%" format for a share (what the pages printed before)
+    assert fmt_pct(0.0625, 1, sign=False) == f"{0.0625:.1%}".replace("%", " %")

@@ -23,7 +23,10 @@ cold weights (steps in bytes), evicted dispatch (steps in the bytes other ops mo
 below one (MoE experts: M = m1·B < 1), a constant FLOP part of a matmul whose M grows with B
 (a 1/B term) and whole waves of tiles (engine/tiles.py: a step in B). Without them every
 per-op time is a maximum of lines in B, and every total is piecewise linear:
-``lines.envelope`` gives it in closed form, and a solve is a bisection.
+``lines.envelope`` gives it in closed form, and a solve is a bisection. A matmul at its GEMV
+floor (the cap, ``inv_c1 / B > inv_cap``) keeps the closed form: its compute time is one line
+below B* = inv_c1 / inv_cap (flops at the floor rate) and another above it, so B* is one more
+breakpoint (``TimeModel.floor``).
 
 Everyone evaluates this object: ``solve`` (``totals_at``), ``sweep`` (``totals_many``), serving
 (``ops`` at two contexts -> lines in S, summed by ``lines.sum_max_int``), training (``ops`` over
@@ -45,7 +48,7 @@ from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
 from .attention import attention_rates
 from .efficiency import Efficiency
-from .lines import envelope, launch, launch_lines
+from .lines import launch
 from .tiles import wave_ops, wave_split
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
@@ -178,7 +181,7 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo", "_split", "many")
+                 "ridge_effective", "moved", "waves", "_memo", "_split", "many", "floor")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -237,8 +240,10 @@ class TimeModel:
             nl.append("evicted dispatch (a step in the bytes earlier ops move)")
         if not bool(np.all((m1 >= 1) | ~graph.is_compute)):
             nl.append("GEMM rows below one (M = m1·B clamped to 1)")
-        if bool(np.any(graph.is_compute & (self.inv_c1 > self.inv_cap) & (m1 >= 1))):
-            nl.append("matmuls at their GEMV floor at small batch (gemm.gemv)")
+        floor = graph.is_compute & (self.inv_c1 > self.inv_cap) & (m1 >= 1)
+        #: [n] bool: matmuls at their GEMV floor below some batch (a breakpoint of the closed
+        #: form at inv_c1 / inv_cap, not a term off it), or None where no op has one
+        self.floor = floor if bool(floor.any()) else None
         if bool((self.C0[0] * self.inv_c1).any()):
             nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
         if self.waves is not None:
@@ -424,50 +429,10 @@ class TimeModel:
 
     # -- totals ----------------------------------------------------------------------------------
     def _envelope(self) -> tuple[list[float], list[tuple[float, ...]]]:
-        """Per-op lines in B and their sums as a piecewise-linear closed form (lines.envelope):
-        compute p0 + p1·B; memory q0 + q1·B and the bound's memory roof, both per level choice
-        (a level stops fitting at (cap − ab0)/ab1); the bound's compute roof; the launch lines."""
-        C0, C1 = self.C0, self.C1
-        f0, f1, mb0, mb1, ab0, ab1 = C0[0], C1[0], C0[1], C1[1], C0[2], C1[2]
-        p0 = f0 * self.inv_c0 + f1 * self.inv_c1
-        p1 = f1 * self.inv_c0
-        c0_, c1_ = f0 * self.inv_bound, f1 * self.inv_bound
-        variants = [(self.inv_act, 1.0 / self.bw)] + [
-            (self.inv_act * self.bw / lbw, 1.0 / lbw) for _, lbw in self.levels]
-        cands = []
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for inv_a, inv_ab in variants:
-                q0, q1 = mb0 * self.inv_main + ab0 * inv_a, mb1 * self.inv_main + ab1 * inv_a
-                cands.append((q0 - p0) / (p1 - q1))
-                m0, m1 = mb0 / self.bw + ab0 * inv_ab, mb1 / self.bw + ab1 * inv_ab
-                cands.append((m0 - c0_) / (c1_ - m1))
-                if not self.sync:
-                    cands.append((self.disp - self.gap - q0) / q1)
-            if not self.sync:
-                cands.append((self.disp - self.gap - p0) / p1)
-            cands += [(cap - ab0) / ab1 for cap, _ in self.levels]
+        """The closed form (engine/closed_form.py); sets ``_env_arr`` too."""
+        from .closed_form import envelope_of
 
-        def lines_at(xs: np.ndarray) -> dict[str, Any]:
-            if self.levels:  # the level an op's activations live in changes along B
-                act = ab0 + ab1 * xs[:, None]
-                inv_a = np.full_like(act, self.inv_act)
-                inv_ab = np.full_like(act, 1.0 / self.bw)
-                for cap, lbw in self.levels:
-                    fits = act <= cap
-                    inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
-                    inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
-            else:
-                inv_a, inv_ab = self.inv_act, 1.0 / self.bw
-            q0, q1 = mb0 * self.inv_main + ab0 * inv_a, mb1 * self.inv_main + ab1 * inv_a
-            m0, m1 = mb0 / self.bw + ab0 * inv_ab, mb1 / self.bw + ab1 * inv_ab
-            kern = ((p0, p1), (q0, q1))
-            return {"bound": (((c0_, c1_), (m0, m1)), None),
-                    "time": (launch_lines(kern, self.gap, self.disp, self.sync), None),
-                    "kernel": (kern, None), "cbt": (kern, 0), "memory": (((q0, q1),), None)}
-
-        edges, rows = envelope(cands, 1.0, lines_at)
-        keys = ("bound", "time", "kernel", "cbt", "memory")
-        table = np.concatenate([rows[k] for k in keys], axis=1)  # [K, 10]
+        edges, table = envelope_of(self)
         self._env_arr = (np.asarray(edges), table)
         return edges, [tuple(r) for r in table.tolist()]
 
@@ -489,9 +454,11 @@ class TimeModel:
         row = self._segment(B)
         if row is None:
             return self._direct(B)
-        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row
+        b_i, b_s, t_i, t_s, k_i, k_s, c_i, c_s, m_i, m_s = row[:10]
         time = t_i + t_s * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
+        if self.floor is not None:  # Σ compute seconds per segment (the floors' B*)
+            tc0, tc1 = row[10], row[11]
         live = max([a + b * B for a, b in self.live_lines]) if self.live_lines else 0.0
         return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
                       time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live)
@@ -552,7 +519,9 @@ class TimeModel:
         r, redo = self._segments(B)
         time = r[:, 2] + r[:, 3] * B
         f0, f1, y0, y1, tc0, tc1 = self.a_sums
-        out = np.stack([time, r[:, 0] + r[:, 1] * B, tc0 + tc1 * B, r[:, 8] + r[:, 9] * B,
+        # Σ compute seconds: per segment where GEMV floors add breakpoints
+        tc = tc0 + tc1 * B if self.floor is None else r[:, 10] + r[:, 11] * B
+        out = np.stack([time, r[:, 0] + r[:, 1] * B, tc, r[:, 8] + r[:, 9] * B,
                         time - (r[:, 4] + r[:, 5] * B), f0 + f1 * B, y0 + y1 * B,
                         r[:, 6] + r[:, 7] * B,
                         (self.live0[None, :] + self.live1[None, :] * B[:, None]).max(1)

@@ -1,15 +1,16 @@
 """Totals at many batches (a sweep) where the closed form does not cover every op.
 
 A time model leaves its closed form (engine/core.py ``TimeModel.nonlinear``) as soon as one op's
-time is not a maximum of lines in B: a matmul at its GEMV floor at small batch, one with fewer
-than one row, a constant FLOP part of a matmul whose rows grow (a 1/B term), or whole waves of
-tiles. Those terms belong to the op alone, so the total splits exactly into
+time is not a maximum of lines in B: a matmul with fewer than one row, a constant FLOP part of a
+matmul whose rows grow (a 1/B term), or whole waves of tiles (a matmul at its GEMV floor keeps
+the closed form, with a breakpoint of its own, but counts as odd here too: priced op by op, it
+is exact). Those terms belong to the op alone, so the total splits exactly into
 
     Σ over the other ops (the closed form of their own, lines.envelope)
     + Σ over the distinct odd ops (op by op, ``TimeModel.ops``) × how often each occurs
 
-— a ResNet-50 on a tile part has one such op (its classifier), on a part with a GEMV floor a
-dozen convolutions, where the op-by-op sum prices all 174 ops at every batch. Both halves are
+— a ResNet-50 on a tile part has one such op (its classifier), where the op-by-op sum prices
+all 174 ops at every batch. Both halves are
 views of the model's own per-op arrays (no op is re-priced), so each op's numbers are the
 model's; the totals equal the op-by-op sum up to the order of the additions (tested).
 Terms that couple ops (cold weights, evicted dispatch) or page faults keep the op-by-op sum.
@@ -100,6 +101,8 @@ def _view(tm: Any, sel: np.ndarray, closed: bool) -> Any:
     if np.ndim(tm.disp):
         v.disp = tm.disp[sel]
     v._split, v.many, v._memo, v._env, v._env_arr = None, False, None, None, None
+    fl = None if tm.floor is None else tm.floor[sel]
+    v.floor = fl if fl is not None and fl.any() else None
     v.waves = None if closed else _waves_of(tm.waves, sel)
     v.nonlinear = () if closed else tm.nonlinear
     v.envelope_ok = closed

@@ -72,6 +72,14 @@ class Tiles:
     #: fill (``max`` a fraction of that dtype's peak, replacing the end-to-end ``gemm_dtype``
     #: factor: the fit is of the kernel itself); slots, shapes and splits are this set's
     narrow: tuple[tuple[str, Tiles], ...] = ()
+    #: (dtype, the part's engine clock under long matmuls of that dtype / the clock of the part
+    #: the set was fitted on), where two parts of one set sustain different clocks (measured:
+    #: ``[arch.<name>.clock]``); a dtype not listed: 1
+    clock: tuple[tuple[str, float], ...] = ()
+
+    def clock_of(self, dtype: str) -> float:
+        """The part's sustained-clock ratio for ``dtype`` (1 where none is measured)."""
+        return dict(self.clock).get(dtype, 1.0)
 
     def for_dtype(self, dtype: str) -> Tiles | None:
         """The parameter set pricing ``dtype`` (None: the smooth model prices it)."""
@@ -80,7 +88,7 @@ class Tiles:
         for d, t in self.narrow:
             if d == dtype:
                 return replace(t, arch=self.arch, slots=self.slots, shapes=self.shapes,
-                               splits=self.splits, narrow=())
+                               splits=self.splits, narrow=(), clock=self.clock)
         return None
 
     def check(self, label: str) -> None:
@@ -104,17 +112,32 @@ class Tiles:
             raise bad("fill", self.fill, "in [0, 1] seconds per kernel")
         if not isinstance(self.stream_k, bool):
             raise bad("stream_k", self.stream_k, "true or false")
+        best = 1.0 + self.a / max(r for r, _ in self.shapes) + self.b / max(
+            c for _, c in self.shapes)
+        for d, r in self.clock:
+            # a faster clock than the fitted part's may not price a tile above the peak
+            if d not in TILE_DTYPES + NARROW_TILE_DTYPES or not 0.0 < r < float("inf") or (
+                    d in TILE_DTYPES and self.max * r / best > 1.0):
+                raise bad(f"clock[{d}]", r, "a positive ratio of a tile dtype whose best tile "
+                          "stays within the peak (max x ratio / (1 + a/tm + b/tn) <= 1)")
         for d, t in self.narrow:
             if d not in NARROW_TILE_DTYPES or t.narrow:
                 raise bad(f"narrow[{d}]", d, f"one of {', '.join(NARROW_TILE_DTYPES)}, with "
                           "no narrow sets of its own")
             t.check(f"{label} [{d}]")
+            best_d = 1.0 + t.a / max(r for r, _ in self.shapes) + t.b / max(
+                c for _, c in self.shapes)
+            if t.max * self.clock_of(d) / best_d > 1.0:
+                raise bad(f"clock[{d}]", self.clock_of(d), "a ratio whose best tile stays "
+                          "within the peak (max x ratio / (1 + a/tm + b/tn) <= 1)")
 
 
 def _mk(arch: str, slots: int, shapes: tuple[tuple[int, int], ...], splits: tuple[int, ...],
-        v: dict[str, Any], narrow: tuple[tuple[str, Tiles], ...]) -> Tiles:
+        v: dict[str, Any], narrow: tuple[tuple[str, Tiles], ...],
+        clock: tuple[tuple[str, float], ...] = ()) -> Tiles:
     return Tiles(arch=arch, slots=slots, shapes=shapes, splits=splits, max=v["max"], a=v["a"],
-                 b=v["b"], c=v["c"], fill=v["fill"], stream_k=v["stream_k"], narrow=narrow)
+                 b=v["b"], c=v["c"], fill=v["fill"], stream_k=v["stream_k"], narrow=narrow,
+                 clock=clock)
 
 
 def _stream_k_flag(t: dict[str, Any], where: str, src: dict[str, Any]) -> bool:
@@ -126,6 +149,31 @@ def _stream_k_flag(t: dict[str, Any], where: str, src: dict[str, Any]) -> bool:
         raise SpecError(f"{where}: stream_k_source {t.get('stream_k_source')!r} is not in "
                         "[sources]")
     return v
+
+
+def _clock_ratios(tbl: dict[str, Any], where: str, src: dict[str, Any],
+                  origin: str) -> dict[str, tuple[tuple[str, float], ...]]:
+    """``[arch.<name>.clock.<part>]``: per part and dtype the measured engine clock under long
+    matmuls; each part's ratio to the ``clock_reference`` part's (the part the set's factors
+    were fitted on), per dtype the reference lists too."""
+    from ..specs.sourced import read_quantity
+
+    raw = tbl.get("clock")
+    if raw is None:
+        return {}
+    ref = tbl.get("clock_reference")
+    if not isinstance(raw, dict) or ref not in raw:
+        raise SpecError(f"{where}: clock_reference={ref!r} must name a part of [clock] "
+                        f"({', '.join(raw) if isinstance(raw, dict) else raw!r})")
+    mhz = {p: {d: read_quantity(v, field=f"{where}.clock.{p}.{d}", dimension="frequency",
+                                sources=src, origin=origin)[0] for d, v in dts.items()}
+           for p, dts in raw.items()}
+    for p, dts in mhz.items():
+        if set(dts) - set(mhz[ref]):
+            raise SpecError(f"{where}: clock.{p} lists {sorted(set(dts) - set(mhz[ref]))}, "
+                            f"which the reference part {ref!r} does not")
+    return {p: tuple((d, float(v) / float(mhz[ref][d])) for d, v in sorted(dts.items()))
+            for p, dts in mhz.items()}
 
 
 @lru_cache(maxsize=1)
@@ -163,11 +211,13 @@ def _tables() -> dict[str, Any]:
         kw = fit(tbl, where)
         # a narrow dtype's own parameter set: [arch.<name>.<dtype>] (e.g. fp8)
         narrow_kw = {d: fit(tbl[d], f"{where}.{d}") for d in NARROW_TILE_DTYPES if d in tbl}
+        clocks = _clock_ratios(tbl, where, src, origin)
         for key, raw in tbl.get("sm_count", {}).items():
             sms, _ = read_quantity(raw, field=f"{where}.sm_count.{key}", dimension="ratio",
                                    sources=src, origin=origin)
             where_t = (arch, int(sms) * per_sm, shapes, splits)
-            t = _mk(*where_t, kw, tuple((d, _mk(*where_t, v, ())) for d, v in narrow_kw.items()))
+            t = _mk(*where_t, kw, tuple((d, _mk(*where_t, v, ())) for d, v in narrow_kw.items()),
+                    clocks.get(key, ()))
             t.check(where)
             parts[key] = t
     return parts
@@ -310,7 +360,7 @@ def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps 
         return None
     # a narrow dtype's own set is a fraction of its own peak (no end-to-end gemm_dtype factor)
     k_dtype = eff.gemm_dtype.of(dtype) if dtype in TILE_DTYPES else 1.0
-    gpk = peak * t.max * k_dtype * hw.sustained(dtype)
+    gpk = peak * t.max * k_dtype * hw.sustained(dtype) * t.clock_of(dtype)
     m1, n, k = m1[idx], n[idx], k[idx]
     rho = f1[idx] / (2.0 * m1 * n * k)  # the op's FLOPs per 2·M·N·K (bias adds: ~1)
     return WaveOps(idx, m1, n, k, rho, gpk, t, 1.0 / (hw.memory_bytes_per_s * eff.memory.max))

@@ -34,15 +34,20 @@ n)) / algbw, U = channels × heads — a ramp from the mid sizes to the peak, wi
 choice unchanged (``nccl_choice``, ``nccl_best``: the pick by the tuner's own time, the
 seconds the pick's with its fill).
 
-Also the tuner's own: the ring's multi-node "plateau" (``_plateau``: a Simple ring all-reduce
-across nodes pays ``ring_plateau`` × its latency once n / (channels · p) ≥ 64, channels taken
-as MAXCHANNELS, the bound). ``nccl_channels``: the channels a ring or tree call runs at its
-size (topoGetAlgoInfo), reported (docs/validation/collectives.md), not priced.
+Also the tuner's own, with the channel counts of NCCL's topology search replayed per cluster
+(``ops.nccl_search``; ``NcclTuner.search_one`` / ``search_nodes`` / ``comm_*``): the ring's
+multi-node "plateau" (``_plateau``: a Simple ring all-reduce across nodes pays
+``ring_plateau`` × its latency once n / (channels · p) ≥ 64, the communicator's channels;
+MAXCHANNELS where the search is not replayed), the per-channel caps (``channel_caps``: ring
+LL128, tree, tree LL128 at most the search's channels × ``perChMax*Bws``) and the tree-pattern
+factor across nodes (``tree_pattern``, 0.85 from Hopper). ``nccl_channels``: the channels a
+ring or tree call runs at its size (topoGetAlgoInfo), reported (docs/validation/collectives.md),
+not priced.
 
-Not modelled: the channel counts and per-channel caps of NCCL's topology search for the ring
-and tree (the tuner's ``perChMax*Bws``, which depend on them; the ring and tree have no
-pipeline fill of their own: every ring link is busy from the first step, the tree's LL / LL128
-forward line by line), PAT (one GPU per node only). All functions
+Not modelled: the search's own bandwidth (channels × speed; ours is the link times training's
+efficiency, compared on the validation page), the ring and tree's own pipeline fill (none:
+every ring link is busy from the first step, the tree's LL / LL128 forward line by line), PAT
+(one GPU per node only). All functions
 are vectorised over ``n`` / ``p`` (``xp=numpy``) or scalar (``xp=ops.xp.SCALAR``).
 """
 
@@ -57,7 +62,7 @@ import numpy as np
 from ..errors import SpecError
 
 __all__ = ["NcclTuner", "NCCL_ALGORITHMS", "NCCL_PROTOCOLS", "nccl_latency", "nccl_time",
-           "nccl_best", "nccl_choice", "nccl_channels"]
+           "nccl_best", "nccl_choice", "nccl_channels", "channel_caps"]
 
 #: the tuner's algorithms (NCCL_ALGO names, lower case) and protocols (NCCL_PROTO)
 NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
@@ -104,6 +109,19 @@ class NcclTuner:
     #: the channel count in that test (NCCL's MAXCHANNELS, 64: the bound; the communicator's
     #: own count comes from its topology search, not modelled)
     ring_plateau_channels: int = 64
+    #: the replayed topology search (``ops.nccl_search``): the ring / tree's channels and
+    #: bytes/s per channel on one node and across nodes; (0, 0.0): not replayed
+    search_one: tuple[int, float] = (0, 0.0)
+    search_nodes: tuple[int, float] = (0, 0.0)
+    #: the communicator's ring / tree channels (twice the search's: ncclTopoPostset), one
+    #: node and across nodes; 0: unknown (``nccl_channels`` then needs them given)
+    comm_one: int = 0
+    comm_nodes: int = 0
+    #: the tuner's per-channel caps (bytes/s per search channel, [1 node, 2, more]): ring
+    #: LL128, tree, tree LL128 (perChMax*Bws); (): none
+    per_channel: tuple[Triple, ...] = ()
+    #: × the tree's bus bandwidth across nodes (maxTreePattern TREE: 0.85 from Hopper); 1: off
+    tree_pattern: float = 1.0
     #: threads per channel of the ring / tree run, per protocol [LL, LL128, Simple]
     run_threads: tuple[int, int, int] = (512, 640, 512)
     #: bytes per thread before NCCL adds a channel, per protocol (the ring LL's × p)
@@ -196,6 +214,19 @@ def nccl_channels(algorithm: str, protocol: str, n: float, p: int, channels: int
     return max(1, min(channels, int(n // (t.run_threads[k] * thr))))
 
 
+def channel_caps(o: Arr, t: NcclTuner, xp: Any = np) -> tuple[Arr, Arr, Arr]:
+    """The tuner's per-channel caps on ``o`` nodes, bytes/s of bus bandwidth: the search's
+    channels × perChMax (ring LL128, tree, tree LL128; ``ncclTopoTuneModel``), inf where the
+    search is not replayed."""
+    if not t.per_channel or not t.search_one[0]:
+        inf = xp.where(xp.asarray(o, dtype=float) > 0, float("inf"), float("inf"))
+        return inf, inf, inf
+    o = xp.asarray(o, dtype=float)
+    ch = xp.where(o > 1, float(t.search_nodes[0]), float(t.search_one[0]))
+    return tuple(ch * xp.where(o > 2, c[2], xp.where(o > 1, c[1], c[0]))  # type: ignore
+                 for c in t.per_channel)
+
+
 def _tree_factor(n: Arr, k: int, t: NcclTuner, xp: Any) -> Arr:
     """treeCorrectionFactor[protocol][log2i(n >> 6)] (1 outside the table)."""
     tbl = np.asarray(t.tree_correction[k])
@@ -273,19 +304,22 @@ def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, no
     ll_max = xp.where(o > 2, t.ll_max_more_nodes,
                       xp.where(o > 1, t.ll_max_two_nodes, t.ll_max_one_node))
     bw = xp.asarray(bus_bw, dtype=float)
+    cap_r128, cap_tree, cap_t128 = channel_caps(o, t, xp)
     if algorithm == "ring":
         if protocol == "LL":
             bw = xp.minimum(ll_max, bw * t.ring_ll)
         elif protocol == "LL128":
-            bw = bw * t.ring_ll128
+            bw = xp.minimum(bw * t.ring_ll128, cap_r128)
         steps = 2 * (p - 1) if ar else p - 1
         algbw = bw * p / steps
     elif algorithm == "tree":
-        bw = bw * t.tree
+        bw = xp.minimum(bw * t.tree, cap_tree)
         if protocol == "LL":
             bw = xp.minimum(bw * t.tree_ll, ll_max)
         elif protocol == "LL128":
-            bw = bw * xp.where(o > 1, t.tree_ll128_nodes, t.tree_ll128_one_node)
+            bw = xp.minimum(bw * xp.where(o > 1, t.tree_ll128_nodes, t.tree_ll128_one_node),
+                            cap_t128)
+        bw = bw * xp.where(o > 1, t.tree_pattern, 1.0)
         algbw = 0.5 * bw * _tree_factor(n, k, t, xp)
     else:
         algbw = bw
@@ -422,16 +456,20 @@ def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nv
         ll_max = t.ll_max_more_nodes if o > 2 else t.ll_max_two_nodes if o > 1 else \
             t.ll_max_one_node
         inf = float("inf")
+        c_r128, c_tree, c_t128 = (float(c) for c in channel_caps(o, t, SCALAR))
         if a == "ring":
-            mult, cap = {"LL": (t.ring_ll, ll_max), "LL128": (t.ring_ll128, inf)}.get(
+            mult, cap = {"LL": (t.ring_ll, ll_max), "LL128": (t.ring_ll128, c_r128)}.get(
                 pr, (1.0, inf))
             pl = 64.0 * t.ring_plateau_channels * p if pr == "Simple" and ar and o > 1 \
                 and t.ring_plateau != 1.0 else inf
             out.append((0, lat, mult, cap, p / (2 * (p - 1) if ar else p - 1), -1, pl))
         elif a == "tree":
             tll128 = t.tree_ll128_nodes if o > 1 else t.tree_ll128_one_node
-            mult, cap = {"LL": (t.tree * t.tree_ll, ll_max),
-                         "LL128": (t.tree * tll128, inf)}.get(pr, (t.tree, inf))
+            mult, cap = {"LL": (t.tree * t.tree_ll, min(ll_max, c_tree * t.tree_ll)),
+                         "LL128": (t.tree * tll128, min(c_t128, c_tree * tll128))}.get(
+                pr, (t.tree, c_tree))
+            f = t.tree_pattern if o > 1 else 1.0
+            mult, cap = mult * f, cap * f
             out.append((0, lat, mult, cap, 0.5, k, inf))
         else:
             out.append((1 if a == "nvls" else 2, lat, 1.0, inf, 1.0, -1, inf))

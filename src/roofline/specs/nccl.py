@@ -15,13 +15,14 @@ from typing import Any
 from .._data import DATA, read_toml
 from ..errors import SpecError
 from ..ops.nccl import NCCL_ALGORITHMS, NcclTuner
+from ..ops.nccl_search import comm_channels, search_ring
 from .cluster import Cluster
 from .sourced import read_quantity
 
 __all__ = ["tuner_for", "nccl_version"]
 
 _ORIGIN = "data/presets/nccl.toml"
-_UNIT = {"us": 1e-6, "1": 1.0}
+_UNIT = {"us": 1e-6, "1": 1.0, "GB/s": 1e9}
 
 
 def _values(raw: Any, where: str, sources: dict[str, str], n: int | None = 3) -> tuple[float, ...]:
@@ -80,11 +81,61 @@ def _doc() -> dict[str, Any]:
                                 else "ratio") for k, v in rc.items()}
     rp = doc["ring_plateau"]
     out["ring_plateau"] = {k: q(v, f"ring_plateau.{k}", "ratio") for k, v in rp.items()}
+    _search(doc, src, out)
     for a in out["arch"].values():
-        if a not in out["ll_one"] or a not in out["nvls_channels"] \
+        if a not in out["search_arch"] or a not in out["ll_one"] or a not in out["nvls_channels"] \
                 or a not in out["ring_plateau"]:
             raise SpecError(f"{_ORIGIN}: [arch] names {a!r}, which [ll_max.one_node] or "
                             "[nvls.channels] or [ring_plateau] lacks")
+    return out
+
+
+def _search(doc: dict[str, Any], src: dict[str, str], out: dict[str, Any]) -> None:
+    """[search] (the speed arrays, GB/s), [search.arch] and [per_channel_caps] into ``out``."""
+    sr = doc["search"]
+    out["speeds"] = {k: tuple(v / 1e9 for v in _values(sr[k], f"search.{k}", src, None))
+                     for k in sr if k.startswith(("intra_", "inter_"))}
+    arch: dict[str, dict[str, Any]] = {}
+    for a, row in sr["arch"].items():
+        keys = {"cc", "speeds", "nvlink_link", "link_spec", "pcie", "source", "note"}
+        if not isinstance(row, dict) or set(row) != keys - ({"note"} - set(row)) \
+                or row["source"] not in src or f"intra_{row['speeds']}" not in out["speeds"] \
+                or not all(isinstance(row[k], int | float) and row[k] > 0
+                           for k in ("cc", "nvlink_link", "link_spec", "pcie")):
+            raise SpecError(f"{_ORIGIN}: [search.arch] {a} must be {{ cc, speeds (a [search] "
+                            f"suffix), nvlink_link, link_spec, pcie > 0, source }}, got {row!r}")
+        arch[a] = row
+    out["search_arch"] = arch
+    pc = doc["per_channel_caps"]
+    out["caps"] = {k: _values(v, f"per_channel_caps.{k}", src) for k, v in pc.items()}
+    for a in arch:
+        if any(f"{c}_{a}" not in out["caps"] for c in ("ring_ll128", "tree", "tree_ll128")):
+            raise SpecError(f"{_ORIGIN}: [per_channel_caps] lacks a row for {a!r}")
+
+
+def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
+            gpus: int) -> dict[str, Any]:
+    """The replayed ring / tree search (``ops.nccl_search``) for one cluster: NcclTuner's
+    search_one / search_nodes / comm_one / comm_nodes / per_channel (empty off NVLink, or without a
+    scale-up bandwidth)."""
+    d = _doc()
+    row = d["search_arch"][arch]
+    if not nvlink or up_gbps <= 0 or gpus < 2:
+        return {}
+    cc, sp = int(row["cc"]), str(row["speeds"])
+    links = round(up_gbps / row["link_spec"])
+    total = max(1, links) * row["nvlink_link"]
+    one = search_ring(d["speeds"][f"intra_{sp}"], total, cc)
+    out: dict[str, Any] = {"search_one": (one[0], one[1] * 1e9),
+                           "comm_one": comm_channels(one[0], cc, 1, one[1])}
+    if out_gbps > 0:
+        nodes = search_ring(d["speeds"][f"inter_{sp}"], total, cc, nics=gpus,
+                            nic_path=min(row["pcie"], out_gbps), gpus=gpus)
+        out |= {"search_nodes": (nodes[0], nodes[1] * 1e9),
+                "comm_nodes": comm_channels(nodes[0], cc, 2, nodes[1])}
+        out["ring_plateau_channels"] = out["comm_nodes"]
+    out["per_channel"] = tuple(d["caps"][f"{c}_{arch}"] for c in ("ring_ll128", "tree",
+                                                                   "tree_ll128"))
     return out
 
 
@@ -98,7 +149,8 @@ def _row(tbl: dict[str, Any]) -> tuple[tuple[float, float, float], ...]:
 
 
 @lru_cache(maxsize=64)
-def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
+def _tuner(arch: str, nvlink: bool, amd: bool, up_gbps: float = 0.0, out_gbps: float = 0.0,
+           gpus: int = 0) -> NcclTuner:
     d = _doc()
     b = d["bandwidth"]
     host = "amd" if amd else "intel"
@@ -115,10 +167,12 @@ def _tuner(arch: str, nvlink: bool, amd: bool) -> NcclTuner:
         nvls_tree_chunk_4_nodes=d["nvls"]["tree_chunk_4_nodes"],
         nvls_max_heads=int(d["nvls"]["max_heads"]), nvls_fill_loops=d["nvls"]["fill_loops"],
         ring_plateau=d["ring_plateau"][arch],
+        tree_pattern=b["tree_pattern"] if d["search_arch"][arch]["cc"] >= 90 else 1.0,
         run_threads=(int(rc["threads_ll"]), int(rc["threads_ll128"]),
                      int(rc["threads_simple"])),
         run_threshold=(rc["threshold_ll"], rc["threshold_ll128"], rc["threshold_simple"]),
-        ring_plateau_channels=int(d["ring_plateau"]["channels"]))
+        **({"ring_plateau_channels": int(d["ring_plateau"]["channels"])}
+           | _replay(arch, nvlink, up_gbps, out_gbps, gpus)))
 
 
 def tuner_for(c: Cluster) -> NcclTuner | None:
@@ -130,4 +184,5 @@ def tuner_for(c: Cluster) -> NcclTuner | None:
     link = c.device.scale_up_link
     nvlink = link is not None and "nvlink" in link.name.lower() and "bridge" not in \
         link.name.lower()
-    return _tuner(arch, nvlink, c.key in _doc()["amd"])
+    return _tuner(arch, nvlink, c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
+                  c.scale_out_bytes_per_s / 1e9, c.devices_per_node)

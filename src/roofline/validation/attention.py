@@ -220,15 +220,12 @@ def attention_figures(rows: list[dict[str, Any]] | None = None,
     markers), from the rows, held-out errors and per-architecture fits the table uses: each
     architecture's curve, fractions, RMS log error and case counts (``att.<arch>.*``), the
     in-sample and held-out errors the bullets cite, the judged cases' medians."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
 
     rows = attention_rows() if rows is None else rows
     loso = loso_rows() if loso is None else loso
     fits = arch_fits() if fits is None else fits
     out: dict[str, str] = {}
-
-    def pct(x: float, sign: bool = False) -> str:
-        return f"{x * 100:{'+' if sign else ''}.0f} %".replace("-", "−")
 
     for arch, f in fits.items():
         k = f"att.{arch}"
@@ -237,32 +234,32 @@ def attention_figures(rows: list[dict[str, Any]] | None = None,
                 f"{k}.n": str(sum(1 for c in fitted() if case_work(c)[2] == arch))}
         for (kern, _, field), fr in f["fractions"].items():
             out[f"{k}.{kern}.{field}"] = f"{fr:.3f}"
-            out[f"{k}.{kern}.{field}.pct"] = pct(fr)
+            out[f"{k}.{kern}.{field}.pct"] = fmt_pct(fr, sign=False)
 
         def curve(x: float, f: dict[str, Any] = f) -> float:
             return 1.0 / (1.0 + (f["x0"] / x) ** f["p"])
 
-        out |= {f"{k}.at512": pct(curve(512.0)), f"{k}.at16k": f"{curve(16384.0):.1%}"
-                .replace("%", " %")}
+        out |= {f"{k}.at512": fmt_pct(curve(512.0), sign=False),
+                f"{k}.at16k": fmt_pct(curve(16384.0), 1, sign=False)}
     by_id = {r["case"].id: r for r in rows}
     held = {s: [e for _, e in errs] for s, errs in loso.items()}
     held_id = {c.id: e for errs in loso.values() for c, e in errs}
     bw = [r["error"] for r in rows if r["case"] in fitted([r["case"] for r in rows])
           and case_work(r["case"])[2] == "blackwell"]
     out["att.outliers"] = str(sum(1 for r in rows if r["case"].known_outlier))
-    out["att.blackwell.in_sample"] = f"{_median_abs(bw):.1%}".replace("%", " %")
+    out["att.blackwell.in_sample"] = fmt_pct(_median_abs(bw), 1, sign=False)
     for s, e in held.items():
-        out[f"att.loso.{s}"] = pct(_median_abs(e))
-        out[f"att.loso.{s}.worst"] = pct(max(e, key=abs), sign=True)
+        out[f"att.loso.{s}"] = fmt_pct(_median_abs(e), sign=False)
+        out[f"att.loso.{s}.worst"] = fmt_pct(max(e, key=abs))
     fa1589 = min(((c, e) for c, e in loso.get("fa1589", [])), key=lambda ce: ce[1])
     out["att.fa1589.worst_ours"] = f"{fa1589[0].value_si * (1 + fa1589[1]) / 1e12:.0f}"
     short = [held_id[c] for c in held_id if c.startswith("fa2 fwd h128 s")
              and c.endswith("(fa3paper)") and int(c.split(" s")[1].split()[0]) <= 2048]
     out["att.fa3paper.fa2_short_loso"] = span_pct(short, signed=False)
-    out["att.tb171.s16384"] = pct(held_id["fa2 fwd h128 s16384 B200 (tb171)"], sign=True)
-    out["att.gb200_cudnn.s512"] = pct(by_id["cudnn fwd h128 s512 causal GB200 (cudnnfe)"]["error"],
-                                      sign=True)
-    out["att.fa2_causal_fwd"] = pct(by_id["fa2 fwd h128 s8192 causal (fa1791)"]["error"], True)
+    out["att.tb171.s16384"] = fmt_pct(held_id["fa2 fwd h128 s16384 B200 (tb171)"])
+    out["att.gb200_cudnn.s512"] = fmt_pct(
+        by_id["cudnn fwd h128 s512 causal GB200 (cudnnfe)"]["error"])
+    out["att.fa2_causal_fwd"] = fmt_pct(by_id["fa2 fwd h128 s8192 causal (fa1791)"]["error"])
 
     def span(pred: Any) -> list[float]:
         return [r["error"] for r in rows if pred(r["case"].id)]
@@ -277,6 +274,6 @@ def attention_figures(rows: list[dict[str, Any]] | None = None,
         c = g[0]["case"]
         name = f"att.judged.{c['hardware']}.{c.source}"
         errs = [r["error"] for r in g]
-        out[name] = pct(_median_abs(errs))
+        out[name] = fmt_pct(_median_abs(errs), sign=False)
         out[f"{name}.range"] = span_pct(errs, signed=False)
     return out

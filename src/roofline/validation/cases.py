@@ -2,7 +2,8 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
-``gemm``, ``cdna_gemm``, ``cdna_tuned``, ``vendors``, ``tpu_training``, ``rocm_serving``) is one
+``gemm``, ``cdna_gemm``, ``cdna_tuned``, ``vendors``, ``tpu_training``, ``rocm_serving``,
+``vendor_training``) is one
 TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table /
 page) and ``[[case]]`` entries. Each case carries
 
@@ -163,6 +164,9 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }
+#: runs on parts that are not NVIDIA's: the training_runs scenario, judged apart
+#: (validation/vendor_training.py)
+DOMAINS["vendor_training"] = DOMAINS["training_runs"]
 
 _COMMON = {"id": str, "source": str, "where": str, "metric": str, "measured": _NUM, "unit": str}
 _COMMON_OPT = {"note": str, "derivation": str, "date": str, "known_outlier": bool,

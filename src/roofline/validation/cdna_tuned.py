@@ -27,7 +27,7 @@ import numpy as np
 
 from .cases import Case, load_cases
 
-__all__ = ["tuned_cases", "tuned_time", "measured_time", "tuned_errors", "M_CLASSES",
+__all__ = ["tuned_cases", "tuned_time", "kernel_time", "measured_time", "tuned_errors", "M_CLASSES",
            "tuned_table", "maf_table"]
 
 #: the M (token) classes of the table: [lo, hi)
@@ -55,12 +55,18 @@ def _graph(m: int, n: int, k: int, dtype: str, out_dtype: str | None) -> Any:
 def tuned_time(c: Case, *, smooth: bool = False) -> float:
     """Our kernel time (s) of ``c``: the one-op graph on the part with its tile set (``smooth``:
     without it), the output at ``out_dtype``'s width where the case gives one."""
-    from ..engine.core import TimeModel
     from .gemm import _hw_eff
 
     hw, eff = _hw_eff(c["hardware"])
     if smooth:
         eff = replace(eff, tiles=None)
+    return kernel_time(c, hw, eff)
+
+
+def kernel_time(c: Case, hw: Any, eff: Any) -> float:
+    """The one-op graph's kernel time (s) of ``c`` on ``hw`` priced by ``eff``."""
+    from ..engine.core import TimeModel
+
     g = _graph(c["m"], c["n"], c["k"], c["dtype"], c.get("out_dtype"))
     return float(TimeModel(g, hw, eff).evaluate(float(c["b"])).t_kernel.sum())
 

@@ -35,7 +35,7 @@ from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one
 __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
            "collectives_holdout_table", "collectives_ramp_table", "collectives_figures",
-           "collectives_ring_tree_table"]
+           "collectives_ring_tree_table", "collectives_search_table", "search_busbw"]
 
 PARAMS = ("nvls", "nvls5", "nvls_fill")
 #: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
@@ -95,6 +95,7 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
     c = _case_cluster(case)
     fill = nvls.get("nvls_fill") if isinstance(nvls, Mapping) else None
     plateau = nvls.get("ring_plateau") if isinstance(nvls, Mapping) else None
+    search = nvls.get("search") if isinstance(nvls, Mapping) else None
     if isinstance(nvls, Mapping):
         key = PARAM_OF.get(case["cluster"])
         nvls = nvls[key] if key else None
@@ -109,6 +110,9 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
         links = replace(links, nccl=replace(links.nccl, nvls_fill_loops=fill))
     if plateau is not None and links.nccl is not None:
         links = replace(links, nccl=replace(links.nccl, ring_plateau=plateau))
+    if search == 0.0 and links.nccl is not None:  # the replayed search off: the model before
+        links = replace(links, nccl=replace(links.nccl, per_channel=(), ring_plateau_channels=64,
+                                            tree_pattern=1.0))
     return links
 
 
@@ -339,6 +343,9 @@ _NAMED = {"x4": "H100 x4 NVLS", "b300": "B300 x8 all-reduce NVLS on",
           "n2_256m": "H100 x16 (2 nodes) all-reduce 256 MiB",
           "n2_64b": "H100 x16 (2 nodes) all-reduce 64 B",
           "n4_64b": "H100 x32 (4 nodes) all-reduce 64 B",
+          "n2_64k": "H100 x16 (2 nodes) all-reduce 64 KiB",
+          "n4_64k": "H100 x32 (4 nodes) all-reduce 64 KiB",
+          "n8_1m": "H100 x64 (8 nodes) all-reduce 1 MiB",
           "n4_16m": "H100 x32 (4 nodes) all-reduce 16 MiB",
           "n2_nvls": "H100 x16 (2 nodes) all-reduce, NVLS on",
           "rs4": "H100 x32 (4 nodes) reduce-scatter",
@@ -366,26 +373,89 @@ def _ring_tree_cases() -> list[tuple[Case, str, str]]:
 def collectives_ring_tree_table() -> str:
     """The ring / tree mid-size table of docs/validation/collectives.md: each case below
     256 MiB NCCL's tuner (ours) runs as a ring or a tree, with the channels NCCL's run takes
-    at that size (``ops.nccl.nccl_channels``, of at most MAXCHANNELS 64), the tuner latency's
-    share of our time, and our error."""
+    at that size of the communicator's (``ops.nccl.nccl_channels``; the communicator's from the
+    replayed topology search, ``ops.nccl_search``), the tuner latency's share of our time, our
+    error, and the error before the replayed search (no per-channel caps, no tree-pattern
+    factor, the plateau at MAXCHANNELS)."""
     from ..ops.nccl import nccl_channels, nccl_latency
 
-    rows = ["| case | size | NCCL's pick (ours) | channels run at this size | latency share "
-            "| published | ours | error | source |",
-            "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    rows = ["| case | size | NCCL's pick (ours) | channels run at this size, of the "
+            "communicator's | latency share | published | ours | error | before the replayed "
+            "search | source |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for c, a, pr in _ring_tree_cases():
         links = _links(c)
         t_ = links.nccl
         assert t_ is not None  # _ring_tree_cases keeps the cases NCCL's tuner prices
         o = coll.group_split(float(c["ranks"]), 1.0, links.domain, SCALAR)[1]
-        ch = nccl_channels(a, pr, float(c["bytes"]), c["ranks"], 64, t_)
+        comm = t_.comm_nodes if o > 1 else t_.comm_one
+        ch = nccl_channels(a, pr, float(c["bytes"]), c["ranks"], comm or 64, t_)
         lat = float(nccl_latency(_collective(c), a, pr, c["ranks"], o, t_, SCALAR))
         t = predict_time(c)
         ours = predict(c)
+        before = predict(c, shipped_nvls() | {"search": 0.0})
         rows.append(f"| {c.id} | {_size(c['bytes'])} | {a} / {pr} | "
-                    f"{'all' if ch >= 64 else ch} | {lat / t:.0%} | {c.measured:g} {c.unit} | "
-                    f"{_fmt(c, ours)} | {ours / c.value_si - 1:+.1%} | {c.source} |")
+                    f"{ch} of {comm or 'at most 64'} | {lat / t:.0%} | {c.measured:g} {c.unit} | "
+                    f"{_fmt(c, ours)} | {ours / c.value_si - 1:+.1%} | "
+                    f"{before / c.value_si - 1:+.1%} | {c.source} |")
     return "\n".join(rows)
+
+
+def _ring_peak_cases() -> list[Case]:
+    """The cases NCCL ran as a ring at 128 MiB and more: forced, NVLS off, or a reduce-scatter /
+    all-gather (NCCL's ring on these nodes)."""
+    return [c for c in collective_cases() if c["bytes"] >= 2**27 and (
+        c["algorithm"] == "ring" or c.get("nvls_disabled") or _collective(c) != "all_reduce")]
+
+
+def search_busbw(case: Case) -> float:
+    """nccl-tests' busbw for ``case`` with NCCL's *own* ring bandwidth: the replayed topology
+    search's channels × per-channel speed (``ops.nccl_search``; what ``ncclTopoTuneModel``
+    takes as the ring's Simple bus bandwidth) and the tuner's latency, instead of the link
+    times training's fitted efficiency. Nothing fitted."""
+    from ..ops.nccl import nccl_time
+
+    links = _links(case)
+    t = links.nccl
+    if t is None or not t.search_one[0]:
+        raise ValueError(f"{case.id}: no replayed search for its cluster")
+    o = coll.group_split(float(case["ranks"]), 1.0, links.domain, SCALAR)[1]
+    ch, speed = t.search_nodes if o > 1 else t.search_one
+    sec = float(nccl_time(_collective(case), "ring", "Simple", float(case["bytes"]),
+                          case["ranks"], o, ch * speed, t, SCALAR))
+    return coll.bus_factor(_collective(case), case["ranks"]) * case["bytes"] / sec
+
+
+def collectives_search_table() -> str:
+    """docs/validation/collectives.md's comparison of the ring's bandwidth: ours (the link
+    times training's efficiency) against NCCL's own (``search_busbw``), on the ring cases."""
+    rows = ["| case | ranks | size | published | ours | error | NCCL's ring bandwidth "
+            "(channels × GB/s) | with it | error | source |",
+            "|---|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    for c in _ring_peak_cases():
+        links = _links(c)
+        assert links.nccl is not None
+        o = coll.group_split(float(c["ranks"]), 1.0, links.domain, SCALAR)[1]
+        ch, speed = links.nccl.search_nodes if o > 1 else links.nccl.search_one
+        ours, nccl = predict(c), search_busbw(c)
+        rows.append(f"| {c.id} | {c['ranks']} | {_size(c['bytes'])} | {c.measured:g} {c.unit} | "
+                    f"{_fmt(c, ours)} | {ours / c.value_si - 1:+.1%} | {ch} × {speed / 1e9:g} | "
+                    f"{_fmt(c, nccl)} | {nccl / c.value_si - 1:+.1%} | {c.source} |")
+    return "\n".join(rows)
+
+
+def _search_figures() -> dict[str, str]:
+    from .holdout import fmt_pct, span_pct
+
+    cs = _ring_peak_cases()
+    ours = [predict(c) / c.value_si - 1 for c in cs]
+    nccl = [search_busbw(c) / c.value_si - 1 for c in cs]
+    one = [e for c, e in zip(cs, nccl, strict=True) if "nodes" not in c.id]
+    multi = [e for c, e in zip(cs, nccl, strict=True) if "nodes" in c.id]
+    return {"coll.searchbw.n": str(len(cs)),
+            "coll.searchbw.median": fmt_pct(statistics.median(map(abs, nccl)), 1, sign=False),
+            "coll.searchbw.ours": fmt_pct(statistics.median(map(abs, ours)), 1, sign=False),
+            "coll.searchbw.one": span_pct(one), "coll.searchbw.multi": span_pct(multi)}
 
 
 def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
@@ -393,15 +463,12 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     markers), by the code the tables use: named cases' ours / error (``coll.<name>.*``: with
     NCCL's latencies, the per-step α model, the first model, without the NVLS fill), the
     mid-size ramp's and the multi-node cases' medians, the fill and fractions the fit gives."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
 
     rep = collectives_holdout() if rep is None else rep
     ship = shipped_nvls()
     without = {p.source: p.fitted_without.values for p in rep.per_source}
     by_id = {c.id: c for c in collective_cases()}
-
-    def pct(x: float, sign: bool = True, digits: int = 0) -> str:
-        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
 
     def val(c: Case, v_si: float) -> str:
         return _fmt(c, v_si).split(" ")[0]
@@ -417,13 +484,13 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
         for tag, ours in (("", predict(c)), (".step", predict(c, tuner=False)),
                           (".first", _previous(c)), (".nofill", nofill)):
             out[f"coll.{name}{tag}"] = val(c, ours)
-            out[f"coll.{name}{tag}.err"] = pct(ours / c.value_si - 1)
-            out[f"coll.{name}{tag}.err1"] = pct(ours / c.value_si - 1, digits=1)
+            out[f"coll.{name}{tag}.err"] = fmt_pct(ours / c.value_si - 1)
+            out[f"coll.{name}{tag}.err1"] = fmt_pct(ours / c.value_si - 1, digits=1)
     ramp = _ramp_cases(collective_cases())
     for tag, vals in (("", lambda c: ship), (".loso", lambda c: without[c.source])):
         le = [math.log(predict(c, vals(c)) / c.value_si) for c in ramp]
-        out[f"coll.ramp{tag}.median"] = pct(statistics.median(abs(math.expm1(x)) for x in le),
-                                            sign=False, digits=1)
+        out[f"coll.ramp{tag}.median"] = fmt_pct(statistics.median(abs(math.expm1(x)) for x in le),
+                                                sign=False, digits=1)
         out[f"coll.ramp{tag}.rms"] = f"{math.sqrt(sum(x * x for x in le) / len(le)):.3f}"
     rack = [c for c in collective_cases() if c.source == "coreweave43"]
     out["coll.rack_held_out"] = span_pct([predict(c, without["coreweave43"]) / c.value_si - 1
@@ -437,17 +504,22 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
              and c["bytes"] >= 2**28]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in multi]
-        out[f"coll.multi{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
-        out[f"coll.multi{tag}.worst"] = pct(max(e, key=abs))
-        out[f"coll.multi{tag}.within"] = pct(max(map(abs, e)), sign=False)
+        out[f"coll.multi{tag}.median"] = fmt_pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.multi{tag}.worst"] = fmt_pct(max(e, key=abs))
+        out[f"coll.multi{tag}.within"] = fmt_pct(max(map(abs, e)), sign=False)
+    off = ship | {"search": 0.0}  # the replayed search off: what it moves
+    shift = [abs(predict(c) - predict(c, off)) / c.value_si for c in collective_cases()]
+    out["coll.search.n"] = str(sum(m > 1e-9 for m in shift))
+    out["coll.search.max"] = f"{max(shift) * 100:.1f}"
     flat = ship | {"ring_plateau": 1.0}  # the ring's plateau off: what it moves
     moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
+    out |= _search_figures()
     small = [c for c in collective_cases() if c.source == "nccltests309" and c["bytes"] <= 2**20]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in small]
-        out[f"coll.small{tag}.median"] = pct(statistics.median(map(abs, e)), sign=False)
+        out[f"coll.small{tag}.median"] = fmt_pct(statistics.median(map(abs, e)), sign=False)
         out[f"coll.small{tag}.range"] = span_pct(e, signed=False)
-        out[f"coll.small{tag}.within"] = pct(max(map(abs, e)), sign=False)
+        out[f"coll.small{tag}.within"] = fmt_pct(max(map(abs, e)), sign=False)
     return out

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .holdout import fmt_pct
+
 __all__ = ["economics_figures"]
 
 #: the power cases the prose names, by the short key of their figures
@@ -42,7 +44,7 @@ def _failures(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
         for tag, rate in (("", lam), (".x2", 2 * lam)):
             g = reliability(devices=16384, job_hours=1296, checkpoint_s=ck,
                             failure_rate=rate).goodput
-            out[f"econ.goodput.{ck:g}s{tag}"] = f"{g:.1%}".replace("%", " %")
+            out[f"econ.goodput.{ck:g}s{tag}"] = fmt_pct(g, 1, sign=False)
     return out
 
 
@@ -65,11 +67,11 @@ def _power(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
         out[f"econ.pw.{key}.w_at_ours"] = f"{c.measured * c.units_per_s / c.devices:.0f}"
     batch128 = [by[_POWER[k]] for k in ("h200", "b200")]
     for tag, key in (("in", "ratio"), ("loso", "ratio_loso")):
-        out[f"econ.pw.batch128.{tag}"] = f"{max(abs(r[key] - 1) for r in batch128) * 100:.0f} %"
+        out[f"econ.pw.batch128.{tag}"] = fmt_pct(max(abs(r[key] - 1) for r in batch128), sign=False)
     fit = [r for r in rows if r["fit"]]
     for tag, key in (("in", "ratio"), ("loso", "ratio_loso")):
         med = math.expm1(float(np.median([abs(math.log(r[key])) for r in fit])))
-        out[f"econ.pw.median.{tag}"] = f"{med:.0%}".replace("%", " %")
+        out[f"econ.pw.median.{tag}"] = fmt_pct(med, sign=False)
     return out
 
 

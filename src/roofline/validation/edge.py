@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cases import Case, load_cases
+from .holdout import fmt_pct
 
 __all__ = ["edge_cases", "predict_edge", "edge_figures"]
 
@@ -36,5 +37,5 @@ def edge_figures(ours: dict[str, float] | None = None) -> dict[str, Any]:
     out = {}
     for c in edge_cases():
         v = predict_edge(c) if ours is None else ours[c.id]
-        out[f"readme.edge.{c.id}"] = f"{(v / c.measured - 1) * 100:+.1f} %".replace("-", "−")
+        out[f"readme.edge.{c.id}"] = fmt_pct(v / c.measured - 1, 1)
     return out

@@ -80,11 +80,11 @@ def fp8_figures(rows: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None =
     """The figures docs/validation/fp8.md's prose quotes (inline ``<!--v:KEY-->`` markers): the
     signed range of the errors at the 16-bit fraction ("−2 … +17 %"), the held-out median
     |error| there and with the shipped factors ("8.1 %"), and the range with them."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
 
     before, after = (fp8_rows(1.0), fp8_rows()) if rows is None else rows
     def med(rs: list[dict[str, Any]]) -> str:
-        return f"{_median([abs(x['error']) for x in rs]):.1%}".replace("%", " %")
+        return fmt_pct(_median([abs(x["error"]) for x in rs]), 1, sign=False)
 
     return {"fp8.before_range": span_pct([x["error"] for x in before]),
             "fp8.before_median": med(before), "fp8.after_median": med(after),

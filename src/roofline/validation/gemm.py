@@ -219,11 +219,12 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
             dims.append((c["m"] * c["b"], c["n"], c["k"]))
         d = np.array(dims, dtype=np.float64).T
         # the engine's rate (tiles.wave_ops): the 16-bit set scales by gemm_dtype (1 there), a
-        # narrow dtype's own set is a fraction of that dtype's own peak
-        peak = hw.peak(dt) * hw.sustained(dt)
+        # narrow dtype's own set is a fraction of that dtype's own peak; a part's measured
+        # clock ratio to its set's fitted part (tiles.Tiles.clock) scales it as the engine does
+        t = eff.tiles.for_dtype(dt)
+        peak = hw.peak(dt) * hw.sustained(dt) * t.clock_of(dt)
         inv_bw = 1.0 / (hw.memory_bytes_per_s * eff.memory.max)
-        out.append((np.array(pos), d, np.array(f), np.array(tm), peak, eff.tiles.for_dtype(dt),
-                    inv_bw))
+        out.append((np.array(pos), d, np.array(f), np.array(tm), peak, t, inv_bw))
     return out
 
 

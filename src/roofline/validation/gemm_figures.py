@@ -20,13 +20,9 @@ import numpy as np
 
 from . import gemm as g
 from .cases import Case
-from .holdout import span_pct
+from .holdout import fmt_pct, span_pct
 
 __all__ = ["gemm_page_figures"]
-
-
-def _pct(x: float, sign: bool = True, digits: int = 0) -> str:
-    return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
 
 
 def _med(errs: Sequence[float]) -> float:
@@ -53,16 +49,16 @@ def _nvidia(rep: Mapping[str, Any]) -> dict[str, str]:
     by_src: dict[str, list[float]] = {}
     for c, _, e in a100:
         by_src.setdefault(c.source, []).append(e)
-    out["gemm.a100.others_within"] = _pct(max(_med(v) for s, v in by_src.items()
-                                              if s != "tri6523"), sign=False)
-    out["gemm.a100.azure"] = _pct(_med(by_src["azure_a100"]), sign=False, digits=1)
-    out["gemm.a100.without_tri6523"] = _pct(_med([e for s, v in by_src.items()
-                                                  if s != "tri6523" for e in v]),
-                                            sign=False, digits=1)
+    out["gemm.a100.others_within"] = fmt_pct(max(_med(v) for s, v in by_src.items()
+                                                 if s != "tri6523"), sign=False)
+    out["gemm.a100.azure"] = fmt_pct(_med(by_src["azure_a100"]), sign=False, digits=1)
+    out["gemm.a100.without_tri6523"] = fmt_pct(_med([e for s, v in by_src.items()
+                                                     if s != "tri6523" for e in v]),
+                                               sign=False, digits=1)
     thin = next(c for c, _, _ in a100 if c.source == "azure_a100" and c["m"] == 802816)
-    out["gemm.a100.thin"] = _pct(g.predict_gemm(thin) / thin.value_si - 1, sign=False)
-    out["gemm.a100.thin.smooth"] = _pct(g.predict_gemm(thin, smooth=True) / thin.value_si - 1,
-                                        sign=False)
+    out["gemm.a100.thin"] = fmt_pct(g.predict_gemm(thin) / thin.value_si - 1, sign=False)
+    out["gemm.a100.thin.smooth"] = fmt_pct(g.predict_gemm(thin, smooth=True) / thin.value_si - 1,
+                                           sign=False)
     # the H100 PCIe pair: without the derating (uncapped), and the small sizes with it
     pcie, sxm = pair_cases("h100-pcie")
     large = [c for c in pcie if c["m"] >= MIN_SIZE]
@@ -83,13 +79,13 @@ def _nvidia(rep: Mapping[str, Any]) -> dict[str, str]:
     hop = g.hopper_fp8_cases()
     held = {c.id: math.expm1(r8.held_out_errors[c.id]) for c in hop}
     bigs = [c for c in hop if g.sets_max(c)]
-    out["gemm.fp8.held_large"] = _pct(_med([held[c.id] for c in bigs]), sign=False, digits=1)
-    out["gemm.fp8.held.mamf_h200"] = _pct(held["mamf H200 SXM fp8"], digits=1)
-    out["gemm.fp8.held.mamf_h100"] = _pct(held["mamf H100 SXM fp8"], digits=1)
+    out["gemm.fp8.held_large"] = fmt_pct(_med([held[c.id] for c in bigs]), sign=False, digits=1)
+    out["gemm.fp8.held.mamf_h200"] = fmt_pct(held["mamf H200 SXM fp8"], digits=1)
+    out["gemm.fp8.held.mamf_h100"] = fmt_pct(held["mamf H100 SXM fp8"], digits=1)
     out["gemm.fp8.held.azure_large"] = span_pct([held[c.id] for c in bigs
                                                  if c.source == "azure"])
     after = {c.id: g.predict_gemm(c) / c.value_si - 1 for c in hop}
-    out["gemm.fp8.in.mamf_h200"] = _pct(after["mamf H200 SXM fp8"], digits=1)
+    out["gemm.fp8.in.mamf_h200"] = fmt_pct(after["mamf H200 SXM fp8"], digits=1)
     small = [c for c in hop if not g.sets_max(c)]
     out["gemm.fp8.small.h100"] = span_pct([after[c.id] for c in small if "H100" in c.id
                                            and c["m"] != 802816])
@@ -102,9 +98,9 @@ def _nvidia(rep: Mapping[str, Any]) -> dict[str, str]:
     # MAMF's NVIDIA rows no tile fit uses (op time, as vendors.md prices them)
     for c in g.nvidia_control_cases():
         k = "gemm.mamf." + c.id.removeprefix("mamf ").replace(" ", "_")
-        out[k] = _pct(g.predict_gemm(c, op_time=True) / c.value_si - 1, digits=1)
-        out[k + ".smooth"] = _pct(g.predict_gemm(c, smooth=True, op_time=True) / c.value_si - 1,
-                                  digits=1)
+        out[k] = fmt_pct(g.predict_gemm(c, op_time=True) / c.value_si - 1, digits=1)
+        out[k + ".smooth"] = fmt_pct(g.predict_gemm(c, smooth=True, op_time=True) / c.value_si - 1,
+                                     digits=1)
         out[k + ".ours"] = f"{g.predict_gemm(c, op_time=True) / 1e12:.1f}"
     out |= _stream_k_unseen_limits(rep, held)
     return out
@@ -117,12 +113,12 @@ def _stream_k_unseen_limits(rep: Mapping[str, Any], held: Mapping[str, float]
     for on, tag in ((False, "off"), (True, "on")):
         ins, lo = sk[on]
         out[f"gemm.streamk.hopper_fp8.{tag}.rms"] = f"{ins.rms_log:.3f}"
-        out[f"gemm.streamk.hopper_fp8.{tag}.held"] = _pct(lo.median_abs, sign=False, digits=1)
-    out["gemm.unseen.hopper_fp8"] = _pct(_med(list(held.values())), sign=False)
+        out[f"gemm.streamk.hopper_fp8.{tag}.held"] = fmt_pct(lo.median_abs, sign=False, digits=1)
+    out["gemm.unseen.hopper_fp8"] = fmt_pct(_med(list(held.values())), sign=False)
     kern = {c.id: e for c, _, e in g.gemm_errors()}
     for cid, key in (("H100 bf16 256x256x4096", "h100_thin"), ("B200 bf16 256x256x4096",
                      "b200_thin"), ("B200 bf16 4096x4096x4096", "b200_4096")):
-        out[f"gemm.{key}"] = _pct(abs(kern[cid]), sign=False)
+        out[f"gemm.{key}"] = fmt_pct(abs(kern[cid]), sign=False)
     return out
 
 
@@ -144,28 +140,59 @@ def _cdna() -> dict[str, str]:
     for part, dt in sorted({(c["hardware"], c["dtype"]) for c in cs}):
         ids = [c.id for c in cs if (c["hardware"], c["dtype"]) == (part, dt)]
         meds[(part, dt)] = (_med([before[i] for i in ids]), _med([after[i] for i in ids]))
-        out[f"gemm.cdna.{part}.{dt}"] = _pct(meds[(part, dt)][1], sign=False)
-    out["gemm.cdna.bf16"] = _pct(max(meds[k][1] for k in meds if k[1] == "bf16"), sign=False)
+        out[f"gemm.cdna.{part}.{dt}"] = fmt_pct(meds[(part, dt)][1], sign=False)
+    out["gemm.cdna.bf16"] = fmt_pct(max(meds[k][1] for k in meds if k[1] == "bf16"), sign=False)
     out["gemm.cdna.smooth"] = span_pct([meds[k][0] for k in meds], signed=False)
     big = [c.id for c in cs if (c["hardware"], c["dtype"]) == ("mi300x", "fp8")
            and c["m"] * c["n"] * c["k"] >= 2048 ** 3]
-    out["gemm.cdna.mi300x_fp8_large"] = _pct(_med([after[i] for i in big]), sign=False)
+    out["gemm.cdna.mi300x_fp8_large"] = fmt_pct(_med([after[i] for i in big]), sign=False)
     r16 = cdna.cdna_holdout("cdna3", "bf16")
     for cid, part in (("mamf MI300X bf16", "mi300x"), ("mamf MI325X bf16", "mi325x")):
-        out[f"gemm.cdna.no_mamf.{part}"] = _pct(math.expm1(r16.held_out_errors[cid]))
+        out[f"gemm.cdna.no_mamf.{part}"] = fmt_pct(math.expm1(r16.held_out_errors[cid]))
     r4 = cdna.cdna_holdout("cdna4", "bf16")
-    out["gemm.cdna.no_mamf.mi355x"] = _pct(math.expm1(r4.held_out_errors["mamf MI355X bf16"]))
+    out["gemm.cdna.no_mamf.mi355x"] = fmt_pct(math.expm1(r4.held_out_errors["mamf MI355X bf16"]))
     table = next(p for p in r16.per_source if p.source != "mamf")
-    out["gemm.cdna.table_held"] = _pct(table.held_out.median_abs, sign=False, digits=1)
-    out["gemm.cdna.table_in"] = _pct(table.in_sample.median_abs, sign=False, digits=1)
+    out["gemm.cdna.table_held"] = fmt_pct(table.held_out.median_abs, sign=False, digits=1)
+    out["gemm.cdna.table_in"] = fmt_pct(table.in_sample.median_abs, sign=False, digits=1)
     judged = cdna.cdna_judged_cases()[0]
-    out["gemm.cdna.judged"] = _pct(g.predict_gemm(judged) / judged.value_si - 1)
-    out["gemm.cdna.judged.smooth"] = _pct(g.predict_gemm(judged, smooth=True)
-                                          / judged.value_si - 1)
+    out["gemm.cdna.judged"] = fmt_pct(g.predict_gemm(judged) / judged.value_si - 1)
+    out["gemm.cdna.judged.smooth"] = fmt_pct(g.predict_gemm(judged, smooth=True)
+                                             / judged.value_si - 1)
     r8 = cdna.cdna_holdout("cdna3", "fp8")
     az = [c for c in cdna.cdna_anchor_cases() if c.source == "azure"]
     out["gemm.cdna.azure"] = span_pct([g.predict_gemm(c) / c.value_si - 1 for c in az])
     out["gemm.cdna.azure.held"] = span_pct([math.expm1(r8.held_out_errors[c.id]) for c in az])
+    return out | _cdna_held() | _cdna_clock()
+
+
+def _cdna_held() -> dict[str, str]:
+    """Each CDNA table's median |error| held out (its set fitted without it)."""
+    from . import cdna
+
+    out = {}
+    for arch, dt in (("cdna3", "bf16"), ("cdna4", "bf16"), ("cdna3", "fp8")):
+        table = cdna.CDNA_SETS[(arch, dt)][0]
+        p = next(x for x in cdna.cdna_holdout(arch, dt).per_source if x.source == table)
+        out[f"gemm.cdna.held.{arch}_{dt}"] = fmt_pct(p.held_out.median_abs, sign=False,
+                                                       digits=1)
+    return out
+
+
+def _cdna_clock() -> dict[str, str]:
+    """AMD's MAF rows with the shipped sets, and the MI325X's at the MI300X's clock (its
+    clock ratio removed): what the measured clock moves."""
+    from dataclasses import replace
+
+    from . import cdna_tuned as ct
+
+    rows = [c for c in ct.tuned_cases() if c.source == "amd_maf"]
+    out = {"gemm.cdna.maf": span_pct([ct.measured_time(c) / ct.tuned_time(c) - 1
+                                      for c in rows])}
+    hw, eff = g._hw_eff("mi325x")
+    at300 = replace(eff, tiles=replace(eff.tiles, clock=()))
+    errs = [ct.measured_time(c) / ct.kernel_time(c, hw, at300) - 1 for c in rows
+            if c["hardware"] == "mi325x"]
+    out["gemm.cdna.maf.mi325x_at_mi300x_clock"] = span_pct(errs)
     return out
 
 

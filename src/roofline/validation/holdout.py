@@ -23,7 +23,7 @@ from .cases import Case
 
 __all__ = ["ErrorSummary", "Refit", "SourceHoldout", "FitReport", "error_summary", "golden_bracket",
            "golden_section", "leave_one_source_out", "holdout_tables", "holdout_figures",
-           "span_pct"]
+           "fmt_pct", "span_pct"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,15 +174,19 @@ def holdout_figures(rep: FitReport, prefix: str) -> dict[str, str]:
     ``python -m roofline.validation.regenerate`` fills them): ``PREFIX.in_sample`` /
     ``PREFIX.loso`` (every case, shipped / held out), ``PREFIX/SOURCE.in_sample`` and
     ``PREFIX/SOURCE.held_out``; "16.1 %"."""
-    def pct(x: float) -> str:
-        return f"{x:.1%}".replace("%", " %")
-
-    out = {f"{prefix}.in_sample": pct(rep.shipped_in_sample.median_abs),
-           f"{prefix}.loso": pct(rep.loso.median_abs)}
+    out = {f"{prefix}.in_sample": fmt_pct(rep.shipped_in_sample.median_abs, 1, sign=False),
+           f"{prefix}.loso": fmt_pct(rep.loso.median_abs, 1, sign=False)}
     for p in rep.per_source:
-        out |= {f"{prefix}/{p.source}.in_sample": pct(p.in_sample.median_abs),
-                f"{prefix}/{p.source}.held_out": pct(p.held_out.median_abs)}
+        out |= {f"{prefix}/{p.source}.in_sample": fmt_pct(p.in_sample.median_abs, 1, sign=False),
+                f"{prefix}/{p.source}.held_out": fmt_pct(p.held_out.median_abs, 1, sign=False)}
     return out
+
+
+def fmt_pct(x: float, digits: int = 0, *, sign: bool = True) -> str:
+    """A fraction (an error ours / measured − 1, a share) as a page's prose quotes it, the one
+    formatter of every figures module: "+12 %", "−3.4 %" (``digits=1``); ``sign=False`` drops
+    the "+" ("12 %"). The minus is U+2212, as in ``span_pct``."""
+    return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
 
 
 def span_pct(errors: Sequence[float], signed: bool = True, digits: int = 0) -> str:

@@ -25,6 +25,7 @@ import roofline as rl
 
 from ..errors import SpecError
 from .cases import Case, ValidationSet, load_cases
+from .holdout import fmt_pct
 
 __all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_seconds",
            "seconds_with", "graph_seconds", "Row", "factor", "rows", "summary",
@@ -361,8 +362,7 @@ def tried_figures(ratios: dict[str, dict[str, float]] | None = None) -> dict[str
     out = {}
     for key, r in ratios.items():
         out[f"tried/{key}.median"] = f"{_summary3(r)[0]:.3f}"
-        out |= {f"tried/{key}/{cid}": f"{x - 1:+.0%}".replace("%", " %").replace("-", "−")
-                for cid, x in r.items()}
+        out |= {f"tried/{key}/{cid}": fmt_pct(x - 1) for cid, x in r.items()}
     return out
 
 

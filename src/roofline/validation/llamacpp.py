@@ -290,7 +290,7 @@ def llamacpp_figures(rep: FitReport | None = None, study: Mapping[str, Any] | No
     shipped factors, each device's decode errors (``lc.<hardware>``: a range), the named rows
     in sample and held out, the Pi 5's ratios, the class fractions, the pp rows' errors and the
     datacenter GPUs' ratio range."""
-    from .holdout import span_pct
+    from .holdout import fmt_pct, span_pct
 
     rep = llamacpp_holdout() if rep is None else rep
     st = class_study() if study is None else study
@@ -307,10 +307,9 @@ def llamacpp_figures(rep: FitReport | None = None, study: Mapping[str, Any] | No
     for hw, es in by_hw.items():
         out[f"lc.{hw}"] = span_pct(es)
         out[f"lc.{hw}.abs"] = span_pct(es, signed=False)
-        out[f"lc.{hw}.up_to"] = f"{max(map(abs, es)) * 100:.0f} %"
+        out[f"lc.{hw}.up_to"] = fmt_pct(max(map(abs, es)), sign=False)
     q40 = "XD2 H100 PCIe 7B q4_0"
-    out |= {"lc.h100_q4_0": f"{err[q40] * 100:+.0f} %",
-            "lc.h100_q4_0.held": f"{held[q40] * 100:+.0f} %"}
+    out |= {"lc.h100_q4_0": fmt_pct(err[q40]), "lc.h100_q4_0.held": fmt_pct(held[q40])}
     pi = [c.id for c in fitted_cases() if c.source == "pi5"]
     for tag, e in (("held", held), ("in", err)):
         r = sorted(1 + e[i] for i in pi)
@@ -320,15 +319,15 @@ def llamacpp_figures(rep: FitReport | None = None, study: Mapping[str, Any] | No
     for s, f in st["per_source"].items():
         out[f"lc.class.nvidia.without.{s}"] = f"{f['nvidia']:.3g}"
     rows = {r[0]: r for r in st["rows"]}
-    out |= {"lc.class.nvidia.shipped": f"{rows['nvidia, one fraction (shipped)'][2]:.1%}",
-            "lc.class.nvidia.loso": f"{rows['nvidia, per-class (LOSO)'][2]:.1%}",
+    out |= {"lc.class.nvidia.shipped": fmt_pct(rows["nvidia, one fraction (shipped)"][2], 1,
+                                               sign=False),
+            "lc.class.nvidia.loso": fmt_pct(rows["nvidia, per-class (LOSO)"][2], 1, sign=False),
             "lc.class.loso_rms": f"{rows['all, per-class fractions (LOSO)'][3]:.3f}"}
-    out = {k: v.replace("%", " %").replace("  %", " %") for k, v in out.items()}
     pr = {r["id"]: r for r in rs}
     for cid, key in (("XD3 pp512 RTX 4090 8B Q4_K_M", "4090_q4"), ("XD3 pp512 RTX 4090 8B F16",
                      "4090_f16"), ("XD3 pp512 H100 PCIe 8B Q4_K_M", "h100_q4"),
                      ("XD3 pp512 H100 PCIe 8B F16", "h100_f16")):
-        out[f"lc.pp.{key}"] = f"{pr[cid]['error'] * 100:+.0f} %".replace("-", "−")
+        out[f"lc.pp.{key}"] = fmt_pct(pr[cid]["error"])
     dc = [1 + r["error"] for r in rs if r["class"] == "nvidia" and not r["outlier"]
           and r["hardware"] != "rtx-4090"]
     out["lc.pp.datacenter"] = f"{min(dc):.1f}–{max(dc):.1f}×"

@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .holdout import fmt_pct
+
 __all__ = ["readme_figures"]
 
 
@@ -40,12 +42,11 @@ def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
     tb = [math.expm1(math.log(v / c.value_si)) for c, v, _ in mix if c.source == "trtbench16"]
     ms = mix_summary(list(mix))["trtbench16"]
     return {"readme.serving.n": str(s["n"]), "readme.serving.bound_rms": f"{_bound_rms():.2f}",
-            "readme.serving.median": f"{math.expm1(s['median_abs_log']):.0%}".replace("%", " %"),
+            "readme.serving.median": fmt_pct(math.expm1(s["median_abs_log"]), sign=False),
             "readme.serving.rms": f"{s['rms_log']:.3f}",
-            "readme.serving.worst": f"{math.expm1(worst):+.0%}".replace("%", " %")
-            .replace("-", "−"),
+            "readme.serving.worst": fmt_pct(math.expm1(worst)),
             "readme.mix.n": str(ms["n"]), "readme.mix.rms": f"{ms['rms_log']:.2f}",
-            "readme.mix.range": f"{min(tb):+.0%} … {max(tb):+.0%}".replace("%", " %")}
+            "readme.mix.range": f"{fmt_pct(min(tb))} … {fmt_pct(max(tb))}"}
 
 
 def _bound_rms() -> float:
@@ -60,8 +61,8 @@ def _bound_rms() -> float:
 def _training(errs: Sequence[Any]) -> dict[str, str]:
     e = [abs(x) for _, _, x, _ in errs]
     return {"readme.training.n": str(len(e)),
-            "readme.training.median": f"{statistics.median(e):.1%}".replace("%", " %"),
-            "readme.training.worst": f"{max(e):.1%}".replace("%", " %")}
+            "readme.training.median": fmt_pct(statistics.median(e), 1, sign=False),
+            "readme.training.worst": fmt_pct(max(e), 1, sign=False)}
 
 
 def _economics(f: Mapping[str, str]) -> dict[str, str]:

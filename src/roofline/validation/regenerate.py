@@ -324,16 +324,27 @@ def _training_runs() -> tuple[Any, Any, Any]:
 
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
+    from . import vendor_training as o
 
     rs, long, rep = _once("training-runs", _training_runs)
+    vrs, vrep = _once("vendor-training", _vendor_training)
     return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
-            "long": v.long_table(long)}
+            "long": v.long_table(long), "vendors": o.vendor_table(vrs),
+            "vendors-fit": o.cdna3_fit_table(vrep)}
+
+
+def _vendor_training() -> tuple[Any, Any]:
+    from . import vendor_training as o
+
+    return o.vendor_rows(), o.cdna3_holdout()
 
 
 def _training_runs_figures() -> dict[str, str]:
     from . import training_runs as v
+    from . import vendor_training as o
 
-    return v.training_runs_figures(*_once("training-runs", _training_runs))
+    return (v.training_runs_figures(*_once("training-runs", _training_runs))
+            | o.vendor_figures(*_once("vendor-training", _vendor_training)))
 
 
 def _client_page() -> dict[str, str]:
@@ -354,7 +365,8 @@ def _collectives_page() -> dict[str, str]:
     from . import collectives as v
 
     return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
-            "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table()}
+            "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table(),
+            "searchbw": v.collectives_search_table()}
 
 
 def _collectives_figures() -> dict[str, str]:

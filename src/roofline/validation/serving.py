@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, golden_section, leave_one_source_out
+from .holdout import FitReport, Refit, fmt_pct, golden_section, leave_one_source_out
 
 __all__ = ["FIT_PARAMS", "FIT_ALIASES", "HAND_SET", "START", "BOUNDS", "serving_cases",
            "predict_serving", "serving_errors", "serving_summary", "fit_serving", "serving_holdout",
@@ -323,8 +323,7 @@ def serving_worst_table(errs: Sequence[tuple[Case, float, float]] | None = None,
 def _span(es: Sequence[float]) -> str:
     """'+17.0 %' for one error, '+17.0 % … +19.5 %' for several (ours / measured − 1)."""
     lo, hi = min(es), max(es)
-    text = f"{lo:+.1%}" if lo == hi else f"{lo:+.1%} … {hi:+.1%}"
-    return text.replace("%", " %").replace("-", "−")
+    return fmt_pct(lo, 1) if lo == hi else f"{fmt_pct(lo, 1)} … {fmt_pct(hi, 1)}"
 
 
 def page_figures(errs: Sequence[tuple[Case, float, float]] | None = None,
@@ -350,7 +349,7 @@ def page_figures(errs: Sequence[tuple[Case, float, float]] | None = None,
         fs = rep.refit_from_shipped.values
         out |= {f"from_shipped/{k}": _fmt(k, v) for k, v in fs.items()}
         below = 1 - fs["vllm.layer_overhead"] / rep.shipped["vllm.layer_overhead"]
-        out["from_shipped/vllm.layer_overhead.below"] = f"{below:.0%}".replace("%", " %")
+        out["from_shipped/vllm.layer_overhead.below"] = fmt_pct(below, sign=False)
     for p in rep.per_source:
         out |= {f"without/{p.source}/{k}": _fmt(k, v) for k, v in p.fitted_without.values.items()}
     return out

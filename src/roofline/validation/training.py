@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, leave_one_source_out, span_pct
+from .holdout import FitReport, Refit, fmt_pct, leave_one_source_out, span_pct
 
 __all__ = ["GRID", "START", "PARAMS", "training_cases", "gpt_model", "measured_step_time",
            "predict_training", "training_errors", "fit_training", "training_holdout",
@@ -234,21 +234,18 @@ def training_figures(res: list[tuple[Case, float, float, dict[str, object]]] | N
     res = training_errors() if res is None else res
     rep = training_holdout() if rep is None else rep
 
-    def pct(x: float, digits: int = 1, sign: bool = False) -> str:
-        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
-
     mfu = [float(k["mfu"]) for _, _, _, k in res]  # type: ignore[arg-type]
     err = {c.id: e for c, _, e, _ in res}
     out = {"trm.mfu.low": f"{min(mfu):.2f}", "trm.mfu.high": f"{max(mfu):.2f}",
-           "trm.loso.median": pct(rep.loso.median_abs), "trm.loso.worst": pct(rep.loso.worst,
-                                                                               sign=True)}
+           "trm.loso.median": fmt_pct(rep.loso.median_abs, 1, sign=False),
+           "trm.loso.worst": fmt_pct(rep.loso.worst, 1)}
     for p in rep.per_source:
-        out |= {f"trm.held.{p.source}.median": pct(p.held_out.median_abs),
-                f"trm.held.{p.source}.worst": pct(abs(p.held_out.worst)),
+        out |= {f"trm.held.{p.source}.median": fmt_pct(p.held_out.median_abs, 1, sign=False),
+                f"trm.held.{p.source}.worst": fmt_pct(abs(p.held_out.worst), 1, sign=False),
                 f"trm.without.{p.source}.scale_up":
                     f"{p.fitted_without.values['scale_up_efficiency']:.2f}"}
     big = [err[f"K22 {m} {r}"] for m in ("530B", "1T") for r in ("full", "sel+SP")]
     out["trm.k22_big"] = span_pct(big, signed=False)  # sizes: the prose says over-predicted
-    out["trm.n21_big"] = pct(max(abs(err["N21 529.6B"]), abs(err["N21 1008.0B"])), 0)
-    out["trm.k22_22b_sp"] = pct(err["K22 22B sel+SP"], sign=True)
+    out["trm.n21_big"] = fmt_pct(max(abs(err["N21 529.6B"]), abs(err["N21 1008.0B"])), sign=False)
+    out["trm.k22_22b_sp"] = fmt_pct(err["K22 22B sel+SP"], 1)
     return out

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from .cases import load_cases
+from .holdout import fmt_pct
 
 __all__ = ["cases", "rows", "report_table", "summary", "loader_rows", "loader_table_md",
            "graphs_figures", "RN50_WORKERS"]
@@ -127,13 +128,10 @@ def graphs_figures(rs: list[dict[str, Any]] | None = None,
     rs = rows() if rs is None else rs
     loaders = loader_rows() if loaders is None else loaders
 
-    def pct(x: float, digits: int = 0) -> str:
-        return f"{x * 100:+.{digits}f} %".replace("-", "−")
-
     out: dict[str, str] = {}
     by = {_key(r): r for r in rs}
     for k, r in by.items():
-        out |= {f"tg.{k}": pct(r["error"]), f"tg.{k}.1": pct(r["error"], 1)}
+        out |= {f"tg.{k}": fmt_pct(r["error"]), f"tg.{k}.1": fmt_pct(r["error"], 1)}
     for name in ("rn50", "bert128"):
         out[f"tg.{name}.amp_over_tf32"] = \
             f"{by[f'{name}.fp16.1']['ours'] / by[f'{name}.tf32.1']['ours']:.2f}"
@@ -147,10 +145,10 @@ def graphs_figures(rs: list[dict[str, Any]] | None = None,
     for tag, sel in (("all", rs), ("bert", [r for r in rs if r["model"] != "resnet50"]),
                      ("rn50", [r for r in rs if r["model"] == "resnet50"])):
         s = summary(sel)
-        out[f"tg.{tag}.median"] = f"{s['median_abs_error']:.1%}".replace("%", " %")
-        out[f"tg.{tag}.worst"] = f"{s['max_abs_error']:.1%}".replace("%", " %")
+        out[f"tg.{tag}.median"] = fmt_pct(s["median_abs_error"], 1, sign=False)
+        out[f"tg.{tag}.worst"] = fmt_pct(s["max_abs_error"], 1, sign=False)
     for r in loaders:
         for name in ("none", *loader_table()):
-            out[f"tg.{name}.{_key(r)}"] = pct(r[name] / r["published"] - 1)
-            out[f"tg.{name}.{_key(r)}.1"] = pct(r[name] / r["published"] - 1, 1)
+            out[f"tg.{name}.{_key(r)}"] = fmt_pct(r[name] / r["published"] - 1)
+            out[f"tg.{name}.{_key(r)}.1"] = fmt_pct(r[name] / r["published"] - 1, 1)
     return out

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, holdout_tables, leave_one_source_out, span_pct
+from .holdout import FitReport, Refit, fmt_pct, holdout_tables, leave_one_source_out, span_pct
 
 __all__ = ["cases", "predict_run", "rows", "report_table", "summary", "hopper_cases",
            "training_runs_figures",
@@ -307,9 +307,6 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
     long = long_rows() if long is None else long
     rep = hopper_holdout() if rep is None else rep
 
-    def pct(x: float, digits: int = 1, sign: bool = True) -> str:
-        return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
-
     def span(es: list[float], sep: str = " to ") -> str:
         lo, hi = min(es, key=abs), max(es, key=abs)
         return f"{lo * 100:+.0f}{sep}{hi * 100:+.0f} %".replace("-", "−")
@@ -317,12 +314,12 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
     out: dict[str, str] = {}
     for x in rs:
         k = _slug(x["id"])
-        out |= {f"tr.err.{k}": pct(x["error"]), f"tr.err0.{k}": pct(x["error"], 0),
+        out |= {f"tr.err.{k}": fmt_pct(x["error"], 1), f"tr.err0.{k}": fmt_pct(x["error"]),
                 f"tr.ours.{k}": f"{x['ours']:,.0f}"}
     for kern in ("run", "fa2", "fa3"):
         es = [x[f"error_{kern}"] for x in long]
         out[f"tr.long.{kern}.range"] = span(es)
-        out[f"tr.long.{kern}.median"] = pct(statistics.median(map(abs, es)), 0, sign=False)
+        out[f"tr.long.{kern}.median"] = fmt_pct(statistics.median(map(abs, es)), 0, sign=False)
     out["tr.long.run.span"] = span([x["error_run"] for x in long], "…")
     nemo = [x["error"] for x in rs if x["source"] == "nemo2407" and x["id"] != "NeMo Llama2-7B SFT"]
     out["tr.nemo_others"] = span_pct(nemo, signed=False)
@@ -333,10 +330,11 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
     without = [p.fitted_without.values["gemm_max"] for p in rep.per_source]
     out |= {"tr.gemm_max": f"{rep.shipped['gemm_max']:.2f}",
             "tr.gemm_without": f"{min(without):.2f}–{max(without):.2f}",
-            "tr.hopper.n": str(rep.loso.n), "tr.loso.median": pct(rep.loso.median_abs, sign=False),
-            "tr.loso.worst": pct(rep.loso.worst)}
+            "tr.hopper.n": str(rep.loso.n),
+            "tr.loso.median": fmt_pct(rep.loso.median_abs, 1, sign=False),
+            "tr.loso.worst": fmt_pct(rep.loso.worst, 1)}
     for p in rep.per_source:
-        out[f"tr.held.{p.source}"] = pct(p.held_out.median_abs, sign=False)
+        out[f"tr.held.{p.source}"] = fmt_pct(p.held_out.median_abs, 1, sign=False)
     return out | _whatif_figures()
 
 
@@ -357,14 +355,12 @@ def _whatif_figures() -> dict[str, str]:
     """The what-ifs of training-runs.md's prose: DeepSeek-V3 on 1024 GPUs in one pipeline
     schedule (``pp_flushes=1``) and with 4 virtual stages, the MoE rows under random routing,
     the 128k CP row with FlashAttention-3."""
-    def pct(x: float, digits: int = 1) -> str:
-        return f"{x * 100:+.{digits}f} %".replace("-", "−")
-
     ds = "AutoModel DeepSeek-V3 1024 GPUs EP64"
     ours, e = _variant(ds, pp_flushes=1)
-    out = {"tr.whatif.ds1024.flushes1": pct(e), "tr.whatif.ds1024.flushes1.ours": f"{ours:,.0f}",
-           "tr.whatif.ds1024.vp4": pct(_variant(ds, interleave=4)[1]),
-           "tr.whatif.cp128k.fa3": pct(_variant("Llama 3 405B 16K GPUs CP16 128K", "fa3")[1], 0)}
+    out = {"tr.whatif.ds1024.flushes1": fmt_pct(e, 1),
+           "tr.whatif.ds1024.flushes1.ours": f"{ours:,.0f}",
+           "tr.whatif.ds1024.vp4": fmt_pct(_variant(ds, interleave=4)[1], 1),
+           "tr.whatif.cp128k.fa3": fmt_pct(_variant("Llama 3 405B 16K GPUs CP16 128K", "fa3")[1])}
     for cid in ("AutoModel Qwen3-30B-A3B EP8", "AutoModel DeepSeek-V3 256 GPUs EP64", ds):
-        out[f"tr.whatif.random.{_slug(cid)}"] = pct(_variant(cid, moe_routing="random")[1], 0)
+        out[f"tr.whatif.random.{_slug(cid)}"] = fmt_pct(_variant(cid, moe_routing="random")[1])
     return out

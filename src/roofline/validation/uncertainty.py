@@ -49,6 +49,7 @@ from typing import Any
 
 from ..uncertainty import DEFAULT_LEVEL, _between, classes, fit_band, quantile, residuals
 from .cases import Case
+from .holdout import fmt_pct
 
 __all__ = ["DESCRIBES", "compute_residuals", "write", "residuals_text", "coverage", "Coverage",
            "coverage_table", "coverage_figures", "RESIDUALS_PATH"]
@@ -252,8 +253,8 @@ def coverage(cls: str, level: float = DEFAULT_LEVEL) -> Coverage:
 
 def coverage_table(level: float = DEFAULT_LEVEL) -> str:
     """Markdown: per class, cases, sources, band factors and LOSO coverage (the doc's table)."""
-    pct = f"{level:.0%}".replace("%", " %")
-    lines = [f"| class | cases | sources | {pct} band (measured / ours) | in-sample coverage | "
+    lvl = fmt_pct(level, sign=False)
+    lines = [f"| class | cases | sources | {lvl} band (measured / ours) | in-sample coverage | "
              "LOSO coverage | per source (covered / n) | LOSO, empirical quantiles |",
              "|---|---:|---:|---|---:|---:|---|---:|"]
     tn = tk = te = 0
@@ -266,13 +267,9 @@ def coverage_table(level: float = DEFAULT_LEVEL) -> str:
                      f"({cv.covered}/{cv.n}) | {per} | {cv.empirical_covered / cv.n:.0%} |")
         tn, tk, te = tn + cv.n, tk + cv.covered, te + cv.empirical_covered
     lines += ["", f"Pooled over every class: {tk} of {tn} cases ({tk / tn:.0%}) lie inside the "
-              f"{pct} band fitted without their source (empirical quantiles: {te} of {tn}, "
+              f"{lvl} band fitted without their source (empirical quantiles: {te} of {tn}, "
               f"{te / tn:.0%})."]
     return "\n".join(lines).replace("%", " %").replace("  %", " %")
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0%}".replace("%", " %")
 
 
 def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
@@ -288,13 +285,16 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
         lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
         out |= {f"{cls}.n": str(cv.n), f"{cls}.sources": str(len(cv.per_source)),
                 f"{cls}.band": f"×{math.exp(-hi):.2f}–×{math.exp(-lo):.2f}",
-                f"{cls}.in_sample": _pct(cv.in_sample), f"{cls}.loso": _pct(cv.fraction),
+                f"{cls}.in_sample": fmt_pct(cv.in_sample, sign=False),
+                f"{cls}.loso": fmt_pct(cv.fraction, sign=False),
                 f"{cls}.covered": str(cv.covered)}
         out |= {f"{cls}/{s}": f"{k} of {n}" for s, n, k in cv.per_source}
         tn, tk, te = tn + cv.n, tk + cv.covered, te + cv.empirical_covered
         ks.append(len(cv.per_source))
-    out |= {"pooled.n": str(tn), "pooled.covered": str(tk), "pooled.loso": _pct(tk / tn),
-            "pooled.empirical": _pct(te / tn), "sources.range": f"{min(ks)}–{max(ks)}"}
+    out |= {"pooled.n": str(tn), "pooled.covered": str(tk),
+            "pooled.loso": fmt_pct(tk / tn, sign=False),
+            "pooled.empirical": fmt_pct(te / tn, sign=False),
+            "sources.range": f"{min(ks)}–{max(ks)}"}
     return out
 
 

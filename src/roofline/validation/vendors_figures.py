@@ -12,13 +12,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .holdout import span_pct
+from .holdout import fmt_pct, span_pct
 
 __all__ = ["vendors_read_figures"]
-
-
-def _pct(x: float, digits: int = 0, sign: bool = True) -> str:
-    return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
 
 
 def _fits(rep: Any) -> dict[str, str]:
@@ -31,7 +27,7 @@ def _fits(rep: Any) -> dict[str, str]:
         if f.left_out:
             out[f"{k}.left_out"] = span_pct([e for _, _, e in f.left_out], signed=False)
         for cid, e in f.before:
-            out[f"v.before.{cid.removeprefix('mamf ').replace(' ', '_')}"] = _pct(e)
+            out[f"v.before.{cid.removeprefix('mamf ').replace(' ', '_')}"] = fmt_pct(e)
     return out
 
 
@@ -57,13 +53,13 @@ def _judged(rep: Any) -> dict[str, str]:
            "v.thin": span_pct([err[i] for i in thin], signed=False)}
     for cid in ids(lambda i: i.startswith(("mamf ", "mamf v1 "))):
         k = "v.row." + cid.removeprefix("mamf ").replace(" ", "_")
-        out |= {k: _pct(err[cid]), f"{k}.1": _pct(err[cid], 1)}
+        out |= {k: fmt_pct(err[cid]), f"{k}.1": fmt_pct(err[cid], 1)}
     g3 = ids(lambda i: i.startswith("Intel "))
     out |= {"v.intelg3": span_pct([err[i] for i in g3]),
-            "v.intelg3.median": _pct(statistics.median(abs(err[i]) for i in g3), 1, False),
+            "v.intelg3.median": fmt_pct(statistics.median(abs(err[i]) for i in g3), 1, sign=False),
             "v.intelg3.before": span_pct([before[i] for i in g3], signed=False),
-            "v.intelg3.before.median": _pct(statistics.median(abs(before[i]) for i in g3),
-                                            sign=False)}
+            "v.intelg3.before.median": fmt_pct(statistics.median(abs(before[i]) for i in g3),
+                                               sign=False)}
     return out
 
 
@@ -83,10 +79,10 @@ def _smooth(cdna_fp8: Any) -> dict[str, str]:
     ctrl = {c.id: c for c in gemm.nvidia_control_cases()}
     ctrl |= {c.id: c for c in gemm.hopper_fp8_cases() if c.source == "mamf"}
     for cid, c in ctrl.items():
-        out[f"v.rule.{cid.removeprefix('mamf ').replace(' ', '_')}"] = _pct(rule([c])[0])
+        out[f"v.rule.{cid.removeprefix('mamf ').replace(' ', '_')}"] = fmt_pct(rule([c])[0])
     for c in cdna.cdna_judged_cases():
         e = gemm.predict_gemm(c, smooth=True, op_time=True) / c.value_si - 1
-        out[f"v.rule.{c.id.removeprefix('mamf ').replace(' ', '_')}"] = _pct(e, 1)
+        out[f"v.rule.{c.id.removeprefix('mamf ').replace(' ', '_')}"] = fmt_pct(e, 1)
     return out
 
 

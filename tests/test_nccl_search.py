@@ -1,0 +1,114 @@
+"""NCCL's ring / tree topology search replayed (ops/nccl_search.py, data/presets/nccl.toml
+[search]) against hand derivations from NCCL v2.26.2-1 src/graph/search.cc / connect.cc and
+against NCCL's own logs (the channel counts it printed, the tuner estimates it printed); the
+per-channel caps and the tree-pattern factor the tuner applies with them (ops/nccl.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.errors import SpecError
+from roofline.ops.nccl import channel_caps, nccl_latency, nccl_time
+from roofline.ops.nccl_search import comm_channels, search_ring
+from roofline.ops.xp import SCALAR
+from roofline.specs.nccl import _tuner, tuner_for
+from roofline.specs.resolve import cluster
+
+US = 1e-6
+SM80_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
+SM90_INTRA = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+SM90_INTER = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
+              1.2, 0.24, 0.12)
+SM100_INTRA = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)
+
+
+def test_one_node_by_hand_and_the_logs() -> None:
+    """One NVSwitch node: channels at speed s = floor(NVLink / s); walk down while the next
+    speed is over 0.49 of the best; double at half the speed (ncclTopoDupChannels); the
+    communicator runs twice the search's."""
+    # H100: 18 x 20.6 = 370.8; 60 -> 6 (360), 50 -> 7 (350), 40 -> 9 (360), 30 -> 12 (360, not
+    # better), 24 / 60 < 0.49 stops: 6 x 60; doubled (60 >= 50) to 12 x 30; communicator 24
+    assert search_ring(SM90_INTRA, 18 * 20.6, 90) == (12, 30.0)
+    assert comm_channels(12, 90, 1, 30.0) == 24
+    # A100: 12 x 20 = 240; 40 -> 6 x 40 = 240 reaches the GPU's total: done; doubled (cc 80) to
+    # 12 x 20; communicator 24 -- NVIDIA/nccl-tests #100's log: 'Channel 23/24'
+    assert search_ring(SM80_INTRA, 12 * 20.0, 80) == (12, 20.0)
+    assert comm_channels(12, 80, 1, 20.0) == 24
+    # H800: 8 x 20.6 = 164.8; 40 -> 4 (160) is the best; doubled (4 channels, not more than 4)
+    # to 8 x 20; communicator 16 -- NVIDIA/nccl #892's log: '16 coll channels'
+    assert search_ring(SM90_INTRA, 8 * 20.6, 90) == (8, 20.0)
+    assert comm_channels(8, 90, 1, 20.0) == 16
+    # B200 / B300: 18 x 40 = 720; 90 -> 8 x 90 = 720: done; doubled to 16 x 45; communicator 32
+    assert search_ring(SM100_INTRA, 18 * 40.0, 100) == (16, 45.0)
+    assert comm_channels(16, 100, 1, 45.0) == 32
+
+
+def test_across_nodes_by_hand_and_the_logs() -> None:
+    """One NIC per GPU: at speed s each NIC path (min of PCIe and the NIC) carries
+    floor(path / s) channels, and each GPU's NVLink (1 - 1/8) of them."""
+    # H100, 8x 400 Gb/s: path min(48 PCIe Gen5, 50) = 48; 48 -> min(floor(370.8 / 42), 8) = 8,
+    # 8 x 48 = 384 >= 370.8: done; no doubling (cc > 80, 48 < 50, 8 > 4); communicator 16 --
+    # NVIDIA/nccl #1453 ('Channel 00/16', 3 nodes) and nccl-tests #319 (16 trees, 2 nodes)
+    assert search_ring(SM90_INTER, 18 * 20.6, 90, nics=8, nic_path=48.0) == (8, 48.0)
+    assert comm_channels(8, 90, 2, 48.0) == 16
+    # H800 with 8x 100 Gb/s: 12 -> 8 x 12 = 96; 6 -> 16 x 6 = 96 (not better); 8 x 12, no
+    # doubling under 25 GB/s; communicator 16, not doubled again (12 <= 45)
+    assert search_ring(SM90_INTER, 8 * 20.6, 90, nics=8, nic_path=12.5) == (8, 12.0)
+    assert comm_channels(8, 90, 2, 12.0) == 16
+    # Hopper across nodes with few fast channels: doubled again while under 16 above 45 GB/s
+    assert comm_channels(4, 90, 2, 48.0) == 16 and comm_channels(4, 80, 2, 48.0) == 8
+    assert comm_channels(4, 90, 1, 48.0) == 8 and comm_channels(40, 90, 1, 20.0) == 64
+
+
+def test_clusters_carry_the_replay() -> None:
+    h100 = tuner_for(cluster("dgx-h100"))
+    assert h100.search_one == (12, pytest.approx(30e9)) and h100.comm_one == 24
+    assert h100.search_nodes == (8, pytest.approx(48e9)) and h100.comm_nodes == 16
+    assert h100.ring_plateau_channels == 16  # the plateau's test takes the communicator's
+    a100 = tuner_for(cluster("dgx-a100"))  # 8x HDR 200 Gb/s: path min(24 Gen4, 25)
+    assert a100.search_one == (12, pytest.approx(20e9)) and a100.search_nodes[0] == 8
+    assert a100.tree_pattern == 1.0 and h100.tree_pattern == pytest.approx(0.85)
+    # off NVLink the search is not replayed: no caps, the plateau at MAXCHANNELS
+    pci = _tuner("hopper", False, False, 450.0, 50.0, 8)
+    assert pci.search_one == (0, 0.0) and pci.ring_plateau_channels == 64
+    assert all(c == float("inf") for c in channel_caps(2.0, pci, SCALAR))
+
+
+def test_caps_by_hand() -> None:
+    """perChMax*Bws x the search's channels (Hopper: 8 across nodes, 12 on one node)."""
+    h100 = tuner_for(cluster("dgx-h100"))
+    r128, tree, t128 = channel_caps(np.array([1.0, 2.0, 4.0]), h100)
+    assert r128 == pytest.approx(np.array([12, 8, 8]) * 36.7e9)
+    assert tree == pytest.approx(np.array([12 * 38.7, 8 * 41.4, 8 * 36.0]) * 1e9)
+    assert t128 == pytest.approx(np.array([12 * 36.7, 8 * 36.7, 8 * 29.0]) * 1e9)
+    # 4 nodes, tree LL128 at 1 MiB: min(280 x 0.92, 288) = 257.6 -> x 120/128 = 241.5 -> the
+    # cap 8 x 29 = 232 -> x 0.85 (TREE pattern) = 197.2; algbw / 2 x 0.6 (LL128 at 2^20)
+    n = 2.0**20
+    lat = float(nccl_latency("all_reduce", "tree", "LL128", 32, 4, h100, SCALAR))
+    t = nccl_time("all_reduce", "tree", "LL128", n, 32, 4, 280e9, h100, SCALAR)
+    assert t == pytest.approx(lat + n / (0.5 * 0.85 * 232e9 * 0.6))
+    # one node, the ring LL128's cap (12 x 36.7 = 440) is above 0.92 x 315: not binding
+    t1 = nccl_time("all_reduce", "ring", "LL128", n, 8, 1, 315e9, h100, SCALAR)
+    assert t1 == pytest.approx((14 + 14 * 1.9) * US + n / (0.92 * 315e9 * 8 / 14))
+
+
+def test_nccl_1453_printed_estimates() -> None:
+    """NCCL's own estimates (NVIDIA/nccl #1453, 3 nodes of 8 H100, NCCL_DEBUG_SUBSYS=COLL):
+    tree LL 25.874907 us at 4096 B and 26.549810 us at 8192 B. By hand: latency 6.8 + 2 (7 x 0.6
+    + 1 x 5.0) = 25.2 us; bandwidth min(., 20.4 (Intel, > 2 nodes)) x 0.85 x 0.5 x 0.7 (LL at
+    2^6 and 2^7 x 64 B) = 6.069 GB/s. Without the 0.85 it would be 25.77 / 26.35 us."""
+    h100 = tuner_for(cluster("dgx-h100"))
+    for n, printed in ((4096.0, 25.874907), (8192.0, 26.549810)):
+        t = nccl_time("all_reduce", "tree", "LL", n, 24, 3, 384e9, h100, SCALAR)
+        assert t / US == pytest.approx(printed, abs=1e-5)
+        assert t / US == pytest.approx(25.2 + n / (20.4e9 * 0.85 * 0.5 * 0.7) / US)
+
+
+def test_bad_inputs_name_the_argument() -> None:
+    with pytest.raises(SpecError, match="nvlink=0"):
+        search_ring(SM90_INTRA, 0.0, 90)
+    with pytest.raises(SpecError, match="nic_path=0"):
+        search_ring(SM90_INTER, 370.8, 90, nics=8, nic_path=0.0)
+    with pytest.raises(SpecError, match="search_channels=0"):
+        comm_channels(0, 90, 1, 30.0)
