@@ -223,12 +223,8 @@ def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
         f"inference.median/{src}": f"{summary(g, 'r_default')['median']:.3f}"
         for src in dict.fromkeys(r.case.source for r in inl)
         if (g := [r for r in inl if r.case.source == src])} | {
-        f"case/{r.case.id}": _pct(r.r_default) for r in rs}
+        f"case/{r.case.id}": fmt_pct(r.r_default - 1) for r in rs}
 
-
-def _pct(r: float) -> str:
-    """An error r - 1 as the page's prose writes it: "+61 %", "−5 %"."""
-    return f"{r - 1:+.0%}".replace("%", " %").replace("-", "−")
 
 
 def query_floors(rs: list[Row] | None = None) -> dict[str, dict[str, float]]:
