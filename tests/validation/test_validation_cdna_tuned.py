@@ -113,3 +113,16 @@ def test_mi325x_priced_at_its_measured_clock() -> None:
         # at the MI300X's clock the MI325X row would sit 7-20 points below the MI300X's
         at300 = t.measured_time(rows[("mi325x", dt)]) / (fill + (t325 - fill) * c325 / c300)
         assert r300 - at300 >= 0.07, dt
+
+
+def test_mamf_mi325x_over_mi300x_is_the_clock_ratio() -> None:
+    """The held-out check of the clock ratio on another source (gemm.md): MAMF's best-shape
+    rows, another harness and ROCm, give MI325X / MI300X = 784.9 / 668.4 = 1.174 against the
+    MAF clock ratio 1447 / 1207 = 1.199 (+2.1 %); the two parts' peaks are equal."""
+    from roofline.validation import cdna
+
+    rows = {c["hardware"]: c for c in cdna.cdna_anchor_cases()
+            if c.source == "mamf" and c["hardware"] in ("mi300x", "mi325x")}
+    measured = rows["mi325x"].value_si / rows["mi300x"].value_si
+    assert measured == pytest.approx(784.9 / 668.4, rel=1e-6)
+    assert abs((1447 / 1207) / measured - 1) < 0.03
