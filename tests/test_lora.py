@@ -106,3 +106,43 @@ def test_lora_rules() -> None:
                  seq_len=128, tp=8, lora_rank=8)
     with pytest.raises(SpecError, match="decoder LMs"):
         rl.train("resnet50", c, global_batch=256, lora_rank=8)
+
+
+def test_qkv_placement_by_hand() -> None:
+    """lora_targets="qkv" (NeMo's default): one A·B pair per layer on the fused q / k / v
+    projection. Llama 3.1 8B, r = 16: A 4096 × 16, B 16 × (4096 + 1024 + 1024) = 16 × 6144:
+    16·(4096 + 6144) = 163,840 per layer; × 32 = 5,242,880."""
+    c = rl.cluster("dgx-h100", nodes=1)
+    kw = dict(global_batch=64, seq_len=2048, micro_batch=2, lora_rank=16)
+    q = rl.train("llama-3.1-8b", c, lora_targets="qkv", **kw)
+    a = rl.train("llama-3.1-8b", c, **kw)
+    assert q.trainable_params == 16 * (4096 + 6144) * 32 == 5_242_880
+    assert q.step_time < a.step_time
+    assert rl.train("llama-3.1-8b", c, lora_targets="all", **kw).step_time == a.step_time
+    g = training_graph(CFG, BF16, seq_len=1024, lora_rank=8, lora_targets="qkv")
+    n = g.graph.names
+    ad = [x for x in n if ".lora_" in x and ".grad" not in x]
+    assert ad == ["layers.0.attn.qkv.lora_a", "layers.0.attn.qkv.lora_b"]
+    i, j = n.index(ad[0]), n.index(ad[1])
+    assert _flops(g.graph, [i, j]) == 2 * 1024 * (4096 * 8 + 8 * 6144)
+    assert "layers.0.mlp.up_proj.grad_weight" not in n  # still frozen
+    # model FLOPs: 3 × forward, less one forward of the weight matmuls, plus 3 × the one adapter
+    full, _, _ = model_flops_per_sample("llama-3.1-8b", 1024)
+    lo, _, _ = model_flops_per_sample("llama-3.1-8b", 1024, lora_rank=16, lora_targets="qkv")
+    m = resolve_model("llama-3.1-8b")
+    gf = m.graph(precision=BF16, phase="forward", seq_len=1024, fused_attention=False, batch=1,
+                 logits="all")
+    lin = np.array([k == "linear" for k in gf.kinds])
+    w = float((gf.c0[0] + gf.c1[0])[lin].sum())
+    assert lo == pytest.approx(full - w + 3 * 2 * 1024 * 16 * (4096 + 6144) * 32, rel=1e-12)
+
+
+def test_lora_targets_rules() -> None:
+    c = rl.cluster("dgx-h100", nodes=1)
+    with pytest.raises(RooflineError, match="lora_targets"):
+        rl.train("llama-3.1-8b", c, global_batch=8, seq_len=128, lora_rank=8,
+                 lora_targets="mlp")
+    with pytest.raises(SpecError, match="needs lora_rank"):
+        rl.train("llama-3.1-8b", c, global_batch=8, seq_len=128, lora_targets="qkv")
+    with pytest.raises(SpecError, match="decoder LMs"):
+        rl.train("resnet50", c, global_batch=256, lora_targets="qkv")

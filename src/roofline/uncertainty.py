@@ -30,6 +30,7 @@ Core: stdlib only.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -114,9 +115,9 @@ def _check_level(level: float) -> float:
     return float(level)
 
 
-def _spread(rows: list[tuple[str, float]]) -> tuple[float, float, float, int, int]:
-    """(μ, σ², τ², k, N) of (source, e) pairs: mean of source means, pooled within-source
-    variance, between-source variance."""
+def _components(rows: Sequence[tuple[str, float]]) -> tuple[float, float, float, int, int]:
+    """(μ, σ², s²_m, k, N) of (source, e) pairs: mean of source means, pooled within-source
+    variance, variance of the source means (0 with one source)."""
     by: dict[str, list[float]] = {}
     for src, e in rows:
         by.setdefault(src, []).append(e)
@@ -125,12 +126,15 @@ def _spread(rows: list[tuple[str, float]]) -> tuple[float, float, float, int, in
     mu = sum(means.values()) / k
     ss = sum((e - means[src]) ** 2 for src, v in by.items() for e in v)
     sig2 = ss / (n - k) if n > k else 0.0
-    if k > 1:
-        m = list(means.values())
-        var_m = sum((x - mu) ** 2 for x in m) / (k - 1)
-        tau2 = max(0.0, var_m - sig2 / (n / k))
-    else:
-        tau2 = 0.0
+    var_m = sum((x - mu) ** 2 for x in means.values()) / (k - 1) if k > 1 else 0.0
+    return mu, sig2, var_m, k, n
+
+
+def _spread(rows: list[tuple[str, float]]) -> tuple[float, float, float, int, int]:
+    """(μ, σ², τ², k, N) of (source, e) pairs: mean of source means, pooled within-source
+    variance, between-source variance."""
+    mu, sig2, var_m, k, n = _components(rows)
+    tau2 = max(0.0, var_m - sig2 / (n / k)) if k > 1 else 0.0
     return mu, sig2, tau2, k, n
 
 

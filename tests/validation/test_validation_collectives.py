@@ -312,3 +312,17 @@ def test_prose_figures_are_the_codes() -> None:
     small = sorted(abs(e) for c, _, e in v.collective_errors()
                    if c.source == "nccltests309" and c["bytes"] <= 2**20)
     assert figs["coll.small.within"] == f"{small[-1] * 100:.0f} %"
+
+
+def test_ring_tree_alternative_by_hand() -> None:
+    """4 H100 nodes, 16 MiB: the tuner's best ring / tree is the tree LL128, latency 14 + 2 (7 x
+    1.25 + 2 x 8.5) = 65.5 us, bus bandwidth min(280 x 0.92 x 120/128, 8 x 29) x 0.85 = 197.2
+    GB/s, algbw / 2 x 0.9 (LL128 at 2^24 B); NVLSTree (25 + 2 x 2 x 14 = 81 us) is preferred
+    above n / (t - 81 us)."""
+    c = next(c for c in v.collective_cases() if c.id == "H100 x32 (4 nodes) all-reduce 16 MiB")
+    a, pr, sec, flip = v.ring_tree_alternative(c)
+    n = 2.0**24
+    t = 65.5e-6 + n / (0.5 * 0.85 * 232e9 * 0.9)
+    assert (a, pr) == ("tree", "LL128") and sec == pytest.approx(t)
+    assert flip == pytest.approx(n / (t - 81e-6))
+    assert v.predict_time(c) > sec  # ours runs NVLSTree (140 GB/s > flip) and pays its fill

@@ -117,8 +117,9 @@ def _tables(c: StepCosts, top: int) -> tuple[list[float], list[float], list[floa
     if top > NM:
         lin_tail = lin[NM] - lin[NM - 1]
         pre_tail = pre[NM] - pre[NM - 1]
-        lin += [lin[NM] + lin_tail * (j - NM) for j in range(NM + 1, top + 1)]
-        pre += [pre[NM] + pre_tail * (j - NM) for j in range(NM + 1, top + 1)]
+        j = np.arange(1, top - NM + 1, dtype=np.float64)  # j − NM, the same float operations
+        lin += (lin[NM] + lin_tail * j).tolist()
+        pre += (pre[NM] + pre_tail * j).tolist()
         slope += [slope[NM]] * (top - NM)
         pair += [pair[NM]] * (top - NM)
     return lin, slope, pair, pre
@@ -147,8 +148,8 @@ class _Replica:
                  prefill: bool) -> None:
         n = self.n = len(arr)
         self.arr = arr.tolist() + [math.inf]  # a sentinel: the arrival that never comes
-        self.isl = [int(x) for x in isl.tolist()]
-        self.osl = [int(x) for x in osl.tolist()]
+        self.isl = np.asarray(isl).astype(np.int64).tolist()  # Python ints (int() of each)
+        self.osl = np.asarray(osl).astype(np.int64).tolist()
         top = max_concurrency + max(budget, max(self.isl, default=0) + max(self.osl, default=0)) + 1
         self.lin, self.slope, self.pair, self.pre = _tables(c, top)
         self.seq = c.seq_overhead  # host time per prefill chunk (the decoding ones: in lin)
@@ -238,12 +239,32 @@ class _Replica:
         self.live[i] = False
 
     def retire(self) -> None:
-        """Sequences whose last token was this step's finish (stale heap entries dropped)."""
+        """Sequences whose last token was this step's finish (stale heap entries dropped):
+        ``stop_decode`` and ``finish`` of each, written out (one call per request)."""
         heap, K, ver, dec = self.heap, self.K, self.ver, self.dec
+        x0, k0, t_done, live, now = self.x0, self.k0, self.t_done, self.live, self.now
+        dynamic, bs, hist = self.dynamic, self.bs, self.hist
+        b, C, used, n = self.b, self.C, self.used, 0
         while heap and heap[0][0] < K:
             _, i, v = _heappop(heap)
             if v == ver[i] and dec[i]:
-                self.finish(i, self.stop_decode(i))
+                x = x0[i] + K - k0[i]
+                dec[i] = False
+                b -= 1
+                C -= x
+                if dynamic:
+                    j = (k0[i] - x0[i]) % bs
+                    hist[j] -= 1
+                    hist[j + bs] -= 1
+                    used -= -(-x // bs)
+                else:
+                    used -= self.held[i]
+                t_done[i] = now
+                n += 1
+                live[i] = False
+        self.b, self.C, self.used = b, C, used
+        self.running -= n
+        self.finished += n
 
     def make_room(self) -> None:
         """Dynamic KV: preempt the newest requests until this step's new blocks fit (the
@@ -292,8 +313,8 @@ class _Replica:
             T = rem if rem < tok else tok
             chunks.append((e[0], T, e[1]))
             tok -= T
-        if self.wait and self.running < self.mc:
-            self.admit(chunks, tok)
+        if self.wait and self.running < self.mc and (tok > 0 or not self.prefill):
+            self.admit(chunks, tok)  # (its loop admits nothing without budget)
         return chunks
 
     def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
@@ -374,34 +395,53 @@ class _Replica:
 
     def prompts_done(self, chunks: list[tuple[int, int, int]]) -> None:
         """After the iteration of ``chunks``: the prompts it completed give their first token
-        and decode from the next step (or finish, a one-token output)."""
+        and decode from the next step (or finish, a one-token output). ``chunks[j]`` is
+        ``pf[j]``, and every chunk but the last completes its prompt (a chunk short of its
+        prompt took the rest of the step's budget), so the completed ones are a prefix of pf."""
         pf, gen = self.pf, self.gen
-        done_pf = False
-        for j in range(len(chunks)):  # chunks[j] is pf[j]
+        last = len(chunks) - 1
+        e = pf[last]
+        e[1] += chunks[last][1]
+        done = last + 1 if e[1] >= e[2] else last
+        if not done:
+            return
+        K, b, C, osl, k0, x0, g0, dec, ver, heap = (self.K, self.b, self.C, self.osl, self.k0,
+                                                    self.x0, self.g0, self.dec, self.ver,
+                                                    self.heap)
+        dynamic, bs, hist, t_first, now = self.dynamic, self.bs, self.hist, self.t_first, self.now
+        for j in range(done):
             e = pf[j]
-            e[1] += chunks[j][1]
-            if e[1] >= e[2]:
-                done_pf = True
-                i = e[0]
-                g = gen[i] + 1
-                if gen[i] == 0:
-                    self.t_first[i] = self.now
-                if g >= self.osl[i]:
-                    self.finish(i, self.held[i])
-                else:
-                    self.start_decode(i, e[2], g)
-        if done_pf:
-            self.pf = [e for e in pf if e[1] < e[2]]
+            i = e[0]
+            g = gen[i] + 1
+            if g == 1:
+                t_first[i] = now
+            if g >= osl[i]:
+                self.finish(i, self.held[i])
+            else:  # start_decode(i, e[2], g), written out
+                x = e[2]
+                k0[i], x0[i], g0[i] = K, x, g
+                dec[i] = True
+                b += 1
+                C += x
+                if dynamic:
+                    h = (K - x) % bs
+                    hist[h] += 1
+                    hist[h + bs] += 1
+                _heappush(heap, (K + osl[i] - g - 1, i, ver[i]))
+        self.b, self.C = b, C
+        del pf[:done]
 
     def decode_run(self) -> float:
         """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),
         up to the next event: the first finish, the step that reaches an arrival that can be
         admitted, or (dynamic KV) the step the free blocks run out. Returns its time."""
         heap, ver, dec = self.heap, self.ver, self.dec
-        while heap[0][2] != ver[heap[0][1]] or not dec[heap[0][1]]:  # stale entries
+        h = heap[0]
+        while h[2] != ver[h[1]] or not dec[h[1]]:  # stale entries
             _heappop(heap)
+            h = heap[0]
         K, b = self.K, self.b
-        k = heap[0][0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
+        k = h[0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
         sl = self.slope[b]
         base = self.lin[b] + sl * (self.C + b)
         inc = sl * b

@@ -120,7 +120,8 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                    sequence_parallel: bool = True, fused_attention: bool = True, ep: int = 1,
                    micro_batch: int | None = None, dropout: bool = False,
                    lora_rank: int | None = None, cp: int = 1,
-                   eager: dict[str, tuple[float, float]] | None = None) -> TrainingGraph:
+                   eager: dict[str, tuple[float, float]] | None = None,
+                   lora_targets: str = "all") -> TrainingGraph:
     """Forward and backward ops of one layer and of the embedding/head on one TP rank.
 
     Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
@@ -135,7 +136,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     gets a trainable adapter W + A·B, A [D_in, r], B [r, D_out] (two linears after it in the
     graph, the "all linear layers" placement of QLoRA, Dettmers et al. 2023, arXiv:2305.14314
     §3); every other weight is frozen: its dW = Xᵀ·dY GEMM is not run (dX = dY·Wᵀ still is,
-    for the layers below) and the embedding has no backward.
+    for the layers below) and the embedding has no backward. ``lora_targets``: ``_adapters``.
 
     ``cp`` (context parallelism; Megatron-LM's load-balanced causal split, every rank holding
     2 of 2·cp sequence chunks): ``seq_len`` is the rank's share T = s/cp of the sequence; its
@@ -184,7 +185,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                                         (len(loss.names) - 1), dtype=np.int64)])
     adapter = np.zeros(len(names), dtype=bool)
     if lora_rank is not None:
-        ad = _adapters(cfg, precision, fwd, lora_rank, T)
+        ad = _adapters(cfg, precision, fwd, lora_rank, T, lora_targets)
         names, kinds = names + list(ad.names), kinds + list(ad.kinds)
         classes += list(ad.classes)
         c0 = np.concatenate([c0, ad.c0], axis=1)
@@ -290,19 +291,50 @@ def moe_layer_fraction(cfg: TransformerConfig) -> float:
 
 
 def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
-              T: int) -> Graph:
+              T: int, targets: str = "all") -> Graph:
     """The LoRA adapter linears of one layer: x·A ([T, D_in] ·_D_in [D_in, r]) and ·B
     ([T, r] ·_r [r, D_out]) for each linear of the block (not the MoE router), on the shapes of
     this rank's shard (so a column-parallel linear's A is whole and its B split, a
-    row-parallel one's the other way round, as Megatron's LoRA layers shard them)."""
+    row-parallel one's the other way round, as Megatron's LoRA layers shard them).
+    ``targets`` "qkv": one pair per layer on the fused q / k / v projection (B's width the sum
+    of their outputs)."""
     b = GraphBuilder(cfg.name, "train", precision)
+    for nm, d_in, d_out in lora_target_shapes(fwd, targets):
+        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
+        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
+    return b.build()
+
+
+#: where LoRA adapters go: every linear of the blocks, or the fused q / k / v projection only
+LORA_TARGETS = ("all", "qkv")
+_QKV = (".attn.q_proj", ".attn.k_proj", ".attn.v_proj")
+
+
+def lora_target_shapes(fwd: Graph, targets: str = "all") -> list[tuple[str, int, int]]:
+    """(name, D_in, D_out) of each adapted linear of a forward graph's blocks: every linear but
+    the MoE router ("all"), or per layer one fused q / k / v projection ("qkv": the q, k and v
+    linears' common input, the sum of their outputs)."""
+    if targets not in LORA_TARGETS:
+        raise SpecError(f"lora_targets={targets!r}: allowed: {', '.join(LORA_TARGETS)}")
+    out: list[tuple[str, int, int]] = []
+    fused: dict[str, list[int]] = {}
     for i, nm in enumerate(fwd.names):
         if fwd.kinds[i] != "linear" or not nm.startswith("layers.") or ".moe.router" in nm:
             continue
         d_out, d_in = int(round(fwd.gemm[1, i])), int(round(fwd.gemm[2, i]))
-        b.add("linear", f"{nm}.lora_a", params=d_in * r, tokens=T, d_in=d_in, d_out=r)
-        b.add("linear", f"{nm}.lora_b", params=r * d_out, tokens=T, d_in=r, d_out=d_out)
-    return b.build()
+        if targets == "all":
+            out.append((nm, d_in, d_out))
+        elif nm.endswith(_QKV):
+            key = nm.rsplit(".", 1)[0] + ".qkv"
+            if key not in fused:
+                fused[key] = [d_in, 0]
+                out.append((key, 0, 0))
+            fused[key][1] += d_out
+    if targets == "qkv":
+        if not fused:
+            raise SpecError("lora_targets='qkv': the model's graph has no q / k / v projections")
+        out = [(k, fused[k][0], fused[k][1]) for k, _, _ in out]
+    return out
 
 
 def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.ndarray, ...]:

@@ -35,7 +35,8 @@ from .holdout import FitReport, Refit, golden_bracket, holdout_tables, leave_one
 __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "collective_errors",
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
            "collectives_holdout_table", "collectives_ramp_table", "collectives_figures",
-           "collectives_ring_tree_table", "collectives_search_table", "search_busbw"]
+           "collectives_ring_tree_table", "collectives_search_table", "search_busbw",
+           "ring_tree_alternative"]
 
 PARAMS = ("nvls", "nvls5", "nvls_fill")
 #: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
@@ -458,6 +459,26 @@ def _search_figures() -> dict[str, str]:
             "coll.searchbw.one": span_pct(one), "coll.searchbw.multi": span_pct(multi)}
 
 
+def ring_tree_alternative(case: Case) -> tuple[str, str, float, float]:
+    """For a case our tuner runs as NVLS / NVLSTree: the fastest ring or tree (algorithm,
+    protocol) by the tuner's own time, that time (s), and the NVLS-side algorithm bandwidth
+    (bytes/s) above which the tuner prefers NVLS / NVLSTree ((n / (t − its latency)); the pick
+    flips below it). Which NCCL ran is not published for these rows."""
+    from ..ops.nccl import NCCL_PROTOCOLS, nccl_latency, nccl_time
+
+    links = _links(case)
+    t = links.nccl
+    assert t is not None
+    n, p = float(case["bytes"]), case["ranks"]
+    o = coll.group_split(float(p), 1.0, links.domain, SCALAR)[1]
+    ring = coll._nccl_bws(float(p), 1.0, links)[1]
+    sec, a, pr = min((float(nccl_time(_collective(case), a, pr, n, p, o, ring, t, SCALAR)), a, pr)
+                     for a in ("ring", "tree") for pr in NCCL_PROTOCOLS)
+    lat = float(nccl_latency(_collective(case), "nvls_tree" if o > 1 else "nvls", "Simple", p,
+                             o, t, SCALAR))
+    return a, pr, sec, n / (sec - lat)
+
+
 def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     """The figures docs/validation/collectives.md's prose quotes (inline ``<!--v:KEY-->``
     markers), by the code the tables use: named cases' ours / error (``coll.<name>.*``: with
@@ -516,6 +537,12 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
     out |= _search_figures()
+    c = by_id[_NAMED["n4_16m"]]
+    a, pr, sec, flip = ring_tree_alternative(c)
+    out["coll.n4_16m.alt"] = f"{a} {pr}"
+    out["coll.n4_16m.alt.us"] = f"{sec * 1e6:.1f}"
+    out["coll.n4_16m.alt.err"] = fmt_pct(sec / c.value_si - 1, digits=1)
+    out["coll.n4_16m.flip"] = f"{flip / 1e9:.0f}"
     small = [c for c in collective_cases() if c.source == "nccltests309" and c["bytes"] <= 2**20]
     for tag, tuner in (("", True), (".step", False)):
         e = [predict(c, tuner=tuner) / c.value_si - 1 for c in small]

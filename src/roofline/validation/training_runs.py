@@ -29,8 +29,8 @@ LONG_SEQ = 32768
 
 _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
-_FIXED = ("zero", "lora_rank", "sequence_parallel", "ep", "moe_routing", "cp_overlap",
-          "elementwise", "optimizer_dtype", "pp_flushes")
+_FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "moe_routing",
+          "cp_overlap", "elementwise", "optimizer_dtype", "pp_flushes")
 
 
 def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:
@@ -354,13 +354,16 @@ def _variant(cid: str, kernel: str = "auto", **changes: Any) -> tuple[float, flo
 def _whatif_figures() -> dict[str, str]:
     """The what-ifs of training-runs.md's prose: DeepSeek-V3 on 1024 GPUs in one pipeline
     schedule (``pp_flushes=1``) and with 4 virtual stages, the MoE rows under random routing,
-    the 128k CP row with FlashAttention-3."""
+    the 128k CP row with FlashAttention-3, Megatron-Bridge's Qwen3 row at its config file's
+    knobs."""
     ds = "AutoModel DeepSeek-V3 1024 GPUs EP64"
     ours, e = _variant(ds, pp_flushes=1)
     out = {"tr.whatif.ds1024.flushes1": fmt_pct(e, 1),
            "tr.whatif.ds1024.flushes1.ours": f"{ours:,.0f}",
            "tr.whatif.ds1024.vp4": fmt_pct(_variant(ds, interleave=4)[1], 1),
-           "tr.whatif.cp128k.fa3": fmt_pct(_variant("Llama 3 405B 16K GPUs CP16 128K", "fa3")[1])}
+           "tr.whatif.cp128k.fa3": fmt_pct(_variant("Llama 3 405B 16K GPUs CP16 128K", "fa3")[1]),
+           "tr.whatif.qwen.cfg": fmt_pct(_variant("Megatron-Bridge Qwen3-30B-A3B EP8 fp8",
+                                                  micro_batch=1, interleave=12)[1], 1)}
     for cid in ("AutoModel Qwen3-30B-A3B EP8", "AutoModel DeepSeek-V3 256 GPUs EP64", ds):
         out[f"tr.whatif.random.{_slug(cid)}"] = fmt_pct(_variant(cid, moe_routing="random")[1])
     return out

@@ -23,6 +23,7 @@ from ...graphs.training import (
     EAGER_OPS,
     GROUPS,
     TrainingGraph,
+    lora_target_shapes,
     moe_layer_fraction,
     op_recomputed,
     training_graph,
@@ -68,6 +69,7 @@ class _Ctx:
     elementwise: str = "fused"
     #: "fp32" | "bf16": the gradient buffer's and the optimizer states' dtype (OPTIMIZER_DTYPES)
     optimizer_dtype: str = "fp32"
+    lora_targets: str = "all"  #: which linears carry the LoRA adapters (graphs.training)
 
 
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
@@ -87,24 +89,27 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
              fused_attention: bool, dropout: bool, preset: str,
              lora_rank: int | None = None, cp: int = 1,
              attention_kernel: str = "auto", moe_routing: str = "random",
-             elementwise: str = "fused", optimizer_dtype: str = "fp32") -> _Ctx:
+             elementwise: str = "fused", optimizer_dtype: str = "fp32",
+             lora_targets: str = "all") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     if _is_path(model) or _is_path(cl):
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
                              preset, lora_rank, cp, attention_kernel, moe_routing, elementwise,
-                             optimizer_dtype)
+                             optimizer_dtype, lora_targets)
     try:
         k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, tuple((t, _override_key(t)) for t in sorted(_OVERRIDE)),
-             registered_epoch(), attention_kernel, moe_routing, elementwise, optimizer_dtype)
+             registered_epoch(), attention_kernel, moe_routing, elementwise, optimizer_dtype,
+             lora_targets)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
     if hit is not None and hit[0] is model and hit[1] is cl:
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
-                        lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype)
+                        lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
+                        lora_targets)
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
@@ -140,7 +145,10 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                   seq_len: int, fused_attention: bool, dropout: bool, preset: str,
                   lora_rank: int | None = None, cp: int = 1,
                   attention_kernel: str = "auto", moe_routing: str = "random",
-                  elementwise: str = "fused", optimizer_dtype: str = "fp32") -> _Ctx:
+                  elementwise: str = "fused", optimizer_dtype: str = "fp32",
+                  lora_targets: str = "all") -> _Ctx:
+    if lora_targets != "all" and lora_rank is None:
+        raise SpecError(f"lora_targets={lora_targets!r} places LoRA adapters; it needs lora_rank")
     m = resolve_model(model)
     if m.config is None or m.config.arch != "decoder":
         raise SpecError(f"training is modelled for decoder LMs (transformer configs); {m.name} is "
@@ -169,12 +177,13 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
         raise SpecError(f"elementwise='eager' counts PyTorch eager's op chains for 16-bit "
                         f"activations; {p.activations} activations are {p.act_bytes:g} bytes")
     key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
-                   lora_rank, cp, elementwise, optimizer_dtype))
+                   lora_rank, cp, elementwise, optimizer_dtype, lora_targets))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
                 fused=fused_attention, dropout=dropout, eff=eff, links=links,
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
                 lora_rank=lora_rank, cp=cp, moe_fraction=moe_layer_fraction(m.config),
-                moe_routing=moe_routing, elementwise=elementwise, optimizer_dtype=optimizer_dtype)
+                moe_routing=moe_routing, elementwise=elementwise, optimizer_dtype=optimizer_dtype,
+                lora_targets=lora_targets)
 
 
 def optimizer_state_bytes_per_param(p: Precision, optimizer_dtype: str) -> tuple[float, float]:
@@ -241,7 +250,8 @@ def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> Train
                            sequence_parallel=sp, cp=ctx.cp,
                            fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
                            dropout=ctx.dropout, lora_rank=ctx.lora_rank,
-                           eager=eager_table() if ctx.elementwise == "eager" else None)
+                           eager=eager_table() if ctx.elementwise == "eager" else None,
+                           lora_targets=ctx.lora_targets)
         _lru_put(_GRAPHS, k, g)
     return g
 
@@ -281,7 +291,8 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
 
 def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
                            precision: str | Precision = "bf16",
-                           lora_rank: int | None = None) -> tuple[float, float, float]:
+                           lora_rank: int | None = None,
+                           lora_targets: str = "all") -> tuple[float, float, float]:
     """(model FLOPs, extra FLOPs of selective recompute, extra FLOPs of full recompute) per
     sequence of ``seq_len`` tokens, for one training step (forward + backward).
 
@@ -291,18 +302,20 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
     and context; full: every layer matmul).
     """
     return flops_terms(model, seq_len, micro_batch=micro_batch, precision=precision,
-                       lora_rank=lora_rank)[:3]
+                       lora_rank=lora_rank, lora_targets=lora_targets)[:3]
 
 
 def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
                 precision: str | Precision = "bf16",
-                lora_rank: int | None = None) -> tuple[float, float, float, float]:
+                lora_rank: int | None = None,
+                lora_targets: str = "all") -> tuple[float, float, float, float]:
     """``model_flops_per_sample``'s three terms and a fourth: the extra FLOPs of op-level
     selective recompute ("selective_op": the layers' every second linear re-run,
     ``graphs.training.op_recomputed``)."""
     m = model if isinstance(model, Model) else resolve_model(model)
     p = known_precision(precision) or make_precision(precision)
-    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank)
+    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank,
+         lora_targets)
     hit = _MODEL_FLOPS.get(k)
     if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused
         return hit[1]
@@ -318,8 +331,9 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
     out = (3.0 * fwd, float(flops[mm & core].sum()), float(flops[mm & layer].sum()), op_rc)
     if lora_rank is not None:
         lin = np.array([k == "linear" for k in g.kinds])
-        blk = lin & layer & np.array([".moe.router" not in n for n in g.names])
-        ad = float((2 * g.gemm[0] * lora_rank * (g.gemm[1] + g.gemm[2]))[blk].sum())
+        tokens = g.gemm[0][lin & layer][0] if (lin & layer).any() else 0.0
+        ad = sum(2.0 * tokens * lora_rank * (d_in + d_out)
+                 for _, d_in, d_out in lora_target_shapes(g, lora_targets))
         w_mm = float(flops[mm & lin].sum())
         out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad, op_rc)
     if len(_MODEL_FLOPS) >= 256:

@@ -24,7 +24,7 @@ from ...engine.memory import (
 from ...errors import SpecError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
-from ...graphs.training import GROUPS
+from ...graphs.training import GROUPS, LORA_TARGETS
 from ...ops import collectives as coll
 from ...ops import cost
 from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
@@ -402,7 +402,7 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
-           data_loader=A.anything)
+           data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -413,7 +413,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
           cp_overlap: bool = True, elementwise: str = "fused",
           optimizer_dtype: str = "fp32", pp_flushes: int = 1,
-          data_loader: Any = None) -> TrainingResult:
+          data_loader: Any = None, lora_targets: str = "all") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -428,9 +428,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     then as even as possible with the lighter ones at the ends (training/stages.py), or
     ``pp_stages`` gives the layers of each stage (first to last; ``pp`` defaults to its
     length); the step runs at the slowest stage's pace and memory is the fullest stage's.
-    ``lora_rank`` r: LoRA fine-tuning — an adapter A·B of rank r on every linear of the blocks,
-    every other weight frozen (no weight-gradient GEMMs for them, input gradients kept; gradients,
-    optimizer state and the data-parallel reduction for the adapters only; graphs/training.py).
+    ``lora_rank`` r: LoRA — an adapter A·B of rank r on every linear of the blocks (on the fused
+    q / k / v projection only: ``lora_targets="qkv"``), every other weight frozen (no dW GEMMs,
+    dX kept; gradients, optimizer state, dp reduction for the adapters; graphs/training.py).
     ``cp``: context parallelism (Megatron-LM's, ring attention's): each of the cp ranks of a
     group holds seq_len/cp tokens of every sequence, gathers the whole sequence's K and V per
     layer behind its attention (exposed where the exchange is longer) and reduces gradients with
@@ -469,9 +469,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
-    if lora_rank is not None and (m.config is None or m.config.arch != "decoder"):
-        raise SpecError(f"lora_rank={lora_rank}: LoRA is modelled for decoder LMs; {m.name} is "
-                        f"{a_family(m.family)} model")
+    if (lora_rank, lora_targets) != (None, "all") and getattr(m.config, "arch", 0) != "decoder":
+        raise SpecError(f"lora_rank={lora_rank}, lora_targets={lora_targets!r}: LoRA is modelled "
+                        f"for decoder LMs; {m.name} is {a_family(m.family)} model")
     if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
         raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
                         f"{m.name} has no experts")
@@ -498,7 +498,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     # cp, global_batch, micro_batch, tp, pp, dp, ep, interleave and zero are ints in range:
     # the argument rules above (A.checked) converted and checked them
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype)
+                   lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
+                   lora_targets)
     tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
     if not cp_overlap and ctx.cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
@@ -546,7 +547,8 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
             optimizer: str = "adam") -> TrainingResult:
     step = float(r["step"])
     mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
-                                       precision=ctx.prec, lora_rank=ctx.lora_rank)
+                                       precision=ctx.prec, lora_rank=ctx.lora_rank,
+                                       lora_targets=ctx.lora_targets)
     extra = {"none": 0.0, "selective": sel, "full": full, "selective_op": op_rc}[recompute]
     model_flops = mf * global_batch
     hw_flops = (mf + extra) * global_batch

@@ -1,0 +1,264 @@
+"""Band methods tried for docs/validation/uncertainty.md and not shipped, judged as the shipped one
+is (leave one source out: each source's cases against the band fitted without that source, in
+every class).
+
+* ``moderated`` (hierarchical shrinkage): the variance components of a class are estimated from
+  few sources (2–10), so each is shrunk toward its value pooled over the classes of the default
+  model (every class but ``gpu-inference-bound``, the pure roofline, a different model), weighted
+  by its degrees of freedom: the within-source variance s²_w (d = N − k) and the variance of the
+  source means s²_m (d = k − 1, the class's number of sources) each become
+  s̃² = (d · s² + d0 · s0²) / (d + d0), with the prior d0, s0² fitted to how much the classes'
+  own estimates differ beyond their sampling error (the moderated variance of Smyth 2004,
+  *Statistical Applications in Genetics and Molecular Biology* 3(1), art. 3, section 6.2: the
+  moments of log s²). Then τ² = max(0, s̃²_m − s̃²_w / n̄) and the band as shipped. No class
+  borrows another named class's spread; a class with one source left takes the pooled one.
+* ``centred``: the shipped domain τ² (``between_sources_from``), but from class-centred source
+  means (each (class, source) its own group), where the shipped ``_spread`` merges a source's
+  TTFT and decode rows into one source mean although the two classes' offsets differ.
+
+``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
+its inline figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from ..uncertainty import DEFAULT_LEVEL, _components, _data, classes, residuals
+from .holdout import fmt_pct
+
+__all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
+           "centred_band", "tried_coverage", "band_methods_table", "band_methods_figures",
+           "POOL_EXCLUDES", "METHODS"]
+
+#: classes outside the moderated method's pool (a different model: the pure roofline)
+POOL_EXCLUDES = ("gpu-inference-bound",)
+#: the methods tried, by name, as the page's table heads them
+METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred"}
+
+Rows = Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """The variance components of one class's (source, e) rows."""
+
+    mu: float  #: mean of the source means
+    s2w: float  #: pooled within-source variance (0 without a within-source degree of freedom)
+    dw: int  #: its degrees of freedom, N − k
+    s2m: float  #: variance of the source means (0 with one source)
+    dm: int  #: its degrees of freedom, k − 1
+    k: int  #: sources
+    n: int  #: cases
+
+
+def components(rows: Rows) -> Components:
+    mu, s2w, s2m, k, n = _components(rows)  # the shipped band's own arithmetic
+    return Components(mu, s2w, n - k, s2m, k - 1, k, n)
+
+
+def _digamma(x: float) -> float:
+    r = 0.0
+    while x < 10.0:  # then the asymptotic series is good to ~1e-13
+        r, x = r - 1.0 / x, x + 1.0
+    f = 1.0 / (x * x)
+    return r + math.log(x) - 0.5 / x - f * (1 / 12 - f * (1 / 120 - f * (1 / 252 - f / 240)))
+
+
+def _trigamma(x: float) -> float:
+    r = 0.0
+    while x < 10.0:  # then the asymptotic series is good to ~1e-13
+        r, x = r + 1.0 / (x * x), x + 1.0
+    f = 1.0 / (x * x)
+    return r + 1.0 / x + f / 2 + f / x * (1 / 6 - f * (1 / 30 - f * (1 / 42 - f / 30)))
+
+
+def _trigamma_inverse(t: float) -> float:
+    lo, hi = 1e-8, 1e8  # trigamma falls monotonically: bisect in log space
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _trigamma(mid) > t else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def prior(estimates: Sequence[tuple[float, int]]) -> tuple[float, float]:
+    """(d0, s0²) of variance estimates (s², d) of several classes (those with d > 0, s² > 0):
+    with z = log s² − ψ(d/2) + log(d/2), s0² and d0 solve mean z = log s0² − ψ(d0/2) +
+    log(d0/2) and var z − mean ψ′(d/2) = ψ′(d0/2) (Smyth 2004, section 6.2); d0 = ∞ (every
+    class gets s0²) when the estimates differ no more than sampling alone explains."""
+    xs = [(s, d) for s, d in estimates if d > 0 and s > 0]
+    if len(xs) < 2:
+        return 0.0, 0.0  # nothing to pool: each class keeps its own estimate
+    z = [math.log(s) - _digamma(d / 2) + math.log(d / 2) for s, d in xs]
+    zm = sum(z) / len(z)
+    excess = (sum((x - zm) ** 2 for x in z) / (len(z) - 1)
+              - sum(_trigamma(d / 2) for _, d in xs) / len(xs))
+    if excess <= 0:
+        return math.inf, math.exp(zm)
+    d0 = 2 * _trigamma_inverse(excess)
+    return d0, math.exp(zm + _digamma(d0 / 2) - math.log(d0 / 2))
+
+
+def _shrunk(s2: float, d: int, p: tuple[float, float]) -> float:
+    d0, s0 = p
+    if math.isinf(d0):
+        return s0
+    return (d * s2 + d0 * s0) / (d + d0) if d + d0 > 0 else 0.0
+
+
+def _band(c: Components, tau2: float, s2w: float, level: float) -> tuple[float, float]:
+    v = tau2 + s2w + (tau2 + s2w * c.k / c.n) / c.k
+    h = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(v)
+    return c.mu - h, c.mu + h
+
+
+def moderated(rows: Rows, pool: Sequence[Rows] | None) -> tuple[float, float]:
+    """(τ², σ²) of a class, ``rows`` its (source, e), shrunk toward ``pool``, every pooled
+    class's rows (the class's own among them; None: the class keeps its own estimates)."""
+    c = components(rows)
+    cs = [components(r) for r in (pool or []) if r]
+    pw = prior([(x.s2w, x.dw) for x in cs]) if pool else (0.0, 0.0)
+    pm = prior([(x.s2m, x.dm) for x in cs]) if pool else (0.0, 0.0)
+    s2w = _shrunk(c.s2w, c.dw, pw)
+    return max(0.0, _shrunk(c.s2m, c.dm, pm) - s2w * c.k / c.n), s2w
+
+
+def moderated_band(rows: Rows, pool: Sequence[Rows] | None,
+                   level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual under the moderated τ², σ² (``moderated``)."""
+    return _band(components(rows), *moderated(rows, pool), level)
+
+
+def centred_tau2(domain: Sequence[Rows]) -> float:
+    """τ² from the domain's classes ``domain`` with each class's source means centred on its
+    own mean: max(0, Σ SS_means / Σ (k − 1) − s²_w / n̄), s²_w and n̄ pooled over the domain."""
+    cs = [components(r) for r in domain if r]
+    dm, dw = sum(x.dm for x in cs), sum(x.dw for x in cs)
+    if not dm:
+        return 0.0
+    s2w = sum(x.s2w * x.dw for x in cs) / dw if dw else 0.0
+    nbar = sum(x.n for x in cs) / sum(x.k for x in cs)
+    return max(0.0, sum(x.s2m * x.dm for x in cs) / dm - s2w / nbar)
+
+
+def centred_band(rows: Rows, domain: Sequence[Rows],
+                 level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+    """(lo, hi) as shipped, τ² from ``centred_tau2(domain)``."""
+    c = components(rows)
+    return _band(c, centred_tau2(domain), c.s2w, level)
+
+
+def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
+    def rows(c: str) -> list[tuple[str, float]]:
+        return [(s, e) for _, s, e in residuals(c) if s != drop]
+
+    if method == "moderated":
+        pool = None if cls in POOL_EXCLUDES else [rows(c) for c in classes()
+                                                  if c not in POOL_EXCLUDES]
+        return moderated_band(rows(cls), pool, level)
+    domain = _data()["class"][cls].get("between_sources_from", [cls])
+    return centred_band(rows(cls), [rows(c) for c in domain], level)
+
+
+def tried_coverage(cls: str, method: str, level: float = DEFAULT_LEVEL
+                   ) -> tuple[int, int, tuple[float, float]]:
+    """(covered, cases, in-sample (lo, hi)) of ``cls`` under ``method``: each source's cases
+    against the band fitted without that source in every class."""
+    rs = residuals(cls)
+    k = 0
+    for s in dict.fromkeys(src for _, src, _ in rs):
+        lo, hi = _fit(method, cls, s, level)
+        k += sum(lo <= e <= hi for _, src, e in rs if src == s)
+    return k, len(rs), _fit(method, cls, None, level)
+
+
+def _inside(f: float) -> str:
+    return "yes" if 0.7 <= f <= 0.9 else "no"
+
+
+def _results(level: float) -> dict[str, dict[str, tuple[int, int, float, float]]]:
+    """method -> class -> (covered, cases, lo, hi): the shipped method's LOSO counts
+    (``coverage``) and band (``fit_band``), and each tried method's."""
+    from ..uncertainty import _between, fit_band
+    from .uncertainty import coverage
+
+    out: dict[str, dict[str, tuple[int, int, float, float]]] = {"shipped": {}}
+    for cls in classes():
+        cv = coverage(cls, level)
+        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        out["shipped"][cls] = (cv.covered, cv.n, lo, hi)
+    for m in METHODS:
+        out[m] = {}
+        for cls in classes():
+            k, n, (lo, hi) = tried_coverage(cls, m, level)
+            out[m][cls] = (k, n, lo, hi)
+    return out
+
+
+def _cells(k: int, n: int, lo: float | None = None, hi: float | None = None) -> str:
+    band = "" if lo is None or hi is None else f"×{math.exp(-hi):.2f}–×{math.exp(-lo):.2f} | "
+    return f"{band}{fmt_pct(k / n, sign=False)} ({k}/{n}) | {_inside(k / n)}"
+
+
+def band_methods_table(level: float = DEFAULT_LEVEL) -> str:
+    """Markdown: per class, the shipped and each tried method's band (measured / ours), LOSO
+    coverage and whether it is within 70–90 %; last, the pooled coverage."""
+    res = _results(level)
+    names = {"shipped": "shipped", **METHODS}
+    lines = ["| class | cases | " + " | ".join(f"{v}: band | LOSO | in 70–90 %"
+                                                 for v in names.values()) + " |",
+             "|---|---:|" + "---|---:|---|" * len(names)]
+    for cls in classes():
+        n = res["shipped"][cls][1]
+        lines.append(f"| {cls} | {n} | " + " | ".join(_cells(*res[m][cls]) for m in names) + " |")
+    n_all = sum(n for _, n, _, _ in res["shipped"].values())
+    pooled = [_cells(sum(k for k, _, _, _ in res[m].values()), n_all) for m in names]
+    lines.append(f"| pooled | {n_all} | " + " | ".join(f" | {c}" for c in pooled) + " |")
+    return "\n".join(lines)
+
+
+def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
+    """The prose figures of the page's "tried" section: the moderated method's priors
+    (``tried.prior.within.d0`` / ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
+    per method (``shipped``, ``moderated``, ``centred``) the pooled coverage
+    (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
+    class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
+    (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""
+    cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
+          if c not in POOL_EXCLUDES]
+    out: dict[str, str] = {}
+    for tag, (d0, s0) in (("within", prior([(x.s2w, x.dw) for x in cs])),
+                          ("means", prior([(x.s2m, x.dm) for x in cs]))):
+        out |= {f"tried.prior.{tag}.d0": f"{d0:.1f}",
+                f"tried.prior.{tag}.s0": f"{s0 ** 0.5:.3f}"}
+    for m, got in _results(level).items():
+        n_all = sum(n for _, n, _, _ in got.values())
+        out |= {f"tried.{m}.{c}": fmt_pct(k / n, sign=False) for c, (k, n, _, _) in got.items()}
+        out[f"tried.{m}.pooled"] = fmt_pct(sum(k for k, _, _, _ in got.values()) / n_all,
+                                           sign=False)
+        out[f"tried.{m}.inside"] = str(sum(0.7 <= k / n <= 0.9 for k, n, _, _ in got.values()))
+    return out | _ttft_figures()
+
+
+def _ttft_figures() -> dict[str, str]:
+    from ..uncertainty import _between, _spread
+
+    def rows(c: str) -> list[tuple[str, float]]:
+        return [(s, e) for _, s, e in residuals(c)]
+
+    by: dict[str, list[float]] = {}
+    for s, e in rows("serving-ttft"):
+        by.setdefault(s, []).append(e)
+    means = {s: sum(es) / len(es) for s, es in by.items()}
+    out = {f"tried.ttft.{s}.n": str(len(by[s])) for s in by}
+    out |= {f"tried.ttft.{s}": f"×{math.exp(-m):.2f}" for s, m in means.items()}
+    out["tried.ttft.offset"] = f"{max(means.values()) - min(means.values()):.2f}"
+    dom = _data()["class"]["serving-ttft"].get("between_sources_from", ["serving-ttft"])
+    pool = [rows(c) for c in classes() if c not in POOL_EXCLUDES]
+    taus = [_spread(_between("serving-ttft"))[2], moderated(rows("serving-ttft"), pool)[0],
+            centred_tau2([rows(c) for c in dom])]
+    out["tried.ttft.tau"] = f"{min(taus) ** 0.5:.2f}–{max(taus) ** 0.5:.2f}"
+    return out

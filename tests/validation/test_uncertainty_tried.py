@@ -1,0 +1,91 @@
+"""The band methods tried and not shipped (roofline.validation.uncertainty_tried): their
+formulas by hand, and the page's "tried" table is what the code computes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from roofline import uncertainty as U
+from roofline.validation import uncertainty_tried as T
+
+DOC = Path(__file__).parents[2] / "docs" / "validation" / "uncertainty.md"
+ROWS = [("A", 0.1), ("A", 0.3), ("B", -0.1), ("B", 0.1)]
+
+
+def test_digamma_trigamma_by_hand() -> None:
+    # ψ(1) = −γ, ψ(½) = −γ − 2 ln 2; ψ′(1) = π²/6, ψ′(½) = π²/2
+    g = 0.5772156649015329
+    assert T._digamma(1.0) == pytest.approx(-g, abs=1e-10)
+    assert T._digamma(0.5) == pytest.approx(-g - 2 * math.log(2), abs=1e-10)
+    assert T._trigamma(1.0) == pytest.approx(math.pi ** 2 / 6, abs=1e-10)
+    assert T._trigamma(0.5) == pytest.approx(math.pi ** 2 / 2, abs=1e-10)
+    assert T._trigamma_inverse(T._trigamma(0.7)) == pytest.approx(0.7, rel=1e-9)
+
+
+def test_components_by_hand() -> None:
+    # means A 0.2, B 0.0: μ 0.1; within SS 4 × 0.01 over N − k = 2: 0.02; means' variance
+    # (0.01 + 0.01) / 1 = 0.02
+    c = T.components(ROWS)
+    assert (c.mu, c.dw, c.dm, c.k, c.n) == (pytest.approx(0.1), 2, 1, 2, 4)
+    assert c.s2w == pytest.approx(0.02) and c.s2m == pytest.approx(0.02)
+
+
+def test_prior_by_hand() -> None:
+    # equal estimates with many degrees of freedom differ less than chance: d0 = ∞ and
+    # s0² = 0.04 · exp(log 50 − ψ(50)) = 0.04 · exp(0.0100333) = 0.0404033
+    d0, s0 = T.prior([(0.04, 100), (0.04, 100)])
+    assert math.isinf(d0) and s0 == pytest.approx(0.0404033, rel=1e-5)
+    # one estimate: nothing to pool
+    assert T.prior([(0.04, 10)]) == (0.0, 0.0)
+    # estimates far apart: a finite d0 whose trigamma matches the excess variance of z
+    xs = [(0.001, 3), (0.2, 3), (0.05, 20)]
+    d0, s0 = T.prior(xs)
+    z = [math.log(s) - T._digamma(d / 2) + math.log(d / 2) for s, d in xs]
+    zm = sum(z) / 3
+    excess = sum((x - zm) ** 2 for x in z) / 2 - sum(T._trigamma(d / 2) for _, d in xs) / 3
+    assert T._trigamma(d0 / 2) == pytest.approx(excess, rel=1e-9)
+    assert math.log(s0) == pytest.approx(zm + T._digamma(d0 / 2) - math.log(d0 / 2))
+
+
+def test_moderated_band_by_hand() -> None:
+    # no pool: the shipped band (test_uncertainty's hand case, 0.1 ± 0.2563103)
+    assert T.moderated_band(ROWS, None) == pytest.approx(U.fit_band(ROWS), abs=1e-12)
+    # shrinkage (d s² + d0 s0²) / (d + d0): d 2, s² 0.02, prior d0 2, s0² 0.06 -> 0.04
+    assert T._shrunk(0.02, 2, (2.0, 0.06)) == pytest.approx(0.04)
+    assert T._shrunk(0.02, 2, (math.inf, 0.06)) == 0.06
+
+
+def test_centred_tau2_by_hand() -> None:
+    """Class X: A 0.1, 0.3; B −0.1, 0.1. Class Y: A 1.0, 1.2; C 0.8, 1.0. Centred on each
+    class's mean, the means' SS is 0.02 + 0.02 over 2 degrees of freedom: 0.02; within
+    0.02; n̄ = 8 / 4 = 2: τ² = 0.02 − 0.02 / 2 = 0.01. Merged by source name (as shipped), A's
+    rows of both classes make one mean (0.65), which the centred form does not."""
+    y = [("A", 1.0), ("A", 1.2), ("C", 0.8), ("C", 1.0)]
+    assert T.centred_tau2([ROWS, y]) == pytest.approx(0.01)
+    assert T.centred_tau2([ROWS]) == pytest.approx(0.01)  # one class: its own τ²
+    assert U._spread(ROWS + y)[2] != pytest.approx(0.01)
+    # with X's own σ² 0.02, k 2, n 4: v = 0.01 + 0.02 + (0.01 + 0.01) / 2 = 0.04
+    lo, hi = T.centred_band(ROWS, [ROWS, y])
+    assert hi - 0.1 == pytest.approx(1.2815516 * 0.2, abs=1e-6)
+
+
+def test_doc_carries_the_tried_table() -> None:
+    assert T.band_methods_table() in DOC.read_text(encoding="utf-8"), \
+        "docs/validation/uncertainty.md is stale: python -m roofline.validation.regenerate " \
+        "--only uncertainty"
+
+
+def test_tried_coverage_counts_by_hand() -> None:
+    """serving-ttft under the moderated method, recounted: each source's cases against the
+    band from every class without that source."""
+    rows = U.residuals("serving-ttft")
+    k = 0
+    for s in {t for _, t, _ in rows}:
+        pool = [[(t, e) for _, t, e in U.residuals(c) if t != s] for c in U.classes()
+                if c not in T.POOL_EXCLUDES]
+        lo, hi = T.moderated_band([(t, e) for _, t, e in rows if t != s], pool)
+        k += sum(lo <= e <= hi for _, t, e in rows if t == s)
+    assert T.tried_coverage("serving-ttft", "moderated")[:2] == (k, len(rows))
