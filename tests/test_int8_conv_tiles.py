@@ -54,6 +54,26 @@ def test_a_dense_conv_is_priced_as_its_implicit_gemm(dtype: str) -> None:
     assert t >= 6e-6  # the 6 us per-kernel fill is in it
 
 
+def test_a_strided_padded_dilated_grouped_conv_by_hand() -> None:
+    """128 -> 256 channels in 2 groups on 56 x 56, kernel 3, stride 2, padding 2, dilation 2:
+    H' = floor((56 + 2 + 2 - 2 x (3 - 1) - 1) / 2) + 1 = 28; the two groups' GEMMs run as one
+    of M = 28 x 28 x 2 = 1568 rows, N = 256 / 2 = 128 columns (a tile's worth: in waves),
+    K = 128 / 2 x 9 = 576, the matmul of those sizes' kernel time exactly. With 32 groups
+    N = 8 columns, below the smallest tile: the smooth model's time."""
+    b = GraphBuilder("c", "forward", precision("fp16"))
+    b.add("conv2d", "conv", params=256 * 64 * 9, c_in=128, h=56, w=56, c_out=256, kernel=3,
+          stride=2, padding=2, dilation=2, groups=2, bias=False)
+    conv = b.build()
+    assert conv.gemm[:, 0].tolist() == [1568.0, 128.0, 576.0]
+    assert _kernel_s(conv, "a100-sxm4-80gb") == pytest.approx(
+        _kernel_s(_dot("fp16", 1568, 128, 576), "a100-sxm4-80gb"), rel=1e-12)
+    g32 = _conv("fp16", 256, 256, 14, 3, groups=32)
+    assert g32.gemm[1, 0] == 8.0
+    assert _kernel_s(g32, "a100-sxm4-80gb") == pytest.approx(
+        _kernel_s(g32, "a100-sxm4-80gb", smooth=True), rel=1e-12)
+    assert _kernel_s(g32, "a100-sxm4-80gb") < 6e-6  # no per-kernel fill in the smooth model
+
+
 def test_a_depthwise_conv_keeps_the_smooth_model() -> None:
     """groups = channels: N = C'/g = 1 column, no tensor-core GEMM: the smooth model's time."""
     dw = _conv("fp16", 256, 256, 14, 3, groups=256)

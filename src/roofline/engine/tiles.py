@@ -24,8 +24,9 @@ smallest tile (a matrix-vector product: batch-1 decode) runs as a GEMV / split-K
 tiles of the list, and keeps the smooth model (no measured shape there). Convolutions are
 priced the same way, as the implicit GEMMs cuDNN / TensorRT run them (M = batch × output
 pixels, N = output channels, K = input channels × kernel area: the graph's ``gemm`` sizes),
-where N fills the smallest tile's columns: grouped and depthwise convs (N = C'/g) keep the
-smooth model.
+where N fills the smallest tile's columns: a depthwise conv (N = 1) and a grouped one whose
+groups are narrower than that (N = C'/g) keep the smooth model; a grouped conv of wider groups
+runs as one GEMM of its groups' rows (M = batch × output pixels × g).
 
 Data: data/presets/tiles.toml (architectures, the parts of each with their SM counts, the
 candidate tiles, the fitted a, b, c, max and fill); judged in docs/validation/gemm.md. Parts of
