@@ -25,9 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
-from ..uncertainty import DEFAULT_LEVEL, _components, _data, classes, residuals
+from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes, residuals
 from .holdout import fmt_pct
 
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
@@ -110,9 +109,7 @@ def _shrunk(s2: float, d: int, p: tuple[float, float]) -> float:
 
 
 def _band(c: Components, tau2: float, s2w: float, level: float) -> tuple[float, float]:
-    v = tau2 + s2w + (tau2 + s2w * c.k / c.n) / c.k
-    h = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(v)
-    return c.mu - h, c.mu + h
+    return _interval(c.mu, s2w, tau2, c.k, c.n, level)  # the shipped band's own formula
 
 
 def moderated(rows: Rows, pool: Sequence[Rows] | None) -> tuple[float, float]:
