@@ -218,15 +218,16 @@ def band_methods_table(level: float = DEFAULT_LEVEL) -> str:
 
 
 def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
-    """The prose figures of the page's "tried" section: the moderated method's priors
-    (``tried.prior.within.d0`` / ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
+    """The prose figures of the page's "tried" section: the classes (``tried.classes``), the
+    moderated method's pool (``tried.prior.classes``) and priors (``tried.prior.within.d0`` /
+    ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
     per method (``shipped``, ``moderated``, ``centred``) the pooled coverage
     (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
     class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
     (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
-    out: dict[str, str] = {}
+    out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
     for tag, (d0, s0) in (("within", prior([(x.s2w, x.dw) for x in cs])),
                           ("means", prior([(x.s2m, x.dm) for x in cs]))):
         out |= {f"tried.prior.{tag}.d0": f"{d0:.1f}",
