@@ -101,3 +101,35 @@ def test_floor_breakpoint_by_hand() -> None:
         assert t.latency == pytest.approx(tc + 1e-6, rel=1e-9)
     many = tm.totals_many(np.array([1.0, 2.0, 3.0, 4.0, 10.0]))
     np.testing.assert_allclose(many[2], list(want.values()), rtol=1e-9)
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_several_floors_with_different_breakpoints(synchronous: bool) -> None:
+    """Five matmuls at their floor with B* of 1.04, 3.69, 40 and infinity (no room left under
+    the floor: b, c penalties of tiny N, K), an on-chip level the activations leave along B and
+    either launch mode: the closed form equals the op-by-op sum at fractional batches on both
+    sides of every B*, below one (priced op by op) and far above the last breakpoint."""
+    hw = Hardware(key="floors-t", name="floors-t", kind="cpu", peak_flops_per_s={"fp32": 1e12},
+                  memory=(MemoryLevel(name="DRAM", capacity_bytes=1e10, bytes_per_s=5e10),
+                          MemoryLevel(name="L2", capacity_bytes=2e6, bytes_per_s=5e11)))
+    eff = flat_efficiency(label="floors-t", gemm_max=0.8, dispatch=2.2e-6, kernel_gap=1e-6,
+                          synchronous=synchronous, cache_fraction=0.5, memory_max=0.9)
+    eff = replace(eff, gemm=Gemm(max=0.8, a=8.0, b=64.0, c=64.0, gemv=0.25))
+    b = GraphBuilder("g", "forward", precision("fp32"))
+    for i, (t, di, do) in enumerate(((1, 4096, 4096), (1, 64, 64), (4, 1000, 300), (16, 8, 8),
+                                     (64, 512, 512), (1, 100000, 16))):
+        b.add("linear", f"L{i}", tokens=t, d_in=di, d_out=do)
+    tm = TimeModel(b.build(), hw, eff)
+    assert tm.floor is not None and tm.envelope_ok
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_star = (tm.inv_c1 / tm.inv_cap)[tm.floor]
+    finite = np.unique(np.round(b_star[np.isfinite(b_star)], 6))
+    assert len(finite) >= 3 and np.isinf(b_star).any()
+    near = np.concatenate([finite * (1 - 1e-6), finite * (1 + 1e-6)])
+    bs = np.concatenate([[0.25, 0.5, 0.999], near, np.linspace(1.0, 120.0, 477), [1e4, 1e7]])
+    direct = tm.ops(bs).rows()
+    np.testing.assert_allclose(tm.totals_many(bs)[ROWS], direct[ROWS], rtol=1e-12, atol=0)
+    for x in near:
+        assert tm._segment(float(x)) is not None  # the closed form answers next to each B*
+        assert tm.totals_at(x).latency == pytest.approx(direct[0][bs == x][0], rel=1e-12)
+        assert tm.totals_at(x).t_compute == pytest.approx(direct[2][bs == x][0], rel=1e-12)

@@ -146,3 +146,13 @@ def test_lora_targets_rules() -> None:
         rl.train("llama-3.1-8b", c, global_batch=8, seq_len=128, lora_targets="qkv")
     with pytest.raises(SpecError, match="decoder LMs"):
         rl.train("resnet50", c, global_batch=256, lora_targets="qkv")
+
+
+def test_qkv_placement_on_an_already_fused_projection() -> None:
+    """GPT-2 has one fused c_attn ([D, 3D], TransformerConfig.fused_qkv), no q / k / v linears:
+    "qkv" adapts that one. r = 8: A 768 × 8, B 8 × 2304: 8·(768 + 2304) = 24,576 per layer;
+    × 12 = 294,912 (all: 8·(768 + 2304 + 768 + 768 + 768 + 3072 + 3072 + 768) × 12)."""
+    c = rl.cluster("dgx-h100", nodes=1)
+    kw = dict(global_batch=64, seq_len=1024, lora_rank=8)
+    assert rl.train("gpt2", c, lora_targets="qkv", **kw).trainable_params == 294_912
+    assert rl.train("gpt2", c, **kw).trainable_params == 8 * 12288 * 12 == 1_179_648

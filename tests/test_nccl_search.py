@@ -5,15 +5,17 @@ per-channel caps and the tree-pattern factor the tuner applies with them (ops/nc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from roofline.errors import SpecError
-from roofline.ops.nccl import channel_caps, nccl_latency, nccl_time
+from roofline.ops.nccl import NCCL_PROTOCOLS, channel_caps, nccl_best, nccl_latency, nccl_time
 from roofline.ops.nccl_search import comm_channels, search_ring
 from roofline.ops.xp import SCALAR
-from roofline.specs.nccl import _tuner, tuner_for
-from roofline.specs.resolve import cluster
+from roofline.specs.nccl import tuner_for
+from roofline.specs.resolve import cluster, hardware
 
 US = 1e-6
 SM80_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
@@ -70,9 +72,35 @@ def test_clusters_carry_the_replay() -> None:
     assert a100.search_one == (12, pytest.approx(20e9)) and a100.search_nodes[0] == 8
     assert a100.tree_pattern == 1.0 and h100.tree_pattern == pytest.approx(0.85)
     # off NVLink the search is not replayed: no caps, the plateau at MAXCHANNELS
-    pci = _tuner("hopper", False, False, 450.0, 50.0, 8)
+    pci = tuner_for(replace(cluster("dgx-h100", 2), device=hardware("h100-pcie")))
     assert pci.search_one == (0, 0.0) and pci.ring_plateau_channels == 64
     assert all(c == float("inf") for c in channel_caps(2.0, pci, SCALAR))
+    # nor with a NIC slower than the slowest speed the search tries (0.12 GB/s): no error
+    slow = tuner_for(replace(cluster("dgx-h100", 2), scale_out_bytes_per_s=0.05e9))
+    assert slow.search_one == (0, 0.0) and slow.ring_plateau_channels == 64
+    # NVL72: NCCL's node is the NVLink domain (MNNVL), 72 GPUs with a NIC each. Across racks
+    # at 48: min(floor(720 / (48 x 71/72)) = 15, 72 x 1) = 15, 15 x 48 = 720 reaches the
+    # GPU's total: done; no doubling (cc > 80, 48 < 50, 15 > 4); communicator 30
+    nvl = tuner_for(cluster("gb200-nvl72", 36))
+    assert nvl.search_one == (16, pytest.approx(45e9))
+    assert nvl.search_nodes == (15, pytest.approx(48e9)) and nvl.comm_nodes == 30
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_caps_scalar_plan_agrees_with_the_array_path(nodes: int) -> None:
+    """rl.train's scalar plan (_make_plan) and the vectorised nccl_time apply the same caps and
+    0.85: per algorithm, the scalar best equals the array best and the least of nccl_time over
+    the protocols, at bus bandwidths where the caps bind (900 GB/s) and where they do not."""
+    h100 = tuner_for(cluster("dgx-h100"))
+    p = 8 * nodes
+    for bus in (100e9, 500e9, 900e9):
+        for n in 2.0 ** np.arange(6, 35, 2):
+            for a in ("ring", "tree"):
+                times = [float(nccl_time("all_reduce", a, pr, n, p, nodes, bus, h100, SCALAR))
+                         for pr in NCCL_PROTOCOLS]
+                s = nccl_best("all_reduce", n, p, nodes, bus, h100, SCALAR, algorithms=(a,))
+                v = nccl_best("all_reduce", np.array([n]), p, nodes, bus, h100, algorithms=(a,))
+                assert s == pytest.approx(float(v[0]), rel=1e-12) == pytest.approx(min(times))
 
 
 def test_caps_by_hand() -> None:

@@ -307,7 +307,9 @@ def _adapters(cfg: TransformerConfig, precision: Precision, fwd: Graph, r: int,
 
 #: where LoRA adapters go: every linear of the blocks, or the fused q / k / v projection only
 LORA_TARGETS = ("all", "qkv")
-_QKV = (".attn.q_proj", ".attn.k_proj", ".attn.v_proj")
+#: the q / k / v linears of a block: three (Llama-style) or one already fused (GPT-2 c_attn,
+#: TransformerConfig.fused_qkv)
+_QKV = (".attn.q_proj", ".attn.k_proj", ".attn.v_proj", ".attn.qkv_proj")
 
 
 def lora_target_shapes(fwd: Graph, targets: str = "all") -> list[tuple[str, int, int]]:

@@ -106,8 +106,9 @@ class NcclTuner:
     #: the ring's "plateau": a multi-node ring all-reduce under Simple has its latency × this
     #: once n / (channels · p) ≥ 64 (ncclTopoGetAlgoTime; 1.4 from Ampere, 1.9 on Volta); 1: off
     ring_plateau: float = 1.0
-    #: the channel count in that test (NCCL's MAXCHANNELS, 64: the bound; the communicator's
-    #: own count comes from its topology search, not modelled)
+    #: the channel count in that test: the communicator's across nodes from the replayed
+    #: search (``comm_nodes``, ``specs.nccl.tuner_for``); NCCL's MAXCHANNELS, 64, the bound,
+    #: where the search is not replayed
     ring_plateau_channels: int = 64
     #: the replayed topology search (``ops.nccl_search``): the ring / tree's channels and
     #: bytes/s per channel on one node and across nodes; (0, 0.0): not replayed

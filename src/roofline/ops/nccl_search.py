@@ -28,8 +28,12 @@ each NIC carries its own channels):
 
 Checked against NCCL's own logs (docs/validation/collectives.md, tests/test_nccl_search.py):
 24 channels on an 8-GPU A100 node, 16 on an H800 node, 16 on H100 nodes with eight 400 Gb/s
-NICs across 2 and 3 nodes. Not replayed: PCIe-only nodes, nodes with fewer NICs than GPUs
-(priced per GPU), NVL72 racks (MNNVL), trees whose pattern the search changes.
+NICs across 2 and 3 nodes. Not replayed (``specs.nccl.tuner_for`` then gives no caps and
+the plateau at MAXCHANNELS): PCIe-only nodes, NICs slower than the slowest speed tried, trees
+whose pattern the search changes. An NVL72 rack is one NCCL node (MNNVL fuses the clique's
+topology: ``ncclTopoGetSystem``, ``src/graph/topo.cc``), 72 GPUs with a NIC each; not checked
+against a log. Approximated: nodes with fewer NICs than GPUs (taken as one NIC per GPU at the
+cluster's per-GPU scale-out bandwidth).
 """
 
 from __future__ import annotations

@@ -87,6 +87,28 @@ class Precision:
         return DTYPE_BYTES[self.activations]
 
     @property
+    def link_bytes(self) -> float:
+        """Bytes per element of an activation sent between devices: a tensor-parallel
+        all-reduce or reduce-scatter (a row-parallel matmul's output), a pipeline stage's
+        hidden states, context-parallel K/V, expert-parallel dispatch and combine. The one
+        rule every scenario prices its links with. What crosses a link is the residual
+        stream or a matmul's output, which stay 16-bit when the matmuls run on 1-byte
+        operands (fp8, W8A8 int8), so narrower activations count 2 bytes; wider ones
+        (fp32) their own width. Read in the engines' code: TensorRT-LLM's ``FP8RowLinear``
+        dequantizes to the model dtype and all-reduces the result (tensorrt_llm/quantization/
+        layers.py at 027cd518, ``multiply_reduce``); vLLM's ``Fp8LinearMethod`` writes
+        ``torch.get_default_dtype()`` and takes only bf16 / fp16 activations (vllm/
+        model_executor/layers/quantization/fp8.py at 1436674b), and ``RowParallelLinear``
+        all-reduces that output; Transformer Engine v1.8 (3ec998e9) writes a row-parallel
+        fp8 GEMM's output in ``activation_dtype`` and all-reduces / reduce-scatters it
+        (pytorch/module/linear.py); Megatron-Core receives pipeline tensors in
+        ``config.pipeline_dtype`` (core/pipeline_parallel/p2p_communication.py at
+        2fd6e2b7). One exception is priced where it happens, not here: with sequence
+        parallelism Transformer Engine casts a column-parallel GEMM's input to fp8 before
+        its all-gather (``act_bytes``, training's tensor-parallel term)."""
+        return max(DTYPE_BYTES[self.activations], 2.0)
+
+    @property
     def label(self) -> str:
         w = self.weight_format or self.weights
         parts = {self.compute, w, self.activations, self.kv}

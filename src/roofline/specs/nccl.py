@@ -116,13 +116,18 @@ def _search(doc: dict[str, Any], src: dict[str, str], out: dict[str, Any]) -> No
 def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
             gpus: int) -> dict[str, Any]:
     """The replayed ring / tree search (``ops.nccl_search``) for one cluster: NcclTuner's
-    search_one / search_nodes / comm_one / comm_nodes / per_channel (empty off NVLink, or without a
-    scale-up bandwidth)."""
+    search_one / search_nodes / comm_one / comm_nodes / per_channel (empty, the search not
+    replayed, off NVLink, without a scale-up bandwidth, or with a NIC slower than the slowest
+    speed NCCL's search tries). ``gpus``: GPUs per NCCL node, the NVLink domain (with MNNVL,
+    an NVL72 rack, NCCL fuses the clique's topology into one: src/graph/topo.cc
+    ncclTopoGetSystem at f44ac759), one NIC each."""
     d = _doc()
     row = d["search_arch"][arch]
     if not nvlink or up_gbps <= 0 or gpus < 2:
         return {}
     cc, sp = int(row["cc"]), str(row["speeds"])
+    if 0 < out_gbps and min(row["pcie"], out_gbps) < min(d["speeds"][f"inter_{sp}"]):
+        return {}
     links = round(up_gbps / row["link_spec"])
     total = max(1, links) * row["nvlink_link"]
     one = search_ring(d["speeds"][f"intra_{sp}"], total, cc)
@@ -185,4 +190,4 @@ def tuner_for(c: Cluster) -> NcclTuner | None:
     nvlink = link is not None and "nvlink" in link.name.lower() and "bridge" not in \
         link.name.lower()
     return _tuner(arch, nvlink, c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
-                  c.scale_out_bytes_per_s / 1e9, c.devices_per_node)
+                  c.scale_out_bytes_per_s / 1e9, c.scale_up_domain)

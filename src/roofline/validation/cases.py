@@ -161,7 +161,8 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "lora_rank": int, "lora_targets": str, "cp": int, "ep": int,
                      "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
-                     "elementwise": str, "optimizer_dtype": str, "pp_flushes": int,
+                     "ep_overlap": bool, "elementwise": str, "optimizer_dtype": str,
+                     "pp_flushes": int,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

@@ -30,7 +30,7 @@ LONG_SEQ = 32768
 _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
 _FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "moe_routing",
-          "cp_overlap", "elementwise", "optimizer_dtype", "pp_flushes")
+          "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype", "pp_flushes")
 
 
 def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:
@@ -106,7 +106,8 @@ def rows() -> list[dict[str, Any]]:
         out.append({"id": c.id, "source": c.source, "metric": c.metric, "ours": ours,
                     "published": published, "error": ours / published - 1.0, "mfu": r.mfu,
                     "searched": searched, "result": r, "stack": c.scenario.get("stack", ""),
-                    "outlier": c.known_outlier, "reason": c.reason})
+                    "outlier": c.known_outlier, "reason": c.reason,
+                    "lora_targets": c.scenario.get("lora_targets", "all")})
     return out
 
 
@@ -137,6 +138,8 @@ def report_table(rs: list[dict[str, Any]] | None = None) -> str:
         knobs = f"b={r.micro_batch}, v={r.interleave}, {r.recompute}"
         if r.lora_rank:
             knobs += f", LoRA r={r.lora_rank}"
+            if x.get("lora_targets", "all") != "all":
+                knobs += f" on {x['lora_targets']}"
         if x["searched"]:
             knobs += " (" + ", ".join(sorted(x["searched"])) + " searched)"
         if x["metric"] == "mfu":

@@ -149,16 +149,17 @@ def _p2p(nbytes: float, pp: int, hw: Hardware, f: sp.ServingFactors, tp: int = 1
     return t
 
 
-def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, hw: Hardware,
+def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, link_bytes: float, hw: Hardware,
                    f: sp.ServingFactors) -> float:
     """Expert parallelism over ``ep`` groups: seconds of the dispatch and combine all-to-alls a
     pass of ``tokens`` tokens per group meets in every MoE layer of the model (``cfg``: the
     full config; a token crosses all of them, on whichever pipeline stage).
 
     Each token's hidden state goes to its k experts and comes back: a rank holds
-    n = tokens·k·D·bytes / tp (the tp ranks of a group share their replicated tokens) and keeps
-    1/ep of it, α + (ep − 1)/ep · n/bw′ per call (``ops.collectives.all_to_all``, per-call α);
-    2 calls per MoE layer. α is the engine's all-reduce α at ep ranks (an all-to-all is one
+    n = tokens·k·D·bytes / tp (``link_bytes``: ``Precision.link_bytes``, 16-bit under fp8;
+    the tp ranks of a group share their replicated tokens) and keeps 1/ep of it,
+    α + (ep − 1)/ep · n/bw′ per call (``ops.collectives.all_to_all``, per-call α); 2 calls
+    per MoE layer. α is the engine's all-reduce α at ep ranks (an all-to-all is one
     kernel launch and one handshake as the custom all-reduce is; no all-to-all microbenchmark
     is fitted: assumed), bw′ = scale-up link × allreduce_efficiency. Balanced routing assumed.
     When the ep × tp devices exceed the scale-up link's domain (PCIe cards bridged in pairs)
@@ -175,6 +176,6 @@ def moe_all_to_all(tokens: float, ep: int, tp: int, cfg: Any, act_bytes: float, 
     if _host_fallback(hw, f, ep * tp):
         bw, alpha, eff = _host(hw, f, lat)
     n_moe = cfg.n_layers - cfg.first_dense_layers
-    nbytes = tokens * cfg.top_k * cfg.d_model * act_bytes / tp
+    nbytes = tokens * cfg.top_k * cfg.d_model * link_bytes / tp
     return 2 * n_moe * collectives.all_to_all(nbytes, ep, bw, alpha, link_efficiency=eff,
                                               latency="call")

@@ -191,7 +191,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
                           kv_per_query_head=factors.kv_per_query_head)
     eff = sp.efficiency(hw, preset, factors, p.compute)
     eff_d = eff if hw_d is hw else sp.efficiency(hw_d, preset, factors, p.compute)
-    D, ab = cfg.d_model, p.act_bytes
+    D, ab = cfg.d_model, p.link_bytes  # bytes of an activation on a link (Precision)
     L_dev = plan.cfg.n_layers
     n_ar = _n_allreduce(cfg, L_dev, pp)
 
@@ -558,7 +558,7 @@ def _speculative(draft: Any, cfg: Any, plan: sp.Plan, p: Precision, hw: Hardware
     # means over the contexts, times the number of iterations
     per = {q: (k * float(dd[q]) + float(vv[q]) * pp) / steps for q in dd}
     dec = {q: per[q] * iters for q in per}
-    D, ab = cfg.d_model, p.act_bytes
+    D, ab = cfg.d_model, p.link_bytes
     n_ar = 2 * plan.cfg.n_layers * pp + 1  # every stage's all-reduces, as in serve
     comm = iters * (_allreduce(Bm * (k + 1) * D * ab, tp, hw, factors, n_ar) +
                     _p2p(Bm * (k + 1) * D * ab, pp, hw, factors, tp))

@@ -124,7 +124,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
                     work[k - 1, i] = t_in[:, None] + t_d
         n_ar = (3 if cfg.arch == "seq2seq" else 2) * plan.cfg.n_layers + 1  # + cross-attention
         comm = np.array([n_ar * allreduce_times(
-            Bs * cfg.d_model * p.act_bytes, tp, h, factors) for h in hsel])
+            Bs * cfg.d_model * p.link_bytes, tp, h, factors) for h in hsel])
         t = t_dev + comm[..., None] + sp.host_step(factors, plan.cfg.n_layers, Bs[:, None])
         if client:
             from ...engine.client import decode_step_client

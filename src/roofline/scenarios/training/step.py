@@ -85,7 +85,13 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
-    ab = ctx.prec.act_bytes
+    lb = ctx.prec.link_bytes  # an activation on a link: 16-bit under fp8 (Precision)
+    # a tensor-parallel all-reduce, or with sequence parallelism its reduce-scatter of a matmul's
+    # 16-bit output and the all-gather of the next GEMM's input, which Transformer Engine casts
+    # to fp8 before gathering it (v1.8 3ec998e9, pytorch/module/layernorm_linear.py and
+    # linear.py forward, base.py grad_output_preprocess backward): one all-reduce at the mean
+    # of the two widths
+    ab_tp = 0.5 * (ctx.prec.act_bytes + lb) if sp else lb
     wb = ctx.prec.weight_bytes
     if xp is SCALAR:  # the group's time by name, as Python floats (a C lookup, no frame)
         gtl = gt.tolist() if isinstance(gt, np.ndarray) else [float(x) for x in gt]
@@ -106,7 +112,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
-    n_act = b * s * D * ab
+    n_act = b * s * D * ab_tp
     t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
@@ -116,7 +122,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     m = global_batch / (dp * b)
     m_sched = m / pp_flushes  # micro-batches of one pipeline schedule
     # -- expert parallelism (the MoE layers' dispatch and combine)
-    ep_l = _ep_exposed(ctx, b * s / tp * D * ab, tp, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
+    ep_l = _ep_exposed(ctx, b * s / tp * D * lb, tp, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
                        ep_overlap, xp) if cfg.n_experts else xp.zeros_like(one)
     cp_l = _cp_exposed(ctx, b, tp, t_core, cp_overlap, xp) if cp > 1 else xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
@@ -134,7 +140,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     ext_b = xp.where(pp1, t_hb + t_eb, xp.where(mid_slowest, 0.0,
                                                 xp.where(last_slowest, t_hb, t_eb)))
     cross = tp * cp * pp * dp > links.domain
-    t_p2p = coll.group_send_recv(b * s * D * ab / tp, cross, links, xp)
+    t_p2p = coll.group_send_recv(b * s * D * lb / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
     f_mb = n_lps * t_lf + ext_f
     b_mb = n_lps * t_lb + ext_b
@@ -237,7 +243,7 @@ def _cp_exposed(ctx: _Ctx, b: Any, tp: Any, t_core: Any, overlap: bool, xp: Any)
     allows)."""
     cfg = ctx.cfg
     kv = b * float(ctx.seq_len) * 2 * xp.maximum(cfg.n_kv_heads / tp, 1.0) * cfg.head_dim \
-        * ctx.prec.act_bytes
+        * ctx.prec.link_bytes
     t_kv = coll.group_all_gather(kv, ctx.cp, tp, ctx.links, xp)
     if not overlap:
         return 2 * t_kv
