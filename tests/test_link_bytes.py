@@ -12,7 +12,7 @@ import pytest
 import roofline as rl
 from roofline.graphs.training import GROUPS
 from roofline.ops import collectives as coll
-from roofline.scenarios.serving import allreduce_time
+from roofline.scenarios.serving import allreduce_time, serve_sweep
 from roofline.scenarios.serving import plan as sp
 from roofline.scenarios.serving.comm import _p2p
 from roofline.scenarios.training.context import _context, _group_times
@@ -65,6 +65,27 @@ def test_serve_fp8_speculative_and_expert_traffic_match_bf16() -> None:
     e16 = rl.serve("mixtral-8x7b", "H100", precision="bf16", **kw)
     assert e8.phase_seconds["ep_comm"] > 0
     assert e8.phase_seconds["ep_comm"] == pytest.approx(e16.phase_seconds["ep_comm"], rel=1e-12)
+
+
+def test_serve_sweep_fp8_tp_matches_serve() -> None:
+    """The serving sweep prices its TP all-reduces with the same link width as serve: one
+    decode step at S = 4096, fp8, tp 2 (serve's tp_comm is pinned by hand above)."""
+    out = serve_sweep("llama-3.1-70b", "H100", batch=[8], context=[4096], tp=2, precision="fp8")
+    s = rl.serve("llama-3.1-70b", "H100", batch=8, prompt_len=4095, output_len=2, tp=2,
+                 precision="fp8")
+    assert float(out["tpot"].ravel()[0]) == pytest.approx(s.tpot, rel=1e-9)
+
+
+def test_train_fp8_expert_dispatch_matches_bf16() -> None:
+    """Training's expert dispatch and combine move the bf16 hidden state under fp8 too: with
+    the exchanges exposed (no ep_overlap) ep_comm does not depend on the compute, so an fp8
+    run's equals a bf16 run's (half of it with 1-byte activations)."""
+    kw = dict(global_batch=32, seq_len=4096, ep=8, tp=2, micro_batch=1, recompute="none")
+    c = rl.cluster("dgx-h100", nodes=2)
+    r8 = rl.train("mixtral-8x7b", c, precision="fp8", **kw)
+    r16 = rl.train("mixtral-8x7b", c, precision="bf16", **kw)
+    assert r8.breakdown["ep_comm"] > 0
+    assert r8.breakdown["ep_comm"] == pytest.approx(r16.breakdown["ep_comm"], rel=1e-12)
 
 
 def _ctx(prec: str, seq_len: int = 4096, cp: int = 1):

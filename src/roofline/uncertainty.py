@@ -143,12 +143,20 @@ def fit_band(rows: list[tuple[str, float]], between: list[tuple[str, float]] | N
     """(lo, hi) bounds on the residual e of a case from a new source, from (source, e) pairs
     ``rows`` of its class; ``between``: the (source, e) pairs τ² is estimated over (default
     ``rows``). The band of an estimate p is p·exp(−hi) … p·exp(−lo)."""
-    from statistics import NormalDist
-
     if not rows:
         raise SpecError("an uncertainty band needs at least one residual, got none")
     mu, sig2, _, k, n = _spread(rows)
     tau2 = _spread(between)[2] if between else _spread(rows)[2]
+    return _interval(mu, sig2, tau2, k, n, level)
+
+
+def _interval(mu: float, sig2: float, tau2: float, k: int, n: int,
+              level: float) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual from a class's components (``fit_band``'s formula,
+    shared with the methods tried in roofline.validation.uncertainty_tried): normal, centred on
+    μ, variance τ² + σ² (the new source and case) + (τ² + σ² k / N) / k (the mean's error)."""
+    from statistics import NormalDist
+
     v = tau2 + sig2 + (tau2 + sig2 * k / n) / k
     h = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(v)
     return mu - h, mu + h

@@ -48,3 +48,18 @@ def test_pages_quote_the_preset_figures() -> None:
             quoting.add(page.name)
             assert R.PAGES.get(page.name, (None, None))[1] is not None, page.name
     assert quoting >= {"fp8.md", "gemm.md", "serving.md", "training.md", "vendors.md"}
+
+
+def test_a_factor_gone_from_the_presets_is_an_error_naming_its_marker(monkeypatch) -> None:
+    """A preset path no longer there (a factor renamed or removed) stops the regenerate command
+    with an error naming the page marker and the path, not a KeyError traceback."""
+    import pytest
+
+    from roofline.errors import SpecError
+    from roofline.validation import preset_figures as P
+
+    gone = dict(P.PRESET_FIGURES)
+    gone["preset.gpu.gemm_max"] = ("default", ("gpu", "gemm", "no_such_factor"), "{:.2f}")
+    monkeypatch.setattr(P, "PRESET_FIGURES", gone)
+    with pytest.raises(SpecError, match=r"<!--v:preset\.gpu\.gemm_max-->.*gpu\.gemm\.no_such"):
+        P.preset_figures()

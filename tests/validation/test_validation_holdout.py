@@ -127,5 +127,7 @@ def test_fmt_pct_by_hand() -> None:
     # a size: no "+" ("16.5 %"); a negative value keeps its (typographic) minus
     assert fmt_pct(0.165, 1, sign=False) == "16.5 %"
     assert fmt_pct(-0.2, sign=False) == "−20 %"
+    # −0.4 % rounds to zero: no minus on a zero ("+0 %", "0.0 %")
+    assert fmt_pct(-0.004) == "+0 %" and fmt_pct(-0.0004, 1, sign=False) == "0.0 %"
     # the same text as Python's "%" format for a share (what the pages printed before)
     assert fmt_pct(0.0625, 1, sign=False) == f"{0.0625:.1%}".replace("%", " %")

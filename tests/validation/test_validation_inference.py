@@ -11,10 +11,10 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.12),
-  geometric-mean error factor <= 1.25 (1.23), every case within a factor 2.00 (the worst,
-  ResNet-50 INT8 MultiStream on an A100 PCIe, is 1.98: see the doc; 1.85 before the two
-  MultiStream cases were added);
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.10),
+  geometric-mean error factor <= 1.25 (1.19), every case within a factor 2.15 (the worst,
+  ResNet-50 INT8 SingleStream on Dell's T4, added in session 26, is 2.11: see the doc; 2.00
+  before it, when the worst was the A100 PCIe MultiStream case at 1.98, now -4 %);
 - known outliers stay inside the band the data file documents for them (here: the host-bound
   Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
 - the bound preset predicts less time than the default preset in every case, and is further
@@ -57,7 +57,7 @@ METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
 GEOMEAN_MAX = 1.25
-WORST_MAX = 2.00
+WORST_MAX = 2.15
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
 
@@ -75,6 +75,9 @@ def test_every_case_is_complete_and_sourced() -> None:
         assert c["runtime"] in RUNTIMES and isinstance(c["fuse"], bool), c.id
         if c["runtime"] == "compiled":  # only engines the source says run as CUDA graphs
             assert "graph" in c.where + c["engine"], c.id
+        if c.source.startswith("mlperf30") and c.metric == "latency":
+            # SingleStream / MultiStream configs set use_graphs = True (session 26)
+            assert c["runtime"] == "compiled", c.id
         assert METRIC_UNITS[c.metric] == c.unit, c.id
         assert c.measured > 0 and c["batch"] >= 1
         if c.known_outlier:
@@ -129,18 +132,27 @@ def test_bound_is_faster_than_default_and_further_from_reality(computed: list[Ro
 
 
 def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row]) -> None:
-    """The T4's [sustained] table (power cap, sourced in its hardware file) should move every
-    T4 tensor-core case towards the measurement; without it they sit 21-56 % too fast."""
+    """The T4's [sustained] table (power cap, sourced in its hardware file) moves every T4
+    tensor-core case towards the measurement but one; without it they sit 21-60 % too fast. The
+    exception (session 26): Dell's MLPerf T4 Offline, INT8 at batch 256, is about -15 % without
+    the cap and +39 % with it — the int8 fraction is assumed equal to the measured fp16 one, and
+    this run sustains more (docs/validation/inference.md, cause 3)."""
     t4 = rl.hardware("t4")
     assert t4.sustained("fp16") < 1
     uncapped = replace(t4, sustained_fraction={})
+    worse = {}
     for r in computed:
         c = r.case
         if c["hardware"] != "t4" or c["precision"] == "fp32":
             continue
         raw = rl.solve(c["model"], uncapped, **solve_kwargs(c)).latency / r.measured_s
-        assert factor(r.r_default) < factor(raw), c.id
+        if factor(r.r_default) >= factor(raw):
+            worse[c.id] = (raw, r.r_default)
+            continue
         assert raw < 0.8, (c.id, raw)
+    assert set(worse) == {"rn50-int8-t4-dell-offline"}, worse
+    raw, ours = worse["rn50-int8-t4-dell-offline"]
+    assert 0.80 < raw < 0.90 and 1.30 < ours < 1.45
 
 
 def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
@@ -165,13 +177,13 @@ def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
 
 def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
     """seconds_variant without a variant is rl.solve's price, case by case; the QKV variant
-    changes only the TensorRT BERT rows and the T4 one only the T4's 16-bit rows."""
+    changes only the TensorRT BERT rows and the T4 one only the T4's 16-bit and int8 rows."""
     for r in computed:
         c = r.case
         assert seconds_variant(c) == pytest.approx(r.default_s, rel=1e-9), c.id
         if c.source != "trtbert":
             assert seconds_variant(c, qkv=True) == pytest.approx(r.default_s, rel=1e-9)
-        if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16"):
+        if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16", "int8"):
             assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
         # the TensorRT dispatch variant touches only the fused engines launched from the host,
         # and a larger dispatch never makes a case faster
@@ -224,13 +236,16 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     assert figs[f"tried/qkv/{one}"] == f"{ratios['qkv'][one] - 1:+.0%}".replace("%", " %")
     r = next(x for x in computed if x.case.id == one)
     assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
-    # the target paragraph's count, by hand from the case table: these ten within +-10 %
-    ten = {"rn50-int8-a100pcie-offline", "rn50-int8-h100pcie-offline", "rn50-int8-h100sxm-offline",
-           "rn50-int8-l4-singlestream", "bertL-int8-a100-s128-b1", "bertB-fp16-a100-s128-b128",
-           "bertL-fp16-t4-s384-b128", "bertB-int8-t4-s384-b32", "hf-vit-fp32-a100-b16",
-           "hf-vit-fp32-t4-b16"}
-    assert {r.case.id for r in computed if not r.outlier and abs(r.r_default - 1) <= 0.10} == ten
-    assert figs["inference.within10"] == "10 of the 22"
+    # the target paragraph's count, by hand from the case table: these 18 within +-10 % (every
+    # A100 / H100 MLPerf row since session 26's int8 / conv tiles)
+    mlperf = {f"rn50-int8-{s}-{x}" for s in ("a100pcie", "a100sxm", "h100pcie-smc")
+              for x in ("offline", "singlestream", "multistream")}
+    ok = mlperf | {"rn50-int8-h100pcie-offline", "rn50-int8-h100sxm-offline",
+                   "rn50-int8-l4-dell-singlestream", "rn50-int8-t4-dell-multistream",
+                   "bertB-fp16-a100-s128-b128", "bertL-fp16-t4-s384-b128",
+                   "bertB-int8-t4-s384-b32", "hf-vit-fp32-a100-b16", "hf-vit-fp32-t4-b16"}
+    assert {r.case.id for r in computed if not r.outlier and abs(r.r_default - 1) <= 0.10} == ok
+    assert figs["inference.within10"] == "18 of the 34"
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:

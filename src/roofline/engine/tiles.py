@@ -21,7 +21,12 @@ segment with its own K-loop fill) plus the fixup of every slot's partial fp32 ti
 Large matmuls tend to ``flops · (1 + a/tm + b/tn + c/K) / (peak · max)`` for the best tile; a
 1024³ one on 132 SMs fills one wave and pays for the idle SMs. An op with fewer rows than the
 smallest tile (a matrix-vector product: batch-1 decode) runs as a GEMV / split-K kernel, not as
-tiles of the list, and keeps the smooth model (no measured shape there).
+tiles of the list, and keeps the smooth model (no measured shape there). Convolutions are
+priced the same way, as the implicit GEMMs cuDNN / TensorRT run them (M = batch × output
+pixels, N = output channels, K = input channels × kernel area: the graph's ``gemm`` sizes),
+where N fills the smallest tile's columns: a depthwise conv (N = 1) and a grouped one whose
+groups are narrower than that (N = C'/g) keep the smooth model; a grouped conv of wider groups
+runs as one GEMM of its groups' rows (M = batch × output pixels × g).
 
 Data: data/presets/tiles.toml (architectures, the parts of each with their SM counts, the
 candidate tiles, the fitted a, b, c, max and fill); judged in docs/validation/gemm.md. Parts of
@@ -41,8 +46,8 @@ __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "Wav
 
 #: compute dtypes the 16-bit parameter set prices: the tensor-core matmuls it was fitted on
 #: (bf16 dots; fp16 runs the same tiles). A narrow dtype is priced only where its architecture
-#: has a parameter set of its own (``Tiles.narrow``: fp8 on Hopper, Blackwell, CDNA 3 / 4);
-#: int8 / fp4 and fp32 / tf32 / fp64 keep the smooth matmul model
+#: has a parameter set of its own (``Tiles.narrow``: fp8 on Hopper, Blackwell, CDNA 3 / 4; int8
+#: on Ampere and Hopper); the others and fp32 / tf32 / fp64 keep the smooth matmul model
 TILE_DTYPES = ("fp16", "bf16")
 #: narrow dtypes an architecture may give a parameter set of its own (``[arch.<name>.fp8]``)
 NARROW_TILE_DTYPES = ("fp8", "fp4", "int8")
@@ -347,8 +352,12 @@ def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps 
         return None
     m1, n, k = graph.gemm
     f1 = graph.c1[0]
+    # matmuls, and convolutions as implicit GEMMs whose columns fill the smallest tile: a
+    # grouped / depthwise conv (N = C'/g, 1 for depthwise) is not a tensor-core GEMM
     mm = np.array([c == "matmul" for c in graph.classes], dtype=bool)
-    ok = mm & (m1 > 0) & (n >= 1) & (k >= 1) & (f1 > 0)
+    cv = np.array([c == "conv" for c in graph.classes], dtype=bool)
+    cv &= n >= min(tn for _, tn in t.shapes)
+    ok = (mm | cv) & (m1 > 0) & (n >= 1) & (k >= 1) & (f1 > 0)
     idx = np.flatnonzero(ok)
     if len(idx) == 0:
         return None

@@ -103,9 +103,12 @@ class Precision:
         fp8 GEMM's output in ``activation_dtype`` and all-reduces / reduce-scatters it
         (pytorch/module/linear.py); Megatron-Core receives pipeline tensors in
         ``config.pipeline_dtype`` (core/pipeline_parallel/p2p_communication.py at
-        2fd6e2b7). One exception is priced where it happens, not here: with sequence
-        parallelism Transformer Engine casts a column-parallel GEMM's input to fp8 before
-        its all-gather (``act_bytes``, training's tensor-parallel term)."""
+        2fd6e2b7); Megatron-Core's DeepEP path dispatches the layer's 16-bit hidden states
+        (core/transformer/moe/fused_a2a.py at 19c61ebd; an fp8 dispatch, as DeepSeek-V3's own
+        training runs it, arXiv:2412.19437 §3.3, is not priced). One exception is priced where
+        it happens, not here: with sequence parallelism Transformer Engine casts a
+        column-parallel GEMM's input to fp8 before its all-gather (``act_bytes``, training's
+        tensor-parallel term)."""
         return max(DTYPE_BYTES[self.activations], 2.0)
 
     @property

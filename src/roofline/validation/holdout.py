@@ -185,8 +185,9 @@ def holdout_figures(rep: FitReport, prefix: str) -> dict[str, str]:
 def fmt_pct(x: float, digits: int = 0, *, sign: bool = True) -> str:
     """A fraction (an error ours / measured − 1, a share) as a page's prose quotes it, the one
     formatter of every figures module: "+12 %", "−3.4 %" (``digits=1``); ``sign=False`` drops
-    the "+" ("12 %"). The minus is U+2212, as in ``span_pct``."""
-    return f"{x * 100:{'+' if sign else ''}.{digits}f} %".replace("-", "−")
+    the "+" ("12 %"). The minus is U+2212, as in ``span_pct``; a value that rounds to zero has
+    none ("+0 %", "0.0 %")."""
+    return f"{x * 100:{'+' if sign else ''}z.{digits}f} %".replace("-", "−")
 
 
 def span_pct(errors: Sequence[float], signed: bool = True, digits: int = 0) -> str:

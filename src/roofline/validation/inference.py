@@ -29,8 +29,9 @@ from .holdout import fmt_pct
 
 __all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_seconds",
            "seconds_with", "graph_seconds", "Row", "factor", "rows", "summary",
-           "case_table", "TRT_QKV", "T4_SMS", "seconds_variant", "VARIANTS", "tried_ratios",
-           "tried_table", "tried_figures", "case_figures", "query_floors", "floor_figures"]
+           "case_table", "TRT_QKV", "T4_SMS", "L4_SMS", "seconds_variant", "VARIANTS",
+           "tried_ratios", "tried_table", "tried_figures", "case_figures", "query_floors",
+           "floor_figures"]
 
 
 def inference_cases() -> ValidationSet:
@@ -209,14 +210,21 @@ def case_table(rs: list[Row] | None = None) -> str:
 
 def case_figures(rs: list[Row] | None = None) -> dict[str, str]:
     """The summary figures the page's prose quotes (inline ``<!--v:KEY-->`` markers): median
-    error factor of the cases not marked outliers, default and bound presets, and how many of
-    them the default preset prices within +-10 %."""
+    error factor of the cases not marked outliers, default and bound presets (``.median3``:
+    three decimals; ``.median/SOURCE``: one source's cases), how many of them the default
+    preset prices within +-10 %, and each case's default error (``case/ID``, "−22 %")."""
     rs = rows() if rs is None else rs
     inl = [r for r in rs if not r.outlier]
     within = sum(abs(r.r_default - 1) <= 0.10 for r in inl)
-    return {"inference.median": f"{summary(inl, 'r_default')['median']:.2f}",
+    med = summary(inl, "r_default")["median"]
+    return {"inference.median": f"{med:.2f}", "inference.median3": f"{med:.3f}",
             "inference.bound_median": f"{summary(inl, 'r_bound')['median']:.2f}",
-            "inference.within10": f"{within} of the {len(inl)}"}
+            "inference.within10": f"{within} of the {len(inl)}"} | {
+        f"inference.median/{src}": f"{summary(g, 'r_default')['median']:.3f}"
+        for src in dict.fromkeys(r.case.source for r in inl)
+        if (g := [r for r in inl if r.case.source == src])} | {
+        f"case/{r.case.id}": fmt_pct(r.r_default - 1) for r in rs}
+
 
 
 def query_floors(rs: list[Row] | None = None) -> dict[str, dict[str, float]]:
@@ -254,14 +262,20 @@ TRT_QKV = frozenset({"bn", "activation", "residual", "qkv"})
 #: the T4's 40 SMs (TU104 as the T4 ships it: TechPowerUp's database as reproduced at
 #: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml)
 T4_SMS = 40
+#: the L4's 58 SMs (AD104 as the L4 ships it), derived: 30.3 TFLOP/s fp32 (its datasheet, the
+#: source ``ds`` of l4.toml) / (128 fp32 lanes per Ada SM x 2 FLOP x 2040 MHz boost, assumed:
+#: the zoo file has no clock) = 58.0
+L4_SMS = 58
 
 
 def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
-                    t4_waves: bool = False, trt_dispatch: float | None = None) -> float:
+                    t4_waves: bool = False, trt_dispatch: float | None = None,
+                    l4_waves: bool = False) -> float:
     """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
     one of the variants of the "tried" table: the TensorRT rows with one QKV GEMM, the tile
-    model's per-kernel ``fill`` replaced on the parts that have one, the T4 in whole waves
-    (the A100's transferred 16-bit set on its 40 SMs), the host dispatch per op of the
+    model's per-kernel ``fill`` replaced on the parts that have one (16-bit and int8 sets), the
+    T4 in whole waves (the A100's transferred 16-bit and int8 sets on its 40 SMs), the L4 the
+    same way on its 58 SMs, the host dispatch per op of the
     TensorRT engines enqueued without CUDA graphs (fused, eager cases) replaced."""
     from roofline.engine.core import time_model
     from roofline.engine.presets import efficiency_for, for_runtime
@@ -279,8 +293,15 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
         if a100 is None:  # pragma: no cover - the A100 has tile data (data/tiles)
             raise SpecError("the A100's tile set is missing: the T4 variant transfers it")
         eff = replace(eff, tiles=replace(a100, arch="turing (transferred)", slots=T4_SMS))
-    if fill is not None and eff.tiles is not None:
-        eff = replace(eff, tiles=replace(eff.tiles, fill=fill))
+    if l4_waves and c["hardware"] == "l4":
+        a100 = tiles_for(rl.hardware("a100-sxm4-40gb"))
+        if a100 is None:  # pragma: no cover - the A100 has tile data (data/tiles)
+            raise SpecError("the A100's tile set is missing: the L4 variant transfers it")
+        eff = replace(eff, tiles=replace(a100, arch="ada (transferred)", slots=L4_SMS))
+    if fill is not None and eff.tiles is not None:  # the 16-bit set's fill and the int8 one's
+        t = eff.tiles
+        eff = replace(eff, tiles=replace(t, fill=fill, narrow=tuple(
+            (d, replace(n, fill=fill) if d == "int8" else n) for d, n in t.narrow)))
     if trt_dispatch is not None and kw["fuse"] and kw["runtime"] == "eager":
         eff = replace(eff, launch=replace(eff.launch, dispatch=trt_dispatch))
     return time_model(g, hw, eff).totals_at(kw["batch"]).latency
@@ -290,11 +311,12 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
 VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("as shipped", "shipped", {}),
     ("TensorRT BERT with its one QKV GEMM", "qkv", {"qkv": True}),
-    ("tile fill 3 µs (A100 fp16)", "fill3", {"fill": 3e-6}),
-    ("tile fill 0 (A100 fp16)", "fill0", {"fill": 0.0}),
+    ("tile fill 3 µs (A100 / H100 fp16 and int8)", "fill3", {"fill": 3e-6}),
+    ("tile fill 0 (A100 / H100 fp16 and int8)", "fill0", {"fill": 0.0}),
     ("one QKV GEMM + fill 3 µs", "qkv_fill3", {"qkv": True, "fill": 3e-6}),
     ("T4 in whole waves (40 SMs, transferred set)", "t4", {"t4_waves": True}),
     ("T4 in whole waves + one QKV GEMM", "t4_qkv", {"t4_waves": True, "qkv": True}),
+    ("L4 in whole waves (58 SMs, transferred set)", "l4", {"l4_waves": True}),
     ("TensorRT without graphs: 8 µs dispatch per op", "trt8", {"trt_dispatch": 8e-6}),
     ("8 µs dispatch + one QKV GEMM", "trt8_qkv", {"trt_dispatch": 8e-6, "qkv": True}),
 )

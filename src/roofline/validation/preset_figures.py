@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._data import DATA, read_toml
+from ..errors import SpecError
 
 __all__ = ["PRESET_FIGURES", "preset_figures"]
 
@@ -27,11 +28,18 @@ PRESET_FIGURES: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-def _value(doc: dict[str, Any], path: tuple[str, ...]) -> float:
+def _value(doc: dict[str, Any], key: str, file: str, path: tuple[str, ...]) -> float:
+    """The factor at ``path`` of preset ``file``; a path no longer there (a renamed or removed
+    factor) is an error naming the page marker that quotes it, not a KeyError."""
     node: Any = doc
-    for k in path:
-        node = node[k]
-    return float(node["value"] if isinstance(node, dict) else node)
+    try:
+        for k in path:
+            node = node[k]
+        return float(node["value"] if isinstance(node, dict) else node)
+    except (KeyError, TypeError, ValueError) as e:
+        raise SpecError(f"page marker <!--v:{key}-->: data/presets/{file}.toml has no number at "
+                        f"{'.'.join(path)} ({type(e).__name__}: {e}); update PRESET_FIGURES in "
+                        f"roofline/validation/preset_figures.py and the pages that quote it") from e
 
 
 def preset_figures() -> dict[str, str]:
@@ -42,7 +50,7 @@ def preset_figures() -> dict[str, str]:
     fp8_of_peak``, "0.42") and Hopper training (``preset.train.hopper.fp8_of_peak``: its 16-bit
     fraction × ``preset.train.hopper.fp8_ratio``, the multiplier × ``dtype_scale``, "0.882")."""
     docs = {name: read_toml(DATA / "presets" / f"{name}.toml") for name in ("default", "training")}
-    vals = {k: _value(docs[f], path) for k, (f, path, _) in PRESET_FIGURES.items()}
+    vals = {k: _value(docs[f], k, f, path) for k, (f, path, _) in PRESET_FIGURES.items()}
     out = {k: fmt.format(vals[k]) for k, (_, _, fmt) in PRESET_FIGURES.items()}
     fp8 = vals["preset.gpu.fp8"]
     out["preset.gpu.fp8_of_peak"] = f"{vals['preset.gpu.gemm_max'] * fp8:.2f}"

@@ -175,9 +175,9 @@ def summary_figures(errs: Sequence[tuple[Case, float, float]] | None = None) -> 
     s = serving_summary(errs)
     worst = max((e for _, _, e in errs), key=abs)
     return {"serving.rms": f"{s['rms_log']:.3f}", "serving.median": f"{s['median_abs_log']:.3f}",
-            "serving.median_pct": f"{math.expm1(s['median_abs_log']):.0%}",
+            "serving.median_pct": fmt_pct(math.expm1(s["median_abs_log"]), sign=False),
             "serving.worst": f"{s['max_abs_log']:.3f}",
-            "serving.worst_pct": f"{math.expm1(worst):+.0%}"}
+            "serving.worst_pct": fmt_pct(math.expm1(worst))}
 
 
 def _golden(f: Any, lo: float, hi: float, steps: int = _STEPS) -> tuple[float, float]:

@@ -25,9 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
-from ..uncertainty import DEFAULT_LEVEL, _components, _data, classes, residuals
+from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes, residuals
 from .holdout import fmt_pct
 
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
@@ -110,9 +109,7 @@ def _shrunk(s2: float, d: int, p: tuple[float, float]) -> float:
 
 
 def _band(c: Components, tau2: float, s2w: float, level: float) -> tuple[float, float]:
-    v = tau2 + s2w + (tau2 + s2w * c.k / c.n) / c.k
-    h = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(v)
-    return c.mu - h, c.mu + h
+    return _interval(c.mu, s2w, tau2, c.k, c.n, level)  # the shipped band's own formula
 
 
 def moderated(rows: Rows, pool: Sequence[Rows] | None) -> tuple[float, float]:
@@ -221,15 +218,16 @@ def band_methods_table(level: float = DEFAULT_LEVEL) -> str:
 
 
 def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
-    """The prose figures of the page's "tried" section: the moderated method's priors
-    (``tried.prior.within.d0`` / ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
+    """The prose figures of the page's "tried" section: the classes (``tried.classes``), the
+    moderated method's pool (``tried.prior.classes``) and priors (``tried.prior.within.d0`` /
+    ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
     per method (``shipped``, ``moderated``, ``centred``) the pooled coverage
     (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
     class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
     (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
-    out: dict[str, str] = {}
+    out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
     for tag, (d0, s0) in (("within", prior([(x.s2w, x.dw) for x in cs])),
                           ("means", prior([(x.s2m, x.dm) for x in cs]))):
         out |= {f"tried.prior.{tag}.d0": f"{d0:.1f}",
