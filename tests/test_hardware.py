@@ -162,7 +162,9 @@ def test_register_efficiency_keys_on_the_spec_content() -> None:
     b = replace(a, peak_flops_per_s={k: 2 * v for k, v in a.peak_flops_per_s.items()})
     assert a.key == b.key and a != b
     base_a, base_b = efficiency_for(a, "default"), efficiency_for(b, "default")
-    mine = replace(base_a, gemm=replace(base_a.gemm, max=0.4), label="registered")
+    # the smooth model at a lower max (tiles=None: a table that keeps the base's tile sets
+    # prices GPU matmuls and dense convs by those sets, which do not read gemm.max)
+    mine = replace(base_a, gemm=replace(base_a.gemm, max=0.4), tiles=None, label="registered")
     before = rl.solve("resnet50", a, batch=64, precision="fp16").latency
     register_efficiency(a, mine)
     try:
