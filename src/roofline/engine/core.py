@@ -74,8 +74,11 @@ class Totals:
     t_overhead: float  #: Σ (op time − kernel time): launch and dispatch
     flops: float
     bytes: float
-    t_compute_bound_ops: float  #: Σ kernel time of ops whose compute exceeds their memory time
+    t_compute_bound_ops: float  #: Σ kernel time, less fill, of ops whose compute exceeds memory
     live_activation_bytes: float  #: the largest activation bytes of one op
+    #: Σ the fixed per-kernel fill of tiled matmuls (engine/tiles.py) not hidden under memory:
+    #: latency that does not scale with work, a share of its own (not compute, not launch)
+    t_fill: float = 0.0
 
     @property
     def t_kernel(self) -> float:
@@ -83,7 +86,7 @@ class Totals:
 
     @property
     def t_memory_bound_ops(self) -> float:
-        return self.latency - self.t_overhead - self.t_compute_bound_ops
+        return self.latency - self.t_overhead - self.t_compute_bound_ops - self.t_fill
 
     @property
     def finite(self) -> bool:
@@ -111,23 +114,27 @@ class OpTimes:
     dispatch: np.ndarray  #: host dispatch per op (with evicted-dispatch terms)
     t_bound_compute: np.ndarray  #: flops / peak
     t_bound_memory: np.ndarray  #: the bound's memory roof (same levels, peak bandwidths)
+    #: the kernel time that is fixed per-kernel fill (tiled matmuls), not work (``fill_share``)
+    fill: np.ndarray
 
     def totals(self) -> Totals:
-        ax = -1
-        cbt = np.where(self.compute_bound, self.t_kernel, 0.0).sum(ax)
-        live = self.act_bytes.max(ax) if self.act_bytes.shape[-1] else 0.0 * cbt
-        vals = (self.time.sum(ax), self.t_bound.sum(ax), self.t_compute.sum(ax),
-                self.t_memory.sum(ax), self.overhead.sum(ax), self.flops.sum(ax),
-                self.bytes.sum(ax), cbt, live)
-        return Totals(*(float(v) for v in vals))
+        return Totals(*(float(v) for v in self.rows()))
 
     def rows(self) -> np.ndarray:
-        """[9, b] totals in the order of ``TOTALS`` (many batches)."""
-        cbt = np.where(self.compute_bound, self.t_kernel, 0.0).sum(-1)
+        """[10, b] totals in the order of ``TOTALS`` (many batches; [10] at one batch)."""
+        cbt = np.where(self.compute_bound, self.t_kernel - self.fill, 0.0).sum(-1)
         live = self.act_bytes.max(-1) if self.act_bytes.shape[-1] else 0.0 * cbt
         return np.stack([self.time.sum(-1), self.t_bound.sum(-1), self.t_compute.sum(-1),
                          self.t_memory.sum(-1), self.overhead.sum(-1), self.flops.sum(-1),
-                         self.bytes.sum(-1), cbt, live])
+                         self.bytes.sum(-1), cbt, live, self.fill.sum(-1)])
+
+
+def fill_share(tc: Any, tm: Any, fill: Any) -> tuple[Any, Any]:
+    """(compute-bound flag, fill share) of ops with compute seconds ``tc`` (fill included),
+    memory seconds ``tm`` and a fixed per-kernel fill ``fill``: an op is compute-bound when its
+    work, ``tc − fill``, is at least ``tm``; the fill's share of ``max(tc, tm)`` is what it adds
+    above ``max(tc − fill, tm)`` (0 where memory hides it)."""
+    return tc - fill >= tm, np.maximum(tc, tm) - np.maximum(tc - fill, tm)
 
 
 def _has_kernel(graph: Graph) -> np.ndarray:
@@ -336,9 +343,12 @@ class TimeModel:
         act_b = self.C0[2] + self.C1[2] * Bc
         tb = self.moved[0] + self.moved[1] * Bc  # reported bytes (main_b may be re-priced)
         tc = flops * (np.minimum(self.inv_c1 / Bc, self.inv_cap) + self.inv_c0)
+        fill: Any = 0.0
         if self.waves is not None:
             w = self.waves
             tc[..., w.idx] = w.seconds(Bc, tc[..., w.idx])
+            fill = np.zeros(tc.shape)
+            fill[..., w.idx] = w.fills(Bc)
         inv_a: Any = self.inv_act
         inv_ab: Any = 1.0 / self.bw
         for cap, lbw in self.levels:  # the fastest level that holds the activations wins
@@ -353,6 +363,7 @@ class TimeModel:
             extra, pack = self._cold(Bc, tb)
             tm = tm + extra
         tk = np.maximum(tc, tm)
+        cb, fs = fill_share(tc, tm, fill)
         if pack is not None:
             tk = tk + pack
         if self.fault is not None:
@@ -367,6 +378,7 @@ class TimeModel:
         if not self.all_have:
             t_op = t_op * self.has
             tk = tk * self.has
+            fs = fs * self.has
         shape = t_op.shape
 
         def full(x: Any) -> Any:  # arrays of this call already [.., n] are kept as they are
@@ -375,8 +387,9 @@ class TimeModel:
 
         return OpTimes(time=t_op, t_bound=full(bound), t_compute=full(tc), t_memory=full(tm),
                        overhead=t_op - tk, flops=full(flops), bytes=full(tb),
-                       act_bytes=full(act_b), t_kernel=tk, compute_bound=full(tc >= tm),
-                       dispatch=full(disp), t_bound_compute=full(b_c), t_bound_memory=full(b_m))
+                       act_bytes=full(act_b), t_kernel=tk, compute_bound=full(cb),
+                       dispatch=full(disp), t_bound_compute=full(b_c), t_bound_memory=full(b_m),
+                       fill=full(fs))
 
     def select(self, ot: OpTimes, idx: Any) -> OpTimes:
         """``ot`` restricted to ops ``idx`` (last axis)."""
@@ -464,7 +477,8 @@ class TimeModel:
             tc0, tc1 = row[10], row[11]
         live = max([a + b * B for a, b in self.live_lines]) if self.live_lines else 0.0
         return Totals(time, b_i + b_s * B, tc0 + tc1 * B, m_i + m_s * B,
-                      time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live)
+                      time - (k_i + k_s * B), f0 + f1 * B, y0 + y1 * B, c_i + c_s * B, live,
+                      0.0)  # (no fill: tiled matmuls keep the closed form off)
 
     def latency_at(self, batch: float) -> float:
         """``totals_at(batch).latency`` alone (the closed form's time row: a bisection and two
@@ -509,7 +523,7 @@ class TimeModel:
         return out
 
     def totals_many(self, batches: Any) -> np.ndarray:
-        """[9, b] totals (rows: ``TOTALS``) for many batches at once. Off the closed form,
+        """[10, b] totals (rows: ``TOTALS``) for many batches at once. Off the closed form,
         the ops whose own time is not a maximum of lines in B are summed directly, once per
         distinct op, and the others by their closed form (engine/split.py) where that applies."""
         B = np.asarray(batches, dtype=np.float64)
@@ -528,7 +542,7 @@ class TimeModel:
                         time - (r[:, 4] + r[:, 5] * B), f0 + f1 * B, y0 + y1 * B,
                         r[:, 6] + r[:, 7] * B,
                         (self.live0[None, :] + self.live1[None, :] * B[:, None]).max(1)
-                        if self.C0.shape[1] else 0.0 * B])
+                        if self.C0.shape[1] else 0.0 * B, 0.0 * B])
         if len(redo):
             out[:, redo] = self.ops(B[redo]).rows()
         return out
@@ -558,10 +572,11 @@ def price(graph: Graph, hws: Sequence[Hardware], effs: Sequence[Efficiency],
     B = np.asarray(batches, dtype=np.float64).ravel()
     per = [time_model(graph, hw, e).ops(B) for hw, e in zip(hws, effs)]
     out: dict[str, np.ndarray] = {}
-    rows = np.stack([ot.rows() for ot in per])  # [h, 9, b]
+    rows = np.stack([ot.rows() for ot in per])  # [h, 10, b]
     for i, name in enumerate(TOTALS):
         out[name] = rows[:, i]
-    out["t_memory_bound_ops"] = out["latency"] - out["t_overhead"] - out["t_compute_bound_ops"]
+    out["t_memory_bound_ops"] = (out["latency"] - out["t_overhead"] - out["t_compute_bound_ops"]
+                                 - out["t_fill"])
     out["peak"] = np.array([[hw.peak_flops_per_s.get(graph.precision.compute, math.nan)]
                             for hw in hws]) * np.ones((1, len(B)))
     out["bandwidth"] = np.array([[hw.memory_bytes_per_s] for hw in hws]) * np.ones((1, len(B)))

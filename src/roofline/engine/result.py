@@ -57,7 +57,9 @@ class Result(Display):
     t_overhead: float  #: s, launch/dispatch time not hidden behind kernels
     throughput: float  #: samples/s (a sample is one image/sequence; in decode, one token)
     tokens_per_s: float | None = None  #: tokens/s for sequence models
-    bottleneck: str  #: "compute", "memory" or "overhead" (largest share of the latency)
+    #: "compute", "memory" or "overhead" (largest share of the latency; "overhead" counts launch,
+    #: dispatch and the fixed per-kernel fill of tiled matmuls: time that does not scale with work)
+    bottleneck: str
     flops: float  #: FLOPs per batch (2 per multiply-add)
     bytes: float  #: bytes moved to/from main memory per batch
     arithmetic_intensity: float  #: flops / bytes

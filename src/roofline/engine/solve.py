@@ -146,8 +146,9 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     tm = time_model(g, hw, eff)
     tot = tm.totals_at(batch)
     ops = OpTableSource(g, None, batch, tot.latency, tm)
+    # the fixed per-kernel fill is latency, labelled with launch and dispatch (core.Totals)
     parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
-             "overhead": tot.t_overhead}
+             "overhead": tot.t_overhead + tot.t_fill}
     bottleneck = max(parts, key=parts.__getitem__)
     r = _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
                 latency_bound=tot.latency_bound, t_compute=tot.t_compute,

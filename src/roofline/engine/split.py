@@ -47,17 +47,18 @@ class ManySplit:
         self.rest, self.odd, self.counts = rest, odd, counts
 
     def totals_many(self, B: np.ndarray) -> np.ndarray:
-        """[9, b] totals (``core.TOTALS`` rows) at batches ``B``."""
+        """[10, b] totals (``core.TOTALS`` rows) at batches ``B``."""
         o = self.odd.ops(B)
         c = self.counts
-        cbt = np.where(o.compute_bound, o.t_kernel, 0.0)
+        cbt = np.where(o.compute_bound, o.t_kernel - o.fill, 0.0)
         out = np.stack([o.time @ c, o.t_bound @ c, o.t_compute @ c, o.t_memory @ c,
                         o.overhead @ c, o.flops @ c, o.bytes @ c, cbt @ c,
-                        o.act_bytes.max(-1)])
+                        o.act_bytes.max(-1), o.fill @ c])
         if self.rest is not None:
             r = self.rest.totals_many(B)
             out[:8] += r[:8]
             out[8] = np.maximum(out[8], r[8])
+            out[9] += r[9]
         return out
 
 

@@ -305,6 +305,14 @@ class WaveOps:
         t, M = self.per_shape(Bc)
         return np.where((M < self.rows_min)[..., self.inv], smooth, t[..., self.inv])
 
+    def fills(self, Bc: Any) -> Any:
+        """The fixed fill in ``seconds(Bc)`` of each wave op: ``fill`` where its tiles price
+        it, 0 where the smooth model does (fewer rows than the smallest tile)."""
+        import numpy as np
+
+        M = np.maximum(self.m1 * Bc, 1.0)
+        return np.where(M < self.rows_min, 0.0, self.fill)[..., self.inv]
+
     def per_shape(self, Bc: Any) -> tuple[Any, Any]:
         """(tile-model seconds, rows M) of each distinct shape at batch ``Bc``."""
         import numpy as np
@@ -431,7 +439,9 @@ class WaveSplit:
         for f0, mb0, ab0, tb0, f1, mb1, ab1, tb1, ic0, ic1, icap, ibound, sh in self._rows:
             f, mb, ab, tb = f0 + f1 * B, mb0 + mb1 * B, ab0 + ab1 * B, tb0 + tb1 * B
             # rows below the smallest tile keep the smooth model (WaveOps.seconds)
-            tc = f * (min(ic1 / B, icap) + ic0) if M[sh] < rows_min else ts[sh]
+            smooth = M[sh] < rows_min
+            tc = f * (min(ic1 / B, icap) + ic0) if smooth else ts[sh]
+            fl = 0.0 if smooth else w.fill
             inv_a, inv_ab = inv_act, inv_bw
             for cap, lbw in levels:  # the smallest on-chip level the activations fit in
                 if ab <= cap:
@@ -439,19 +449,21 @@ class WaveSplit:
             t_m = mb * inv_main + ab * inv_a
             tk = max(tc, t_m)
             tks.append(tk)
+            fs = tk - max(tc - fl, t_m)  # the fill's share (core.fill_share)
             cols.append((max(f * ibound, mb / bw + ab * inv_ab), tc, t_m, f, tb,
-                         tk if tc >= t_m else 0.0))
+                         tk - fs if tc - fl >= t_m else 0.0, fs))
             live = max(live, ab)
         t_op = launch(np.array(tks), tm.gap, self.disp, tm.sync).tolist()
-        s = [0.0] * 8
-        for t, tk, (bound, tc, t_m, f, tb, tcb), n in zip(t_op, tks, cols,
-                                                           self.counts.tolist(), strict=True):
-            for k, v in enumerate((t, bound, tc, t_m, t - tk, f, tb, tcb)):
+        s = [0.0] * 9
+        for t, tk, (bound, tc, t_m, f, tb, tcb, fs), n in zip(t_op, tks, cols,
+                                                               self.counts.tolist(), strict=True):
+            for k, v in enumerate((t, bound, tc, t_m, t - tk, f, tb, tcb, fs)):
                 s[k] += v * n
         r = self.rest.totals_at(B)
         return Totals(r.latency + s[0], r.latency_bound + s[1], r.t_compute + s[2],
                       r.t_memory + s[3], r.t_overhead + s[4], r.flops + s[5], r.bytes + s[6],
-                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes, live))
+                      r.t_compute_bound_ops + s[7], max(r.live_activation_bytes, live),
+                      r.t_fill + s[8])
 
 
 def wave_split(tm: Any) -> WaveSplit | None:

@@ -191,9 +191,9 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         arr = {k: T[:, i, :] for i, k in enumerate(TOTALS)}
         arr["live"] = arr["live_activation_bytes"]
         arr["t_memory_bound_ops"] = arr["latency"] - arr["t_overhead"] - \
-            arr["t_compute_bound_ops"]
+            arr["t_compute_bound_ops"] - arr["t_fill"]
         parts = np.stack([arr["t_compute_bound_ops"], arr["t_memory_bound_ops"],
-                          arr["t_overhead"]])
+                          arr["t_overhead"] + arr["t_fill"]])  # fill: latency (solve's label)
         names = np.array(["compute", "memory", "overhead"], dtype=object)
         bott = names[parts.argmax(0)]
         bf = batches.astype(np.float64)[None, :]

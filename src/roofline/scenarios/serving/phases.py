@@ -521,7 +521,7 @@ def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, 
     ot = tm.evaluate(B)
     tot = ot.totals()
     parts = {"compute": tot.t_compute_bound_ops, "memory": tot.t_memory_bound_ops,
-             "overhead": tot.t_overhead}
+             "overhead": tot.t_overhead + tot.t_fill}
     dev_model = m if plan.cfg is plan.full else transformer_model(
         plan.cfg, key=m.key, name=f"{m.name} (one of tp={plan.tp} × pp={plan.pp} devices)")
     return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=tot.latency,
