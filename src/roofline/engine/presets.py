@@ -102,7 +102,10 @@ _EPOCH = [0]  #: bumped on every change of _CUSTOM: caches above the preset key 
 def register_efficiency(hw: Hardware, eff: Efficiency | None) -> None:
     """Attach fitted factors to one hardware spec (its content: another spec that shares its
     ``key`` but not its numbers does not get them); the default preset then uses ``eff`` on
-    it. ``register_efficiency(hw, None)`` removes the registration."""
+    it. ``register_efficiency(hw, None)`` removes the registration. A table that keeps tile sets
+    (``eff.tiles``) prices GPU matmuls and dense convolutions by those sets, which do not read
+    ``gemm.max``: to change the matmul rate of such a part, change its tile sets or register
+    ``tiles=None`` (the smooth model)."""
     if not isinstance(hw, Hardware):
         raise SpecError(f"register_efficiency: hw must be a Hardware spec (rl.hardware(...)), "
                         f"got {type(hw).__name__} {hw!r}")

@@ -9,8 +9,8 @@ is exact). Those terms belong to the op alone, so the total splits exactly into
     Σ over the other ops (the closed form of their own, lines.envelope)
     + Σ over the distinct odd ops (op by op, ``TimeModel.ops``) × how often each occurs
 
-— a ResNet-50 on a tile part has one such op (its classifier), where the op-by-op sum prices
-all 174 ops at every batch. Both halves are
+— a decoder on a tile part has a handful of distinct matmul shapes repeated over its layers,
+where the op-by-op sum prices every op at every batch. Both halves are
 views of the model's own per-op arrays (no op is re-priced), so each op's numbers are the
 model's; the totals equal the op-by-op sum up to the order of the additions (tested).
 Terms that couple ops (cold weights, evicted dispatch) or page faults keep the op-by-op sum.
