@@ -11,10 +11,12 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.10),
-  geometric-mean error factor <= 1.25 (1.19), every case within a factor 2.15 (the worst,
-  ResNet-50 INT8 SingleStream on Dell's T4, added in session 26, is 2.11: see the doc; 2.00
-  before it, when the worst was the A100 PCIe MultiStream case at 1.98, now -4 %);
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.06),
+  geometric-mean error factor <= 1.25 (1.18), every case within a factor 2.05 (the worst,
+  ResNet-50 INT8 SingleStream on Dell's T4, added in session 26, is 2.002 since the T4's int8
+  [sustained] fraction is measured (0.46 assumed -> 0.41, apache/tvm PR 4550); it was 2.11 with
+  the assumed one, and the band 2.15; 2.00 before the case, when the worst was the A100 PCIe
+  MultiStream case at 1.98, now -4 %);
 - known outliers stay inside the band the data file documents for them (here: the host-bound
   Hugging Face ResNet-50 at batch 1 is predicted 4x to 10x too fast);
 - the bound preset predicts less time than the default preset in every case, and is further
@@ -57,7 +59,7 @@ METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
 GEOMEAN_MAX = 1.25
-WORST_MAX = 2.15
+WORST_MAX = 2.05
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
 
@@ -135,8 +137,9 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
     """The T4's [sustained] table (power cap, sourced in its hardware file) moves every T4
     tensor-core case towards the measurement but one; without it they sit 21-60 % too fast. The
     exception (session 26): Dell's MLPerf T4 Offline, INT8 at batch 256, is about -15 % without
-    the cap and +39 % with it — the int8 fraction is assumed equal to the measured fp16 one, and
-    this run sustains more (docs/validation/inference.md, cause 3)."""
+    the cap and +53 % with it (+39 % while the int8 fraction was assumed equal to fp16's 0.46;
+    the measured 0.41 of apache/tvm PR 4550 moved it, and the band, from 1.30-1.45 to
+    1.45-1.60): this run sustains more than that GEMM (docs/validation/inference.md, cause 3)."""
     t4 = rl.hardware("t4")
     assert t4.sustained("fp16") < 1
     uncapped = replace(t4, sustained_fraction={})
@@ -152,7 +155,7 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
         assert raw < 0.8, (c.id, raw)
     assert set(worse) == {"rn50-int8-t4-dell-offline"}, worse
     raw, ours = worse["rn50-int8-t4-dell-offline"]
-    assert 0.80 < raw < 0.90 and 1.30 < ours < 1.45
+    assert 0.80 < raw < 0.90 and 1.45 < ours < 1.60
 
 
 def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:

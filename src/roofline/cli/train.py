@@ -46,6 +46,9 @@ def register(sub: Any) -> None:
                    choices=("none", "selective", "full", "selective_op"),
                    help="default: selective for decoder LMs, none for other graphs; "
                         "selective_op: torchtitan's op-level policy")
+    p.add_argument("--recompute-layers", type=int, default=None,
+                   help="with --recompute full: layers re-run per pipeline stage (Megatron-LM's "
+                        "block method; default all)")
     p.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
     p.add_argument("--cp-exposed", action="store_true",
                    help="context parallelism as an all-gather of K and V in front of the "
@@ -134,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
-              pp_flushes=args.pp_flushes, data_loader=args.data_loader, **common,
+              pp_flushes=args.pp_flushes, data_loader=args.data_loader,
+              recompute_layers=args.recompute_layers, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers

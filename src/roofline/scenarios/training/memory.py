@@ -17,13 +17,15 @@ from .context import _Ctx
 
 def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero: Any, sp: Any,
             m: Any, n_lps: Any, p_dev: Any, w_bytes: Any, g_bytes: Any, xp: Any,
-            p_exp: Any = 0.0, ep: Any = 1) -> dict[str, Any]:
+            p_exp: Any = 0.0, ep: Any = 1, rc_frac: float = 1.0) -> dict[str, Any]:
     """Bytes per device of the first stage for the splits ``_evaluate`` prices (same ``xp``):
     ``m`` micro-batches per replica, ``n_lps`` layers per stage, ``p_dev`` parameters on the
     stage, ``w_bytes``/``g_bytes`` its weight and gradient buffers before ZeRO sharding;
     ``p_exp`` of the parameters are routed experts, already split over the ``ep`` ranks, which
     ZeRO shards over the dp/ep ranks holding the same experts (the others over all dp).
-    An MoE model's per-layer activations are the average of its dense and MoE layers."""
+    An MoE model's per-layer activations are the average of its dense and MoE layers.
+    ``rc_frac``: the share of the layers full recompute re-runs (their inputs kept, 2D per
+    token; the others keep every activation, ``options.recompute_fraction``)."""
     cfg = ctx.cfg
     s, D = float(ctx.seq_len), float(cfg.d_model)
     ab = ctx.prec.act_bytes
@@ -49,13 +51,13 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
         d_ff=float(cfg.d_ff), gated_mlp=cfg.gated_mlp, fused_qkv=cfg.fused_qkv, tp=tp,
         sequence_parallel=sp, xp=xp)  # "selective_op" is refused for MoE models
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, xp.where(
-        rc == 3, per_tok_op, 2 * D)))
+        rc == 3, per_tok_op, 2 * D * rc_frac + per_tok_none * (1.0 - rc_frac))))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(
         v > 1, 1 + (pp - 1) / (pp * v), 1.0)
     act = per_layer_tok * act_scale * tokens_mb * n_lps * inflight
     # full (and op-level) recompute: one layer's activations live while it is recomputed
-    act = act + xp.where(rc >= 2, per_tok_none * act_scale * tokens_mb, 0.0)
+    act = act + xp.where(rc >= 2, per_tok_none * act_scale * tokens_mb * (rc_frac > 0), 0.0)
     act = act + xp.where(pp1, tokens_mb * (cfg.vocab / tp) * 4.0, 0.0)  # fp32 logits (last stage)
     edp = dp / ep
     e_w, e_g = p_exp * ctx.prec.weight_bytes, p_exp * ctx.grad_bytes

@@ -10,7 +10,6 @@ import numpy as np
 from ... import _args as A
 from ..._call import records_call
 from ..._econ_args import with_economics
-from ..._text import a_family
 from ...analysis.power import device_power_w, power_activity
 from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import (
@@ -41,6 +40,7 @@ from .context import (
 )
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
+from .options import check_model_options, check_selective_op, recompute_fraction
 from .result import TrainingResult
 from .stages import STAGES_ARG, StageLayout, pipeline_stages
 
@@ -68,7 +68,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               trainable: tuple[Any, Any, Any] | None = None,
               optimizer: str = "adam", lp_exp: Any = 0.0,
               ep_overlap: bool = False, cp_overlap: bool = True,
-              pp_flushes: int = 1) -> dict[str, Any]:
+              pp_flushes: int = 1, rc_frac: float = 1.0) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -79,9 +79,9 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     them (LoRA; None: every parameter is trained). ``lp_exp``: the routed-expert parameters
     of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks).
     ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``).
-    ``cp_overlap``: the context-parallel K/V exchange hidden behind the attention core (ring
-    attention) or exposed (an all-gather in front of it). ``pp_flushes``: pipeline schedules
-    per optimizer step, each of m / pp_flushes micro-batches (``train``'s)."""
+    ``cp_overlap``: the K/V exchange behind the attention core (ring attention) or exposed (an
+    all-gather in front of it). ``pp_flushes``: pipeline schedules per step, each of m /
+    pp_flushes micro-batches. ``rc_frac``: full recompute's share of the layers (options.py)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -116,14 +116,15 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
-    tp_f = 2 * t_ar * (1 + (rc == 2) + 0.5 * (rc == 3))
+    tp_f = 2 * t_ar * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
     tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
-    t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf, xp.where(rc == 3, t_op, 0.0)))
+    t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf * rc_frac,
+                                              xp.where(rc == 3, t_op, 0.0)))
     m = global_batch / (dp * b)
     m_sched = m / pp_flushes  # micro-batches of one pipeline schedule
     # -- expert parallelism (the MoE layers' dispatch and combine)
     ep_l = _ep_exposed(ctx, b * s / tp * D * lb, tp, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
-                       ep_overlap, xp) if cfg.n_experts else xp.zeros_like(one)
+                       ep_overlap, xp, rc_frac) if cfg.n_experts else xp.zeros_like(one)
     cp_l = _cp_exposed(ctx, b, tp, t_core, cp_overlap, xp) if cp > 1 else xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
     # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
@@ -167,7 +168,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff, **_optimizer_kw(ctx)), params=p_opt, xp=xp)
     mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m_sched, xp.where(pp1, L, act_layers),
-                  p_train, w_bytes, g_bytes, xp, p_exp, ep)
+                  p_train, w_bytes, g_bytes, xp, p_exp, ep, rc_frac)
     if streams_weights(ctx.cl.device):
         # weight streaming: weights, gradients and optimizer states live in the weight store;
         # the chip holds the largest layer's (a block, the embedding, the head) weights and
@@ -262,7 +263,7 @@ def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
 
 
 def _ep_exposed(ctx: _Ctx, tok: Any, tp: Any, ep: Any, rc: Any, t_comp: Any, m: Any, pp: Any,
-                overlap: bool, xp: Any) -> Any:
+                overlap: bool, xp: Any, rc_frac: float = 1.0) -> Any:
     """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
     the forward, the same two in the backward, two more in a fully recomputed forward; each
     moves ``tok`` bytes (the rank's tokens × width) once to every rank, and across domains
@@ -280,7 +281,7 @@ def _ep_exposed(ctx: _Ctx, tok: Any, tp: Any, ep: Any, rc: Any, t_comp: Any, m: 
     _, n_dom = coll.group_split(ep, tp, ctx.links.domain, xp)
     a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
                             tok * _dispatch_ranks(ctx, n_dom, xp), ep, tp, ctx.links, xp)
-    exposed = a * (4 + 2 * (rc == 2))
+    exposed = a * (4 + 2 * (rc == 2) * rc_frac)  # rc_frac of the layers recomputed
     if overlap:
         u = xp.minimum(1.0, pp / m)  # micro-batches without a partner
         exposed = u * 4 * a + (1 - u) * xp.maximum(4 * a - t_comp, 0.0)
@@ -387,16 +388,6 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
     check_selective_op(ctx, (recompute,))
 
 
-def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
-    """recompute="selective_op" is modelled for dense decoders with standard attention (its
-    saved set, ``ops.training_formulas.op_sac_activation_bytes``)."""
-    if "selective_op" in recomputes and (ctx.cfg.n_experts or ctx.cfg.mla):
-        raise SpecError(f"recompute='selective_op' is modelled for dense decoders without latent "
-                        f"attention; {ctx.cfg.name} has "
-                        f"{'experts' if ctx.cfg.n_experts else 'multi-head latent attention'}: "
-                        "use 'none', 'selective' or 'full'")
-
-
 @records_call("train")
 @with_economics
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
@@ -408,7 +399,8 @@ def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
-           data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS))
+           data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
+           recompute_layers=A.optional(A.count(0, 10**6)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -419,7 +411,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
           cp_overlap: bool = True, elementwise: str = "fused",
           optimizer_dtype: str = "fp32", pp_flushes: int = 1,
-          data_loader: Any = None, lora_targets: str = "all") -> TrainingResult:
+          data_loader: Any = None, lora_targets: str = "all",
+          recompute_layers: int | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -445,7 +438,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     "selective" | "full" (decoder default "selective": Megatron's, the attention core re-run) |
     "selective_op" (torchtitan's op-level policy: matmul and attention outputs saved except
     every second matmul of a block; those and the norms, activations and other cheap ops re-run
-    in the backward; ``graphs.training.op_recomputed``). ``zero``: 0–3 (decoder default 1).
+    in the backward; ``graphs.training.op_recomputed``). ``recompute_layers`` k: "full" for k
+    layers per stage only (Megatron's block method; options.py). ``zero``: 0–3 (decoder
+    default 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -475,12 +470,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
-    if (lora_rank, lora_targets) != (None, "all") and getattr(m.config, "arch", 0) != "decoder":
-        raise SpecError(f"lora_rank={lora_rank}, lora_targets={lora_targets!r}: LoRA is modelled "
-                        f"for decoder LMs; {m.name} is {a_family(m.family)} model")
-    if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
-        raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
-                        f"{m.name} has no experts")
+    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing)
     if m.config is None or m.config.arch != "decoder":
         from .generic import decoder_options, train_graph
 
@@ -491,7 +481,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
                            decoder_only=decoder_options(cp, pp_stages, attention_kernel,
-                                                        fused_attention, dropout, elementwise))
+                                                        fused_attention, dropout, elementwise,
+                                                        recompute_layers))
     if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
         raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
     recompute = "selective" if recompute is None else recompute  # decoder defaults
@@ -515,6 +506,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if ep_overlap:
         check_ep_overlap(ctx, ep, pp, interleave, recompute)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
+    rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
         stages, global_batch // (dp * micro_batch))
     sp = bool(sequence_parallel) and tp > 1
@@ -526,9 +518,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
                   layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
-                  pp_flushes)
+                  pp_flushes, rc_frac)
     return _result(ctx, r, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp, stages, optimizer)
+                   zero, sp, stages, optimizer, rc_frac)
 
 
 def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: str) -> None:
@@ -550,12 +542,13 @@ def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: st
 def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
             zero: int, sp: bool = True, stages: tuple[int, ...] = (),
-            optimizer: str = "adam") -> TrainingResult:
+            optimizer: str = "adam", rc_frac: float = 1.0) -> TrainingResult:
     step = float(r["step"])
     mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                        precision=ctx.prec, lora_rank=ctx.lora_rank,
                                        lora_targets=ctx.lora_targets)
-    extra = {"none": 0.0, "selective": sel, "full": full, "selective_op": op_rc}[recompute]
+    extra = {"none": 0.0, "selective": sel, "full": full * rc_frac, "selective_op": op_rc}[
+        recompute]
     model_flops = mf * global_batch
     hw_flops = (mf + extra) * global_batch
     devices = ctx.cl.devices

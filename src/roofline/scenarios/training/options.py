@@ -1,0 +1,62 @@
+"""Checks of ``train``'s options against the model: LoRA and MoE options for the families that
+have them, the op-level recompute policy's model families, and partial full recompute
+(``recompute_layers``, Megatron-LM's block method)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._args import ArgumentError
+from ..._text import a_family
+from ...errors import SpecError
+from .context import _Ctx
+
+
+def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
+                 moe_routing: str) -> None:
+    """LoRA is modelled for decoder LMs; ``ep_overlap`` and ``moe_routing`` for MoE models."""
+    if (lora_rank, lora_targets) != (None, "all") and getattr(m.config, "arch", 0) != "decoder":
+        raise SpecError(f"lora_rank={lora_rank}, lora_targets={lora_targets!r}: LoRA is modelled "
+                        f"for decoder LMs; {m.name} is {a_family(m.family)} model")
+    if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
+        raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
+                        f"{m.name} has no experts")
+
+
+def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
+    """recompute="selective_op" is modelled for dense decoders with standard attention (its
+    saved set, ``ops.training_formulas.op_sac_activation_bytes``)."""
+    if "selective_op" in recomputes and (ctx.cfg.n_experts or ctx.cfg.mla):
+        raise SpecError(f"recompute='selective_op' is modelled for dense decoders without latent "
+                        f"attention; {ctx.cfg.name} has "
+                        f"{'experts' if ctx.cfg.n_experts else 'multi-head latent attention'}: "
+                        "use 'none', 'selective' or 'full'")
+
+
+def recompute_fraction(recompute: str, layers: int | None, stages: tuple[int, ...],
+                       interleave: int) -> float:
+    """The share of each pipeline stage's layers that ``recompute="full"`` re-runs, given
+    ``layers`` = k recomputed layers per stage (None: all of them, 1.0).
+
+    Megatron-LM's ``--recompute-granularity full --recompute-method block
+    --recompute-num-layers k`` (NVIDIA/Megatron-LM 767a8a81,
+    megatron/core/transformer/transformer_block.py, ``TransformerBlock._checkpointed_forward``):
+    of the layers a pipeline rank's block holds, the first k are checkpointed one by one (input
+    kept, forward re-run in the backward), the rest keep their activations. Modelled for equal
+    stages without interleaving (then the step's per-layer recompute terms scale by k / L_stage,
+    exactly 1.0 when k = L_stage); ``--recompute-method uniform`` (every layer re-run, one input
+    kept per group of k) is not modelled."""
+    if layers is None:
+        return 1.0
+    if recompute != "full":
+        raise SpecError(f"recompute_layers={layers} sets how many layers per stage "
+                        f"recompute='full' re-runs (Megatron-LM's block method); got "
+                        f"recompute={recompute!r}: use recompute='full'")
+    if interleave > 1 or len(set(stages)) > 1:
+        raise SpecError(f"recompute_layers={layers} is modelled for equal pipeline stages "
+                        f"without interleaving; got stages {stages}, interleave={interleave}")
+    n = stages[0]
+    if layers > n:
+        raise ArgumentError(f"recompute_layers={layers} is out of range; allowed: 0..{n} "
+                            f"(the layers per pipeline stage)")
+    return layers / n
