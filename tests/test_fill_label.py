@@ -75,3 +75,19 @@ def test_sweep_labels_as_solve_does() -> None:
     s = rl.sweep("resnet50", "A100", batch=bs, precision="fp16", fuse=True)
     got = list(s.to_pandas()["bottleneck"])
     assert got == [_rn50(b).bottleneck for b in bs]
+
+
+def test_result_carries_and_prints_the_fill() -> None:
+    r = _rn50(1)
+    tot = _model(1).totals_at(1)
+    assert r.t_fill == pytest.approx(tot.t_fill, rel=1e-12) and r.t_fill > 0
+    # part of the compute time, not added on top of it
+    assert r.t_fill < r.t_compute
+    assert r.to_dict()["t_fill"] == r.t_fill
+    line = next(x for x in str(r).splitlines() if "overhead" in x and "compute" in x)
+    assert "kernel fill" in line and "part of compute" in line
+    # the label's overhead share is launch + fill: larger than either share of the work
+    assert r.t_overhead + r.t_fill > r.latency - r.t_overhead - r.t_fill - tot.t_memory_bound_ops
+    # no tiles, no fill: the mlsysim preset prints no fill and carries 0
+    m = rl.solve("resnet50", "A100", batch=1, precision="fp16", preset="mlsysim")
+    assert m.t_fill == 0.0 and "kernel fill" not in str(m)

@@ -55,6 +55,9 @@ class Result(Display):
     t_compute: float  #: s, Σ compute time of every op (at the preset's efficiencies)
     t_memory: float  #: s, Σ memory time of every op
     t_overhead: float  #: s, launch/dispatch time not hidden behind kernels
+    #: s, the fixed per-kernel fill of tiled matmuls not hidden under memory (latency that does
+    #: not scale with the work; counted with ``t_overhead`` in ``bottleneck``); 0 when none
+    t_fill: float = 0.0
     throughput: float  #: samples/s (a sample is one image/sequence; in decode, one token)
     tokens_per_s: float | None = None  #: tokens/s for sequence models
     #: "compute", "memory" or "overhead" (largest share of the latency; "overhead" counts launch,
@@ -206,7 +209,9 @@ class Result(Display):
             + fmt_band(self.uncertainty.get("latency"), fmt_time)
             + f" (roofline bound {fmt_time(self.latency_bound)})",
             f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
-            f"overhead {fmt_time(self.t_overhead)}",
+            f"overhead {fmt_time(self.t_overhead)}"
+            + (f", kernel fill {fmt_time(self.t_fill)} (part of compute)" if self.t_fill > 0
+               else ""),
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
                "decode" else ""),

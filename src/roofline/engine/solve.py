@@ -153,7 +153,7 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
     r = _result(m, hw, g, batch, p, preset, phase, latency=tot.latency,
                 latency_bound=tot.latency_bound, t_compute=tot.t_compute,
                 t_memory=tot.t_memory, t_overhead=tot.t_overhead, bottleneck=bottleneck,
-                flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
+                t_fill=tot.t_fill, flops=tot.flops, byts=tot.bytes, ridge_eff=tm.ridge_effective,
                 workspace=eff.workspace, ops=ops, seq_len=seq_len, context=context,
                 live=tot.live_activation_bytes)
     return _with_client(r, g, hw, batch) if client else r
@@ -178,7 +178,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
             *, latency: float, latency_bound: float, t_compute: float, t_memory: float,
             t_overhead: float, bottleneck: str, flops: float, byts: float, ridge_eff: float,
             workspace: float, ops: Any, seq_len: int | None,
-            context: int | None, peak: float | None = None, bandwidth: float | None = None,
+            context: int | None, t_fill: float = 0.0, peak: float | None = None,
+            bandwidth: float | None = None,
             breakdown: dict[str, float] | None = None, live: float | None = None) -> Result:
     peak = hw.peak(p.compute) if peak is None else peak
     bw = hw.memory_bytes_per_s if bandwidth is None else bandwidth
@@ -212,7 +213,8 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
         preset=preset, phase=phase, seq_len=seq, context=g.meta.get("kv_len") if phase ==
         "decode" else (context or None),
         latency=latency, latency_bound=latency_bound, t_compute=t_compute, t_memory=t_memory,
-        t_overhead=t_overhead, throughput=batch / latency, tokens_per_s=tokens_per_s,
+        t_overhead=t_overhead, t_fill=t_fill, throughput=batch / latency,
+        tokens_per_s=tokens_per_s,
         bottleneck=bottleneck, flops=flops, bytes=byts,
         arithmetic_intensity=flops / byts if byts else math.inf,
         ridge_point=peak / bw, ridge_point_effective=ridge_eff, peak_flops_per_s=peak,
