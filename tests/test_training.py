@@ -310,3 +310,33 @@ def test_cli_train(capsys: pytest.CaptureFixture[str]) -> None:
     assert "splits fit" in capsys.readouterr().out
     assert main(argv[:7] + ["--pp", "7", "--global-batch", "1536", "--seq-len", "2048"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_model_flops_cache_keys_on_content() -> None:
+    """The per-model FLOP cache keys on what the counts depend on, not on the object: two equal
+    models (built from one config) share an entry and give equal terms; a model with another
+    config gets its own; a model whose builder is not a partial on its config (here a lambda
+    that scales the graph's FLOPs) keys on the object and is priced from its own graph."""
+    from dataclasses import replace as _replace
+
+    from roofline.graphs.model import transformer_model
+    from roofline.scenarios.training import context as C
+
+    cfg = gpt_model(32, 2048, 4).config
+    a, b = transformer_model(cfg, key="a"), transformer_model(cfg, key="b")
+    assert a is not b and C._model_content(a) == C._model_content(b)
+    ta = C.flops_terms(a, 512, precision="bf16")
+    n = len(C._MODEL_FLOPS)
+    assert C.flops_terms(b, 512, precision="bf16") == ta and len(C._MODEL_FLOPS) == n  # shared
+    c = transformer_model(_replace(cfg, n_layers=8), key="a")
+    assert C._model_content(c) != C._model_content(a)
+    tc = C.flops_terms(c, 512, precision="bf16")
+    assert tc[2] == pytest.approx(2 * ta[2])  # twice the layers: twice the layer FLOPs
+
+    def doubled(**kw):  # type: ignore[no-untyped-def]
+        g = a.builder(**kw)
+        return _replace(g, c0=2 * g.c0, c1=2 * g.c1)
+
+    d = _replace(a, builder=doubled, _cache=type(a._cache)())
+    assert C._model_content(d)[0] == "object"
+    assert C.flops_terms(d, 512, precision="bf16")[0] == pytest.approx(2 * ta[0])

@@ -7,7 +7,7 @@ import os
 from abc import get_cache_token
 from collections import OrderedDict
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -305,6 +305,24 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
                        lora_rank=lora_rank, lora_targets=lora_targets)[:3]
 
 
+def _model_content(m: Model) -> tuple[Any, ...]:
+    """What a model's FLOP counts depend on, as a cache key: for a transformer built from its
+    config (``graphs.model.transformer_model``: the builder is a partial of a module function on
+    the config) the builder function, the config and the stored weight format, so equal models
+    share an entry; any other model (a builder not determined by content) keys on the object,
+    which the entry holds (``hit[0] is m``: an id is never reused)."""
+    b = m.builder
+    if (m.config is not None and isinstance(b, partial) and b.args == (m.config,)
+            and not b.keywords):
+        k = ("config", b.func, m.config, m.weight_format)
+        try:
+            hash(k)
+            return k
+        except TypeError:  # an unhashable weight format
+            pass
+    return ("object", id(m))
+
+
 def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
                 precision: str | Precision = "bf16",
                 lora_rank: int | None = None,
@@ -314,10 +332,10 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
     ``graphs.training.op_recomputed``)."""
     m = model if isinstance(model, Model) else resolve_model(model)
     p = known_precision(precision) or make_precision(precision)
-    k = (id(m), m.key, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank,
+    k = (_model_content(m), seq_len, micro_batch if m.batch_dependent else None, p, lora_rank,
          lora_targets)
     hit = _MODEL_FLOPS.get(k)
-    if hit is not None and hit[0] is m:  # the entry holds its model: an id is never reused
+    if hit is not None and (k[0][0] != "object" or hit[0] is m):
         return hit[1]
     g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
                 batch=micro_batch, logits="all")
