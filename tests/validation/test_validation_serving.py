@@ -2,11 +2,15 @@
 
 The cases, their sources and exact configurations live in src/roofline/data/validation/
 serving.toml (TensorRT-LLM v0.5 / v0.6.1 performance tables, NVIDIA NIM 1.0.0 benchmarking
-guide, vLLM CI and PR #2192, OCI's MI300X Llama-3.1-405B runs), read by roofline.validation.
+guide, vLLM CI and PR #2192, OCI's MI300X Llama-3.1-405B runs; since session 27 the TensorRT-LLM
+v0.8.0 first-token tables, judged with factors never fitted on them), read by
+roofline.validation.
 
-Tolerance (stated in the doc): every case within a factor 1.35 (|log error| <= 0.300) and the
-RMS of log errors <= 0.14 over all cases (0.119 since TensorRT-LLM v0.5 / v0.6.1 read the KV
-cache once per query head; a factor 1.7 and 0.20 before, when the fit reached 0.185).
+Tolerance (stated in the doc): every case of the six sources the shipped factors were fitted on
+within a factor 1.35 (|log error| <= 0.300) and the RMS of their log errors <= 0.14 (0.119 since
+TensorRT-LLM v0.5 / v0.6.1 read the KV cache once per query head; a factor 1.7 and 0.20 before,
+when the fit reached 0.185); the v0.8.0 first tokens, which no shipped factor saw, within a
+factor 1.5 (|log error| <= 0.405), their error stated on the page.
 The doc's hold-out tables (each source left out of the fit of the engine factors) are generated
 by roofline.validation.serving.serving_holdout_table and checked here.
 """
@@ -35,17 +39,32 @@ def holdout():
 
 
 def test_published_cases_within_tolerance(errs):
-    assert len(errs) == len(v.serving_cases()) >= 37
-    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in errs if abs(e) > math.log(1.35)]
+    assert len(errs) == len(v.serving_cases()) == 61
+    fitted = [(c, o, e) for c, o, e in errs if c.source not in v.JUDGED_SOURCES]
+    assert len(fitted) == 37
+    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in fitted if abs(e) > math.log(1.35)]
     assert not bad
-    assert v.serving_summary(errs)["rms_log"] <= 0.14
+    assert v.serving_summary(fitted)["rms_log"] <= 0.14
+
+
+def test_judged_first_tokens_within_their_stated_bound(errs):
+    """TensorRT-LLM v0.8.0's 24 first-token rows (trt08: H200, H100, L40S fp8, A100 fp16; batch
+    1) were added after the shipped factors were set and judge them: each within a factor 1.5,
+    and the page's summary row is their error with those factors."""
+    judged = [(c, o, e) for c, o, e in errs if c.source == "trt08"]
+    assert len(judged) == 24 and all(c.metric == "ttft" for c, _, _ in judged)
+    bad = [(c.id, f"{math.exp(e) - 1:+.0%}") for c, _, e in judged if abs(e) > math.log(1.5)]
+    assert not bad
+    # by hand, one row: Llama-2-7B on one A100 at fp16, 2048-token prompt, published 120.5 ms
+    c, ours, e = next(x for x in judged if x[0].id == "v0.8 llama-2-7b A100 fp16 tp=1 TTFT 2048")
+    assert c.value_si == pytest.approx(0.1205) and e == pytest.approx(math.log(ours / 0.1205))
 
 
 def test_every_case_names_a_known_source_and_engine():
     from roofline.scenarios.serving.plan import ENGINES
 
     doc = load_cases("serving")
-    assert len(doc.sources) == 6
+    assert len(doc.sources) == 7
     for c in doc.cases:
         assert c.source in doc.sources and c.where, c.id
         assert c["engine"] in ENGINES, c.id
@@ -88,8 +107,8 @@ def test_validation_doc_lists_every_case_and_the_summary(errs):
 
 def test_holdout_leaves_each_source_out(holdout):
     per = {p.source: p for p in holdout.per_source}
-    assert list(per) == ["trt061", "trt05", "nim", "vllm_ci", "vllm2192", "oci405"]
-    assert sum(p.n for p in per.values()) == holdout.loso.n == 37
+    assert list(per) == ["trt061", "trt05", "nim", "vllm_ci", "vllm2192", "oci405", "trt08"]
+    assert sum(p.n for p in per.values()) == holdout.loso.n == 61
     # NIM is the only modern-TensorRT-LLM source: without it that profile is not fitted, and
     # the note says what it borrowed
     assert "no trtllm case left" in per["nim"].fitted_without.note
@@ -123,9 +142,10 @@ def test_the_fit_prices_fp8_as_serve_does():
 
 
 def test_refit_reproduces_the_shipped_factors(holdout):
-    """Started from the shipped values, the reconstructed fit lands within 3 % of the shipped
-    per-layer costs and fp8 factor, with the zero overheads kept at zero; from the neutral
-    start its RMS matches the shipped factors' within 0.005."""
+    """Started from the shipped values, the reconstructed fit (on the shipped fit's own cases,
+    the judged TensorRT-LLM v0.8.0 rows left out) lands within 3 % of the shipped per-layer
+    costs and fp8 factor, with the zero overheads kept at zero; from the neutral start over
+    every case (those rows too) its RMS is no worse than the shipped factors'."""
     sh, fs = holdout.shipped, holdout.refit_from_shipped.values
     for k in ("trtllm.layer_overhead", "trtllm-legacy.layer_overhead", "trtllm.gemm_dtype_fp8"):
         assert fs[k] == pytest.approx(sh[k], rel=0.03), k
@@ -137,7 +157,7 @@ def test_refit_reproduces_the_shipped_factors(holdout):
     assert fs["vllm.layer_overhead"] == pytest.approx(sh["vllm.layer_overhead"], rel=0.15)
     for k in ("trtllm.request_overhead", "vllm.request_overhead", "vllm.step_overhead"):
         assert sh[k] == 0 and fs[k] < 2e-6, k
-    assert abs(holdout.refit_in_sample.rms_log - holdout.shipped_in_sample.rms_log) < 0.005
+    assert holdout.refit_in_sample.rms_log <= holdout.shipped_in_sample.rms_log + 0.005
 
 
 def test_doc_carries_the_holdout_tables(holdout, errs, doc_block):
