@@ -146,6 +146,12 @@ def test_layer_chart_and_report_put_the_fill_in_overhead() -> None:
     assert max(parts, key=parts.__getitem__) == "overhead" == r.bottleneck
     html = _time_breakdown(r)
     assert "launch/dispatch overhead and kernel fill" in html
+    # the mlsysim preset's one-row table has the column too (no tiles: 0), so both still draw
+    m = rl.solve("resnet50", "A100", batch=1, precision="fp16", preset="mlsysim")
+    assert list(m.ops["fill"]) == [0.0]
+    (row,) = layer_times(m).values()
+    assert row["overhead"] == pytest.approx(min(m.t_overhead, m.latency), rel=1e-12)
+    assert "launch/dispatch overhead and kernel fill" in _time_breakdown(m)
 
 
 def test_serving_phases_carry_their_fill() -> None:
