@@ -215,3 +215,24 @@ def test_training_carries_the_fill_and_labels_it_as_overhead() -> None:
     assert _words(fill_phrase(0.6 * comp, "forward and backward")) in _words(str(f))
     assert _train_bottleneck(f) == "overhead"
     assert _train_bottleneck(replace(t, t_fill=0.1 * comp)) == "compute"
+
+
+def test_json_and_html_carry_the_fill(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roofline.cli import main
+    from roofline.report.notebook import result_rows
+
+    # --json prints to_dict: every result type has its t_fill there
+    for argv, want in ((["solve", "resnet50", "A100", "--batch", "1", "--precision", "fp16"],
+                        rl.solve("resnet50", "A100", batch=1, precision="fp16").t_fill),
+                       (["serve", "llama-3.1-8b", "H100", "--batch", "2", "--prompt", "256",
+                         "--output-len", "8"], 0.0),
+                       (["train", "llama-3.1-8b", "dgx-h100", "--global-batch", "8",
+                         "--seq-len", "1024", "--micro-batch", "1"], 0.0)):
+        assert main([*argv, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["t_fill"] == pytest.approx(want, rel=1e-12)
+    # the HTML card's time split says it in the same words as str()
+    r = _rn50(1)
+    split = dict(result_rows(r))["time split"]
+    assert split.endswith("; " + fill_phrase(r.t_fill, "the compute time"))
