@@ -1,4 +1,6 @@
-"""The channel count and per-channel bandwidth NCCL's topology search gives the ring and tree.
+"""The channel count and per-channel bandwidth NCCL's topology search gives the ring and tree
+(``search_ring``), and its NVLS graph (``search_nvls``: compared on the validation page, not
+priced).
 
 NCCL's tuner prices a ring or tree at ``nChannels × bw`` (the search's channels times the
 bandwidth each was found at: ``ncclTopoTuneModel``, v2.26.2 ``src/graph/tuning.cc``), caps it
