@@ -14,7 +14,16 @@ from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
-__all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
+__all__ = ["Result", "POWER_MODEL", "OP_SHOW", "fill_phrase"]
+
+
+def fill_phrase(t_fill: float, inside: str) -> str:
+    """How every result prints its ``t_fill`` (s): where the fill sits and how the bottleneck
+    label counts it, in the same words for solve, serve and train; "" when there is none."""
+    if not t_fill > 0:
+        return ""
+    return (f"kernel fill {fmt_time(t_fill)} (in {inside}; fixed per kernel: overhead in the "
+            "bottleneck)")
 
 #: per-op columns printed by default (``print(r.ops)``), most wanted first: the last ones are
 #: left out first when a line would pass 100 characters
@@ -122,14 +131,23 @@ class Result(Display):
         docs/validation/uncertainty.md); empty for a preset or result without a validated
         class (and for a client-side end-to-end latency, ``client=True``: its two sources do
         not calibrate a band, docs/validation/uncertainty.md; docs/validation/client.md gives
-        its errors). ``low, high = r.uncertainty["latency"]``."""
-        from ..uncertainty import bands
+        its errors). ``low, high = r.uncertainty["latency"]``; also ``"throughput"`` (the latency
+        band inverted) and ``"energy"`` (J per batch at the band's latencies, the same work: the
+        power activity scales with MFU and MBU)."""
+        from ..uncertainty import Band, bands
 
         cls = _solve_class(self)
         if cls is None or not self.feasible or self.client_time > 0:
             return {}
-        return bands({"latency": (self.latency, cls, False),
-                      "throughput": (self.throughput, cls, True)})
+        out = bands({"latency": (self.latency, cls, False),
+                     "throughput": (self.throughput, cls, True)})
+        lat, src = out.get("latency"), self._energy_of
+        if lat is not None and src is not None and math.isfinite(self.energy):
+            # the same work over a latency L' runs at MFU and MBU scaled by L / L'
+            fn, hw, preset, t, mfu, mbu = src
+            e = [fn(hw, preset, x, mfu * t / x, mbu * t / x) for x in (lat.low, lat.high)]
+            out["energy"] = Band(min(e), max(e), lat.level, lat.cls, lat.n)
+        return out
 
     @property
     def latency_per_sample(self) -> float:
@@ -209,12 +227,12 @@ class Result(Display):
             + fmt_band(self.uncertainty.get("latency"), fmt_time)
             + f" (roofline bound {fmt_time(self.latency_bound)})",
             f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
-            f"overhead {fmt_time(self.t_overhead)}"
-            + (f", kernel fill {fmt_time(self.t_fill)} (part of compute)" if self.t_fill > 0
-               else ""),
+            f"overhead {fmt_time(self.t_overhead)}",
+            *(["    " + fill_phrase(self.t_fill, "the compute time")] if self.t_fill > 0 else []),
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
-               "decode" else ""),
+               "decode" else "")
+            + fmt_band(self.uncertainty.get("throughput"), lambda v: f"{v:,.1f}"),
             f"  work            {fmt_flops(self.flops)} ("
             + ("mlsysim's zoo figure: MACs for CNNs, 2 × params per token for LLMs"
                if self.preset == "mlsysim" else "2 FLOPs per multiply-add")
@@ -233,8 +251,9 @@ class Result(Display):
 
             act = min(1.0, max(0.0, self.mfu)) if self.preset == "mlsysim" else \
                 power_activity(self.mfu, self.mbu)
-            lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
-                         f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
+            lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch"
+                         + fmt_band(self.uncertainty.get("energy"), lambda v: fmt_rate(v, "J"))
+                         + f" ({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
                          f"at activity {act:.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")
@@ -280,7 +299,7 @@ class OpTableSource:
         ot = self.ot
         ev = {"bytes": ot.bytes, "flops": ot.flops, "compute_bound": ot.compute_bound,
               "time": ot.time, "t_compute": ot.t_compute, "t_memory": ot.t_memory,
-              "t_bound": ot.t_bound, "overhead": ot.overhead}
+              "t_bound": ot.t_bound, "overhead": ot.overhead, "fill": ot.fill}
         q = g.c0 + g.c1 * self.batch
         byts = ev["bytes"]
         flops = ev["flops"]
@@ -298,10 +317,10 @@ class OpTableSource:
             "bound": np.where(has, np.where(ev["compute_bound"], "compute", "memory"),
                               "-").astype(object),
             "t_compute": ev["t_compute"], "t_memory": ev["t_memory"], "t_bound": ev["t_bound"],
-            "overhead": ev["overhead"], "time": t,
+            "overhead": ev["overhead"], "fill": ev["fill"], "time": t,
             "share": t / self.latency if self.latency > 0 else t * 0,
         }
         units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
                  "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
-                 "t_bound": "s", "overhead": "s", "time": "s", "share": FRACTION}
+                 "t_bound": "s", "overhead": "s", "fill": "s", "time": "s", "share": FRACTION}
         return {"columns": cols, "units": units}

@@ -9,6 +9,7 @@ from typing import Any
 from ..._display import Display
 from ..._frozen import fast_init
 from ..._text import summary_str
+from ...engine.result import fill_phrase
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
@@ -44,6 +45,10 @@ class TrainingResult(Display):
     hardware_flops_per_step: float
     breakdown: dict[str, float]  #: seconds per step: forward, backward, recompute, optimizer,
     #: tp_comm, dp_comm, pp_comm, ep_comm (exposed parts), bubble; they sum to step_time
+    #: s per step of fixed per-kernel fill of tiled matmuls (part of forward and backward). 0:
+    #: training prices the smooth matmul model its factors were fitted on (no whole waves of
+    #: tiles, no fill)
+    t_fill: float = 0.0
     memory_per_device: dict[str, float]  #: bytes: weights, gradients, optimizer, activations,
     #: workspace, total (on the device); weight streaming adds weight_store (held off the chip)
     memory_capacity: float  #: bytes per device
@@ -60,6 +65,9 @@ class TrainingResult(Display):
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    #: the linears that carry the LoRA adapters (train's ``lora_targets``): "all" (every linear
+    #: of the blocks) or "qkv" (the fused query / key / value projection only)
+    lora_targets: str = "all"
     cp: int = 1  #: context-parallel degree (each rank holds seq_len / cp tokens)
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
@@ -165,8 +173,8 @@ class TrainingResult(Display):
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
-            + (f" LoRA r={self.lora_rank} ({self.trainable_params / 1e6:,.1f} M trained)"
-               if self.lora_rank else ""),
+            + (f" LoRA r={self.lora_rank} on {self.lora_targets} "
+               f"({self.trainable_params / 1e6:,.1f} M trained)" if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
             f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "
@@ -178,13 +186,17 @@ class TrainingResult(Display):
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
             return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
-        rate = (f"{self.tokens_per_s:,.0f} tokens/s" if self.seq_len > 1 else
-                f"{self.samples_per_s:,.1f} samples/s")
+        tb = self.uncertainty.get("tokens_per_s")
+        rate = (f"{self.tokens_per_s:,.0f} tokens/s" + fmt_band(tb, lambda v: f"{v:,.0f}")
+                if self.seq_len > 1 else f"{self.samples_per_s:,.1f} samples/s"
+                + fmt_band(tb, lambda v: f"{v / self.seq_len:,.1f}"))  # samples = tokens / T
         lines.append(f"  step time {fmt_time(self.step_time)}"
                      f"{fmt_band(self.uncertainty.get('step_time'), fmt_time)}, {rate}, "
                      f"MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
+        if self.t_fill > 0:
+            lines.append("    " + fill_phrase(self.t_fill, "forward and backward"))
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e9, per_label="1B tokens")
         return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

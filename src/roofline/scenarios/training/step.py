@@ -20,6 +20,7 @@ from ...engine.memory import (
     streamed_training,
     streams_weights,
 )
+from ...engine.tiles import smooth_fill
 from ...errors import SpecError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
@@ -581,10 +582,11 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
-        cp=ctx.cp,
+        cp=ctx.cp, lora_targets=ctx.lora_targets,
         trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings,
+        t_fill=smooth_fill(ctx.eff))
