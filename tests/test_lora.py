@@ -156,3 +156,35 @@ def test_qkv_placement_on_an_already_fused_projection() -> None:
     kw = dict(global_batch=64, seq_len=1024, lora_rank=8)
     assert rl.train("gpt2", c, lora_targets="qkv", **kw).trainable_params == 294_912
     assert rl.train("gpt2", c, **kw).trainable_params == 8 * 12288 * 12 == 1_179_648
+
+
+def test_lora_targets_on_the_result_and_in_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """The result records the placement (field, to_dict, the printed split line); the CLI's
+    --lora-rank / --lora-targets give the API's result; --search and a junk value refuse."""
+    import json
+
+    from roofline.cli import main
+
+    kw = dict(global_batch=8, seq_len=1024, lora_rank=16)
+    q = rl.train("llama-3.1-8b", "dgx-h100", lora_targets="qkv", **kw)
+    a = rl.train("llama-3.1-8b", "dgx-h100", **kw)
+    assert (q.lora_targets, a.lora_targets) == ("qkv", "all")
+    assert q.to_dict()["lora_targets"] == "qkv" and q.to_dict()["lora_rank"] == 16
+    assert "LoRA r=16 on qkv (5.2 M trained)" in " ".join(str(q).split())
+    assert rl.train("llama-3.1-8b", "dgx-h100", global_batch=8, seq_len=1024).lora_targets \
+        == "all"
+    argv = ["train", "llama-3.1-8b", "dgx-h100", "--global-batch", "8", "--seq-len", "1024",
+            "--lora-rank", "16"]
+    assert main(argv + ["--lora-targets", "qkv", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["lora_targets"] == "qkv" and d["lora_rank"] == 16
+    assert d["trainable_params"] == q.trainable_params == 5_242_880
+    assert d["step_time"] == pytest.approx(q.step_time, rel=1e-12)
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time"] == pytest.approx(a.step_time,
+                                                                            rel=1e-12)
+    with pytest.raises(SystemExit, match="--search"):
+        main(argv + ["--search"])
+    with pytest.raises(SystemExit):
+        main(argv + ["--lora-targets", "mlp"])
+    assert "invalid choice: 'mlp'" in capsys.readouterr().err

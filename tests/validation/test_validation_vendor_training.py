@@ -102,3 +102,30 @@ def test_implied_utilisation_by_hand(rows) -> None:
     step = res.global_batch * res.seq_len / (r["published"] * res.devices)
     hfu = res.hardware_flops_per_step / (step * res.devices * rl.hardware("mi325x").peak("bf16"))
     assert v.vendor_figures(rows)["tr.v.hfu70b"] == f"{hfu:.2f}"
+
+
+def test_70b_rows_recompute_the_mi325x_recipes_72_of_80_layers(rows) -> None:
+    """The 70B rows are priced at the MI325X recipes' recompute_num_layers 72 (block method,
+    one stage of 80 layers), and the step differs from all-80 only by the 8 layers not re-run:
+    the recompute term is 72 / 80 of the all-layers one (the rest of the step unchanged)."""
+    import math
+
+    for x in rows:
+        c = next(c for c in v.vendor_training_cases() if c.id == x["id"])
+        if "70B" not in c.id:
+            assert "recompute_layers" not in c.scenario
+            continue
+        r = x["result"]
+        assert c["recompute_layers"] == 72 and r.recompute == "full" and r.pp_stages == (80,)
+        all80 = rl.train(c["model"], c["cluster"], nodes=c["gpus"] // 8,
+                         global_batch=c["global_batch"], seq_len=c["seq_len"],
+                         micro_batch=r.micro_batch, tp=1, pp=1, dp=r.dp, zero=3,
+                         recompute="full", precision=c["precision"])
+        assert r.breakdown["recompute"] == pytest.approx(0.9 * all80.breakdown["recompute"])
+        for k in ("forward", "backward", "optimizer"):
+            assert r.breakdown[k] == pytest.approx(all80.breakdown[k])
+        # the page's "at all 80" figure is this run
+        ours80 = all80.tokens_per_s / all80.devices
+        want = v.vendor_figures(rows)[f"tr.v.all.{c.id.replace(' ', '_').replace(',', '')}"]
+        got = f"{ours80 / c.value_si - 1:+.1%}".replace("-", "−").replace("%", " %")
+        assert want == got and math.isfinite(ours80) and ours80 < x["ours"]

@@ -63,6 +63,13 @@ def register(sub: Any) -> None:
                    help="image models: the host input pipeline as a ceiling on the step, "
                         "LOADER a measured pipeline (dali-cpu, pytorch) or your samples/s of "
                         "one worker, WORKERS loader workers per device (e.g. dali-cpu:16)")
+    p.add_argument("--lora-rank", type=int, default=None, metavar="R",
+                   help="LoRA: a trainable adapter of rank R, every other weight frozen "
+                        "(decoder LMs; default: every weight trained)")
+    p.add_argument("--lora-targets", default="all", choices=("all", "qkv"),
+                   help="with --lora-rank: the linears that carry the adapters (all: every "
+                        "linear of the blocks; qkv: the fused q/k/v projection only, NeMo's "
+                        "default placement)")
     p.add_argument("--optimizer-dtype", default="fp32", choices=("fp32", "bf16"),
                    help="gradients and Adam states in fp32 (Megatron's mixed precision) or "
                         "bf16 (NeMo's SFT recipe: Apex DistributedFusedAdam dtype bf16)")
@@ -120,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         if args.data_loader is not None:
             raise SystemExit("roofline train: --data-loader prices one split (generic graphs); "
                              "it does not apply with --search")
+        if args.lora_rank is not None or args.lora_targets != "all":
+            raise SystemExit("roofline train: --lora-rank / --lora-targets price one split; "
+                             "--search ranks full-training splits only")
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
@@ -138,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,
-              recompute_layers=args.recompute_layers, **common,
+              recompute_layers=args.recompute_layers, lora_rank=args.lora_rank,
+              lora_targets=args.lora_targets, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers

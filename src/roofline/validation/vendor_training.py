@@ -41,7 +41,8 @@ def vendor_rows() -> list[dict[str, Any]]:
         ours = r.tokens_per_s / r.devices
         out.append({"id": c.id, "source": c.source, "ours": ours, "published": c.value_si,
                     "error": ours / c.value_si - 1.0, "searched": searched, "result": r,
-                    "device": r.device if hasattr(r, "device") else ""})
+                    "device": r.device if hasattr(r, "device") else "",
+                    "recompute_layers": c.scenario.get("recompute_layers")})
     return out
 
 
@@ -60,7 +61,9 @@ def vendor_table(rs: list[dict[str, Any]] | None = None) -> str:
              "|---|---|---|---|---:|---:|---:|---|"]
     for x in rs:
         r = x["result"]
-        knobs = f"b={r.micro_batch}, {r.recompute}, ZeRO {r.zero}"
+        rc = r.recompute if x.get("recompute_layers") is None else \
+            f"{r.recompute} {x['recompute_layers']} of {max(r.pp_stages)} layers"
+        knobs = f"b={r.micro_batch}, {rc}, ZeRO {r.zero}"
         if x["searched"]:
             knobs += " (" + ", ".join(sorted(x["searched"])) + " searched)"
         mark = "" if r.feasible else " (over the zoo part's memory)"
@@ -171,9 +174,28 @@ def _whatif_none() -> tuple[float, bool]:
     from .training_runs import predict_run
 
     c = next(x for x in vendor_training_cases() if x.id == "MI325X Llama 3.1 70B BF16, 64 GPUs")
-    sc = dict(c.scenario, recompute="none")
+    sc = {k: v for k, v in c.scenario.items() if k != "recompute_layers"} | {"recompute": "none"}
     r, _ = predict_run(replace(c, scenario=sc))
     return r.tokens_per_s / r.devices / c.value_si - 1.0, r.feasible
+
+
+def _whatif_all_layers(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as priced before session 27: each row with ``recompute_layers`` at every layer
+    of its stage (plain "full", the MI300X recipes' 80 of 80) instead of the MI325X recipes'."""
+    from dataclasses import replace
+
+    from .training_runs import predict_run
+
+    out = []
+    for c, x in zip(vendor_training_cases(), rs, strict=True):
+        if "recompute_layers" not in c.scenario:
+            out.append(x)
+            continue
+        sc = {k: v for k, v in c.scenario.items() if k != "recompute_layers"}
+        r, _ = predict_run(replace(c, scenario=sc))
+        ours = r.tokens_per_s / r.devices
+        out.append({**x, "ours": ours, "error": ours / c.value_si - 1.0, "result": r})
+    return out
 
 
 def _ga_sensitivity() -> float:
@@ -212,6 +234,13 @@ def vendor_figures(rs: list[dict[str, Any]] | None = None,
             "tr.v.geo": f"{s['geomean_ratio']:.2f}"}
     e, feasible = _whatif_none()
     out["tr.v.none70b"] = fmt_pct(e, 1) + ("" if feasible else " (over the part's memory)")
+    alls = _whatif_all_layers(rs)
+    s80 = vendor_summary(alls)
+    out |= {f"tr.v.all.{_slug(x['id'])}": fmt_pct(x["error"], 1) for x in alls
+            if x.get("recompute_layers") is not None}
+    out |= {"tr.v.all.span": span_pct([x["error"] for x in alls]),
+            "tr.v.all.median": fmt_pct(s80["median_abs_error"], 1, sign=False),
+            "tr.v.all.geo": f"{s80['geomean_ratio']:.2f}"}
     by = {x["id"]: x for x in rs}
     r70, r70n = by["MI325X Llama 3.1 70B BF16, 64 GPUs"], by["MI325X Llama 3.1 70B BF16, 8 GPUs"]
     out["tr.v.gap70b"] = fmt_pct(r70["published"] / r70n["published"] - 1.0, 1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from abc import get_cache_token
 from collections import OrderedDict
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
 from functools import lru_cache, partial
 from typing import Any
 
@@ -33,7 +34,7 @@ from ...ops import collectives as coll
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision, known_precision
 from ...specs.dtypes import precision as make_precision
-from ...specs.hardware import SpecKey, spec_key
+from ...specs.hardware import Hardware, SpecKey, spec_key
 from ...specs.resolve import cluster as resolve_cluster
 from .factors import _OVERRIDE, cluster_links, training_factors
 
@@ -72,6 +73,8 @@ class _Ctx:
     lora_targets: str = "all"  #: which linears carry the LoRA adapters (graphs.training)
 
 
+#: content key -> (the model and cluster objects given, when the key is an object's own (a
+#: model not built from its config), the context)
 _CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
 
 
@@ -93,19 +96,21 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
              lora_targets: str = "all") -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
-    if _is_path(model) or _is_path(cl):
+    mk, ck = _model_key(model), _cluster_key(cl)
+    if mk is None or ck is None:  # a path
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
                              preset, lora_rank, cp, attention_kernel, moe_routing, elementwise,
                              optimizer_dtype, lora_targets)
     try:
-        k = (id(model), id(cl), nodes, precision, seq_len, fused_attention, dropout, preset,
-             lora_rank, cp, tuple((t, _override_key(t)) for t in sorted(_OVERRIDE)),
+        k = (mk, ck, nodes, precision, seq_len, fused_attention, dropout, preset,
+             lora_rank, cp, _overrides() if _OVERRIDE else (),
              registered_epoch(), attention_kernel, moe_routing, elementwise, optimizer_dtype,
              lora_targets)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
-    if hit is not None and hit[0] is model and hit[1] is cl:
+    if hit is not None and (mk[0] != "object" or hit[0] is model) and (
+            ck[0] != "object" or hit[1] is cl):
         return hit[2]
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
                         lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
@@ -113,6 +118,81 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
     if k is not None:
         _lru_put(_CTX, k, (model, cl, ctx), 64)
     return ctx
+
+
+def _overrides() -> tuple[Any, ...]:
+    return tuple((t, _override_key(t)) for t in sorted(_OVERRIDE))
+
+
+def _model_key(model: Any) -> tuple[Any, ...] | None:
+    """The context cache's key of a ``model`` argument (None: a file path, read again every
+    call). A name is its own content; a transformer built from its config keys on
+    ``_model_content`` plus what the result shows (key, name) and the MoE flag the graphs read,
+    so equal models share an entry; anything else keys on the object (``("object", id)``),
+    which the entry holds and the hit checks with ``is``. Taken every call: a Model is a
+    mutable dataclass."""
+    t = type(model)
+    if t is str:  # a directory holding a config.json is a path too (graphs.resolve.model)
+        path = _is_path(model) or (os.sep in model and os.path.exists(model))
+        return None if path else ("str", model)
+    if t is Model or isinstance(model, Model):
+        c = _model_content(model)
+        if c[0] != "object":
+            return (c, model.key, model.name, model.batch_dependent)
+        return c
+    return None if _is_path(model) else ("object", id(model))
+
+
+def _cluster_key(cl: Any) -> tuple[Any, ...] | None:
+    """The context cache's key of a ``cluster`` argument (None: a file path): a name is its
+    own content, a Cluster or Hardware (frozen) the key of all its fields (``frozen_key``);
+    anything else the object, held by the entry."""
+    t = type(cl)
+    if t is str:
+        return None if _is_path(cl) else ("str", cl)
+    if t is Cluster or isinstance(cl, Cluster | Hardware):
+        k = frozen_key(cl)
+        if k is not None:
+            return ("frozen", k)
+    return None if _is_path(cl) else ("object", id(cl))
+
+
+#: id -> (a frozen spec, its content key or None when a field does not hash); holding the
+#: object keeps its id from being reused. Only for immutable objects: their content cannot
+#: change after the key is taken (a mutable object is keyed on its fields each call)
+_FROZEN: dict[int, tuple[Any, SpecKey | None]] = {}
+
+
+def frozen_key(x: Any) -> SpecKey | None:
+    """A hashable value of every field of a frozen dataclass instance, nested specs, mappings
+    and sequences included (NaN as a tag, since NaN != NaN), its hash computed once; None when
+    a field does not hash. Equal specs (a reloaded file, a ``replace`` with the same values)
+    give equal keys; an edited copy another one."""
+    hit = _FROZEN.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    try:
+        k: SpecKey | None = SpecKey(_freeze(x))
+    except TypeError:
+        k = None
+    if len(_FROZEN) >= 1024:
+        _FROZEN.pop(next(iter(_FROZEN)))
+    _FROZEN[id(x)] = (x, k)
+    return k
+
+
+def _freeze(v: Any) -> Any:
+    if is_dataclass(v) and not isinstance(v, type):
+        return (type(v), tuple((f.name, _freeze(getattr(v, f.name))) for f in fields(v)))
+    if isinstance(v, Mapping):
+        return ("mapping", tuple(sorted(((repr(a), _freeze(b)) for a, b in v.items()),
+                                        key=lambda ab: ab[0])))
+    if isinstance(v, list | tuple):
+        return (type(v), tuple(_freeze(x) for x in v))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    hash(v)  # TypeError for an unhashable leaf
+    return v
 
 
 def _is_path(x: Any) -> bool:
@@ -311,15 +391,16 @@ def _model_content(m: Model) -> tuple[Any, ...]:
     the config) the builder function, the config and the stored weight format, so equal models
     share an entry; any other model (a builder not determined by content) keys on the object,
     which the entry holds (``hit[0] is m``: an id is never reused)."""
-    b = m.builder
-    if (m.config is not None and isinstance(b, partial) and b.args == (m.config,)
-            and not b.keywords):
-        k = ("config", b.func, m.config, m.weight_format)
-        try:
-            hash(k)
-            return k
-        except TypeError:  # an unhashable weight format
-            pass
+    b, cfg = m.builder, m.config
+    if cfg is not None and isinstance(b, partial) and b.args == (cfg,) and not b.keywords:
+        ck = frozen_key(cfg)  # the config's content, its hash computed once per config
+        if ck is not None:
+            k = ("config", b.func, ck, m.weight_format)
+            try:
+                hash(m.weight_format)
+                return k
+            except TypeError:  # an unhashable weight format
+                pass
     return ("object", id(m))
 
 

@@ -60,6 +60,9 @@ class TrainingResult(Display):
     #: layers per pipeline stage, first to last (() where the stages are not modelled)
     pp_stages: tuple[int, ...] = ()
     lora_rank: int | None = None  #: LoRA adapter rank (None: every weight trained)
+    #: the linears that carry the LoRA adapters (train's ``lora_targets``): "all" (every linear
+    #: of the blocks) or "qkv" (the fused query / key / value projection only)
+    lora_targets: str = "all"
     cp: int = 1  #: context-parallel degree (each rank holds seq_len / cp tokens)
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
@@ -165,8 +168,8 @@ class TrainingResult(Display):
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
-            + (f" LoRA r={self.lora_rank} ({self.trainable_params / 1e6:,.1f} M trained)"
-               if self.lora_rank else ""),
+            + (f" LoRA r={self.lora_rank} on {self.lora_targets} "
+               f"({self.trainable_params / 1e6:,.1f} M trained)" if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",
             f"    weights {b(mem['weights'])}, grads {b(mem['gradients'])}, "
             f"optimizer {b(mem['optimizer'])}, activations {b(mem['activations'])}, "

@@ -1,0 +1,134 @@
+"""Byte-identity check for speed work: print one line per configuration with a digest of its
+outputs, so that a tree before and after a speed change can be compared with ``diff``. Run by
+hand:
+
+    python benchmarks/outputs_digest.py train > /tmp/train_before.txt
+    python benchmarks/outputs_digest.py simulate > /tmp/sim_before.txt
+
+``train``: 93 ``rl.train`` configurations (dense, MoE, fp8, LoRA, cp, interleave, every
+recompute and ZeRO level, unequal stages, eager elementwise, bf16 optimizer, infeasible splits,
+the same model passed as a name, as one Model object and as an equal copy of it); each line
+is a SHA-256 of ``str(result)`` and ``repr(result.to_dict())``, or the error's text.
+``simulate``: ``simulate_serving`` configurations (chunked and whole prompts, both KV
+policies, three engines, loads below and above capacity), each a SHA-256 of the pickled
+``to_dict()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import sys
+from typing import Any
+
+import roofline as rl
+
+
+def _digest(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()[:16]
+
+
+def train_configs() -> list[tuple[str, str, dict[str, Any]]]:
+    """(model, cluster, keyword arguments) of the recorded train configurations."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    gpt = dict(global_batch=1536, seq_len=2048)
+    for tp, pp, rc, z, mb in [(8, 16, "selective", 1, 1), (8, 8, "full", 1, 2),
+                              (4, 16, "none", 0, 1), (8, 16, "selective_op", 2, 1),
+                              (8, 32, "selective", 3, 1), (2, 64, "full", 1, 4)]:
+        for v in (1, 2):
+            out.append(("gpt3-175b", "dgx-h100", dict(gpt, tp=tp, pp=pp, recompute=rc, zero=z,
+                                                       micro_batch=mb, interleave=v, nodes=128)))
+    for hw in ("dgx-a100", "dgx-h100", "hgx-h200", "amd-mi325x-8", "gb200-nvl72"):
+        for m, tp, pp in [("llama-2-7b", 1, 1), ("llama-2-70b", 8, 4), ("llama-3.1-8b", 2, 1),
+                          ("llama-3.1-70b", 8, 2)]:
+            for prec in ("bf16", "fp16" if hw == "dgx-a100" else "fp8"):
+                out.append((m, hw, dict(global_batch=512, seq_len=4096, tp=tp, pp=pp,
+                                        precision=prec, nodes=8 if hw != "gb200-nvl72" else 16)))
+    for m in ("mixtral-8x7b", "qwen3-30b-a3b"):
+        for ep, mb in [(1, 1), (2, 1), (4, 2), (8, 1)]:
+            out.append((m, "dgx-h100", dict(global_batch=256, seq_len=4096, tp=1, pp=2, ep=ep,
+                                            micro_batch=mb, nodes=4)))
+    for r, tgt in [(8, "all"), (16, "qkv"), (64, "all")]:
+        out.append(("llama-3.1-8b", "dgx-a100", dict(global_batch=64, seq_len=2048,
+                                                      lora_rank=r, lora_targets=tgt)))
+    for cp in (2, 4, 8):
+        out.append(("llama-3.1-8b", "dgx-h100", dict(global_batch=64, seq_len=32768, cp=cp,
+                                                      tp=2, nodes=4)))
+    out.append(("llama-3.1-405b", "dgx-h100", dict(global_batch=2048, seq_len=8192, tp=8,
+                                                    pp=16, pp_stages=[7] + [8] * 14 + [7],
+                                                    nodes=256)))
+    out.append(("llama-3.1-405b", "dgx-h100", dict(global_batch=2048, seq_len=8192, tp=8,
+                                                    pp=18, nodes=144)))
+    out.append(("llama-3.1-70b", "dgx-h100", dict(global_batch=512, seq_len=4096, tp=8, pp=4,
+                                                   recompute="full", recompute_layers=10,
+                                                   nodes=8)))
+    for kw in [dict(elementwise="eager"), dict(optimizer_dtype="bf16"), dict(dropout=True),
+               dict(fused_attention=False), dict(sequence_parallel=False),
+               dict(dp_overlap=False), dict(preset="bound"), dict(attention_kernel="fa2"),
+               dict(optimizer="adamw"), dict(pp_flushes=2), dict(precision="fp16"),
+               dict(tp=3), dict(pp=5, global_batch=7), dict(micro_batch=64)]:
+        base: dict[str, Any] = dict(global_batch=256, seq_len=4096, tp=2, pp=2, nodes=2)
+        out.append(("llama-2-7b", "dgx-a100", {**base, **kw}))
+    for m in ("gpt2", "llama-3.2-1b", "qwen2.5-7b", "gemma-2-9b", "mistral-7b"):
+        for gb in (8, 1024):
+            out.append((m, "dgx-h100", dict(global_batch=gb, seq_len=1024, nodes=1)))
+    return out
+
+
+def train_lines() -> list[str]:
+    lines = []
+    m_obj = rl.model("llama-2-70b")
+    for i, (m, cl, kw) in enumerate(train_configs()):
+        try:
+            r = rl.train(m, cl, **kw)
+            d = _digest((str(r) + "\n" + repr(r.to_dict())).encode())
+        except Exception as e:  # an infeasible or refused configuration is recorded too
+            d = f"{type(e).__name__}: {e}"[:200]
+        lines.append(f"{i:3d} {m} {cl} {sorted(kw.items())} {d}")
+    # the same model as a name, an object, and again (the warm path) must give equal outputs
+    kw0 = dict(global_batch=512, seq_len=4096, tp=8, pp=4, nodes=8)
+    for j, m in enumerate(("llama-2-70b", m_obj, m_obj)):
+        r = rl.train(m, "dgx-h100", **kw0)
+        lines.append(f"obj{j} {_digest((str(r) + repr(r.to_dict())).encode())}")
+    return lines
+
+
+def simulate_lines() -> list[str]:
+    lines = []
+    i = 0
+    for m, hw, tp in [("llama-3.1-8b", "H100", 1), ("llama-3.1-70b", "H100", 4)]:
+        for chunk in (None, 512, 2048):
+            for kv in ("dynamic", "reserve"):
+                for rate in (2.0, 8.0, 40.0):
+                    wl = rl.Workload(prompt=rl.lengths("lognormal", mean=1500, sigma=0.8,
+                                                       max=8192),
+                                     output=rl.lengths("lognormal", mean=300, sigma=0.6,
+                                                       max=2048), rate=rate)
+                    try:
+                        s = rl.simulate_serving(m, hw, workload=wl, tp=tp, chunk_size=chunk,
+                                                kv_policy=kv, requests=400, seed=i,
+                                                max_concurrency=64)
+                        d = _digest(pickle.dumps(s.to_dict()))
+                    except Exception as e:
+                        d = f"{type(e).__name__}: {e}"[:200]
+                    lines.append(f"{i:3d} {m} {hw} tp{tp} chunk={chunk} {kv} rate={rate} {d}")
+                    i += 1
+    for engine in ("vllm", "vllm-v0", "vllm-v0-multistep"):
+        for chunk in (None, 2048):
+            wl = rl.Workload(prompt=rl.lengths("lognormal", mean=3000, sigma=0.8, max=8192),
+                             output=rl.lengths("fixed", 512), rate=20.0)
+            try:
+                s = rl.simulate_serving("llama-3.1-70b", "H100", workload=wl, tp=2,
+                                        chunk_size=chunk, engine=engine, requests=600, seed=i,
+                                        max_concurrency=128)
+                d = _digest(pickle.dumps(s.to_dict()))
+            except Exception as e:
+                d = f"{type(e).__name__}: {e}"[:200]
+            lines.append(f"{i:3d} llama-3.1-70b H100 tp2 {engine} chunk={chunk} {d}")
+            i += 1
+    return lines
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "train"
+    print("\n".join(train_lines() if what == "train" else simulate_lines()))
