@@ -202,10 +202,14 @@ def _train_bottleneck(t: Any) -> str:
     b = dict(t.breakdown or {})
     if not b:
         return "none"
+    # the fixed per-kernel fill is no work: counted as overhead, as solve's label does
+    fill = t.t_fill if t.t_fill > 0 else 0.0
     comp = b.get("forward", 0) + b.get("backward", 0) + b.get("recompute", 0) + \
-        b.get("optimizer", 0)
+        b.get("optimizer", 0) - fill
     comm = sum(v for k, v in b.items() if k.endswith("_comm"))
     parts = {"compute": comp, "communication": comm, "bubble": b.get("bubble", 0.0)}
+    if fill:
+        parts["overhead"] = fill
     return max(parts, key=parts.__getitem__)
 
 

@@ -69,9 +69,10 @@ def _fit_cases(cases: Sequence[Case]) -> list[Case]:
 
 @lru_cache(maxsize=32)
 def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
-             scale_out_gbps: float | None = None):
+             scale_out_gbps: float | None = None, nics: int | None = None):
     """The cluster with enough nodes for ``ranks`` (an NVL72 tray holds 4 of its 72), with the
-    case's link bandwidths where they differ from the cluster file's."""
+    case's link bandwidths (``scale_out_gbps``: each GPU's share of its node's NICs) and NIC
+    count where they differ from the cluster file's."""
     from ..specs.resolve import cluster
 
     c = cluster(key)
@@ -80,12 +81,14 @@ def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
         c = replace(c, scale_up_bytes_per_s=scale_up_gbps * 1e9)
     if scale_out_gbps is not None:
         c = replace(c, scale_out_bytes_per_s=scale_out_gbps * 1e9)
+    if nics is not None:
+        c = replace(c, nics_per_node=nics)
     return c
 
 
 def _case_cluster(case: Case):
     return _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"],
-                    case.get("scale_out_gbps"))
+                    case.get("scale_out_gbps"), case.get("nics"))
 
 
 def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
