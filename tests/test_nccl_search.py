@@ -190,3 +190,30 @@ def test_tree_pattern_only_on_nvlink_hopper() -> None:
     one = nccl_time("all_reduce", "tree", "Simple", 2.0**30, 8, 1, 300e9, t, SCALAR)
     lat = float(nccl_latency("all_reduce", "tree", "Simple", 8, 1, t, SCALAR))
     assert one == pytest.approx(lat + 2.0**30 / (0.5 * min(0.92 * 300e9, 12 * 38.7e9)))
+
+
+def test_two_node_tree_by_hand() -> None:
+    """On exactly two nodes the tree's Simple bus bandwidth is min(bw_up, 2 i bw_out) (each
+    node's two trees send n across and receive n; the ring sends 2(p-1)/p n); from three nodes
+    on it is the ring's, min(bw_up, i bw_out). AWS p4d, 8 A100 and 4 EFA of 12.5 GB/s: i bw_out
+    = 8 x 6.25 x the scale-out efficiency."""
+    from roofline.ops.collectives import _nccl_bws, group_nccl, group_nccl_choice
+    from roofline.scenarios.training.factors import cluster_links, training_factors
+
+    c = cluster("aws-p4d", 2)
+    links = cluster_links(c, training_factors(c.device.kind, c.device.key))
+    o, ring, _, _, tree = _nccl_bws(16.0, 1.0, links)
+    assert o == 2 and ring == pytest.approx(8 * links.out_bw)
+    assert tree == pytest.approx(min(links.up_bw, 2 * 8 * links.out_bw)) == pytest.approx(2 * ring)
+    n = 2.0**30
+    a, pr, t = group_nccl_choice("all_reduce", n, 16, 1, links)
+    assert (a, pr) == ("tree", "Simple")
+    # 1 GiB is past the correction table (1 there); A100: no 0.85; the tree cap 4 x 23.6 GB/s
+    lat = float(nccl_latency("all_reduce", "tree", "Simple", 16, 2, links.nccl, SCALAR))
+    assert t == pytest.approx(lat + n / (0.5 * min(0.92 * tree, 4 * 23.6e9)))
+    assert group_nccl("all_reduce", n, 16, 1, links, SCALAR) == pytest.approx(t)
+    v = group_nccl("all_reduce", np.array([n, n]), np.array([16.0, 24.0]), 1,
+                   replace(links, nccl=replace(links.nccl)))
+    assert float(v[0]) == pytest.approx(t)
+    three = cluster_links(cluster("aws-p4d", 3), training_factors(c.device.kind, c.device.key))
+    assert _nccl_bws(24.0, 1.0, three)[4] == _nccl_bws(24.0, 1.0, three)[1]
