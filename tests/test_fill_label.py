@@ -236,3 +236,15 @@ def test_json_and_html_carry_the_fill(capsys: pytest.CaptureFixture[str]) -> Non
     r = _rn50(1)
     split = dict(result_rows(r))["time split"]
     assert split.endswith("; " + fill_phrase(r.t_fill, "the compute time"))
+
+
+def test_a_sweep_rows_point_has_no_fill_number() -> None:
+    """plot_roofline's points from sweep rows know no time split: t_fill NaN like t_overhead,
+    not a 0 that reads as 'no fill'."""
+    from roofline.viz.roofline import _sweep_results
+
+    s = rl.sweep("resnet50", "A100", batch=[1, 8], precision="fp16")
+    pts = _sweep_results(s)
+    assert len(pts) == 2
+    assert all(np.isnan(p.t_fill) and np.isnan(p.t_overhead) for p in pts)
+    assert [p.bottleneck for p in pts] == list(s.to_pandas()["bottleneck"])
