@@ -68,6 +68,24 @@ def test_serve_prices_the_extra_bytes_for_the_legacy_engine_only():
     assert s.kv_cache_bytes == t.kv_cache_bytes  # the cache itself is stored once per KV head
 
 
+def test_trtllm_v08_is_legacy_with_xqa_decode():
+    """TensorRT-LLM v0.8 (engine "trtllm-v08", source trt_xqa): the legacy runtime and its fitted
+    terms with XQA decode attention, which reads a KV head once for its group; nothing else."""
+    old, new = sp.serving_factors("trtllm-legacy"), sp.serving_factors("trtllm-v08")
+    assert old.kv_per_query_head and not new.kv_per_query_head
+    assert replace(new, name=old.name, kv_per_query_head=True, provenance=None) == \
+        replace(old, provenance=None)
+    kw = dict(batch=8, prompt_len=1023, output_len=2, precision=P8, tp=4)
+    s = rl.serve("llama-2-70b", "H100", engine="trtllm-legacy", **kw)
+    t = rl.serve("llama-2-70b", "H100", engine="trtllm-v08", **kw)
+    # the step at context 1024 reads the 8 sequences' fp8 KV cache 7 times fewer: per sequence
+    # 1024 tokens x 80 layers x 2 KV heads (of 8, tp 4) x (128 + 128) x 1 B = 41.9 MB
+    kv = 8 * 1024 * 80 * 2 * 256 * 1
+    assert s.decode.bytes - t.decode.bytes == pytest.approx(7 * kv, rel=1e-9)
+    assert s.ttft == pytest.approx(t.ttft, rel=1e-12)  # prefill unchanged
+    assert s.tpot > t.tpot
+
+
 def test_vllm_legacy_is_vllm_with_paged_attention_decode():
     """vLLM before its FlashAttention decode path (engine "vllm-legacy", source vllm_pa):
     PagedAttention's grid is (query heads, sequences), so it is the vllm profile with each KV

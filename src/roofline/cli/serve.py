@@ -42,8 +42,8 @@ def register(sub: Any) -> None:
                         "mlsysim's conventions")
     p.add_argument("--engine", default="trtllm", choices=ENGINES,
                    help="serving-engine profile from data/presets/serving.toml: trtllm "
-                        "(current TensorRT-LLM, default), trtllm-legacy (v0.5/v0.6), vllm, "
-                        "eager")
+                        "(current TensorRT-LLM, default), trtllm-legacy (v0.5/v0.6), "
+                        "trtllm-v08 (v0.8, XQA decode), vllm, eager")
     p.add_argument("--prefix-cached", type=int, default=0, help="prompt tokens already cached")
     p.add_argument("--chunk", type=int, default=None, help="chunked-prefill chunk size")
     p.add_argument("--kv-window", default="ring", choices=("ring", "full"),

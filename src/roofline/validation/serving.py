@@ -67,7 +67,7 @@ START = {"step_overhead": 0.0, "layer_overhead": 0.0, "request_overhead": 0.0,
 #: profiles priced with a fitted engine's factors (their ``base`` in data/presets/serving.toml,
 #: differing only in kernels): their cases count as that engine's in the fit, and every trial
 #: applies that engine's values to them
-FIT_ALIASES: dict[str, str] = {"vllm-legacy": "vllm"}
+FIT_ALIASES: dict[str, str] = {"vllm-legacy": "vllm", "trtllm-v08": "trtllm-legacy"}
 _SHARED = "gemm_dtype_fp8"
 #: sources added after the shipped factors were set, judged by them (never fitted on by a
 #: shipped value; the refit and leave-one-source-out columns take them like any source)
@@ -298,7 +298,7 @@ SUMMARY_GROUPS: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("TensorRT-LLM v0.5 high-throughput", frozenset({"trt05"})),
     ("NIM 1.8.0 (modern TensorRT-LLM), TP2", frozenset({"nim"})),
     ("vLLM (H200 CI, A100 PR #2192, MI300X OCI)", frozenset({"vllm_ci", "vllm2192", "oci405"})),
-    ("TensorRT-LLM v0.8.0 first tokens (H200, H100, L40S, A100)", frozenset({"trt08"})),
+    ("TensorRT-LLM v0.8.0 (first tokens; H200 / H100 throughput)", frozenset({"trt08"})),
 )
 #: cases the page's "cannot capture" bullets quote, by inline-marker key
 NAMED_CASES = {
@@ -316,6 +316,18 @@ NAMED_CASES = {
                               for m in ("llama-2-7b", "mistral-7b")),
     "trt08_l40s_70b": tuple(f"v0.8 llama-2-70b L40S fp8 tp=8 TTFT {p}" for p in (128, 2048)),
     "trt08_a100_70b": tuple(f"v0.8 llama-2-70b A100 fp16 tp=8 TTFT {p}" for p in (128, 2048)),
+    "trt08_tput": tuple(f"v0.8 {r} tok/s/GPU" for r in (
+        "llama-2-7b H200 fp8 B=896 tp=1 128/128", "llama-2-7b H200 fp8 B=120 tp=1 128/2048",
+        "llama-2-7b H200 fp8 B=84 tp=1 2048/128", "llama-2-7b H200 fp8 B=56 tp=1 2048/2048",
+        "llama-2-70b H200 fp8 B=512 tp=1 128/128", "llama-2-70b H200 fp8 B=512 tp=2 128/2048",
+        "llama-2-70b H200 fp8 B=64 tp=1 2048/128", "llama-2-70b H200 fp8 B=64 tp=1 2048/2048",
+        "llama-2-7b H100 fp8 B=896 tp=1 128/128", "llama-2-7b H100 fp8 B=120 tp=1 128/2048",
+        "llama-2-7b H100 fp8 B=64 tp=1 2048/128", "llama-2-7b H100 fp8 B=56 tp=1 2048/2048",
+        "llama-2-70b H100 fp8 B=1024 tp=2 128/128", "llama-2-70b H100 fp8 B=512 tp=4 128/2048",
+        "llama-2-70b H100 fp8 B=96 tp=2 2048/128", "llama-2-70b H100 fp8 B=64 tp=2 2048/2048")),
+    "trt08_70b_long": tuple(f"v0.8 llama-2-70b {r} tok/s/GPU" for r in (
+        "H100 fp8 B=512 tp=4 128/2048", "H100 fp8 B=64 tp=2 2048/2048",
+        "H200 fp8 B=512 tp=2 128/2048", "H200 fp8 B=64 tp=1 2048/2048")),
 }
 
 

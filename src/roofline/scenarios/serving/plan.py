@@ -51,7 +51,7 @@ __all__ = [
     "shard_config",
 ]
 
-ENGINES = ("trtllm", "trtllm-legacy", "vllm", "vllm-legacy", "vllm-rocm", "vllm-v0",
+ENGINES = ("trtllm", "trtllm-legacy", "trtllm-v08", "vllm", "vllm-legacy", "vllm-rocm", "vllm-v0",
            "vllm-v0-multistep", "vllm-v1", "eager")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
