@@ -45,7 +45,8 @@ DEFAULT_LEVEL = 0.8
 
 class Band(tuple):  # noqa: SLOT001 - a 2-tuple with read-only attributes beside it
     """The (low, high) interval at ``level`` of one estimate, from ``n`` published cases of
-    class ``cls``: ``low, high = band`` unpacks it; ``band.level``, ``band.cls``, ``band.n``."""
+    class ``cls``: ``low, high = band`` unpacks it; ``band.level``, ``band.cls``, ``band.n``
+    (for a lever's speed-up, ``speedup_band``: ``cls`` "<pool> pairs" and ``n`` the pairs)."""
 
     low: float
     high: float
@@ -199,11 +200,14 @@ def bands(values: dict[str, tuple[float, str, bool]],
 
 
 def fmt_band(b: Band | None, fmt: Any) -> str:
-    """' (80 %: 1.1–1.6 ms, from 37 published cases)' with ``fmt`` formatting one value."""
+    """' (80 %: 1.1–1.6 ms, from 37 published cases)' with ``fmt`` formatting one value; a
+    speed-up band (``speedup_band``: ``.cls`` "<pool> pairs", ``.n`` pairs) says "pairs of
+    published cases"."""
     if b is None:
         return ""
+    what = "pairs of published cases" if b.cls.endswith(" pairs") else "published cases"
     return (f" ({b.level:.0%}".replace("%", " %") + f": {fmt(b.low)}–{fmt(b.high)}, "
-            f"from {b.n} published cases)")
+            f"from {b.n} {what})")
 
 
 # -- the speed-up of a lever: a ratio of two predictions, from paired residuals ------------------

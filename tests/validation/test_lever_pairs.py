@@ -175,3 +175,12 @@ def test_no_speedup_band_for_a_family_without_pairs_or_another_class():
     hw = [x for x in t.levers(only=["hardware"], combine=0) if x.usable]
     assert hw and all("speedup" not in x.uncertainty and "latency" in x.uncertainty for x in hw)
     assert any(x.uncertainty["latency"].cls == "tpu-training" for x in hw)
+
+
+def test_fmt_band_counts_pairs_for_a_speedup_band():
+    """Band.n is cases for a class's band but pairs for a speed-up band: fmt_band says which."""
+    b = U.speedup_band(2.0, "solve")
+    n = len(U.pair_residuals("solve"))
+    assert U.fmt_band(b, lambda v: f"{v:.2f}").endswith(f"from {n} pairs of published cases)")
+    c = U.Band(1.0, 2.0, 0.8, "gpu-inference", 35)
+    assert U.fmt_band(c, str).endswith("from 35 published cases)")
