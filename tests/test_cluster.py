@@ -115,3 +115,79 @@ def test_cluster_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert c.devices == 16 and c.device.key == "h100-sxm5"
     with pytest.raises(SpecError, match="cannot read"):
         rl.cluster(str(tmp_path / "missing.toml"))
+
+
+def _out(**keys: object) -> dict[str, object]:
+    d: dict[str, object] = {"latency": {"value": 5, "unit": "us", "source": "s"}}
+    d.update({k: ({"value": v, "unit": "GB/s" if "band" in k else "1", "source": "s"})
+              for k, v in keys.items()})
+    return d
+
+
+def test_nics_per_node_from_the_file() -> None:
+    """[scale_out] per NIC: each device's share is nics x NIC rate / devices per node; the
+    count alone keeps the per-device figure (4 devices per node in _doc)."""
+    c = parse_cluster(_doc(scale_out=_out(nics=2, nic_bandwidth=12.5)))
+    # 2 NICs x 12.5 GB/s / 4 devices = 6.25 GB/s per device; one NIC 6.25 x 4 / 2 = 12.5
+    assert c.scale_out_bytes_per_s == pytest.approx(6.25e9) and c.nics == 2
+    assert c.nic_bytes_per_s == pytest.approx(12.5e9)
+    assert "2 NICs" in c.provenance["scale_out.bandwidth"].derivation
+    more = parse_cluster(_doc(scale_out=_out(nics=16, bandwidth=50)))  # 16 NICs for 4 devices
+    assert more.scale_out_bytes_per_s == pytest.approx(50e9)
+    assert more.nic_bytes_per_s == pytest.approx(12.5e9)  # 50 x 4 / 16
+    plain = parse_cluster(_doc())  # no count: one NIC per device at the per-device rate
+    assert plain.nics_per_node is None and plain.nics == 4
+    assert plain.nic_bytes_per_s == plain.scale_out_bytes_per_s
+    assert "NICs" not in str(plain) and "2 NICs of 12.5 GB/s" in str(c)
+
+
+@pytest.mark.parametrize("keys,match", [
+    ({"nics": 0, "bandwidth": 10}, "nics must be a positive integer"),
+    ({"nics": 2.5, "bandwidth": 10}, "nics must be a positive integer"),
+    ({"nics": 5000, "bandwidth": 10}, "scale_out.nics"),
+    ({"nics": 2, "bandwidth": 10, "nic_bandwidth": 5}, "not both"),
+    ({"nic_bandwidth": 5}, "not 'nic_bandwidth' alone"),
+    ({"nics": 2}, "needs 'bandwidth'"),
+])
+def test_nics_junk_refused(keys: dict[str, float], match: str) -> None:
+    with pytest.raises(SpecError, match=match):
+        parse_cluster(_doc(scale_out=_out(**keys)))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True, "4", 2000])
+def test_nics_per_node_validated_on_the_value(bad: object) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(SpecError, match="nics_per_node"):
+        replace(rl.cluster("dgx-a100"), nics_per_node=bad)
+
+
+def test_zoo_nic_counts_sourced() -> None:
+    """Every zoo cluster states its NICs per node with a source; the NVIDIA nodes have one per
+    GPU (DGX A100 / H100 / H200 datasheets; GB200: 72 per rack over 18 trays)."""
+    for key in rl.list_clusters():
+        c = rl.cluster(key)
+        assert c.nics_per_node is not None and c.provenance["scale_out.nics"].source, key
+    assert {k: rl.cluster(k).nics for k in ("dgx-a100", "dgx-h100", "hgx-h200",
+                                             "gb200-nvl72", "tpu-v5p-pod")} == {
+        "dgx-a100": 8, "dgx-h100": 8, "hgx-h200": 8, "gb200-nvl72": 4, "tpu-v5p-pod": 1}
+    assert rl.cluster("tpu-v5p-pod").nic_bytes_per_s == pytest.approx(50e9)  # 12.5 x 4 / 1
+    assert "8 NICs of 50 GB/s per node" in rl.cluster("dgx-h100")._repr_html_()
+
+
+def test_training_doc_nic_example_parses() -> None:
+    """The [scale_out] block of docs/training.md ("Clusters") is a valid spec: 4 NICs of
+    12.5 GB/s for 8 devices give each device 4 x 12.5 / 8 = 6.25 GB/s."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "training.md").read_text()
+    block = re.search(r"```toml\n(\[scale_out\].*?)```", text, re.S)
+    assert block is not None
+    out = tomllib.loads(block.group(1))["scale_out"]
+    doc = _doc(devices_per_node={"value": 8, "unit": "1", "source": "s"}, scale_out=out,
+               sources={"s": "a test", "aws": "AWS", "assumed": "assumed"})
+    doc["scale_up_domain"] = {"value": 8, "unit": "1", "source": "s"}
+    c = parse_cluster(doc)
+    assert c.scale_out_bytes_per_s == pytest.approx(6.25e9) and c.nics == 4

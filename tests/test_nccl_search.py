@@ -140,3 +140,80 @@ def test_bad_inputs_name_the_argument() -> None:
         search_ring(SM90_INTER, 370.8, 90, nics=8, nic_path=0.0)
     with pytest.raises(SpecError, match="search_channels=0"):
         comm_channels(0, 90, 1, 30.0)
+
+
+SM80_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0,
+              3.0, 2.4, 1.2, 0.24, 0.12)
+
+
+def test_nic_counts_by_hand() -> None:
+    """Fewer NICs than GPUs: each NIC carries floor(min(PCIe, NIC) / s) channels; more NICs
+    than GPUs: a GPU's NICs share its PCIe path (at most 8 x floor(PCIe / s))."""
+    # A100 with 4 HDR NICs (25 GB/s, PCIe Gen4 24): 24 -> 4 x 1 = 96; 20, 18, 15 give less;
+    # 12 -> 4 x 2 = 8 x 12 = 96 (not better); 10 / 24 < 0.49 stops: 4 x 24, not doubled
+    # (24 < 25); communicator 8. Taken as 8 NICs at 12.5 (the old approximation): 8 x 12
+    assert search_ring(SM80_INTER, 240.0, 80, nics=4, nic_path=24.0, pcie=24.0) == (4, 24.0)
+    assert comm_channels(4, 80, 2, 24.0) == 8
+    assert search_ring(SM80_INTER, 240.0, 80, nics=8, nic_path=12.5) == (8, 12.0)
+    # H100 with 32 NICs of 100 Gb/s (12.5 GB/s; AWS p5): 12 -> min(floor(370.8 / 10.5) = 35,
+    # 32 x 1, 8 x floor(48 / 12) = 32) = 32, the search's cap (32), 384 >= 370.8: done
+    assert search_ring(SM90_INTER, 370.8, 90, nics=32, nic_path=12.5, pcie=48.0) == (32, 12.0)
+    # 16 NICs at 48 on a 1000 GB/s fabric: the 8 PCIe paths bind, 8 x 48 (16 x 48 without)
+    assert search_ring(SM90_INTER, 1000.0, 90, nics=16, nic_path=48.0, pcie=48.0) == (8, 48.0)
+    assert search_ring(SM90_INTER, 1000.0, 90, nics=16, nic_path=48.0) == (16, 48.0)
+
+
+def test_clusters_replay_their_nic_count() -> None:
+    """tuner_for reads the cluster's NICs and each NIC's rate: 8 A100 with 4 HDR NICs (12.5
+    GB/s per GPU, 25 per NIC) search 4 x 24 across nodes, the tree's cap 4 x 23.6 on 2 nodes;
+    given as 8 NICs of 12.5 it was 8 x 12 and 8 x 23.6."""
+    four = replace(cluster("dgx-a100", 2), scale_out_bytes_per_s=12.5e9, nics_per_node=4)
+    t = tuner_for(four)
+    assert t.search_nodes == (4, pytest.approx(24e9)) and t.comm_nodes == 8
+    assert channel_caps(2.0, t, SCALAR)[1] == pytest.approx(4 * 23.6e9)
+    eight = tuner_for(replace(four, nics_per_node=None))
+    assert eight.search_nodes == (8, pytest.approx(12e9))
+    assert channel_caps(2.0, eight, SCALAR)[1] == pytest.approx(8 * 23.6e9)
+
+
+def test_tree_pattern_only_on_nvlink_hopper() -> None:
+    """0.85 where NCCL's tree search ends on the simple TREE pattern (nccl.toml tree_pattern:
+    from compute capability 9.0, on NVLink nodes); not on PCIe-only Hopper nodes, not on
+    Ampere; on one node never applied (ops.nccl applies it across nodes only)."""
+    h100 = cluster("dgx-h100", 2)
+    assert tuner_for(h100).tree_pattern == pytest.approx(0.85)
+    assert tuner_for(replace(h100, nics_per_node=4)).tree_pattern == pytest.approx(0.85)
+    assert tuner_for(cluster("gb200-nvl72", 36)).tree_pattern == pytest.approx(0.85)
+    assert tuner_for(replace(h100, device=hardware("h100-pcie"))).tree_pattern == 1.0
+    assert tuner_for(cluster("dgx-a100", 2)).tree_pattern == 1.0
+    t = tuner_for(h100)  # one node: the tree's bandwidth without it
+    one = nccl_time("all_reduce", "tree", "Simple", 2.0**30, 8, 1, 300e9, t, SCALAR)
+    lat = float(nccl_latency("all_reduce", "tree", "Simple", 8, 1, t, SCALAR))
+    assert one == pytest.approx(lat + 2.0**30 / (0.5 * min(0.92 * 300e9, 12 * 38.7e9)))
+
+
+def test_two_node_tree_by_hand() -> None:
+    """On exactly two nodes the tree's Simple bus bandwidth is min(bw_up, 2 i bw_out) (each
+    node's two trees send n across and receive n; the ring sends 2(p-1)/p n); from three nodes
+    on it is the ring's, min(bw_up, i bw_out). AWS p4d, 8 A100 and 4 EFA of 12.5 GB/s: i bw_out
+    = 8 x 6.25 x the scale-out efficiency."""
+    from roofline.ops.collectives import _nccl_bws, group_nccl, group_nccl_choice
+    from roofline.scenarios.training.factors import cluster_links, training_factors
+
+    c = cluster("aws-p4d", 2)
+    links = cluster_links(c, training_factors(c.device.kind, c.device.key))
+    o, ring, _, _, tree = _nccl_bws(16.0, 1.0, links)
+    assert o == 2 and ring == pytest.approx(8 * links.out_bw)
+    assert tree == pytest.approx(min(links.up_bw, 2 * 8 * links.out_bw)) == pytest.approx(2 * ring)
+    n = 2.0**30
+    a, pr, t = group_nccl_choice("all_reduce", n, 16, 1, links)
+    assert (a, pr) == ("tree", "Simple")
+    # 1 GiB is past the correction table (1 there); A100: no 0.85; the tree cap 4 x 23.6 GB/s
+    lat = float(nccl_latency("all_reduce", "tree", "Simple", 16, 2, links.nccl, SCALAR))
+    assert t == pytest.approx(lat + n / (0.5 * min(0.92 * tree, 4 * 23.6e9)))
+    assert group_nccl("all_reduce", n, 16, 1, links, SCALAR) == pytest.approx(t)
+    v = group_nccl("all_reduce", np.array([n, n]), np.array([16.0, 24.0]), 1,
+                   replace(links, nccl=replace(links.nccl)))
+    assert float(v[0]) == pytest.approx(t)
+    three = cluster_links(cluster("aws-p4d", 3), training_factors(c.device.kind, c.device.key))
+    assert _nccl_bws(24.0, 1.0, three)[4] == _nccl_bws(24.0, 1.0, three)[1]

@@ -36,6 +36,14 @@ def test_worked_example_output_matches_page(shown_output):
     shown_output(DOC, text, [(start, end, got)])
 
 
+def test_fill_example_output_matches_page(shown_output):
+    """The worked example's t_fill: 0 for the result and both passes (the smooth model)."""
+    text = DOC.read_text(encoding="utf-8")
+    start, end, got = _example(text, "Worked example", 1)
+    assert len(got.split()) == 4
+    shown_output(DOC, text, [(start, end, got)])
+
+
 def test_sliding_window_example_output_matches_page(shown_output):
     text = DOC.read_text(encoding="utf-8")
     start, end, got = _example(text, "Sliding-window layers")

@@ -37,7 +37,8 @@ from typing import Any
 from .errors import SpecError
 
 __all__ = ["Band", "band", "bands", "classes", "residuals", "quantile", "fit_band",
-           "DEFAULT_LEVEL", "fmt_band"]
+           "DEFAULT_LEVEL", "fmt_band", "POOLS", "pool_of", "pair_residuals", "fit_pair_band",
+           "speedup_band"]
 
 DEFAULT_LEVEL = 0.8
 
@@ -203,3 +204,67 @@ def fmt_band(b: Band | None, fmt: Any) -> str:
         return ""
     return (f" ({b.level:.0%}".replace("%", " %") + f": {fmt(b.low)}–{fmt(b.high)}, "
             f"from {b.n} published cases)")
+
+
+# -- the speed-up of a lever: a ratio of two predictions, from paired residuals ------------------
+#: pool of paired residuals -> the classes whose within-source pairs it holds
+#: (roofline.validation.lever_pairs lists the pairs; docs/validation/uncertainty.md)
+POOLS = {"solve": ("gpu-inference",), "solve-bound": ("gpu-inference-bound",),
+         "serve": ("serving-decode", "serving-llamacpp", "serving-vllm-rocm"),
+         "train": ("gpu-training", "tpu-training")}
+
+
+def pool_of(cls: str) -> str | None:
+    """The pool whose pairs give the speed-up band of a lever on a result of class ``cls``
+    (None: no pairs, e.g. ``cpu-measured``, or a TTFT class)."""
+    return next((p for p, cs in POOLS.items() if cls in cs), None)
+
+
+@lru_cache(maxsize=1)
+def _pairs() -> tuple[dict[str, str], ...]:
+    from ._data import DATA, read_toml
+
+    return tuple(read_toml(DATA / "validation" / "lever_pairs.toml").get("pair", []))
+
+
+def pair_residuals(pool: str) -> tuple[tuple[str, str, float], ...]:
+    """(source, lever family, d) of every pair of ``pool``: d = e_a − e_b, the log of our
+    speed-up over the measured one (the source's offset cancels)."""
+    if pool not in POOLS:
+        from .errors import unknown
+
+        raise unknown("lever pair pool", pool, list(POOLS))
+    e = {(c, i): x for c in POOLS[pool] for i, _, x in residuals(c)}
+    return tuple((p["source"], p["family"], e[p["class"], p["a"]] - e[p["class"], p["b"]])
+                 for p in _pairs() if p["pool"] == pool)
+
+
+def fit_pair_band(ds: Sequence[float], level: float = DEFAULT_LEVEL) -> float:
+    """Half-width h (in log) of the band of a speed-up from paired residuals ``ds``: the pair's
+    orientation is arbitrary, so d is centred on 0, with variance the mean of d² over the pairs;
+    h = z·√(Σ d² / P), z = Φ⁻¹(½ + λ/2). A speed-up S has the band S·exp(−h) … S·exp(h)."""
+    from statistics import NormalDist
+
+    if not ds:
+        raise SpecError("a speed-up band needs at least one paired residual, got none")
+    return NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(sum(d * d for d in ds) / len(ds))
+
+
+@lru_cache(maxsize=64)
+def _pair_h(pool: str, level: float) -> tuple[float, int]:
+    ds = [d for _, _, d in pair_residuals(pool)]
+    return fit_pair_band(ds, level), len(ds)
+
+
+def speedup_band(value: float, pool: str | None, level: float = DEFAULT_LEVEL) -> Band | None:
+    """The band of a lever's speed-up ``value`` from the paired residuals of ``pool`` (None for
+    no pool, a pool without pairs or a non-finite value); ``.cls`` is "<pool> pairs", ``.n``
+    the number of pairs."""
+    level = _check_level(level)
+    if pool is None or not (isinstance(value, (int, float)) and math.isfinite(value)
+                            and value > 0):
+        return None
+    h, n = _pair_h(pool, level)
+    if not n:
+        return None
+    return Band(value * math.exp(-h), value * math.exp(h), level, f"{pool} pairs", n)

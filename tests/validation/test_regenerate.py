@@ -38,13 +38,14 @@ def test_quoted_figures_by_hand() -> None:
 
 def test_every_generated_block_on_every_page_has_a_generator() -> None:
     """A page block (<!-- NAME: ... --> ... <!-- end NAME -->) the command does not fill would
-    go stale silently; uncertainty.md's coverage and tried blocks are the uncertainty step's."""
+    go stale silently; uncertainty.md's coverage, tried and pairs blocks are the uncertainty
+    step's."""
     have = {p: set(R.blocks_in((ROOT / "docs" / "validation" / p).read_text(encoding="utf-8")))
             for p in R.PAGES}
     for page in sorted((ROOT / "docs" / "validation").glob("*.md")):
         blocks = set(R.blocks_in(page.read_text(encoding="utf-8")))
         if page.name == "uncertainty.md":
-            assert blocks == {"coverage", "tried"}
+            assert blocks == {"coverage", "tried", "pairs"}
         elif blocks:
             assert page.name in R.PAGES, page.name
     # the generators' keys are exactly the page's blocks (calling them is the pages step)

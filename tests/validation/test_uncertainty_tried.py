@@ -89,3 +89,27 @@ def test_tried_coverage_counts_by_hand() -> None:
         lo, hi = T.moderated_band([(t, e) for _, t, e in rows if t != s], pool)
         k += sum(lo <= e <= hi for _, t, e in rows if t == s)
     assert T.tried_coverage("serving-ttft", "moderated")[:2] == (k, len(rows))
+
+
+def test_t_quantile_matches_the_printed_table() -> None:
+    """Student's t, 0.90 and 0.95 quantiles (two-sided 80 % / 90 %), from any printed t table:
+    ν 1: 3.078 / 6.314; 2: 1.886 / 2.920; 3: 1.638 / 2.353; 10: 1.372 / 1.812; ∞: the normal."""
+    for nu, q90, q95 in ((1, 3.078, 6.314), (2, 1.886, 2.920), (3, 1.638, 2.353),
+                         (10, 1.372, 1.812), (math.inf, 1.2816, 1.6449)):
+        assert T.t_quantile(0.9, nu) == pytest.approx(q90, abs=6e-4)
+        assert T.t_quantile(0.95, nu) == pytest.approx(q95, abs=6e-4)
+
+
+def test_student_band_by_hand() -> None:
+    """ROWS (A 0.1, 0.3; B −0.1, 0.1): μ 0.1, σ² 0.02 (N − k = 2), τ² 0.01 (k_B − 1 = 1),
+    v = 0.04. a = (1 + 1/2)·0.01 = 0.015, b = 0.02·(1 + 1/4) = 0.025: ν = 0.04² / (0.015² / 1
+    + 0.025² / 2) = 0.0016 / 0.0005375 = 2.9767, between the table's ν 2 and 3."""
+    nu = 0.04 ** 2 / (0.015 ** 2 + 0.025 ** 2 / 2)
+    assert nu == pytest.approx(2.97674, abs=1e-5)
+    lo, hi = T.student_band(ROWS, ROWS)
+    assert hi - 0.1 == pytest.approx(T.t_quantile(0.9, nu) * 0.2, rel=1e-9)
+    assert 1.638 * 0.2 < hi - 0.1 < 1.886 * 0.2 and lo == pytest.approx(0.2 - hi)
+    # one source: no between-source part, b alone on N − k degrees of freedom
+    one = [("A", 0.1), ("A", 0.3), ("A", 0.2)]  # σ² = 0.01, v = 0.01 (1 + 1/3)
+    lo, hi = T.student_band(one, one)
+    assert hi - 0.2 == pytest.approx(T.t_quantile(0.9, 2) * math.sqrt(0.01 * 4 / 3))

@@ -117,9 +117,9 @@ def _multi_node():
 def test_across_nodes_within_tolerance_and_closer_than_the_phased_model() -> None:
     """Multi-node runs (2-128 nodes, 16-1024 GPUs): NCCL's pipelined ring / tree / NVLS-tree
     within 30 %, median within 20 %; the three-phase model the page started from was further
-    off on every one (−21 … −52 %)."""
+    off on every one (−21 … −52 % on the InfiniBand / RoCE rows, −11 … +30 % on AWS p4d)."""
     mn = _multi_node()
-    assert len(mn) == 16
+    assert len(mn) == 19
     err = np.array([e for _, _, e in mn])
     assert np.abs(err).max() <= 0.30 and np.median(np.abs(err)) <= 0.20, np.round(err, 3)
     worse = [c.id for c, _, e in mn if abs(e) >= abs(v._previous(c) / c.value_si - 1)]
@@ -326,3 +326,17 @@ def test_ring_tree_alternative_by_hand() -> None:
     assert (a, pr) == ("tree", "LL128") and sec == pytest.approx(t)
     assert flip == pytest.approx(n / (t - 81e-6))
     assert v.predict_time(c) > sec  # ours runs NVLSTree (140 GB/s > flip) and pays its fill
+
+
+def test_fewer_nics_than_gpus_judged() -> None:
+    """AWS p4d (8 A100, 4 EFA of 12.5 GB/s; nccl #527, 1 GiB, nothing fitted on it): each GPU
+    priced at its share of the node's NICs (6.25 GB/s) is within 20 % on 2, 3 and 4 nodes (the
+    2-node row through the tree at twice the ring's bus bandwidth); a NIC per GPU at the NIC's
+    own rate would be more than twice too fast on every row."""
+    rows = [c for c in v.collective_cases() if c["cluster"] == "aws-p4d"]
+    assert [c["ranks"] for c in rows] == [16, 24, 32]
+    for c in rows:
+        assert abs(v.predict(c) / c.value_si - 1) <= 0.20, c.id
+    figs = v._nic_figures()
+    assert all(float(figs[f"coll.p4d.{k}.naive"].strip(" %+")) > 100 for k in (2, 3, 4))
+    assert figs["coll.p4d.2.ringtree"].startswith("−")  # the tree at the ring's rate: too slow

@@ -25,6 +25,7 @@ from typing import Any
 from .._call import Call, call_of
 from .._display import Display
 from ..errors import SpecError
+from ..uncertainty import pool_of, speedup_band
 
 __all__ = ["Lever", "Levers", "levers", "LEVER_FAMILIES"]
 
@@ -75,6 +76,11 @@ class Lever:
     call: Call | None = None  #: the exact roofline call that reproduces the row
     result: Any = field(default=None, repr=False)
     change: Change | None = field(default=None, repr=False)
+    #: ``{"speedup": Band, "latency": Band}`` where known (roofline.uncertainty): the speed-up's
+    #: band from within-source paired residuals (``speedup_band``), for a single lever whose
+    #: result lies in the base's pool of validated classes (none for a combination: it is not
+    #: calibrated, docs/validation/uncertainty.md); the latency's from the row's own result
+    uncertainty: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def usable(self) -> bool:
@@ -122,6 +128,7 @@ class Levers(Sequence[Lever], Display):
         for r in self._rows:
             d = {k: getattr(r, k) for k in keys}
             d["call"] = str(r.call) if r.call is not None else ""
+            d["uncertainty"] = {k: b.to_dict() for k, b in r.uncertainty.items()}
             out.append(d)
         return out
 
@@ -156,7 +163,15 @@ class Levers(Sequence[Lever], Display):
                              f"{r.speedup:>7.2f}x {bound:<18} {fmt_bytes(r.memory):>9} "
                              f"{'yes' if r.fits else 'no'}")
             slo = " (misses the SLO)" if r.meets_slo is False else ""
-            lines.append(cut(f"    {r.why}{slo}", W))
+            b = r.uncertainty.get("speedup") if r.applies else None
+            rng = "" if b is None else f"[{b.low:.2f}–{b.high:.2f}x] "
+            lines.append(cut(f"    {rng}{r.why}{slo}", W))
+        n = next((r.uncertainty["speedup"] for r in shown if "speedup" in r.uncertainty), None)
+        if n is not None:
+            lines.append(cut(f"[lo–hi x]: the speed-up's {n.level:.0%}".replace("%", " %")
+                             + f" interval, from {n.n} pairs of published cases that differ in "
+                             f"one lever ({n.cls}, docs/validation/uncertainty.md); none for a "
+                             "combination", W))
         if max_rows is not None and len(self._rows) > max_rows:
             lines.append(f"... {len(self._rows) - max_rows} more rows "
                          "(to_string(max_rows=None) / --wide shows all)")
@@ -187,10 +202,14 @@ def _train_bottleneck(t: Any) -> str:
     b = dict(t.breakdown or {})
     if not b:
         return "none"
+    # the fixed per-kernel fill is no work: counted as overhead, as solve's label does
+    fill = t.t_fill if t.t_fill > 0 else 0.0
     comp = b.get("forward", 0) + b.get("backward", 0) + b.get("recompute", 0) + \
-        b.get("optimizer", 0)
+        b.get("optimizer", 0) - fill
     comm = sum(v for k, v in b.items() if k.endswith("_comm"))
     parts = {"compute": comp, "communication": comm, "bubble": b.get("bubble", 0.0)}
+    if fill:
+        parts["overhead"] = fill
     return max(parts, key=parts.__getitem__)
 
 
@@ -204,6 +223,10 @@ METRICS = {
                     if t.tokens_per_s > 0 else math.inf, lambda t: t.step_time,
                     _train_bottleneck, lambda t: t.memory_per_device.get("total", math.nan)),
 }
+
+
+#: the result's band that a row's latency has (solve latency, serve TPOT, train step time)
+LATENCY_KEY = {"solve": "latency", "serve": "tpot", "train": "step_time"}
 
 
 # -- entry points ---------------------------------------------------------------------------------
@@ -272,9 +295,28 @@ class _Ctx:
         self.call, self.base, self.metric, self.slo = call, base, metric, slo
         self.base_time = metric.time(base)
         self.base_bound = metric.bottleneck(base)
+        self.base_pool = self._pool(base)
+
+    def _pool(self, res: Any) -> str | None:
+        """The pool of paired residuals of a result's latency class (None: no band)."""
+        b = (getattr(res, "uncertainty", None) or {}).get(LATENCY_KEY[self.call.fn])
+        return None if b is None else pool_of(b.cls)
+
+    def bands(self, res: Any, speedup: float, combined: bool) -> dict[str, Any]:
+        """The row's ``uncertainty``: its latency band, and its speed-up band when the lever is
+        single and its result lies in the base's pool."""
+        out = {}
+        lat = (getattr(res, "uncertainty", None) or {}).get(LATENCY_KEY[self.call.fn])
+        if lat is not None:
+            out["latency"] = lat
+        if not combined and self.base_pool is not None and self._pool(res) == self.base_pool:
+            b = speedup_band(speedup, self.base_pool)
+            if b is not None:
+                out["speedup"] = b
+        return out
 
     def price(self, lever: str, setting: str, change: Change, why: Callable[[Any], str] | str,
-              note: str = "") -> Lever:
+              note: str = "", combined: bool = False) -> Lever:
         call = self.call.with_(model=change.model, hardware=change.hardware, **change.kwargs)
         try:
             res = call.run()
@@ -293,11 +335,13 @@ class _Ctx:
         lat = m.latency(res)
         meets = None if self.slo is None else bool(lat <= self.slo)
         w = why(res) if callable(why) else why
+        speedup = self.base_time / t if t > 0 else math.inf
         return Lever(lever=lever, setting=setting, applies=True, time=t, latency=lat,
-                     throughput=_inv(t), speedup=self.base_time / t if t > 0 else math.inf,
+                     throughput=_inv(t), speedup=speedup,
                      bottleneck_before=self.base_bound, bottleneck_after=m.bottleneck(res),
                      memory=m.memory(res), fits=True, meets_slo=meets, why=w, note=note,
-                     call=call, result=res, change=change)
+                     call=call, result=res, change=change,
+                     uncertainty=self.bands(res, speedup, combined))
 
     def na(self, lever: str, setting: str, why: str) -> Lever:
         return Lever(lever=lever, setting=setting, applies=False, time=math.nan,
@@ -342,7 +386,7 @@ def _combinations(ctx: _Ctx, rows: list[Lever], upto: int) -> list[Lever]:
                 return (f"together x{ctx.base_time / ctx.metric.time(res):.2f} against "
                         f"x{s:.2f} if the gains multiplied")
 
-            row = ctx.price(lever, setting, merged, together)
+            row = ctx.price(lever, setting, merged, together, combined=True)
             fam = frozenset(r.lever for r in combo)
             # a combination is shown only when it beats every smaller one it contains by 1 %
             subs = [v for f, v in priced.items() if f < fam]

@@ -74,7 +74,10 @@ def print_levers(result: Any, args: argparse.Namespace, sensitivity: bool = True
         data["sensitivity"] = sens.to_dict()
     cols = ("lever", "setting", "latency", "speedup", "bottleneck_before", "bottleneck_after",
             "memory", "fits", "why", "call")
-    table = Table({c: [r[c] for r in rows] for c in cols},
+    band = {f"speedup_{e}": [r["uncertainty"].get("speedup", {}).get(e, math.nan) for r in rows]
+            for e in ("low", "high")}  # the speed-up's 80 % band (none: NaN)
+    table = Table({c: [r[c] for r in rows] for c in cols[:4]} | band
+                  | {c: [r[c] for r in rows] for c in cols[4:]},
                   units={"latency": "s", "memory": "B"}, title=f"Levers for {lv.base_call}")
 
     def text() -> str:

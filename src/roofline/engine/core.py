@@ -133,8 +133,20 @@ def fill_share(tc: Any, tm: Any, fill: Any) -> tuple[Any, Any]:
     """(compute-bound flag, fill share) of ops with compute seconds ``tc`` (fill included),
     memory seconds ``tm`` and a fixed per-kernel fill ``fill``: an op is compute-bound when its
     work, ``tc − fill``, is at least ``tm``; the fill's share of ``max(tc, tm)`` is what it adds
-    above ``max(tc − fill, tm)`` (0 where memory hides it)."""
-    return tc - fill >= tm, np.maximum(tc, tm) - np.maximum(tc - fill, tm)
+    above ``max(tc − fill, tm)`` (0 where memory hides it). NaN in, NaN out, never a warning:
+    a NaN input gives a NaN share (and the flag False, as any comparison with NaN). An infinite
+    time takes the share's limit: an infinite ``tc`` over a finite ``tm`` is compute-bound with
+    a share of ``fill``, an infinite ``tm`` over a finite ``tc`` hides it (0), an op without
+    fill has none (0); both times infinite under a fill, or an infinite fill: NaN."""
+    with np.errstate(invalid="ignore"):  # inf − inf: NaN, resolved below
+        work = tc - fill
+        share = np.maximum(tc, tm) - np.maximum(work, tm)
+    nan = np.isnan(share)
+    if nan.any():  # rare: only a non-finite input gets here
+        lim = np.where(fill == 0, 0.0, np.where(np.isinf(tm), np.where(np.isinf(tc), np.nan,
+                                                                       0.0), fill))
+        share = np.where(nan & np.isfinite(fill) & ~np.isnan(tc) & ~np.isnan(tm), lim, share)
+    return work >= tm, share
 
 
 def _has_kernel(graph: Graph) -> np.ndarray:

@@ -14,7 +14,16 @@ from .._text import summary_str
 from ..units import FRACTION, fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .table import Table
 
-__all__ = ["Result", "POWER_MODEL", "OP_SHOW"]
+__all__ = ["Result", "POWER_MODEL", "OP_SHOW", "fill_phrase"]
+
+
+def fill_phrase(t_fill: float, inside: str) -> str:
+    """How every result prints its ``t_fill`` (s): where the fill sits and how the bottleneck
+    label counts it, in the same words for solve, serve and train; "" when there is none."""
+    if not t_fill > 0:
+        return ""
+    return (f"kernel fill {fmt_time(t_fill)} (in {inside}; fixed per kernel: overhead in the "
+            "bottleneck)")
 
 #: per-op columns printed by default (``print(r.ops)``), most wanted first: the last ones are
 #: left out first when a line would pass 100 characters
@@ -209,9 +218,8 @@ class Result(Display):
             + fmt_band(self.uncertainty.get("latency"), fmt_time)
             + f" (roofline bound {fmt_time(self.latency_bound)})",
             f"    compute {fmt_time(self.t_compute)}, memory {fmt_time(self.t_memory)}, "
-            f"overhead {fmt_time(self.t_overhead)}"
-            + (f", kernel fill {fmt_time(self.t_fill)} (part of compute)" if self.t_fill > 0
-               else ""),
+            f"overhead {fmt_time(self.t_overhead)}",
+            *(["    " + fill_phrase(self.t_fill, "the compute time")] if self.t_fill > 0 else []),
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
                "decode" else ""),
@@ -280,7 +288,7 @@ class OpTableSource:
         ot = self.ot
         ev = {"bytes": ot.bytes, "flops": ot.flops, "compute_bound": ot.compute_bound,
               "time": ot.time, "t_compute": ot.t_compute, "t_memory": ot.t_memory,
-              "t_bound": ot.t_bound, "overhead": ot.overhead}
+              "t_bound": ot.t_bound, "overhead": ot.overhead, "fill": ot.fill}
         q = g.c0 + g.c1 * self.batch
         byts = ev["bytes"]
         flops = ev["flops"]
@@ -298,10 +306,10 @@ class OpTableSource:
             "bound": np.where(has, np.where(ev["compute_bound"], "compute", "memory"),
                               "-").astype(object),
             "t_compute": ev["t_compute"], "t_memory": ev["t_memory"], "t_bound": ev["t_bound"],
-            "overhead": ev["overhead"], "time": t,
+            "overhead": ev["overhead"], "fill": ev["fill"], "time": t,
             "share": t / self.latency if self.latency > 0 else t * 0,
         }
         units = {"flops": "FLOP", "bytes": "B", "weight_bytes": "B", "act_bytes": "B",
                  "kv_bytes": "B", "intensity": "FLOP/B", "t_compute": "s", "t_memory": "s",
-                 "t_bound": "s", "overhead": "s", "time": "s", "share": FRACTION}
+                 "t_bound": "s", "overhead": "s", "fill": "s", "time": "s", "share": FRACTION}
         return {"columns": cols, "units": units}

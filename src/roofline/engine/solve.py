@@ -250,8 +250,9 @@ def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,
         "intensity": np.array([r["flops"] / r["bytes"]]),
         "bound": np.array([r["bottleneck"]], dtype=object),
         "t_compute": np.array([r["t_compute"]]), "t_memory": np.array([r["t_memory"]]),
-        "overhead": np.array([r["t_overhead"]]), "time": np.array([r["latency"]]),
-        "share": np.array([1.0])}, "units": {"flops": "FLOP", "bytes": "B", "time": "s"}}
+        "overhead": np.array([r["t_overhead"]]), "fill": np.array([0.0]),  # no tiles, no fill
+        "time": np.array([r["latency"]]), "share": np.array([1.0])},
+        "units": {"flops": "FLOP", "bytes": "B", "time": "s"}}
     return _result(m, hw, g, batch, p, "mlsysim", phase, latency=r["latency"],
                    latency_bound=r["latency_bound"], t_compute=r["t_compute"],
                    t_memory=r["t_memory"], t_overhead=r["t_overhead"],

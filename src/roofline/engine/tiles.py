@@ -387,6 +387,14 @@ def without_tiles(eff: Any) -> Any:
     return replace(eff, tiles=None, label=eff.label.removesuffix("/tiles"))
 
 
+def smooth_fill(*effs: Any) -> float:
+    """The per-kernel fill (s) of a pricing path that sums whole-graph times without a fill
+    row (serving's closed form, training's step): 0 where every efficiency it prices with is
+    the smooth matmul model (``without_tiles``: no whole waves, so no fill), NaN where one
+    keeps tile sets (a fill that path does not sum: NaN, never a silent 0)."""
+    return 0.0 if all(e.tiles is None for e in effs) else float("nan")
+
+
 class WaveSplit:
     """A solve's totals at one batch without summing every op (engine/core.py ``_direct``):
     the ops the tile model does not price through the closed form of a time model of their

@@ -407,6 +407,19 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
+def _tree_bw(inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
+    """The tree's Simple bus bandwidth (NCCL's tuner): the ring's, except on exactly two
+    domains, where each node's double binary tree sends n once across and receives n once
+    (two trees, each moving n/2 up and n/2 down through the one link between the two nodes)
+    where the ring sends 2(p−1)/p·n: the tree's bus bandwidth there is min(bw_up, 2·i·bw_out).
+    NCCL's search prices it so (``ncclTopoCompute`` pass 2 raises the tree's intra speed up to
+    twice its inter speed; the tuner takes that intra speed on two nodes: v2.26.2
+    ``src/graph/search.cc``, ``tuning.cc``), and nccl-tests on two nodes print a busbw above
+    the NICs' (NVIDIA/nccl-tests #196, S. Jeaugey)."""
+    return xp.where(outer == 2, xp.minimum(links.up_bw, 2 * inner * links.out_bw),
+                    _ring_bw(inner, outer, links, xp))
+
+
 def _nvls_tree_bw(inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
     k = xp.where(outer > 2, 2.0, 1.0)
     return xp.where(outer > 1, xp.minimum(links.nvls_bw, inner * links.out_bw / k),
@@ -422,9 +435,9 @@ def _nvls_tree(n: Arr, inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
 def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np,
                algorithms: tuple[str, ...] | None = None) -> Arr:
     """A group's collective as NCCL's tuner prices it (``ops.nccl.nccl_best``): the ring's
-    (and the tree's) Simple bus bandwidth is ``_ring_bw``; NVLS (one domain, ≥ 2 ranks in it)
-    runs at ``links.nvls_bw``, NVLSTree across domains at ``_nvls_tree_bw``; the tuner's
-    latencies replace the per-step α. ``algorithms``: restrict the choice (NCCL_ALGO)."""
+    Simple bus bandwidth is ``_ring_bw``, the tree's ``_tree_bw``; NVLS (one domain, ≥ 2 ranks
+    in it) runs at ``links.nvls_bw``, NVLSTree across domains at ``_nvls_tree_bw``; the
+    tuner's latencies replace the per-step α. ``algorithms``: restrict the choice (NCCL_ALGO)."""
     if links.nccl is None:
         raise SpecError("group_nccl needs links.nccl (NCCL's tuner constants: "
                         "specs.nccl.tuner_for(cluster))")
@@ -439,11 +452,11 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
         hit = memo.get(key)
         if hit is not None:
             return hit
-        o, ring, nv, nvt = _nccl_bws(p, stride, links)
+        o, ring, nv, nvt, tree = _nccl_bws(p, stride, links)
         if len(memo) > 4096:
             memo.clear()
         hit = memo[key] = nccl_best(collective, n, p, o, ring, links.nccl, xp, nvls_bw=nv,
-                                    nvls_tree_bw=nvt, algorithms=algorithms)
+                                    nvls_tree_bw=nvt, algorithms=algorithms, tree_bw=tree)
         return hit
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
@@ -452,13 +465,16 @@ def group_nccl(collective: str, n: Arr, p: Arr, stride: Arr, links: Links, xp: A
     nvls = xp.where(inner > 1, nv, 0.0) if nv else 0.0
     nvls_tree = xp.where(inner > 1, _nvls_tree_bw(inner, outer, links, xp), 0.0) if nv else 0.0
     t = nccl_best(collective, n, xp.maximum(p, 2.0), outer, _ring_bw(inner, outer, links, xp),
-                  links.nccl, xp, nvls_bw=nvls, nvls_tree_bw=nvls_tree, algorithms=algorithms)
+                  links.nccl, xp, nvls_bw=nvls, nvls_tree_bw=nvls_tree, algorithms=algorithms,
+                  tree_bw=_tree_bw(inner, outer, links, xp))
     return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
-def _nccl_bws(p: float, stride: float, links: Links) -> tuple[float, float, float, float]:
-    """One group's (domains, ring / tree Simple bus bandwidth, NVLS and NVLSTree algorithm
-    bandwidths or 0) as ``group_nccl`` gives them to the tuner (scalar)."""
+def _nccl_bws(p: float, stride: float,
+              links: Links) -> tuple[float, float, float, float, float]:
+    """One group's (domains, ring Simple bus bandwidth, NVLS and NVLSTree algorithm
+    bandwidths or 0, the tree's Simple bus bandwidth) as ``group_nccl`` gives them to the
+    tuner (scalar)."""
     from .xp import SCALAR
 
     i, o = group_split(p, stride, links.domain, SCALAR)
@@ -466,7 +482,8 @@ def _nccl_bws(p: float, stride: float, links: Links) -> tuple[float, float, floa
     nv = links.nvls_bw if i > 1 else 0.0
     nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
         else 0.0
-    return o, ring, nv, nvt
+    tree = min(links.up_bw, 2 * i * links.out_bw) if o == 2 else ring
+    return o, ring, nv, nvt, tree
 
 
 def group_nccl_choice(collective: str, n: float, p: int, stride: int,
@@ -475,8 +492,8 @@ def group_nccl_choice(collective: str, n: float, p: int, stride: int,
     (``ops.nccl.nccl_choice`` on the bandwidths ``group_nccl`` uses; needs ``links.nccl``)."""
     if links.nccl is None:
         raise SpecError("group_nccl_choice needs links.nccl (NCCL's tuner constants)")
-    o, ring, nv, nvt = _nccl_bws(float(p), float(stride), links)
-    return nccl_choice(collective, float(n), p, int(o), ring, links.nccl, nv, nvt)
+    o, ring, nv, nvt, tree = _nccl_bws(float(p), float(stride), links)
+    return nccl_choice(collective, float(n), p, int(o), ring, links.nccl, nv, nvt, tree)
 
 
 def group_collnet_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:

@@ -344,10 +344,12 @@ def _any(x: Arr) -> bool:
 
 
 def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t: NcclTuner,
-                nvls_bw: float = 0.0, nvls_tree_bw: float = 0.0) -> tuple[str, str, float]:
+                nvls_bw: float = 0.0, nvls_tree_bw: float = 0.0,
+                tree_bw: float = 0.0) -> tuple[str, str, float]:
     """(algorithm, protocol, seconds) NCCL's tuner picks for one call (scalar): ring and tree
     under the three protocols, and with in-switch reduction (``nvls_bw`` > 0) NVLS on one node
-    or NVLSTree across nodes (``nvls_tree_bw``: its algorithm bandwidth). The pick is the
+    or NVLSTree across nodes (``nvls_tree_bw``: its algorithm bandwidth); ``tree_bw``: the tree's
+    Simple bus bandwidth where it differs from the ring's (0: the ring's). The pick is the
     tuner's (its own time, without the pipeline's fill); the seconds are what the pick takes,
     the NVLS / NVLSTree fill included (``nccl_time(fill=True)``)."""
     from .xp import SCALAR
@@ -357,7 +359,8 @@ def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t
     for a, pr in _candidates(collective, nvls_bw > 0, nvls_tree_bw > 0):
         if (a == "nvls" and nodes > 1) or (a == "nvls_tree" and nodes == 1):
             continue
-        bw = ring_bw if a in ("ring", "tree") else (nvls_bw if a == "nvls" else nvls_tree_bw)
+        bw = ring_bw if a == "ring" or (a == "tree" and tree_bw <= 0) else tree_bw \
+            if a == "tree" else (nvls_bw if a == "nvls" else nvls_tree_bw)
         if bw <= 0:
             continue
         s = float(nccl_time(collective, a, pr, n, p, nodes, bw, t, SCALAR))
@@ -371,22 +374,23 @@ def nccl_choice(collective: str, n: float, p: int, nodes: int, ring_bw: float, t
 
 def nccl_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: NcclTuner,
               xp: Any = np, nvls_bw: Arr = 0.0, nvls_tree_bw: Arr = 0.0,
-              algorithms: tuple[str, ...] | None = None) -> Arr:
+              algorithms: tuple[str, ...] | None = None, tree_bw: Arr = 0.0) -> Arr:
     """Seconds of the (algorithm, protocol) the tuner would run — the one its own time makes
     the fastest — with the NVLS / NVLSTree pipeline's fill it pays (vectorised;
     ``algorithms`` restricts the choice, as NCCL_ALGO does; NVLS only where ``nodes`` == 1 and
-    ``nvls_bw`` > 0, NVLSTree only across nodes with ``nvls_tree_bw`` > 0)."""
+    ``nvls_bw`` > 0, NVLSTree only across nodes with ``nvls_tree_bw`` > 0; ``tree_bw`` the tree's
+    Simple bus bandwidth where > 0, else the ring's)."""
     if xp is not np:  # one configuration: the cached plan (rl.train's scalar path)
         return _scalar_best(collective, float(n), float(p), float(nodes), float(ring_bw), t,
-                            float(nvls_bw), float(nvls_tree_bw), algorithms)
+                            float(nvls_bw), float(nvls_tree_bw), algorithms, float(tree_bw))
     key = (collective, algorithms) + tuple(_content(x) for x in (n, p, nodes, ring_bw, nvls_bw,
-                                                                  nvls_tree_bw))
+                                                                  nvls_tree_bw, tree_bw))
     hit = t.results.get(key)
     if hit is None:
         if len(t.results) > 256:
             t.results.clear()
         hit = t.results[key] = _vector_best(collective, n, p, nodes, ring_bw, t, nvls_bw,
-                                            nvls_tree_bw, algorithms)
+                                            nvls_tree_bw, algorithms, tree_bw)
     return hit.copy()
 
 
@@ -398,7 +402,7 @@ def _content(x: Arr) -> tuple[Any, ...]:
 
 def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: NcclTuner,
                  nvls_bw: Arr, nvls_tree_bw: Arr,
-                 algorithms: tuple[str, ...] | None) -> Arr:
+                 algorithms: tuple[str, ...] | None, tree_bw: Arr = 0.0) -> Arr:
     """``nccl_best`` on numpy arrays, uncached."""
     xp = np
     o = xp.asarray(nodes, dtype=float)
@@ -414,8 +418,9 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
         elif a == "nvls_tree":
             ok = (o > 1) & (xp.asarray(nvls_tree_bw, dtype=float) > 0)
             bw = xp.where(ok, nvls_tree_bw, 1.0)
-        else:
-            ok, bw = True, ring_bw
+        else:  # the ring, or the tree at its own bandwidth where given
+            tb = xp.asarray(tree_bw, dtype=float)
+            ok, bw = True, xp.where(tb > 0, tb, ring_bw) if a == "tree" else ring_bw
         s = xp.where(ok, nccl_time(collective, a, pr, n, p, o, bw, t, xp), inf)
         f = nvls_fill_bytes(a, n, p, xp.maximum(o, 1.0), t, xp) / bw \
             if collective == "all_reduce" and a in ("nvls", "nvls_tree") else 0.0
@@ -427,7 +432,8 @@ def _vector_best(collective: str, n: Arr, p: Arr, nodes: Arr, ring_bw: Arr, t: N
 
 def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tree: bool,
           algorithms: tuple[str, ...] | None) -> tuple[Plan, ...]:
-    """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree,
+    """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree /
+    3 tree,
     latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1, the
     size from which the ring's plateau multiplies the latency or inf, ``_plateau``): the
     same arithmetic as ``nccl_time``, with what does not depend on the size done once per
@@ -471,7 +477,7 @@ def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nv
                 pr, (t.tree, c_tree))
             f = t.tree_pattern if o > 1 else 1.0
             mult, cap = mult * f, cap * f
-            out.append((0, lat, mult, cap, 0.5, k, inf))
+            out.append((3, lat, mult, cap, 0.5, k, inf))
         else:
             out.append((1 if a == "nvls" else 2, lat, 1.0, inf, 1.0, -1, inf))
     return tuple(out)
@@ -479,9 +485,9 @@ def _make_plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nv
 
 def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, t: NcclTuner,
                  nvls_bw: float, nvls_tree_bw: float,
-                 algorithms: tuple[str, ...] | None) -> float:
+                 algorithms: tuple[str, ...] | None, tree_bw: float = 0.0) -> float:
     _check(collective, "ring", "LL")
-    bws = (ring_bw, nvls_bw, nvls_tree_bw)
+    bws = (ring_bw, nvls_bw, nvls_tree_bw, tree_bw if tree_bw > 0 else ring_bw)
     best, src_best, bw_best = float("inf"), 0, 1.0
     for src, lat, mult, cap, ratio, tk, pl in _plan(collective, p, o, t, nvls_bw > 0,
                                                 nvls_tree_bw > 0, algorithms):
@@ -496,7 +502,7 @@ def _scalar_best(collective: str, n: float, p: float, o: float, ring_bw: float, 
         s = (lat * t.ring_plateau if n >= pl else lat) + n / algbw
         if s < best:
             best, src_best, bw_best = s, src, algbw
-    if src_best and t.nvls_fill_loops and collective == "all_reduce":  # pays the pick's fill
+    if src_best in (1, 2) and t.nvls_fill_loops and collective == "all_reduce":  # its fill
         key = ("fill", src_best, n, p, o)  # kept with the plans: rl.train asks the same again
         f = t.plans.get(key)
         if f is None:

@@ -6,13 +6,15 @@ at ``nChannels × perChMax…Bw`` per protocol, and runs a call on at most the *
 channels, twice the search's (``ncclTopoPostset``, ``src/graph/connect.cc``). This module
 replays the search (``ncclTopoCompute``, ``src/graph/search.cc``) for the two topology classes
 the cluster files describe — GPUs joined by an NVSwitch (one node, no network), and the same
-nodes with one NIC per GPU across nodes — with the search's arithmetic only (the routes it
-tries are not replayed: on a switch every GPU reaches every other at the full link rate, and
-each NIC carries its own channels):
+nodes with their NICs across nodes (one per GPU, fewer, or more: the cluster's ``nics``) —
+with the search's arithmetic only (the routes it tries are not replayed: on a switch every GPU
+reaches every other at the full link rate, each NIC carries its own channels, and a NIC on
+another GPU's PCIe switch is reached through that GPU, NCCL's PXN path):
 
 - at a speed ``s`` the channels that fit are ⌊B / s⌋, B the GPU's NVLink bandwidth as NCCL
   counts it (links × ``SMxx_NVLINK_BW``, ``src/graph/topo.h``) on one node, or, across nodes,
-  NICs × ⌊min(PCIe, NIC) / s⌋ (each NIC path carries its channels), each GPU's NVLink carrying
+  NICs × ⌊min(PCIe, NIC) / s⌋ (each NIC path carries its channels; with more NICs than GPUs,
+  at most GPUs × ⌊PCIe / s⌋, a GPU's NICs sharing its PCIe path), each GPU's NVLink carrying
   the channels that neither enter nor leave the node at it (at most ⌊B / (s (1 − 1/g))⌋, g
   GPUs per node);
 - pass 1 starts at the first speed of the architecture's array not above the path bandwidth
@@ -32,8 +34,9 @@ NICs across 2 and 3 nodes. Not replayed (``specs.nccl.tuner_for`` then gives no 
 the plateau at MAXCHANNELS): PCIe-only nodes, NICs slower than the slowest speed tried, trees
 whose pattern the search changes. An NVL72 rack is one NCCL node (MNNVL fuses the clique's
 topology: ``ncclTopoGetSystem``, ``src/graph/topo.cc``), 72 GPUs with a NIC each; not checked
-against a log. Approximated: nodes with fewer NICs than GPUs (taken as one NIC per GPU at the
-cluster's per-GPU scale-out bandwidth).
+against a log. Nodes with fewer or more NICs than GPUs are replayed with their NIC count and
+each NIC's own rate (``Cluster.nics``, ``Cluster.nic_bytes_per_s``); not checked against a
+log.
 """
 
 from __future__ import annotations
@@ -46,25 +49,30 @@ from ..errors import SpecError
 __all__ = ["search_ring", "comm_channels"]
 
 
-def _fit(s: float, nvlink: float, nics: int, nic_path: float, gpus: int) -> int:
+def _fit(s: float, nvlink: float, nics: int, nic_path: float, gpus: int,
+         pcie: float = math.inf) -> int:
     """Channels of speed ``s`` GB/s that fit: ⌊nvlink / s⌋ on one node; across nodes at most
-    ``nics`` × ⌊nic_path / s⌋, and a channel enters the node at one GPU and leaves at another,
-    so each GPU's NVLink carries (1 − 1/gpus) of the channels: at most
-    ⌊nvlink / (s (1 − 1/gpus))⌋."""
+    ``nics`` × ⌊nic_path / s⌋ (each NIC carries its channels), at most min(nics, gpus) ×
+    ⌊pcie / s⌋ (NICs beyond one per GPU share their GPU's PCIe path), and a channel enters the
+    node at one GPU and leaves at another, so each GPU's NVLink carries (1 − 1/gpus) of the
+    channels: at most ⌊nvlink / (s (1 − 1/gpus))⌋."""
     if not nics:
         return math.floor(nvlink / s + 1e-9)
+    pci = min(nics, gpus) * math.floor(pcie / s + 1e-9) if math.isfinite(pcie) else nics * \
+        math.floor(nic_path / s + 1e-9)
     return min(math.floor(nvlink / (s * (1.0 - 1.0 / gpus)) + 1e-9),
-               nics * math.floor(nic_path / s + 1e-9))
+               nics * math.floor(nic_path / s + 1e-9), pci)
 
 
 def search_ring(speeds: Sequence[float], nvlink: float, cc: int, nics: int = 0,
                 nic_path: float = 0.0, gpus: int = 8,
-                max_channels: int = 32) -> tuple[int, float]:
+                max_channels: int = 32, pcie: float = math.inf) -> tuple[int, float]:
     """(channels, GB/s per channel) of NCCL's ring search (module docstring): ``speeds`` the
     architecture's speed array (intra-node without ``nics``, inter-node with), ``nvlink`` the
     GPU's NVLink bandwidth as NCCL counts it (GB/s), ``cc`` the compute capability (80, 90,
     100), ``nics`` NICs per node (0: one node), ``nic_path`` GB/s of a GPU's path to its NIC
-    (min of PCIe and the NIC), ``gpus`` GPUs per node."""
+    (min of PCIe and the NIC), ``gpus`` GPUs per node, ``pcie`` GB/s of a GPU's PCIe path
+    (binds where a node has more NICs than GPUs: theirs share it; inf: not given)."""
     if nvlink <= 0 or not speeds or (nics and nic_path <= 0) or nics < 0 or gpus < 2:
         raise SpecError(f"search_ring: nvlink={nvlink!r}, nics={nics!r}, nic_path={nic_path!r}, "
                         f"gpus={gpus!r}; need nvlink > 0, gpus >= 2 and, with NICs, "
@@ -73,7 +81,7 @@ def search_ring(speeds: Sequence[float], nvlink: float, cc: int, nics: int = 0,
     i = next((k for k, s in enumerate(speeds) if s <= top), len(speeds) - 1)
     best_c, best_s = 0, 0.0
     while True:  # pass 1
-        c = min(max_channels, _fit(speeds[i], nvlink, nics, nic_path, gpus))
+        c = min(max_channels, _fit(speeds[i], nvlink, nics, nic_path, gpus, pcie))
         if c >= 1 and c * speeds[i] > best_c * best_s:
             best_c, best_s = c, speeds[i]
         if best_c * best_s >= nvlink:  # graph->nChannels * bwInter >= totalBw
@@ -91,7 +99,7 @@ def search_ring(speeds: Sequence[float], nvlink: float, cc: int, nics: int = 0,
     j = next((k for k, s in enumerate(speeds) if s <= best_s), len(speeds) - 1)
     while j > 0:  # pass 2: a faster speed with at least the channels found
         j -= 1
-        c = min(max_channels, _fit(speeds[j], nvlink, nics, nic_path, gpus))
+        c = min(max_channels, _fit(speeds[j], nvlink, nics, nic_path, gpus, pcie))
         if c < best_c or c * speeds[j] <= best_c * best_s:
             break
         best_c, best_s = c, speeds[j]

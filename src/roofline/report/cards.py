@@ -349,7 +349,8 @@ def _html_cluster(c: Any) -> str:
     rows = [("devices", esc(f"{c.nodes} × {c.devices_per_node} {c.device.name} = {c.devices}")),
             ("scale-up", esc(f"{c.scale_up_bytes_per_s / 1e9:,.4g} GB/s per device over "
                              f"{c.scale_up_domain} devices")),
-            ("scale-out", esc(f"{c.scale_out_bytes_per_s / 1e9:,.4g} GB/s per device"))]
+            ("scale-out", esc(f"{c.scale_out_bytes_per_s / 1e9:,.4g} GB/s per device; "
+                              f"{c.nics} NICs of {c.nic_bytes_per_s / 1e9:,.4g} GB/s per node"))]
     return card(f"<b>{esc(c.name)}</b> <span class=\"rl-sub\">— {esc(c.key)}</span>", rows,
                 details=_html_hardware(c.device), details_label=f"the device: {c.device.name}")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.result import fill_phrase
 from ..units import fmt_bytes, fmt_time
 from .html import card, esc, pct, table_html
 
@@ -137,7 +138,9 @@ def result_rows(r: Any) -> list[tuple[str, str]]:
         ("latency", f"<b>{esc(fmt_time(r.latency))}</b> (roofline bound "
                     f"{esc(fmt_time(r.latency_bound))})"),
         ("time split", esc(f"compute {fmt_time(r.t_compute)}, memory {fmt_time(r.t_memory)}, "
-                           f"overhead {fmt_time(r.t_overhead)}")),
+                           f"overhead {fmt_time(r.t_overhead)}"
+                           + ("; " + fill_phrase(r.t_fill, "the compute time")
+                              if r.t_fill > 0 else ""))),
         ("throughput", esc(f"{r.throughput:,.1f} {unit}")),
         ("utilisation", esc(f"MFU {pct(r.mfu)}, MBU {pct(r.mbu)}")),
         ("intensity", esc(f"{r.arithmetic_intensity:,.4g} FLOP/B vs ridge "

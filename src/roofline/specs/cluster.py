@@ -8,6 +8,16 @@ Bandwidths are per device and per direction (what one rank can push while receiv
 ``scale_up_bytes_per_s`` on the NVLink/ICI domain of ``scale_up_domain`` devices,
 ``scale_out_bytes_per_s`` through the device's share of the node's NICs. Latencies are the
 per-step α of the α-β collective model (ops/collectives.py).
+
+``nics_per_node``: the node's NICs on the scale-out network (None: one per device). A node with
+fewer NICs than devices (AWS p4d: 4 × 100 Gb/s EFA for 8 A100) or more (AWS p5: 32 for 8 H100)
+keeps ``scale_out_bytes_per_s`` as each device's *share*, ``nics × NIC rate / devices``: what
+each rank gets while every rank of the node drives the network at once, as training's
+collectives do (NCCL spreads its channels over all the node's NICs, reaching a NIC on another
+GPU's PCIe switch through that GPU: PXN). The count itself shapes NCCL's topology search
+(``specs.nccl.tuner_for``: the channels and their speed); ``nic_bytes_per_s`` is one NIC's rate.
+A cluster file gives either ``[scale_out] bandwidth`` (per device) or ``nics`` and
+``nic_bandwidth`` (per NIC), from which the share is derived.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from .sourced import Provenance, read_quantity
 __all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
 
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+#: the most NICs a node may have (a refusal of junk, not physics: AWS p5 has 32)
+MAX_NICS = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +63,9 @@ class Cluster(Display):
     #: fraction of ``scale_up_bytes_per_s`` (measured, nccl-tests); 0: the scale-up fabric has
     #: no in-switch reduction
     scale_up_nvls_fraction: float = 0.0
+    #: NICs per node on the scale-out network (None: one per device); with them each device's
+    #: ``scale_out_bytes_per_s`` is its share, nics × NIC rate / devices_per_node
+    nics_per_node: int | None = None
     max_nodes: int | None = None  #: largest published configuration (None: unbounded)
     aliases: tuple[str, ...] = ()
     provenance: Mapping[str, Provenance] = field(default_factory=dict)
@@ -65,6 +80,11 @@ class Cluster(Display):
             v = getattr(self, f)
             if not (v > 0 and math.isfinite(v)):
                 raise SpecError(f"cluster {self.key!r}: {f} must be > 0, got {v!r}")
+        n = self.nics_per_node
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not
+                              1 <= n <= MAX_NICS):
+            raise SpecError(f"cluster {self.key!r}: nics_per_node must be a whole number of NICs "
+                            f"from 1 to {MAX_NICS} (None: one per device), got {n!r}")
         if not 0.0 <= self.scale_up_nvls_fraction <= 1.0:
             raise SpecError(f"cluster {self.key!r}: scale_up.nvls must be in [0, 1] (a fraction "
                             f"of the scale-up bandwidth; 0: no in-switch reduction), got "
@@ -92,6 +112,16 @@ class Cluster(Display):
         """Devices one scale-up domain really holds in this cluster (capped by its size)."""
         return min(self.scale_up_domain, self.devices)
 
+    @property
+    def nics(self) -> int:
+        """NICs per node on the scale-out network (one per device unless the spec says)."""
+        return self.devices_per_node if self.nics_per_node is None else self.nics_per_node
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        """One NIC's bandwidth per direction, bytes/s: the node's share over its NICs."""
+        return self.scale_out_bytes_per_s * self.devices_per_node / self.nics
+
     def with_nodes(self, nodes: int) -> Cluster:
         return replace(self, nodes=nodes)
 
@@ -102,7 +132,9 @@ class Cluster(Display):
         return (f"{self.name}: {self.nodes} × {self.devices_per_node} {self.device.name} = "
                 f"{self.devices} devices; scale-up {self.scale_up_bytes_per_s / 1e9:.4g} GB/s per "
                 f"device over {self.scale_up_domain}, scale-out "
-                f"{self.scale_out_bytes_per_s / 1e9:.4g} GB/s per device")
+                f"{self.scale_out_bytes_per_s / 1e9:.4g} GB/s per device"
+                + ("" if self.nics_per_node is None else
+                   f" ({self.nics} NICs of {self.nic_bytes_per_s / 1e9:.4g} GB/s per node)"))
 
 
 _TOP = {"schema", "key", "name", "aliases", "device", "devices_per_node", "scale_up_domain",
@@ -147,24 +179,31 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         raw = doc.get(fld)
         if raw is None:
             raise SpecError(f"{origin}: '{fld}' is required")
-        v = q(raw, fld, "ratio", hi=1e6)
-        if v != int(v) or v < 1:
-            raise SpecError(f"{origin}: {fld} must be a positive integer, got {v!r}")
-        return int(v)
+        return _count(q(raw, fld, "ratio", hi=1e6), fld, origin)
 
+    dpn = count("devices_per_node")
     links: dict[str, tuple[float, float]] = {}
-    for lk in ("scale_up", "scale_out"):
+    nics: int | None = None
+    for lk, more in (("scale_up", ("nvls",)), ("scale_out", ("nics", "nic_bandwidth"))):
         raw = doc.get(lk)
-        if not isinstance(raw, dict) or "bandwidth" not in raw or "latency" not in raw:
-            raise SpecError(f"{origin}: [{lk}] needs 'bandwidth' (per device, per direction) and "
-                            "'latency'")
-        extra_keys = set(raw) - {"name", "bandwidth", "latency"} - ({"nvls"} if lk == "scale_up"
-                                                                     else set())
+        if not isinstance(raw, dict) or "latency" not in raw or "bandwidth" not in raw and (
+                lk == "scale_up" or "nic_bandwidth" not in raw):
+            raise SpecError(f"{origin}: [{lk}] needs 'bandwidth' (per device, per direction"
+                            + ("; or 'nics' and 'nic_bandwidth', per NIC" if lk == "scale_out"
+                               else "") + ") and 'latency'")
+        extra_keys = set(raw) - {"name", "bandwidth", "latency", *more}
         if extra_keys:
             raise SpecError(f"{origin}: unknown keys {sorted(extra_keys)} in [{lk}]; allowed: "
-                            "name, bandwidth, latency" + (", nvls" if lk == "scale_up" else ""))
-        links[lk] = (q(raw["bandwidth"], f"{lk}.bandwidth", "bandwidth"),
-                     q(raw["latency"], f"{lk}.latency", "time", hi=1.0))
+                            f"name, bandwidth, latency, {', '.join(more)}")
+        if lk == "scale_out" and "nics" in raw:
+            nics = _count(q(raw["nics"], "scale_out.nics", "ratio", hi=MAX_NICS),
+                          "scale_out.nics", origin)
+        if lk == "scale_out" and "nic_bandwidth" in raw:
+            bw = _nic_share(raw, nics, dpn, q(raw["nic_bandwidth"], "scale_out.nic_bandwidth",
+                                              "bandwidth"), origin, prov)
+        else:
+            bw = q(raw["bandwidth"], f"{lk}.bandwidth", "bandwidth")
+        links[lk] = (bw, q(raw["latency"], f"{lk}.latency", "time", hi=1.0))
     nvls = q(doc["scale_up"]["nvls"], "scale_up.nvls", "ratio", hi=1.0) \
         if "nvls" in doc["scale_up"] else 0.0
     power = doc.get("power") or {}
@@ -173,7 +212,6 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
                         "source }})")
     overhead = q(power["node_overhead"], "power.node_overhead", "power") \
         if "node_overhead" in power else 0.0
-    dpn = count("devices_per_node")
     dom = count("scale_up_domain") if "scale_up_domain" in doc else dpn
     max_nodes = count("max_nodes") if "max_nodes" in doc else None
     aliases = doc.get("aliases", [])
@@ -186,8 +224,29 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
         devices_per_node=dpn, scale_up_domain=dom, scale_up_bytes_per_s=links["scale_up"][0],
         scale_up_latency_s=links["scale_up"][1], scale_out_bytes_per_s=links["scale_out"][0],
         scale_out_latency_s=links["scale_out"][1], node_overhead_w=overhead, max_nodes=max_nodes,
-        scale_up_nvls_fraction=nvls,
+        scale_up_nvls_fraction=nvls, nics_per_node=nics,
         aliases=tuple(aliases), provenance=prov, origin=origin)
+
+
+def _count(v: float, fld: str, origin: str) -> int:
+    if v != int(v) or v < 1:
+        raise SpecError(f"{origin}: {fld} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _nic_share(raw: Mapping[str, Any], nics: int | None, dpn: int, per_nic: float,
+               origin: str, prov: dict[str, Provenance]) -> float:
+    """``[scale_out]`` given per NIC: each device's share, nics × nic_bandwidth / devices per
+    node (``bandwidth`` must then be absent: one figure, not two that could disagree)."""
+    if "bandwidth" in raw or nics is None:
+        raise SpecError(f"{origin}: [scale_out] gives 'bandwidth' (per device) or 'nics' with "
+                        "'nic_bandwidth' (per NIC), not both and not 'nic_bandwidth' alone")
+    p = prov["scale_out.nic_bandwidth"]
+    prov["scale_out.bandwidth"] = Provenance(
+        source=p.source, unit="GB/s", value=nics * per_nic / dpn / 1e9,
+        derivation=f"{nics} NICs x {per_nic / 1e9:.6g} GB/s / {dpn} devices per node (the "
+                   "device's share of its node's NICs)")
+    return nics * per_nic / dpn
 
 
 def device_path(device: str, origin: str) -> str:

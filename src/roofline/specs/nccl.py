@@ -114,13 +114,14 @@ def _search(doc: dict[str, Any], src: dict[str, str], out: dict[str, Any]) -> No
 
 
 def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
-            gpus: int) -> dict[str, Any]:
+            gpus: int, nics: int = 0) -> dict[str, Any]:
     """The replayed ring / tree search (``ops.nccl_search``) for one cluster: NcclTuner's
     search_one / search_nodes / comm_one / comm_nodes / per_channel (empty, the search not
     replayed, off NVLink, without a scale-up bandwidth, or with a NIC slower than the slowest
     speed NCCL's search tries). ``gpus``: GPUs per NCCL node, the NVLink domain (with MNNVL,
     an NVL72 rack, NCCL fuses the clique's topology into one: src/graph/topo.cc
-    ncclTopoGetSystem at f44ac759), one NIC each."""
+    ncclTopoGetSystem at f44ac759); ``nics``: that node's NICs (0: one per GPU), each at
+    ``out_gbps``."""
     d = _doc()
     row = d["search_arch"][arch]
     if not nvlink or up_gbps <= 0 or gpus < 2:
@@ -134,8 +135,8 @@ def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
     out: dict[str, Any] = {"search_one": (one[0], one[1] * 1e9),
                            "comm_one": comm_channels(one[0], cc, 1, one[1])}
     if out_gbps > 0:
-        nodes = search_ring(d["speeds"][f"inter_{sp}"], total, cc, nics=gpus,
-                            nic_path=min(row["pcie"], out_gbps), gpus=gpus)
+        nodes = search_ring(d["speeds"][f"inter_{sp}"], total, cc, nics=nics or gpus,
+                            nic_path=min(row["pcie"], out_gbps), gpus=gpus, pcie=row["pcie"])
         out |= {"search_nodes": (nodes[0], nodes[1] * 1e9),
                 "comm_nodes": comm_channels(nodes[0], cc, 2, nodes[1])}
         out["ring_plateau_channels"] = out["comm_nodes"]
@@ -155,7 +156,7 @@ def _row(tbl: dict[str, Any]) -> tuple[tuple[float, float, float], ...]:
 
 @lru_cache(maxsize=64)
 def _tuner(arch: str, nvlink: bool, amd: bool, up_gbps: float = 0.0, out_gbps: float = 0.0,
-           gpus: int = 0) -> NcclTuner:
+           gpus: int = 0, nics: int = 0) -> NcclTuner:
     d = _doc()
     b = d["bandwidth"]
     host = "amd" if amd else "intel"
@@ -172,17 +173,21 @@ def _tuner(arch: str, nvlink: bool, amd: bool, up_gbps: float = 0.0, out_gbps: f
         nvls_tree_chunk_4_nodes=d["nvls"]["tree_chunk_4_nodes"],
         nvls_max_heads=int(d["nvls"]["max_heads"]), nvls_fill_loops=d["nvls"]["fill_loops"],
         ring_plateau=d["ring_plateau"][arch],
-        tree_pattern=b["tree_pattern"] if d["search_arch"][arch]["cc"] >= 90 else 1.0,
+        tree_pattern=b["tree_pattern"] if d["search_arch"][arch]["cc"] >= 90 and nvlink
+        else 1.0,
         run_threads=(int(rc["threads_ll"]), int(rc["threads_ll128"]),
                      int(rc["threads_simple"])),
         run_threshold=(rc["threshold_ll"], rc["threshold_ll128"], rc["threshold_simple"]),
         **({"ring_plateau_channels": int(d["ring_plateau"]["channels"])}
-           | _replay(arch, nvlink, up_gbps, out_gbps, gpus)))
+           | _replay(arch, nvlink, up_gbps, out_gbps, gpus, nics)))
 
 
 def tuner_for(c: Cluster) -> NcclTuner | None:
     """NCCL's tuner for cluster ``c`` (None: its device is not one NCCL runs on, as listed in
-    data/presets/nccl.toml ``[arch]``)."""
+    data/presets/nccl.toml ``[arch]``). NCCL's node is the NVLink domain (an NVL72 rack is one),
+    holding ``c.nics`` NICs per cluster node, each at ``c.nic_bytes_per_s``. The tree-pattern
+    factor (0.85) is NCCL's from Hopper on NVLink nodes only (``tree_pattern`` in
+    data/presets/nccl.toml says why)."""
     arch = _doc()["arch"].get(c.device.key.split("~", 1)[0])
     if arch is None:
         return None
@@ -190,4 +195,5 @@ def tuner_for(c: Cluster) -> NcclTuner | None:
     nvlink = link is not None and "nvlink" in link.name.lower() and "bridge" not in \
         link.name.lower()
     return _tuner(arch, nvlink, c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
-                  c.scale_out_bytes_per_s / 1e9, c.scale_up_domain)
+                  c.nic_bytes_per_s / 1e9, c.scale_up_domain,
+                  c.nics * (c.scale_up_domain // c.devices_per_node))

@@ -69,9 +69,10 @@ def _fit_cases(cases: Sequence[Case]) -> list[Case]:
 
 @lru_cache(maxsize=32)
 def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
-             scale_out_gbps: float | None = None):
+             scale_out_gbps: float | None = None, nics: int | None = None):
     """The cluster with enough nodes for ``ranks`` (an NVL72 tray holds 4 of its 72), with the
-    case's link bandwidths where they differ from the cluster file's."""
+    case's link bandwidths (``scale_out_gbps``: each GPU's share of its node's NICs) and NIC
+    count where they differ from the cluster file's."""
     from ..specs.resolve import cluster
 
     c = cluster(key)
@@ -80,12 +81,14 @@ def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
         c = replace(c, scale_up_bytes_per_s=scale_up_gbps * 1e9)
     if scale_out_gbps is not None:
         c = replace(c, scale_out_bytes_per_s=scale_out_gbps * 1e9)
+    if nics is not None:
+        c = replace(c, nics_per_node=nics)
     return c
 
 
 def _case_cluster(case: Case):
     return _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"],
-                    case.get("scale_out_gbps"))
+                    case.get("scale_out_gbps"), case.get("nics"))
 
 
 def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
@@ -459,6 +462,37 @@ def _search_figures() -> dict[str, str]:
             "coll.searchbw.one": span_pct(one), "coll.searchbw.multi": span_pct(multi)}
 
 
+def _nic_figures() -> dict[str, str]:
+    """The AWS p4d rows (4 NICs for 8 GPUs, nccl #527): ours (``coll.p4d.<nodes>.err``), the
+    same with a NIC per GPU at the NIC's own rate (``.naive``: the per-GPU pricing the NIC
+    count replaces), and the 2-node row with the tree at the ring's bandwidth (``.ringtree``)."""
+    from ..ops.nccl import nccl_best
+    from .holdout import fmt_pct
+
+    out: dict[str, str] = {}
+    for c in collective_cases():
+        if c["cluster"] != "aws-p4d":
+            continue
+        nodes = c["ranks"] // 8
+        out[f"coll.p4d.{nodes}.err"] = fmt_pct(predict(c) / c.value_si - 1, digits=1)
+        cl = _case_cluster(c)
+        naive = _cluster.__wrapped__(c["cluster"], None, c["ranks"], cl.nic_bytes_per_s / 1e9, 8)
+        links = _links(c)
+        o, ring, _, _, tree = coll._nccl_bws(float(c["ranks"]), 1.0, links)
+        from ..scenarios.training.factors import cluster_links, training_factors
+
+        nl = cluster_links(naive, training_factors(naive.device.kind, naive.device.key))
+        t_naive = coll.group_all_reduce(float(c["bytes"]), c["ranks"], 1, nl, SCALAR)
+        bus = coll.bus_factor("all_reduce", c["ranks"]) * c["bytes"]
+        out[f"coll.p4d.{nodes}.naive"] = fmt_pct(bus / t_naive / c.value_si - 1)
+        if o == 2 and links.nccl is not None:
+            t = nccl_best("all_reduce", float(c["bytes"]), float(c["ranks"]), o, ring, links.nccl,
+                          SCALAR)
+            out[f"coll.p4d.{nodes}.ringtree"] = fmt_pct(bus / t / c.value_si - 1, digits=1)
+            out[f"coll.p4d.{nodes}.treebw"] = f"{tree / ring:.1f}"
+    return out
+
+
 def ring_tree_alternative(case: Case) -> tuple[str, str, float, float]:
     """For a case our tuner runs as NVLS / NVLSTree: the fastest ring or tree (algorithm,
     protocol) by the tuner's own time, that time (s), and the NVLS-side algorithm bandwidth
@@ -471,8 +505,9 @@ def ring_tree_alternative(case: Case) -> tuple[str, str, float, float]:
     assert t is not None
     n, p = float(case["bytes"]), case["ranks"]
     o = coll.group_split(float(p), 1.0, links.domain, SCALAR)[1]
-    ring = coll._nccl_bws(float(p), 1.0, links)[1]
-    sec, a, pr = min((float(nccl_time(_collective(case), a, pr, n, p, o, ring, t, SCALAR)), a, pr)
+    bws = coll._nccl_bws(float(p), 1.0, links)
+    sec, a, pr = min((float(nccl_time(_collective(case), a, pr, n, p, o,
+                                      bws[4] if a == "tree" else bws[1], t, SCALAR)), a, pr)
                      for a in ("ring", "tree") for pr in NCCL_PROTOCOLS)
     lat = float(nccl_latency(_collective(case), "nvls_tree" if o > 1 else "nvls", "Simple", p,
                              o, t, SCALAR))
@@ -536,7 +571,7 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
-    out |= _search_figures()
+    out |= _search_figures() | _nic_figures()
     c = by_id[_NAMED["n4_16m"]]
     a, pr, sec, flip = ring_tree_alternative(c)
     out["coll.n4_16m.alt"] = f"{a} {pr}"

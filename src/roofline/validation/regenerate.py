@@ -13,9 +13,12 @@ reads what the ones before it wrote):
 1. ``serving-host`` (**expensive, opt-in**: ``--with serving-host``, ~10 min on 2 cores): the
    vLLM-generation host fits, data/validation/serving_host_fits.toml (``serving_host.write_fits``).
 2. ``residuals``: data/validation/residuals.toml, every published case's residual per
-   uncertainty class (``uncertainty.compute_residuals``; ~1 min).
+   uncertainty class (``uncertainty.compute_residuals``; ~1 min), and
+   data/validation/lever_pairs.toml, the pairs behind a lever's speed-up band
+   (``lever_pairs.pairs_text``).
 3. ``uncertainty``: docs/validation/uncertainty.md, the coverage table (``coverage_table``), the
-   band methods tried (``uncertainty_tried.band_methods_table``) and every figure its prose quotes
+   band methods tried (``uncertainty_tried.band_methods_table``), the lever speed-up pairs
+   (``lever_pairs.pairs_table``) and every figure its prose quotes
    (inline ``<!--v:KEY-->value<!--/v-->`` markers, values from ``uncertainty.coverage_figures``
    and ``uncertainty_tried.band_methods_figures``), from the residuals step's output when it ran in
    the same invocation, else from the stored file.
@@ -40,8 +43,7 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -120,6 +122,7 @@ class _State:
     check: bool
     stale: list[str] = field(default_factory=list)
     residuals: dict[str, Any] | None = None  #: parsed residuals.toml as the residuals step made it
+    pairs: dict[str, Any] | None = None  #: parsed lever_pairs.toml as the residuals step made it
 
     def put(self, path: Path, text: str, what: str = "") -> None:
         """Write ``text`` to ``path`` if it differs (in check mode: only record it)."""
@@ -129,25 +132,6 @@ class _State:
         self.stale.append(f"{path.relative_to(ROOT)}{f' ({what})' if what else ''}")
         if not self.check:
             path.write_text(text, encoding="utf-8")
-
-
-@contextmanager
-def _residuals_as(parsed: dict[str, Any] | None) -> Iterator[None]:
-    """roofline.uncertainty reading ``parsed`` (None: the stored file, re-read) meanwhile."""
-    from .. import uncertainty as U
-
-    U._data.cache_clear()
-    U._quantiles.cache_clear()
-    if parsed is None:
-        yield
-        return
-    orig = U._data
-    U._data = lambda: parsed  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        U._data = orig  # type: ignore[assignment]
-        U._quantiles.cache_clear()
 
 
 def _serving_host(st: _State) -> None:
@@ -163,11 +147,14 @@ def _residuals(st: _State) -> None:
     text = V.residuals_text()
     st.residuals = tomllib.loads(text)
     st.put(path, text)
-    if not st.check:
-        from .. import uncertainty as U
+    from . import lever_pairs as P
 
-        U._data.cache_clear()
-        U._quantiles.cache_clear()
+    with V.residuals_as(st.residuals):
+        pairs = P.pairs_text()
+    st.pairs = tomllib.loads(pairs)
+    st.put(P.PAIRS_PATH, pairs)
+    if not st.check:
+        V.clear_bands()
 
 
 def _uncertainty(st: _State) -> None:
@@ -175,11 +162,15 @@ def _uncertainty(st: _State) -> None:
     from . import uncertainty_tried as T
 
     page = VALIDATION_DOCS / "uncertainty.md"
-    with _residuals_as(st.residuals):
+    from . import lever_pairs as P
+
+    with V.residuals_as(st.residuals, st.pairs):
         text = replace_block(page.read_text(encoding="utf-8"), "coverage", V.coverage_table(),
                              "uncertainty.md")
         text = replace_block(text, "tried", T.band_methods_table(), "uncertainty.md")
-        text = fill_inline(text, V.coverage_figures() | T.band_methods_figures(), "uncertainty.md")
+        text = replace_block(text, "pairs", P.pairs_table(), "uncertainty.md")
+        text = fill_inline(text, V.coverage_figures() | T.band_methods_figures()
+                           | P.pairs_figures(), "uncertainty.md")
     st.put(page, text)
 
 

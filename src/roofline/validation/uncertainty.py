@@ -43,6 +43,8 @@ from __future__ import annotations
 import csv
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +54,7 @@ from .cases import Case
 from .holdout import fmt_pct
 
 __all__ = ["DESCRIBES", "compute_residuals", "write", "residuals_text", "coverage", "Coverage",
-           "coverage_table", "coverage_figures", "RESIDUALS_PATH"]
+           "coverage_table", "coverage_figures", "RESIDUALS_PATH", "residuals_as", "clear_bands"]
 
 ROOT = Path(__file__).resolve().parents[3]
 RESIDUALS_PATH = Path(__file__).resolve().parents[1] / "data" / "validation" / "residuals.toml"
@@ -210,6 +212,35 @@ def residuals_text() -> str:
             lines += [f"[[class.{_q(cls)}.case]]", f"id = {_q(cid)}", f"source = {_q(src)}",
                       f"e = {e:.6f}", ""]
     return "\n".join(lines)
+
+
+def clear_bands() -> None:
+    """Empty roofline.uncertainty's caches (the stored files are re-read on next use)."""
+    from .. import uncertainty as U
+
+    for f in (U._data, U._quantiles, U._pairs, U._pair_h):
+        f.cache_clear()
+
+
+@contextmanager
+def residuals_as(parsed: dict[str, Any] | None,
+                 pairs: dict[str, Any] | None = None) -> Iterator[None]:
+    """roofline.uncertainty reading ``parsed`` (residuals.toml) and ``pairs``
+    (lever_pairs.toml) meanwhile (None: the stored file, re-read): the regenerate command's
+    check mode judges the pages on what it would write."""
+    from .. import uncertainty as U
+
+    clear_bands()
+    orig = U._data, U._pairs
+    if parsed is not None:
+        U._data = lambda: parsed  # type: ignore[assignment]
+    if pairs is not None:
+        U._pairs = lambda: tuple(pairs.get("pair", []))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        U._data, U._pairs = orig  # type: ignore[assignment]
+        clear_bands()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,10 @@ every class).
   means (each (class, source) its own group), where the shipped ``_spread`` merges a source's
   TTFT and decode rows into one source mean although the two classes' offsets differ.
 
+* ``student``: the shipped μ, σ², τ² and variance, the normal quantile replaced by Student's t
+  with Welch–Satterthwaite degrees of freedom from the two estimated parts of the variance
+  (``student_band``; t quantiles from the regularized incomplete beta function, ``t_quantile``).
+
 ``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
 its inline figures.
 """
@@ -30,13 +34,14 @@ from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes,
 from .holdout import fmt_pct
 
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
-           "centred_band", "tried_coverage", "band_methods_table", "band_methods_figures",
-           "POOL_EXCLUDES", "METHODS"]
+           "centred_band", "t_quantile", "student_band", "tried_coverage", "band_methods_table",
+           "band_methods_figures", "POOL_EXCLUDES", "METHODS"]
 
 #: classes outside the moderated method's pool (a different model: the pure roofline)
 POOL_EXCLUDES = ("gpu-inference-bound",)
 #: the methods tried, by name, as the page's table heads them
-METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred"}
+METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred",
+           "student": "Student t (Satterthwaite)"}
 
 Rows = Sequence[tuple[str, float]]
 
@@ -148,10 +153,76 @@ def centred_band(rows: Rows, domain: Sequence[Rows],
     return _band(c, centred_tau2(domain), c.s2w, level)
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, f, c = 1e-300, 1.0, 1.0
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 400):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return f
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, 0 <= x <= 1."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    ln = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+          + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(ln) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(ln) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_quantile(p: float, nu: float) -> float:
+    """The p-quantile (p > ½) of Student's t with ``nu`` degrees of freedom (any real nu > 0;
+    ∞: the normal): bisection on the CDF 1 − ½·I_{ν/(ν+t²)}(ν/2, ½)."""
+    from statistics import NormalDist
+
+    if math.isinf(nu):
+        return NormalDist().inv_cdf(p)
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        cdf = 1.0 - 0.5 * _betainc(nu / 2, 0.5, nu / (nu + mid * mid))
+        lo, hi = (mid, hi) if cdf < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def student_band(rows: Rows, between: Rows, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+    """(lo, hi) as shipped (μ, σ², τ² from ``between``), the normal quantile replaced by
+    Student's t with Welch–Satterthwaite degrees of freedom: the variance is a = (1 + 1/k) τ²
+    (τ² from the k_B source means of ``between``: k_B − 1 degrees of freedom) plus
+    b = σ² (1 + 1/N) (N − k), ν = (a + b)² / (a²/(k_B − 1) + b²/(N − k)), a term without
+    a degree of freedom left out (ν = ∞ without any: the normal)."""
+    from ..uncertainty import _spread
+
+    mu, s2w, _, k, n = _spread(list(rows))
+    _, _, tau2, kb, _ = _spread(list(between))
+    a, b = (1 + 1 / k) * tau2, s2w * (1 + 1 / n)
+    den = (a * a / (kb - 1) if kb > 1 and a > 0 else 0.0) + \
+        (b * b / (n - k) if n > k and b > 0 else 0.0)
+    nu = (a + b) ** 2 / den if den > 0 else math.inf
+    h = t_quantile(0.5 + level / 2, nu) * math.sqrt(tau2 + s2w + (tau2 + s2w * k / n) / k)
+    return mu - h, mu + h
+
+
 def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
     def rows(c: str) -> list[tuple[str, float]]:
         return [(s, e) for _, s, e in residuals(c) if s != drop]
 
+    if method == "student":
+        dom = _data()["class"][cls].get("between_sources_from", [cls])
+        return student_band(rows(cls), [r for c in dom for r in rows(c)], level)
     if method == "moderated":
         pool = None if cls in POOL_EXCLUDES else [rows(c) for c in classes()
                                                   if c not in POOL_EXCLUDES]
@@ -221,7 +292,7 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     """The prose figures of the page's "tried" section: the classes (``tried.classes``), the
     moderated method's pool (``tried.prior.classes``) and priors (``tried.prior.within.d0`` /
     ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
-    per method (``shipped``, ``moderated``, ``centred``) the pooled coverage
+    per method (``shipped``, ``moderated``, ``centred``, ``student``) the pooled coverage
     (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
     class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
     (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""

@@ -251,14 +251,17 @@ _LAYER = re.compile(r"^(.*?(?:layers?|blocks?|h|encoder\.layer)\d*\.\d+)(?:\.|$)
 def layer_times(result: Any) -> dict[str, dict[str, float]]:
     """Seconds per layer (the op name up to its block index; ops outside a block keep their
     own name), split into compute-bound kernel time, memory-bound kernel time and overhead;
-    in the order the layers first appear."""
+    in the order the layers first appear. The overhead is launch / dispatch plus each tiled
+    op's fixed per-kernel fill (the op table's ``fill``), as the bottleneck label counts it:
+    the kernel buckets hold the work only."""
     t = result.ops
     out: dict[str, dict[str, float]] = {}
-    for name, bound, time, over in zip(t["name"], t["bound"], t["time"], t["overhead"]):
+    for name, bound, time, over, fill in zip(t["name"], t["bound"], t["time"], t["overhead"],
+                                             t["fill"]):
         m = _LAYER.match(str(name))
         key = m.group(1) if m else str(name)
         d = out.setdefault(key, {"compute-bound": 0.0, "memory-bound": 0.0, "overhead": 0.0})
-        o = min(float(over), float(time))
+        o = min(float(over) + float(fill), float(time))
         d["overhead"] += o
         d["compute-bound" if bound == "compute" else "memory-bound"] += float(time) - o
     return out
@@ -267,7 +270,8 @@ def layer_times(result: Any) -> dict[str, dict[str, float]]:
 def plot_layers(result: Any, *, path: str | Path | None = None, top: int | None = 40,
                 figsize: tuple[float, float] | None = None, dpi: int = 110) -> Any:
     """Time per layer as stacked horizontal bars (compute-bound kernels, memory-bound kernels,
-    overhead), in model order; ``top`` keeps the most expensive layers (None: all)."""
+    overhead: launch, dispatch and kernel fill), in model order; ``top`` keeps the most
+    expensive layers (None: all)."""
     lt = layer_times(result)
     if not lt:
         raise SpecError("plot_layers: this result has no per-op table (preset mlsysim?)")
@@ -281,7 +285,8 @@ def plot_layers(result: Any, *, path: str | Path | None = None, top: int | None 
     left = np.zeros(len(names))
     for k, part in enumerate(("compute-bound", "memory-bound", "overhead")):
         w = np.array([lt[n][part] for n in names]) / scale
-        ax.barh(y, w, left=left, color=("#1f77b4", "#d62728", "#999999")[k], label=part,
+        ax.barh(y, w, left=left, color=("#1f77b4", "#d62728", "#999999")[k],
+                label="overhead (launch + kernel fill)" if part == "overhead" else part,
                 edgecolor="white", linewidth=0.4)
         left += w
     ax.set_yticks(y, names, fontsize=7)

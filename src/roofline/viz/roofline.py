@@ -234,7 +234,8 @@ def _sweep_results(s: Any) -> list[Result]:
             batch=row["batch"],
             precision=row["precision"], preset=_sweep_preset(s), phase="", latency=row["latency"],
             latency_bound=row["latency_bound"], t_compute=math.nan, t_memory=math.nan,
-            t_overhead=math.nan, throughput=row["throughput"], bottleneck=row["bottleneck"],
+            t_overhead=math.nan, t_fill=math.nan,  # a sweep row has no time split
+            throughput=row["throughput"], bottleneck=row["bottleneck"],
             flops=row["flops"], bytes=row["bytes"],
             arithmetic_intensity=row["arithmetic_intensity"], ridge_point=row["ridge_point"],
             ridge_point_effective=math.nan, peak_flops_per_s=peak,

@@ -20,6 +20,7 @@ from ...engine.memory import memory_fit, resident_weights
 from ...engine.presets import check_preset
 from ...engine.result import Result
 from ...engine.solve import check_batch
+from ...engine.tiles import smooth_fill
 from ...errors import SpecError
 from ...graphs.model import Model, transformer_model
 from ...graphs.resolve import model as resolve_model
@@ -243,7 +244,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         steady_tokens_per_s=steady_tps, mbu=mbu, mfu=mfu, kv_cache_bytes=kv_total,
         memory_breakdown=breakdown, memory_capacity=cap, max_batch=max_batch,
         feasible=feasible, reason=reason, phase_seconds=phase_s, notes=tuple(notes),
-        _prefill=_pre, _decode=_dec)
+        t_fill=smooth_fill(eff, eff_d), _prefill=_pre, _decode=_dec)
     return serve_client(r, hw_d) if client else r
 
 
@@ -526,7 +527,7 @@ def _phase_result(m: Model, plan: sp.Plan, hw: Hardware, eff: Any, preset: str, 
         plan.cfg, key=m.key, name=f"{m.name} (one of tp={plan.tp} × pp={plan.pp} devices)")
     return _result(dev_model, hw, g, B, plan.precision, preset, phase, latency=tot.latency,
                    latency_bound=tot.latency_bound, t_compute=tot.t_compute,
-                   t_memory=tot.t_memory, t_overhead=tot.t_overhead,
+                   t_memory=tot.t_memory, t_overhead=tot.t_overhead, t_fill=tot.t_fill,
                    bottleneck=max(parts, key=parts.__getitem__), flops=tot.flops,
                    byts=tot.bytes, ridge_eff=tm.ridge_effective, workspace=eff.workspace,
                    ops=OpTableSource(g, ot, B, tot.latency, tm), seq_len=T,

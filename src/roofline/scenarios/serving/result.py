@@ -11,7 +11,7 @@ from typing import Any
 from ..._display import Display
 from ..._frozen import fast_init
 from ..._text import summary_str
-from ...engine.result import Result
+from ...engine.result import Result, fill_phrase
 from ...errors import SpecError
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
@@ -77,6 +77,10 @@ class ServeResult(Display):
     #: tp_comm, pp_comm, kv_transfer, and client with ``client=True``; they sum to
     #: ``e2e_latency``)
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    #: s of the end-to-end latency that is the fixed per-kernel fill of tiled matmuls (part of
+    #: the kernel time; ``prefill.t_fill`` / ``decode.t_fill`` per pass). 0: serving prices the
+    #: smooth matmul model its engine factors were fitted on (no whole waves of tiles, no fill)
+    t_fill: float = 0.0
     #: the same causes as fractions of the end-to-end latency (they sum to 1; NaN when e2e is
     #: 0 or unknown); derived from ``phase_seconds``, never passed
     shares: dict[str, float] = field(init=False, default_factory=dict)
@@ -212,6 +216,8 @@ class ServeResult(Display):
         if self.shares:
             lines.append("  where e2e goes  " + ", ".join(
                 f"{k} {v:.1%}" for k, v in self.shares.items() if v > 0))
+        if self.t_fill > 0:
+            lines.append("    " + fill_phrase(self.t_fill, "the end-to-end latency"))
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M output tokens")
         return "\n".join(lines)

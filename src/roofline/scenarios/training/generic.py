@@ -49,7 +49,7 @@ from ...engine.memory import (
     streams_weights,
 )
 from ...engine.presets import check_preset, efficiency_for
-from ...engine.tiles import without_tiles
+from ...engine.tiles import smooth_fill, without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
 from ...graphs.resolve import model as resolve_model
@@ -256,7 +256,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         model_flops_per_step=mf_step, hardware_flops_per_step=hf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
-        warnings=warnings, optimizer=optimizer)
+        warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff))
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,

@@ -9,6 +9,7 @@ from typing import Any
 from ..._display import Display
 from ..._frozen import fast_init
 from ..._text import summary_str
+from ...engine.result import fill_phrase
 from ...uncertainty import fmt_band
 from ...units import fmt_bytes, fmt_time
 
@@ -44,6 +45,10 @@ class TrainingResult(Display):
     hardware_flops_per_step: float
     breakdown: dict[str, float]  #: seconds per step: forward, backward, recompute, optimizer,
     #: tp_comm, dp_comm, pp_comm, ep_comm (exposed parts), bubble; they sum to step_time
+    #: s per step of fixed per-kernel fill of tiled matmuls (part of forward and backward). 0:
+    #: training prices the smooth matmul model its factors were fitted on (no whole waves of
+    #: tiles, no fill)
+    t_fill: float = 0.0
     memory_per_device: dict[str, float]  #: bytes: weights, gradients, optimizer, activations,
     #: workspace, total (on the device); weight streaming adds weight_store (held off the chip)
     memory_capacity: float  #: bytes per device
@@ -188,6 +193,8 @@ class TrainingResult(Display):
                      f"MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
         parts = ", ".join(f"{k} {fmt_time(v)}" for k, v in self.breakdown.items() if v > 0)
         lines.append(f"  breakdown: {parts}")
+        if self.t_fill > 0:
+            lines.append("    " + fill_phrase(self.t_fill, "forward and backward"))
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e9, per_label="1B tokens")
         return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])

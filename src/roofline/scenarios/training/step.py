@@ -20,6 +20,7 @@ from ...engine.memory import (
     streamed_training,
     streams_weights,
 )
+from ...engine.tiles import smooth_fill
 from ...errors import SpecError
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
@@ -576,4 +577,5 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
-        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings)
+        power_w=power, other_power_w=other, _hw=hw, optimizer=optimizer, warnings=warnings,
+        t_fill=smooth_fill(ctx.eff))
