@@ -23,7 +23,7 @@ def test_worked_examples_print_what_the_doc_shows(shown_output) -> None:
     path = DOCS / "economics.md"
     text = path.read_text(encoding="utf-8")
     pairs = _pairs(text)
-    assert len(pairs) == 6
+    assert len(pairs) == 7
     env: dict[str, object] = {}
     outputs = []
     for code, shown in pairs:

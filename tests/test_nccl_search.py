@@ -217,3 +217,28 @@ def test_two_node_tree_by_hand() -> None:
     assert float(v[0]) == pytest.approx(t)
     three = cluster_links(cluster("aws-p4d", 3), training_factors(c.device.kind, c.device.key))
     assert _nccl_bws(24.0, 1.0, three)[4] == _nccl_bws(24.0, 1.0, three)[1]
+
+
+def test_nvls_search_by_hand() -> None:
+    """NCCL's NVLS graph: c channels with distinct heads load a head GPU's NVLink with
+    (c + 1) x speed. H100 (18 x 20.6 = 370.8): one node forces 8 channels: 50 -> 9 x 50 = 450
+    too much, 40 -> 360 fits: 8 x 40, NVLS 8 x 40 x 5/6 = 266.7 GB/s. Across nodes (8 NICs,
+    path 48): 48 -> 6 channels, 45 -> 7, 42 -> 7 (no better), 40 -> 8 (done); pass 2 raises
+    bwInter 42, 45, 48: (8, 40, 48); NVLSTree 8 x min(40, 48) x 5/6 = 266.7 on 2 nodes,
+    8 x min(40, 24) x 5/6 = 160 beyond. NVL72: 32 heads, 33 x 20 = 660 <= 720: 32 x 20."""
+    from roofline.ops.nccl_search import nvls_tuner_bw, search_nvls
+    from roofline.specs.nccl import nvls_search_for
+
+    one = search_nvls(SM90_INTRA, 370.8, 8)
+    assert one == (8, 40.0, 40.0) and nvls_tuner_bw(one, 1) == pytest.approx(800 / 3)
+    x = search_nvls(SM90_INTER, 370.8, 8, nics=8, nic_path=48.0)
+    assert x == (8, 40.0, 48.0)
+    assert nvls_tuner_bw(x, 2) == pytest.approx(800 / 3) and nvls_tuner_bw(x, 4) == 160.0
+    assert search_nvls(SM100_INTRA, 720.0, 72) == (32, 20.0, 20.0)
+    assert search_nvls(SM90_INTER, 370.8, 8, nics=4, nic_path=48.0)[0] == 4  # 4 heads
+    assert nvls_search_for(cluster("dgx-h100")) == (one, x)
+    assert nvls_search_for(cluster("dgx-a100")) is None  # no NVLS before Hopper
+    with pytest.raises(SpecError, match="nic_path"):
+        search_nvls(SM90_INTER, 370.8, 8, nics=8)
+    with pytest.raises(SpecError, match="nodes=0"):
+        nvls_tuner_bw(x, 0)

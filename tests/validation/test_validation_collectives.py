@@ -21,6 +21,7 @@ import pytest
 from roofline.ops import collectives as coll
 from roofline.validation import collectives as v
 from roofline.validation import load_cases
+from roofline.validation.collectives_nics import nic_figures
 from roofline.validation.regenerate import quoted_figures
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "collectives.md"
@@ -337,6 +338,6 @@ def test_fewer_nics_than_gpus_judged() -> None:
     assert [c["ranks"] for c in rows] == [16, 24, 32]
     for c in rows:
         assert abs(v.predict(c) / c.value_si - 1) <= 0.20, c.id
-    figs = v._nic_figures()
+    figs = nic_figures()
     assert all(float(figs[f"coll.p4d.{k}.naive"].strip(" %+")) > 100 for k in (2, 3, 4))
     assert figs["coll.p4d.2.ringtree"].startswith("−")  # the tree at the ring's rate: too slow

@@ -11,8 +11,9 @@ Error convention (roofline.validation.inference): r = predicted time per batch /
 per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/r).
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
-- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.06),
-  geometric-mean error factor <= 1.25 (1.18), every case within a factor 2.05 (the worst,
+- default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.07;
+  1.06 before session 27's one QKV GEMM), geometric-mean error factor <= 1.25 (1.17), every
+  case within a factor 2.05 (the worst,
   ResNet-50 INT8 SingleStream on Dell's T4, added in session 26, is 2.002 since the T4's int8
   [sustained] fraction is measured (0.46 assumed -> 0.41, apache/tvm PR 4550); it was 2.11 with
   the assumed one, and the band 2.15; 2.00 before the case, when the worst was the A100 PCIe
@@ -179,13 +180,19 @@ def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
 
 
 def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
-    """seconds_variant without a variant is rl.solve's price, case by case; the QKV variant
-    changes only the TensorRT BERT rows and the T4 one only the T4's 16-bit and int8 rows."""
+    """seconds_variant without a variant is rl.solve's price, case by case; the three-GEMM
+    variant changes only the TensorRT BERT rows (one QKV GEMM since session 27, as
+    ``fuse_qkv`` says: qkv=True is the shipped price) and the T4 one only the T4's 16-bit and
+    int8 rows."""
     for r in computed:
         c = r.case
         assert seconds_variant(c) == pytest.approx(r.default_s, rel=1e-9), c.id
+        assert seconds_variant(c, qkv=True) == pytest.approx(r.default_s, rel=1e-9), c.id
+        assert c.get("fuse_qkv", False) == (c.source == "trtbert"), c.id
         if c.source != "trtbert":
-            assert seconds_variant(c, qkv=True) == pytest.approx(r.default_s, rel=1e-9)
+            assert seconds_variant(c, qkv=False) == pytest.approx(r.default_s, rel=1e-9)
+        else:  # three GEMMs: two more kernels per layer, each with its fill or dispatch floor
+            assert seconds_variant(c, qkv=False) > r.default_s, c.id
         if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16", "int8"):
             assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
         # the TensorRT dispatch variant touches only the fused engines launched from the host,
@@ -236,7 +243,7 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     # by hand: a variant's per-case figure is its r - 1 in whole percent; "as shipped" is the
     # case table's default error
     one = "bertB-fp16-a100-s128-b1"
-    assert figs[f"tried/qkv/{one}"] == f"{ratios['qkv'][one] - 1:+.0%}".replace("%", " %")
+    assert figs[f"tried/three/{one}"] == f"{ratios['three'][one] - 1:+.0%}".replace("%", " %")
     r = next(x for x in computed if x.case.id == one)
     assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
     # the target paragraph's count, by hand from the case table: these 18 within +-10 % (every

@@ -12,6 +12,13 @@ training tokens):
 ``price_per_device_hour``: the user's ``price_per_hour`` or the median public quote of the part
 (data/economics/prices.toml); a part with neither gives ``None`` and a reason, never zero.
 A result without ``region`` has no carbon (None and a reason naming the regions).
+
+Bands (``Economics.uncertainty``): where the result's rate has an uncertainty band
+(roofline.uncertainty, docs/validation/uncertainty.md), each figure per unit is that band
+propagated, the price, PUE, grid intensity and WUE held as given (they are inputs, not
+estimates): cost ∝ 1 / rate; energy at a rate r' does the same work at power activity
+u' = min(1, u · r'/r) (MFU and MBU scale with the rate), so
+E(r') = (N · P_dev(u') + P_other) · PUE / r'; carbon and water ∝ energy.
 """
 
 from __future__ import annotations
@@ -88,6 +95,44 @@ class Economics(Display):
     intensity_source: str  #: the data set and year, or why there is no carbon figure
     wue_l_per_j: float
     reasons: tuple[str, ...] = field(default=())  #: why a figure is None
+    #: the band of ``units_per_s`` (roofline.uncertainty.Band; None: the result has none)
+    rate_band: Any = None
+    _power_w: Any = field(default=None, compare=False)  #: activity -> W per device
+
+    def _energy_at(self, rate: float) -> float:
+        """J of facility energy per unit at the rate ``rate`` (the same work, so the power
+        activity scales with the rate; clipped at 1)."""
+        u = min(1.0, self.utilisation * rate / self.units_per_s)
+        return (self.devices * self._power_w(u) + self.other_power_w) * self.pue / rate
+
+    @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"cost_per_unit", "energy_per_unit", "carbon_per_unit", "water_per_unit"}`` ->
+        Band: the rate's band propagated (module docstring); a figure that is None or NaN, or a
+        result without a rate band, has none."""
+        from ..uncertainty import Band
+
+        b = self.rate_band
+        if b is None or not self.units_per_s > 0 or self._power_w is None:
+            return {}
+
+        def band(lo: float, hi: float) -> Band:
+            return Band(min(lo, hi), max(lo, hi), b.level, b.cls, b.n)
+
+        r = self.units_per_s
+        out = {}
+        c = self.cost_per_unit
+        if c is not None:
+            out["cost_per_unit"] = band(c * r / b.high, c * r / b.low)
+        if math.isfinite(self.utilisation) and math.isfinite(self.energy_per_unit):
+            e_lo, e_hi = self._energy_at(b.high), self._energy_at(b.low)
+            out["energy_per_unit"] = band(e_lo, e_hi)
+            if self.intensity_kg_per_j is not None:
+                k = self.intensity_kg_per_j
+                out["carbon_per_unit"] = band(e_lo * k, e_hi * k)
+            w = self.wue_l_per_j / self.pue
+            out["water_per_unit"] = band(e_lo * w, e_hi * w)
+        return out
 
     @property
     def it_power_w(self) -> float:
@@ -132,26 +177,43 @@ class Economics(Display):
                 self.devices * seconds / 3600.0}
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__ if not f.startswith("_")}
         d["reasons"] = list(self.reasons)
+        d["rate_band"] = None if self.rate_band is None else self.rate_band.to_dict()
         d.update(energy_per_unit=self.energy_per_unit, cost_per_unit=self.cost_per_unit,
                  carbon_per_unit=self.carbon_per_unit, water_per_unit=self.water_per_unit)
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
         return d
 
     def lines(self, per: float = 1.0, per_label: str = "") -> list[str]:
         """Human lines: cost, energy, carbon per ``per`` units (e.g. 1e6 tokens)."""
+        from ..uncertainty import fmt_band
+
         lbl = per_label or self.unit
         c = self.cost_per_unit
         g = self.carbon_per_unit
+        u = self.uncertainty
+
+        def usd(v: float) -> str:
+            return f"${v * per:,.4g}"
+
+        def kwh(v: float) -> str:
+            return f"{v * per / 3.6e6:,.4g}"
+
+        def kg(v: float) -> str:
+            return f"{v * per:,.4g}"
+
         out = [
-            "  cost            " + (f"${c * per:,.4g} per {lbl} "
+            "  cost            " + (f"{usd(c)} per {lbl}{fmt_band(u.get('cost_per_unit'), usd)} "
                                     f"(${self.usd_per_device_hour:,.4g}/device-h × "
                                     f"{self.devices})" if c is not None else
                                     f"n/a — {self.price_source}"),
-            f"  energy          {self.energy_per_unit * per / 3.6e6:,.4g} kWh per {lbl} "
+            f"  energy          {kwh(self.energy_per_unit)} kWh per {lbl}"
+            f"{fmt_band(u.get('energy_per_unit'), kwh)} "
             f"({self.power_w_per_device:,.0f} W/device at activity {self.utilisation:.0%}, "
             f"PUE {self.pue:g})",
-            "  carbon          " + (f"{g * per:,.4g} kg CO2e per {lbl} "
+            "  carbon          " + (f"{kg(g)} kg CO2e per {lbl}"
+                                    f"{fmt_band(u.get('carbon_per_unit'), kg)} "
                                     f"({self.intensity_source.split(';')[0]})"
                                     if g is not None else "n/a — no region given (region=...)"),
         ]
@@ -161,8 +223,9 @@ class Economics(Display):
 def economics(hw: Hardware, *, devices: int, units_per_s: float, utilisation: float,
               unit: str, preset: str = "default", price_per_hour: float | None = None,
               region: str | None = None, pue: float | None = None,
-              other_power_w: float = 0.0) -> Economics:
-    """The economics of ``devices`` × ``hw`` doing ``units_per_s`` units of work per second."""
+              other_power_w: float = 0.0, rate_band: Any = None) -> Economics:
+    """The economics of ``devices`` × ``hw`` doing ``units_per_s`` units of work per second
+    (``rate_band``: the Band of that rate, propagated to every figure; None: no bands)."""
     from .data import datacenter
     from .data import region as find_region
 
@@ -202,7 +265,8 @@ def economics(hw: Hardware, *, devices: int, units_per_s: float, utilisation: fl
                      pue_source=pue_src, usd_per_device_hour=usd, price_source=price_src,
                      region=None if region is None else find_region(region).key,
                      intensity_kg_per_j=intensity, intensity_source=isrc,
-                     wue_l_per_j=datacenter().wue_l_per_j, reasons=tuple(reasons))
+                     wue_l_per_j=datacenter().wue_l_per_j, reasons=tuple(reasons),
+                     rate_band=rate_band, _power_w=pm.power_w)
 
 
 def _hw_of(obj: Any, name_attr: str) -> Hardware:
@@ -220,13 +284,19 @@ def _hw_of(obj: Any, name_attr: str) -> Hardware:
     return hardware(str(key).split(" → ")[0])
 
 
+def _rate_band(result: Any, key: str) -> Any:
+    """The result's band of its rate ``key`` (None: it has none)."""
+    return (getattr(result, "uncertainty", None) or {}).get(key)
+
+
 def for_solve(r: Any) -> Economics:
     """Per sample of a solve Result (one device)."""
     hw = _hw_of(r, "hardware")
     u = r.mfu if r.preset == "mlsysim" else power_activity(r.mfu, r.mbu)
     return economics(hw, devices=1, units_per_s=r.throughput, utilisation=u, unit="sample",
                      preset=r.preset, price_per_hour=getattr(r, "price_per_hour", None),
-                     region=getattr(r, "region", None), pue=getattr(r, "pue", None))
+                     region=getattr(r, "region", None), pue=getattr(r, "pue", None),
+                     rate_band=_rate_band(r, "throughput"))
 
 
 def for_serve(s: Any) -> Economics:
@@ -236,7 +306,8 @@ def for_serve(s: Any) -> Economics:
     return economics(hw, devices=s.devices, units_per_s=s.tokens_per_s, utilisation=u,
                      unit="output token", preset=s.preset,
                      price_per_hour=getattr(s, "price_per_hour", None),
-                     region=getattr(s, "region", None), pue=getattr(s, "pue", None))
+                     region=getattr(s, "region", None), pue=getattr(s, "pue", None),
+                     rate_band=_rate_band(s, "tokens_per_s"))
 
 
 def for_train(t: Any) -> Economics:
@@ -248,4 +319,4 @@ def for_train(t: Any) -> Economics:
                                   power_activity(t.mfu)), unit="token", preset=t.preset,
                      price_per_hour=getattr(t, "price_per_hour", None),
                      region=getattr(t, "region", None), pue=getattr(t, "pue", None),
-                     other_power_w=other)
+                     other_power_w=other, rate_band=_rate_band(t, "tokens_per_s"))

@@ -131,14 +131,23 @@ class Result(Display):
         docs/validation/uncertainty.md); empty for a preset or result without a validated
         class (and for a client-side end-to-end latency, ``client=True``: its two sources do
         not calibrate a band, docs/validation/uncertainty.md; docs/validation/client.md gives
-        its errors). ``low, high = r.uncertainty["latency"]``."""
-        from ..uncertainty import bands
+        its errors). ``low, high = r.uncertainty["latency"]``; also ``"throughput"`` (the latency
+        band inverted) and ``"energy"`` (J per batch at the band's latencies, the same work: the
+        power activity scales with MFU and MBU)."""
+        from ..uncertainty import Band, bands
 
         cls = _solve_class(self)
         if cls is None or not self.feasible or self.client_time > 0:
             return {}
-        return bands({"latency": (self.latency, cls, False),
-                      "throughput": (self.throughput, cls, True)})
+        out = bands({"latency": (self.latency, cls, False),
+                     "throughput": (self.throughput, cls, True)})
+        lat, src = out.get("latency"), self._energy_of
+        if lat is not None and src is not None and math.isfinite(self.energy):
+            # the same work over a latency L' runs at MFU and MBU scaled by L / L'
+            fn, hw, preset, t, mfu, mbu = src
+            e = [fn(hw, preset, x, mfu * t / x, mbu * t / x) for x in (lat.low, lat.high)]
+            out["energy"] = Band(min(e), max(e), lat.level, lat.cls, lat.n)
+        return out
 
     @property
     def latency_per_sample(self) -> float:
@@ -222,7 +231,8 @@ class Result(Display):
             *(["    " + fill_phrase(self.t_fill, "the compute time")] if self.t_fill > 0 else []),
             f"  throughput      {self.throughput:,.1f} {unit}"
             + (f" ({self.tokens_per_s:,.0f} tokens/s)" if self.tokens_per_s and self.phase !=
-               "decode" else ""),
+               "decode" else "")
+            + fmt_band(self.uncertainty.get("throughput"), lambda v: f"{v:,.1f}"),
             f"  work            {fmt_flops(self.flops)} ("
             + ("mlsysim's zoo figure: MACs for CNNs, 2 × params per token for LLMs"
                if self.preset == "mlsysim" else "2 FLOPs per multiply-add")
@@ -241,8 +251,9 @@ class Result(Display):
 
             act = min(1.0, max(0.0, self.mfu)) if self.preset == "mlsysim" else \
                 power_activity(self.mfu, self.mbu)
-            lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch "
-                         f"({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
+            lines.append(f"  energy          {fmt_rate(self.energy, 'J')} per batch"
+                         + fmt_band(self.uncertainty.get("energy"), lambda v: fmt_rate(v, "J"))
+                         + f" ({fmt_rate(self.energy_per_sample, 'J')} per sample, device power "
                          f"at activity {act:.0%} × latency)")
         if self.price_per_hour is not None or self.region is not None or self.pue is not None:
             lines += self.economics.lines(per=1e6, per_label="1M samples")

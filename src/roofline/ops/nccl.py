@@ -40,9 +40,10 @@ multi-node "plateau" (``_plateau``: a Simple ring all-reduce across nodes pays
 ``ring_plateau`` × its latency once n / (channels · p) ≥ 64, the communicator's channels;
 MAXCHANNELS where the search is not replayed), the per-channel caps (``channel_caps``: ring
 LL128, tree, tree LL128 at most the search's channels × ``perChMax*Bws``) and the tree-pattern
-factor across nodes (``tree_pattern``, 0.85 from Hopper). ``nccl_channels``: the channels a
-ring or tree call runs at its size (topoGetAlgoInfo), reported (docs/validation/collectives.md),
-not priced.
+factor across nodes (``tree_pattern``, 0.85 from Hopper on NVLink nodes). ``nccl_channels``:
+the channels a ring or tree call runs at its size (topoGetAlgoInfo), reported
+(docs/validation/collectives.md), not priced. The tree's own bandwidth on exactly two nodes
+(``nccl_best(tree_bw=...)``) comes from ``ops.collectives``.
 
 Not modelled: the search's own bandwidth (channels × speed; ours is the link times training's
 efficiency, compared on the validation page), the ring and tree's own pipeline fill (none:
@@ -121,7 +122,8 @@ class NcclTuner:
     #: the tuner's per-channel caps (bytes/s per search channel, [1 node, 2, more]): ring
     #: LL128, tree, tree LL128 (perChMax*Bws); (): none
     per_channel: tuple[Triple, ...] = ()
-    #: × the tree's bus bandwidth across nodes (maxTreePattern TREE: 0.85 from Hopper); 1: off
+    #: × the tree's bus bandwidth across nodes (maxTreePattern TREE: 0.85 from Hopper on NVLink
+    #: nodes, data/presets/nccl.toml ``tree_pattern``); 1: off
     tree_pattern: float = 1.0
     #: threads per channel of the ring / tree run, per protocol [LL, LL128, Simple]
     run_threads: tuple[int, int, int] = (512, 640, 512)

@@ -1,4 +1,6 @@
-"""The channel count and per-channel bandwidth NCCL's topology search gives the ring and tree.
+"""The channel count and per-channel bandwidth NCCL's topology search gives the ring and tree
+(``search_ring``), and its NVLS graph (``search_nvls``: compared on the validation page, not
+priced).
 
 NCCL's tuner prices a ring or tree at ``nChannels × bw`` (the search's channels times the
 bandwidth each was found at: ``ncclTopoTuneModel``, v2.26.2 ``src/graph/tuning.cc``), caps it
@@ -46,7 +48,7 @@ from collections.abc import Sequence
 
 from ..errors import SpecError
 
-__all__ = ["search_ring", "comm_channels"]
+__all__ = ["search_ring", "comm_channels", "search_nvls", "nvls_tuner_bw"]
 
 
 def _fit(s: float, nvlink: float, nics: int, nic_path: float, gpus: int,
@@ -116,3 +118,70 @@ def comm_channels(search_channels: int, cc: int, nodes: int, speed: float) -> in
     if cc >= 90 and nodes > 1 and speed > 45.0 and c < 16:
         c = 2 * c
     return c
+
+
+def _nvls_fit(s: float, nvlink: float, heads: int) -> int:
+    """NVLS channels at per-channel speed ``s`` on the switch: each channel is one head GPU
+    pulling from the switch (``ncclTopoSearchTryNvls``: every GPU's NVLink to the NVSwitch
+    carries ``s`` each way per channel, the head's twice), so c channels with distinct heads
+    load a head GPU with (c + 1) s: c ≤ ⌊nvlink / s⌋ − 1, at most ``heads``."""
+    return max(0, min(heads, math.floor(nvlink / s + 1e-9) - 1))
+
+
+def search_nvls(speeds: Sequence[float], nvlink: float, gpus: int, nics: int = 0,
+                nic_path: float = 0.0, max_heads: int = 32) -> tuple[int, float, float]:
+    """(channels, bwIntra, bwInter) of NCCL's NVLS graph search (v2.26.2 ``src/graph/
+    search.cc``, pattern NVLS): ``speeds`` the architecture's array (intra-node on one node,
+    inter-node with ``nics``), ``nvlink`` the GPU's NVLink bandwidth as NCCL counts it (GB/s),
+    ``gpus`` per node, ``nics`` per node (0: one node), ``nic_path`` min(PCIe, NIC) GB/s.
+
+    - one node: the channels are forced to min(32, gpus) (``minChannels = maxChannels``); the
+      first speed whose channels fit (``_nvls_fit``), starting below the GPU's NVLink and with
+      speed × channels ≤ nvlink × gpus / (gpus − 1) (the search's start for non-ring graphs);
+    - across nodes: each channel's head is a GPU local to its own NIC (at most min(nics, gpus)
+      heads, ``ncclTopoSearchRecNet``); pass 1 walks the inter speeds down from the NIC path
+      while the next is over 0.49 of the best, keeping more channels (or more channels ×
+      speed), done at min(32, gpus) channels; pass 2 keeps the channels and ``bwIntra`` and
+      raises ``bwInter`` while the NIC path allows it and it stays under 2 × ``bwIntra``."""
+    if nvlink <= 0 or not speeds or gpus < 2 or nics < 0 or (nics and nic_path <= 0):
+        raise SpecError(f"search_nvls: nvlink={nvlink!r}, gpus={gpus!r}, nics={nics!r}, "
+                        f"nic_path={nic_path!r}; need nvlink > 0, gpus >= 2 and, with NICs, "
+                        "nic_path > 0")
+    top = min(max_heads, gpus)
+    if not nics:
+        total = nvlink * gpus / (gpus - 1)
+        for sp in speeds:
+            if sp <= nvlink and sp * top <= total + 1e-9 and _nvls_fit(sp, nvlink, top) >= top:
+                return top, sp, sp
+        raise SpecError(f"search_nvls: no speed fits {top} NVLS channels (nvlink={nvlink})")
+    heads = min(top, nics)
+    i = next((k for k, sp in enumerate(speeds) if sp <= nic_path), len(speeds) - 1)
+    best_c, best_s = 0, 0.0
+    while True:  # pass 1
+        c = _nvls_fit(speeds[i], nvlink, heads)
+        if c > best_c or (c >= 1 and c * speeds[i] > best_c * best_s):
+            best_c, best_s = c, speeds[i]
+        if best_c == top or best_c * best_s >= nvlink:  # perfect, or totalBw reached
+            break
+        if i + 1 < len(speeds) and (best_c == 0 or speeds[i + 1] / best_s > 0.49):
+            i += 1
+        else:
+            break
+    if best_c == 0:
+        raise SpecError(f"search_nvls: no channel fits (nvlink={nvlink}, nic_path={nic_path})")
+    inter = best_s
+    j = speeds.index(best_s)
+    while j > 0 and speeds[j - 1] <= nic_path and inter < 2 * best_s:  # pass 2: bwInter up
+        j -= 1
+        inter = speeds[j]
+    return best_c, best_s, inter
+
+
+def nvls_tuner_bw(search: tuple[int, float, float], nodes: int) -> float:
+    """NCCL's tuner's NVLS (one node) or NVLSTree (across nodes) *algorithm* bandwidth, GB/s,
+    from the NVLS graph (``ncclTopoTuneModel``, v2.26.2 ``src/graph/tuning.cc`` lines 251-252,
+    293): channels × min(bwIntra, bwInter, or bwInter / 2 beyond two nodes) × 5/6."""
+    c, intra, inter = search
+    if nodes < 1 or c < 1:
+        raise SpecError(f"nvls_tuner_bw: nodes={nodes!r}, channels={c!r}; need both >= 1")
+    return c * min(intra, inter if nodes <= 2 else inter / 2) * 5.0 / 6.0

@@ -15,11 +15,11 @@ from typing import Any
 from .._data import DATA, read_toml
 from ..errors import SpecError
 from ..ops.nccl import NCCL_ALGORITHMS, NcclTuner
-from ..ops.nccl_search import comm_channels, search_ring
+from ..ops.nccl_search import comm_channels, search_nvls, search_ring
 from .cluster import Cluster
 from .sourced import read_quantity
 
-__all__ = ["tuner_for", "nccl_version"]
+__all__ = ["tuner_for", "nccl_version", "nvls_search_for"]
 
 _ORIGIN = "data/presets/nccl.toml"
 _UNIT = {"us": 1e-6, "1": 1.0, "GB/s": 1e9}
@@ -197,3 +197,27 @@ def tuner_for(c: Cluster) -> NcclTuner | None:
     return _tuner(arch, nvlink, c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
                   c.nic_bytes_per_s / 1e9, c.scale_up_domain,
                   c.nics * (c.scale_up_domain // c.devices_per_node))
+
+
+def nvls_search_for(c: Cluster) -> tuple[tuple[int, float, float], tuple[int, float, float]] | None:
+    """NCCL's NVLS graph (``ops.nccl_search.search_nvls``: channels, bwIntra, bwInter in
+    GB/s) on one of ``c``'s NVLink domains and across domains (its NICs at their own rate);
+    None where NCCL has no NVLS there (no NVLS fraction on the cluster, off NVLink, before
+    Hopper, or a cluster NCCL does not run on). Compared on docs/validation/collectives.md,
+    not priced (the NVLS rate stays the cluster's measured fraction)."""
+    arch = _doc()["arch"].get(c.device.key.split("~", 1)[0])
+    if arch is None or not c.scale_up_nvls_fraction:
+        return None
+    d = _doc()
+    row = d["search_arch"][arch]
+    link = c.device.scale_up_link
+    if int(row["cc"]) < 90 or link is None or "nvlink" not in link.name.lower():
+        return None
+    sp = str(row["speeds"])
+    total = max(1, round(c.scale_up_bytes_per_s / 1e9 / row["link_spec"])) * row["nvlink_link"]
+    gpus = c.scale_up_domain
+    one = search_nvls(d["speeds"][f"intra_{sp}"], total, gpus)
+    nodes = search_nvls(d["speeds"][f"inter_{sp}"], total, gpus,
+                        nics=c.nics * (gpus // c.devices_per_node),
+                        nic_path=min(row["pcie"], c.nic_bytes_per_s / 1e9))
+    return one, nodes

@@ -42,7 +42,8 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"throughput": {"1/s": 1.0}, "latency": {"ms": 1e-3}},
         "required": {"model": str, "hardware": str, "batch": int, "precision": str,
                      "fuse": bool, "runtime": str, "engine": str},
-        "optional": {"activations": str, "seq_len": int, "fused_attention": bool},
+        "optional": {"activations": str, "seq_len": int, "fused_attention": bool,
+                     "fuse_qkv": bool},
     },
     "serving": {
         "metrics": {"tok_s_gpu": {"tok/s/GPU": 1.0}, "tok_s": {"tok/s": 1.0},

@@ -462,37 +462,6 @@ def _search_figures() -> dict[str, str]:
             "coll.searchbw.one": span_pct(one), "coll.searchbw.multi": span_pct(multi)}
 
 
-def _nic_figures() -> dict[str, str]:
-    """The AWS p4d rows (4 NICs for 8 GPUs, nccl #527): ours (``coll.p4d.<nodes>.err``), the
-    same with a NIC per GPU at the NIC's own rate (``.naive``: the per-GPU pricing the NIC
-    count replaces), and the 2-node row with the tree at the ring's bandwidth (``.ringtree``)."""
-    from ..ops.nccl import nccl_best
-    from .holdout import fmt_pct
-
-    out: dict[str, str] = {}
-    for c in collective_cases():
-        if c["cluster"] != "aws-p4d":
-            continue
-        nodes = c["ranks"] // 8
-        out[f"coll.p4d.{nodes}.err"] = fmt_pct(predict(c) / c.value_si - 1, digits=1)
-        cl = _case_cluster(c)
-        naive = _cluster.__wrapped__(c["cluster"], None, c["ranks"], cl.nic_bytes_per_s / 1e9, 8)
-        links = _links(c)
-        o, ring, _, _, tree = coll._nccl_bws(float(c["ranks"]), 1.0, links)
-        from ..scenarios.training.factors import cluster_links, training_factors
-
-        nl = cluster_links(naive, training_factors(naive.device.kind, naive.device.key))
-        t_naive = coll.group_all_reduce(float(c["bytes"]), c["ranks"], 1, nl, SCALAR)
-        bus = coll.bus_factor("all_reduce", c["ranks"]) * c["bytes"]
-        out[f"coll.p4d.{nodes}.naive"] = fmt_pct(bus / t_naive / c.value_si - 1)
-        if o == 2 and links.nccl is not None:
-            t = nccl_best("all_reduce", float(c["bytes"]), float(c["ranks"]), o, ring, links.nccl,
-                          SCALAR)
-            out[f"coll.p4d.{nodes}.ringtree"] = fmt_pct(bus / t / c.value_si - 1, digits=1)
-            out[f"coll.p4d.{nodes}.treebw"] = f"{tree / ring:.1f}"
-    return out
-
-
 def ring_tree_alternative(case: Case) -> tuple[str, str, float, float]:
     """For a case our tuner runs as NVLS / NVLSTree: the fastest ring or tree (algorithm,
     protocol) by the tuner's own time, that time (s), and the NVLS-side algorithm bandwidth
@@ -571,7 +540,9 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
-    out |= _search_figures() | _nic_figures()
+    from .collectives_nics import nic_figures, nvls_search_figures
+
+    out |= _search_figures() | nic_figures() | nvls_search_figures()
     c = by_id[_NAMED["n4_16m"]]
     a, pr, sec, flip = ring_tree_alternative(c)
     out["coll.n4_16m.alt"] = f"{a} {pr}"

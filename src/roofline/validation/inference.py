@@ -34,6 +34,13 @@ __all__ = ["inference_cases", "solve_kwargs", "measured_seconds", "predicted_sec
            "floor_figures"]
 
 
+#: the folds of a case with ``fuse_qkv``: TensorRT's BERT demo builds one fully connected layer
+#: of 3 x hidden for Q, K and V (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt:
+#: ``add_fully_connected(input, 3 * hidden_size, Wall, Ball)`` feeding the QKV-to-context
+#: plugin; source ``trtbertbuild`` of the data file), so its cases price one QKV GEMM
+TRT_QKV = frozenset({"bn", "activation", "residual", "qkv"})
+
+
 def inference_cases() -> ValidationSet:
     """The GPU inference cases (data/validation/inference.toml)."""
     return load_cases("inference")
@@ -47,7 +54,8 @@ def _precision(c: Case) -> Any:
 
 def solve_kwargs(c: Case) -> dict[str, Any]:
     """rl.solve's keywords for case ``c`` (all but the model, the hardware and the preset)."""
-    kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c), "fuse": c["fuse"],
+    fuse: Any = TRT_QKV if c["fuse"] and c.get("fuse_qkv", False) else c["fuse"]
+    kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c), "fuse": fuse,
                           "runtime": c["runtime"],
                           "fused_attention": c.get("fused_attention", True)}
     if "seq_len" in c.scenario:
@@ -255,10 +263,6 @@ def floor_figures(rs: list[Row] | None = None) -> dict[str, str]:
 
 
 # ------------------------------------------------- tried and not kept (issue 18, whole waves)
-#: TensorRT's BERT demo builds one fully connected layer of 3 x hidden for Q, K and V
-#: (NVIDIA/TensorRT demo/BERT/builder.py, attention_layer_opt: ``add_fully_connected(input,
-#: 3 * hidden_size, Wall, Ball)`` feeding the QKV-to-context plugin)
-TRT_QKV = frozenset({"bn", "activation", "residual", "qkv"})
 #: the T4's 40 SMs (TU104 as the T4 ships it: TechPowerUp's database as reproduced at
 #: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml)
 T4_SMS = 40
@@ -268,11 +272,12 @@ T4_SMS = 40
 L4_SMS = 58
 
 
-def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
+def seconds_variant(c: Case, *, qkv: bool | None = None, fill: float | None = None,
                     t4_waves: bool = False, trt_dispatch: float | None = None,
                     l4_waves: bool = False) -> float:
     """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
-    one of the variants of the "tried" table: the TensorRT rows with one QKV GEMM, the tile
+    one of the variants of the "tried" table: the TensorRT rows with three Q/K/V GEMMs
+    (``qkv=False``; one QKV GEMM, as the cases say since session 27, is ``None``), the tile
     model's per-kernel ``fill`` replaced on the parts that have one (16-bit and int8 sets), the
     T4 in whole waves (the A100's transferred 16-bit and int8 sets on its 40 SMs), the L4 the
     same way on its 58 SMs, the host dispatch per op of the
@@ -283,7 +288,8 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
 
     hw = rl.hardware(c["hardware"])
     kw = solve_kwargs(c)
-    fuse = TRT_QKV if qkv and c.source == "trtbert" else kw["fuse"]
+    fuse = kw["fuse"] if qkv is None or not c.get("fuse_qkv", False) else \
+        (TRT_QKV if qkv else True)
     g = rl.model(c["model"]).graph(precision=kw["precision"], seq_len=kw.get("seq_len"),
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=fuse)
@@ -309,16 +315,17 @@ def seconds_variant(c: Case, *, qkv: bool = False, fill: float | None = None,
 
 #: (label, short key, seconds_variant keywords) of the "tried" table
 VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("as shipped", "shipped", {}),
-    ("TensorRT BERT with its one QKV GEMM", "qkv", {"qkv": True}),
+    ("as shipped (TensorRT BERT with its one QKV GEMM since session 27)", "shipped", {}),
+    ("TensorRT BERT with three Q/K/V GEMMs (as shipped until session 27)", "three",
+     {"qkv": False}),
     ("tile fill 3 µs (A100 / H100 fp16 and int8)", "fill3", {"fill": 3e-6}),
     ("tile fill 0 (A100 / H100 fp16 and int8)", "fill0", {"fill": 0.0}),
-    ("one QKV GEMM + fill 3 µs", "qkv_fill3", {"qkv": True, "fill": 3e-6}),
+    ("three Q/K/V GEMMs + fill 3 µs", "three_fill3", {"qkv": False, "fill": 3e-6}),
     ("T4 in whole waves (40 SMs, transferred set)", "t4", {"t4_waves": True}),
-    ("T4 in whole waves + one QKV GEMM", "t4_qkv", {"t4_waves": True, "qkv": True}),
+    ("T4 in whole waves + three Q/K/V GEMMs", "t4_three", {"t4_waves": True, "qkv": False}),
     ("L4 in whole waves (58 SMs, transferred set)", "l4", {"l4_waves": True}),
     ("TensorRT without graphs: 8 µs dispatch per op", "trt8", {"trt_dispatch": 8e-6}),
-    ("8 µs dispatch + one QKV GEMM", "trt8_qkv", {"trt_dispatch": 8e-6, "qkv": True}),
+    ("8 µs dispatch + three Q/K/V GEMMs", "trt8_three", {"trt_dispatch": 8e-6, "qkv": False}),
 )
 
 

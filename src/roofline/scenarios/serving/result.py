@@ -200,7 +200,8 @@ class ServeResult(Display):
             + (f" (client=True: + {fmt_time(self.client_time)} per request as a client times "
                "it, in TTFT, TPOT and e2e)" if self.client_time > 0 else ""),
             (f"  throughput      {self.tokens_per_s:,.0f} output tokens/s "
-            f"({self.tokens_per_s_per_device:,.0f} per device)"),
+             f"({self.tokens_per_s_per_device:,.0f} per device)"
+             + fmt_band(u.get("tokens_per_s"), lambda v: f"{v:,.0f}")),
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "
             f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"),
             f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}",

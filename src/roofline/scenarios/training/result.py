@@ -186,8 +186,10 @@ class TrainingResult(Display):
         if not self.feasible:
             lines.append(f"  does not run: {self.reason}")
             return "\n".join(lines + [f"  WARNING: {w}" for w in self.warnings])
-        rate = (f"{self.tokens_per_s:,.0f} tokens/s" if self.seq_len > 1 else
-                f"{self.samples_per_s:,.1f} samples/s")
+        tb = self.uncertainty.get("tokens_per_s")
+        rate = (f"{self.tokens_per_s:,.0f} tokens/s" + fmt_band(tb, lambda v: f"{v:,.0f}")
+                if self.seq_len > 1 else f"{self.samples_per_s:,.1f} samples/s"
+                + fmt_band(tb, lambda v: f"{v / self.seq_len:,.1f}"))  # samples = tokens / T
         lines.append(f"  step time {fmt_time(self.step_time)}"
                      f"{fmt_band(self.uncertainty.get('step_time'), fmt_time)}, {rate}, "
                      f"MFU {self.mfu:.1%}, HFU {self.hfu:.1%}")
