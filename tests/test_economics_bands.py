@@ -92,3 +92,23 @@ def test_printed_rates_carry_their_bands():
     # the rate band is the time band inverted: low rate × high time = rate × time
     assert math.isclose(kb.low * t.uncertainty["step_time"].high, t.tokens_per_s * t.step_time,
                         rel_tol=1e-9)
+
+
+def test_training_run_totals_carry_bands():
+    """time = tokens / rate; energy, cost = tokens × the per-token band."""
+    t = rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048,
+                 price_per_hour=3.0)
+    n = 1e12
+    u = t.uncertainty_to_train(n)
+    rb = t.uncertainty["tokens_per_s"]
+    assert (u["time_to_train"].low, u["time_to_train"].high) == pytest.approx(
+        (n / rb.high, n / rb.low))
+    assert u["time_to_train"].low < t.time_to_train(n) < u["time_to_train"].high
+    # 8 devices × $3/h × hours
+    assert u["cost_to_train"].high == pytest.approx(8 * 3.0 * n / rb.low / 3600)
+    assert u["gpu_hours"].low == pytest.approx(8 * n / rb.high / 3600)
+    e = t.economics.uncertainty["energy_per_unit"]
+    assert u["energy_to_train"].low == pytest.approx(e.low * n)
+    assert "carbon_to_train" not in u  # no region: no carbon figure, no band
+    assert rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048,
+                    preset="bound").uncertainty_to_train(n) == {}

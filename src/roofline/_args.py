@@ -95,7 +95,17 @@ def check_count(name: str, v: Any, lo: int = 1, hi: int = MAX_COUNT) -> int:
 
 def count(lo: int = 1, hi: int = MAX_COUNT) -> Rule:
     """An integer in [lo, hi]."""
-    return lambda name, v: check_count(name, v, lo, hi)
+    rule: Rule = lambda name, v: check_count(name, v, lo, hi)  # noqa: E731
+    _INT_RANGE[rule] = (lo, hi)
+    return rule
+
+
+# What a rule returns unchanged, so that checked() accepts it without calling the rule (a
+# call per argument is a tenth of a warm rl.train): an int in a count's range, a choice's str
+# or int option, a bool for flag. Only values of exactly that type (never a bool for an int)
+_INT_RANGE: dict[Rule, tuple[int, int]] = {}
+_STR_OPTIONS: dict[Rule, frozenset[str]] = {}
+_INT_OPTIONS: dict[Rule, frozenset[int]] = {}
 
 
 def real(lo: float = 0.0, hi: float = math.inf, *, lo_open: bool = True,
@@ -156,6 +166,8 @@ def choice(*options: Any) -> Rule:
             return int(v)
         raise ArgumentError(f"{name}={show(v)} is not allowed; allowed: {shown}")
 
+    _STR_OPTIONS[rule] = frozenset(o for o in options if type(o) is str)
+    _INT_OPTIONS[rule] = frozenset(o for o in options if type(o) is int)
     return rule
 
 
@@ -231,6 +243,10 @@ def optional(rule: Rule) -> Rule:
         return None if v is None else rule(name, v)
 
     _NONE_OK.add(opt)  # checked() skips it for None without calling it
+    if rule in _INT_RANGE:
+        _INT_RANGE[opt] = _INT_RANGE[rule]
+    if rule in _STR_OPTIONS:
+        _STR_OPTIONS[opt], _INT_OPTIONS[opt] = _STR_OPTIONS[rule], _INT_OPTIONS[rule]
     return opt
 
 
@@ -348,6 +364,12 @@ def checked(**rules: Rule) -> Callable[[F], F]:
                                     f"{', '.join(repr(m) for m in miss)}")
 
         none_ok = _NONE_OK
+        # values accepted without calling their rule (the rule would return them unchanged)
+        ranges = {n: _INT_RANGE[r] for n, r in active.items() if r in _INT_RANGE}
+        int_opts = {n: _INT_OPTIONS[r] for n, r in active.items() if r in _INT_OPTIONS}
+        str_opts = {n: _STR_OPTIONS[r] for n, r in active.items() if r in _STR_OPTIONS}
+        flags = frozenset(n for n, r in active.items() if r is flag)
+        no: frozenset[Any] = frozenset()
         kw_only = frozenset(n for n in names if n not in positional)
         req_kw_set = frozenset(req_kw)
 
@@ -364,6 +386,16 @@ def checked(**rules: Rule) -> Callable[[F], F]:
                         lst[i] = rule(n, lst[i])
                 args = tuple(lst)
             for k, v in kwargs.items():
+                t = type(v)
+                if t is int:
+                    rg = ranges.get(k)
+                    if rg is not None and rg[0] <= v <= rg[1] or v in int_opts.get(k, no):
+                        continue
+                elif t is str:
+                    if v in str_opts.get(k, no):
+                        continue
+                elif t is bool and k in flags:
+                    continue
                 r = active.get(k)
                 if r is not None and (v is not None or r not in none_ok):
                     kwargs[k] = r(k, v)

@@ -145,3 +145,16 @@ def test_no_band_without_a_validated_base():
            if x.usable and x.result.uncertainty.get("latency") is not None
            and x.result.uncertainty["latency"].cls == "cpu-measured"]
     assert cpu and all("speedup" not in x.uncertainty for x in cpu)
+
+
+def test_notebook_table_carries_the_speedup_band():
+    from roofline.report.notebook import levers_table
+
+    lv = rl.solve("resnet50", "A100", batch=1).levers(only=["batch"], combine=0)
+    t = levers_table(lv, None).to_dicts()
+    for row, x in zip(t, lv):
+        b = x.uncertainty.get("speedup")
+        if b is None:
+            assert math.isnan(row["speedup_low"])
+        else:
+            assert (row["speedup_low"], row["speedup_high"]) == (b.low, b.high)

@@ -49,6 +49,10 @@ def register(sub: Any) -> None:
     p.add_argument("--recompute-layers", type=int, default=None,
                    help="with --recompute full: layers re-run per pipeline stage (Megatron-LM's "
                         "block method; default all)")
+    p.add_argument("--no-pp-overlap", action="store_true",
+                   help="pipeline sends blocking in the interleaved schedule (default: "
+                        "overlapped with the next chunk's compute, Megatron's overlap_p2p_comm, "
+                        "on with --interleave >= 2)")
     p.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
     p.add_argument("--cp-exposed", action="store_true",
                    help="context parallelism as an all-gather of K and V in front of the "
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,
               recompute_layers=args.recompute_layers, lora_rank=args.lora_rank,
-              lora_targets=args.lora_targets, **common,
+              lora_targets=args.lora_targets,
+              pp_overlap=False if args.no_pp_overlap else None, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers
@@ -165,17 +170,30 @@ def run(args: argparse.Namespace) -> int:
                  "energy_to_train_j": r.energy_to_train(args.tokens),
                  "cost_to_train_usd": r.cost_to_train(args.tokens),
                  "carbon_to_train_kg": r.carbon_to_train(args.tokens),
+                 "uncertainty_to_train": {k: b.to_dict() for k, b in
+                                          r.uncertainty_to_train(args.tokens).items()},
                  "reliability": rel.to_dict()}
 
     def text() -> str:
         out = str(r)
         if extra:
             cost, co2 = extra["cost_to_train_usd"], extra["carbon_to_train_kg"]
-            out += (f"\n  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days,"
-                    f" {extra['gpu_hours']:,.0f} device-hours, "
+            u = r.uncertainty_to_train(args.tokens)
+
+            def rng(k: str, scale: float, f: str, pre: str = "") -> str:  # " (80 %: lo–hi)"
+                b = u.get(k)
+                return "" if b is None else (f" ({b.level * 100:.0f} %: {pre}{b.low / scale:{f}}"
+                                             f"–{pre}{b.high / scale:{f}})")
+
+            out += (f"\n  {args.tokens:.4g} tokens: {extra['time_to_train_s'] / 86400:.3g} days"
+                    f"{rng('time_to_train', 86400, '.3g')}, "
+                    f"{extra['gpu_hours']:,.0f} device-hours, "
                     f"{extra['energy_to_train_j'] / 3.6e9:,.0f} MWh"
-                    + ("" if cost is None else f", ${cost:,.0f}")
-                    + ("" if co2 is None else f", {co2 / 1e3:,.4g} t CO2e")
+                    f"{rng('energy_to_train', 3.6e9, ',.0f')}"
+                    + ("" if cost is None else
+                       f", ${cost:,.0f}{rng('cost_to_train', 1, ',.0f', '$')}")
+                    + ("" if co2 is None else f", {co2 / 1e3:,.4g} t CO2e"
+                       f"{rng('carbon_to_train', 1e3, ',.4g')}")
                     + f"\n  with failures: {rel.wallclock_s / 86400:.3g} days wall-clock, "
                     f"{rel.expected_failures:,.3g} failures expected, goodput "
                     f"{rel.goodput:.1%} (job MTBF {rel.mtbf_hours:,.3g} h)")

@@ -397,8 +397,11 @@ def levers_table(L: Any, top: int | None = 15) -> Any:
     from ..engine.table import Table
 
     rows = L.to_dicts()[:top] if top is not None else L.to_dicts()
-    keys = ("lever", "setting", "latency", "speedup", "bottleneck_after", "memory", "fits",
-            "why")
+    keys = ("lever", "setting", "latency", "speedup", "speedup_low", "speedup_high",
+            "bottleneck_after", "memory", "fits", "why")
+    for r in rows:  # the speed-up's 80 % band (rl.levers: lever.uncertainty; none: NaN)
+        b = r["uncertainty"].get("speedup", {})
+        r["speedup_low"], r["speedup_high"] = b.get("low", math.nan), b.get("high", math.nan)
     cols = {k: [r[k] if r[k] is not None else math.nan for r in rows] for k in keys}
     return Table(cols, {"latency": "s", "memory": "B"},
                  title=f"levers for {L.base_call} (speed-up per {L.unit})")

@@ -142,6 +142,32 @@ class TrainingResult(Display):
         """Litres of site water to train on ``tokens`` tokens (WUE × IT energy)."""
         return float(self._run(tokens)["water_l"])  # type: ignore[arg-type]
 
+    def uncertainty_to_train(self, tokens: float) -> dict[str, Any]:
+        """Bands of the run's totals on ``tokens`` tokens (failure-free): ``time_to_train``
+        (s) and ``gpu_hours`` = tokens / the ``tokens_per_s`` band; ``energy_to_train`` (J),
+        ``cost_to_train`` (USD), ``carbon_to_train`` (kg), ``water_to_train`` (L) = tokens × the
+        per-token band of ``economics.uncertainty`` (price, PUE, grid held as given). Empty
+        without a rate band; a figure without a value (no price, no region) has none."""
+        from ...analysis.reliability import _pos
+        from ...uncertainty import Band
+
+        n = _pos(tokens, "tokens")
+        rb = self.uncertainty.get("tokens_per_s")
+        if rb is None:
+            return {}
+
+        def band(lo: float, hi: float) -> Band:
+            return Band(lo, hi, rb.level, rb.cls, rb.n)
+
+        out = {"time_to_train": band(n / rb.high, n / rb.low),
+               "gpu_hours": band(n / rb.high * self.devices / 3600,
+                                 n / rb.low * self.devices / 3600)}
+        names = {"energy_per_unit": "energy_to_train", "cost_per_unit": "cost_to_train",
+                 "carbon_per_unit": "carbon_to_train", "water_per_unit": "water_to_train"}
+        for k, b in self.economics.uncertainty.items():
+            out[names[k]] = band(b.low * n, b.high * n)
+        return out
+
     def reliability(self, tokens: float, **kw: Any) -> Any:
         """Failures of the run: MTBF, checkpoint size and write time, interval, goodput and
         wall-clock with failures (``analysis.reliability``; keywords: storage_bytes_per_s,
