@@ -160,12 +160,17 @@ def test_does_not_fit_is_a_result() -> None:
 # -- time: bubble, collectives, ZeRO comm, overlap -------------------------------------------------
 
 def test_pipeline_bubble_fraction() -> None:
-    """bubble = (p − 1)/(v·m) of the ideal m·t_mb (Narayanan et al. 2021 §2.2)."""
+    """bubble = (p − 1)/(v·m) of the ideal m·t_mb (Narayanan et al. 2021 §2.2), with blocking
+    pipeline sends; overlapping them (pp_overlap, the default with v > 1) shortens the steady
+    state only: the fill and drain keep their blocking sends, the same bubble."""
     for v in (1, 2, 3):
-        r = _gpt3_64("selective", True, interleave=v, dp_overlap=False)
+        r = _gpt3_64("selective", True, interleave=v, dp_overlap=False, pp_overlap=False)
         bd = r.breakdown
         ideal = r.step_time - bd["bubble"] - bd["dp_comm"] - bd["optimizer"]
         assert bd["bubble"] / ideal == pytest.approx((8 - 1) / (v * 64))
+        ov = _gpt3_64("selective", True, interleave=v, dp_overlap=False)
+        assert ov.breakdown["bubble"] == pytest.approx(bd["bubble"], rel=1e-12)
+        assert (ov.breakdown["pp_comm"] < bd["pp_comm"]) == (v > 1)
 
 
 def test_no_zero_means_no_parameter_all_gather() -> None:

@@ -49,6 +49,10 @@ def register(sub: Any) -> None:
     p.add_argument("--recompute-layers", type=int, default=None,
                    help="with --recompute full: layers re-run per pipeline stage (Megatron-LM's "
                         "block method; default all)")
+    p.add_argument("--no-pp-overlap", action="store_true",
+                   help="pipeline sends blocking in the interleaved schedule (default: "
+                        "overlapped with the next chunk's compute, Megatron's overlap_p2p_comm, "
+                        "on with --interleave >= 2)")
     p.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
     p.add_argument("--cp-exposed", action="store_true",
                    help="context parallelism as an all-gather of K and V in front of the "
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,
               recompute_layers=args.recompute_layers, lora_rank=args.lora_rank,
-              lora_targets=args.lora_targets, **common,
+              lora_targets=args.lora_targets,
+              pp_overlap=False if args.no_pp_overlap else None, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers

@@ -163,7 +163,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
                      "ep_overlap": bool, "elementwise": str, "optimizer_dtype": str,
-                     "pp_flushes": int, "recompute_layers": int,
+                     "pp_flushes": int, "recompute_layers": int, "pp_overlap": bool,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

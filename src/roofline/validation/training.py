@@ -87,7 +87,9 @@ def gpt_model(heads: int, hidden: int, layers: int, vocab: int = 51200,
 
 
 def predict_training(case: Case, preset: str = "default") -> tuple[float, dict[str, object]]:
-    """Our step time for ``case`` (the fastest over unpublished knobs) and the chosen knobs."""
+    """Our step time for ``case`` (the fastest over unpublished knobs) and the chosen knobs.
+    Pipeline sends blocking (``pp_overlap=False``): both sources (2021, 2022) ran before
+    Megatron-LM had overlap_p2p_comm (NVIDIA/Megatron-LM f9283c5a8a, 2023-05-31)."""
     from ..scenarios.training import train
 
     sc = case.scenario
@@ -110,7 +112,7 @@ def predict_training(case: Case, preset: str = "default") -> tuple[float, dict[s
                       recompute=sc["recompute"], zero=sc["zero"], precision=sc["precision"],
                       sequence_parallel=sc["sequence_parallel"],
                       fused_attention=sc["fused_attention"], dropout=sc["dropout"],
-                      dp_overlap=sc["dp_overlap"], preset=preset)
+                      dp_overlap=sc["dp_overlap"], preset=preset, pp_overlap=False)
             if not r.feasible:
                 continue
             if best is None or r.step_time < best[0]:

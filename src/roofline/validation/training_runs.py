@@ -31,7 +31,7 @@ _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
 _FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "moe_routing",
           "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype", "pp_flushes",
-          "recompute_layers")
+          "recompute_layers", "pp_overlap")
 
 
 def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:
@@ -370,4 +370,24 @@ def _whatif_figures() -> dict[str, str]:
                                                   micro_batch=1, interleave=12)[1], 1)}
     for cid in ("AutoModel Qwen3-30B-A3B EP8", "AutoModel DeepSeek-V3 256 GPUs EP64", ds):
         out[f"tr.whatif.random.{_slug(cid)}"] = fmt_pct(_variant(cid, moe_routing="random")[1])
+    return out | _pp_overlap_figures()
+
+
+#: the interleaved rows whose stack overlaps the pipeline sends (Megatron's overlap_p2p_comm,
+#: rl.train's default there) and those pinned to blocking sends (their schedule not read)
+PP_OVERLAP_ROWS = ("NeMo Llama2-13B SFT", "NeMo Llama2-70B SFT",
+                   "Megatron-Bridge DeepSeek-V3 1024 GPUs EP64 fp8",
+                   "Megatron-Bridge Qwen3-30B-A3B EP8 fp8")
+
+
+def _pp_overlap_figures() -> dict[str, str]:
+    """Each interleaved row the other way: the rows that overlap their pipeline sends with them
+    blocking (``tr.pp.off.<slug>``: as priced before session 27), the rows pinned to blocking
+    sends at rl.train's default (``tr.pp.on.<slug>``)."""
+    out = {}
+    for c in cases():
+        if c.id in PP_OVERLAP_ROWS:
+            out[f"tr.pp.off.{_slug(c.id)}"] = fmt_pct(_variant(c.id, pp_overlap=False)[1], 1)
+        elif c.scenario.get("pp_overlap") is False:
+            out[f"tr.pp.on.{_slug(c.id)}"] = fmt_pct(_variant(c.id, pp_overlap=None)[1], 1)
     return out

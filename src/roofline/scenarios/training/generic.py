@@ -97,7 +97,7 @@ def _check(name: str, v: Any, lo: int = 1) -> int:
 #: ``rl.train``'s options that only the decoder model reads, with their defaults (in order)
 _DECODER_DEFAULTS = (("cp", 1), ("pp_stages", None), ("attention_kernel", "auto"),
                      ("fused_attention", True), ("dropout", False), ("elementwise", "fused"),
-                     ("recompute_layers", None))
+                     ("recompute_layers", None), ("pp_overlap", None))
 
 
 def decoder_options(*given: Any) -> dict[str, Any]:
@@ -118,10 +118,11 @@ def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any],
         raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM): "
                         f"{', '.join(f'{k}={v!r}' for k, v in decoder_only.items())} is modelled "
                         "for decoder LMs only (context parallelism, stage sizes, the attention "
-                        "kernel, dropout masks, eager element-wise chains, partial recompute); "
+                        "kernel, dropout masks, eager element-wise chains, partial recompute, "
+                        "pipeline send overlap); "
                         "this graph is priced with its own ops: leave cp=1, pp_stages=None, "
                         "attention_kernel='auto', fused_attention=True, dropout=False, "
-                        "elementwise='fused', recompute_layers=None")
+                        "elementwise='fused', recompute_layers=None, pp_overlap=None")
     if bad:
         raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
                         f"modelled data parallel, with ZeRO and full recompute; "

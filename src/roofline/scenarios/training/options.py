@@ -60,3 +60,35 @@ def recompute_fraction(recompute: str, layers: int | None, stages: tuple[int, ..
         raise ArgumentError(f"recompute_layers={layers} is out of range; allowed: 0..{n} "
                             f"(the layers per pipeline stage)")
     return layers / n
+
+
+def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: str) -> None:
+    """The rules of Megatron-Core's combined 1F1B all-to-all overlap (its developer guide and
+    Megatron-Bridge's checks): an MoE model with ep > 1, no full recompute (a fully
+    recomputed layer cannot be interleaved with the adjacent micro-batch), virtual pipeline
+    stages when pp > 1."""
+    if not ctx.cfg.n_experts or ep < 2:
+        raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges: it needs an MoE "
+                        f"model with ep > 1 (got {ctx.cfg.name}, ep={ep})")
+    if recompute == "full":
+        raise SpecError("ep_overlap=True (combined 1F1B) is incompatible with recompute='full'; "
+                        "allowed: 'none', 'selective'")
+    if pp > 1 and interleave < 2:
+        raise SpecError(f"ep_overlap=True with pp={pp} needs the interleaved schedule "
+                        "(interleave >= 2)")
+
+
+def pp_overlap_of(pp_overlap: bool | None, interleave: int, pp: int) -> bool:
+    """``train(pp_overlap=...)``: Megatron's ``overlap_p2p_comm`` for this split. None: the
+    launcher's default (Megatron-LM d98e8a64 megatron/training/arguments.py: on, turned off
+    without virtual pipeline stages; Megatron-Bridge comm_overlap.py the same): on where the
+    schedule is interleaved (pp > 1, interleave > 1). True needs that schedule (schedules.py
+    refuses it for the plain 1F1B one)."""
+    interleaved = pp > 1 and interleave > 1
+    if pp_overlap is None:
+        return interleaved
+    if pp_overlap and not interleaved:
+        raise SpecError(f"pp_overlap=True overlaps pipeline sends in the interleaved 1F1B "
+                        f"schedule (Megatron's overlap_p2p_comm); it needs pp > 1 and "
+                        f"interleave >= 2, got pp={pp}, interleave={interleave}")
+    return bool(pp_overlap)

@@ -22,7 +22,7 @@ from typing import Any
 from ... import _args as A
 from ...errors import SpecError
 
-__all__ = ["default_stages", "pipeline_stages", "StageLayout"]
+__all__ = ["default_stages", "pipeline_stages", "StageLayout", "pp_exposed"]
 
 #: argument rule of ``pp_stages``: layers per pipeline stage, first to last
 STAGES_ARG = A.optional(A.seq(A.count(1, 10**6),
@@ -88,3 +88,25 @@ class StageLayout:
         act = max(n * f for n, f in zip(stages, inflight)) / inflight[0]
         return cls(first=float(stages[0]), last=float(stages[-1]), middle=float(mid),
                    act_layers=float(act))
+
+
+def pp_exposed(pp_mb: Any, t_p2p: Any, f_mb: Any, b_mb: Any, v: Any, overlap: Any,
+               xp: Any) -> Any:
+    """Exposed pipeline send / receive seconds per micro-batch in the steady 1F1B state.
+
+    Without overlap: ``pp_mb`` (each of the v chunks sends its activation forward and its
+    gradient backward, ``2 v t_p2p``, blocking). With Megatron's ``overlap_p2p_comm``
+    (NVIDIA/Megatron-LM d98e8a64, megatron/core/pipeline_parallel/schedules.py,
+    ``forward_backward_pipelining_with_interleaving``: ``pp_post_forward`` posts a chunk's
+    send / receive asynchronously and ``pp_pre_forward`` waits on it only before the next
+    forward chunk; backward likewise) a forward chunk's transfer runs behind the backward chunk
+    that follows it and a backward chunk's behind the next forward chunk, so each shows only
+    what is longer than that chunk's compute: ``v (max(t_p2p − b/v, 0) + max(t_p2p − f/v, 0))``
+    with ``f``, ``b`` the micro-batch's forward and backward (+ recompute) compute on the
+    stage. ``overlap``: None is Megatron-LM's launcher default, on where the schedule is
+    interleaved (v > 1; arguments.py turns it off otherwise, the plain 1F1B schedule refuses
+    it). The warm-up and cool-down sends stay blocking (overlap_p2p_comm_warmup_flush off, its
+    default): the bubble keeps ``pp_mb``."""
+    on = v > 1 if overlap is None else overlap
+    hidden = v * (xp.maximum(t_p2p - b_mb / v, 0.0) + xp.maximum(t_p2p - f_mb / v, 0.0))
+    return xp.where(on, xp.minimum(hidden, pp_mb), pp_mb)

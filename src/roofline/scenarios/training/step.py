@@ -41,9 +41,15 @@ from .context import (
 )
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
-from .options import check_model_options, check_selective_op, recompute_fraction
+from .options import (
+    check_ep_overlap,
+    check_model_options,
+    check_selective_op,
+    pp_overlap_of,
+    recompute_fraction,
+)
 from .result import TrainingResult
-from .stages import STAGES_ARG, StageLayout, pipeline_stages
+from .stages import STAGES_ARG, StageLayout, pipeline_stages, pp_exposed
 
 RECOMPUTE = ("none", "selective", "full", "selective_op")
 #: the recompute modes ``best_parallelism`` searches by default (Megatron-LM's); "selective_op"
@@ -69,7 +75,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               trainable: tuple[Any, Any, Any] | None = None,
               optimizer: str = "adam", lp_exp: Any = 0.0,
               ep_overlap: bool = False, cp_overlap: bool = True,
-              pp_flushes: int = 1, rc_frac: float = 1.0) -> dict[str, Any]:
+              pp_flushes: int = 1, rc_frac: float = 1.0, pp_overlap: Any = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -82,7 +88,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``).
     ``cp_overlap``: the K/V exchange behind the attention core (ring attention) or exposed (an
     all-gather in front of it). ``pp_flushes``: pipeline schedules per step, each of m /
-    pp_flushes micro-batches. ``rc_frac``: full recompute's share of the layers (options.py)."""
+    pp_flushes micro-batches. ``rc_frac``: full recompute's share of the layers (options.py);
+    ``pp_overlap``: sends behind compute (``pp_exposed``)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -144,14 +151,12 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     cross = tp * cp * pp * dp > links.domain
     t_p2p = coll.group_send_recv(b * s * D * lb / tp, cross, links, xp)
     pp_mb = xp.where(pp1, 0.0, 2 * v * t_p2p)
-    f_mb = n_lps * t_lf + ext_f
-    b_mb = n_lps * t_lb + ext_b
-    rc_mb = n_lps * t_rc
-    tp_mb = n_lps * (tp_f + tp_b)
-    ep_mb = n_lps * ep_l
-    cp_mb = n_lps * cp_l
-    t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + cp_mb + pp_mb
-    bubble = pp_flushes * (pp - 1) / v * t_mb  # each schedule fills and drains the pipeline
+    f_mb, b_mb, rc_mb = n_lps * t_lf + ext_f, n_lps * t_lb + ext_b, n_lps * t_rc
+    pp_ex = pp_exposed(pp_mb, t_p2p, f_mb, b_mb + rc_mb, v, pp_overlap, xp)
+    tp_mb, ep_mb, cp_mb = n_lps * (tp_f + tp_b), n_lps * ep_l, n_lps * cp_l
+    t_mb = f_mb + b_mb + rc_mb + tp_mb + ep_mb + cp_mb + pp_ex
+    # each schedule fills and drains the pipeline, its sends blocking there (pp_exposed)
+    bubble = pp_flushes * (pp - 1) / v * (t_mb + pp_mb - pp_ex)
 
     # -- parameters on the fullest stage (all of them; those trained)
     stage_params = _stage_params(ctx, pp1, n_first, n_last, n_mid, xp)
@@ -179,7 +184,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
         t_opt = 0.0 * t_opt
     step = m * t_mb + bubble + dp_exp + t_opt
     return dict(step=step, t_mb=t_mb, m=m, bubble=bubble, forward=m * f_mb, backward=m * b_mb,
-                recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_mb,
+                recompute=m * rc_mb, tp_comm=m * tp_mb, ep_comm=m * ep_mb, pp_comm=m * pp_ex,
                 cp_comm=m * cp_mb,
                 dp_comm=dp_exp, optimizer=t_opt, p_dev=p_dev, **mem)
 
@@ -401,7 +406,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
-           recompute_layers=A.optional(A.count(0, 10**6)))
+           recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -413,7 +418,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           cp_overlap: bool = True, elementwise: str = "fused",
           optimizer_dtype: str = "fp32", pp_flushes: int = 1,
           data_loader: Any = None, lora_targets: str = "all",
-          recompute_layers: int | None = None) -> TrainingResult:
+          recompute_layers: int | None = None, pp_overlap: bool | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -465,9 +470,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     or "bf16" gradients and Adam states (context.optimizer_state_bytes_per_param).
     ``pp_flushes``: pipeline schedules per step (1: all micro-batches in one, Megatron's; the
     accumulation steps of a stack that runs one schedule each, as NeMo AutoModel's benchmark
-    loop): each fills and drains the pipeline (the bubble paid pp_flushes times). Economics:
-    ``price_per_hour`` (USD per device-hour), ``region``, ``pue``: cost/energy/carbon_to_train.
-    """
+    loop): each fills and drains the pipeline (the bubble paid pp_flushes times).
+    ``pp_overlap``: Megatron's overlap_p2p_comm (stages.pp_exposed; None: on if interleaved).
+    Economics: ``price_per_hour`` (USD/device-hour), ``region``, ``pue``: cost/energy/carbon."""
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
@@ -483,7 +488,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
                            decoder_only=decoder_options(cp, pp_stages, attention_kernel,
                                                         fused_attention, dropout, elementwise,
-                                                        recompute_layers))
+                                                        recompute_layers, pp_overlap))
     if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
         raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
     recompute = "selective" if recompute is None else recompute  # decoder defaults
@@ -519,25 +524,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
                   layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
-                  pp_flushes, rc_frac)
+                  pp_flushes, rc_frac, pp_overlap_of(pp_overlap, interleave, pp))
     return _result(ctx, r, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
                    zero, sp, stages, optimizer, rc_frac)
-
-
-def check_ep_overlap(ctx: _Ctx, ep: int, pp: int, interleave: int, recompute: str) -> None:
-    """The rules of Megatron-Core's combined 1F1B all-to-all overlap (its developer guide and
-    Megatron-Bridge's checks): an MoE model with ep > 1, no full recompute (a fully
-    recomputed layer cannot be interleaved with the adjacent micro-batch), virtual pipeline
-    stages when pp > 1."""
-    if not ctx.cfg.n_experts or ep < 2:
-        raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges: it needs an MoE "
-                        f"model with ep > 1 (got {ctx.cfg.name}, ep={ep})")
-    if recompute == "full":
-        raise SpecError("ep_overlap=True (combined 1F1B) is incompatible with recompute='full'; "
-                        "allowed: 'none', 'selective'")
-    if pp > 1 and interleave < 2:
-        raise SpecError(f"ep_overlap=True with pp={pp} needs the interleaved schedule "
-                        "(interleave >= 2)")
 
 
 def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
