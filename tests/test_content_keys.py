@@ -110,5 +110,9 @@ def test_frozen_key() -> None:
     hw = cl.device
     assert C.frozen_key(replace(hw, tdp_w=float("nan"))) == C.frozen_key(
         replace(hw, tdp_w=float("nan")))
+    # values that compare equal but are not the same spec key apart (float text, type tags)
+    assert C.frozen_key(replace(hw, tdp_w=0.0)) != C.frozen_key(replace(hw, tdp_w=-0.0))
+    assert C.frozen_key(replace(hw, tdp_w=700)) != C.frozen_key(replace(hw, tdp_w=700.0))
+    assert len({C._freeze(v) for v in ([1], [1.0], [True], (1,), {"1": 1}, {1: 1})}) == 6
     with pytest.raises(TypeError):
         C._freeze([{1, 2}, {}])  # a set is frozen as itself: unhashable -> no key

@@ -38,14 +38,15 @@ from .errors import SpecError
 
 __all__ = ["Band", "band", "bands", "classes", "residuals", "quantile", "fit_band",
            "DEFAULT_LEVEL", "fmt_band", "POOLS", "pool_of", "pair_residuals", "fit_pair_band",
-           "speedup_band"]
+           "speedup_band", "pool_families"]
 
 DEFAULT_LEVEL = 0.8
 
 
 class Band(tuple):  # noqa: SLOT001 - a 2-tuple with read-only attributes beside it
     """The (low, high) interval at ``level`` of one estimate, from ``n`` published cases of
-    class ``cls``: ``low, high = band`` unpacks it; ``band.level``, ``band.cls``, ``band.n``."""
+    class ``cls``: ``low, high = band`` unpacks it; ``band.level``, ``band.cls``, ``band.n``
+    (for a lever's speed-up, ``speedup_band``: ``cls`` "<pool> pairs" and ``n`` the pairs)."""
 
     low: float
     high: float
@@ -199,11 +200,14 @@ def bands(values: dict[str, tuple[float, str, bool]],
 
 
 def fmt_band(b: Band | None, fmt: Any) -> str:
-    """' (80 %: 1.1–1.6 ms, from 37 published cases)' with ``fmt`` formatting one value."""
+    """' (80 %: 1.1–1.6 ms, from 37 published cases)' with ``fmt`` formatting one value; a
+    speed-up band (``speedup_band``: ``.cls`` "<pool> pairs", ``.n`` pairs) says "pairs of
+    published cases"."""
     if b is None:
         return ""
+    what = "pairs of published cases" if b.cls.endswith(" pairs") else "published cases"
     return (f" ({b.level:.0%}".replace("%", " %") + f": {fmt(b.low)}–{fmt(b.high)}, "
-            f"from {b.n} published cases)")
+            f"from {b.n} {what})")
 
 
 # -- the speed-up of a lever: a ratio of two predictions, from paired residuals ------------------
@@ -256,14 +260,22 @@ def _pair_h(pool: str, level: float) -> tuple[float, int]:
     return fit_pair_band(ds, level), len(ds)
 
 
-def speedup_band(value: float, pool: str | None, level: float = DEFAULT_LEVEL) -> Band | None:
+def pool_families(pool: str) -> frozenset[str]:
+    """The lever families that ``pool``'s pairs change (lever_pairs.toml's ``family``)."""
+    return frozenset(p["family"] for p in _pairs() if p["pool"] == pool)
+
+
+def speedup_band(value: float, pool: str | None, level: float = DEFAULT_LEVEL,
+                 family: str | None = None) -> Band | None:
     """The band of a lever's speed-up ``value`` from the paired residuals of ``pool`` (None for
-    no pool, a pool without pairs or a non-finite value); ``.cls`` is "<pool> pairs", ``.n``
-    the number of pairs."""
+    no pool, a pool without pairs, a ``family`` that none of the pool's pairs changes, or a
+    non-finite value); ``.cls`` is "<pool> pairs", ``.n`` the number of pairs."""
     level = _check_level(level)
     if pool is None or not (isinstance(value, (int, float)) and math.isfinite(value)
                             and value > 0):
         return None
+    if family is not None and family not in pool_families(pool):
+        return None  # no pair calibrates this kind of change
     h, n = _pair_h(pool, level)
     if not n:
         return None

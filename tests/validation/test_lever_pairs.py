@@ -105,8 +105,12 @@ def test_doc_carries_the_pairs_table():
 def test_lever_rows_carry_their_bands():
     r = rl.solve("resnet50", "A100", batch=1, precision="fp16")
     lv = r.levers(only=["batch", "fusion"], combine=2)
-    single = [x for x in lv if x.usable and "+" not in x.lever]
+    single = [x for x in lv if x.usable and x.lever == "batch"]
     assert single
+    # no pair of the solve pool changes fusion: its rows are not calibrated, no speed-up band
+    assert "fusion" not in U.pool_families("solve")
+    fused = [x for x in lv if x.usable and x.lever == "fusion"]
+    assert fused and all("speedup" not in x.uncertainty for x in fused)
     h = U.fit_pair_band([d for _, _, d in U.pair_residuals("solve")])
     for x in single:
         b = x.uncertainty["speedup"]
@@ -158,3 +162,39 @@ def test_notebook_table_carries_the_speedup_band():
             assert math.isnan(row["speedup_low"])
         else:
             assert (row["speedup_low"], row["speedup_high"]) == (b.low, b.high)
+
+
+def test_no_speedup_band_for_a_family_without_pairs_or_another_class():
+    """The train pool has no hardware pair: a training hardware lever (to another GPU, or to a
+    TPU, another class) has no speed-up band, only its own latency band; the family gate is
+    in speedup_band itself."""
+    assert "hardware" not in U.pool_families("train")
+    assert U.speedup_band(2.0, "train", family="hardware") is None
+    assert U.speedup_band(2.0, "train", family="parallelism") is not None
+    t = rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=2048)
+    hw = [x for x in t.levers(only=["hardware"], combine=0) if x.usable]
+    assert hw and all("speedup" not in x.uncertainty and "latency" in x.uncertainty for x in hw)
+    assert any(x.uncertainty["latency"].cls == "tpu-training" for x in hw)
+
+
+def test_fmt_band_counts_pairs_for_a_speedup_band():
+    """Band.n is cases for a class's band but pairs for a speed-up band: fmt_band says which."""
+    b = U.speedup_band(2.0, "solve")
+    n = len(U.pair_residuals("solve"))
+    assert U.fmt_band(b, lambda v: f"{v:.2f}").endswith(f"from {n} pairs of published cases)")
+    c = U.Band(1.0, 2.0, 0.8, "gpu-inference", 35)
+    assert U.fmt_band(c, str).endswith("from 35 published cases)")
+
+
+def test_solve_hardware_band_only_between_gpus():
+    """The solve pool's hardware pairs are all GPU to GPU: a solve hardware lever to a TPU or
+    another accelerator (classed gpu-inference too) has no speed-up band; to a GPU it has."""
+    r = rl.solve("resnet50", "A100", batch=8)
+    hw = [x for x in r.levers(only=["hardware"], combine=0) if x.usable
+          and x.result.uncertainty.get("latency") is not None
+          and x.result.uncertainty["latency"].cls == "gpu-inference"]
+    other = [x for x in hw if x.result.hardware_spec().kind != "gpu"]
+    gpus = [x for x in hw if x.result.hardware_spec().kind == "gpu"]
+    assert other and gpus
+    assert all("speedup" not in x.uncertainty for x in other)
+    assert all("speedup" in x.uncertainty for x in gpus)

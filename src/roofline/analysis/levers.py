@@ -78,8 +78,9 @@ class Lever:
     change: Change | None = field(default=None, repr=False)
     #: ``{"speedup": Band, "latency": Band}`` where known (roofline.uncertainty): the speed-up's
     #: band from within-source paired residuals (``speedup_band``), for a single lever whose
-    #: result lies in the base's pool of validated classes (none for a combination: it is not
-    #: calibrated, docs/validation/uncertainty.md); the latency's from the row's own result
+    #: result lies in the base's validated class and whose family some pair of the base's pool
+    #: changes (none for a combination or a family without pairs: not calibrated,
+    #: docs/validation/uncertainty.md); the latency's from the row's own result
     uncertainty: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -171,7 +172,7 @@ class Levers(Sequence[Lever], Display):
             lines.append(cut(f"[lo–hi x]: the speed-up's {n.level:.0%}".replace("%", " %")
                              + f" interval, from {n.n} pairs of published cases that differ in "
                              f"one lever ({n.cls}, docs/validation/uncertainty.md); none for a "
-                             "combination", W))
+                             "combination or a family without pairs", W))
         if max_rows is not None and len(self._rows) > max_rows:
             lines.append(f"... {len(self._rows) - max_rows} more rows "
                          "(to_string(max_rows=None) / --wide shows all)")
@@ -287,6 +288,15 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     return Levers(rows, result, metric.unit, base_call)
 
 
+def _kind(res: Any) -> str | None:
+    """A solve result's device kind (gpu, tpu, accelerator, ...; None: not a solve Result)."""
+    spec = getattr(res, "hardware_spec", None)
+    try:
+        return None if spec is None else str(spec().kind)
+    except Exception:  # noqa: BLE001 - a result built by hand without a known spec
+        return None
+
+
 # -- pricing one change ---------------------------------------------------------------------------
 class _Ctx:
     """The base call and result, and how to price a change against them."""
@@ -295,22 +305,27 @@ class _Ctx:
         self.call, self.base, self.metric, self.slo = call, base, metric, slo
         self.base_time = metric.time(base)
         self.base_bound = metric.bottleneck(base)
-        self.base_pool = self._pool(base)
+        self.base_cls = self._cls(base)
+        self.base_pool = None if self.base_cls is None else pool_of(self.base_cls)
 
-    def _pool(self, res: Any) -> str | None:
-        """The pool of paired residuals of a result's latency class (None: no band)."""
+    def _cls(self, res: Any) -> str | None:
+        """The uncertainty class of a result's latency (None: no band)."""
         b = (getattr(res, "uncertainty", None) or {}).get(LATENCY_KEY[self.call.fn])
-        return None if b is None else pool_of(b.cls)
+        return None if b is None else b.cls
 
-    def bands(self, res: Any, speedup: float, combined: bool) -> dict[str, Any]:
+    def bands(self, res: Any, speedup: float, lever: str, combined: bool) -> dict[str, Any]:
         """The row's ``uncertainty``: its latency band, and its speed-up band when the lever is
-        single and its result lies in the base's pool."""
+        single, its result lies in the base's class (the pairs are within one class), the
+        base's pool holds a pair of the lever's family (``speedup_band``) and, for a solve's
+        hardware lever, the part is of the base's kind (the solve pool's hardware pairs are all
+        GPU to GPU; ``gpu-inference`` also classes TPUs, NPUs and other accelerators)."""
         out = {}
         lat = (getattr(res, "uncertainty", None) or {}).get(LATENCY_KEY[self.call.fn])
         if lat is not None:
             out["latency"] = lat
-        if not combined and self.base_pool is not None and self._pool(res) == self.base_pool:
-            b = speedup_band(speedup, self.base_pool)
+        if not combined and self.base_pool is not None and self._cls(res) == self.base_cls \
+                and not (lever == "hardware" and _kind(res) != _kind(self.base)):
+            b = speedup_band(speedup, self.base_pool, family=lever)
             if b is not None:
                 out["speedup"] = b
         return out
@@ -341,7 +356,7 @@ class _Ctx:
                      bottleneck_before=self.base_bound, bottleneck_after=m.bottleneck(res),
                      memory=m.memory(res), fits=True, meets_slo=meets, why=w, note=note,
                      call=call, result=res, change=change,
-                     uncertainty=self.bands(res, speedup, combined))
+                     uncertainty=self.bands(res, speedup, lever, combined))
 
     def na(self, lever: str, setting: str, why: str) -> Lever:
         return Lever(lever=lever, setting=setting, applies=False, time=math.nan,

@@ -474,16 +474,13 @@ def _nccl_bws(p: float, stride: float,
               links: Links) -> tuple[float, float, float, float, float]:
     """One group's (domains, ring Simple bus bandwidth, NVLS and NVLSTree algorithm
     bandwidths or 0, the tree's Simple bus bandwidth) as ``group_nccl`` gives them to the
-    tuner (scalar)."""
+    tuner (scalar: the same ``_ring_bw`` / ``_nvls_tree_bw`` / ``_tree_bw``)."""
     from .xp import SCALAR
 
     i, o = group_split(p, stride, links.domain, SCALAR)
-    ring = links.up_bw if o <= 1 else min(links.up_bw, i * links.out_bw)
     nv = links.nvls_bw if i > 1 else 0.0
-    nvt = (nv if o <= 1 else min(nv, i * links.out_bw / (2.0 if o > 2 else 1.0))) if nv \
-        else 0.0
-    tree = min(links.up_bw, 2 * i * links.out_bw) if o == 2 else ring
-    return o, ring, nv, nvt, tree
+    nvt = _nvls_tree_bw(i, o, links, SCALAR) if nv else 0.0
+    return o, _ring_bw(i, o, links, SCALAR), nv, nvt, _tree_bw(i, o, links, SCALAR)
 
 
 def group_nccl_choice(collective: str, n: float, p: int, stride: int,

@@ -9,6 +9,7 @@ and the network overhead per ring step). A cluster whose device is not listed un
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -113,6 +114,19 @@ def _search(doc: dict[str, Any], src: dict[str, str], out: dict[str, Any]) -> No
             raise SpecError(f"{_ORIGIN}: [per_channel_caps] lacks a row for {a!r}")
 
 
+def _on_nvlink(c: Cluster) -> bool:
+    """Whether ``c``'s devices meet on NVLink (a switch or mesh; an NVLink bridge is a pair)."""
+    link = c.device.scale_up_link
+    return link is not None and "nvlink" in link.name.lower() and "bridge" not in \
+        link.name.lower()
+
+
+def _nvlink_total(row: Mapping[str, Any], up_gbps: float) -> float:
+    """A GPU's NVLink bandwidth as NCCL's search counts it, GB/s: its links (the cluster's
+    scale-up rate over the per-link spec, at least one) × ``SMxx_NVLINK_BW`` (``nvlink_link``)."""
+    return max(1, round(up_gbps / row["link_spec"])) * row["nvlink_link"]
+
+
 def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
             gpus: int, nics: int = 0) -> dict[str, Any]:
     """The replayed ring / tree search (``ops.nccl_search``) for one cluster: NcclTuner's
@@ -129,8 +143,7 @@ def _replay(arch: str, nvlink: bool, up_gbps: float, out_gbps: float,
     cc, sp = int(row["cc"]), str(row["speeds"])
     if 0 < out_gbps and min(row["pcie"], out_gbps) < min(d["speeds"][f"inter_{sp}"]):
         return {}
-    links = round(up_gbps / row["link_spec"])
-    total = max(1, links) * row["nvlink_link"]
+    total = _nvlink_total(row, up_gbps)
     one = search_ring(d["speeds"][f"intra_{sp}"], total, cc)
     out: dict[str, Any] = {"search_one": (one[0], one[1] * 1e9),
                            "comm_one": comm_channels(one[0], cc, 1, one[1])}
@@ -191,10 +204,7 @@ def tuner_for(c: Cluster) -> NcclTuner | None:
     arch = _doc()["arch"].get(c.device.key.split("~", 1)[0])
     if arch is None:
         return None
-    link = c.device.scale_up_link
-    nvlink = link is not None and "nvlink" in link.name.lower() and "bridge" not in \
-        link.name.lower()
-    return _tuner(arch, nvlink, c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
+    return _tuner(arch, _on_nvlink(c), c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
                   c.nic_bytes_per_s / 1e9, c.scale_up_domain,
                   c.nics * (c.scale_up_domain // c.devices_per_node))
 
@@ -210,11 +220,10 @@ def nvls_search_for(c: Cluster) -> tuple[tuple[int, float, float], tuple[int, fl
         return None
     d = _doc()
     row = d["search_arch"][arch]
-    link = c.device.scale_up_link
-    if int(row["cc"]) < 90 or link is None or "nvlink" not in link.name.lower():
+    if int(row["cc"]) < 90 or not _on_nvlink(c):
         return None
     sp = str(row["speeds"])
-    total = max(1, round(c.scale_up_bytes_per_s / 1e9 / row["link_spec"])) * row["nvlink_link"]
+    total = _nvlink_total(row, c.scale_up_bytes_per_s / 1e9)
     gpus = c.scale_up_domain
     one = search_nvls(d["speeds"][f"intra_{sp}"], total, gpus)
     nodes = search_nvls(d["speeds"][f"inter_{sp}"], total, gpus,

@@ -4,6 +4,8 @@ NVLS rates (``roofline.validation.collectives.collectives_figures`` merges them)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ops import collectives as coll
 from ..ops.xp import SCALAR
 from . import collectives as C
@@ -16,21 +18,20 @@ def nic_figures() -> dict[str, str]:
     same with a NIC per GPU at the NIC's own rate (``.naive``: the per-GPU pricing the NIC
     count replaces), and the 2-node row with the tree at the ring's bandwidth (``.ringtree``)."""
     from ..ops.nccl import nccl_best
+    from ..scenarios.training.factors import cluster_links, training_factors
     from .holdout import fmt_pct
 
     out: dict[str, str] = {}
     for c in C.collective_cases():
         if c["cluster"] != "aws-p4d":
             continue
-        nodes = c["ranks"] // 8
-        out[f"coll.p4d.{nodes}.err"] = fmt_pct(C.predict(c) / c.value_si - 1, digits=1)
         cl = C._case_cluster(c)
-        naive = C._cluster.__wrapped__(c["cluster"], None, c["ranks"],
-                                       cl.nic_bytes_per_s / 1e9, 8)
+        nodes = c["ranks"] // cl.devices_per_node
+        out[f"coll.p4d.{nodes}.err"] = fmt_pct(C.predict(c) / c.value_si - 1, digits=1)
+        # one NIC per GPU (nics_per_node None), each at the real NIC's rate
+        naive = replace(cl, scale_out_bytes_per_s=cl.nic_bytes_per_s, nics_per_node=None)
         links = C._links(c)
         o, ring, _, _, tree = coll._nccl_bws(float(c["ranks"]), 1.0, links)
-        from ..scenarios.training.factors import cluster_links, training_factors
-
         nl = cluster_links(naive, training_factors(naive.device.kind, naive.device.key))
         t_naive = coll.group_all_reduce(float(c["bytes"]), c["ranks"], 1, nl, SCALAR)
         bus = coll.bus_factor("all_reduce", c["ranks"]) * c["bytes"]

@@ -165,7 +165,8 @@ _FROZEN: dict[int, tuple[Any, SpecKey | None]] = {}
 
 def frozen_key(x: Any) -> SpecKey | None:
     """A hashable value of every field of a frozen dataclass instance, nested specs, mappings
-    and sequences included (NaN as a tag, since NaN != NaN), its hash computed once; None when
+    and sequences included (each leaf with its type, a float as its exact text: NaN equals
+    itself, -0.0 is not 0.0, 1 is not 1.0 or True), its hash computed once; None when
     a field does not hash. Equal specs (a reloaded file, a ``replace`` with the same values)
     give equal keys; an edited copy another one."""
     hit = _FROZEN.get(id(x))
@@ -189,10 +190,10 @@ def _freeze(v: Any) -> Any:
                                         key=lambda ab: ab[0])))
     if isinstance(v, list | tuple):
         return (type(v), tuple(_freeze(x) for x in v))
-    if isinstance(v, float) and v != v:
-        return ("nan",)
+    if isinstance(v, float):  # NaN != NaN, -0.0 == 0.0: a float keys on its exact text
+        return (type(v), repr(v))
     hash(v)  # TypeError for an unhashable leaf
-    return v
+    return v if type(v) is str else (type(v), v)  # 1 == 1.0 == True: the type tells them apart
 
 
 def _is_path(x: Any) -> bool:
