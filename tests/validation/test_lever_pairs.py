@@ -184,3 +184,17 @@ def test_fmt_band_counts_pairs_for_a_speedup_band():
     assert U.fmt_band(b, lambda v: f"{v:.2f}").endswith(f"from {n} pairs of published cases)")
     c = U.Band(1.0, 2.0, 0.8, "gpu-inference", 35)
     assert U.fmt_band(c, str).endswith("from 35 published cases)")
+
+
+def test_solve_hardware_band_only_between_gpus():
+    """The solve pool's hardware pairs are all GPU to GPU: a solve hardware lever to a TPU or
+    another accelerator (classed gpu-inference too) has no speed-up band; to a GPU it has."""
+    r = rl.solve("resnet50", "A100", batch=8)
+    hw = [x for x in r.levers(only=["hardware"], combine=0) if x.usable
+          and x.result.uncertainty.get("latency") is not None
+          and x.result.uncertainty["latency"].cls == "gpu-inference"]
+    other = [x for x in hw if x.result.hardware_spec().kind != "gpu"]
+    gpus = [x for x in hw if x.result.hardware_spec().kind == "gpu"]
+    assert other and gpus
+    assert all("speedup" not in x.uncertainty for x in other)
+    assert all("speedup" in x.uncertainty for x in gpus)

@@ -288,6 +288,15 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     return Levers(rows, result, metric.unit, base_call)
 
 
+def _kind(res: Any) -> str | None:
+    """A solve result's device kind (gpu, tpu, accelerator, ...; None: not a solve Result)."""
+    spec = getattr(res, "hardware_spec", None)
+    try:
+        return None if spec is None else str(spec().kind)
+    except Exception:  # noqa: BLE001 - a result built by hand without a known spec
+        return None
+
+
 # -- pricing one change ---------------------------------------------------------------------------
 class _Ctx:
     """The base call and result, and how to price a change against them."""
@@ -306,13 +315,16 @@ class _Ctx:
 
     def bands(self, res: Any, speedup: float, lever: str, combined: bool) -> dict[str, Any]:
         """The row's ``uncertainty``: its latency band, and its speed-up band when the lever is
-        single, its result lies in the base's class (the pairs are within one class) and the
-        base's pool holds a pair of the lever's family (``speedup_band``)."""
+        single, its result lies in the base's class (the pairs are within one class), the
+        base's pool holds a pair of the lever's family (``speedup_band``) and, for a solve's
+        hardware lever, the part is of the base's kind (the solve pool's hardware pairs are all
+        GPU to GPU; ``gpu-inference`` also classes TPUs, NPUs and other accelerators)."""
         out = {}
         lat = (getattr(res, "uncertainty", None) or {}).get(LATENCY_KEY[self.call.fn])
         if lat is not None:
             out["latency"] = lat
-        if not combined and self.base_pool is not None and self._cls(res) == self.base_cls:
+        if not combined and self.base_pool is not None and self._cls(res) == self.base_cls \
+                and not (lever == "hardware" and _kind(res) != _kind(self.base)):
             b = speedup_band(speedup, self.base_pool, family=lever)
             if b is not None:
                 out["speedup"] = b

@@ -139,15 +139,30 @@ def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: fl
 def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,
                            head_dim: float, d_ff: float, gated_mlp: bool, seq_len: float,
                            tp: Any, sequence_parallel: Any, fused_attention: bool,
-                           dropout: bool, xp: Any = np) -> tuple[Any, Any]:
+                           dropout: bool, xp: Any = np, fp8: bool = False) -> tuple[Any, Any]:
     """(no recompute, selective recompute) bytes per token of ``activation_bytes_per_token``
-    (the training step needs both: a fully recomputed layer holds the first while it runs)."""
+    (the training step needs both: a fully recomputed layer holds the first while it runs).
+
+    ``fp8``: the bytes Transformer Engine's fp8 recipe keeps (true bytes, not at 2-byte
+    activations): a linear saves its fp8-cast input for the weight gradient (1 byte), every
+    other saved tensor stays 16-bit. Read in TE v1.8 (3ec998e9) pytorch/module/:
+    ``LayerNormLinear`` saves the norm's input (``inputmat``, activation dtype) and its fp8
+    output ``ln_out`` (uint8); ``LayerNormMLP`` the norm's input, fp8 ``ln_out``, ``fc1_out``
+    (the activation's input, written in activation dtype) and the activation's fp8 output
+    ``gelu_out`` (fc2's input); ``Linear`` (the attention projection) its fp8 ``inputmat``;
+    attention runs in 16-bit (``fp8_dpa`` off by default) and keeps Q, K, V and its output.
+    Per token: norm inputs 4D, QKV and MLP inputs D + D, Q / K / V 2D + 4·K·H, the attention
+    output 2D (attention's) + D (the projection's fp8 copy), the MLP 4F + F gated (gate and up
+    at 16 bits, their product in fp8) or 2F + F; masks and unfused scores as at 16 bits."""
     D, H, K = float(d_model), float(head_dim), float(n_kv_heads)
     F, s = float(d_ff), float(seq_len)
     mask = 1.0 if dropout else 0.0
     sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
-    repl = 4 * D + 2 * D + 2 * D + 2 * mask * D  # two norm inputs, QKV and MLP inputs, masks
-    shard = 2 * D + 4 * K * H + 2 * D + (6 * F if gated_mlp else 4 * F)
+    gin = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
+    # two norm inputs, QKV and MLP inputs, masks
+    repl = 4 * D + gin * D + gin * D + 2 * mask * D
+    mlp = (4 * F + gin * F) if gated_mlp else (2 * F + gin * F)
+    shard = 2 * D + 4 * K * H + 2 * D + (D if fp8 else 0.0) + mlp
     scores = 0.0 if fused_attention else (2 + 3 * mask) * n_heads * s
     selective = xp.where(sp, (repl + shard) / tp, repl + shard / tp)
     return selective + scores / tp, selective
@@ -181,9 +196,14 @@ MOE_ROUTINGS = ("random", "contiguous")
 def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float,
                              n_shared: float, n_experts: float, gated_mlp: bool,
                              tp: Any = 1, sequence_parallel: Any = False,
-                             xp: Any = np) -> Any:
+                             xp: Any = np, fp8: bool = False) -> Any:
     """Bytes per token (at 2-byte activations) a mixture-of-experts MLP block keeps for its
     backward pass on one tensor-parallel rank, in place of a dense MLP's 4F (6F gated).
+    ``fp8``: true bytes under Transformer Engine's fp8 recipe, the rule of
+    ``layer_activation_terms``: a GEMM's saved input in fp8 (TE's ``GroupedLinear`` keeps its
+    quantized ``inputmats``, d0067d0d pytorch/module/grouped_linear.py), the rest 16-bit: per
+    expert row D (the permuted copy) + 4F_e (gate, up) + F_e (the SwiGLU output), the shared
+    experts as the dense MLP (5F or 3F per F), the router's fp32 probabilities.
 
     Per token, Korthikanti et al. 2022 (arXiv:2205.05198, §4.1: every tensor a backward GEMM or
     activation needs) applied to the grouped-GEMM expert path as NeMo AutoModel's
@@ -200,9 +220,10 @@ def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float
     TP ranks unless sequence-parallel (Assumption: as the replicated inputs of
     ``layer_activation_terms``)."""
     D, F, k = float(d_model), float(expert_d_ff), float(top_k)
-    mlp = 6.0 if gated_mlp else 4.0
+    gin = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
+    mlp = (4.0 + gin) if gated_mlp else (2.0 + gin)
     sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
-    copies = k * 2 * D
+    copies = k * gin * D
     split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
     return xp.where(sp, copies / tp, copies) + split / tp
 

@@ -30,10 +30,14 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
     s, D = float(ctx.seq_len), float(cfg.d_model)
     ab = ctx.prec.act_bytes
     pp1 = pp == 1
-    act_scale = ab / 2.0  # Korthikanti's table counts 2-byte activations
+    # Transformer Engine's fp8 recipe: 1-byte GEMM inputs, the other saved tensors 16-bit
+    # (ops/training_formulas.layer_activation_terms, counted in true bytes); other widths
+    # scale Korthikanti's 2-byte count
+    fp8 = ctx.prec.compute == "fp8" and ab < 2.0
+    act_scale = 1.0 if fp8 else ab / 2.0
     kw = dict(d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
               gated_mlp=cfg.gated_mlp, seq_len=s, tp=tp, sequence_parallel=sp,
-              fused_attention=ctx.fused, dropout=ctx.dropout, xp=xp)
+              fused_attention=ctx.fused, dropout=ctx.dropout, xp=xp, fp8=fp8)
     # per token and layer, in bytes at 2-byte activations (ops/training_formulas.py)
     per_tok_none, per_tok_sel = layer_activation_terms(d_ff=float(cfg.d_ff), **kw)
     f = ctx.moe_fraction
@@ -42,16 +46,18 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
         moe = moe_mlp_activation_bytes(
             d_model=D, expert_d_ff=float(cfg.moe_d_ff or cfg.d_ff), top_k=cfg.top_k,
             n_shared=cfg.n_shared_experts, n_experts=cfg.n_experts, gated_mlp=cfg.gated_mlp,
-            tp=tp, sequence_parallel=sp, xp=xp)
+            tp=tp, sequence_parallel=sp, xp=xp, fp8=fp8)
         per_tok_none = (1 - f) * per_tok_none + f * (a_none + moe)
         per_tok_sel = (1 - f) * per_tok_sel + f * (a_sel + moe)
     skip = f > 0.0 or (xp is SCALAR and rc != 3)  # one configuration, another mode
     per_tok_op = 0.0 if skip else op_sac_activation_bytes(
         d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
         d_ff=float(cfg.d_ff), gated_mlp=cfg.gated_mlp, fused_qkv=cfg.fused_qkv, tp=tp,
-        sequence_parallel=sp, xp=xp)  # "selective_op" is refused for MoE models
+        sequence_parallel=sp, xp=xp) * (ab / 2.0 / act_scale)  # not re-derived for fp8
+    # a fully recomputed layer keeps its input, the 16-bit residual stream (link_bytes)
+    inp = D * ctx.prec.link_bytes / act_scale
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, xp.where(
-        rc == 3, per_tok_op, 2 * D * rc_frac + per_tok_none * (1.0 - rc_frac))))
+        rc == 3, per_tok_op, inp * rc_frac + per_tok_none * (1.0 - rc_frac))))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
     inflight = xp.where(pp1, 1.0, xp.minimum(m, pp)) * xp.where(
         v > 1, 1 + (pp - 1) / (pp * v), 1.0)
