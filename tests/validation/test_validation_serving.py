@@ -203,3 +203,10 @@ def test_uncertainty_residuals_are_the_holdout_errors(holdout):
         e = holdout.held_out_errors[c.id]
         want = -e if c.metric in ("tok_s", "tok_s_gpu") else e
         assert stored[c.id] == pytest.approx(want, abs=2e-3), c.id
+
+
+def test_serving_summary_of_no_rows_is_a_clear_error():
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match="errs is empty"):
+        v.serving_summary([])

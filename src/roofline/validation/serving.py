@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..errors import RooflineError
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, fmt_pct, golden_section, leave_one_source_out
 
@@ -167,6 +168,9 @@ def serving_summary(errs: Sequence[tuple[Case, float, float]]) -> dict[str, floa
     """n, RMS of log errors, median and max |log error| (the serving doc's numbers)."""
     e = sorted(abs(x) for _, _, x in errs)
     n = len(e)
+    if not n:
+        raise RooflineError("serving_summary: errs is empty; it needs at least one "
+                            "(case, ours, log error) row, e.g. from serving_errors()")
     med = e[n // 2] if n % 2 else (e[n // 2 - 1] + e[n // 2]) / 2
     return {"n": n, "rms_log": math.sqrt(sum(x * x for x in e) / n),
             "median_abs_log": med, "max_abs_log": e[-1]}
