@@ -34,14 +34,16 @@ def _inference(rows: Sequence[Any]) -> dict[str, str]:
 
 
 def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
-    from .serving import serving_summary
+    from .serving import JUDGED_SOURCES, serving_summary
     from .serving_mix import summary as mix_summary
 
     s = serving_summary(errs)
     worst = max((e for _, _, e in errs), key=abs)
     tb = [math.expm1(math.log(v / c.value_si)) for c, v, _ in mix if c.source == "trtbench16"]
     ms = mix_summary(list(mix))["trtbench16"]
-    return {"readme.serving.n": str(s["n"]), "readme.serving.bound_rms": f"{_bound_rms():.2f}",
+    judged = sum(c.source in JUDGED_SOURCES for c, _, _ in errs)
+    return {"readme.serving.n": str(s["n"]), "readme.serving.judged": str(judged),
+            "readme.serving.bound_rms": f"{_bound_rms():.2f}",
             "readme.serving.median": fmt_pct(math.expm1(s["median_abs_log"]), sign=False),
             "readme.serving.rms": f"{s['rms_log']:.3f}",
             "readme.serving.worst": fmt_pct(math.expm1(worst)),
