@@ -86,6 +86,26 @@ def test_search_ranks_with_the_launchers_default() -> None:
         assert one.step_time == pytest.approx(r["step_time"], rel=1e-9)
 
 
+def test_search_takes_pp_overlap() -> None:
+    """best_parallelism(pp_overlap=False) prices every split with blocking sends, as
+    train(pp_overlap=False); True keeps only the interleaved splits; junk is refused."""
+    c = rl.cluster("dgx-h100", nodes=2)
+    kw = dict(global_batch=64, seq_len=4096, micro_batches=(1,), zeros=(1,),
+              recomputes=("selective",), interleaves=(1, 2), top=None)
+    off = rl.best_parallelism("llama-3.1-8b", c, pp_overlap=False, **kw).to_dicts()
+    on = rl.best_parallelism("llama-3.1-8b", c, pp_overlap=True, **kw).to_dicts()
+    assert on and all(r["pp"] > 1 and r["interleave"] > 1 for r in on)
+    r = next(r for r in off if r["pp"] > 1 and r["interleave"] > 1)
+    split = dict(tp=r["tp"], pp=r["pp"], dp=r["dp"], micro_batch=1,
+                 interleave=r["interleave"], recompute="selective", zero=1)
+    one = rl.train("llama-3.1-8b", c, global_batch=64, seq_len=4096, pp_overlap=False, **split)
+    assert one.step_time == pytest.approx(r["step_time"], rel=1e-9)
+    same = next(x for x in on if all(x[k] == r[k] for k in ("tp", "pp", "dp", "interleave")))
+    assert same["step_time"] < r["step_time"]  # the steady-state sends partly hidden
+    with pytest.raises(RooflineError, match="pp_overlap must be True or False, got 1"):
+        rl.best_parallelism("llama-3.1-8b", c, pp_overlap=1, **kw)
+
+
 def test_refusals() -> None:
     c = rl.cluster("dgx-h100", nodes=2)
     kw = dict(global_batch=64, seq_len=1024, pp=4)

@@ -139,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
                              elementwise=args.elementwise,
                              optimizer_dtype=args.optimizer_dtype,
-                             pp_flushes=args.pp_flushes, **common)  # type: ignore[arg-type]
+                             pp_flushes=args.pp_flushes,
+                             pp_overlap=False if args.no_pp_overlap else None,
+                             **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)

@@ -44,11 +44,13 @@ def _divisors(n: int) -> list[int]:
 def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
             micro_batches: tuple[int, ...], interleaves: tuple[int, ...],
             recomputes: tuple[str, ...], zeros: tuple[int, ...],
-            ep_overlap: bool, pp_flushes: int = 1) -> dict[str, list[Any]]:
+            ep_overlap: bool, pp_flushes: int = 1,
+            pp_overlap: bool | None = None) -> dict[str, list[Any]]:
     """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO) split, column by column (with
     ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` k only those whose micro-batches per replica
-    split into k equal schedules, as ``train`` requires)."""
+    split into k equal schedules, as ``train`` requires; with ``pp_overlap=True`` only the
+    interleaved ones, pp > 1 and v >= 2, as ``train`` requires)."""
     out: list[tuple[int, ...]] = []
     add = out.append
     rcs = [RECOMPUTE.index(rc) for rc in recomputes if not (ep_overlap and rc == "full")]
@@ -72,7 +74,7 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
                     if ep_overlap and e < 2:
                         continue
                     for v in vs:
-                        if ep_overlap and p > 1 and v < 2:
+                        if (ep_overlap and p > 1 and v < 2) or (pp_overlap and (p == 1 or v < 2)):
                             continue
                         for rc in rcs:
                             for z in zs:
@@ -90,7 +92,8 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
            price_per_hour=A.anything, region=A.anything, pue=A.anything,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
-           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6))
+           optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
+           pp_overlap=A.optional(A.flag))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -104,7 +107,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      pue: float | None = None, attention_kernel: str = "auto",
                      moe_routing: str = "random", ep_overlap: bool = False,
                      elementwise: str = "fused", optimizer_dtype: str = "fp32",
-                     pp_flushes: int = 1) -> Table:
+                     pp_flushes: int = 1, pp_overlap: bool | None = None) -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -119,7 +122,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     ``elementwise``, ``optimizer_dtype``, ``pp_flushes`` and ``ep_overlap`` as ``rl.train``'s
     (with ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` only the splits whose micro-batches divide
-    into that many schedules).
+    into that many schedules). ``pp_overlap`` as ``rl.train``'s (None: on where the split is
+    interleaved; False: every split's sends blocking; True: only the interleaved splits).
     """
     from ...analysis.economics import check_economics
 
@@ -137,7 +141,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     max_tp = max_tp or ctx.cl.domain
     tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
     rows = _splits(cfg, devices, tps, global_batch, micro_batches, interleaves, recomputes,
-                   zeros, ep_overlap, pp_flushes)
+                   zeros, ep_overlap, pp_flushes, pp_overlap)
     if not rows["tp"]:
         flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
@@ -159,7 +163,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
             lpe[s2] = tg.layer_expert_params
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe,
-                  ep_overlap=ep_overlap, pp_flushes=pp_flushes)
+                  ep_overlap=ep_overlap, pp_flushes=pp_flushes,
+                  pp_overlap=False if pp_overlap is False else None)
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too
