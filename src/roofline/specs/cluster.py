@@ -165,11 +165,16 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
     if not _KEY_RE.match(doc["key"]):
         raise SpecError(f"{origin}: key={doc['key']!r} must be lowercase letters, digits, '.', '-'")
     sources = doc.get("sources", {})
-    if not isinstance(sources, dict):
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
     prov: dict[str, Provenance] = {}
 
     def q(raw: Any, fld: str, dim: str, hi: float | None = None) -> float:
+        src = raw.get("source") if isinstance(raw, dict) else None
+        if isinstance(src, str) and src.strip() and src not in sources:
+            # an id with no citation would be printed as if it were one
+            raise SpecError(f"{origin}: {fld}.source={src!r} is not a key of [sources]; "
+                            f"defined: {', '.join(sorted(sources)) or 'none'}")
         v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
                              hi=hi)
         prov[fld] = p
