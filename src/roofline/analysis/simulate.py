@@ -252,13 +252,11 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
-    if devices is not None:
-        have = devices
-        if used > have:
-            raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
-                            f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
-                            + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
-                            + ")")
+    if devices is not None and used > devices:
+        raise SpecError(f"devices={devices} is fewer than the layout needs: {used} "
+                        f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
+                        + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
+                        + ")")
     if chunk_size is not None and mc >= budget:
         raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
                         "sequence takes one token of the step's budget")
