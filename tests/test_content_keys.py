@@ -244,6 +244,9 @@ def test_torch_models_of_one_class_key_on_their_graphs() -> None:
     shapes, dtypes). Two modules of one class with other widths, or another op, never share an
     entry; the same module imported twice (two Model objects) does."""
     torch = pytest.importorskip("torch")
+    from roofline.engine.core import time_model
+    from roofline.engine.presets import efficiency_for
+
     nn = torch.nn
 
     class Tiny(nn.Module):  # type: ignore[misc]
@@ -274,3 +277,7 @@ def test_torch_models_of_one_class_key_on_their_graphs() -> None:
         a2.graph(precision="bf16", seq_len=16, fused_attention=False, logits="all"))
     assert C.graph_digest(g) != C.graph_digest(
         a.graph(precision="fp32", seq_len=16, fused_attention=False, logits="all"))
+    d = C.graph_digest(g)
+    hw = rl.hardware("H100")
+    time_model(g, hw, efficiency_for(hw, "default"))
+    assert "_time_models" in g.meta and C.graph_digest(g) == d  # timing it caches on the graph

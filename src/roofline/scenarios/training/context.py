@@ -421,14 +421,22 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
 def graph_digest(g: Graph) -> bytes:
     """A SHA-256 digest of a graph's content: its name, phase and precision, each op's name,
     kind and class, the cost, GEMM-shape and parameter arrays (dtype, shape and bytes), the
-    scalars and the meta data, so that two graphs with one digest count the same. The key of
-    a model whose builder is not its config's (a torch or ONNX import, a custom builder): two
-    modules of one class with other shapes or dtypes give other digests."""
+    scalars and the meta data (not its "_" entries: values derived from the rest, and the
+    engine's time models cached on the graph), so that two graphs with one digest count the
+    same. The key of a model whose builder is not its config's (a torch or ONNX import, a
+    custom builder): two modules of one class with other shapes or dtypes give other digests."""
     h = hashlib.sha256()
     for f in fields(g):
+        v = getattr(g, f.name)
+        if f.name == "meta":
+            v = {a: b for a, b in v.items() if not str(a).startswith("_")}
         h.update(f.name.encode())
-        _feed(h, getattr(g, f.name))
+        _feed(h, v)
     return h.digest()
+
+
+#: types whose repr is their exact value (a tuple of them is fed as one repr)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _feed(h: Any, v: Any) -> None:
@@ -445,7 +453,10 @@ def _feed(h: Any, v: Any) -> None:
             _feed(h, v[key])
     elif isinstance(v, list | tuple):
         h.update(f"<{type(v).__name__} {len(v)}>".encode())
-        for x in v:
-            _feed(h, x)
+        if _PLAIN.issuperset(map(type, v)):  # op names, kinds: one exact repr
+            h.update(repr(v).encode())
+        else:
+            for x in v:
+                _feed(h, x)
     else:  # str, numbers, None, Precision and other frozen values: their exact repr
         h.update(f"<{type(v).__name__} {v!r}>".encode())
