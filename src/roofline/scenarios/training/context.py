@@ -3,7 +3,6 @@ links), the per-rank training graphs and their group times per micro-batch (cach
 
 from __future__ import annotations
 
-import hashlib
 import os
 from abc import get_cache_token
 from collections import OrderedDict
@@ -425,6 +424,8 @@ def graph_digest(g: Graph) -> bytes:
     engine's time models cached on the graph), so that two graphs with one digest count the
     same. The key of a model whose builder is not its config's (a torch or ONNX import, a
     custom builder): two modules of one class with other shapes or dtypes give other digests."""
+    import hashlib  # here: importing it loads OpenSSL (+18 M instructions on every start)
+
     h = hashlib.sha256()
     for f in fields(g):
         v = getattr(g, f.name)
