@@ -34,11 +34,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import RooflineError
 from ..uncertainty import DEFAULT_LEVEL, POOLS, fit_pair_band, pair_residuals
 from .holdout import fmt_pct
 
 __all__ = ["FAMILY", "CLASS_DOMAINS", "compute_pairs", "pairs_text", "write_pairs", "pair_coverage",
-           "pairs_table", "pairs_figures", "PAIRS_PATH"]
+           "pairs_table", "pairs_figures", "PAIRS_PATH", "binomial_p", "coverage_gate"]
 
 PAIRS_PATH = Path(__file__).resolve().parents[1] / "data" / "validation" / "lever_pairs.toml"
 
@@ -202,6 +203,33 @@ def pairs_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
         tn, tk = tn + n, tk + k
     out |= {"pairs.all.n": str(tn), "pairs.all.covered": str(tk),
             "pairs.all.loso": fmt_pct(tk / tn, sign=False) if tn else "n/a"}
+    return out
+
+
+def binomial_p(k: int, n: int, p: float) -> float:
+    """Exact two-sided binomial test: the probability, under k ~ Binomial(n, p), of a count no
+    more likely than k (the sum of P(i) over every i with P(i) ≤ P(k), as R's binom.test)."""
+    if not (isinstance(n, int) and isinstance(k, int) and 0 <= k <= n and 0 < p < 1):
+        raise RooflineError(f"binomial_p: need integers 0 <= k <= n and 0 < p < 1, got k={k!r}, "
+                            f"n={n!r}, p={p!r}")
+    pr = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
+    return min(1.0, sum(x for x in pr if x <= pr[k] * (1 + 1e-7)))
+
+
+def coverage_gate(counts: Mapping[str, tuple[int, int]], level: float = DEFAULT_LEVEL,
+                  alpha: float = 0.05, lo: float = 0.7, hi: float = 0.9) -> list[str]:
+    """The calibration gate of the speed-up bands (docs/validation/uncertainty.md): the pooled
+    held-out coverage within [lo, hi], and each pool's (covered, pairs) consistent with ``level``
+    by the exact two-sided binomial test at ``alpha`` / the number of pools (Bonferroni: a
+    family-wise ``alpha``). Returns the failures, empty when the gate passes."""
+    k = sum(c for c, _ in counts.values())
+    n = sum(m for _, m in counts.values())
+    out = [] if n and lo <= k / n <= hi else [f"pooled {k}/{n} outside {lo:.0%}–{hi:.0%}"]
+    a = alpha / max(len(counts), 1)
+    for pool, (c, m) in counts.items():
+        pv = binomial_p(c, m, level)
+        if pv < a:
+            out.append(f"{pool} {c}/{m}: binomial p = {pv:.4f} < {a:.4f} against {level:.0%}")
     return out
 
 
