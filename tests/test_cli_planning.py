@@ -62,3 +62,20 @@ def test_simulate_expert_parallel_and_weight_only(capsys):
                "--json"])
     assert rc == 0
     assert "wint4" in json.loads(capsys.readouterr().out)["layout"]
+
+
+def test_engine_is_one_of_the_profiles(capsys):
+    """plan / simulate --engine take serve's choices and refuse a typo first, listing them (it
+    was refused only after the other checks, or named in an unrelated error)."""
+    import pytest
+
+    from roofline.scenarios.serving.plan import ENGINES
+
+    for cmd in ("plan", "simulate"):
+        with pytest.raises(SystemExit) as ex:
+            # no SLO either: the engine is the first thing refused
+            main([cmd, "llama-3.1-8b", "H100", "--rate", "1", "--engine", "trtlm"])
+        assert ex.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --engine: invalid choice: 'trtlm'" in err, err
+        assert all(e in err for e in ENGINES), err

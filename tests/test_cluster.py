@@ -191,3 +191,20 @@ def test_training_doc_nic_example_parses() -> None:
     doc["scale_up_domain"] = {"value": 8, "unit": "1", "source": "s"}
     c = parse_cluster(doc)
     assert c.scale_out_bytes_per_s == pytest.approx(6.25e9) and c.nics == 4
+
+
+def test_source_id_must_be_defined() -> None:
+    """A field's ``source`` names a key of ``[sources]``; an undefined one is refused, naming
+    the field, the id and the ids defined (it was taken silently as its own citation)."""
+    doc = _doc()
+    doc["scale_out"]["latency"] = {"value": 5, "unit": "us", "source": "dgx"}  # type: ignore[index]
+    with pytest.raises(SpecError, match=r"scale_out\.latency\.source='dgx' is not a key of "
+                                        r"\[sources\]; defined: s"):
+        parse_cluster(doc)
+    doc = _doc(sources={})
+    with pytest.raises(SpecError, match=r"devices_per_node\.source='s' .* defined: none"):
+        parse_cluster(doc)
+    with pytest.raises(SpecError, match=r"\[sources\] must map short ids to citation strings"):
+        parse_cluster(_doc(sources={"s": 3}))
+    # a defined id still resolves to its citation
+    assert parse_cluster(_doc()).provenance["scale_out.latency"].source == "a test"

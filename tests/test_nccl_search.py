@@ -155,8 +155,10 @@ def test_nic_counts_by_hand() -> None:
     assert search_ring(SM80_INTER, 240.0, 80, nics=4, nic_path=24.0, pcie=24.0) == (4, 24.0)
     assert comm_channels(4, 80, 2, 24.0) == 8
     assert search_ring(SM80_INTER, 240.0, 80, nics=8, nic_path=12.5) == (8, 12.0)
-    # H100 with 32 NICs of 100 Gb/s (12.5 GB/s; AWS p5): 12 -> min(floor(370.8 / 10.5) = 35,
-    # 32 x 1, 8 x floor(48 / 12) = 32) = 32, the search's cap (32), 384 >= 370.8: done
+    # H100 with 32 NICs of 100 Gb/s (12.5 GB/s; AWS p5: 32 network cards, 3,200 Gb/s, Amazon
+    # EC2 User Guide "EFA configuration for P5 and P5e instances"):
+    # 12 -> min(floor(370.8 / 10.5) = 35, 32 x 1, 8 x floor(48 / 12) = 32) = 32, the search's
+    # cap (32), 384 >= 370.8: done
     assert search_ring(SM90_INTER, 370.8, 90, nics=32, nic_path=12.5, pcie=48.0) == (32, 12.0)
     # 16 NICs at 48 on a 1000 GB/s fabric: the 8 PCIe paths bind, 8 x 48 (16 x 48 without)
     assert search_ring(SM90_INTER, 1000.0, 90, nics=16, nic_path=48.0, pcie=48.0) == (8, 48.0)

@@ -138,3 +138,35 @@ def test_cli_no_pp_overlap(capsys: pytest.CaptureFixture[str]) -> None:
     assert on["step_time"] == pytest.approx(rl.train("llama-3.1-8b", c, **kw).step_time,
                                             rel=1e-12)
     assert on["step_time"] < off["step_time"]
+
+
+def test_the_result_records_the_overlap(capsys: pytest.CaptureFixture[str]) -> None:
+    """r.pp_overlap says whether the sends were overlapped: the launcher's default resolved
+    (on with interleaving, off without), False when asked, False at pp = 1 and for a generic
+    graph; in to_dict / --json and on the printed split line (pp > 1 only)."""
+    import json
+
+    from roofline.cli import main
+
+    c = rl.cluster("dgx-h100", nodes=2)
+    kw = dict(global_batch=64, seq_len=1024, pp=4)
+    on = rl.train("llama-3.1-8b", c, interleave=2, **kw)
+    off = rl.train("llama-3.1-8b", c, interleave=2, pp_overlap=False, **kw)
+    plain = rl.train("llama-3.1-8b", c, **kw)  # interleave 1: Megatron's default is off
+    assert (on.pp_overlap, off.pp_overlap, plain.pp_overlap) == (True, False, False)
+    assert on.to_dict()["pp_overlap"] is True and off.to_dict()["pp_overlap"] is False
+    assert "interleave=2 recompute=" in str(on)
+    assert " pp_overlap=on" in str(on) and " pp_overlap=off" in str(off)
+    assert " pp_overlap=off" in str(plain)
+    one = rl.train("llama-3.1-8b", "dgx-h100", global_batch=8, seq_len=1024)
+    assert one.pp_overlap is False and "pp_overlap" not in str(one)
+    cnn = rl.train("resnet50", rl.cluster("dgx-h100", nodes=1), global_batch=256)
+    assert cnn.pp_overlap is False and cnn.to_dict()["pp_overlap"] is False
+    argv = ["train", "llama-3.1-8b", "dgx-h100", "--nodes", "2", "--global-batch", "64",
+            "--seq-len", "1024", "--pp", "4", "--interleave", "2"]
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pp_overlap"] is True
+    assert main(argv + ["--json", "--no-pp-overlap"]) == 0
+    assert json.loads(capsys.readouterr().out)["pp_overlap"] is False
+    assert main(argv) == 0
+    assert "pp_overlap=on" in capsys.readouterr().out

@@ -113,3 +113,40 @@ def test_student_band_by_hand() -> None:
     one = [("A", 0.1), ("A", 0.3), ("A", 0.2)]  # σ² = 0.01, v = 0.01 (1 + 1/3)
     lo, hi = T.student_band(one, one)
     assert hi - 0.2 == pytest.approx(T.t_quantile(0.9, 2) * math.sqrt(0.01 * 4 / 3))
+
+
+def test_rescaled_by_hand() -> None:
+    """Class X, no borrowed spread: A 0.0, 0.2; B −0.1, 0.1; C 0.3, 0.5 (within variance 0.02
+    each). Without A (B, C): μ 0.2, σ² 0.02, means' variance 0.08, τ² 0.08 − 0.02/2 = 0.07,
+    v = 0.07 + 0.02 + (0.07 + 0.01)/2 = 0.13: A's z = 0.2/√0.13 = 0.5547, 0. Without B:
+    μ 0.25, τ² 0.045 − 0.01 = 0.035, v = 0.0775: B's z = 0.35/√0.0775 = 1.25724, 0.538816.
+    Without C: μ 0.05, τ² max(0, 0.005 − 0.01) = 0, v = 0.02 + 0.01/2 = 0.025: C's z 1.58114,
+    2.84605. Every case weighs 1/6; the cumulative weight reaches 0.8 at the fifth: q = 1.58114.
+    All three: μ 1/6, σ² 0.02, means' variance 0.043333, τ² 0.033333, v = 0.053333 +
+    (0.033333 + 0.01)/3 = 0.067778: band μ ± 1.58114 · 0.260342 = ±0.411637; never wider: the
+    shipped ±1.2815516 · 0.260342."""
+    from roofline.validation.uncertainty import residuals_as
+
+    rows = [("A", 0.0), ("A", 0.2), ("B", -0.1), ("B", 0.1), ("C", 0.3), ("C", 0.5)]
+    parsed = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(rows)]}}}
+    with residuals_as(parsed):
+        assert T.rescale_quantile("X") == pytest.approx(1.58114, abs=1e-5)
+        lo, hi = T.rescaled_band("X")
+        assert (lo + hi) / 2 == pytest.approx(1 / 6) and (hi - lo) / 2 == pytest.approx(
+            0.411637, abs=1e-5)
+        lo, hi = T.rescaled_band("X", narrow_only=True)
+        assert (hi - lo) / 2 == pytest.approx(1.2815516 * 0.260342, abs=1e-5)
+        assert (lo, hi) == pytest.approx(U.fit_band(rows), abs=1e-12)
+        # without C, two sources are left: A's and B's z against the other alone
+        # (one source: τ² 0, v = 0.02 + 0.02/2 = 0.03): |0 − 0|, |0.2 − 0| / √0.03 ... q is
+        # the larger source's: weights 1/4 each, the fourth reaches 0.8
+        assert T.rescale_quantile("X", frozenset({"C"})) == pytest.approx(
+            max(abs(e - m) for e, m in ((0.0, 0.0), (0.2, 0.0), (-0.1, 0.1), (0.1, 0.1)))
+            / math.sqrt(0.03))
+    # fewer than MIN_SOURCES sources: the shipped band
+    two = [r for r in rows if r[0] != "C"]
+    parsed2 = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
+    with residuals_as(parsed2):
+        assert T.rescaled_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)

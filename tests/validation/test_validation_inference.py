@@ -33,8 +33,10 @@ from pathlib import Path
 import pytest
 
 import roofline as rl
+from roofline.errors import SpecError
 from roofline.validation import Case, parse_cases
 from roofline.validation.inference import (
+    TRT_QKV,
     Row,
     case_figures,
     case_table,
@@ -103,6 +105,20 @@ def _one(metric: str, measured: float, unit: str, batch: int) -> Case:
                      "hardware": "A100", "batch": batch, "precision": "fp16", "fuse": False,
                      "runtime": "eager", "engine": "PyTorch eager"}]}
     return parse_cases(doc, "inference").cases[0]
+
+
+def test_fuse_qkv_without_fuse_is_refused() -> None:
+    """``fuse_qkv = true`` is a fold of the fused graph: with ``fuse = false`` it was dropped
+    silently (the case priced three QKV GEMMs); now a SpecError naming the case."""
+    c = next(c for c in inference_cases().cases if c.get("fuse_qkv", False))
+    assert solve_kwargs(c)["fuse"] == TRT_QKV
+    bad = replace(c, scenario={**c.scenario, "fuse": False})
+    with pytest.raises(SpecError, match=rf"inference case {c.id!r}: fuse_qkv = true needs "
+                                        "fuse = true"):
+        solve_kwargs(bad)
+    # fuse = false without fuse_qkv is a plain unfused case
+    plain = replace(c, scenario={**c.scenario, "fuse": False, "fuse_qkv": False})
+    assert solve_kwargs(plain)["fuse"] is False
 
 
 def test_measured_time_conversion() -> None:

@@ -20,8 +20,11 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-p99", type=float, default=None, help="p99 TTFT target, s")
     p.add_argument("--tpot-p99", type=float, default=None, help="p99 TPOT target, s")
     p.add_argument("--e2e-p99", type=float, default=None, help="p99 end-to-end target, s")
-    p.add_argument("--engine", default="trtllm",
-                   help="trtllm | trtllm-legacy | trtllm-v08 | vllm | eager")
+    from ..scenarios.serving.plan import ENGINES
+
+    p.add_argument("--engine", default="trtllm", choices=ENGINES, metavar="ENGINE",
+                   help="serving-engine profile from data/presets/serving.toml (as serve's "
+                        "--engine): " + ", ".join(ENGINES) + " (default trtllm)")
     p.add_argument("--requests", type=int, default=None, help="requests per simulation")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--kv-policy", default="dynamic", choices=("dynamic", "reserve"),

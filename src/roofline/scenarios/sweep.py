@@ -88,7 +88,7 @@ class Sweep(Display):
         t = self.table
         one_prec = len(set(t["precision"])) == 1 if len(t) else True
         cols = ["hardware", "precision", "batch", "latency", "throughput", "bottleneck",
-                "feasible", "mfu", "arithmetic_intensity"]
+                "feasible", "mfu", "t_overhead", "t_fill", "arithmetic_intensity"]
         if one_prec:
             cols.remove("precision")
         body = t.to_string(cols, max_rows=max_rows, width=width, more=more)
@@ -156,7 +156,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         for hw in hws:
             if not hw.has(p.compute):
                 nan = math.nan
-                block([hw.name], p.label, nb, latency=nan, latency_bound=nan, throughput=0.0,
+                block([hw.name], p.label, nb, latency=nan, latency_bound=nan, t_overhead=nan,
+                      t_fill=nan, throughput=0.0,
                       tokens_per_s=nan, bottleneck="none", flops=nan, bytes=nan,
                       arithmetic_intensity=nan, ridge_point=nan, mfu=nan,
                       memory_footprint=nan, feasible=False,
@@ -202,13 +203,15 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
-              latency_bound=arr["latency_bound"], throughput=bf / lat, tokens_per_s=tps,
+              latency_bound=arr["latency_bound"], t_overhead=arr["t_overhead"],
+              t_fill=arr["t_fill"], throughput=bf / lat, tokens_per_s=tps,
               bottleneck=bott, flops=fl, bytes=by, arithmetic_intensity=fl / by,
               ridge_point=np.broadcast_to(peak / np.array(
                   [hw.memory_bytes_per_s for hw in ok])[:, None], lat.shape),
               mfu=fl / (lat * peak), memory_footprint=foot, feasible=fits, reason=reason)
     table = Table(_columns(blocks, m.name, batches),
-                  units={"latency": "s", "latency_bound": "s", "throughput": "1/s",
+                  units={"latency": "s", "latency_bound": "s", "t_overhead": "s", "t_fill": "s",
+                         "throughput": "1/s",
                          "flops": "FLOP", "bytes": "B", "memory_footprint": "B",
                          "mfu": FRACTION, "arithmetic_intensity": "FLOP/B"})
     bar.close()
@@ -228,8 +231,8 @@ def _columns(blocks: list[tuple[list[str], str, dict[str, Any]]], model: str,
             "precision": np.repeat(np.array([p for hn, p, _ in blocks for _ in hn],
                                             dtype=object), nb),
             "batch": np.tile(batches, len(names)).astype(np.int64)}
-    floats = ("latency", "latency_bound", "throughput", "tokens_per_s", "flops", "bytes",
-              "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint")
+    floats = ("latency", "latency_bound", "t_overhead", "t_fill", "throughput", "tokens_per_s",
+              "flops", "bytes", "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint")
     for k in _KEYS[4:]:
         typ = np.float64 if k in floats else bool if k == "feasible" else object
         cols[k] = np.concatenate([np.broadcast_to(np.asarray(c[k], dtype=typ), (len(hn), nb))
@@ -237,9 +240,9 @@ def _columns(blocks: list[tuple[list[str], str, dict[str, Any]]], model: str,
     return cols
 
 
-_KEYS = ("model", "hardware", "precision", "batch", "latency", "latency_bound", "throughput",
-         "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity", "ridge_point",
-         "mfu", "memory_footprint", "feasible", "reason")
+_KEYS = ("model", "hardware", "precision", "batch", "latency", "latency_bound", "t_overhead",
+         "t_fill", "throughput", "tokens_per_s", "bottleneck", "flops", "bytes",
+         "arithmetic_intensity", "ridge_point", "mfu", "memory_footprint", "feasible", "reason")
 
 
 def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
@@ -289,6 +292,8 @@ def _row(d: dict[str, Any]) -> dict[str, Any]:
     nan = math.nan
     return dict(latency=d["latency"] if d["latency"] is not None else nan,
                 latency_bound=d["latency_bound"] if d["latency_bound"] is not None else nan,
+                t_overhead=nan if d["t_overhead"] is None else d["t_overhead"],
+                t_fill=nan if d["t_fill"] is None else d["t_fill"],
                 throughput=d["throughput"], tokens_per_s=d["tokens_per_s"] or nan,
                 bottleneck=d["bottleneck"], flops=d["flops"] or nan, bytes=d["bytes"] or nan,
                 arithmetic_intensity=d["arithmetic_intensity"] or nan,

@@ -10,12 +10,13 @@ Bandwidths are per device and per direction (what one rank can push while receiv
 per-step α of the α-β collective model (ops/collectives.py).
 
 ``nics_per_node``: the node's NICs on the scale-out network (None: one per device). A node with
-fewer NICs than devices (AWS p4d: 4 × 100 Gb/s EFA for 8 A100) or more (AWS p5: 32 for 8 H100)
-keeps ``scale_out_bytes_per_s`` as each device's *share*, ``nics × NIC rate / devices``: what
-each rank gets while every rank of the node drives the network at once, as training's
-collectives do (NCCL spreads its channels over all the node's NICs, reaching a NIC on another
-GPU's PCIe switch through that GPU: PXN). The count itself shapes NCCL's topology search
-(``specs.nccl.tuner_for``: the channels and their speed); ``nic_bytes_per_s`` is one NIC's rate.
+fewer NICs than devices (AWS p4d: 4 × 100 Gb/s EFA for 8 A100) or more (AWS p5: 32 network
+cards for 8 H100, source at ``MAX_NICS``) keeps ``scale_out_bytes_per_s`` as each device's
+*share*, ``nics × NIC rate / devices``: what each rank gets while every rank of the node drives
+the network at once, as training's collectives do (NCCL spreads its channels over all the
+node's NICs, reaching a NIC on another GPU's PCIe switch through that GPU: PXN). The count
+itself shapes NCCL's topology search (``specs.nccl.tuner_for``: the channels and their speed);
+``nic_bytes_per_s`` is one NIC's rate.
 A cluster file gives either ``[scale_out] bandwidth`` (per device) or ``nics`` and
 ``nic_bandwidth`` (per NIC), from which the share is derived.
 """
@@ -40,7 +41,9 @@ from .sourced import Provenance, read_quantity
 __all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
 
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
-#: the most NICs a node may have (a refusal of junk, not physics: AWS p5 has 32)
+#: the most NICs a node may have (a refusal of junk, not physics: AWS p5 has 32 network cards,
+#: Amazon EC2 User Guide, "Maximize network bandwidth on Amazon EC2 instances with multiple
+#: network cards", "EFA configuration for P5 and P5e instances": up to 32 cards, 3,200 Gb/s)
 MAX_NICS = 1024
 
 
@@ -165,11 +168,16 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
     if not _KEY_RE.match(doc["key"]):
         raise SpecError(f"{origin}: key={doc['key']!r} must be lowercase letters, digits, '.', '-'")
     sources = doc.get("sources", {})
-    if not isinstance(sources, dict):
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise SpecError(f"{origin}: [sources] must map short ids to citation strings")
     prov: dict[str, Provenance] = {}
 
     def q(raw: Any, fld: str, dim: str, hi: float | None = None) -> float:
+        src = raw.get("source") if isinstance(raw, dict) else None
+        if isinstance(src, str) and src.strip() and src not in sources:
+            # an id with no citation would be printed as if it were one
+            raise SpecError(f"{origin}: {fld}.source={src!r} is not a key of [sources]; "
+                            f"defined: {', '.join(sorted(sources)) or 'none'}")
         v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
                              hi=hi)
         prov[fld] = p

@@ -2,8 +2,8 @@
 
 Every domain (``inference``, ``serving``, ``serving_mix``, ``training``, ``training_graphs``,
 ``training_runs``, ``collectives``, ``edge``, ``llamacpp``, ``llamacpp_pp``, ``client``,
-``gemm``, ``cdna_gemm``, ``cdna_tuned``, ``vendors``, ``tpu_training``, ``rocm_serving``,
-``vendor_training``) is one
+``gemm``, ``gemm_judged``, ``cdna_gemm``, ``cdna_tuned``, ``vendors``, ``tpu_training``,
+``rocm_serving``, ``vendor_training``) is one
 TOML file with a ``[sources]`` table (key -> the document: title, version or commit, table /
 page) and ``[[case]]`` entries. Each case carries
 
@@ -121,6 +121,12 @@ DOMAINS: dict[str, dict[str, Any]] = {
         # timing "op": the kernel and its launch (default: kernel time); clock "max": the harness
         # runs each call alone, at the part's maximum boost clock (default: the peaks' clock)
         "optional": {"timing": str, "clock": str},
+    },
+    "gemm_judged": {  # as "gemm", sources no fit uses (validation/gemm_judged.py)
+        "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},
+        "required": {"hardware": str, "dtype": str, "b": int, "m": int, "n": int, "k": int},
+        # scaling: how fp8 operands are scaled ("block": 1 x 128 / 128 x 128 scales), stated only
+        "optional": {"timing": str, "clock": str, "scaling": str},
     },
     "cdna_gemm": {  # as "gemm", on AMD CDNA parts (the CDNA tile parameters; validation/cdna.py)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},

@@ -415,7 +415,8 @@ def unseen_table(holdout: FitReport | None = None,
     """Markdown: |error| of every NVIDIA GEMM case on a source its parameter set was not fitted
     on — the 16-bit set's cases predicted by the fit without their device, Hopper's fp8 rows by
     the fit without their source, the A100 sources (nothing fitted on Ampere), the MAMF control
-    rows — per group and pooled."""
+    rows, the judged-only sources of validation/gemm_judged.py — per group and pooled."""
+    from .gemm_judged import gemm_judged_rows
     from .sustained import pair_cases
 
     rep = gemm_holdout() if holdout is None else holdout
@@ -430,7 +431,9 @@ def unseen_table(holdout: FitReport | None = None,
         ("H100 SXM5, the PCIe comparison's reference rows (zzc_h100)",
          [abs(e) for _, _, e in gemm_errors(cases=pair_cases("h100-pcie")[1])]),
         ("MAMF control rows (H100, A100 SXM / PCIe, B200 bf16 and fp8)",
-         [abs(e) for _, _, e in gemm_errors(cases=nvidia_control_cases())])]
+         [abs(e) for _, _, e in gemm_errors(cases=nvidia_control_cases())]),
+        ("Hopper fp8 set, DeepGEMM's H800 table (judged only: gemm_judged)",
+         [abs(e) for _, e, _, _ in gemm_judged_rows()])]
     rows = ["| cases on a source their set was not fitted on | n | median \\|error\\| | worst |",
             "|---|---:|---:|---:|"]
     pooled: list[float] = []

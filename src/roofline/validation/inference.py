@@ -54,6 +54,10 @@ def _precision(c: Case) -> Any:
 
 def solve_kwargs(c: Case) -> dict[str, Any]:
     """rl.solve's keywords for case ``c`` (all but the model, the hardware and the preset)."""
+    if c.get("fuse_qkv", False) and not c["fuse"]:
+        # one QKV GEMM is a fold of the fused graph: without folds it would be dropped silently
+        raise SpecError(f"inference case {c.id!r}: fuse_qkv = true needs fuse = true (TensorRT's "
+                        "one QKV GEMM is one of its folds); got fuse = false")
     fuse: Any = TRT_QKV if c["fuse"] and c.get("fuse_qkv", False) else c["fuse"]
     kw: dict[str, Any] = {"batch": c["batch"], "precision": _precision(c), "fuse": fuse,
                           "runtime": c["runtime"],

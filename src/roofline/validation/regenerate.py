@@ -290,7 +290,7 @@ def _gemm_reports() -> dict[str, Any]:
 
 
 def _gemm_page() -> dict[str, str]:
-    from . import cdna, cdna_tuned, gemm_misses, sustained
+    from . import cdna, cdna_tuned, gemm_judged, gemm_misses, sustained
     from . import gemm as v
 
     r = _once("gemm", _gemm_reports)
@@ -303,7 +303,8 @@ def _gemm_page() -> dict[str, str]:
             "unseen": v.unseen_table(r["holdout"], r["fp8"]),
             "cdna-summary": cdna.cdna_summary_table(), "cdna-anchor": cdna.cdna_anchor_table(),
             "cdna-fit": cdna.cdna_fit_table(), "cdna-streamk": cdna.cdna_stream_k_table(),
-            "cdna-tuned": cdna_tuned.tuned_table(), "cdna-maf": cdna_tuned.maf_table()}
+            "cdna-tuned": cdna_tuned.tuned_table(), "cdna-maf": cdna_tuned.maf_table(),
+            "judged": gemm_judged.gemm_judged_table()}
 
 
 def _gemm_figures() -> dict[str, str]:

@@ -19,6 +19,11 @@ every class).
 * ``student``: the shipped μ, σ², τ² and variance, the normal quantile replaced by Student's t
   with Welch–Satterthwaite degrees of freedom from the two estimated parts of the variance
   (``student_band``; t quantiles from the regularized incomplete beta function, ``t_quantile``).
+* ``rescaled``: the shipped centre and variance on the fit's sources S, the normal quantile
+  replaced by the λ-quantile of the class's own nested held-out residuals |e − μ₋ᵣ| / √v₋ᵣ
+  (each r ∈ S left out in turn; every source weighs the same): ``rescale_quantile``; only for a
+  class with at least ``MIN_SOURCES`` sources. ``rescaled-narrow``: the same, never wider than
+  shipped (q ≤ Φ⁻¹(½ + λ/2)).
 
 ``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
 its inline figures.
@@ -35,13 +40,19 @@ from .holdout import fmt_pct
 
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
            "centred_band", "t_quantile", "student_band", "tried_coverage", "band_methods_table",
-           "band_methods_figures", "POOL_EXCLUDES", "METHODS"]
+           "band_methods_figures", "POOL_EXCLUDES", "METHODS", "MIN_SOURCES", "rescale_quantile",
+           "rescaled_band"]
 
 #: classes outside the moderated method's pool (a different model: the pure roofline)
 POOL_EXCLUDES = ("gpu-inference-bound",)
 #: the methods tried, by name, as the page's table heads them
 METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred",
-           "student": "Student t (Satterthwaite)"}
+           "student": "Student t (Satterthwaite)",
+           "rescaled": "rescaled by own held-out residuals",
+           "rescaled-narrow": "rescaled, never wider"}
+#: the rescaled methods apply to a class with at least this many sources (every
+#: leave-one-source-out fold keeps 2, each nested fit 1)
+MIN_SOURCES = 3
 
 Rows = Sequence[tuple[str, float]]
 
@@ -216,7 +227,62 @@ def student_band(rows: Rows, between: Rows, level: float = DEFAULT_LEVEL) -> tup
     return mu - h, mu + h
 
 
+def _centre_sd(cls: str, drop: frozenset[str], level: float) -> tuple[float, float]:
+    """(μ, √v) of the shipped band of ``cls`` fitted without the sources ``drop`` (in its class
+    and its ``between_sources_from`` classes, as ``coverage`` leaves a source out)."""
+    from statistics import NormalDist
+
+    from .. import uncertainty as U
+
+    dom = U._data()["class"][cls].get("between_sources_from", [cls])
+    rows = [(s, e) for _, s, e in residuals(cls) if s not in drop]
+    between = [(s, e) for c in dom for _, s, e in residuals(c) if s not in drop]
+    lo, hi = U.fit_band(rows, between, level)
+    return (lo + hi) / 2, (hi - lo) / (2 * NormalDist().inv_cdf(0.5 + level / 2))
+
+
+def rescale_quantile(cls: str, drop: frozenset[str] = frozenset(),
+                     level: float = DEFAULT_LEVEL) -> float:
+    """q: the weighted ``level``-quantile of z = |e − μ₋ᵣ| / √v₋ᵣ over the cases of ``cls``
+    outside ``drop``, each of their sources r left out in turn (``_centre_sd``), a case of r
+    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``."""
+    rs = [(s, e) for _, s, e in residuals(cls) if s not in drop]
+    srcs = list(dict.fromkeys(s for s, _ in rs))
+    zs: list[tuple[float, float]] = []
+    for r in srcs:
+        mu, sd = _centre_sd(cls, drop | {r}, level)
+        mine = [e for s, e in rs if s == r]
+        zs += [(abs(e - mu) / sd if sd > 0 else math.inf, 1 / (len(srcs) * len(mine)))
+               for e in mine]
+    acc = 0.0
+    for z, w in sorted(zs):
+        acc += w
+        if acc >= level - 1e-12:
+            return z
+    return max(z for z, _ in zs)
+
+
+def rescaled_band(cls: str, drop: frozenset[str] = frozenset(), level: float = DEFAULT_LEVEL,
+                  narrow_only: bool = False) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q·√v, q from
+    ``rescale_quantile`` (at most the normal's with ``narrow_only``); the shipped band for a
+    class with fewer than ``MIN_SOURCES`` sources in all."""
+    from statistics import NormalDist
+
+    mu, sd = _centre_sd(cls, drop, level)
+    zn = NormalDist().inv_cdf(0.5 + level / 2)
+    if len({s for _, s, _ in residuals(cls)}) < MIN_SOURCES:
+        return mu - zn * sd, mu + zn * sd
+    q = rescale_quantile(cls, drop, level)
+    q = min(q, zn) if narrow_only else q
+    return mu - q * sd, mu + q * sd
+
+
 def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
+    if method in ("rescaled", "rescaled-narrow"):
+        return rescaled_band(cls, frozenset() if drop is None else frozenset({drop}), level,
+                             narrow_only=method == "rescaled-narrow")
+
     def rows(c: str) -> list[tuple[str, float]]:
         return [(s, e) for _, s, e in residuals(c) if s != drop]
 

@@ -69,6 +69,10 @@ class TrainingResult(Display):
     #: of the blocks) or "qkv" (the fused query / key / value projection only)
     lora_targets: str = "all"
     cp: int = 1  #: context-parallel degree (each rank holds seq_len / cp tokens)
+    #: whether the steady-state pipeline sends ran behind compute (train's ``pp_overlap``
+    #: resolved: Megatron's ``overlap_p2p_comm``; its default is on with interleaving, off
+    #: without; always False for pp = 1 and for generic graphs)
+    pp_overlap: bool = False
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
@@ -199,6 +203,7 @@ class TrainingResult(Display):
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
+            + (f" pp_overlap={'on' if self.pp_overlap else 'off'}" if self.pp > 1 else "")
             + (f" LoRA r={self.lora_rank} on {self.lora_targets} "
                f"({self.trainable_params / 1e6:,.1f} M trained)" if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",

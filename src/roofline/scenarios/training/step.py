@@ -518,21 +518,22 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     sp = bool(sequence_parallel) and tp > 1
     tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
     gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
-    rc = RECOMPUTE.index(recompute)
+    rc, overlap = RECOMPUTE.index(recompute), pp_overlap_of(pp_overlap, interleave, pp)
     trainable = None if lora_rank is None else (tg.layer_trainable, tg.embed_trainable,
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
                   layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
-                  pp_flushes, rc_frac, pp_overlap_of(pp_overlap, interleave, pp))
+                  pp_flushes, rc_frac, overlap)
     return _result(ctx, r, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp, stages, optimizer, rc_frac)
+                   zero, sp, stages, optimizer, rc_frac, overlap)
 
 
 def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
             zero: int, sp: bool = True, stages: tuple[int, ...] = (),
-            optimizer: str = "adam", rc_frac: float = 1.0) -> TrainingResult:
+            optimizer: str = "adam", rc_frac: float = 1.0,
+            pp_overlap: bool = False) -> TrainingResult:
     step = float(r["step"])
     mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                        precision=ctx.prec, lora_rank=ctx.lora_rank,
@@ -571,7 +572,7 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"]))),
         tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
-        cp=ctx.cp, lora_targets=ctx.lora_targets,
+        cp=ctx.cp, lora_targets=ctx.lora_targets, pp_overlap=pp_overlap,
         trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
