@@ -186,21 +186,28 @@ def test_simulate_serving_carries_the_mix_band():
     wl = rl.Workload(prompt=512, output=64, rate=2.0)
     s = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=200)
     u = s.uncertainty
-    assert set(u) == {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99",
-                      "throughput_tokens_per_s", "tokens_per_s_per_device"}
+    # a run that keeps up serves the offered load (2 req/s × 64 tokens): no throughput band
+    assert s.throughput_tokens_per_s == pytest.approx(2.0 * 64, rel=0.05)
+    assert set(u) == {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"}
     lo, hi = U.fit_band([(src, e) for _, src, e in U.residuals("serving-mix")])
     b = u["tpot_p99"]
     assert (b.cls, b.n, b.level) == ("serving-mix", len(U.residuals("serving-mix")), 0.8)
     assert b.low == pytest.approx(s.tpot.p99 * math.exp(-hi))
     assert b.high == pytest.approx(s.tpot.p99 * math.exp(-lo))
-    r = u["throughput_tokens_per_s"]
-    assert r.low == pytest.approx(s.throughput_tokens_per_s * math.exp(lo))
+    # every request at once (as every throughput case): capacity sets the throughput, banded
+    a = rl.simulate_serving("llama-3.1-8b", "H100", workload=rl.Workload(trace=[(512, 64, 0.0)]
+                                                                         * 200))
+    r = a.uncertainty["throughput_tokens_per_s"]
+    assert set(a.uncertainty) == set(u) | {"throughput_tokens_per_s", "tokens_per_s_per_device"}
+    assert r.low == pytest.approx(a.throughput_tokens_per_s * math.exp(lo))
+    assert r.high == pytest.approx(a.throughput_tokens_per_s * math.exp(hi))
     d = json.loads(json.dumps(s.to_dict()))
     assert d["uncertainty"]["ttft_p50"]["class"] == "serving-mix"
     assert d["uncertainty"]["ttft_p50"]["low"] == pytest.approx(u["ttft_p50"].low)
     text = str(s)
     assert f"p99 {b.low * 1e3:,.1f}–{b.high * 1e3:,.1f} ms (from {b.n} published cases)" in text
-    assert f"(80 %: {r.low:,.0f}–{r.high:,.0f}, from {r.n} published cases;" in text
+    assert "published cases;" not in text
+    assert f"(80 %: {r.low:,.0f}–{r.high:,.0f}, from {r.n} published cases;" in str(a)
     # a band is absent where no request-mix case judges the number (client=True here; the
     # other cases of band_class in test_band_class_rules)
     c = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=50, client=True)
@@ -226,3 +233,4 @@ def test_overloaded_simulation_has_no_ttft_band():
     s = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=300)
     assert s.overloaded and math.isinf(s.ttft.p99)
     assert "ttft_p99" not in s.uncertainty and "tpot_p99" in s.uncertainty
+    assert "throughput_tokens_per_s" in s.uncertainty  # saturated: capacity sets it
