@@ -222,6 +222,8 @@ def test_band_class_rules():
     assert band_class("vllm-v1", "default", False, False) == "serving-mix"
     assert band_class("llamacpp", "default", False, False) is None
     assert band_class("vllm-rocm", "default", False, False) is None
+    assert band_class("eager", "default", False, False) is None  # neither vLLM nor TRT-LLM
+    assert band_class("trtllm-v08", "default", False, False) == "serving-mix"
     assert band_class("trtllm", "mlsysim", False, False) is None
     assert band_class("trtllm", "default", True, False) is None  # disaggregated
     assert band_class("trtllm", "default", False, True) is None  # client=True

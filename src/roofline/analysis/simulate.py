@@ -338,9 +338,10 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                       band_cls=band_class(engine, preset, disagg, client))
 
 
-#: engines with no request-mix case (their own single-request classes are not judged under a
-#: mix): their simulations carry no band
-NO_MIX_BAND = ("llamacpp", "vllm-rocm")
+#: engines with no request-mix case that are not a vLLM or TensorRT-LLM release on CUDA (the
+#: class's runs): llama.cpp, vLLM on ROCm (their own single-request classes are not judged
+#: under a mix) and PyTorch eager (no case at all): their simulations carry no band
+NO_MIX_BAND = ("llamacpp", "vllm-rocm", "eager")
 
 
 def band_class(engine: Any, preset: str, disaggregated: bool, client: bool) -> str | None:
