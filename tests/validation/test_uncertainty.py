@@ -120,10 +120,11 @@ def test_fast_residual_classes_match_the_code(monkeypatch):
 
 
 def test_coverage_counts_by_hand():
-    """LOSO coverage of two classes recounted here: each source's cases against the band
+    """LOSO coverage of three classes recounted here: each source's cases against the band
     fitted on the other sources (serving: τ² over both serving classes without the source)."""
     for cls, between in (("gpu-inference", ("gpu-inference",)),
-                         ("serving-ttft", ("serving-ttft", "serving-decode"))):
+                         ("serving-ttft", ("serving-ttft", "serving-decode")),
+                         ("serving-mix", ("serving-mix",))):
         rows = U.residuals(cls)
         pool = [(s, e) for c in between for _, s, e in U.residuals(c)]
         k = 0
