@@ -184,10 +184,19 @@ def test_doc_prose_quotes_the_generated_figures(holdout, errs):
 
 
 def test_readme_states_the_holdout_error(holdout):
+    """README's held-out figures are generated markers (readme step) read from the residuals
+    file; they are the hold-out report's, and the README holds them."""
+    from roofline.validation.readme_figures import _serving_held
+
     readme = (DOC.parents[2] / "README.md").read_text(encoding="utf-8")
     lo = holdout.loso
-    assert (f"(held out: median {lo.median_abs:.1%}, RMS {lo.rms_log:.3f}, "
-            f"worst {lo.worst:+.0%})").replace("%", " %") in readme
+    figs = _serving_held()
+    assert figs == {"readme.serving.held_median": f"{lo.median_abs:.1%}".replace("%", " %"),
+                    "readme.serving.held_rms": f"{lo.rms_log:.3f}",
+                    "readme.serving.held_worst": f"{lo.worst:+.0%}".replace("%", " %")
+                    .replace("-", "−")}
+    for k, val in figs.items():
+        assert f"<!--v:{k}-->{val}<!--/v-->" in readme, k
 
 
 def test_uncertainty_residuals_are_the_holdout_errors(holdout):

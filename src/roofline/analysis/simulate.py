@@ -26,13 +26,22 @@ from .. import _args as A
 from .._display import Display
 from .._text import summary_str
 from ..errors import SpecError
+from ..uncertainty import fmt_band
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
 from .workload import SLO, Workload
 
-__all__ = ["Stat", "ServingSim", "simulate_serving", "KV_POLICIES"]
+__all__ = ["Stat", "ServingSim", "simulate_serving", "KV_POLICIES", "TIME_SPLIT",
+           "band_class"]
 
 KV_POLICIES = ("dynamic", "reserve")
+#: the parts of a request's end-to-end time (``ServingSim.time_split``), in order: waiting for
+#: admission (arrival -> admitted; disaggregated: to the prefill pool), prefill (admitted ->
+#: its last prompt chunk done: its chunks and the steps it shares with other requests' work),
+#: the KV cache's transfer to the decode pool (disaggregated; else 0), waiting for the decode
+#: pool (disaggregated; else 0), decode (first token -> last) and what a client adds
+#: (``client=True``; else 0)
+TIME_SPLIT = ("queue", "prefill", "kv_transfer", "decode_queue", "decode", "client")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +94,33 @@ class ServingSim(Display):
     mean_in_system: float  #: time-average requests waiting or running (the scheduler's count)
     littles_rhs: float  #: λ·W over the same span
     mean_batch: float  #: time-average decoding sequences per replica, from the run
+    #: where a request's end-to-end time goes: mean s per measured request that completed
+    #: (``TIME_SPLIT``: queue, prefill, kv_transfer, decode_queue, decode, client); the parts
+    #: add up to ``e2e.mean`` (queue inf when overloaded, as e2e)
+    time_split: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     _raw: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: the uncertainty class of the run's bands (``band_class``; None: no band)
+    _band_cls: str | None = field(default=None, repr=False)
+
+    @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "throughput_tokens_per_s",
+        "tokens_per_s_per_device"}`` -> Band: 80 % intervals from the request-mix validation
+        residuals (class ``serving-mix``, docs/validation/uncertainty.md), for the numbers its
+        published cases measure; none for an unbounded TTFT (overloaded), for the mean, p90,
+        end-to-end, queue-delay and goodput figures (no case measures them), and empty where
+        ``band_class`` gives no class (preset other than default, an engine with no request-mix
+        case, disaggregated serving, ``client=True``)."""
+        from ..uncertainty import bands
+
+        c = self._band_cls
+        if c is None:
+            return {}
+        return bands({"ttft_p50": (self.ttft.p50, c, False), "ttft_p99": (self.ttft.p99, c, False),
+                      "tpot_p50": (self.tpot.p50, c, False), "tpot_p99": (self.tpot.p99, c, False),
+                      "throughput_tokens_per_s": (self.throughput_tokens_per_s, c, True),
+                      "tokens_per_s_per_device": (self.tokens_per_s_per_device, c, True)})
 
     def meets(self, slo: SLO | None = None) -> bool:
         """p99s within ``slo`` (default: the run's) and not overloaded."""
@@ -100,6 +134,7 @@ class ServingSim(Display):
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
         d["slo"] = None if self.slo is None else asdict(self.slo)
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
 
         def clean(v: Any) -> Any:
             if isinstance(v, dict):
@@ -118,12 +153,27 @@ class ServingSim(Display):
 
             return (f"  {name:<12} mean {f(s.mean)}, p50 {f(s.p50)}, p90 {f(s.p90)}, "
                     f"p99 {f(s.p99)}")
+        u = self.uncertainty
+
+        def banded(name: str) -> list[str]:
+            bs = [(q, u[f"{name.lower()}_{q}"]) for q in ("p50", "p99") if f"{name.lower()}_{q}"
+                  in u]
+            if not bs:
+                return []
+            b = bs[0][1]
+            return [f"  {'':<12} {b.level:.0%}".replace("%", " %") + ": " + ", ".join(
+                f"{q} {x.low * 1e3:,.1f}–{x.high * 1e3:,.1f} ms" for q, x in bs)
+                + f" (from {b.n} published cases)"]
+
         lines = [f"{self.layout}: {self.requests:,} requests at {self.rate:g} req/s on "
                  f"{self.devices} devices",
-                 row("TTFT", self.ttft), row("TPOT", self.tpot), row("end to end", self.e2e),
+                 row("TTFT", self.ttft), *banded("TTFT"), row("TPOT", self.tpot),
+                 *banded("TPOT"), row("end to end", self.e2e),
                  row("queue delay", self.queue_delay),
-                 f"  throughput   {self.throughput_tokens_per_s:,.0f} output tokens/s "
-                 f"({self.tokens_per_s_per_device:,.0f} per device), mean decode batch "
+                 f"  throughput   {self.throughput_tokens_per_s:,.0f} output tokens/s ("
+                 + fmt_band(u.get("throughput_tokens_per_s"), lambda v: f"{v:,.0f}")[2:-1]
+                 + ("; " if "throughput_tokens_per_s" in u else "")
+                 + f"{self.tokens_per_s_per_device:,.0f} per device), mean decode batch "
                  f"{self.mean_batch:.1f} per replica"]
         if self.slo is not None:
             lines.append(f"  goodput      {self.goodput:.2f} req/s ({self.goodput_fraction:.1%} "
@@ -131,10 +181,18 @@ class ServingSim(Display):
                          f"{'yes' if self.meets() else 'no'}")
         if self.overloaded:
             lines.append(f"  OVERLOADED   {self.overload_reason}")
+        if self.time_split:
+            parts = [f"{k.replace('_', ' ')} {_ms(v)}" for k, v in self.time_split.items()
+                     if v != 0]
+            lines.append("  mean request " + ", ".join(parts) + " (where end to end goes)")
         if self.preemptions or self.rejected:
             lines.append(f"  KV pressure  {self.preemptions} preemptions, {self.rejected} "
                          "requests that never fit")
         return "\n".join(lines)
+
+
+def _ms(v: float) -> str:
+    return "unbounded" if math.isinf(v) else f"{v * 1e3:,.1f} ms"
 
 
 _N = A.count(1, A.MAX_DEVICES)
@@ -194,13 +252,11 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
-    if devices is not None:
-        have = devices
-        if used > have:
-            raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
-                            f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
-                            + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
-                            + ")")
+    if devices is not None and used > devices:
+        raise SpecError(f"devices={devices} is fewer than the layout needs: {used} "
+                        f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
+                        + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
+                        + ")")
     if chunk_size is not None and mc >= budget:
         raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
                         "sequence takes one token of the step's budget")
@@ -271,9 +327,26 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         notes.append(f"KV transfer over {bw / 1e9:.0f} GB/s per device")
     extra = _client(hardware, isl, osl, notes) if client else None
     return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
-                      label=label, devices=used, slo=slo,
-                      preemptions=pre, iterations=iters, replicas=R, notes=tuple(notes),
-                      rate=workload.arrival_rate, area=area, client=extra)
+                      label=label, devices=used, slo=slo, preemptions=pre, iterations=iters,
+                      replicas=R, notes=tuple(notes), rate=workload.arrival_rate, area=area,
+                      client=extra, transfer=transfer if disagg else None,
+                      band_cls=band_class(engine, preset, disagg, client))
+
+
+#: engines with no request-mix case (their own single-request classes are not judged under a
+#: mix): their simulations carry no band
+NO_MIX_BAND = ("llamacpp", "vllm-rocm")
+
+
+def band_class(engine: Any, preset: str, disaggregated: bool, client: bool) -> str | None:
+    """The uncertainty class of a simulation's bands: ``serving-mix`` (its cases: vLLM and
+    TensorRT-LLM runs, aggregated, device-side) for the default preset and a named engine
+    other than ``NO_MIX_BAND``; None (no band) for another preset, a custom engine profile,
+    disaggregated serving or ``client=True``, which no request-mix case judges."""
+    if preset != "default" or not isinstance(engine, str) or engine in NO_MIX_BAND \
+            or disaggregated or client:
+        return None
+    return "serving-mix"
 
 
 def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
@@ -316,7 +389,9 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
                warmup: float, label: str, devices: int,
                slo: SLO | None, preemptions: int, iterations: int, replicas: int,
                notes: tuple[str, ...], rate: float, area: float,
-               client: tuple[np.ndarray, np.ndarray] | None = None) -> ServingSim:
+               client: tuple[np.ndarray, np.ndarray] | None = None,
+               transfer: np.ndarray | None = None,
+               band_cls: str | None = None) -> ServingSim:
     n = len(arr)
     ok = np.isfinite(done)
     rejected = int((~ok).sum())
@@ -382,6 +457,8 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
     dec_time = float(((done - first)[ok & (osl > 1)]).sum())
     mean_batch = dec_time / span / replicas
     unb = Stat.unbounded()
+    split = _time_split(arr, admit, first, done, admit_d, transfer,
+                        None if client is None else e2e - e2e_dev, st & ok, overloaded)
     return ServingSim(
         layout=label, devices=devices, requests=n, rate=rate,
         ttft=unb if overloaded else Stat.of(ttft[st]), tpot=Stat.of(tpot[st]),
@@ -391,6 +468,34 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         devices, completed_rate=completed_rate, overloaded=overloaded, overload_reason=reason,
         goodput=good, goodput_fraction=good_frac, slo=slo, preemptions=preemptions,
         rejected=rejected, iterations=iterations, mean_in_system=L, littles_rhs=lam_w,
-        mean_batch=mean_batch, notes=notes,
+        mean_batch=mean_batch, time_split=split, notes=notes,
         _raw={"arrival": arr, "prompt": isl, "output": osl, "admit": admit, "first": first,
-              "done": done, "measured": st})  # measured: arrived after the warm-up
+              "done": done, "measured": st},  # measured: arrived after the warm-up
+        _band_cls=band_cls)
+
+
+def _time_split(arr: np.ndarray, admit: np.ndarray, first: np.ndarray, done: np.ndarray,
+                admit_d: np.ndarray | None, transfer: np.ndarray | None,
+                client: np.ndarray | None, m: np.ndarray, overloaded: bool) -> dict[str, float]:
+    """``ServingSim.time_split``: the mean of each part (``TIME_SPLIT``) of the end-to-end time
+    of the requests ``m`` (measured, completed); an overloaded run's queue is unbounded."""
+    idx = np.flatnonzero(m)
+    if not len(idx):
+        return dict.fromkeys(TIME_SPLIT, math.nan)
+    # the measured requests are those arriving after the warm-up (a suffix: arrivals are
+    # sorted); unless some were rejected, a slice (a view: boolean indexing copies, ~10x slower)
+    first_i, last_i = int(idx[0]), int(idx[-1])
+    sel: Any = slice(first_i, last_i + 1) if last_i - first_i + 1 == len(idx) else m
+
+    def mean(x: np.ndarray | None, y: np.ndarray | None = None) -> float:
+        if x is None:
+            return 0.0
+        return float((x[sel] if y is None else x[sel] - y[sel]).mean())
+
+    tr = mean(transfer)
+    out = {"queue": math.inf if overloaded else mean(admit, arr),
+           "prefill": mean(first, admit) - tr, "kv_transfer": tr,
+           "decode_queue": mean(admit_d, first), "decode": mean(done, admit_d if admit_d is
+                                                               not None else first),
+           "client": mean(client)}
+    return out

@@ -3,10 +3,14 @@ that ``python -m roofline.validation.regenerate`` rewrites, step ``readme``), ea
 function behind the validation page the row links to: inference (``inference.rows`` /
 ``summary``), serving (``serving.serving_errors`` / ``serving_summary``), the serving simulation
 (``serving_mix.predictions`` / ``summary``), training (``training.training_errors``), failures
-and power (``economics_figures``). The held-out serving and training sentences are checked by
-their pages' tests (tests/validation/test_validation_serving.py, …_training.py) and stay plain
-text; the edge row comes from ``edge.predict_edge``; the measured-CPU row is a hand-kept table
-checked with a tolerance."""
+and power (``economics_figures``). The held-out training sentence is checked by its page's
+test (tests/validation/test_validation_training.py) and stays plain text; the edge row comes
+from ``edge.predict_edge``; the measured-CPU row is a hand-kept table checked with a
+tolerance. The held-out serving figures (median, RMS, worst of the serving fit
+without each case's source) are read from data/validation/residuals.toml, where the residuals
+step stores every serving case's held-out error (``uncertainty.compute_residuals``): the readme
+step needs no fit of its own, and in a run that also recomputes the residuals it reads the
+run's (``regenerate``: ``uncertainty.residuals_as``)."""
 
 from __future__ import annotations
 
@@ -49,6 +53,23 @@ def _serving(errs: Sequence[Any], mix: Sequence[Any]) -> dict[str, str]:
             "readme.serving.worst": fmt_pct(math.expm1(worst)),
             "readme.mix.n": str(ms["n"]), "readme.mix.rms": f"{ms['rms_log']:.2f}",
             "readme.mix.range": f"{fmt_pct(min(tb))} … {fmt_pct(max(tb))}"}
+
+
+def _serving_held() -> dict[str, str]:
+    """The serving fit's leave-one-source-out median, RMS and worst (``serving_holdout().loso``)
+    from the held-out errors stored per case in the residuals file (classes serving-ttft and
+    serving-decode, time convention: a rate's error is stored negated, undone here)."""
+    from ..uncertainty import residuals
+    from .holdout import error_summary
+    from .serving import serving_cases
+
+    rate = {c.id: c.metric in ("tok_s", "tok_s_gpu") for c in serving_cases()}
+    rows = [(i, -e if rate[i] else e) for cls in ("serving-ttft", "serving-decode")
+            for i, _, e in residuals(cls)]
+    s = error_summary(rows)
+    return {"readme.serving.held_median": fmt_pct(s.median_abs, 1, sign=False),
+            "readme.serving.held_rms": f"{s.rms_log:.3f}",
+            "readme.serving.held_worst": fmt_pct(s.worst)}
 
 
 def _bound_rms() -> float:
@@ -103,4 +124,5 @@ def readme_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
     from .edge import edge_figures
 
     return (edge_figures() | _inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
+            | _serving_held()
             | _training(r["training-errors"]) | _economics(r["economics"]))
