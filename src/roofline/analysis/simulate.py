@@ -111,16 +111,21 @@ class ServingSim(Display):
         published cases measure; none for an unbounded TTFT (overloaded), for the mean, p90,
         end-to-end, queue-delay and goodput figures (no case measures them), and empty where
         ``band_class`` gives no class (preset other than default, an engine with no request-mix
-        case, disaggregated serving, ``client=True``)."""
+        case, disaggregated serving, ``client=True``). The throughputs have a band only when
+        capacity sets them (every request at once, as in every throughput case, or overloaded):
+        a run that keeps up serves the offered load, which no case judges (the band's upper
+        edge would exceed it)."""
         from ..uncertainty import bands
 
         c = self._band_cls
         if c is None:
             return {}
-        return bands({"ttft_p50": (self.ttft.p50, c, False), "ttft_p99": (self.ttft.p99, c, False),
-                      "tpot_p50": (self.tpot.p50, c, False), "tpot_p99": (self.tpot.p99, c, False),
-                      "throughput_tokens_per_s": (self.throughput_tokens_per_s, c, True),
-                      "tokens_per_s_per_device": (self.tokens_per_s_per_device, c, True)})
+        want = {"ttft_p50": (self.ttft.p50, c, False), "ttft_p99": (self.ttft.p99, c, False),
+                "tpot_p50": (self.tpot.p50, c, False), "tpot_p99": (self.tpot.p99, c, False)}
+        if self.overloaded or math.isinf(self.rate):
+            want |= {"throughput_tokens_per_s": (self.throughput_tokens_per_s, c, True),
+                     "tokens_per_s_per_device": (self.tokens_per_s_per_device, c, True)}
+        return bands(want)
 
     def meets(self, slo: SLO | None = None) -> bool:
         """p99s within ``slo`` (default: the run's) and not overloaded."""
@@ -333,9 +338,10 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                       band_cls=band_class(engine, preset, disagg, client))
 
 
-#: engines with no request-mix case (their own single-request classes are not judged under a
-#: mix): their simulations carry no band
-NO_MIX_BAND = ("llamacpp", "vllm-rocm")
+#: engines with no request-mix case that are not a vLLM or TensorRT-LLM release on CUDA (the
+#: class's runs): llama.cpp, vLLM on ROCm (their own single-request classes are not judged
+#: under a mix) and PyTorch eager (no case at all): their simulations carry no band
+NO_MIX_BAND = ("llamacpp", "vllm-rocm", "eager")
 
 
 def band_class(engine: Any, preset: str, disaggregated: bool, client: bool) -> str | None:
