@@ -4,6 +4,7 @@ hand:
 
     python benchmarks/outputs_digest.py train > /tmp/train_before.txt
     python benchmarks/outputs_digest.py simulate > /tmp/sim_before.txt
+    python benchmarks/outputs_digest.py solve > /tmp/solve_before.txt
 
 ``train``: 93 ``rl.train`` configurations (dense, MoE, fp8, LoRA, cp, interleave, every
 recompute and ZeRO level, unequal stages, eager elementwise, bf16 optimizer, infeasible splits,
@@ -11,7 +12,8 @@ the same model passed as a name, as one Model object and as an equal copy of it)
 is a SHA-256 of ``str(result)`` and ``repr(result.to_dict())``, or the error's text.
 ``simulate``: ``simulate_serving`` configurations (chunked and whole prompts, both KV
 policies, three engines, loads below and above capacity), each a SHA-256 of the pickled
-``to_dict()``.
+``to_dict()``. ``solve``: ``rl.solve`` and ``rl.serve`` on zoo parts and on copies of one part
+(pickled, replaced, a peak edited), each a SHA-256 of ``str`` and ``repr(to_dict())``.
 """
 
 from __future__ import annotations
@@ -129,6 +131,42 @@ def simulate_lines() -> list[str]:
     return lines
 
 
+def solve_lines() -> list[str]:
+    """``rl.solve`` and ``rl.serve`` over zoo parts and copies of one part (a pickled copy, an
+    equal ``replace``, an edited peak), which the caches keyed on hardware content must tell
+    apart or share correctly."""
+    from dataclasses import replace
+
+    lines = []
+    h100 = rl.hardware("H100")
+    parts: list[Any] = ["A100", "H100", "H200", "MI300X", "L4", "rpi5", h100,
+                        pickle.loads(pickle.dumps(h100)), replace(h100),
+                        h100.with_peak("fp16", h100.peak("fp16") / 2, "halved (a test copy)")]
+    for j, hw in enumerate(parts):
+        for m, kw in [("resnet50", dict(batch=1)), ("resnet50", dict(batch=64, precision="int8")),
+                      ("bert-base", dict(batch=8, fuse=True)),
+                      ("llama-3.1-8b", dict(batch=4, seq_len=512))]:
+            try:
+                r = rl.solve(m, hw, **kw)
+                d = _digest((str(r) + "\n" + repr(r.to_dict())).encode())
+            except Exception as e:
+                d = f"{type(e).__name__}: {e}"[:200]
+            lines.append(f"solve {j} {hw if isinstance(hw, str) else hw.key} {m} "
+                         f"{sorted(kw.items())} {d}")
+        for m, kw in [("llama-3.1-8b", dict(batch=8, prompt_len=2048, output_len=256)),
+                      ("llama-3.1-8b", dict(batch=1, prompt_len=128, output_len=64,
+                                            precision="fp8"))]:
+            try:
+                s = rl.serve(m, hw, **kw)
+                d = _digest((str(s) + "\n" + repr(s.to_dict())).encode())
+            except Exception as e:
+                d = f"{type(e).__name__}: {e}"[:200]
+            lines.append(f"serve {j} {hw if isinstance(hw, str) else hw.key} {m} "
+                         f"{sorted(kw.items())} {d}")
+    return lines
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "train"
-    print("\n".join(train_lines() if what == "train" else simulate_lines()))
+    run = {"train": train_lines, "simulate": simulate_lines, "solve": solve_lines}[what]
+    print("\n".join(run()))

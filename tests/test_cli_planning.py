@@ -13,6 +13,8 @@ def test_simulate_json(capsys):
     assert d["requests"] == 300 and d["overloaded"] is False
     assert 0 < d["ttft"]["p50"] <= d["ttft"]["p99"]
     assert d["goodput_fraction"] == 1.0
+    b = d["uncertainty"]["ttft_p99"]  # the serving-mix band (docs/validation/uncertainty.md)
+    assert b["class"] == "serving-mix" and b["low"] < d["ttft"]["p99"] < b["high"]
 
 
 def test_simulate_text_and_whole_prompts(capsys):
@@ -31,6 +33,12 @@ def test_plan_text(capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert out.startswith("Serving plan: Llama 3.1 8B") and "best: aggregated" in out
+    assert "80 %: p50" in out and "published cases" in out  # the best simulation's bands
+    rc = main(["plan", "llama-3.1-8b", "H100", "--devices", "2", "--rate", "4", "--prompt",
+               "512", "--output-len", "64", "--ttft-p99", "0.5", "--tpot-p99", "0.03",
+               "--requests", "300", "--no-disagg", "--max-tp", "2", "--json"])
+    best = json.loads(capsys.readouterr().out)["best"]["simulation"]
+    assert rc == 0 and best["uncertainty"]["tpot_p50"]["class"] == "serving-mix"
 
 
 def test_bad_input_is_one_line_naming_the_field(capsys):
@@ -79,3 +87,13 @@ def test_engine_is_one_of_the_profiles(capsys):
         err = capsys.readouterr().err
         assert "argument --engine: invalid choice: 'trtlm'" in err, err
         assert all(e in err for e in ENGINES), err
+
+
+def test_the_engine_choices_are_every_profile(capsys):
+    """ENGINES (the CLI's --engine choices) lists every profile of serving.toml: llama.cpp's was
+    missing, so `roofline serve --engine llamacpp` was refused though rl.serve takes it."""
+    from roofline.scenarios.serving.plan import ENGINES, _factor_table
+
+    assert sorted(ENGINES) == sorted(_factor_table())
+    assert main(["serve", "llama-3.2-3b", "rtx4090", "--engine", "llamacpp", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "llamacpp"

@@ -11,7 +11,7 @@ from roofline.analysis.stepcost import step_costs
 from roofline.engine.client import request_client
 from roofline.errors import RooflineError
 
-FLOOR, STACK, HOST = 1.95e-3, 0.6116e9, 64e9  # client.toml floor and transport; H100 PCIe Gen5
+FLOOR, STACK, HOST = 1.80e-3, 0.6116e9, 64e9  # client.toml floor and transport; H100 PCIe Gen5
 PER_TOKEN = 4.0 / STACK + 4.0 / HOST  # 4 B of text through the stack + a 4 B id on the link
 P, N = 512, 64
 
@@ -19,7 +19,7 @@ P, N = 512, 64
 def test_request_client_by_hand() -> None:
     h100 = rl.hardware("H100")
     ttft, tpot = request_client(P, N, h100)
-    assert ttft == pytest.approx(FLOOR + P * PER_TOKEN, rel=1e-9)  # 1.95 ms + 3.39 µs
+    assert ttft == pytest.approx(FLOOR + P * PER_TOKEN, rel=1e-9)  # 1.80 ms + 3.39 µs
     assert tpot == pytest.approx(N * PER_TOKEN / (N - 1), rel=1e-9)  # 6.7 ns per step
     # one output token: it comes with the prefill, no decode step to spread over
     assert request_client(P, 1, h100) == pytest.approx((FLOOR + (P + 1) * PER_TOKEN, 0.0))

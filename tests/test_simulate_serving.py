@@ -184,3 +184,23 @@ def test_seed_tail_latency_model():
 def test_bad_input_names_the_field(call, field):
     with pytest.raises(RooflineError, match=field):
         call()
+
+
+def test_mlsysim_preset_simulates_with_its_own_memory_model():
+    """preset="mlsysim" counts weights and the prompt's KV cache only (no activations, no
+    workspace: scenarios/serving/mlsysim.py): the step tables take those terms as 0 and its
+    KV per prompt token; simulate_serving and plan_serving run with it (they raised KeyError)."""
+    c = step_costs(M, HW, max_tokens=2048 + 64, ref_prompts=(512,), preset="mlsysim")
+    cfg = rl.model(M).config
+    # Llama 3.1 8B, fp16: K and V × 32 layers × 8 KV heads × 128 dims × 2 bytes = 131,072 B
+    assert c.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2 == \
+        2 * cfg.n_layers * cfg.n_kv_heads * (cfg.d_model // cfg.n_heads) * 2
+    assert c.kv_budget_bytes == pytest.approx(rl.hardware(HW).memory_capacity_bytes
+                                              - c.weights_bytes)
+    wl = rl.Workload(prompt=512, output=64, rate=2.0)
+    s = rl.simulate_serving(M, HW, workload=wl, requests=100, preset="mlsysim")
+    assert not s.overloaded and s.tpot.p50 > 0 and s.uncertainty == {}
+    p = rl.plan_serving(M, HW, devices=2, workload=wl, slo=rl.SLO(ttft_p99=2.0, tpot_p99=0.1),
+                        preset="mlsysim", requests=100, max_simulations=2,
+                        disaggregated=False, chunk_sizes=(2048,))
+    assert p.best is not None and p.best.sim.tpot.p99 > 0 and p.best.sim.uncertainty == {}

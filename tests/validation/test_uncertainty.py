@@ -120,10 +120,11 @@ def test_fast_residual_classes_match_the_code(monkeypatch):
 
 
 def test_coverage_counts_by_hand():
-    """LOSO coverage of two classes recounted here: each source's cases against the band
+    """LOSO coverage of three classes recounted here: each source's cases against the band
     fitted on the other sources (serving: τ² over both serving classes without the source)."""
     for cls, between in (("gpu-inference", ("gpu-inference",)),
-                         ("serving-ttft", ("serving-ttft", "serving-decode"))):
+                         ("serving-ttft", ("serving-ttft", "serving-decode")),
+                         ("serving-mix", ("serving-mix",))):
         rows = U.residuals(cls)
         pool = [(s, e) for c in between for _, s, e in U.residuals(c)]
         k = 0
@@ -159,3 +160,87 @@ def test_doc_example_prints_what_the_doc_shows():
         DOC.write_text(text[:m.start(2)] + buf.getvalue() + text[m.end(2):], encoding="utf-8")
         return
     assert buf.getvalue() == m.group(2)
+
+
+def test_serving_mix_residuals_match_the_code():
+    """serving-mix recomputed now (the vLLM runs' errors from the host-time fit without their
+    source, the TensorRT-LLM runs as priced; a throughput's sign flipped to the time
+    convention) equals the stored residuals; the known outliers are not among them."""
+    rows = V._mix()
+    stored = U.residuals("serving-mix")
+    assert [i for i, _, _ in stored] == [i for i, _, _ in rows]
+    for (i, _, e), (_, _, want) in zip(stored, rows):
+        assert e == pytest.approx(want, abs=2e-3), i
+    mix = load_cases("serving_mix").cases
+    assert len(rows) == sum(not c.known_outlier for c in mix) < len(mix)
+    # every vLLM run's error is held out (its source left out of the host-time fit); only the
+    # TensorRT-LLM runs, on which nothing is fitted, are taken as priced
+    from roofline.validation.serving_host import host_holdout
+
+    held = host_holdout().held_out_errors
+    assert {c.id for c in mix if not c.known_outlier and c.id not in held} == \
+        {c.id for c in mix if str(c["engine"]).startswith("trtllm")} != set()
+    # a throughput case's time residual is log(measured / ours)
+    from roofline.validation.serving_mix import predict
+
+    c = next(c for c in mix if c.source == "trtbench16")
+    assert dict((i, e) for i, _, e in rows)[c.id] == pytest.approx(
+        math.log(c.value_si / predict(c)[0]), abs=1e-9)
+
+
+def test_simulate_serving_carries_the_mix_band():
+    """rl.simulate_serving's TTFT / TPOT p50 and p99 and throughput carry the serving-mix band
+    (a throughput: the time band inverted); in to_dict / JSON and the printed text."""
+    wl = rl.Workload(prompt=512, output=64, rate=2.0)
+    s = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=200)
+    u = s.uncertainty
+    # a run that keeps up serves the offered load (2 req/s × 64 tokens): no throughput band
+    assert s.throughput_tokens_per_s == pytest.approx(2.0 * 64, rel=0.05)
+    assert set(u) == {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"}
+    lo, hi = U.fit_band([(src, e) for _, src, e in U.residuals("serving-mix")])
+    b = u["tpot_p99"]
+    assert (b.cls, b.n, b.level) == ("serving-mix", len(U.residuals("serving-mix")), 0.8)
+    assert b.low == pytest.approx(s.tpot.p99 * math.exp(-hi))
+    assert b.high == pytest.approx(s.tpot.p99 * math.exp(-lo))
+    # every request at once (as every throughput case): capacity sets the throughput, banded
+    a = rl.simulate_serving("llama-3.1-8b", "H100", workload=rl.Workload(trace=[(512, 64, 0.0)]
+                                                                         * 200))
+    r = a.uncertainty["throughput_tokens_per_s"]
+    assert set(a.uncertainty) == set(u) | {"throughput_tokens_per_s", "tokens_per_s_per_device"}
+    assert r.low == pytest.approx(a.throughput_tokens_per_s * math.exp(lo))
+    assert r.high == pytest.approx(a.throughput_tokens_per_s * math.exp(hi))
+    d = json.loads(json.dumps(s.to_dict()))
+    assert d["uncertainty"]["ttft_p50"]["class"] == "serving-mix"
+    assert d["uncertainty"]["ttft_p50"]["low"] == pytest.approx(u["ttft_p50"].low)
+    text = str(s)
+    assert f"p99 {b.low * 1e3:,.1f}–{b.high * 1e3:,.1f} ms (from {b.n} published cases)" in text
+    assert "published cases;" not in text
+    assert f"(80 %: {r.low:,.0f}–{r.high:,.0f}, from {r.n} published cases;" in str(a)
+    # a band is absent where no request-mix case judges the number (client=True here; the
+    # other cases of band_class in test_band_class_rules)
+    c = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=50, client=True)
+    assert c.uncertainty == {} and c.to_dict()["uncertainty"] == {}
+    assert "published cases" not in str(c)
+
+
+def test_band_class_rules():
+    from roofline.analysis.simulate import band_class
+
+    assert band_class("trtllm", "default", False, False) == "serving-mix"
+    assert band_class("vllm-v1", "default", False, False) == "serving-mix"
+    assert band_class("llamacpp", "default", False, False) is None
+    assert band_class("vllm-rocm", "default", False, False) is None
+    assert band_class("eager", "default", False, False) is None  # neither vLLM nor TRT-LLM
+    assert band_class("trtllm-v08", "default", False, False) == "serving-mix"
+    assert band_class("trtllm", "mlsysim", False, False) is None
+    assert band_class("trtllm", "default", True, False) is None  # disaggregated
+    assert band_class("trtllm", "default", False, True) is None  # client=True
+    assert band_class(object(), "default", False, False) is None  # a custom profile
+
+
+def test_overloaded_simulation_has_no_ttft_band():
+    wl = rl.Workload(prompt=512, output=64, rate=1e4)
+    s = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=300)
+    assert s.overloaded and math.isinf(s.ttft.p99)
+    assert "ttft_p99" not in s.uncertainty and "tpot_p99" in s.uncertainty
+    assert "throughput_tokens_per_s" in s.uncertainty  # saturated: capacity sets it

@@ -12,8 +12,9 @@ per batch. r < 1: we predict faster than measured. The error factor is max(r, 1/
 
 Tolerances (the numbers docs/validation/inference.md reports, rounded up to the next 0.05):
 - default preset, cases not marked known_outlier: median error factor <= 1.20 (reported 1.07;
-  1.06 before session 27's one QKV GEMM), geometric-mean error factor <= 1.25 (1.17), every
-  case within a factor 2.05 (the worst,
+  1.06 before session 27's one QKV GEMM), geometric-mean error factor <= 1.25 (1.15), every
+  case within a factor 1.65 (the worst, NVIDIA's L4 Offline, 1.635, since session 28 priced the
+  T4 in whole waves; 2.05 before: the worst,
   ResNet-50 INT8 SingleStream on Dell's T4, added in session 26, is 2.002 since the T4's int8
   [sustained] fraction is measured (0.46 assumed -> 0.41, apache/tvm PR 4550); it was 2.11 with
   the assumed one, and the band 2.15; 2.00 before the case, when the worst was the A100 PCIe
@@ -62,7 +63,7 @@ METRIC_UNITS = {"throughput": "1/s", "latency": "ms"}
 
 MEDIAN_MAX = 1.20
 GEOMEAN_MAX = 1.25
-WORST_MAX = 2.05
+WORST_MAX = 1.65
 OUTLIER_BANDS = {"hf-rn50-tf32-a100-b1": (1 / 10, 1 / 4)}  # allowed r for each known outlier
 
 
@@ -152,11 +153,13 @@ def test_bound_is_faster_than_default_and_further_from_reality(computed: list[Ro
 
 def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row]) -> None:
     """The T4's [sustained] table (power cap, sourced in its hardware file) moves every T4
-    tensor-core case towards the measurement but one; without it they sit 21-60 % too fast. The
-    exception (session 26): Dell's MLPerf T4 Offline, INT8 at batch 256, is about -15 % without
-    the cap and +53 % with it (+39 % while the int8 fraction was assumed equal to fp16's 0.46;
+    tensor-core case towards the measurement but two; without it they sit 24-55 % too fast. The
+    exceptions: Dell's MLPerf T4 Offline, INT8 at batch 256, is about -18 % without the cap and
+    +53 % with it (session 26: +39 % while the int8 fraction was assumed equal to fp16's 0.46;
     the measured 0.41 of apache/tvm PR 4550 moved it, and the band, from 1.30-1.45 to
-    1.45-1.60): this run sustains more than that GEMM (docs/validation/inference.md, cause 3)."""
+    1.45-1.60), and since session 28's whole waves on the T4 its MultiStream (batch 8), about
+    -25 % without and +36 % with it (+0 % in the smooth model): these runs sustain more than
+    that GEMM (docs/validation/inference.md, cause 3)."""
     t4 = rl.hardware("t4")
     assert t4.sustained("fp16") < 1
     uncapped = replace(t4, sustained_fraction={})
@@ -170,9 +173,11 @@ def test_t4_sustained_fraction_is_what_brings_the_t4_cases_in(computed: list[Row
             worse[c.id] = (raw, r.r_default)
             continue
         assert raw < 0.8, (c.id, raw)
-    assert set(worse) == {"rn50-int8-t4-dell-offline"}, worse
+    assert set(worse) == {"rn50-int8-t4-dell-offline", "rn50-int8-t4-dell-multistream"}, worse
     raw, ours = worse["rn50-int8-t4-dell-offline"]
     assert 0.80 < raw < 0.90 and 1.45 < ours < 1.60
+    raw, ours = worse["rn50-int8-t4-dell-multistream"]
+    assert 0.70 < raw < 0.80 and 1.30 < ours < 1.45
 
 
 def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
@@ -198,8 +203,8 @@ def test_t4_fp32_fraction_on_the_eager_cases(computed: list[Row]) -> None:
 def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
     """seconds_variant without a variant is rl.solve's price, case by case; the three-GEMM
     variant changes only the TensorRT BERT rows (one QKV GEMM since session 27, as
-    ``fuse_qkv`` says: qkv=True is the shipped price) and the T4 one only the T4's 16-bit and
-    int8 rows."""
+    ``fuse_qkv`` says: qkv=True is the shipped price) and the T4 one (the T4 without its whole
+    waves, the smooth model of session 26) only the T4's 16-bit and int8 rows."""
     for r in computed:
         c = r.case
         assert seconds_variant(c) == pytest.approx(r.default_s, rel=1e-9), c.id
@@ -209,8 +214,16 @@ def test_variant_pricing_is_rl_solve(computed: list[Row]) -> None:
             assert seconds_variant(c, qkv=False) == pytest.approx(r.default_s, rel=1e-9)
         else:  # three GEMMs: two more kernels per layer, each with its fill or dispatch floor
             assert seconds_variant(c, qkv=False) > r.default_s, c.id
+        assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
         if c["hardware"] != "t4" or c["precision"] not in ("fp16", "bf16", "int8"):
-            assert seconds_variant(c, t4_waves=True) == pytest.approx(r.default_s, rel=1e-9)
+            assert seconds_variant(c, t4_waves=False) == pytest.approx(r.default_s, rel=1e-9)
+        # the T4 int8 fraction variant: t4.toml's 0.41 is the shipped price; a higher one
+        # moves only the T4's int8 rows, and makes them faster
+        assert seconds_variant(c, t4_int8=0.41) == pytest.approx(r.default_s, rel=1e-9)
+        if c["hardware"] == "t4" and c["precision"] == "int8":
+            assert seconds_variant(c, t4_int8=0.6) < r.default_s, c.id
+        else:
+            assert seconds_variant(c, t4_int8=0.6) == pytest.approx(r.default_s, rel=1e-9)
         # the TensorRT dispatch variant touches only the fused engines launched from the host,
         # and a larger dispatch never makes a case faster
         d8 = seconds_variant(c, trt_dispatch=8e-6)
@@ -262,16 +275,18 @@ def test_doc_carries_the_tried_table(doc_block, computed: list[Row]) -> None:
     assert figs[f"tried/three/{one}"] == f"{ratios['three'][one] - 1:+.0%}".replace("%", " %")
     r = next(x for x in computed if x.case.id == one)
     assert ratios["shipped"][one] == pytest.approx(r.r_default, rel=1e-9)
-    # the target paragraph's count, by hand from the case table: these 18 within +-10 % (every
-    # A100 / H100 MLPerf row since session 26's int8 / conv tiles)
+    # the target paragraph's count, by hand from the case table: these 19 within +-10 % (every
+    # A100 / H100 MLPerf row since session 26's int8 / conv tiles; since session 28's T4 waves
+    # its SingleStream and BERT-Large INT8 batch 1 are in, its MultiStream out)
     mlperf = {f"rn50-int8-{s}-{x}" for s in ("a100pcie", "a100sxm", "h100pcie-smc")
               for x in ("offline", "singlestream", "multistream")}
     ok = mlperf | {"rn50-int8-h100pcie-offline", "rn50-int8-h100sxm-offline",
-                   "rn50-int8-l4-dell-singlestream", "rn50-int8-t4-dell-multistream",
+                   "rn50-int8-l4-dell-singlestream", "rn50-int8-t4-dell-singlestream",
+                   "bertL-int8-t4-s128-b1",
                    "bertB-fp16-a100-s128-b128", "bertL-fp16-t4-s384-b128",
                    "bertB-int8-t4-s384-b32", "hf-vit-fp32-a100-b16", "hf-vit-fp32-t4-b16"}
     assert {r.case.id for r in computed if not r.outlier and abs(r.r_default - 1) <= 0.10} == ok
-    assert figs["inference.within10"] == "18 of the 34"
+    assert figs["inference.within10"] == "19 of the 34"
 
 
 def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
@@ -281,3 +296,22 @@ def test_doc_carries_the_generated_table(computed: list[Row]) -> None:
         "`python -m roofline.validation.regenerate --only pages:inference.md`"
     for c in inference_cases().cases:
         assert c.id in text
+
+
+def test_t4_tiles_are_the_a100_set_on_its_40_sms() -> None:
+    """Session 28: data/presets/tiles.toml's [arch.turing] is the A100's set carried over (the
+    transfer the page states: nothing fitted on Turing) on the T4's 40 SMs, for fp16 and
+    int8; T4_SMS, which the "tried" variants used, is that count."""
+    from roofline.engine.tiles import tiles_for
+    from roofline.validation.inference import T4_SMS
+
+    t4, a100 = tiles_for(rl.hardware("t4")), tiles_for(rl.hardware("a100-sxm4-40gb"))
+    assert t4 is not None and a100 is not None
+    assert t4.slots == T4_SMS == 40 and a100.slots == 108
+    for dt in ("fp16", "int8"):
+        mine, theirs = t4.for_dtype(dt), a100.for_dtype(dt)
+        assert mine is not None and theirs is not None
+        assert (mine.shapes, mine.splits, mine.max, mine.a, mine.b, mine.c, mine.fill,
+                mine.stream_k) == (theirs.shapes, theirs.splits, theirs.max, theirs.a, theirs.b,
+                                   theirs.c, theirs.fill, theirs.stream_k)
+    assert t4.for_dtype("int4") is None and t4.for_dtype("fp32") is None  # smooth model

@@ -26,11 +26,13 @@ from .. import _args as A
 from .._display import Display
 from .._text import summary_str
 from ..errors import SpecError
+from ..uncertainty import fmt_band
 from .scheduler import run_replica
 from .stepcost import StepCosts, step_costs
 from .workload import SLO, Workload
 
-__all__ = ["Stat", "ServingSim", "simulate_serving", "KV_POLICIES", "TIME_SPLIT"]
+__all__ = ["Stat", "ServingSim", "simulate_serving", "KV_POLICIES", "TIME_SPLIT",
+           "band_class"]
 
 KV_POLICIES = ("dynamic", "reserve")
 #: the parts of a request's end-to-end time (``ServingSim.time_split``), in order: waiting for
@@ -98,6 +100,32 @@ class ServingSim(Display):
     time_split: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     _raw: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: the uncertainty class of the run's bands (``band_class``; None: no band)
+    _band_cls: str | None = field(default=None, repr=False)
+
+    @property
+    def uncertainty(self) -> dict[str, Any]:
+        """``{"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "throughput_tokens_per_s",
+        "tokens_per_s_per_device"}`` -> Band: 80 % intervals from the request-mix validation
+        residuals (class ``serving-mix``, docs/validation/uncertainty.md), for the numbers its
+        published cases measure; none for an unbounded TTFT (overloaded), for the mean, p90,
+        end-to-end, queue-delay and goodput figures (no case measures them), and empty where
+        ``band_class`` gives no class (preset other than default, an engine with no request-mix
+        case, disaggregated serving, ``client=True``). The throughputs have a band only when
+        capacity sets them (every request at once, as in every throughput case, or overloaded):
+        a run that keeps up serves the offered load, which no case judges (the band's upper
+        edge would exceed it)."""
+        from ..uncertainty import bands
+
+        c = self._band_cls
+        if c is None:
+            return {}
+        want = {"ttft_p50": (self.ttft.p50, c, False), "ttft_p99": (self.ttft.p99, c, False),
+                "tpot_p50": (self.tpot.p50, c, False), "tpot_p99": (self.tpot.p99, c, False)}
+        if self.overloaded or math.isinf(self.rate):
+            want |= {"throughput_tokens_per_s": (self.throughput_tokens_per_s, c, True),
+                     "tokens_per_s_per_device": (self.tokens_per_s_per_device, c, True)}
+        return bands(want)
 
     def meets(self, slo: SLO | None = None) -> bool:
         """p99s within ``slo`` (default: the run's) and not overloaded."""
@@ -111,6 +139,7 @@ class ServingSim(Display):
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
         d["slo"] = None if self.slo is None else asdict(self.slo)
+        d["uncertainty"] = {k: b.to_dict() for k, b in self.uncertainty.items()}
 
         def clean(v: Any) -> Any:
             if isinstance(v, dict):
@@ -129,12 +158,27 @@ class ServingSim(Display):
 
             return (f"  {name:<12} mean {f(s.mean)}, p50 {f(s.p50)}, p90 {f(s.p90)}, "
                     f"p99 {f(s.p99)}")
+        u = self.uncertainty
+
+        def banded(name: str) -> list[str]:
+            bs = [(q, u[f"{name.lower()}_{q}"]) for q in ("p50", "p99") if f"{name.lower()}_{q}"
+                  in u]
+            if not bs:
+                return []
+            b = bs[0][1]
+            return [f"  {'':<12} {b.level:.0%}".replace("%", " %") + ": " + ", ".join(
+                f"{q} {x.low * 1e3:,.1f}–{x.high * 1e3:,.1f} ms" for q, x in bs)
+                + f" (from {b.n} published cases)"]
+
         lines = [f"{self.layout}: {self.requests:,} requests at {self.rate:g} req/s on "
                  f"{self.devices} devices",
-                 row("TTFT", self.ttft), row("TPOT", self.tpot), row("end to end", self.e2e),
+                 row("TTFT", self.ttft), *banded("TTFT"), row("TPOT", self.tpot),
+                 *banded("TPOT"), row("end to end", self.e2e),
                  row("queue delay", self.queue_delay),
-                 f"  throughput   {self.throughput_tokens_per_s:,.0f} output tokens/s "
-                 f"({self.tokens_per_s_per_device:,.0f} per device), mean decode batch "
+                 f"  throughput   {self.throughput_tokens_per_s:,.0f} output tokens/s ("
+                 + fmt_band(u.get("throughput_tokens_per_s"), lambda v: f"{v:,.0f}")[2:-1]
+                 + ("; " if "throughput_tokens_per_s" in u else "")
+                 + f"{self.tokens_per_s_per_device:,.0f} per device), mean decode batch "
                  f"{self.mean_batch:.1f} per replica"]
         if self.slo is not None:
             lines.append(f"  goodput      {self.goodput:.2f} req/s ({self.goodput_fraction:.1%} "
@@ -213,13 +257,11 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
-    if devices is not None:
-        have = devices
-        if used > have:
-            raise SpecError(f"devices={have} is fewer than the layout needs: {used} "
-                            f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
-                            + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
-                            + ")")
+    if devices is not None and used > devices:
+        raise SpecError(f"devices={devices} is fewer than the layout needs: {used} "
+                        f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
+                        + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
+                        + ")")
     if chunk_size is not None and mc >= budget:
         raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
                         "sequence takes one token of the step's budget")
@@ -292,7 +334,25 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     return _summarise(arr, isl, osl, admit, first, done, admit_d, warmup=float(warmup or 0.0),
                       label=label, devices=used, slo=slo, preemptions=pre, iterations=iters,
                       replicas=R, notes=tuple(notes), rate=workload.arrival_rate, area=area,
-                      client=extra, transfer=transfer if disagg else None)
+                      client=extra, transfer=transfer if disagg else None,
+                      band_cls=band_class(engine, preset, disagg, client))
+
+
+#: engines with no request-mix case that are not a vLLM or TensorRT-LLM release on CUDA (the
+#: class's runs): llama.cpp, vLLM on ROCm (their own single-request classes are not judged
+#: under a mix) and PyTorch eager (no case at all): their simulations carry no band
+NO_MIX_BAND = ("llamacpp", "vllm-rocm", "eager")
+
+
+def band_class(engine: Any, preset: str, disaggregated: bool, client: bool) -> str | None:
+    """The uncertainty class of a simulation's bands: ``serving-mix`` (its cases: vLLM and
+    TensorRT-LLM runs, aggregated, device-side) for the default preset and a named engine
+    other than ``NO_MIX_BAND``; None (no band) for another preset, a custom engine profile,
+    disaggregated serving or ``client=True``, which no request-mix case judges."""
+    if preset != "default" or not isinstance(engine, str) or engine in NO_MIX_BAND \
+            or disaggregated or client:
+        return None
+    return "serving-mix"
 
 
 def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
@@ -336,7 +396,8 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
                slo: SLO | None, preemptions: int, iterations: int, replicas: int,
                notes: tuple[str, ...], rate: float, area: float,
                client: tuple[np.ndarray, np.ndarray] | None = None,
-               transfer: np.ndarray | None = None) -> ServingSim:
+               transfer: np.ndarray | None = None,
+               band_cls: str | None = None) -> ServingSim:
     n = len(arr)
     ok = np.isfinite(done)
     rejected = int((~ok).sum())
@@ -415,7 +476,8 @@ def _summarise(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, admit: np.ndar
         rejected=rejected, iterations=iterations, mean_in_system=L, littles_rhs=lam_w,
         mean_batch=mean_batch, time_split=split, notes=notes,
         _raw={"arrival": arr, "prompt": isl, "output": osl, "admit": admit, "first": first,
-              "done": done, "measured": st})  # measured: arrived after the warm-up
+              "done": done, "measured": st},  # measured: arrived after the warm-up
+        _band_cls=band_cls)
 
 
 def _time_split(arr: np.ndarray, admit: np.ndarray, first: np.ndarray, done: np.ndarray,

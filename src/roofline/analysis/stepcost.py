@@ -224,16 +224,20 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
     # KV capacity (per device): what serve's memory model leaves after weights, workspace and
     # the activations of the largest step; with ep groups each holds its own sequences' KV
     # (one pool of ep × a device's blocks, balanced over the groups; a step's tokens split too)
+    # preset "mlsysim" (scenarios/serving/mlsysim.py) counts weights and a KV cache of the
+    # prompt only (its seq_len = prompt_len; feasible when weights + KV fit): no activations,
+    # no workspace, so those terms are 0 there and its KV covers refs[-1] tokens
     mb = one.memory_breakdown
-    kv_tok = mb["kv_cache"] / (refs[-1] + ref_output)
-    act_tok = mb["activations"] / refs[-1]
-    budget = one.memory_capacity - mb["weights"] - mb["workspace"] - act_tok * n_max / ep
+    kv_tok = mb["kv_cache"] / (refs[-1] + (0 if preset == "mlsysim" else ref_output))
+    act_tok = mb.get("activations", 0.0) / refs[-1]
+    ws = mb.get("workspace", 0.0)
+    budget = one.memory_capacity - mb["weights"] - ws - act_tok * n_max / ep
     blocks = ep * int(budget // (kv_tok * block_size)) if budget > 0 and kv_tok > 0 else 0
     feasible, reason = blocks > 0, ""
     if not feasible:
         reason = (f"no room for the KV cache: {one.memory_capacity / 1e9:.1f} GB per device − "
                   f"weights {mb['weights'] / 1e9:.1f} GB − workspace and step activations "
-                  f"{(mb['workspace'] + act_tok * n_max / ep) / 1e9:.1f} GB")
+                  f"{(ws + act_tok * n_max / ep) / 1e9:.1f} GB")
     dev_costs = StepCosts(label=label, devices=dev, tp=tp, pp=pp, ep=ep,
                           weight_precision=weight_precision, precision=precision,
                           kv_precision=kv_precision or precision, lin=lin, slope=slope,

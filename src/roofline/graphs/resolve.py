@@ -61,7 +61,7 @@ def _model_from_doc(doc: Mapping[str, Any], origin: str, default_key: str) -> Mo
         from .transformer import TransformerConfig
 
         raw = doc["transformer"]
-        known = {f.name for f in fields(TransformerConfig)}
+        known = {f.name for f in fields(TransformerConfig) if f.init}
         if not isinstance(raw, dict) or set(raw) - known:
             bad = sorted(set(raw) - known) if isinstance(raw, dict) else raw
             raise SpecError(f"{origin}: [transformer] takes TransformerConfig fields; unknown "

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..specs.dtypes import Precision
+from ..specs.keys import SpecKey, key_slot, state_without_keys
 from .graph import Graph, GraphBuilder
 
 __all__ = ["PHASES", "TransformerConfig", "transformer_graph"]
@@ -113,6 +114,9 @@ class TransformerConfig:
     relative_buckets: int = 0  #: T5: relative-position buckets (a bias table per stack)
     k_bias: bool = True  #: with qkv_bias: whether k_proj has one (Whisper: no)
     embed_norm: bool = False  #: BART: a LayerNorm on each stack's embeddings
+    #: the memoized content key (``specs.keys.frozen_key``): no field of the config
+    _frozen_key: SpecKey | bool | None = key_slot()
+    __getstate__ = state_without_keys  # a pickle leaves the key out (hashes differ per process)
 
     def __post_init__(self) -> None:
         for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff"):

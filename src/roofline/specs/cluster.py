@@ -27,7 +27,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -36,6 +36,7 @@ from .._data import load_toml_file
 from .._display import Display
 from ..errors import SpecError
 from .hardware import Hardware
+from .keys import SpecKey, key_slot
 from .sourced import Provenance, read_quantity
 
 __all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
@@ -73,6 +74,8 @@ class Cluster(Display):
     aliases: tuple[str, ...] = ()
     provenance: Mapping[str, Provenance] = field(default_factory=dict)
     origin: str = ""
+    #: the memoized content key (``specs.keys.frozen_key``): no field of the spec
+    _frozen_key: SpecKey | bool | None = key_slot()
 
     def __post_init__(self) -> None:
         for f in ("nodes", "devices_per_node", "scale_up_domain"):
@@ -128,6 +131,13 @@ class Cluster(Display):
     def with_nodes(self, nodes: int) -> Cluster:
         return replace(self, nodes=nodes)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Picklable: the read-only provenance travels as a dict and is frozen again by
+        ``__post_init__``; the memoized key is taken again where the copy is used."""
+        state = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        state["provenance"] = dict(self.provenance)
+        return (_rebuild_cluster, (state,))
+
     def __repr__(self) -> str:
         return f"Cluster({self.key!r}, nodes={self.nodes})"
 
@@ -142,6 +152,10 @@ class Cluster(Display):
 
 _TOP = {"schema", "key", "name", "aliases", "device", "devices_per_node", "scale_up_domain",
         "max_nodes", "sources", "scale_up", "scale_out", "power", "notes"}
+
+
+def _rebuild_cluster(state: dict[str, Any]) -> Cluster:
+    return Cluster(**state)
 
 
 def _resolve_hardware(spec: Any) -> Hardware:

@@ -19,6 +19,7 @@ from .._data import load_toml_file
 from .._display import Display
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
+from .keys import SpecKey, key_slot
 from .sourced import Provenance, read_quantity
 
 __all__ = [
@@ -108,6 +109,9 @@ class Hardware(Display):
     #: bandwidth into the chip, per direction; None: the part has none
     weight_store: MemoryLevel | None = None
     execution: str = "resident"  #: one of EXECUTIONS; "weight_streaming" needs a weight_store
+    #: the memoized content keys (``spec_key``, ``specs.keys.frozen_key``): no field of the spec
+    _spec_key: SpecKey | None = key_slot()
+    _frozen_key: SpecKey | bool | None = key_slot()
 
     def __post_init__(self) -> None:
         if self.execution not in EXECUTIONS:
@@ -222,6 +226,8 @@ class Hardware(Display):
         dicts and are frozen again by ``__post_init__``."""
         state = {}
         for f in fields(self):
+            if not f.init:  # a memoized key: taken again where it is loaded
+                continue
             v = getattr(self, f.name)
             state[f.name] = dict(v) if isinstance(v, MappingProxyType) else v
         return (_rebuild_hardware, (state,))
@@ -236,37 +242,19 @@ class Hardware(Display):
                 f"{m.capacity_bytes / 1e9:.4g} GB @ {m.bytes_per_s / 1e9:.4g} GB/s")
 
 
-class SpecKey:
-    """A hashable value of a spec's content, its hash computed once."""
-
-    __slots__ = ("value", "_hash")
-
-    def __init__(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-        self._hash = hash(value)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, SpecKey) and self._hash == other._hash
-                                 and self.value == other.value)
-
-    def __repr__(self) -> str:
-        return f"SpecKey({self.value[0]!r}, {self._hash:#x})"
-
-
-#: id -> (the Hardware, its content key); holding the object keeps its id from being reused
-_KEYS: dict[int, tuple[Hardware, SpecKey]] = {}
-
-
 def spec_key(hw: Hardware) -> SpecKey:
     """A hashable value of everything in ``hw`` that a timing can depend on (not provenance):
     equal specs give equal keys, an edited copy (``with_peak``, a reloaded file) another one.
-    Caches key on this, never on ``id()`` or ``hw.key``."""
-    hit = _KEYS.get(id(hw))
-    if hit is not None and hit[0] is hw:
-        return hit[1]
+    Caches key on this, never on ``id()`` or ``hw.key``. Kept in the spec's ``_spec_key`` slot
+    (``specs.keys``)."""
+    k = hw._spec_key
+    if k is None:
+        k = _new_spec_key(hw)
+        object.__setattr__(hw, "_spec_key", k)
+    return k
+
+
+def _new_spec_key(hw: Hardware) -> SpecKey:
     eff = hw.efficiency_table
     def num(v: float) -> float | None:  # NaN != NaN: a key must equal itself
         return None if v != v else v
@@ -282,9 +270,6 @@ def spec_key(hw: Hardware) -> SpecKey:
          None if hw.weight_store is None else (hw.weight_store.capacity_bytes,
                                                hw.weight_store.bytes_per_s),
          None if eff is None else repr(sorted((str(a), repr(b)) for a, b in eff.items()))))
-    if len(_KEYS) >= 1024:
-        _KEYS.pop(next(iter(_KEYS)))
-    _KEYS[id(hw)] = (hw, k)
     return k
 
 

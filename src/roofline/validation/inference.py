@@ -268,7 +268,8 @@ def floor_figures(rs: list[Row] | None = None) -> dict[str, str]:
 
 # ------------------------------------------------- tried and not kept (issue 18, whole waves)
 #: the T4's 40 SMs (TU104 as the T4 ships it: TechPowerUp's database as reproduced at
-#: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml)
+#: sysrqmts.com/en/gpus/nvidia/tesla/t4, the source ``tpu`` of t4.toml); since session 28 the
+#: T4's count in data/presets/tiles.toml (``[arch.turing.sm_count]``, tested equal)
 T4_SMS = 40
 #: the L4's 58 SMs (AD104 as the L4 ships it), derived: 30.3 TFLOP/s fp32 (its datasheet, the
 #: source ``ds`` of l4.toml) / (128 fp32 lanes per Ada SM x 2 FLOP x 2040 MHz boost, assumed:
@@ -277,20 +278,24 @@ L4_SMS = 58
 
 
 def seconds_variant(c: Case, *, qkv: bool | None = None, fill: float | None = None,
-                    t4_waves: bool = False, trt_dispatch: float | None = None,
-                    l4_waves: bool = False) -> float:
+                    t4_waves: bool | None = None, trt_dispatch: float | None = None,
+                    l4_waves: bool = False, t4_int8: float | None = None) -> float:
     """The default preset's time per batch for ``c``, priced as rl.solve does (tested), with
     one of the variants of the "tried" table: the TensorRT rows with three Q/K/V GEMMs
     (``qkv=False``; one QKV GEMM, as the cases say since session 27, is ``None``), the tile
     model's per-kernel ``fill`` replaced on the parts that have one (16-bit and int8 sets), the
-    T4 in whole waves (the A100's transferred 16-bit and int8 sets on its 40 SMs), the L4 the
-    same way on its 58 SMs, the host dispatch per op of the
-    TensorRT engines enqueued without CUDA graphs (fused, eager cases) replaced."""
+    T4 without its whole waves (``t4_waves=False``: the smooth model, as until session 28; its
+    tile set, the A100's transferred on its 40 SMs, is data/presets/tiles.toml's since then),
+    the L4 in whole waves (the A100's sets on its 58 SMs), the host dispatch per op of the
+    TensorRT engines enqueued without CUDA graphs (fused, eager cases) replaced, the T4's
+    ``[sustained]`` int8 fraction replaced (``t4_int8``; 0.41 in t4.toml)."""
     from roofline.engine.core import time_model
     from roofline.engine.presets import efficiency_for, for_runtime
     from roofline.engine.tiles import tiles_for
 
     hw = rl.hardware(c["hardware"])
+    if t4_int8 is not None and c["hardware"] == "t4":
+        hw = replace(hw, sustained_fraction={**hw.sustained_fraction, "int8": t4_int8})
     kw = solve_kwargs(c)
     fuse = kw["fuse"] if qkv is None or not c.get("fuse_qkv", False) else \
         (TRT_QKV if qkv else True)
@@ -298,11 +303,8 @@ def seconds_variant(c: Case, *, qkv: bool | None = None, fill: float | None = No
                                    batch=kw["batch"], fused_attention=kw["fused_attention"],
                                    fuse=fuse)
     eff = for_runtime(efficiency_for(hw, "default"), kw["runtime"])
-    if t4_waves and c["hardware"] == "t4":
-        a100 = tiles_for(rl.hardware("a100-sxm4-40gb"))
-        if a100 is None:  # pragma: no cover - the A100 has tile data (data/tiles)
-            raise SpecError("the A100's tile set is missing: the T4 variant transfers it")
-        eff = replace(eff, tiles=replace(a100, arch="turing (transferred)", slots=T4_SMS))
+    if t4_waves is False and c["hardware"] == "t4":
+        eff = replace(eff, tiles=None)  # the smooth matmul model, as until session 28
     if l4_waves and c["hardware"] == "l4":
         a100 = tiles_for(rl.hardware("a100-sxm4-40gb"))
         if a100 is None:  # pragma: no cover - the A100 has tile data (data/tiles)
@@ -319,17 +321,22 @@ def seconds_variant(c: Case, *, qkv: bool | None = None, fill: float | None = No
 
 #: (label, short key, seconds_variant keywords) of the "tried" table
 VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("as shipped (TensorRT BERT with its one QKV GEMM since session 27)", "shipped", {}),
+    ("as shipped (TensorRT BERT's one QKV GEMM since session 27, the T4 in whole waves since 28)",
+     "shipped", {}),
     ("TensorRT BERT with three Q/K/V GEMMs (as shipped until session 27)", "three",
      {"qkv": False}),
-    ("tile fill 3 µs (A100 / H100 fp16 and int8)", "fill3", {"fill": 3e-6}),
-    ("tile fill 0 (A100 / H100 fp16 and int8)", "fill0", {"fill": 0.0}),
+    ("tile fill 3 µs (A100 / H100 / T4 fp16 and int8)", "fill3", {"fill": 3e-6}),
+    ("tile fill 0 (A100 / H100 / T4 fp16 and int8)", "fill0", {"fill": 0.0}),
     ("three Q/K/V GEMMs + fill 3 µs", "three_fill3", {"qkv": False, "fill": 3e-6}),
-    ("T4 in whole waves (40 SMs, transferred set)", "t4", {"t4_waves": True}),
-    ("T4 in whole waves + three Q/K/V GEMMs", "t4_three", {"t4_waves": True, "qkv": False}),
+    ("T4 without whole waves (smooth, as shipped until session 28)", "t4smooth",
+     {"t4_waves": False}),
+    ("session 26 as shipped: three Q/K/V GEMMs, the T4 smooth", "s26",
+     {"qkv": False, "t4_waves": False}),
     ("L4 in whole waves (58 SMs, transferred set)", "l4", {"l4_waves": True}),
     ("TensorRT without graphs: 8 µs dispatch per op", "trt8", {"trt_dispatch": 8e-6}),
     ("8 µs dispatch + three Q/K/V GEMMs", "trt8_three", {"trt_dispatch": 8e-6, "qkv": False}),
+    ("T4 int8 sustained 0.50 (t4.toml: 0.41)", "t4i50", {"t4_int8": 0.50}),
+    ("T4 int8 sustained 0.60 (t4.toml: 0.41)", "t4i60", {"t4_int8": 0.60}),
 )
 
 

@@ -26,6 +26,11 @@ e = log(measured rate / our rate)):
   ROCm vLLM latency rows with the profile fitted without their release (``rocm_holdout``);
   few cases of one publisher, so its between-source variance comes from the serving classes
   too (``between_sources_from``); its TTFT has no band;
+* ``serving-mix``: rl.simulate_serving (and rl.plan_serving's simulations) TTFT / TPOT
+  percentiles and output tokens/s under a request mix: the cases of
+  data/validation/serving_mix.toml (known outliers apart), the vLLM runs with their
+  generation's host time fitted without their source (``serving_host.host_holdout``), the
+  TensorRT-LLM runs as priced (nothing is fitted on them);
 * no class for rl.solve(client=True): its two sources (docs/validation/client.md) differ ×3 in
   offset, and a band built on one covered none of the other's cases (0 of 48): no band
   rather than a wrong one;
@@ -80,6 +85,10 @@ DESCRIBES = {
                          "1-4, three container releases of one publisher, the profile fit "
                          "without the case's release; between-source spread from the serving "
                          "classes; its TTFT is not validated and has no band)",
+    "serving-mix": "rl.simulate_serving TTFT / TPOT p50 and p99 and output tokens/s under a "
+                   "request mix (data/validation/serving_mix.toml, known outliers apart; the "
+                   "vLLM runs with their generation's host time fit without the case's "
+                   "source, the TensorRT-LLM runs as priced)",
     "cpu-measured": "rl.solve latency on a measured CPU spec (the two committed roofline "
                     "validate runs of docs/validation/cpu.md; source = the run)",
 }
@@ -167,6 +176,24 @@ def _rocm() -> list[tuple[str, str, float]]:
     return _held(rocm_fit_cases(), rocm_holdout())  # end-to-end latency: a time
 
 
+def _mix() -> list[tuple[str, str, float]]:
+    """The request-mix cases (serving_mix.toml, known outliers apart): a vLLM run's error with
+    its generation's host time fitted without its source, a TensorRT-LLM run's as priced; a
+    throughput's time residual is −log(ours / measured)."""
+    from .cases import load_cases
+    from .serving_host import host_holdout
+    from .serving_mix import predict
+
+    held = host_holdout().held_out_errors
+    out = []
+    for c in load_cases("serving_mix").cases:
+        if c.known_outlier:
+            continue
+        e = float(held[c.id]) if c.id in held else math.log(predict(c)[0] / c.value_si)
+        out.append((c.id, c.source, -e if c.metric in _RATES else e))
+    return out
+
+
 def _cpu() -> list[tuple[str, str, float]]:
     out = []
     for run in CPU_RUNS:
@@ -183,7 +210,7 @@ def compute_residuals() -> dict[str, list[tuple[str, str, float]]]:
     return {"gpu-inference": _inference("default"), "gpu-inference-bound": _inference("bound"),
             "serving-ttft": ttft, "serving-decode": decode, "gpu-training": _training(),
             "tpu-training": _tpu(), "serving-llamacpp": _llamacpp(),
-            "serving-vllm-rocm": _rocm(), "cpu-measured": _cpu()}
+            "serving-vllm-rocm": _rocm(), "serving-mix": _mix(), "cpu-measured": _cpu()}
 
 
 def _q(s: str) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 from abc import get_cache_token
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 from typing import Any
 
@@ -18,6 +17,7 @@ from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for, registered_epoch
 from ...engine.tiles import without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
+from ...graphs.graph import Graph
 from ...graphs.model import Model
 from ...graphs.resolve import model as resolve_model
 from ...graphs.training import (
@@ -35,6 +35,7 @@ from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision, known_precision
 from ...specs.dtypes import precision as make_precision
 from ...specs.hardware import Hardware, SpecKey, spec_key
+from ...specs.keys import frozen_key
 from ...specs.resolve import cluster as resolve_cluster
 from .factors import _OVERRIDE, cluster_links, training_factors
 
@@ -73,9 +74,8 @@ class _Ctx:
     lora_targets: str = "all"  #: which linears carry the LoRA adapters (graphs.training)
 
 
-#: content key -> (the model and cluster objects given, when the key is an object's own (a
-#: model not built from its config), the context)
-_CTX: OrderedDict[tuple[Any, ...], tuple[Any, Any, _Ctx]] = OrderedDict()
+#: content key -> the context
+_CTX: OrderedDict[tuple[Any, ...], _Ctx] = OrderedDict()
 
 
 def _override_key(kind: str) -> tuple[float, ...] | None:
@@ -97,7 +97,7 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     mk, ck = _model_key(model), _cluster_key(cl)
-    if mk is None or ck is None:  # a path
+    if mk is None or ck is None:  # a path, or content that does not hash
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
                              preset, lora_rank, cp, attention_kernel, moe_routing, elementwise,
                              optimizer_dtype, lora_targets)
@@ -109,14 +109,18 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
-    if hit is not None and (mk[0] != "object" or hit[0] is model) and (
-            ck[0] != "object" or hit[1] is cl):
-        return hit[2]
+    if hit is not None and k is not None:
+        if hit.m is model or mk[0] == "str":
+            return hit
+        # another Model of equal content: the context carries the caller's own (its FLOP
+        # counts come from its builder, and a Model is mutable: the first one may have changed)
+        hit = _CTX[k] = replace(hit, m=model)
+        return hit
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
                         lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
                         lora_targets)
     if k is not None:
-        _lru_put(_CTX, k, (model, cl, ctx), 64)
+        _lru_put(_CTX, k, ctx, 64)
     return ctx
 
 
@@ -125,75 +129,40 @@ def _overrides() -> tuple[Any, ...]:
 
 
 def _model_key(model: Any) -> tuple[Any, ...] | None:
-    """The context cache's key of a ``model`` argument (None: a file path, read again every
-    call). A name is its own content; a transformer built from its config keys on
-    ``_model_content`` plus what the result shows (key, name) and the MoE flag the graphs read,
-    so equal models share an entry; anything else keys on the object (``("object", id)``),
-    which the entry holds and the hit checks with ``is``. Taken every call: a Model is a
-    mutable dataclass."""
+    """The context cache's key of a ``model`` argument (None: not cached: a file path, read
+    again every call, a module to import, a config that does not hash). A name is its own
+    content; a Model keys on what the context reads: its config's content (with the builder
+    function and weight format where the builder is a partial on the config,
+    ``_model_content``; any other builder's FLOPs are counted on the caller's own object, which
+    a hit puts in the context), the key and name the result shows and the MoE flag. Taken every
+    call: a Model is a mutable dataclass."""
     t = type(model)
     if t is str:  # a directory holding a config.json is a path too (graphs.resolve.model)
         path = _is_path(model) or (os.sep in model and os.path.exists(model))
         return None if path else ("str", model)
     if t is Model or isinstance(model, Model):
         c = _model_content(model)
-        if c[0] != "object":
-            return (c, model.key, model.name, model.batch_dependent)
-        return c
-    return None if _is_path(model) else ("object", id(model))
+        if c is None:  # a builder not determined by its config
+            cfg = model.config  # None: training refuses it (no transformer config)
+            fk = None if cfg is None else frozen_key(cfg)
+            if fk is None:
+                return None
+            c = ("custom", fk)
+        return (c, model.key, model.name, model.batch_dependent)
+    return None  # a path, or a module an importer reads again (training refuses it)
 
 
 def _cluster_key(cl: Any) -> tuple[Any, ...] | None:
-    """The context cache's key of a ``cluster`` argument (None: a file path): a name is its
-    own content, a Cluster or Hardware (frozen) the key of all its fields (``frozen_key``);
-    anything else the object, held by the entry."""
+    """The context cache's key of a ``cluster`` argument (None: not cached: a file path, a
+    spec that does not hash): a name is its own content, a Cluster or Hardware (frozen) the
+    key of all its fields (``frozen_key``, kept on the spec)."""
     t = type(cl)
     if t is str:
         return None if _is_path(cl) else ("str", cl)
     if t is Cluster or isinstance(cl, Cluster | Hardware):
         k = frozen_key(cl)
-        if k is not None:
-            return ("frozen", k)
-    return None if _is_path(cl) else ("object", id(cl))
-
-
-#: id -> (a frozen spec, its content key or None when a field does not hash); holding the
-#: object keeps its id from being reused. Only for immutable objects: their content cannot
-#: change after the key is taken (a mutable object is keyed on its fields each call)
-_FROZEN: dict[int, tuple[Any, SpecKey | None]] = {}
-
-
-def frozen_key(x: Any) -> SpecKey | None:
-    """A hashable value of every field of a frozen dataclass instance, nested specs, mappings
-    and sequences included (each leaf with its type, a float as its exact text: NaN equals
-    itself, -0.0 is not 0.0, 1 is not 1.0 or True), its hash computed once; None when
-    a field does not hash. Equal specs (a reloaded file, a ``replace`` with the same values)
-    give equal keys; an edited copy another one."""
-    hit = _FROZEN.get(id(x))
-    if hit is not None and hit[0] is x:
-        return hit[1]
-    try:
-        k: SpecKey | None = SpecKey(_freeze(x))
-    except TypeError:
-        k = None
-    if len(_FROZEN) >= 1024:
-        _FROZEN.pop(next(iter(_FROZEN)))
-    _FROZEN[id(x)] = (x, k)
-    return k
-
-
-def _freeze(v: Any) -> Any:
-    if is_dataclass(v) and not isinstance(v, type):
-        return (type(v), tuple((f.name, _freeze(getattr(v, f.name))) for f in fields(v)))
-    if isinstance(v, Mapping):
-        return ("mapping", tuple(sorted(((repr(a), _freeze(b)) for a, b in v.items()),
-                                        key=lambda ab: ab[0])))
-    if isinstance(v, list | tuple):
-        return (type(v), tuple(_freeze(x) for x in v))
-    if isinstance(v, float):  # NaN != NaN, -0.0 == 0.0: a float keys on its exact text
-        return (type(v), repr(v))
-    hash(v)  # TypeError for an unhashable leaf
-    return v if type(v) is str else (type(v), v)  # 1 == 1.0 == True: the type tells them apart
+        return None if k is None else ("frozen", k)
+    return None  # a path, or what the resolver refuses
 
 
 def _is_path(x: Any) -> bool:
@@ -294,7 +263,7 @@ def optimizer_state_bytes_per_param(p: Precision, optimizer_dtype: str) -> tuple
 
 _GRAPHS: OrderedDict[tuple[Any, ...], TrainingGraph] = OrderedDict()
 _TIMES: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-_MODEL_FLOPS: dict[tuple[Any, ...], tuple[Model, tuple[float, float, float, float]]] = {}
+_MODEL_FLOPS: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
 
 
 def _lru_put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int = 512) -> None:
@@ -386,23 +355,22 @@ def model_flops_per_sample(model: Any, seq_len: int, *, micro_batch: int = 1,
                        lora_rank=lora_rank, lora_targets=lora_targets)[:3]
 
 
-def _model_content(m: Model) -> tuple[Any, ...]:
+def _model_content(m: Model) -> tuple[Any, ...] | None:
     """What a model's FLOP counts depend on, as a cache key: for a transformer built from its
     config (``graphs.model.transformer_model``: the builder is a partial of a module function on
     the config) the builder function, the config and the stored weight format, so equal models
-    share an entry; any other model (a builder not determined by content) keys on the object,
-    which the entry holds (``hit[0] is m``: an id is never reused)."""
+    share an entry; None for any other model (a builder not determined by a config: a torch or
+    ONNX import, a custom builder), whose counts key on the graph itself (``graph_digest``)."""
     b, cfg = m.builder, m.config
     if cfg is not None and isinstance(b, partial) and b.args == (cfg,) and not b.keywords:
-        ck = frozen_key(cfg)  # the config's content, its hash computed once per config
+        ck = frozen_key(cfg)  # the config's content, its hash kept on the config
         if ck is not None:
-            k = ("config", b.func, ck, m.weight_format)
             try:
                 hash(m.weight_format)
-                return k
             except TypeError:  # an unhashable weight format
-                pass
-    return ("object", id(m))
+                return None
+            return ("config", b.func, ck, m.weight_format)
+    return None
 
 
 def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
@@ -414,13 +382,20 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
     ``graphs.training.op_recomputed``)."""
     m = model if isinstance(model, Model) else resolve_model(model)
     p = known_precision(precision) or make_precision(precision)
-    k = (_model_content(m), seq_len, micro_batch if m.batch_dependent else None, p, lora_rank,
-         lora_targets)
+    c = _model_content(m)
+    g = None
+    if c is None:  # the terms are a function of the graph alone: key on its content
+        g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
+                    batch=micro_batch, logits="all")
+        k: tuple[Any, ...] = ("graph", graph_digest(g), lora_rank, lora_targets)
+    else:
+        k = (c, seq_len, micro_batch if m.batch_dependent else None, p, lora_rank, lora_targets)
     hit = _MODEL_FLOPS.get(k)
-    if hit is not None and (k[0][0] != "object" or hit[0] is m):
-        return hit[1]
-    g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
-                batch=micro_batch, logits="all")
+    if hit is not None:
+        return hit
+    if g is None:
+        g = m.graph(precision=p, phase="forward", seq_len=seq_len, fused_attention=False,
+                    batch=micro_batch, logits="all")
     B = g.fixed_batch or 1
     flops = (g.c0[0] + g.c1[0] * B) / B
     mm = g.is_compute
@@ -438,5 +413,51 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
         out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad, op_rc)
     if len(_MODEL_FLOPS) >= 256:
         _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
-    _MODEL_FLOPS[k] = (m, out)
+    _MODEL_FLOPS[k] = out
     return out
+
+
+def graph_digest(g: Graph) -> bytes:
+    """A SHA-256 digest of a graph's content: its name, phase and precision, each op's name,
+    kind and class, the cost, GEMM-shape and parameter arrays (dtype, shape and bytes), the
+    scalars and the meta data (not its "_" entries: values derived from the rest, and the
+    engine's time models cached on the graph), so that two graphs with one digest count the
+    same. The key of a model whose builder is not its config's (a torch or ONNX import, a
+    custom builder): two modules of one class with other shapes or dtypes give other digests."""
+    import hashlib  # here: importing it loads OpenSSL (+18 M instructions on every start)
+
+    h = hashlib.sha256()
+    for f in fields(g):
+        v = getattr(g, f.name)
+        if f.name == "meta":
+            v = {a: b for a, b in v.items() if not str(a).startswith("_")}
+        h.update(f.name.encode())
+        _feed(h, v)
+    return h.digest()
+
+
+#: types whose repr is their exact value (a tuple of them is fed as one repr)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _feed(h: Any, v: Any) -> None:
+    """Feed one value to the digest, tagged by its type (an array by dtype, shape and bytes;
+    a mapping in key order; a float by its exact text)."""
+    if isinstance(v, np.ndarray):
+        a = np.ascontiguousarray(v)
+        h.update(f"<nd {a.dtype.str} {a.shape}>".encode())
+        h.update(a.tobytes())
+    elif isinstance(v, dict):
+        h.update(f"<map {len(v)}>".encode())
+        for key in sorted(v, key=repr):
+            h.update(repr(key).encode())
+            _feed(h, v[key])
+    elif isinstance(v, list | tuple):
+        h.update(f"<{type(v).__name__} {len(v)}>".encode())
+        if _PLAIN.issuperset(map(type, v)):  # op names, kinds: one exact repr
+            h.update(repr(v).encode())
+        else:
+            for x in v:
+                _feed(h, x)
+    else:  # str, numbers, None, Precision and other frozen values: their exact repr
+        h.update(f"<{type(v).__name__} {v!r}>".encode())
