@@ -31,7 +31,7 @@ def odd_ops(tm: Any) -> np.ndarray:
     m1 = tm.graph.gemm[0]
     is_c = tm.graph.is_compute
     odd = is_c & ((m1 < 1) | (tm.inv_c1 > tm.inv_cap))
-    odd = odd | (tm.C0[0] * tm.inv_c1 != 0)
+    odd = odd | ((tm.C0[0] != 0) & (tm.inv_c1 != 0))  # (no 0 × inf on an absurd spec)
     if tm.waves is not None:
         odd[tm.waves.idx] = True
     return np.asarray(odd)
@@ -123,5 +123,8 @@ def _waves_of(w: Any, sel: np.ndarray) -> Any:
     for a in type(w).__slots__:
         object.__setattr__(out, a, getattr(w, a))
     out.idx = np.array(pos, dtype=np.intp)
-    out.inv = w.inv[[at[int(sel[p])] for p in pos]]
+    keep = [at[int(sel[p])] for p in pos]
+    out.inv = w.inv[keep]
+    if hasattr(w, "mem_op"):  # WaveOps: each op's memory factor follows it
+        out.mem_op = w.mem_op[keep]
     return out
