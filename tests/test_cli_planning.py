@@ -87,3 +87,13 @@ def test_engine_is_one_of_the_profiles(capsys):
         err = capsys.readouterr().err
         assert "argument --engine: invalid choice: 'trtlm'" in err, err
         assert all(e in err for e in ENGINES), err
+
+
+def test_the_engine_choices_are_every_profile(capsys):
+    """ENGINES (the CLI's --engine choices) lists every profile of serving.toml: llama.cpp's was
+    missing, so `roofline serve --engine llamacpp` was refused though rl.serve takes it."""
+    from roofline.scenarios.serving.plan import ENGINES, _factor_table
+
+    assert sorted(ENGINES) == sorted(_factor_table())
+    assert main(["serve", "llama-3.2-3b", "rtx4090", "--engine", "llamacpp", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "llamacpp"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import roofline as rl
@@ -265,7 +266,8 @@ def test_torch_models_of_one_class_key_on_their_graphs() -> None:
 
     a, b, c, a2 = imported(64), imported(128), imported(64, act=True), imported(64)
     assert C._model_content(a) is None  # no config: keyed on the graph
-    n = len(C._MODEL_FLOPS)
+    C._MODEL_FLOPS.clear()  # (a full cache would drop one entry for each one added)
+    n = 0
     # 3 (fwd + bwd) x 2 x T x D x D for the one linear: 3 * 2 * 16 * 64 * 64 = 393,216
     assert C.flops_terms(a, 16)[0] == 393_216
     assert C.flops_terms(b, 16)[0] == 3 * 2 * 16 * 128 * 128  # 1,572,864: not a's entry
@@ -281,3 +283,31 @@ def test_torch_models_of_one_class_key_on_their_graphs() -> None:
     hw = rl.hardware("H100")
     time_model(g, hw, efficiency_for(hw, "default"))
     assert "_time_models" in g.meta and C.graph_digest(g) == d  # timing it caches on the graph
+
+
+def test_onnx_imports_key_on_their_graphs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ONNX imports too: two files of one layout with other widths never share a FLOP entry;
+    the same file imported twice (two Model objects) does."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from roofline.graphs.importers.onnx_import import from_onnx
+
+    def file(d: int, name: str) -> str:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", d])
+        w = numpy_helper.from_array(np.zeros((d, d), np.float32), "w")
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [w])
+        path = tmp_path / name
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return str(path)
+
+    a, b = file(16, "a.onnx"), file(32, "b.onnx")
+    ma, mb, ma2 = (from_onnx(p, seq_dim="seq", seq_len=8) for p in (a, b, a))
+    C._MODEL_FLOPS.clear()  # (a full cache would drop one entry for each one added)
+    n = 0
+    # 3 (fwd + bwd) x 2 x T x D x D: 3 * 2 * 8 * 16 * 16 = 12,288 and 3 * 2 * 8 * 32 * 32 = 49,152
+    assert C.flops_terms(ma, 8)[0] == 12_288
+    assert C.flops_terms(mb, 8)[0] == 49_152
+    assert C.flops_terms(ma2, 8)[0] == 12_288 and len(C._MODEL_FLOPS) == n + 2

@@ -111,8 +111,11 @@ def test_the_ring_alone_was_a_third_too_slow() -> None:
 
 
 def _multi_node():
+    """The busbw rows across nodes, less nccl-tests #119 (judged on its own below: the one row
+    the one NIC efficiency misses by more than 30 %)."""
     return [(c, b, e) for c, b, e in v.collective_errors()
-            if c.metric == "busbw" and c["ranks"] > 8 and c.source != "coreweave43"]
+            if c.metric == "busbw" and c["ranks"] > 8
+            and c.source not in ("coreweave43", "nccltests119")]
 
 
 def test_across_nodes_within_tolerance_and_closer_than_the_phased_model() -> None:
@@ -341,3 +344,20 @@ def test_fewer_nics_than_gpus_judged() -> None:
     figs = nic_figures()
     assert all(float(figs[f"coll.p4d.{k}.naive"].strip(" %+")) > 100 for k in (2, 3, 4))
     assert figs["coll.p4d.2.ringtree"].startswith("−")  # the tree at the ring's rate: too slow
+
+
+def test_three_hdr_nodes_too_slow_nccl_tests_119() -> None:
+    """nccl-tests #119 (3 nodes, 8 A100 and 4 HDR of 25 GB/s each: 12.5 GB/s per GPU; peak
+    busbw ~96 GB/s at up to 128 MiB): ours is a third too slow, the largest miss across nodes.
+    By hand, the ring's bound: 8 GPUs x 12.5 GB/s x 0.70 = 70 GB/s bus, less the LL128 pick's
+    and the latency's share at 128 MiB; at an efficiency of 1.0 (the NICs' line rate) it is
+    still too slow, so the NIC efficiency alone cannot close it."""
+    from roofline.validation import collectives_fabric as fab
+
+    c = next(c for c in v.collective_cases() if c.source == "nccltests119")
+    assert (c["ranks"], c["nics"], c["scale_out_gbps"], c.get("fabric")) == (24, 4, 12.5, "ib")
+    ours = v.predict(c)
+    assert ours < 8 * 12.5e9 * 0.70
+    assert -0.40 < ours / c.value_si - 1 < -0.30
+    assert fab._log_error(c, 1.0) < 0
+    assert fab._log_error(c, 0.70) == pytest.approx(np.log(ours / c.value_si))

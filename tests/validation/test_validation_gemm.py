@@ -364,12 +364,16 @@ def test_fp8_sets_are_the_fits_and_judged_per_source() -> None:
     # Azure's small sizes, judged (regression pins): on the H100 (CUDA 12.6) within 16 %; on
     # the H200 (CUDA 12.8, whose small-size kernels are 39-59 % faster than the same VM's
     # CUDA 12.6 run) 20-45 % too slow; the thin 802816 x 192 x 768 rows too fast: the H100's
-    # memory-bound at +13.7 % (+36.4 % while its fp16 D was counted as 1-byte fp8), the H200's
-    # compute side deciding at +16.1 %
+    # memory-bound at +3.3 % at Hopper's tiled-GEMM streaming fraction 0.80 (+13.7 % at the
+    # copy's 0.88; +36.4 % while its fp16 D was counted as 1-byte fp8), the H200's compute side
+    # deciding at +16.1 %
     small = {c.id: after[c.id] for c in cs if not v.sets_max(c)}
     assert all(abs(e) <= 0.16 for k, e in small.items() if "H100" in k and "802816" not in k)
     assert all(-0.45 <= e <= -0.20 for k, e in small.items() if "H200" in k and "802816" not in k)
-    assert all(0.10 <= e <= 0.20 for k, e in small.items() if "802816" in k)
+    assert 0.0 <= small["azure ND H100 v5 fp8 802816x192x768"] <= 0.05
+    assert 0.10 <= small["azure ND H200 v5 fp8 802816x192x768"] <= 0.20
+    # the set held out: 10.2 % (13.0 % at the copy's 0.88)
+    assert rep.loso.median_abs <= 0.105
 
 
 def test_mamf_rows_no_fit_saw() -> None:

@@ -81,14 +81,16 @@ def test_errors_within_stated_bounds(rep) -> None:
     assert all(abs(e) <= 0.10 for e in big)
     # Azure's smaller sizes, judged at op time (the launch model on 5-20 µs kernels): the H100's
     # (CUDA 12.6) 20-25 % too slow, the H200's (CUDA 12.8, faster small-size kernels) 30-50 %;
-    # the thin 802816 x 192 x 768 rows 13-15 % too fast (+35 % on the H100 while their fp16 D
-    # was counted as 1-byte fp8; an fp8 matmul writes 16 bits: Precision.matmul_out_bytes)
+    # the thin 802816 x 192 x 768 rows too fast: the H100's +2.7 % (memory-bound, at Hopper's
+    # tiled-GEMM streaming fraction 0.80; +13 % at the copy's 0.88, +35 % while their fp16 D
+    # was counted as 1-byte fp8: Precision.matmul_out_bytes), the H200's +15 %
     small = {cid: e for cid, e in nv.items() if not sets_max(cases[cid])}
     assert all(-0.25 <= e <= -0.18 for cid, e in small.items()
                if "H100" in cid and "802816" not in cid)
     assert all(-0.52 <= e <= -0.28 for cid, e in small.items()
                if "H200" in cid and "802816" not in cid)
-    assert all(0.10 <= e <= 0.20 for cid, e in small.items() if "802816" in cid)
+    assert 0.0 <= small["azure ND H100 v5 fp8 802816x192x768"] <= 0.05
+    assert 0.10 <= small["azure ND H200 v5 fp8 802816x192x768"] <= 0.20
     # the end-to-end fp8 rule leaves Gaudi 3's kernel-only fp8 matmul too slow; MAMF's H200
     # fp8 row, priced at the maximum boost clock its harness runs at, is -10...-20 % (-19.5 %
     # at the peaks' clock; its best shape leaves a partial second wave)

@@ -49,7 +49,7 @@ from ..specs.hardware import Hardware, spec_key
 from .attention import attention_rates
 from .efficiency import Efficiency
 from .lines import launch
-from .tiles import wave_ops, wave_split
+from .tiles import streamed, wave_ops, wave_split
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
 
@@ -367,7 +367,7 @@ class TimeModel:
             fits = act_b <= cap
             inv_a = np.where(fits, self.inv_act * self.bw / lbw, inv_a)
             inv_ab = np.where(fits, 1.0 / lbw, inv_ab)
-        tm = main_b * self.inv_main + act_b * inv_a
+        tm = streamed(main_b * self.inv_main + act_b * inv_a, self.waves, Bc)
         b_c, b_m = flops * self.inv_bound, main_b / self.bw + act_b * inv_ab
         bound = np.maximum(b_c, b_m)
         pack = None

@@ -123,5 +123,8 @@ def _waves_of(w: Any, sel: np.ndarray) -> Any:
     for a in type(w).__slots__:
         object.__setattr__(out, a, getattr(w, a))
     out.idx = np.array(pos, dtype=np.intp)
-    out.inv = w.inv[[at[int(sel[p])] for p in pos]]
+    keep = [at[int(sel[p])] for p in pos]
+    out.inv = w.inv[keep]
+    if hasattr(w, "mem_op"):  # WaveOps: each op's memory factor follows it
+        out.mem_op = w.mem_op[keep]
     return out

@@ -18,6 +18,9 @@ A set with ``stream_k`` adds one candidate per tile shape: the full waves data-p
 ``r`` tiles of a partial last wave as r·K loop iterations spread evenly over the slots (each
 segment with its own K-loop fill) plus the fixup of every slot's partial fp32 tile
 (``_stream_k``; Osama et al., PPoPP 2023, as CUTLASS / cuBLAS run it on Hopper).
+The op's kernel time is the larger of that and its memory time; a set with ``memory`` (Hopper:
+a tiled GEMM streams its bytes at 0.80 of the bandwidth, a copy at the preset's 0.88) prices a
+matmul's memory time at that fraction (``mem_ratio``); convolutions keep the preset's.
 Large matmuls tend to ``flops · (1 + a/tm + b/tn + c/K) / (peak · max)`` for the best tile; a
 1024³ one on 132 SMs fills one wave and pays for the idle SMs. An op with fewer rows than the
 smallest tile (a matrix-vector product: batch-1 decode) runs as a GEMV / split-K kernel, not as
@@ -42,7 +45,7 @@ from typing import Any
 from ..errors import SpecError
 
 __all__ = ["Tiles", "tiles_for", "with_tiles", "without_tiles", "wave_ops", "WaveOps",
-           "WaveSplit", "wave_split", "TILE_DTYPES"]
+           "WaveSplit", "wave_split", "mem_ratio", "streamed", "TILE_DTYPES"]
 
 #: compute dtypes the 16-bit parameter set prices: the tensor-core matmuls it was fitted on
 #: (bf16 dots; fp16 runs the same tiles). A narrow dtype is priced only where its architecture
@@ -69,6 +72,10 @@ class Tiles:
     #: the library may run a shape stream-K (a partial last wave's K loops spread evenly over
     #: every slot, the partial tiles summed in a fixup): one more candidate per tile shape
     stream_k: bool = False
+    #: fraction of the main memory's bandwidth the tiled kernel streams its operands at (0:
+    #: the preset's ``memory.max``, a copy's): the memory side of a matmul the tiles price is
+    #: bytes / (bandwidth · memory); one value per architecture, shared by its narrow sets
+    memory: float = 0.0
     #: (dtype, its own parameter set) for narrow dtypes fitted on their own: its max, a, b, c,
     #: fill (``max`` a fraction of that dtype's peak, replacing the end-to-end ``gemm_dtype``
     #: factor: the fit is of the kernel itself); slots, shapes and splits are this set's
@@ -89,7 +96,8 @@ class Tiles:
         for d, t in self.narrow:
             if d == dtype:
                 return replace(t, arch=self.arch, slots=self.slots, shapes=self.shapes,
-                               splits=self.splits, narrow=(), clock=self.clock)
+                               splits=self.splits, narrow=(), clock=self.clock,
+                               memory=self.memory)
         return None
 
     def check(self, label: str) -> None:
@@ -111,6 +119,8 @@ class Tiles:
                 raise bad(nm, v, "finite and >= 0")
         if not (0.0 <= self.fill <= 1.0):
             raise bad("fill", self.fill, "in [0, 1] seconds per kernel")
+        if not (0.0 <= self.memory <= 1.0):
+            raise bad("memory", self.memory, "in (0, 1] (or 0: the preset's memory.max)")
         if not isinstance(self.stream_k, bool):
             raise bad("stream_k", self.stream_k, "true or false")
         best = 1.0 + self.a / max(r for r, _ in self.shapes) + self.b / max(
@@ -138,7 +148,7 @@ def _mk(arch: str, slots: int, shapes: tuple[tuple[int, int], ...], splits: tupl
         clock: tuple[tuple[str, float], ...] = ()) -> Tiles:
     return Tiles(arch=arch, slots=slots, shapes=shapes, splits=splits, max=v["max"], a=v["a"],
                  b=v["b"], c=v["c"], fill=v["fill"], stream_k=v["stream_k"], narrow=narrow,
-                 clock=clock)
+                 clock=clock, memory=v.get("memory", 0.0))
 
 
 def _stream_k_flag(t: dict[str, Any], where: str, src: dict[str, Any]) -> bool:
@@ -210,6 +220,8 @@ def _tables() -> dict[str, Any]:
                     "stream_k": _stream_k_flag(t, w, src)}
 
         kw = fit(tbl, where)
+        if "memory" in tbl:  # the architecture's streaming fraction (Tiles.memory)
+            kw["memory"] = q("memory", "ratio")
         # a narrow dtype's own parameter set: [arch.<name>.<dtype>] (e.g. fp8)
         narrow_kw = {d: fit(tbl[d], f"{where}.{d}") for d in NARROW_TILE_DTYPES if d in tbl}
         clocks = _clock_ratios(tbl, where, src, origin)
@@ -258,10 +270,10 @@ class WaveOps:
     product and a minimum per candidate."""
 
     __slots__ = ("idx", "m1", "tm", "cols", "splits", "per_wave", "per_row", "slots", "fill",
-                 "rows_min", "inv", "sk")
+                 "rows_min", "inv", "sk", "mem", "mem_op")
 
     def __init__(self, idx: Any, m1: Any, n: Any, k: Any, rho: Any, gpk: float,
-                 t: Tiles, inv_bw: float) -> None:
+                 t: Tiles, inv_bw: float, mem: float = 1.0, is_mm: Any = None) -> None:
         import numpy as np
 
         # ops of one shape (a model's layers) are priced once: ``inv`` maps them back
@@ -269,6 +281,11 @@ class WaveOps:
         self.inv = self.inv.ravel()
         m1, n, k, rho = u.T
         self.idx, self.m1, self.slots, self.fill = idx, m1, float(t.slots), t.fill
+        #: the memory side of a tile-priced matmul × this (memory.max / Tiles.memory; 1: none),
+        #: per op (``mem_op``): convolutions keep 1 (no measured conv stream; ``is_mm`` False)
+        self.mem = float(mem)
+        self.mem_op = np.where(np.ones(len(idx), dtype=bool) if is_mm is None else is_mm,
+                               self.mem, 1.0)
         cand = [(tm, tn, s) for tm, tn in t.shapes for s in t.splits]
         tm = np.array([c[0] for c in cand], dtype=np.float64)
         tn = np.array([c[1] for c in cand], dtype=np.float64)
@@ -304,6 +321,14 @@ class WaveOps:
 
         t, M = self.per_shape(Bc)
         return np.where((M < self.rows_min)[..., self.inv], smooth, t[..., self.inv])
+
+    def mem_scale(self, Bc: Any) -> Any:
+        """The factor on each wave op's memory time at batch ``Bc``: ``mem_op`` where its tiles
+        price it, 1 where the smooth model does (fewer rows than the smallest tile)."""
+        import numpy as np
+
+        M = np.maximum(self.m1 * Bc, 1.0)
+        return np.where((M < self.rows_min)[..., self.inv], 1.0, self.mem_op)
 
     def fills(self, Bc: Any) -> Any:
         """The fixed fill in ``seconds(Bc)`` of each wave op: ``fill`` where its tiles price
@@ -374,7 +399,22 @@ def wave_ops(graph: Any, hw: Any, eff: Any, dtype: str, peak: float) -> WaveOps 
     gpk = peak * t.max * k_dtype * hw.sustained(dtype) * t.clock_of(dtype)
     m1, n, k = m1[idx], n[idx], k[idx]
     rho = f1[idx] / (2.0 * m1 * n * k)  # the op's FLOPs per 2·M·N·K (bias adds: ~1)
-    return WaveOps(idx, m1, n, k, rho, gpk, t, 1.0 / (hw.memory_bytes_per_s * eff.memory.max))
+    return WaveOps(idx, m1, n, k, rho, gpk, t, 1.0 / (hw.memory_bytes_per_s * eff.memory.max),
+                   mem_ratio(t, eff), mm[idx])
+
+
+def streamed(tm: Any, w: WaveOps | None, Bc: Any) -> Any:
+    """The per-op memory times ``tm`` ([.., n], a fresh array) with each tile-priced matmul's
+    at its set's streaming fraction (``WaveOps.mem_scale``; engine/core.py)."""
+    if w is not None and w.mem != 1.0:
+        tm[..., w.idx] *= w.mem_scale(Bc)
+    return tm
+
+
+def mem_ratio(t: Tiles, eff: Any) -> float:
+    """The factor on a tile-priced op's memory time: ``memory.max / Tiles.memory`` (1 where
+    the set gives no streaming fraction of its own)."""
+    return float(eff.memory.max) / t.memory if t.memory > 0 else 1.0
 
 
 @lru_cache(maxsize=256)
@@ -402,7 +442,7 @@ class WaveSplit:
     repeat them) and weighted by how often each occurs. Equal to summing every op (tested)."""
 
     __slots__ = ("rest", "X0", "X1", "ic0", "ic1", "icap", "ibound", "disp", "counts", "shape",
-                 "waves", "tm", "_rows")
+                 "mem", "waves", "tm", "_rows")
 
     def __init__(self, tm: Any, rest: Any) -> None:
         import numpy as np
@@ -412,7 +452,7 @@ class WaveSplit:
         disp = np.broadcast_to(np.asarray(tm.disp, dtype=np.float64), tm.C0[0].shape)[wi]
         cols = np.vstack([tm.C0[:, wi], tm.C1[:, wi], tm.moved[0][wi], tm.moved[1][wi],
                           tm.inv_c0[wi], tm.inv_c1[wi], tm.inv_cap[wi], tm.inv_bound[wi],
-                          disp, w.inv.astype(np.float64)])
+                          disp, w.inv.astype(np.float64), w.mem_op])
         u, counts = np.unique(cols.T, axis=0, return_counts=True)
         u = u.T
         self.rest, self.waves, self.tm = rest, w, tm
@@ -420,12 +460,13 @@ class WaveSplit:
         self.X1 = np.vstack([u[3:6], u[7:8]])
         self.ic0, self.ic1, self.icap, self.ibound, self.disp = u[8], u[9], u[10], u[11], u[12]
         self.shape = u[13].astype(np.intp)
+        self.mem = u[14]  # each distinct op's memory factor where its tiles price it
         self.counts = counts.astype(np.float64)
         # the same columns as Python floats, one tuple per distinct op: ``totals`` at one batch
         # runs over a handful of ops, where a float operation costs a tenth of a numpy call
         self._rows = list(zip(*(x.tolist() for x in (*self.X0, *self.X1, self.ic0, self.ic1,
                                                      self.icap, self.ibound)),
-                              self.shape.tolist(), strict=True))
+                              self.shape.tolist(), self.mem.tolist(), strict=True))
 
     def totals(self, B: float) -> Any:
         """The totals at batch ``B`` (a float): the engine's per-op rules (core.py
@@ -444,7 +485,7 @@ class WaveSplit:
         tks: list[float] = []
         cols: list[tuple[float, ...]] = []
         live = 0.0
-        for f0, mb0, ab0, tb0, f1, mb1, ab1, tb1, ic0, ic1, icap, ibound, sh in self._rows:
+        for f0, mb0, ab0, tb0, f1, mb1, ab1, tb1, ic0, ic1, icap, ibound, sh, mf in self._rows:
             f, mb, ab, tb = f0 + f1 * B, mb0 + mb1 * B, ab0 + ab1 * B, tb0 + tb1 * B
             # rows below the smallest tile keep the smooth model (WaveOps.seconds)
             smooth = M[sh] < rows_min
@@ -454,7 +495,7 @@ class WaveSplit:
             for cap, lbw in levels:  # the smallest on-chip level the activations fit in
                 if ab <= cap:
                     inv_a, inv_ab = inv_act * bw / lbw, 1.0 / lbw
-            t_m = mb * inv_main + ab * inv_a
+            t_m = (mb * inv_main + ab * inv_a) * (1.0 if smooth else mf)
             tk = max(tc, t_m)
             tks.append(tk)
             fs = tk - max(tc - fl, t_m)  # the fill's share (core.fill_share)

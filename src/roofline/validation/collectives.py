@@ -100,6 +100,7 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
     fill = nvls.get("nvls_fill") if isinstance(nvls, Mapping) else None
     plateau = nvls.get("ring_plateau") if isinstance(nvls, Mapping) else None
     search = nvls.get("search") if isinstance(nvls, Mapping) else None
+    out_e = nvls.get("scale_out") if isinstance(nvls, Mapping) else None
     if isinstance(nvls, Mapping):
         key = PARAM_OF.get(case["cluster"])
         nvls = nvls[key] if key else None
@@ -107,7 +108,10 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
         nvls = 0.0
     if nvls is not None:
         c = replace(c, scale_up_nvls_fraction=nvls)
-    links = cluster_links(c, training_factors(c.device.kind, c.device.key))
+    f = training_factors(c.device.kind, c.device.key)
+    if out_e is not None:  # a scale-out efficiency other than training's (collectives_fabric)
+        f = replace(f, scale_out_efficiency=out_e)
+    links = cluster_links(c, f)
     if not tuner:
         return replace(links, nccl=None)
     if fill is not None and links.nccl is not None:
@@ -124,7 +128,8 @@ def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
                  tuner: bool = True) -> float:
     """Our seconds for ``case``'s collective; ``nvls``: the factors to use (by ``PARAMS``
     name: the NVLS fractions and the tuner's NVLS fill, or one number for this case's NVLS
-    fraction; None: the shipped ones); ``tuner``: False prices it with the cluster's per-step
+    fraction; None: the shipped ones; ``scale_out``: the NIC efficiency instead of training's,
+    ``validation.collectives_fabric``); ``tuner``: False prices it with the cluster's per-step
     α instead of NCCL's tuner latencies (the model before them, the page's "per-step α"
     column)."""
     links = _links(case, nvls, tuner)
@@ -540,9 +545,10 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     moved = [abs(predict(c) - predict(c, flat)) / c.value_si for c in collective_cases()]
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
+    from .collectives_fabric import fabric_figures
     from .collectives_nics import nic_figures, nvls_search_figures
 
-    out |= _search_figures() | nic_figures() | nvls_search_figures()
+    out |= _search_figures() | nic_figures() | nvls_search_figures() | fabric_figures()
     c = by_id[_NAMED["n4_16m"]]
     a, pr, sec, flip = ring_tree_alternative(c)
     out["coll.n4_16m.alt"] = f"{a} {pr}"

@@ -199,8 +199,11 @@ def gemm_errors(*, smooth: bool = False, cases: Sequence[Case] | None = None
 @lru_cache(maxsize=4)
 def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """Per part, the batch-independent arrays of its cases for the vectorised fit: the cases'
-    positions, M/N/K, FLOPs, the memory time (it does not depend on the tile model), the
-    peak the tiles run at and the part's tiles."""
+    positions, M/N/K, FLOPs, the memory time (it does not depend on the fitted parameters:
+    the smooth model's, at the set's streaming fraction), the peak the tiles run at and the
+    part's tiles."""
+    from ..engine.tiles import mem_ratio
+
     by_id = {c.id: c for c in _all_cases()}
     cases = [by_id[i] for i in ids]
     out = []
@@ -224,7 +227,11 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
         t = eff.tiles.for_dtype(dt)
         peak = hw.peak(dt) * hw.sustained(dt) * t.clock_of(dt)
         inv_bw = 1.0 / (hw.memory_bytes_per_s * eff.memory.max)
-        out.append((np.array(pos), d, np.array(f), np.array(tm), peak, t, inv_bw))
+        # a tile-priced op streams at the set's own fraction (tiles.mem_ratio; not below the
+        # smallest tile's rows, where the smooth model prices it)
+        rows_min = min(r for r, _ in t.shapes)
+        tm_a = np.array(tm) * np.where(d[0] < rows_min, 1.0, mem_ratio(t, eff))
+        out.append((np.array(pos), d, np.array(f), tm_a, peak, t, inv_bw))
     return out
 
 

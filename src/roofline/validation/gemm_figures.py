@@ -115,6 +115,9 @@ def _stream_k_unseen_limits(rep: Mapping[str, Any], held: Mapping[str, float]
         out[f"gemm.streamk.hopper_fp8.{tag}.rms"] = f"{ins.rms_log:.3f}"
         out[f"gemm.streamk.hopper_fp8.{tag}.held"] = fmt_pct(lo.median_abs, sign=False, digits=1)
     out["gemm.unseen.hopper_fp8"] = fmt_pct(_med(list(held.values())), sign=False)
+    from .gemm_judged import gemm_judged_summary
+
+    out["gemm.judged.median"] = fmt_pct(gemm_judged_summary()["all"][1], sign=False, digits=1)
     kern = {c.id: e for c, _, e in g.gemm_errors()}
     for cid, key in (("H100 bf16 256x256x4096", "h100_thin"), ("B200 bf16 256x256x4096",
                      "b200_thin"), ("B200 bf16 4096x4096x4096", "b200_4096")):

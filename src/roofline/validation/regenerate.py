@@ -362,10 +362,11 @@ def _client_figures() -> dict[str, str]:
 
 def _collectives_page() -> dict[str, str]:
     from . import collectives as v
+    from .collectives_fabric import fabric_table
 
     return {"cases": v.collectives_case_table(), "holdout": v.collectives_holdout_table(),
             "ramp": v.collectives_ramp_table(), "ringtree": v.collectives_ring_tree_table(),
-            "searchbw": v.collectives_search_table()}
+            "searchbw": v.collectives_search_table(), "fabric": fabric_table()}
 
 
 def _collectives_figures() -> dict[str, str]:

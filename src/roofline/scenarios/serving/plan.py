@@ -51,8 +51,9 @@ __all__ = [
     "shard_config",
 ]
 
+#: every engine profile of data/presets/serving.toml (a test keeps the two equal)
 ENGINES = ("trtllm", "trtllm-legacy", "trtllm-v08", "vllm", "vllm-legacy", "vllm-rocm", "vllm-v0",
-           "vllm-v0-multistep", "vllm-v1", "eager")
+           "vllm-v0-multistep", "vllm-v1", "eager", "llamacpp")
 
 #: how sliding-window layers are stored in the KV cache: "ring" keeps at most the window per
 #: layer (TensorRT-LLM's cyclic cache / per-window pools, vLLM V1's hybrid KV-cache manager,
