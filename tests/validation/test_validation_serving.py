@@ -219,3 +219,29 @@ def test_serving_summary_of_no_rows_is_a_clear_error():
 
     with pytest.raises(RooflineError, match="errs is empty"):
         v.serving_summary([])
+
+
+def test_legacy_refit_judgement_is_the_refit_terms_applied(holdout, errs):
+    """serving.md's tried-and-rejected legacy refit: its figures are the shipped factors with
+    only the three legacy terms of the all-cases refit swapped in (checked on one case by
+    hand through predict_serving), and with the shipped terms swapped in nothing moves."""
+    from dataclasses import replace as dc_replace
+
+    from roofline.scenarios.serving.plan import serving_factors
+    from roofline.validation.holdout import Refit
+
+    figs = v.legacy_refit_figures(errs, holdout)
+    r = holdout.refit.values
+    case = next(c for c in v.serving_cases() if c.id == "v0.8 llama-2-7b H200 fp8 tp=1 TTFT 128")
+    f = dc_replace(serving_factors("trtllm-v08"), **{k.split(".", 1)[1]: r[k]
+                                                      for k in v.LEGACY_TERMS})
+    by_hand = v.predict_serving(case, f) / case.value_si - 1
+    lo, hi = figs["legacy_refit/case/trt08_hopper_128"].replace("−", "-").split(" … ")
+    assert float(lo.rstrip(" %")) <= round(by_hand * 100, 1) <= float(hi.rstrip(" %"))
+    # the shipped terms in their place: before == after, no case worse
+    same = dc_replace(holdout, refit=Refit(values=dict(holdout.shipped), note=""))
+    g = v.legacy_refit_figures(errs, same)
+    for grp in ("all", "trt061", "trt05", "trt08"):
+        assert g[f"legacy_refit/{grp}.median.before"] == g[f"legacy_refit/{grp}.median.after"]
+        assert g[f"legacy_refit/{grp}.rms.before"] == g[f"legacy_refit/{grp}.rms.after"]
+    assert {g[f"legacy_refit/{s}.worse"] for s in ("trt061", "trt05", "trt08")} == {"0"}

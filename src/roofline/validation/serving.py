@@ -40,13 +40,13 @@ from typing import Any
 
 from ..errors import RooflineError
 from .cases import Case, load_cases
-from .holdout import FitReport, Refit, fmt_pct, golden_section, leave_one_source_out
+from .holdout import FitReport, Refit, error_summary, fmt_pct, golden_section, leave_one_source_out
 
 __all__ = ["FIT_PARAMS", "FIT_ALIASES", "HAND_SET", "JUDGED_SOURCES", "START", "BOUNDS",
            "serving_cases", "predict_serving", "serving_errors", "serving_summary", "fit_serving",
            "serving_holdout", "serving_case_table", "serving_holdout_table",
            "shipped_serving_values", "summary_figures", "serving_summary_table",
-           "serving_worst_table", "page_figures"]
+           "serving_worst_table", "page_figures", "LEGACY_TERMS", "legacy_refit_figures"]
 
 #: the factors the one fit adjusts, per engine
 FIT_PARAMS: dict[str, tuple[str, ...]] = {
@@ -388,4 +388,42 @@ def page_figures(errs: Sequence[tuple[Case, float, float]] | None = None,
         out["from_shipped/vllm.layer_overhead.below"] = fmt_pct(below, sign=False)
     for p in rep.per_source:
         out |= {f"without/{p.source}/{k}": _fmt(k, v) for k, v in p.fitted_without.values.items()}
+    return out | legacy_refit_figures(errs, rep)
+
+
+#: the legacy profile's fitted terms: the fit over every case (trt08 included) moves them;
+#: judged on docs/validation/serving.md (``legacy_refit_figures``) and not shipped
+LEGACY_TERMS = tuple(f"trtllm-legacy.{n}" for n in FIT_PARAMS["trtllm-legacy"])
+#: the case groups that judgement reports: label -> sources (None: every case)
+_LEGACY_GROUPS: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("all", None), ("trt061", frozenset({"trt061"})), ("trt05", frozenset({"trt05"})),
+    ("trt08", frozenset({"trt08"})))
+
+
+def legacy_refit_figures(errs: Sequence[tuple[Case, float, float]],
+                         rep: FitReport) -> dict[str, str]:
+    """What shipping the all-cases refit's legacy terms (``LEGACY_TERMS`` from ``rep.refit``,
+    every other factor as shipped) would do to the in-sample errors: per group median and RMS
+    before -> after (``legacy_refit/GROUP.median`` ...), the cases made worse (|error| up by
+    more than half a point) per source, the v0.8 Hopper 128-token first tokens, and the largest
+    |log error| against the fitted sources' stated bound log(1.35). The held-out errors do not
+    move: every leave-one-source-out fit starts from ``START``, not from the shipped values."""
+    vals = {**shipped_serving_values(), **{k: rep.refit.values[k] for k in LEGACY_TERMS}}
+    new = serving_errors(vals, [c for c, _, _ in errs])
+    out = {f"legacy_refit/{k}": _fmt(k, rep.refit.values[k]) for k in LEGACY_TERMS}
+    for label, srcs in _LEGACY_GROUPS:
+        for tag, es in (("before", errs), ("after", new)):
+            s = error_summary([(c.id, e) for c, _, e in es if srcs is None or c.source in srcs])
+            out[f"legacy_refit/{label}.median.{tag}"] = fmt_pct(s.median_abs, 1, sign=False)
+            out[f"legacy_refit/{label}.rms.{tag}"] = f"{s.rms_log:.3f}"
+    worse = [c.source for (c, _, e0), (_, _, e1) in zip(errs, new)
+             if abs(math.expm1(e1)) > abs(math.expm1(e0)) + 0.005]
+    for src in ("trt061", "trt05", "trt08"):
+        out[f"legacy_refit/{src}.worse"] = str(worse.count(src))
+    by_id = {c.id: math.expm1(e) for c, _, e in new}
+    out["legacy_refit/case/trt08_hopper_128"] = _span(
+        [by_id[i] for i in NAMED_CASES["trt08_hopper_128"]])
+    c, _, e = max(new, key=lambda t: abs(t[2]))
+    out["legacy_refit/worst"] = f"{fmt_pct(math.expm1(e), 1)} ({c.id})"
+    out["legacy_refit/worst_log"] = f"{abs(e):.3f}"
     return out
