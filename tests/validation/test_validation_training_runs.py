@@ -66,6 +66,23 @@ def test_llama3_runs_use_the_papers_stage_layout(rows) -> None:
     assert c.scenario["global_batch"] * c.scenario["seq_len"] == 16 * 2**20  # 16M tokens
 
 
+def test_pipeline_send_overlap_as_each_stack_runs_it(rows) -> None:
+    """Llama 3: the paper's asynchronous point-to-point sends (Sec. 3.3.2) -> overlapped, on an
+    interleaved split; AutoModel: PyTorch <= 2.8's ScheduleInterleaved1F1B waits on each time
+    step's sends -> blocking. The result records what was priced."""
+    by = {x["id"]: x for x in rows}
+    cs = load_cases("training_runs")
+    for cid in ("Llama 3 405B 8K GPUs", "Llama 3 405B 16K GPUs",
+                "Llama 3 405B 16K GPUs CP16 128K"):
+        assert cs.case(cid).scenario["pp_overlap"] is True
+        r = by[cid]["result"]
+        assert r.pp_overlap is True and r.interleave >= 2
+    for cid in ("AutoModel DeepSeek-V3 256 GPUs EP64", "AutoModel DeepSeek-V3 1024 GPUs EP64",
+                "AutoModel Llama3-70B LoRA"):
+        assert cs.case(cid).scenario["pp_overlap"] is False
+        assert by[cid]["result"].pp_overlap is False and by[cid]["result"].interleave > 1
+
+
 @pytest.fixture(scope="module")
 def hopper():
     return v.hopper_holdout()

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .lines import envelope, launch_lines
+from .lines import envelope, launch_lines, quiet
 
 __all__ = ["envelope_of"]
 
@@ -18,9 +18,10 @@ def envelope_of(tm: Any) -> tuple[list[float], np.ndarray]:
     (a level stops fitting at (cap − ab0)/ab1); the bound's compute roof; the launch lines."""
     C0, C1 = tm.C0, tm.C1
     f0, f1, mb0, mb1, ab0, ab1 = C0[0], C1[0], C0[1], C1[1], C0[2], C1[2]
-    p0 = f0 * tm.inv_c0 + f1 * tm.inv_c1
-    p1 = f1 * tm.inv_c0
-    c0_, c1_ = f0 * tm.inv_bound, f1 * tm.inv_bound
+    with quiet(tm.finite):  # 0 × inf on an absurd spec (TimeModel.finite)
+        p0 = f0 * tm.inv_c0 + f1 * tm.inv_c1
+        p1 = f1 * tm.inv_c0
+        c0_, c1_ = f0 * tm.inv_bound, f1 * tm.inv_bound
     variants = [(tm.inv_act, 1.0 / tm.bw)] + [
         (tm.inv_act * tm.bw / lbw, 1.0 / lbw) for _, lbw in tm.levels]
     computes = [(p0, p1)]

@@ -48,7 +48,7 @@ from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
 from .attention import attention_rates
 from .efficiency import Efficiency
-from .lines import launch
+from .lines import all_finite, launch, quiet, quiet_sub
 from .tiles import streamed, wave_ops, wave_split
 
 __all__ = ["TimeModel", "Totals", "OpTimes", "TOTALS", "time_model", "price"]
@@ -200,7 +200,8 @@ class TimeModel:
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
                  "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo", "_split", "many", "floor")
+                 "ridge_effective", "moved", "waves", "_memo", "_split", "many", "floor",
+                 "finite")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -250,20 +251,17 @@ class TimeModel:
         self.prev = (previous_kernel(graph.kinds, _has_kernel(graph)), ev) \
             if ev is not None else None
         m1 = graph.gemm[0]
-        nl = []
-        if pf is not None:
-            nl.append("page faults (steps in bytes)")
-        if cw is not None:
-            nl.append("cold weights (a step in the bytes other ops move)")
-        if ev is not None:
-            nl.append("evicted dispatch (a step in the bytes earlier ops move)")
+        nl = [t for x, t in ((pf, "page faults (steps in bytes)"),
+                             (cw, "cold weights (a step in the bytes other ops move)"),
+                             (ev, "evicted dispatch (a step in the bytes earlier ops move)"))
+              if x is not None]
         if not bool(np.all((m1 >= 1) | ~graph.is_compute)):
             nl.append("GEMM rows below one (M = m1·B clamped to 1)")
         floor = graph.is_compute & (self.inv_c1 > self.inv_cap) & (m1 >= 1)
         #: [n] bool: matmuls at their GEMV floor below some batch (a breakpoint of the closed
         #: form at inv_c1 / inv_cap, not a term off it), or None where no op has one
         self.floor = floor if bool(floor.any()) else None
-        if bool((self.C0[0] * self.inv_c1).any()):
+        if bool(((self.C0[0] != 0) & (self.inv_c1 != 0)).any()):  # (no 0 × inf)
             nl.append("constant FLOPs of a matmul whose rows grow with B (a 1/B term)")
         if self.waves is not None:
             nl.append("whole waves of matmul tiles (a step in B)")
@@ -288,12 +286,12 @@ class TimeModel:
         return self._split
 
     def set_sums(self) -> None:
-        """The closed form's sums that need no envelope: FLOPs, bytes, compute seconds, and
-        the few lines of activation bytes whose maximum is the largest op's."""
-        self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
-                       float(self.moved[0].sum()), float(self.moved[1].sum()),
-                       float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
-                       float((self.C1[0] * self.inv_c0).sum()))
+        """Closed-form sums (FLOPs, bytes, compute s, the activations' upper lines)."""
+        with quiet(self.finite):  # 0 × inf on an absurd spec: NaN sums, without warnings
+            self.a_sums = (float(self.C0[0].sum()), float(self.C1[0].sum()),
+                           float(self.moved[0].sum()), float(self.moved[1].sum()),
+                           float((self.C0[0] * self.inv_c0 + self.C1[0] * self.inv_c1).sum()),
+                           float((self.C1[0] * self.inv_c0).sum()))
         self.live0, self.live1 = _upper_lines(self.C0[2], self.C1[2])
         #: the same lines as floats: a scalar max over 1-3 lines is faster without numpy
         self.live_lines = tuple(zip(self.live0.tolist(), self.live1.tolist()))
@@ -339,6 +337,7 @@ class TimeModel:
             a_m1 = np.where(m1 > 0, ga / np.where(m1 > 0, m1, 1.0), 0.0)
             self.inv_c1 = np.where(is_c, a_m1 / gpk_a, 0.0)
             self.inv_cap = np.where(is_c, ga / gpk_a, 0.0)
+            self.finite = all_finite(self.inv_c0, self.inv_c1, self.inv_cap)  # quiet() if not
             # the GEMV floor: seconds per FLOP never above 1 / (peak · gemv), through the cap
             # of the M penalty (a/M <= the room between the N, K part and the floor)
             gv = g.gemv * clk * (1.0 if eff.is_bound else hw.sustained(dtype))
@@ -398,7 +397,8 @@ class TimeModel:
                 else np.broadcast_to(x, shape)  # (the model's own dispatch: a read-only view)
 
         return OpTimes(time=t_op, t_bound=full(bound), t_compute=full(tc), t_memory=full(tm),
-                       overhead=t_op - tk, flops=full(flops), bytes=full(tb),
+                       overhead=t_op - tk if self.finite else quiet_sub(t_op, tk),
+                       flops=full(flops), bytes=full(tb),
                        act_bytes=full(act_b), t_kernel=tk, compute_bound=full(cb),
                        dispatch=full(disp), t_bound_compute=full(b_c), t_bound_memory=full(b_m),
                        fill=full(fs))

@@ -14,6 +14,7 @@ ops is then ``Σ_n max_k (a[k, n] + b[k, n]·x)``: convex per op, piecewise line
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Sequence
@@ -23,9 +24,28 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = ["launch_lines", "launch", "sum_max_int", "sum_max_lines", "max_at", "envelope",
-           "crossings", "OpLines", "op_lines"]
+           "crossings", "OpLines", "op_lines", "all_finite", "quiet", "quiet_sub"]
 
 Line = tuple[Any, Any]  #: (intercept, slope), scalars or arrays over ops
+
+
+def all_finite(*arrays: Any) -> bool:
+    """Every value finite (``TimeModel.finite``: its rates; an absurd spec, a peak of 1e-320,
+    makes one inf and the result says it is not finite)."""
+    return all(bool(np.isfinite(a).all()) for a in arrays)
+
+
+def quiet(finite: bool) -> Any:
+    """A context for arithmetic on a time model's rates: nothing when they are ``finite``,
+    else numpy's warnings off (0 × inf, inf − inf give the NaN the result reports)."""
+    return contextlib.nullcontext() if finite else np.errstate(
+        invalid="ignore", over="ignore", divide="ignore")
+
+
+def quiet_sub(a: Any, b: Any) -> Any:
+    """``a − b`` without numpy's warning for inf − inf (NaN): a non-finite model's path."""
+    with np.errstate(invalid="ignore"):
+        return a - b
 
 
 def launch_lines(kernel: Sequence[Line], gap: Any, disp: Any, synchronous: bool) -> list[Line]:

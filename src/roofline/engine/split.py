@@ -31,7 +31,7 @@ def odd_ops(tm: Any) -> np.ndarray:
     m1 = tm.graph.gemm[0]
     is_c = tm.graph.is_compute
     odd = is_c & ((m1 < 1) | (tm.inv_c1 > tm.inv_cap))
-    odd = odd | (tm.C0[0] * tm.inv_c1 != 0)
+    odd = odd | ((tm.C0[0] != 0) & (tm.inv_c1 != 0))  # (no 0 × inf on an absurd spec)
     if tm.waves is not None:
         odd[tm.waves.idx] = True
     return np.asarray(odd)

@@ -202,6 +202,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
         peak = np.array([hw.peak(p.compute) for hw in ok])[:, None]
         lat, fl, by = arr["latency"], arr["flops"], arr["bytes"]
         tps = bf * g.tokens_per_sample / lat if g.meta.get("seq_len") else np.full_like(lat, np.nan)
+        _never_non_finite(fits, reason, lat=lat, bound=arr["latency_bound"], fl=fl, by=by,
+                          foot=foot)
         block([hw.name for hw in ok], p.label, nb, latency=lat,
               latency_bound=arr["latency_bound"], t_overhead=arr["t_overhead"],
               t_fill=arr["t_fill"], throughput=bf / lat, tokens_per_s=tps,
@@ -273,6 +275,21 @@ def _memory_fit(g: Any, ok: list[Hardware], effs: list[Any], live: np.ndarray,
             "weights": w_l[hi], "activations": act, "kv_cache": kv[bi],
             "workspace": ws_l[hi]})
     return foot, fits, reason
+
+
+def _never_non_finite(fits: np.ndarray, reason: np.ndarray, **cols: np.ndarray) -> None:
+    """A row holding a non-finite or negative number (an absurd spec: a peak of 1e-320) is not
+    feasible, with solve's reason (engine/solve.py); ``fits`` and ``reason`` are set in place."""
+    names = {"lat": "latency", "bound": "latency_bound", "fl": "flops", "by": "bytes",
+             "foot": "memory_footprint"}
+    bad = {k: ~(np.isfinite(v) & (v >= 0)) for k, v in cols.items()}
+    if not any(b.any() for b in bad.values()):
+        return
+    for hi, bi in zip(*np.nonzero(fits & np.logical_or.reduce(list(bad.values())))):
+        which = ", ".join(names[k] for k, b in bad.items() if b[hi, bi])
+        fits[hi, bi] = False
+        reason[hi, bi] = (f"{which} not a finite non-negative number (a spec or model value "
+                          "out of range)")
 
 
 def _check_distinct_names(hws: list[Hardware]) -> None:

@@ -373,20 +373,20 @@ def _whatif_figures() -> dict[str, str]:
     return out | _pp_overlap_figures()
 
 
-#: the interleaved rows whose stack overlaps the pipeline sends (Megatron's overlap_p2p_comm,
-#: rl.train's default there) and those pinned to blocking sends (their schedule not read)
+#: the interleaved rows whose stack overlaps the pipeline sends at rl.train's default
+#: (Megatron's overlap_p2p_comm); rows pinned with ``pp_overlap`` in the data are read there
 PP_OVERLAP_ROWS = ("NeMo Llama2-13B SFT", "NeMo Llama2-70B SFT",
                    "Megatron-Bridge DeepSeek-V3 1024 GPUs EP64 fp8",
                    "Megatron-Bridge Qwen3-30B-A3B EP8 fp8")
 
 
 def _pp_overlap_figures() -> dict[str, str]:
-    """Each interleaved row the other way: the rows that overlap their pipeline sends with them
-    blocking (``tr.pp.off.<slug>``: as priced before session 27), the rows pinned to blocking
-    sends at rl.train's default (``tr.pp.on.<slug>``)."""
+    """Each interleaved row the other way: the rows that overlap their pipeline sends (by
+    default or ``pp_overlap = true`` in the data) with them blocking (``tr.pp.off.<slug>``),
+    the rows pinned to blocking sends at rl.train's default (``tr.pp.on.<slug>``)."""
     out = {}
     for c in cases():
-        if c.id in PP_OVERLAP_ROWS:
+        if c.id in PP_OVERLAP_ROWS or c.scenario.get("pp_overlap") is True:
             out[f"tr.pp.off.{_slug(c.id)}"] = fmt_pct(_variant(c.id, pp_overlap=False)[1], 1)
         elif c.scenario.get("pp_overlap") is False:
             out[f"tr.pp.on.{_slug(c.id)}"] = fmt_pct(_variant(c.id, pp_overlap=None)[1], 1)
