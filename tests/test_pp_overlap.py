@@ -84,6 +84,8 @@ def test_search_ranks_with_the_launchers_default() -> None:
                        micro_batch=r["micro_batch"], interleave=r["interleave"],
                        recompute=r["recompute"], zero=r["zero"])
         assert one.step_time == pytest.approx(r["step_time"], rel=1e-9)
+        assert r["pp_overlap"] is one.pp_overlap is True  # the row records what was priced
+    assert not any(r["pp_overlap"] for r in t.to_dicts() if r["pp"] == 1 or r["interleave"] == 1)
 
 
 def test_search_takes_pp_overlap() -> None:
@@ -100,8 +102,10 @@ def test_search_takes_pp_overlap() -> None:
                  interleave=r["interleave"], recompute="selective", zero=1)
     one = rl.train("llama-3.1-8b", c, global_batch=64, seq_len=4096, pp_overlap=False, **split)
     assert one.step_time == pytest.approx(r["step_time"], rel=1e-9)
+    assert r["pp_overlap"] is one.pp_overlap is False and not any(x["pp_overlap"] for x in off)
     same = next(x for x in on if all(x[k] == r[k] for k in ("tp", "pp", "dp", "interleave")))
     assert same["step_time"] < r["step_time"]  # the steady-state sends partly hidden
+    assert all(x["pp_overlap"] is True for x in on)
     with pytest.raises(RooflineError, match="pp_overlap must be True or False, got 1"):
         rl.best_parallelism("llama-3.1-8b", c, pp_overlap=1, **kw)
 

@@ -123,7 +123,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     (with ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` only the splits whose micro-batches divide
     into that many schedules). ``pp_overlap`` as ``rl.train``'s (None: on where the split is
-    interleaved; False: every split's sends blocking; True: only the interleaved splits).
+    interleaved; False: every split's sends blocking; True: only the interleaved splits); the
+    ``pp_overlap`` column says which each row was priced with (as ``TrainingResult.pp_overlap``).
     """
     from ...analysis.economics import check_economics
 
@@ -193,6 +194,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         "memory": r["total"][order], "bubble": r["bubble"][order],
         "comm": (r["tp_comm"] + r["dp_comm"] + r["pp_comm"] + r["ep_comm"])[order],
         "fits": fits[order],
+        # the sends priced behind compute (rl.train's pp_overlap resolved: pp_exposed's rule)
+        "pp_overlap": (arr["pp"][order] > 1) & (arr["v"][order] > 1) & (pp_overlap is not False),
     }
     from ...analysis.econ_columns import ECON_COLUMN_UNITS, econ_columns
     from ...analysis.power import power_activity
