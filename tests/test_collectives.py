@@ -215,3 +215,18 @@ def test_nvls_reduce_scatter_and_all_gather_hand() -> None:
                        nvls_bw=274.5e9)
     assert C.group_reduce_scatter(65536.0, 8, 1, nv_links, SCALAR) == \
         pytest.approx(7 * 2e-6 + 7 / 8 * 65536 / 315e9)
+
+
+def test_alpha_model_two_domain_tree_by_hand() -> None:
+    """The per-step α model (no NCCL tuner) prices the tree on exactly two domains as NCCL's
+    path does (``_tree_bw``): each node's two trees send n across and receive n, so the tree's
+    bus bandwidth is min(bw_up, 2·i·bw_out) = min(300, 2 × 8 × 25) = 300 GB/s, where the ring's
+    is min(300, 8 × 25) = 200; from three domains on the tree runs at the ring's."""
+    n = 2e9
+    tree = 2 * (7 * 2e-6 + 1 * 6e-6) + 2 * 15 / 16 * n / 300e9
+    ring = 2 * 14 * 2e-6 + 2 * 1 * 6e-6 + 2 * 15 / 16 * n / 200e9
+    assert C.group_ring_all_reduce(n, 16, 1, LINKS) == pytest.approx(ring)
+    assert C.group_all_reduce(n, 16, 1, LINKS) == pytest.approx(tree) and tree < ring
+    tree3 = 2 * (7 * 2e-6 + 2 * 6e-6) + 2 * 23 / 24 * n / 200e9  # ⌈log₂3⌉ = 2 levels
+    assert C.group_all_reduce(n, 24, 1, LINKS, SCALAR) == pytest.approx(
+        min(tree3, C.group_ring_all_reduce(n, 24, 1, LINKS, SCALAR)))

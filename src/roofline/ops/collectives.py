@@ -382,7 +382,8 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
 
     - the ring (``group_ring_all_reduce``);
     - across domains, the tree (a chain inside, a double binary tree across: 2((i−1)·α_up +
-      ⌈log₂o⌉·α_out) latency, the ring's bandwidth) — its latency grows with log o, the
+      ⌈log₂o⌉·α_out) latency, ``_tree_bw``: the ring's bandwidth, on exactly two domains
+      min(bw_up, 2·i·bw_out) as with NCCL's tuner) — its latency grows with log o, the
       ring's with p;
     - on a fabric with in-switch reduction (``links.nvls_bw``) and ≥ 2 ranks per domain, NVLS
       inside one domain (2α_up + n/nvls_bw) and NVLS-tree across domains: NVLS inside, each of
@@ -400,7 +401,7 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
     inner, outer = group_split(p, stride, links.domain, xp)
     ring = group_ring_all_reduce(n, p, stride, links, xp)
     tree = 2 * ((inner - 1) * links.up_alpha + xp.ceil(xp.log2(outer)) * links.out_alpha) \
-        + 2 * (p - 1) / p * n / _ring_bw(inner, outer, links, xp)
+        + 2 * (p - 1) / p * n / _tree_bw(inner, outer, links, xp)
     t = xp.where(outer > 1, xp.minimum(ring, tree), ring)
     if links.nvls_bw:
         t = xp.where(inner > 1, xp.minimum(t, _nvls_tree(n, inner, outer, links, xp)), t)
