@@ -13,7 +13,7 @@ is a SHA-256 of ``str(result)`` and ``repr(result.to_dict())``, or the error's t
 ``simulate``: ``simulate_serving`` configurations (chunked and whole prompts, both KV
 policies, three engines, loads below and above capacity), each a SHA-256 of the pickled
 ``to_dict()``. ``solve``: ``rl.solve`` and ``rl.serve`` on zoo parts and on copies of one part
-(pickled, replaced, a peak edited), each a SHA-256 of ``str`` and ``repr(to_dict())``.
+(pickled, replaced, its 16-bit peaks edited), each a SHA-256 of ``str`` and ``repr(to_dict())``.
 """
 
 from __future__ import annotations
@@ -133,15 +133,17 @@ def simulate_lines() -> list[str]:
 
 def solve_lines() -> list[str]:
     """``rl.solve`` and ``rl.serve`` over zoo parts and copies of one part (a pickled copy, an
-    equal ``replace``, an edited peak), which the caches keyed on hardware content must tell
-    apart or share correctly."""
+    equal ``replace``, one with its fp16 and bf16 peaks halved: solve runs these models in fp16,
+    serve in bf16), which the caches keyed on hardware content must tell apart or share
+    correctly."""
     from dataclasses import replace
 
     lines = []
     h100 = rl.hardware("H100")
     parts: list[Any] = ["A100", "H100", "H200", "MI300X", "L4", "rpi5", h100,
                         pickle.loads(pickle.dumps(h100)), replace(h100),
-                        h100.with_peak("fp16", h100.peak("fp16") / 2, "halved (a test copy)")]
+                        h100.with_peak("fp16", h100.peak("fp16") / 2, "halved (a test copy)")
+                        .with_peak("bf16", h100.peak("bf16") / 2, "halved (a test copy)")]
     for j, hw in enumerate(parts):
         for m, kw in [("resnet50", dict(batch=1)), ("resnet50", dict(batch=64, precision="int8")),
                       ("bert-base", dict(batch=8, fuse=True)),

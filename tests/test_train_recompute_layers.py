@@ -99,3 +99,19 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv + ["--recompute-layers", "6"]) == 0
     half = json.loads(capsys.readouterr().out)
     assert half["breakdown"]["recompute"] == pytest.approx(full["breakdown"]["recompute"] / 2)
+
+
+def test_full_recompute_under_sequence_parallelism_keeps_the_input_split() -> None:
+    """With sequence parallelism Megatron-Core checkpoints each layer's input as this rank's
+    s/t slice (the embeddings are scattered to the sequence-parallel region): 8 micro-batches
+    × 12 kept inputs of 2·s·h/t bytes, plus one SP layer's activations while it is recomputed,
+    s·h·(34 + 5·a·s/h)/t (Korthikanti Table 2, TP + SP row). Without SP the input stays whole."""
+    sp_layer = S * H * (34 + 5 * A * S / H) / T
+    r = rl.train(GPT3, rl.cluster("dgx-a100", nodes=8), global_batch=64, seq_len=S,
+                 micro_batch=1, tp=T, pp=8, dp=1, recompute="full", zero=0, precision="fp16",
+                 sequence_parallel=True, fused_attention=False, dropout=True)
+    # 8 × 12 × 2 × 2048 × 12288 / 8 + 2048 × 12288 × (34 + 5 × 96 × 2048 / 12288) / 8
+    assert r.memory_per_device["activations"] == pytest.approx(
+        8 * N * KEPT_LAYER / T + sp_layer, rel=1e-9)
+    assert _run().memory_per_device["activations"] == pytest.approx(
+        8 * N * KEPT_LAYER + NONE_LAYER, rel=1e-9)  # sequence_parallel=False: whole inputs
