@@ -47,3 +47,21 @@ def test_a_real_part_is_finite() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert rl.solve("resnet50", "A100", batch=1).feasible
+
+
+def test_denormal_bandwidth_is_not_a_feasible_number() -> None:
+    """A main-memory bandwidth of 1e-320 B/s (a denormal: 1 / it overflows to inf) gave a
+    feasible 870 us ResNet-50 with t_memory NaN: the closed form's lines dropped the NaN of
+    0 × inf. The model is now not finite, summed op by op, and the result infeasible."""
+    hw = _tiny(peak=312e12, bw=1e-320)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (bandwidths still warn: see above)
+        tm = time_model(rl.model("resnet50").graph(precision="fp16"), hw,
+                        efficiency_for(hw, "default"))
+        r = rl.solve("resnet50", hw, batch=1)
+        rows = rl.sweep("resnet50", hw, batch=[1, 2, 64]).to_dicts()
+    assert not math.isfinite(r.latency) and not r.feasible and "finite" in r.reason
+    assert rows and not any(row["feasible"] for row in rows)
+    assert not tm.finite and not tm.envelope_ok
+    # a slow but ordinary bandwidth stays finite and feasible
+    assert rl.solve("resnet50", _tiny(peak=312e12, bw=1e9), batch=1).feasible

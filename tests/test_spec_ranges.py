@@ -140,7 +140,7 @@ def test_non_utf8_hardware_file_is_a_spec_error(tmp_path):
 def test_measured_efficiency_overhead_out_of_range_is_refused(tmp_path):
     # dispatch_norm = 1.7e308 s gave latency = inf, marked feasible
     p = write(tmp_path, "myhw.toml", HW + '\n[efficiency]\ndispatch_norm = '
-              '{ value = 1.7e308, unit = "s", source = "measured: a run" }\n')
+              '{ value = 1.7e308, unit = "s", source = "ds" }\n')
     with pytest.raises(SpecError) as e:
         rl.solve("resnet50", rl.hardware(p))
     msg = str(e.value)
@@ -199,3 +199,21 @@ def test_every_zoo_spec_is_within_the_plausible_ranges():
         assert rl.cluster(k).devices >= 1
     with pytest.raises(RooflineError):
         rl.hardware("no-such-part-anywhere")
+
+
+def test_hardware_source_id_must_be_defined(tmp_path):
+    """A hardware field's ``source`` names a key of ``[sources]`` (as in cluster specs): an
+    undefined id was taken silently as its own citation text, so a typo printed 'dss' as the
+    source of a number. Now a SpecError naming the field, the id and the ids defined, in the
+    ``[efficiency]`` table too."""
+    bad = HW.replace('fp32 = { value = 20, unit = "TFLOP/s", source = "ds" }',
+                     'fp32 = { value = 20, unit = "TFLOP/s", source = "dss" }')
+    with pytest.raises(SpecError, match=r"peak\.fp32\.source='dss' is not a key of "
+                                        r"\[sources\]; defined: ds"):
+        rl.hardware(write(tmp_path, "typo.toml", bad))
+    eff = HW + '\n[efficiency.gemm]\nmax = { value = 0.8, unit = "1", source = "dz" }\n'
+    with pytest.raises(SpecError, match=r"efficiency\.gemm\.max\.source='dz' .* defined: ds"):
+        rl.hardware(write(tmp_path, "eff.toml", eff))
+    # a defined id still resolves to its citation
+    assert rl.hardware(write(tmp_path, "ok.toml", HW)).provenance["peak.fp32"].source \
+        == "a datasheet"

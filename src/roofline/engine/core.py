@@ -199,9 +199,8 @@ class TimeModel:
     __slots__ = ("graph", "hw", "eff", "C0", "C1", "peak", "bw", "inv_c0", "inv_c1", "inv_cap",
                  "levels", "inv_main", "inv_act", "disp", "gap", "sync", "has", "all_have",
                  "fault", "cold", "prev", "nonlinear", "a_sums", "_env", "_env_arr", "envelope_ok",
-                 "live0", "live1", "live_lines", "inv_bound",
-                 "ridge_effective", "moved", "waves", "_memo", "_split", "many", "floor",
-                 "finite")
+                 "live0", "live1", "live_lines", "inv_bound", "finite",
+                 "ridge_effective", "moved", "waves", "_memo", "_split", "many", "floor")
 
     def __init__(self, graph: Graph, hw: Hardware, eff: Efficiency) -> None:
         c0, c1 = graph.c0, graph.c1
@@ -234,6 +233,7 @@ class TimeModel:
         mem = eff.memory
         self.inv_main = 1.0 / (self.bw * mem.main_read_fraction)  # weights/KV
         self.inv_act = 1.0 / (self.bw * mem.max)
+        self.finite: bool = self.finite and all_finite(self.inv_main, self.inv_act, 1 / self.bw)
         cf = mem.cache_fraction
         #: on-chip levels activations may use: (usable bytes, peak bytes/s), slowest first
         self.levels = sorted([(lvl.capacity_bytes * cf, lvl.bytes_per_s) for lvl in hw.memory[1:]
@@ -253,7 +253,8 @@ class TimeModel:
         m1 = graph.gemm[0]
         nl = [t for x, t in ((pf, "page faults (steps in bytes)"),
                              (cw, "cold weights (a step in the bytes other ops move)"),
-                             (ev, "evicted dispatch (a step in the bytes earlier ops move)"))
+                             (ev, "evicted dispatch (a step in the bytes earlier ops move)"),
+                             (None if self.finite else 1, "non-finite rates (NaN lines drop)"))
               if x is not None]
         if not bool(np.all((m1 >= 1) | ~graph.is_compute)):
             nl.append("GEMM rows below one (M = m1·B clamped to 1)")

@@ -64,8 +64,9 @@ class ManySplit:
 
 def many_split(tm: Any) -> ManySplit | None:
     """The ManySplit of ``tm``, or None where the op-by-op sum stays (terms that couple ops,
-    page faults, ops without a kernel, or no odd op)."""
-    if tm.fault is not None or tm.cold is not None or tm.prev is not None or not tm.all_have:
+    page faults, ops without a kernel, non-finite rates, or no odd op)."""
+    if tm.fault is not None or tm.cold is not None or tm.prev is not None or not tm.all_have \
+            or not tm.finite:  # (non-finite rates: summed op by op, as TimeModel.nonlinear)
         return None
     odd = odd_ops(tm)
     if not odd.any():

@@ -37,7 +37,7 @@ from .._display import Display
 from ..errors import SpecError
 from .hardware import Hardware
 from .keys import SpecKey, key_slot
-from .sourced import Provenance, read_quantity
+from .sourced import Provenance, check_source_id, read_quantity
 
 __all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
 
@@ -187,11 +187,7 @@ def parse_cluster(doc: Mapping[str, Any], origin: str = "<dict>", *, nodes: int 
     prov: dict[str, Provenance] = {}
 
     def q(raw: Any, fld: str, dim: str, hi: float | None = None) -> float:
-        src = raw.get("source") if isinstance(raw, dict) else None
-        if isinstance(src, str) and src.strip() and src not in sources:
-            # an id with no citation would be printed as if it were one
-            raise SpecError(f"{origin}: {fld}.source={src!r} is not a key of [sources]; "
-                            f"defined: {', '.join(sorted(sources)) or 'none'}")
+        check_source_id(raw, fld, sources, origin)
         v, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
                              hi=hi)
         prov[fld] = p

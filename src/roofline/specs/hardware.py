@@ -20,7 +20,7 @@ from .._display import Display
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .keys import SpecKey, key_slot
-from .sourced import Provenance, read_quantity
+from .sourced import Provenance, check_source_id, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
@@ -314,6 +314,7 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
 
     def q(raw: Any, fld: str, dim: str, lo: float | None = None,
           hi: float | None = None) -> float:
+        check_source_id(raw, fld, sources, origin)
         value, p = read_quantity(raw, field=fld, dimension=dim, sources=sources, origin=origin,
                                  lo=lo, hi=hi)
         prov[fld] = p
@@ -463,14 +464,15 @@ def _efficiency_table(eff_raw: Any, sources: dict[str, str],
     if not isinstance(eff_raw, dict):
         raise SpecError(f"{origin}: [efficiency] must be a table of sourced factors")
 
-    def cite(v: Any) -> Any:
+    def cite(v: Any, fld: str) -> Any:
         if isinstance(v, dict) and isinstance(v.get("source"), str) and "value" in v:
-            return {**v, "source": sources.get(v["source"], v["source"])}
+            check_source_id(v, fld, sources, origin)
+            return {**v, "source": sources[v["source"]] if v["source"].strip() else v["source"]}
         if isinstance(v, dict):
-            return {k: cite(x) for k, x in v.items()}
+            return {k: cite(x, f"{fld}.{k}") for k, x in v.items()}
         return v
 
-    return {k: cite(v) for k, v in eff_raw.items()}
+    return {k: cite(v, f"efficiency.{k}") for k, v in eff_raw.items()}
 
 
 def _weight_store(raw: Any, origin: str, q: Any) -> MemoryLevel | None:

@@ -8,13 +8,14 @@ table or free text. The loader refuses a number without a source or unit.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SourceError, SpecError
 from ..units import UNIT_DIMENSION, UNIT_SCALE
 
-__all__ = ["Provenance", "read_quantity", "PLAUSIBLE"]
+__all__ = ["Provenance", "read_quantity", "check_source_id", "PLAUSIBLE"]
 
 #: dimension -> (lowest, highest) plausible value in SI units. Generous bounds, not physics:
 #: they refuse a typo or a fuzzed value (a 1e-300 fraction, a 1.7e308 s overhead) that would
@@ -54,6 +55,16 @@ class Provenance:
         if self.note:
             s += f"; note: {self.note}"
         return s
+
+
+def check_source_id(raw: Any, field: str, sources: Mapping[str, str], origin: str) -> None:
+    """A spec file's quantity cites its source by an id of the file's ``[sources]``: an id with
+    no citation (a typo) would be printed as if it were one, so it is a SpecError naming the
+    field, the id and the ids defined (hardware and cluster specs)."""
+    src = raw.get("source") if isinstance(raw, dict) else None
+    if isinstance(src, str) and src.strip() and src not in sources:
+        raise SpecError(f"{origin}: {field}.source={src!r} is not a key of [sources]; "
+                        f"defined: {', '.join(sorted(sources)) or 'none'}")
 
 
 def read_quantity(

@@ -202,7 +202,7 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
     positions, M/N/K, FLOPs, the memory time (it does not depend on the fitted parameters:
     the smooth model's, at the set's streaming fraction), the peak the tiles run at and the
     part's tiles."""
-    from ..engine.tiles import mem_ratio
+    from ..engine.tiles import WaveOps, mem_ratio, streamed
 
     by_id = {c.id: c for c in _all_cases()}
     cases = [by_id[i] for i in ids]
@@ -227,10 +227,11 @@ def _arrays(ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
         t = eff.tiles.for_dtype(dt)
         peak = hw.peak(dt) * hw.sustained(dt) * t.clock_of(dt)
         inv_bw = 1.0 / (hw.memory_bytes_per_s * eff.memory.max)
-        # a tile-priced op streams at the set's own fraction (tiles.mem_ratio; not below the
-        # smallest tile's rows, where the smooth model prices it)
-        rows_min = min(r for r, _ in t.shapes)
-        tm_a = np.array(tm) * np.where(d[0] < rows_min, 1.0, mem_ratio(t, eff))
+        # a tile-priced op streams at the set's own fraction, the engine's rule (tiles.streamed:
+        # not below the smallest tile's rows, where the smooth model prices it)
+        w = WaveOps(np.arange(len(mine)), d[0], d[1], d[2], np.ones(len(mine)), peak, t, inv_bw,
+                    mem_ratio(t, eff))
+        tm_a = streamed(np.array(tm), w, 1.0)
         out.append((np.array(pos), d, np.array(f), tm_a, peak, t, inv_bw))
     return out
 
