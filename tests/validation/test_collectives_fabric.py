@@ -84,3 +84,16 @@ def test_the_split_is_rejected_on_held_out_error() -> None:
     assert per.loso.median_abs > pooled.loso.median_abs
     assert per.loso.rms_log > pooled.loso.rms_log
 
+
+def test_a_misspelt_fabric_is_refused() -> None:
+    """A fabric outside ``FABRICS`` would silently take the pooled value: SpecError instead,
+    naming the case and the value."""
+    from dataclasses import replace
+
+    from roofline.errors import SpecError
+
+    c = fab.fabric_cases()[0]
+    bad = replace(c, scenario={**c.scenario, "fabric": "infiniband"})
+    with pytest.raises(SpecError, match=r"fabric 'infiniband'.*ib, roce, efa"):
+        fab.fabric_cases([bad])
+    assert fab.fabric_cases([c]) == [c]

@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from ..errors import SpecError
 from .cases import Case
 from .holdout import FitReport, Refit, golden_bracket, leave_one_source_out
 
@@ -34,10 +35,15 @@ MIN_BYTES = 2**27
 
 
 def fabric_cases(cases: Sequence[Case] | None = None) -> list[Case]:
-    """The busbw cases of 128 MiB and more whose ranks span more than one scale-up domain."""
+    """The busbw cases of 128 MiB and more whose ranks span more than one scale-up domain;
+    SpecError for a case whose ``fabric`` is not one of ``FABRICS``."""
     from . import collectives as C
 
     cs = C.collective_cases() if cases is None else cases
+    bad = next((c for c in cs if c.get("fabric", FABRICS[0]) not in FABRICS), None)
+    if bad is not None:  # a misspelt fabric would silently take the pooled value
+        raise SpecError(f"collectives case {bad.id!r}: fabric {bad['fabric']!r}; allowed: "
+                        f"{', '.join(FABRICS)} (or absent: not stated)")
     return [c for c in cs if c.metric == "busbw" and c["bytes"] >= MIN_BYTES
             and c["ranks"] > C._case_cluster(c).scale_up_domain]
 
