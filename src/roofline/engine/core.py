@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import make_room
 from .._frozen import fast_init
 from ..graphs.graph import Graph, Q
 from ..specs.hardware import Hardware, spec_key
@@ -508,8 +509,7 @@ class TimeModel:
         hit = memo.get(B)
         if hit is None:
             hit = self.evaluate(B).totals() if self.split is None else self.split.totals(B)
-            if len(memo) >= 256:
-                memo.pop(next(iter(memo)))
+            make_room(memo, 256)
             memo[B] = hit
         return hit
 
@@ -570,8 +570,7 @@ def time_model(graph: Graph, hw: Hardware, eff: Efficiency) -> TimeModel:
     if hit is not None:
         return hit  # type: ignore[no-any-return]
     tm = TimeModel(graph, hw, eff)
-    if len(cache) >= 64:
-        cache.pop(next(iter(cache)))
+    make_room(cache, 64)
     cache[key] = tm
     return tm
 

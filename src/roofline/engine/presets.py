@@ -18,6 +18,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from .._cache import make_room
 from ..errors import SpecError, unknown
 from ..specs.hardware import KINDS, SYNCHRONOUS_KINDS, Hardware, spec_key
 from .efficiency import BOUND, Efficiency, read_efficiency
@@ -140,8 +141,7 @@ def spec_efficiency(hw: Hardware) -> Efficiency | None:
         eff = read_efficiency(dict(tbl), sources={}, origin=f"{hw.origin or hw.key} "
                               "[efficiency]", synchronous=(hw.kind in SYNCHRONOUS_KINDS),
                               label=f"measured/{hw.key}")
-        if len(_FROM_SPEC) >= 256:
-            _FROM_SPEC.pop(next(iter(_FROM_SPEC)))
+        make_room(_FROM_SPEC, 256)
         _FROM_SPEC[ck] = eff
     return eff
 
@@ -159,8 +159,7 @@ def efficiency_for(hw: Hardware, preset: str, attention_kernel: str = "auto") ->
         eff = _FOR_HW.get(ck)
         if eff is None:
             eff = _default_for(hw, attention_kernel)
-            if len(_FOR_HW) >= 256:
-                _FOR_HW.pop(next(iter(_FOR_HW)))
+            make_room(_FOR_HW, 256)
             _FOR_HW[ck] = eff
         return eff
     raise unknown("preset", preset, PRESETS)

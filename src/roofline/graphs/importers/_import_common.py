@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._cache import make_room
 from ...errors import SpecError
 from ...ops import QUANTITIES, OpCost, formula
 from ...specs.dtypes import Precision
@@ -291,8 +292,7 @@ def imported_model(*, key: str, name: str, how: str,
             why = affine_fit(t1, t2, t3)
             got = (t1, t2 if why is None else None, why)
             fits[seq] = got
-            if len(fits) > 16:
-                fits.pop(next(iter(fits)))
+            make_room(fits, 17)
         return got
 
     t1, _, why = fit(seq_len0)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._cache import make_room
 from ..._data import DATA, read_toml
 from ...engine.attention import resolve_kernel
 from ...engine.core import time_model
@@ -534,8 +535,7 @@ def efficiency(hw: Hardware, preset: str, factors: ServingFactors, dtype: str) -
         kernel = resolve_kernel(hw, factors.attention_kernel, factors.name)
         base = without_tiles(efficiency_for(hw, preset, kernel))
         e = base if preset == "bound" else factors.efficiency(base, dtype)
-        if len(_EFF) >= 256:
-            _EFF.pop(next(iter(_EFF)))
+        make_room(_EFF, 256)
         _EFF[key] = e
     return e
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._cache import make_room
 from ..._text import a_family
 from ...engine.core import time_model
 from ...engine.presets import Efficiency, check_preset, efficiency_for, registered_epoch
@@ -411,8 +412,7 @@ def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
                  for _, d_in, d_out in lora_target_shapes(g, lora_targets))
         w_mm = float(flops[mm & lin].sum())
         out = (3.0 * fwd - w_mm + 3.0 * ad, out[1], out[2] + ad, op_rc)
-    if len(_MODEL_FLOPS) >= 256:
-        _MODEL_FLOPS.pop(next(iter(_MODEL_FLOPS)))
+    make_room(_MODEL_FLOPS, 256)
     _MODEL_FLOPS[k] = out
     return out
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._cache import make_room
 from ...engine.core import TimeModel, time_model
 from ...engine.efficiency import Efficiency
 from ...graphs.graph import Graph
@@ -49,8 +50,7 @@ def optimizer_graph(optimizer: str, precision: Precision, *, master_weights: boo
               names=("optimizer.step",), kinds=("optimizer_step",), classes=("optimizer",),
               c0=np.zeros_like(c1), c1=c1, gemm=np.zeros((3, 1)), params=np.zeros(1),
               weight_footprint_bytes=0.0)
-    if len(_GRAPHS) >= 64:
-        _GRAPHS.pop(next(iter(_GRAPHS)))
+    make_room(_GRAPHS, 64)
     _GRAPHS[k] = g
     return g
 
@@ -67,8 +67,7 @@ def optimizer_model(key: Any, optimizer: str, precision: Precision, hw: Hardware
     tm = _MODELS.get(k)
     if tm is None:
         tm = time_model(optimizer_graph(optimizer, precision, **graph_kw), hw, eff)
-        if len(_MODELS) >= 256:
-            _MODELS.pop(next(iter(_MODELS)))
+        make_room(_MODELS, 256)
         _MODELS[k] = tm
     return tm
 
