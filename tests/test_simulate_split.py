@@ -104,3 +104,13 @@ def test_masks_with_holes_and_suffixes() -> None:
         assert sp["decode"] == pytest.approx((done - first)[m].mean(), rel=1e-12)
     assert all(math.isnan(v) for v in _time_split(arr, admit, first, done, None, None, None,
                                                   np.zeros(n, bool), False).values())
+
+
+def test_the_printout_says_what_a_missing_time_is():
+    """One formatter for the printout's times: ms, 'unbounded' for an overloaded run's inf, and
+    'n/a' for the NaN a run with no measured request gets (it printed 'nan ms')."""
+    from roofline.analysis.simulate import _ms
+
+    assert _ms(0.01234) == "12.3 ms"
+    assert _ms(math.inf) == "unbounded"
+    assert _ms(math.nan) == "n/a"

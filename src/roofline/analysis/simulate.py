@@ -153,11 +153,8 @@ class ServingSim(Display):
     @summary_str
     def __str__(self) -> str:
         def row(name: str, s: Stat) -> str:
-            def f(v: float) -> str:
-                return "unbounded" if math.isinf(v) else f"{v * 1e3:,.1f} ms"
-
-            return (f"  {name:<12} mean {f(s.mean)}, p50 {f(s.p50)}, p90 {f(s.p90)}, "
-                    f"p99 {f(s.p99)}")
+            return (f"  {name:<12} mean {_ms(s.mean)}, p50 {_ms(s.p50)}, p90 {_ms(s.p90)}, "
+                    f"p99 {_ms(s.p99)}")
         u = self.uncertainty
 
         def banded(name: str) -> list[str]:
@@ -197,7 +194,9 @@ class ServingSim(Display):
 
 
 def _ms(v: float) -> str:
-    return "unbounded" if math.isinf(v) else f"{v * 1e3:,.1f} ms"
+    """A time (s) as the printout shows it: ms, "unbounded" for inf, "n/a" for NaN (no request
+    measured)."""
+    return "unbounded" if math.isinf(v) else "n/a" if v != v else f"{v * 1e3:,.1f} ms"
 
 
 _N = A.count(1, A.MAX_DEVICES)
