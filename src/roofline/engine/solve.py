@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -200,8 +201,7 @@ def _result(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision, preset: 
            if not math.isfinite(v) or v < 0]
     if feasible and bad:  # a result holding a non-finite number is never feasible
         feasible = False
-        reason = (f"{', '.join(bad)} not a finite non-negative number (a spec or model value "
-                  "out of range)")
+        reason = non_finite_reason(bad)
     mfu, mbu = flops / (latency * peak), byts / (latency * bw)
     seq = g.meta.get("seq_len")
     tokens_per_s = None
@@ -260,3 +260,10 @@ def _solve_mlsysim(m: Model, hw: Hardware, g: Graph, batch: int, p: Precision,
                    ridge_eff=r["peak"] * r["efficiency"] / r["bandwidth"], workspace=0.0,
                    ops=ops, seq_len=None, context=None, peak=r["peak"], bandwidth=r["bandwidth"],
                    breakdown={"weights": r["weights"], "activations": r["activations"]})
+
+
+def non_finite_reason(names: Sequence[str]) -> str:
+    """Why a result holding a non-finite or negative number is not feasible (solve and sweep)."""
+    return (f"{', '.join(names)} not a finite non-negative number (a spec or model value out "
+            "of range)")
+

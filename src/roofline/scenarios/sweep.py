@@ -15,7 +15,7 @@ from ..engine.core import TOTALS, time_model
 from ..engine.memory import fit_reason, resident_weights
 from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
-from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, solve
+from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, non_finite_reason, solve
 from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
@@ -286,10 +286,9 @@ def _never_non_finite(fits: np.ndarray, reason: np.ndarray, **cols: np.ndarray) 
     if not any(b.any() for b in bad.values()):
         return
     for hi, bi in zip(*np.nonzero(fits & np.logical_or.reduce(list(bad.values())))):
-        which = ", ".join(names[k] for k, b in bad.items() if b[hi, bi])
+        which = [names[k] for k, b in bad.items() if b[hi, bi]]
         fits[hi, bi] = False
-        reason[hi, bi] = (f"{which} not a finite non-negative number (a spec or model value "
-                          "out of range)")
+        reason[hi, bi] = non_finite_reason(which)
 
 
 def _check_distinct_names(hws: list[Hardware]) -> None:
