@@ -26,7 +26,8 @@ every class).
   shipped (q ≤ Φ⁻¹(½ + λ/2)).
 
 ``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
-its inline figures.
+its inline figures. ``rule_failures`` is the rule a method must pass to replace the shipped one
+(amended in session 29: no class may end further from the level on the other side).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .holdout import fmt_pct
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
            "centred_band", "t_quantile", "student_band", "tried_coverage", "band_methods_table",
            "band_methods_figures", "POOL_EXCLUDES", "METHODS", "MIN_SOURCES", "rescale_quantile",
-           "rescaled_band"]
+           "rescaled_band", "rule_failures", "TARGET"]
 
 #: classes outside the moderated method's pool (a different model: the pure roofline)
 POOL_EXCLUDES = ("gpu-inference-bound",)
@@ -55,6 +56,53 @@ METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², cla
 MIN_SOURCES = 3
 
 Rows = Sequence[tuple[str, float]]
+#: the held-out coverage an 80 % band must reach, per class and pooled (the issue's target)
+TARGET = (0.7, 0.9)
+
+
+def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[int, int]],
+                  level: float = DEFAULT_LEVEL) -> list[str]:
+    """Why a band method may not replace the shipped one, from each class's held-out
+    (covered, cases) as shipped and under the method; empty: it may. The rule (written on
+    docs/validation/uncertainty.md, amended in session 29 before any method of that session was
+    counted):
+
+    1. the pooled coverage lies within ``TARGET``;
+    2. no class within ``TARGET`` as shipped is pushed out;
+    3. at least one class outside ``TARGET`` as shipped is brought in;
+    4. no class ends on the other side of ``level`` further from it than it started
+       (|c₁ − λ| ≤ |c₀ − λ| when c₀ and c₁ lie on opposite sides of λ);
+    5. no class outside ``TARGET`` ends outside it on the other side (an over-covered class
+       must not become under-covered, nor an under-covered one over-covered).
+    """
+    lo, hi = TARGET
+
+    def pct(k: int, n: int) -> str:
+        return f"{k}/{n} ({k / n:.0%})"
+
+    out = []
+    if set(shipped) != set(method):
+        raise ValueError(f"rule_failures: the classes differ: {sorted(set(shipped) ^ set(method))}")
+    k = sum(c for c, _ in method.values())
+    n = sum(m for _, m in method.values())
+    if not lo <= k / n <= hi:
+        out.append(f"1: pooled {pct(k, n)} outside {lo:.0%}–{hi:.0%}")
+    brought_in = False
+    for cls, (k0, n0) in shipped.items():
+        k1, n1 = method[cls]
+        c0, c1 = k0 / n0, k1 / n1
+        inside0, inside1 = lo <= c0 <= hi, lo <= c1 <= hi
+        if inside0 and not inside1:
+            out.append(f"2: {cls} pushed out, {pct(k0, n0)} -> {pct(k1, n1)}")
+        brought_in |= inside1 and not inside0
+        if (c0 - level) * (c1 - level) < 0 and abs(c1 - level) > abs(c0 - level) + 1e-12:
+            out.append(f"4: {cls} {pct(k0, n0)} -> {pct(k1, n1)}, further from {level:.0%} "
+                       "on the other side")
+        if not inside0 and not inside1 and (c0 - level) * (c1 - level) < 0:
+            out.append(f"5: {cls} {pct(k0, n0)} -> {pct(k1, n1)}, outside on the other side")
+    if not brought_in:
+        out.append("3: no class outside the target brought in")
+    return [x.replace("%", " %") for x in out]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,9 +407,11 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     moderated method's pool (``tried.prior.classes``) and priors (``tried.prior.within.d0`` /
     ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
     per method (``shipped``, ``moderated``, ``centred``, ``student``) the pooled coverage
-    (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
-    class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
-    (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""
+    (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``), each
+    class's LOSO coverage (``tried.<method>.<class>``) and, for a tried method, the rules of
+    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4");
+    per source of ``serving-ttft`` its cases (``tried.ttft.<source>.n``) and mean measured /
+    ours (``tried.ttft.<source>``: "×1.32")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
     out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
@@ -369,12 +419,18 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
                           ("means", prior([(x.s2m, x.dm) for x in cs]))):
         out |= {f"tried.prior.{tag}.d0": f"{d0:.1f}",
                 f"tried.prior.{tag}.s0": f"{s0 ** 0.5:.3f}"}
-    for m, got in _results(level).items():
+    res = _results(level)
+    base = {c: (k, n) for c, (k, n, _, _) in res["shipped"].items()}
+    for m, got in res.items():
         n_all = sum(n for _, n, _, _ in got.values())
         out |= {f"tried.{m}.{c}": fmt_pct(k / n, sign=False) for c, (k, n, _, _) in got.items()}
         out[f"tried.{m}.pooled"] = fmt_pct(sum(k for k, _, _, _ in got.values()) / n_all,
                                            sign=False)
         out[f"tried.{m}.inside"] = str(sum(0.7 <= k / n <= 0.9 for k, n, _, _ in got.values()))
+        if m != "shipped":
+            fails = rule_failures(base, {c: (k, n) for c, (k, n, _, _) in got.items()}, level)
+            out[f"tried.{m}.verdict"] = ("passes" if not fails else "fails rule " + ", ".join(
+                sorted({f.split(":")[0] for f in fails})))
     return out | _ttft_figures()
 
 
