@@ -26,9 +26,8 @@ reads what the ones before it wrote):
    of every docs/validation page (``PAGES`` says which function fills which block; a test
    checks every such block on every page has a generator here). ``pages:<file>`` selects one.
 5. ``readme``: README.md's "How close to reality" figures (inline markers, ``readme_figures``;
-   the held-out serving figures from the residuals step's output when it ran in the same
-   invocation, else from the stored file; the held-out training sentence is plain text its
-   page's test checks).
+   the held-out serving and training figures from the residuals step's output when it ran in
+   the same invocation, else from the stored file).
 6. ``docs``: the worked examples whose printed output a test checks, by running those tests with
    ``ROOFLINE_UPDATE_DOCS=1`` in a subprocess (``DOC_TESTS``; in ``--check`` mode without it: a
    failing test is a stale page).
@@ -299,6 +298,7 @@ def _gemm_page() -> dict[str, str]:
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "misses-monotone": gemm_misses.monotone_table(),
             "misses-a100": gemm_misses.a100_gap_table(),
+            "misses-a100-size": gemm_misses.a100_size_table(),
             "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
             "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(r["streamk"]),
@@ -489,7 +489,8 @@ def _readme(st: _State) -> None:
     from . import uncertainty as V
 
     path = ROOT / "README.md"
-    with V.residuals_as(st.residuals):  # the held-out serving figures: this run's residuals
+    # the held-out serving and training figures: this run's residuals
+    with V.residuals_as(st.residuals):
         figs = readme_figures(r)
     st.put(path, fill_inline(path.read_text(encoding="utf-8"), figs, "README.md"),
            "How close to reality")
