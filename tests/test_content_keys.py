@@ -354,3 +354,19 @@ def test_a_replaced_model_has_its_own_memo_and_graphs() -> None:
     gw = w.graph(precision="bf16", seq_len=64)
     assert gw.params_total == wider.graph(precision="bf16", seq_len=64).params_total
     assert gw.params_total > g.params_total and m.graph(precision="bf16", seq_len=64) is g
+
+
+def test_a_copied_model_has_its_own_graph_cache() -> None:
+    """``copy.copy`` of a Model takes its own graph cache: editing the copy (which empties its
+    cache) and building its graph must not hand the original the copy's graph."""
+    import copy
+
+    m = transformer_model(gpt_model(4, 1024, 8).config, key="m")
+    g = m.graph(precision="bf16", seq_len=64)
+    c = copy.copy(m)
+    assert c._cache is not m._cache and c._memo is not m._memo
+    assert c.graph(precision="bf16", seq_len=64) is g  # the graphs themselves are shared
+    wider = gpt_model(4, 2048, 8)
+    c.builder, c.config = wider.builder, wider.config
+    assert c.graph(precision="bf16", seq_len=64).params_total > g.params_total
+    assert m.graph(precision="bf16", seq_len=64) is g

@@ -96,8 +96,11 @@ class Model(Display):
                 cache.clear()
 
     def __getstate__(self) -> dict[str, Any]:
+        """A pickle or ``copy.copy`` leaves the memo out and takes its own graph cache: a
+        shared one would hand the original the graphs of an edited copy."""
         state = dict(self.__dict__)
         state["_memo"] = {}
+        state["_cache"] = OrderedDict(self._cache)
         return state
 
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,
