@@ -99,3 +99,17 @@ def test_a100_misses_follow_the_size() -> None:
     t = v.a100_size_table()
     assert f"| tri3551 | {med[('tri3551', small)]:+.1%} (n 6) |" in t
     assert t.count("\n") == 1 + len({s for s, _ in g})
+
+
+@pytest.mark.parametrize("bad", [{"m": 0}, {"n": -896}, {"k": float("nan")}, {"b": 0},
+                                 {"m": float("inf")}])
+def test_a100_size_class_refuses_a_shape_it_cannot_class(bad: dict[str, float]) -> None:
+    """A zero, negative, NaN or infinite size is refused by name (it used to class m = 0 or
+    b = 0 as 'small' and m = inf as 'large', and to escape a negative size as a TypeError from
+    a complex cube root and a NaN one as a StopIteration)."""
+    from roofline.errors import RooflineError
+
+    shape = {"m": 896, "n": 896, "k": 896, "b": 1} | bad
+    (name, value), = bad.items()
+    with pytest.raises(RooflineError, match=f"{name}={value!r}"):
+        v.a100_size_class(shape)  # type: ignore[arg-type]

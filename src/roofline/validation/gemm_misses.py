@@ -30,9 +30,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
+from ..errors import SpecError
 from .cases import Case
 
 __all__ = ["pava", "monotone_fit", "MonotoneFloor", "monotone_floor", "monotone_table",
@@ -222,7 +224,12 @@ A100_SIZES = (("small (≤ 896³)", 896.0), ("mid (1024³ … 3200³)", 3200.0),
 
 
 def a100_size_class(c: Case) -> str:
-    """The ``A100_SIZES`` label of an A100 case (by the cube root of its m·n·k)."""
+    """The ``A100_SIZES`` label of an A100 case, by the cube root of its b·m·n·k (b = 1 on
+    every A100 row). A size that is not a finite number > 0 raises ``SpecError``."""
+    for name in ("m", "n", "k", "b"):
+        x = c[name]
+        if isinstance(x, bool) or not isinstance(x, Real) or not 0 < float(x) < math.inf:
+            raise SpecError(f"a100_size_class: {name}={x!r}; allowed: a finite number > 0")
     side = (float(c["m"]) * c["n"] * c["k"] * c["b"]) ** (1.0 / 3.0)
     return next(lab for lab, top in A100_SIZES if side <= top * (1.0 + 1e-9))
 
