@@ -10,7 +10,7 @@ import pytest
 from roofline.calibrate.plan import vector_cost
 from roofline.errors import SpecError
 from roofline.ops import cost, formula
-from roofline.ops.training_formulas import activation_bytes_per_token
+from roofline.ops.training_formulas import activation_bytes_per_token, sp_split
 
 
 def test_gemm_dims_from_the_formulas() -> None:
@@ -110,6 +110,19 @@ def test_korthikanti_table_2_by_hand() -> None:
     arr = activation_bytes_per_token(**kw, tp=np.array([1.0, 8.0, 8.0]),
                                      sequence_parallel=np.array([False, False, True]))
     assert arr.tolist() == [1_400_832, 282_624, 175_104]
+
+
+def test_sp_split_is_the_one_rule() -> None:
+    """Sequence parallelism splits the tensors TP keeps whole by t, and only with t > 1; the
+    memory model's fully recomputed layer input uses the same rule."""
+    from roofline.ops.xp import SCALAR
+
+    assert [sp_split(t, s, SCALAR) for t, s in [(8, True), (8, False), (1, True)]] == [8, 1, 1]
+    assert sp_split(np.array([1, 4, 4]), np.array([True, True, False])).tolist() == [1, 4, 1]
+    # the 175B layer under SP: the replicated 10h (4h norms, 2h + 2h inputs, 2h masks) over t = 8
+    # is 10 * 12288 / 8 = 15,360 B of the 175,104 B above; without SP it stays 122,880 B
+    assert 10 * 12288 / sp_split(8, True) == 15_360
+    assert 10 * 12288 / sp_split(8, False) == 122_880
 
 
 def test_vector_cost_is_the_registry() -> None:

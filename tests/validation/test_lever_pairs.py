@@ -110,6 +110,23 @@ def test_binomial_p_by_hand():
             P.binomial_p(*bad)
 
 
+def test_binomial_p_large_n_against_exact_fractions():
+    """n = 5000, p = 4/5 (the gate's pools will grow): P(i) = C(n, i) 4^i / 5^n exactly, in
+    integers (no float, no lgamma: independent of the log-space code), summed over every i with
+    P(i) ≤ P(k) (1 + 10⁻⁷) and divided by 5^n as a Fraction. The float product overflowed
+    (OverflowError) above n ≈ 1000."""
+    from fractions import Fraction
+
+    n = 5000
+    num = [math.comb(n, i) * 4 ** i for i in range(n + 1)]
+    for k in (3850, 3900, 3950, 4050):
+        exact = Fraction(sum(x for x in num if x * 10 ** 7 <= num[k] * (10 ** 7 + 1)), 5 ** n)
+        assert P.binomial_p(k, n, 0.8) == pytest.approx(float(exact), rel=1e-9), k
+    # the normal approximation as a rough independent check: 3950 is 1.77 s.d. below 4000
+    assert 0.07 < P.binomial_p(3950, n, 0.8) < 0.09
+    assert P.binomial_p(4000, n, 0.8) == pytest.approx(1.0)
+
+
 def test_coverage_gate_can_fail():
     """The gate passes a calibrated-looking count and fails a clearly miscalibrated one, under
     and over, in one pool or pooled."""

@@ -150,3 +150,71 @@ def test_rescaled_by_hand() -> None:
         {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
     with residuals_as(parsed2):
         assert T.rescaled_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)
+
+
+def test_rule_by_hand() -> None:
+    """The amended rule (session 29), clause by clause, on made-up counts of three classes."""
+    shipped = {"a": (10, 10), "b": (8, 10), "c": (80, 100)}  # a over-covered, b and c inside
+    ok = {"a": (9, 10), "b": (8, 10), "c": (80, 100)}  # a brought in (90 %), others unmoved
+    assert T.rule_failures(shipped, ok) == []
+    # 1: pooled outside 70–90 % (60 of 120 = 50 %)
+    assert [f for f in T.rule_failures(shipped, {**ok, "c": (42, 100)}) if f.startswith("1:")]
+    # 2: an inside class pushed out (b 80 % -> 100 %)
+    assert [f for f in T.rule_failures(shipped, {**ok, "b": (10, 10)}) if f.startswith("2:")]
+    # 3: nothing brought in (a stays at 100 %)
+    assert T.rule_failures(shipped, {**ok, "a": (10, 10)}) == [
+        "3: no class outside the target brought in"]
+    # 4: a crosses 80 % and ends further (100 % -> 70 %: 0.1 from 80 % against 0.2: allowed;
+    # but c, inside, 80 % -> 81 % is on the same side? c₀ = 0.8 exactly: no side, no crossing)
+    assert T.rule_failures(shipped, {**ok, "a": (7, 10), "c": (81, 100)}) == []
+    # an inside class crossing 80 % and ending further: b 8/10 is exactly 80 % (no side); use c
+    s2 = {**shipped, "c": (79, 100)}  # 1 point under
+    f = T.rule_failures(s2, {**ok, "c": (83, 100)})  # 3 points over: further, other side
+    assert f == ["4: c 79/100 (79 %) -> 83/100 (83 %), further from 80 % on the other side"]
+    assert T.rule_failures(s2, {**ok, "c": (81, 100)}) == []  # 1 point over: as far, allowed
+    # 5: over-covered to under-covered though closer to 80 % (100 % -> 65 %: 0.15 < 0.2)
+    f = T.rule_failures(shipped, {**ok, "a": (13, 20)})
+    assert f == ["5: a 10/10 (100 %) -> 13/20 (65 %), outside on the other side",
+                 "3: no class outside the target brought in"]
+    # session 28's "rescaled, never wider" for serving-ttft: 100 % -> 50 % fails 4 and 5
+    f = T.rule_failures({**shipped, "t": (34, 34)}, {**ok, "t": (17, 34)})
+    assert [x[:2] for x in f] == ["4:", "5:"]
+    with pytest.raises(ValueError, match="classes differ"):
+        T.rule_failures(shipped, {"a": (1, 1)})
+
+
+def test_rule_judges_the_tried_methods() -> None:
+    """Every method on the page's "tried" table fails the amended rule on the classes' held-out
+    counts, as the page says (none is shipped); the page's verdicts are the rule's."""
+    res = T._results(U.DEFAULT_LEVEL)
+    base = {c: (k, n) for c, (k, n, _, _) in res["shipped"].items()}
+    figs = T.band_methods_figures()
+    for m in T.METHODS:
+        fails = T.rule_failures(base, {c: (k, n) for c, (k, n, _, _) in res[m].items()})
+        assert fails, f"{m} passes the rule: judge shipping it (docs/validation/uncertainty.md)"
+        assert figs[f"tried.{m}.verdict"].startswith("fails rule ")
+        assert f"<!--v:tried.{m}.verdict-->{figs[f'tried.{m}.verdict']}<!--/v-->" in \
+            DOC.read_text(encoding="utf-8")
+
+
+def test_conformal_by_hand() -> None:
+    """test_rescaled_by_hand's class X, nested absolute residuals in log units: without A
+    (μ 0.2): 0.2, 0; without B (μ 0.25): 0.35, 0.15; without C (μ 0.05): 0.25, 0.45. Each weighs
+    1/6; sorted, the cumulative weight reaches 0.8 at the fifth, 0.35: band 1/6 ± 0.35."""
+    from roofline.validation.uncertainty import residuals_as
+
+    rows = [("A", 0.0), ("A", 0.2), ("B", -0.1), ("B", 0.1), ("C", 0.3), ("C", 0.5)]
+    parsed = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(rows)]}}}
+    with residuals_as(parsed):
+        assert T.rescale_quantile("X", standardise=False) == pytest.approx(0.35)
+        lo, hi = T.conformal_band("X")
+        assert (lo, hi) == pytest.approx((1 / 6 - 0.35, 1 / 6 + 0.35))
+        # without C: A against B alone (μ 0) and B against A (μ 0.1): 0, 0.2, 0.2, 0 -> the
+        # fourth (weight 1) is the largest, 0.2; centre (0.1 + 0) / 2 = 0.05
+        assert T.conformal_band("X", frozenset({"C"})) == pytest.approx((-0.15, 0.25))
+    two = [r for r in rows if r[0] != "C"]  # fewer than MIN_SOURCES: the shipped band
+    parsed2 = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
+    with residuals_as(parsed2):
+        assert T.conformal_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)

@@ -116,10 +116,19 @@ def test_each_refit_trial_is_priced_with_its_own_factors() -> None:
 
 
 def test_readme_states_the_holdout_error(holdout) -> None:
+    """README's held-out training figures are generated markers (readme step) read from the
+    residuals file; they are the hold-out report's (fit without each case's paper, 19 runs),
+    and the README holds them."""
+    from roofline.validation.readme_figures import _training_held
+
     readme = (DOC.parents[2] / "README.md").read_text(encoding="utf-8")
     lo = holdout.loso
-    assert f"(held out: median {lo.median_abs:.1%}, worst {lo.worst:+.1%})".replace(
-        "%", " %") in readme
+    figs = _training_held()
+    assert figs == {"readme.training.held_median": f"{lo.median_abs:.1%}".replace("%", " %"),
+                    "readme.training.held_worst": f"{lo.worst:+.1%}".replace("%", " %")
+                    .replace("-", "\u2212")}
+    for k, val in figs.items():
+        assert f"<!--v:{k}-->{val}<!--/v-->" in readme, k
 
 
 def test_uncertainty_residuals_are_the_holdout_errors(holdout):

@@ -18,6 +18,7 @@ from .registry import register
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step",
            "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms",
+           "sp_split",
            "MOE_ROUTINGS", "moe_mlp_activation_bytes", "moe_dispatch_ranks"]
 
 #: the optimizers the library prices (the one table: ``train`` and the formula both read it):
@@ -103,6 +104,17 @@ def optimizer_state_bytes(optimizer: str, *, master_weights: bool = True,
     return OPTIMIZER_STATES[optimizer] * state_bytes + (4.0 if master_weights else 0.0)
 
 
+def sp_split(tp: Any, sequence_parallel: Any, xp: Any = np) -> Any:
+    """How many ways a saved tensor that tensor parallelism leaves whole on every rank (a
+    layer's input, the norms' inputs, the QKV and MLP input copies, dropout masks, an MoE
+    block's permuted token copies) is split: t under sequence parallelism with t > 1, else 1
+    (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2: the sequence-parallel regions shard
+    these along the sequence). The one rule of every activation formula here and of
+    ``scenarios.training.memory`` (the input a fully recomputed layer keeps). ``tp`` and
+    ``sequence_parallel`` may be arrays (``xp``)."""
+    return xp.where((tp > 1) & xp.asarray(sequence_parallel, dtype=bool), tp, 1)
+
+
 def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: float,
                                head_dim: float, d_ff: float, gated_mlp: bool, seq_len: float,
                                tp: Any = 1, sequence_parallel: Any = False, recompute: Any = 0,
@@ -157,14 +169,14 @@ def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,
     D, H, K = float(d_model), float(head_dim), float(n_kv_heads)
     F, s = float(d_ff), float(seq_len)
     mask = 1.0 if dropout else 0.0
-    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
+    split = sp_split(tp, sequence_parallel, xp)
     gin = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
     # two norm inputs, QKV and MLP inputs, masks
     repl = 4 * D + gin * D + gin * D + 2 * mask * D
     mlp = (4 * F + gin * F) if gated_mlp else (2 * F + gin * F)
     shard = 2 * D + 4 * K * H + 2 * D + (D if fp8 else 0.0) + mlp
     scores = 0.0 if fused_attention else (2 + 3 * mask) * n_heads * s
-    selective = xp.where(sp, (repl + shard) / tp, repl + shard / tp)
+    selective = repl / split + shard / tp
     return selective + scores / tp, selective
 
 
@@ -184,8 +196,7 @@ def op_sac_activation_bytes(*, d_model: float, n_heads: float, n_kv_heads: float
     outs = [(N + 2 * K) * H] if fused_qkv else [N * H, K * H, K * H]
     outs += [D] + ([F, F] if gated_mlp else [F]) + [D]
     saved = sum(outs[0::2])  # the 1st, 3rd, ... linear of the block keep their outputs
-    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
-    inp = xp.where(sp, 2 * D / tp, 2 * D)
+    inp = 2 * D / sp_split(tp, sequence_parallel, xp)
     return inp + (2 * saved + 2 * N * H + 4 * N) / tp
 
 
@@ -222,10 +233,9 @@ def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float
     D, F, k = float(d_model), float(expert_d_ff), float(top_k)
     gin = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
     mlp = (4.0 + gin) if gated_mlp else (2.0 + gin)
-    sp = (tp > 1) & xp.asarray(sequence_parallel, dtype=bool)
     copies = k * gin * D
     split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
-    return xp.where(sp, copies / tp, copies) + split / tp
+    return copies / sp_split(tp, sequence_parallel, xp) + split / tp
 
 
 @lru_cache(maxsize=256)

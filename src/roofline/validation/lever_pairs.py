@@ -208,12 +208,17 @@ def pairs_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
 
 def binomial_p(k: int, n: int, p: float) -> float:
     """Exact two-sided binomial test: the probability, under k ~ Binomial(n, p), of a count no
-    more likely than k (the sum of P(i) over every i with P(i) ≤ P(k), as R's binom.test)."""
+    more likely than k (the sum of P(i) over every i with P(i) ≤ P(k) (1 + 10⁻⁷), as R's
+    binom.test). In log space, log P(i) = log C(n, i) + i log p + (n − i) log(1 − p) with
+    log C from lgamma: math.comb(n, i) · p^i overflowed a float above n ≈ 1000."""
     if not (isinstance(n, int) and isinstance(k, int) and 0 <= k <= n and 0 < p < 1):
         raise RooflineError(f"binomial_p: need integers 0 <= k <= n and 0 < p < 1, got k={k!r}, "
                             f"n={n!r}, p={p!r}")
-    pr = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
-    return min(1.0, sum(x for x in pr if x <= pr[k] * (1 + 1e-7)))
+    lp, lq, ln1 = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    lpr = [ln1 - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
+           for i in range(n + 1)]
+    cut = lpr[k] + math.log1p(1e-7)
+    return min(1.0, math.fsum(math.exp(x) for x in lpr if x <= cut))
 
 
 def coverage_gate(counts: Mapping[str, tuple[int, int]], level: float = DEFAULT_LEVEL,

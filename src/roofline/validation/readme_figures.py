@@ -3,14 +3,13 @@ that ``python -m roofline.validation.regenerate`` rewrites, step ``readme``), ea
 function behind the validation page the row links to: inference (``inference.rows`` /
 ``summary``), serving (``serving.serving_errors`` / ``serving_summary``), the serving simulation
 (``serving_mix.predictions`` / ``summary``), training (``training.training_errors``), failures
-and power (``economics_figures``). The held-out training sentence is checked by its page's
-test (tests/validation/test_validation_training.py) and stays plain text; the edge row comes
-from ``edge.predict_edge``; the measured-CPU row is a hand-kept table checked with a
-tolerance. The held-out serving figures (median, RMS, worst of the serving fit
-without each case's source) are read from data/validation/residuals.toml, where the residuals
-step stores every serving case's held-out error (``uncertainty.compute_residuals``): the readme
-step needs no fit of its own, and in a run that also recomputes the residuals it reads the
-run's (``regenerate``: ``uncertainty.residuals_as``)."""
+and power (``economics_figures``); the edge row comes from ``edge.predict_edge``; the
+measured-CPU row is a hand-kept table checked with a tolerance. The held-out serving figures
+(median, RMS, worst of the serving fit without each case's source) and the held-out training
+figures (median, worst of the Megatron fit without each case's paper) are read from
+data/validation/residuals.toml, where the residuals step stores every case's held-out error
+(``uncertainty.compute_residuals``): the readme step needs no fit of its own, and in a run that
+also recomputes the residuals it reads the run's (``regenerate``: ``uncertainty.residuals_as``)."""
 
 from __future__ import annotations
 
@@ -88,6 +87,21 @@ def _training(errs: Sequence[Any]) -> dict[str, str]:
             "readme.training.worst": fmt_pct(max(e), 1, sign=False)}
 
 
+def _training_held() -> dict[str, str]:
+    """The Megatron training fit's leave-one-source-out median and worst
+    (``training_holdout().loso``, the figures training.md quotes as ``trm.loso.*``) from the
+    held-out errors stored per case in the residuals file (class gpu-training, whose Megatron
+    rows are the fit without the case's paper; its other rows are not this fit's)."""
+    from ..uncertainty import residuals
+    from .holdout import error_summary
+    from .training import training_cases
+
+    ids = {c.id for c in training_cases()}
+    s = error_summary([(i, e) for i, _, e in residuals("gpu-training") if i in ids])
+    return {"readme.training.held_median": fmt_pct(s.median_abs, 1, sign=False),
+            "readme.training.held_worst": fmt_pct(s.worst, 1)}
+
+
 def _economics(f: Mapping[str, str]) -> dict[str, str]:
     from ..analysis.reliability import validation_rows
 
@@ -125,4 +139,4 @@ def readme_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
 
     return (edge_figures() | _inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
             | _serving_held()
-            | _training(r["training-errors"]) | _economics(r["economics"]))
+            | _training(r["training-errors"]) | _training_held() | _economics(r["economics"]))

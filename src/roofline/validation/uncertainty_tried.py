@@ -24,9 +24,13 @@ every class).
   (each r ∈ S left out in turn; every source weighs the same): ``rescale_quantile``; only for a
   class with at least ``MIN_SOURCES`` sources. ``rescaled-narrow``: the same, never wider than
   shipped (q ≤ Φ⁻¹(½ + λ/2)).
+* ``conformal`` (session 29): the shipped centre, the half-width the λ-quantile of the same
+  nested held-out residuals in log units, |e − μ₋ᵣ| (``conformal_band``); only for a class with
+  at least ``MIN_SOURCES`` sources.
 
 ``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
-its inline figures.
+its inline figures. ``rule_failures`` is the rule a method must pass to replace the shipped one
+(amended in session 29: no class may end further from the level on the other side).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from .holdout import fmt_pct
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
            "centred_band", "t_quantile", "student_band", "tried_coverage", "band_methods_table",
            "band_methods_figures", "POOL_EXCLUDES", "METHODS", "MIN_SOURCES", "rescale_quantile",
-           "rescaled_band"]
+           "rescaled_band", "rule_failures", "TARGET", "conformal_band"]
 
 #: classes outside the moderated method's pool (a different model: the pure roofline)
 POOL_EXCLUDES = ("gpu-inference-bound",)
@@ -49,12 +53,60 @@ POOL_EXCLUDES = ("gpu-inference-bound",)
 METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred",
            "student": "Student t (Satterthwaite)",
            "rescaled": "rescaled by own held-out residuals",
-           "rescaled-narrow": "rescaled, never wider"}
+           "rescaled-narrow": "rescaled, never wider",
+           "conformal": "conformal, nested"}
 #: the rescaled methods apply to a class with at least this many sources (every
 #: leave-one-source-out fold keeps 2, each nested fit 1)
 MIN_SOURCES = 3
 
 Rows = Sequence[tuple[str, float]]
+#: the held-out coverage an 80 % band must reach, per class and pooled (the issue's target)
+TARGET = (0.7, 0.9)
+
+
+def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[int, int]],
+                  level: float = DEFAULT_LEVEL) -> list[str]:
+    """Why a band method may not replace the shipped one, from each class's held-out
+    (covered, cases) as shipped and under the method; empty: it may. The rule (written on
+    docs/validation/uncertainty.md, amended in session 29 before any method of that session was
+    counted):
+
+    1. the pooled coverage lies within ``TARGET``;
+    2. no class within ``TARGET`` as shipped is pushed out;
+    3. at least one class outside ``TARGET`` as shipped is brought in;
+    4. no class ends on the other side of ``level`` further from it than it started
+       (|c₁ − λ| ≤ |c₀ − λ| when c₀ and c₁ lie on opposite sides of λ);
+    5. no class outside ``TARGET`` ends outside it on the other side (an over-covered class
+       must not become under-covered, nor an under-covered one over-covered).
+    """
+    lo, hi = TARGET
+
+    def pct(k: int, n: int) -> str:
+        return f"{k}/{n} ({k / n:.0%})"
+
+    out = []
+    if set(shipped) != set(method):
+        raise ValueError(f"rule_failures: the classes differ: {sorted(set(shipped) ^ set(method))}")
+    k = sum(c for c, _ in method.values())
+    n = sum(m for _, m in method.values())
+    if not lo <= k / n <= hi:
+        out.append(f"1: pooled {pct(k, n)} outside {lo:.0%}–{hi:.0%}")
+    brought_in = False
+    for cls, (k0, n0) in shipped.items():
+        k1, n1 = method[cls]
+        c0, c1 = k0 / n0, k1 / n1
+        inside0, inside1 = lo <= c0 <= hi, lo <= c1 <= hi
+        if inside0 and not inside1:
+            out.append(f"2: {cls} pushed out, {pct(k0, n0)} -> {pct(k1, n1)}")
+        brought_in |= inside1 and not inside0
+        if (c0 - level) * (c1 - level) < 0 and abs(c1 - level) > abs(c0 - level) + 1e-12:
+            out.append(f"4: {cls} {pct(k0, n0)} -> {pct(k1, n1)}, further from {level:.0%} "
+                       "on the other side")
+        if not inside0 and not inside1 and (c0 - level) * (c1 - level) < 0:
+            out.append(f"5: {cls} {pct(k0, n0)} -> {pct(k1, n1)}, outside on the other side")
+    if not brought_in:
+        out.append("3: no class outside the target brought in")
+    return [x.replace("%", " %") for x in out]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,16 +294,19 @@ def _centre_sd(cls: str, drop: frozenset[str], level: float) -> tuple[float, flo
 
 
 def rescale_quantile(cls: str, drop: frozenset[str] = frozenset(),
-                     level: float = DEFAULT_LEVEL) -> float:
+                     level: float = DEFAULT_LEVEL, standardise: bool = True) -> float:
     """q: the weighted ``level``-quantile of z = |e − μ₋ᵣ| / √v₋ᵣ over the cases of ``cls``
     outside ``drop``, each of their sources r left out in turn (``_centre_sd``), a case of r
-    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``."""
+    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``.
+    ``standardise`` False: of |e − μ₋ᵣ| itself, in log units (the conformal method)."""
     rs = [(s, e) for _, s, e in residuals(cls) if s not in drop]
     srcs = list(dict.fromkeys(s for s, _ in rs))
     zs: list[tuple[float, float]] = []
     for r in srcs:
         mu, sd = _centre_sd(cls, drop | {r}, level)
         mine = [e for s, e in rs if s == r]
+        if not standardise:
+            sd = 1.0
         zs += [(abs(e - mu) / sd if sd > 0 else math.inf, 1 / (len(srcs) * len(mine)))
                for e in mine]
     acc = 0.0
@@ -278,7 +333,25 @@ def rescaled_band(cls: str, drop: frozenset[str] = frozenset(), level: float = D
     return mu - q * sd, mu + q * sd
 
 
+def conformal_band(cls: str, drop: frozenset[str] = frozenset(),
+                   level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q, μ the
+    shipped centre and q the weighted ``level``-quantile of the nested held-out |e − μ₋ᵣ| in log
+    units (``rescale_quantile(standardise=False)``); the shipped band for a class with fewer
+    than ``MIN_SOURCES`` sources in all."""
+    from statistics import NormalDist
+
+    mu, sd = _centre_sd(cls, drop, level)
+    if len({s for _, s, _ in residuals(cls)}) < MIN_SOURCES:
+        zn = NormalDist().inv_cdf(0.5 + level / 2)
+        return mu - zn * sd, mu + zn * sd
+    q = rescale_quantile(cls, drop, level, standardise=False)
+    return mu - q, mu + q
+
+
 def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
+    if method == "conformal":
+        return conformal_band(cls, frozenset() if drop is None else frozenset({drop}), level)
     if method in ("rescaled", "rescaled-narrow"):
         return rescaled_band(cls, frozenset() if drop is None else frozenset({drop}), level,
                              narrow_only=method == "rescaled-narrow")
@@ -300,11 +373,16 @@ def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, 
 def tried_coverage(cls: str, method: str, level: float = DEFAULT_LEVEL
                    ) -> tuple[int, int, tuple[float, float]]:
     """(covered, cases, in-sample (lo, hi)) of ``cls`` under ``method``: each source's cases
-    against the band fitted without that source in every class."""
+    against the band fitted without that source in every class, the other sources' residuals
+    nested where the class has them (``uncertainty.fold_view``, as the shipped calibration; the
+    rescaled methods' inner folds are nested once, not twice)."""
+    from .uncertainty import fold_view
+
     rs = residuals(cls)
     k = 0
     for s in dict.fromkeys(src for _, src, _ in rs):
-        lo, hi = _fit(method, cls, s, level)
+        with fold_view(s):
+            lo, hi = _fit(method, cls, s, level)
         k += sum(lo <= e <= hi for _, src, e in rs if src == s)
     return k, len(rs), _fit(method, cls, None, level)
 
@@ -359,9 +437,11 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     moderated method's pool (``tried.prior.classes``) and priors (``tried.prior.within.d0`` /
     ``.s0``, ``tried.prior.means.*``: d0 and √s0², every case),
     per method (``shipped``, ``moderated``, ``centred``, ``student``) the pooled coverage
-    (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``) and each
-    class's LOSO coverage (``tried.<method>.<class>``); per source of ``serving-ttft`` its cases
-    (``tried.ttft.<source>.n``) and mean measured / ours (``tried.ttft.<source>``: "×1.32")."""
+    (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``), each
+    class's LOSO coverage (``tried.<method>.<class>``) and, for a tried method, the rules of
+    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4");
+    per source of ``serving-ttft`` its cases (``tried.ttft.<source>.n``) and mean measured /
+    ours (``tried.ttft.<source>``: "×1.32")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
     out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
@@ -369,12 +449,18 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
                           ("means", prior([(x.s2m, x.dm) for x in cs]))):
         out |= {f"tried.prior.{tag}.d0": f"{d0:.1f}",
                 f"tried.prior.{tag}.s0": f"{s0 ** 0.5:.3f}"}
-    for m, got in _results(level).items():
+    res = _results(level)
+    base = {c: (k, n) for c, (k, n, _, _) in res["shipped"].items()}
+    for m, got in res.items():
         n_all = sum(n for _, n, _, _ in got.values())
         out |= {f"tried.{m}.{c}": fmt_pct(k / n, sign=False) for c, (k, n, _, _) in got.items()}
         out[f"tried.{m}.pooled"] = fmt_pct(sum(k for k, _, _, _ in got.values()) / n_all,
                                            sign=False)
         out[f"tried.{m}.inside"] = str(sum(0.7 <= k / n <= 0.9 for k, n, _, _ in got.values()))
+        if m != "shipped":
+            fails = rule_failures(base, {c: (k, n) for c, (k, n, _, _) in got.items()}, level)
+            out[f"tried.{m}.verdict"] = ("passes" if not fails else "fails rule " + ", ".join(
+                sorted({f.split(":")[0] for f in fails})))
     return out | _ttft_figures()
 
 

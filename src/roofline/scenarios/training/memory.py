@@ -10,6 +10,7 @@ from ...ops.training_formulas import (
     layer_activation_terms,
     moe_mlp_activation_bytes,
     op_sac_activation_bytes,
+    sp_split,
 )
 from ...ops.xp import SCALAR
 from .context import _Ctx
@@ -60,7 +61,7 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
     # hidden_states as they arrive: language_model_embedding.py / transformer_block.py at
     # NVIDIA/Megatron-LM 19c61ebd); without it every tp rank keeps the whole input
     # (distribute_saved_activations, off by default, is not modelled)
-    inp = D * ctx.prec.link_bytes / act_scale / xp.where(sp, tp, 1)
+    inp = D * ctx.prec.link_bytes / act_scale / sp_split(tp, sp, xp)
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, xp.where(
         rc == 3, per_tok_op, inp * rc_frac + per_tok_none * (1.0 - rc_frac))))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)
