@@ -223,8 +223,14 @@ def sum_band(parts: Sequence[tuple[float, str]], level: float = DEFAULT_LEVEL,
     band's end together (comonotone: the terms share their source's offset, and moving them
     together gives the widest band a sum of them can have); ``rate_of`` W: the band of the rate
     W / sum instead. ``.cls`` is "derived: <class> + <class>", ``.n`` the cases of those
-    classes together. None if a term has no band or the sum is not positive."""
+    classes together. None if a term has no band or the sum is not positive. A ``rate_of``
+    that is not a finite number > 0 raises ``SpecError`` (it would give a band of 0, inf, NaN
+    or one upside down)."""
     level = _check_level(level)
+    if rate_of is not None and (isinstance(rate_of, bool) or not isinstance(rate_of, (int, float))
+                                or not (math.isfinite(rate_of) and rate_of > 0)):
+        raise SpecError(f"sum_band: rate_of = {rate_of!r} must be a finite number > 0 (the work "
+                        "per sum, e.g. the concurrency of tokens/s = batch / TPOT), or None")
     lo = hi = 0.0
     names: list[str] = []
     for v, cls in parts:
