@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from roofline import uncertainty as U
+from roofline.errors import RooflineError
 from roofline.validation import uncertainty_tried as T
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "uncertainty.md"
@@ -179,8 +180,22 @@ def test_rule_by_hand() -> None:
     # session 28's "rescaled, never wider" for serving-ttft: 100 % -> 50 % fails 4 and 5
     f = T.rule_failures({**shipped, "t": (34, 34)}, {**ok, "t": (17, 34)})
     assert [x[:2] for x in f] == ["4:", "5:"]
-    with pytest.raises(ValueError, match="classes differ"):
+    with pytest.raises(RooflineError, match="different classes"):
         T.rule_failures(shipped, {"a": (1, 1)})
+
+
+@pytest.mark.parametrize("bad", [(0, 0), (5, 3), (-1, 3), (1.0, 3), (True, 3), (1, 2, 3), [1, 3]])
+def test_rule_refuses_impossible_counts(bad) -> None:
+    """A class with no case divided by zero; more covered than cases, a negative or a
+    non-integer count was judged as a coverage above 100 % (or below 0); each is refused, naming
+    the argument and the class, in either argument; so is an empty judgement."""
+    ok = {"a": (9, 10), "b": (8, 10)}
+    with pytest.raises(RooflineError, match=r"method\['b'\]"):
+        T.rule_failures(ok, {**ok, "b": bad})
+    with pytest.raises(RooflineError, match=r"shipped\['b'\]"):
+        T.rule_failures({**ok, "b": bad}, ok)
+    with pytest.raises(RooflineError, match="no class"):
+        T.rule_failures({}, {})
 
 
 def test_rule_judges_the_tried_methods() -> None:

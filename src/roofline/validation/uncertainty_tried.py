@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import SpecError
 from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes, residuals
 from .holdout import fmt_pct
 
@@ -86,7 +87,17 @@ def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[i
 
     out = []
     if set(shipped) != set(method):
-        raise ValueError(f"rule_failures: the classes differ: {sorted(set(shipped) ^ set(method))}")
+        raise SpecError(f"rule_failures: shipped and method name different classes: "
+                        f"{sorted(set(shipped) ^ set(method))} (each must give every class)")
+    for arg, counts in (("shipped", shipped), ("method", method)):
+        for cls, kn in counts.items():
+            if not (isinstance(kn, tuple) and len(kn) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in kn)
+                    and 0 <= kn[0] <= kn[1] and kn[1] > 0):
+                raise SpecError(f"rule_failures: {arg}[{cls!r}] = {kn!r} must be (covered, "
+                                "cases), integers with 0 <= covered <= cases and cases > 0")
+    if not shipped:
+        raise SpecError("rule_failures: shipped and method name no class (need at least one)")
     k = sum(c for c, _ in method.values())
     n = sum(m for _, m in method.values())
     if not lo <= k / n <= hi:
