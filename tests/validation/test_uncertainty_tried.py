@@ -4,6 +4,7 @@ formulas by hand, and the page's "tried" table is what the code computes."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -200,7 +201,9 @@ def test_rule_refuses_impossible_counts(bad) -> None:
 
 def test_rule_judges_the_tried_methods() -> None:
     """Every method on the page's "tried" table fails the amended rule on the classes' held-out
-    counts, as the page says (none is shipped); the page's verdicts are the rule's."""
+    counts, as the page says (none is shipped); the page's verdicts are the rule's. Every figure
+    ``band_methods_figures`` gives is quoted on the page or one of its per-method families
+    (``tried.<method>.*``, ``tried.classes``): none is computed for nothing."""
     res = T._results(U.DEFAULT_LEVEL)
     base = {c: (k, n) for c, (k, n, _, _) in res["shipped"].items()}
     figs = T.band_methods_figures()
@@ -210,6 +213,9 @@ def test_rule_judges_the_tried_methods() -> None:
         assert figs[f"tried.{m}.verdict"].startswith("fails rule ")
         assert f"<!--v:tried.{m}.verdict-->{figs[f'tried.{m}.verdict']}<!--/v-->" in \
             DOC.read_text(encoding="utf-8")
+    quoted = set(re.findall(r"<!--v:(tried\.[^>]*?)-->", DOC.read_text(encoding="utf-8")))
+    per_method = {k for k in figs if k.split(".")[1] in {"shipped", *T.METHODS}}
+    assert set(figs) - quoted - per_method - {"tried.classes"} == set()
 
 
 def test_conformal_by_hand() -> None:

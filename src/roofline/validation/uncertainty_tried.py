@@ -450,9 +450,7 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     per method (``shipped``, ``moderated``, ``centred``, ``student``) the pooled coverage
     (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``), each
     class's LOSO coverage (``tried.<method>.<class>``) and, for a tried method, the rules of
-    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4");
-    per source of ``serving-ttft`` its cases (``tried.ttft.<source>.n``) and mean measured /
-    ours (``tried.ttft.<source>``: "×1.32")."""
+    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
     out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
@@ -472,25 +470,4 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
             fails = rule_failures(base, {c: (k, n) for c, (k, n, _, _) in got.items()}, level)
             out[f"tried.{m}.verdict"] = ("passes" if not fails else "fails rule " + ", ".join(
                 sorted({f.split(":")[0] for f in fails})))
-    return out | _ttft_figures()
-
-
-def _ttft_figures() -> dict[str, str]:
-    from ..uncertainty import _between, _spread
-
-    def rows(c: str) -> list[tuple[str, float]]:
-        return [(s, e) for _, s, e in residuals(c)]
-
-    by: dict[str, list[float]] = {}
-    for s, e in rows("serving-ttft"):
-        by.setdefault(s, []).append(e)
-    means = {s: sum(es) / len(es) for s, es in by.items()}
-    out = {f"tried.ttft.{s}.n": str(len(by[s])) for s in by}
-    out |= {f"tried.ttft.{s}": f"×{math.exp(-m):.2f}" for s, m in means.items()}
-    out["tried.ttft.offset"] = f"{max(means.values()) - min(means.values()):.2f}"
-    dom = _data()["class"]["serving-ttft"].get("between_sources_from", ["serving-ttft"])
-    pool = [rows(c) for c in classes() if c not in POOL_EXCLUDES]
-    taus = [_spread(_between("serving-ttft"))[2], moderated(rows("serving-ttft"), pool)[0],
-            centred_tau2([rows(c) for c in dom])]
-    out["tried.ttft.tau"] = f"{min(taus) ** 0.5:.2f}–{max(taus) ** 0.5:.2f}"
     return out
