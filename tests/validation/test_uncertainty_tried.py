@@ -239,3 +239,12 @@ def test_conformal_by_hand() -> None:
         {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
     with residuals_as(parsed2):
         assert T.conformal_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)
+
+
+def test_the_target_is_written_once(monkeypatch) -> None:
+    """The table's "in 70–90 %" column and the rule read one target (``TARGET``): moved, both
+    move (the column repeated 0.7 and 0.9 as literals)."""
+    assert T._inside(0.72) == "yes" and T._inside(0.95) == "no"
+    monkeypatch.setattr(T, "TARGET", (0.75, 0.85))
+    assert T._inside(0.72) == "no" and T._inside(0.8) == "yes"
+    assert T.rule_failures({"a": (72, 100)}, {"a": (72, 100)})[0].startswith("1: pooled")

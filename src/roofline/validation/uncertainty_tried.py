@@ -399,7 +399,7 @@ def tried_coverage(cls: str, method: str, level: float = DEFAULT_LEVEL
 
 
 def _inside(f: float) -> str:
-    return "yes" if 0.7 <= f <= 0.9 else "no"
+    return "yes" if TARGET[0] <= f <= TARGET[1] else "no"
 
 
 def _results(level: float) -> dict[str, dict[str, tuple[int, int, float, float]]]:
@@ -465,7 +465,7 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
         out |= {f"tried.{m}.{c}": fmt_pct(k / n, sign=False) for c, (k, n, _, _) in got.items()}
         out[f"tried.{m}.pooled"] = fmt_pct(sum(k for k, _, _, _ in got.values()) / n_all,
                                            sign=False)
-        out[f"tried.{m}.inside"] = str(sum(0.7 <= k / n <= 0.9 for k, n, _, _ in got.values()))
+        out[f"tried.{m}.inside"] = str(sum(_inside(k / n) == "yes" for k, n, _, _ in got.values()))
         if m != "shipped":
             fails = rule_failures(base, {c: (k, n) for c, (k, n, _, _) in got.items()}, level)
             out[f"tried.{m}.verdict"] = ("passes" if not fails else "fails rule " + ", ".join(
