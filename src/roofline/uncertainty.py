@@ -13,8 +13,10 @@ between-source offset b (variance τ²) and a within-source scatter ε (variance
 * μ = the mean of the per-source mean residuals (every source weighs the same);
 * σ² = the pooled within-source variance, Σ (e − ē_source)² / (N − k);
 * τ² = max(0, variance of the k source means − σ² / n̄), n̄ = N / k; estimated over the sources
-  of the class's ``between_sources_from`` classes (a class with one or two sources borrows the
-  spread of its domain), 0 with a single source;
+  of the class's ``between_sources_from`` classes when residuals.toml names them (the serving
+  TTFT / decode classes while they have fewer than three sources, and serving-vllm-rocm always:
+  ``roofline.validation.uncertainty.between_of`` decides), else over its own; 0 with a single
+  source;
 * a new case's variance v = τ² + σ² + (τ² + σ² / n̄) / k (the last term: μ is estimated);
 * for a level λ (default 0.8) and z = Φ⁻¹(½ + λ/2): low = p · exp(−(μ + z√v)),
   high = p · exp(−(μ − z√v)). For a rate (tokens/s) the band is the time band inverted.
