@@ -35,7 +35,7 @@ def rows() -> list[dict[str, Any]]:
         b, dp = c["micro_batch"], c["dp"]
         r = train(c["model"], c["cluster"], global_batch=b * dp * c["accumulation"],
                   micro_batch=b, seq_len=c.get("seq_len"), dp=dp, precision=c["precision"],
-                  optimizer=c["optimizer"])
+                  optimizer=c["optimizer"], conv_layout=c.get("conv_layout", "nhwc"))
         ours = r.samples_per_s
         out.append(dict(c, ours=ours, error=ours / c["published"] - 1.0, mfu=r.mfu,
                         breakdown=dict(r.breakdown)))
@@ -85,7 +85,8 @@ def loader_rows() -> list[dict[str, Any]]:
             continue
         b, dp = c["micro_batch"], c["dp"]
         kw = dict(global_batch=b * dp * c["accumulation"], micro_batch=b, dp=dp,
-                  precision=c["precision"], optimizer=c["optimizer"])
+                  precision=c["precision"], optimizer=c["optimizer"],
+                  conv_layout=c.get("conv_layout", "nhwc"))
         row = dict(c, none=train(c["model"], c["cluster"], **kw).samples_per_s)
         for name in loader_table():
             row[name] = train(c["model"], c["cluster"], data_loader=(name, RN50_WORKERS),

@@ -11,6 +11,10 @@ from ..._text import a_family
 from ...errors import SpecError
 from .context import _Ctx
 
+#: the activation layouts a generic graph's convolutions can run in (``train(conv_layout=)``,
+#: ``generic._nchw_transposes``)
+CONV_LAYOUTS = ("nhwc", "nchw")
+
 
 def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
                  moe_routing: str) -> None:
