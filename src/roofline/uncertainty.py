@@ -38,7 +38,7 @@ from .errors import SpecError
 
 __all__ = ["Band", "band", "bands", "classes", "residuals", "quantile", "fit_band",
            "DEFAULT_LEVEL", "fmt_band", "POOLS", "pool_of", "pair_residuals", "fit_pair_band",
-           "speedup_band", "pool_families"]
+           "speedup_band", "pool_families", "sum_band", "DERIVED"]
 
 DEFAULT_LEVEL = 0.8
 
@@ -205,9 +205,43 @@ def fmt_band(b: Band | None, fmt: Any) -> str:
     published cases"."""
     if b is None:
         return ""
+    if b.cls.startswith(DERIVED):  # not judged on any case: say what it is derived from
+        return (f" ({b.level:.0%}".replace("%", " %") + f": {fmt(b.low)}–{fmt(b.high)}, "
+                f"derived from the {b.cls.removeprefix(DERIVED)} bands; no case judges it)")
     what = "pairs of published cases" if b.cls.endswith(" pairs") else "published cases"
     return (f" ({b.level:.0%}".replace("%", " %") + f": {fmt(b.low)}–{fmt(b.high)}, "
             f"from {b.n} {what})")
+
+
+#: the ``cls`` prefix of a band derived from other classes' bands, not judged on any case
+DERIVED = "derived: "
+
+
+def sum_band(parts: Sequence[tuple[float, str]], level: float = DEFAULT_LEVEL,
+             rate_of: float | None = None) -> Band | None:
+    """The band of a sum of time terms ``parts`` ((value, class) each), every term at its class
+    band's end together (comonotone: the terms share their source's offset, and moving them
+    together gives the widest band a sum of them can have); ``rate_of`` W: the band of the rate
+    W / sum instead. ``.cls`` is "derived: <class> + <class>", ``.n`` the cases of those
+    classes together. None if a term has no band or the sum is not positive."""
+    level = _check_level(level)
+    lo = hi = 0.0
+    names: list[str] = []
+    for v, cls in parts:
+        if v == 0:
+            continue
+        b = band(v, cls, level)
+        if b is None:
+            return None
+        lo, hi = lo + b.low, hi + b.high
+        names.append(cls)
+    if not names or not lo > 0:
+        return None
+    n = sum(_quantiles(c, level)[2] for c in dict.fromkeys(names))
+    cls = DERIVED + " + ".join(dict.fromkeys(names))
+    if rate_of is not None:
+        return Band(rate_of / hi, rate_of / lo, level, cls, n)
+    return Band(lo, hi, level, cls, n)
 
 
 # -- the speed-up of a lever: a ratio of two predictions, from paired residuals ------------------

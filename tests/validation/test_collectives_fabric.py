@@ -97,3 +97,41 @@ def test_a_misspelt_fabric_is_refused() -> None:
     with pytest.raises(SpecError, match=r"fabric 'infiniband'.*ib, roce, efa"):
         fab.fabric_cases([bad])
     assert fab.fabric_cases([c]) == [c]
+
+
+def test_log_error_keys_on_the_case_content_not_its_id() -> None:
+    """A case that is not on the page is priced (the id lookup raised StopIteration), and an
+    edited copy under a recorded id gets its own number, not the packaged case's: here the
+    3-node p4d row with twice its bytes and a measured value halved, by hand the same
+    prediction at 2 GiB as ``predict`` gives and a log error that differs from the row's."""
+    from dataclasses import replace
+
+    c = _case("A100 x24 (3 p4d nodes, 4 EFA) all-reduce 1 GiB")
+    base = fab._log_error(c, 0.7)
+    new = replace(c, id="not on the page", scenario={**c.scenario, "bytes": 2**31})
+    e_new = fab._log_error(new, 0.7)
+    assert e_new == pytest.approx(math.log(v.predict(new) / new.value_si))
+    same_id = replace(c, measured=c.measured / 2, value_si=c.value_si / 2)
+    assert fab._log_error(same_id, 0.7) == pytest.approx(base + math.log(2))
+    assert fab._log_error(c, 0.7) == base  # the recorded case still gets its own number
+
+
+def test_each_fold_refits_the_nvls_factors_without_its_source() -> None:
+    """The fill's fit includes #309's 2-node 256 MiB row, one of these cases: the fold that
+    holds #309 out prices it with the NVLS factors fitted without #309 (fill 4.26 on the page),
+    every other fold with the fit on every source (no other fabric source is an NVLS case's)."""
+    from roofline.validation.collectives import fit_nvls
+
+    pooled, per = fab.fabric_reports()
+    every = fit_nvls(list(v.collective_cases())).values
+    no309 = fit_nvls([c for c in v.collective_cases() if c.source != "nccltests309"]).values
+    assert no309["nvls_fill"] != every["nvls_fill"]
+    for rep in (pooled, per):
+        for p in rep.per_source:
+            want = no309 if p.source == "nccltests309" else every
+            assert {k: p.fitted_without.values[k] for k in want} == dict(want), p.source
+        # the held-out error of a #309 row is the one at its fold's factors
+        c = next(c for c in fab.fabric_cases() if c.source == "nccltests309")
+        w = next(p for p in rep.per_source if p.source == "nccltests309").fitted_without.values
+        assert rep.held_out_errors[c.id] == pytest.approx(
+            fab._log_error(c, fab._eff(c, w), w))

@@ -119,17 +119,28 @@ def test_fast_residual_classes_match_the_code(monkeypatch):
             assert e == pytest.approx(want, abs=2e-3), (cls, i)
 
 
+def _nested(cls, held_out):
+    """cls's (id, source, e) as the fold without ``held_out`` sees them: residuals.toml's
+    ``[[class.X.fold]]`` rows of that fold in place of the stored ones."""
+    from roofline.uncertainty import _data
+
+    sub = {f["id"]: f["e"] for f in _data()["class"][cls].get("fold", [])
+           if f["held_out"] == held_out}
+    return [(i, s, sub.get(i, e)) for i, s, e in U.residuals(cls)]
+
+
 def test_coverage_counts_by_hand():
     """LOSO coverage of three classes recounted here: each source's cases against the band
-    fitted on the other sources (serving: τ² over both serving classes without the source)."""
+    fitted on the other sources (serving: τ² over both serving classes without the source;
+    serving-mix: the other sources' nested residuals, fitted without the held-out source too)."""
     for cls, between in (("gpu-inference", ("gpu-inference",)),
                          ("serving-ttft", ("serving-ttft", "serving-decode")),
                          ("serving-mix", ("serving-mix",))):
         rows = U.residuals(cls)
-        pool = [(s, e) for c in between for _, s, e in U.residuals(c)]
         k = 0
         for s in {t for _, t, _ in rows}:
-            lo, hi = U.fit_band([(t, e) for _, t, e in rows if t != s],
+            pool = [(t, e) for c in between for _, t, e in _nested(c, s)]
+            lo, hi = U.fit_band([(t, e) for _, t, e in _nested(cls, s) if t != s],
                                 [(t, e) for t, e in pool if t != s])
             k += sum(lo <= e <= hi for _, t, e in rows if t == s)
         cv = V.coverage(cls)
@@ -244,3 +255,75 @@ def test_overloaded_simulation_has_no_ttft_band():
     assert s.overloaded and math.isinf(s.ttft.p99)
     assert "ttft_p99" not in s.uncertainty and "tpot_p99" in s.uncertainty
     assert "throughput_tokens_per_s" in s.uncertainty  # saturated: capacity sets it
+
+
+def test_sum_band_by_hand():
+    """A sum of two time terms: each at its class band's ends, added (comonotone); the rate
+    W / sum inverted; a term without a band (or no term) gives none."""
+    a, b = U.band(1e-3, "serving-decode"), U.band(4e-3, "serving-ttft")
+    s = U.sum_band([(1e-3, "serving-decode"), (4e-3, "serving-ttft")])
+    assert (s.low, s.high) == pytest.approx((a.low + b.low, a.high + b.high), rel=1e-12)
+    assert s.cls == "derived: serving-decode + serving-ttft"
+    assert s.n == len(U.residuals("serving-decode")) + len(U.residuals("serving-ttft"))
+    r = U.sum_band([(1e-3, "serving-decode"), (4e-3, "serving-ttft")], rate_of=32.0)
+    assert (r.low, r.high) == pytest.approx((32 / s.high, 32 / s.low), rel=1e-12)
+    # a zero term is left out; the band of one term is its class band (another class name)
+    one = U.sum_band([(0.0, "serving-decode"), (4e-3, "serving-ttft")])
+    assert (one.low, one.high, one.cls) == (b.low, b.high, "derived: serving-ttft")
+    assert U.sum_band([(math.nan, "serving-decode")]) is None
+    assert U.sum_band([]) is None
+    assert "derived from the serving-ttft bands; no case judges it" in U.fmt_band(one, str)
+
+
+def test_serve_steady_state_band_is_derived():
+    """rl.serve's continuous-batching TPOT = tpot + the prefill stall: the band takes the
+    decode class's on tpot and serving-ttft's on the rest, and tokens/s = batch / TPOT its
+    inverse; printed as derived; none for llama.cpp / ROCm vLLM (no TTFT band)."""
+    s = rl.serve("llama-3.1-8b", "H100", batch=32, prompt_len=512, output_len=128)
+    u = s.uncertainty
+    stall = s.steady_tpot - s.tpot
+    assert stall > 0
+    d, t = U.band(s.tpot, "serving-decode"), U.band(stall, "serving-ttft")
+    assert (u["steady_tpot"].low, u["steady_tpot"].high) == pytest.approx(
+        (d.low + t.low, d.high + t.high), rel=1e-12)
+    assert u["steady_tpot"].low < s.steady_tpot < u["steady_tpot"].high
+    assert u["steady_tokens_per_s"].low == pytest.approx(32 / u["steady_tpot"].high)
+    assert s.steady_tokens_per_s == pytest.approx(32 / s.steady_tpot)
+    assert u["steady_tpot"].cls.startswith("derived: ")
+    assert "no case judges it" in str(s)
+    assert json.loads(json.dumps(s.to_dict()))["uncertainty"]["steady_tpot"]["class"] == \
+        "derived: serving-decode + serving-ttft"
+    for eng in ("llamacpp", "vllm-rocm"):
+        r = rl.serve("llama-3.1-8b", "H100", batch=1, prompt_len=128, output_len=32, engine=eng)
+        assert "steady_tpot" not in r.uncertainty and "tpot" in r.uncertainty
+
+
+def test_serving_mix_folds_are_nested():
+    """The fold that judges a request-mix vLLM source s sees every other vLLM source r with the
+    host time fitted without r and s (residuals.toml's [[class."serving-mix".fold]]), one pair
+    refitted here (lambda_vllm held out, lambda_ms_traces judged: their fit left out both);
+    the TensorRT-LLM runs (nothing fitted) have none, and a nested residual differs from the
+    single hold-out one where the held-out source was in its fit."""
+    from roofline.uncertainty import _data
+    from roofline.validation.serving_host import fit_host, host_cases, host_errors
+
+    folds = _data()["class"]["serving-mix"]["fold"]
+    rows = U.residuals("serving-mix")
+    src = {i: s for i, s, _ in rows}
+    vllm = {s for i, s in src.items() if s != "trtbench16"}
+    assert {(f["held_out"], f["source"]) for f in folds} == {
+        (a, b) for a in vllm for b in vllm if a != b}
+    for a in vllm:  # each fold has every other vLLM source's cases, once
+        assert sorted(f["id"] for f in folds if f["held_out"] == a) == sorted(
+            i for i, s in src.items() if s in vllm - {a})
+    hc = host_cases()
+    fit = fit_host([c for c in hc if c.source not in ("lambda_vllm", "lambda_ms_traces")])
+    mine = [c for c in hc if c.source == "lambda_ms_traces"]
+    want = {c.id: (-e if c.metric in V._RATES else e) for c, _, e in host_errors(fit.values, mine)}
+    got = {f["id"]: f["e"] for f in folds
+           if f["held_out"] == "lambda_vllm" and f["source"] == "lambda_ms_traces"}
+    assert got.keys() == want.keys()
+    for i, e in got.items():
+        assert e == pytest.approx(want[i], abs=2e-3), i
+    stored = {i: e for i, _, e in rows}
+    assert any(abs(f["e"] - stored[f["id"]]) > 0.01 for f in folds)

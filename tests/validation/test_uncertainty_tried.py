@@ -195,3 +195,26 @@ def test_rule_judges_the_tried_methods() -> None:
         assert figs[f"tried.{m}.verdict"].startswith("fails rule ")
         assert f"<!--v:tried.{m}.verdict-->{figs[f'tried.{m}.verdict']}<!--/v-->" in \
             DOC.read_text(encoding="utf-8")
+
+
+def test_conformal_by_hand() -> None:
+    """test_rescaled_by_hand's class X, nested absolute residuals in log units: without A
+    (μ 0.2): 0.2, 0; without B (μ 0.25): 0.35, 0.15; without C (μ 0.05): 0.25, 0.45. Each weighs
+    1/6; sorted, the cumulative weight reaches 0.8 at the fifth, 0.35: band 1/6 ± 0.35."""
+    from roofline.validation.uncertainty import residuals_as
+
+    rows = [("A", 0.0), ("A", 0.2), ("B", -0.1), ("B", 0.1), ("C", 0.3), ("C", 0.5)]
+    parsed = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(rows)]}}}
+    with residuals_as(parsed):
+        assert T.rescale_quantile("X", standardise=False) == pytest.approx(0.35)
+        lo, hi = T.conformal_band("X")
+        assert (lo, hi) == pytest.approx((1 / 6 - 0.35, 1 / 6 + 0.35))
+        # without C: A against B alone (μ 0) and B against A (μ 0.1): 0, 0.2, 0.2, 0 -> the
+        # fourth (weight 1) is the largest, 0.2; centre (0.1 + 0) / 2 = 0.05
+        assert T.conformal_band("X", frozenset({"C"})) == pytest.approx((-0.15, 0.25))
+    two = [r for r in rows if r[0] != "C"]  # fewer than MIN_SOURCES: the shipped band
+    parsed2 = {"class": {"X": {"describes": "", "case": [
+        {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
+    with residuals_as(parsed2):
+        assert T.conformal_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)

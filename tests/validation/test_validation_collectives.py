@@ -347,17 +347,49 @@ def test_fewer_nics_than_gpus_judged() -> None:
 
 
 def test_three_hdr_nodes_too_slow_nccl_tests_119() -> None:
-    """nccl-tests #119 (3 nodes, 8 A100 and 4 HDR of 25 GB/s each: 12.5 GB/s per GPU; peak
-    busbw ~96 GB/s at up to 128 MiB): ours is a third too slow, the largest miss across nodes.
-    By hand, the ring's bound: 8 GPUs x 12.5 GB/s x 0.70 = 70 GB/s bus, less the LL128 pick's
-    and the latency's share at 128 MiB; at an efficiency of 1.0 (the NICs' line rate) it is
-    still too slow, so the NIC efficiency alone cannot close it."""
+    """nccl-tests #119 (3 nodes, 8 A100 and 4 HDR of 25 GB/s each: 12.5 GB/s per GPU; two Intel
+    Xeon 8358 per node; peak busbw ~96 GB/s at up to 128 MiB): ours is a third too slow, the
+    largest miss across nodes. By hand, the ring's bound: 8 GPUs x 12.5 GB/s x 0.70 = 70 GB/s
+    bus, less the tuner's ring Simple latency on Intel hosts, (8.4 + 42 x 3.4 + 4 x 14) x 1.4 =
+    290.08 us (v2.26.2 tuning.cc: intra steps at max(3.4, 3 x 1 us net overhead), 4 network
+    steps of 14 us, the ring's plateau): 2 x 23/24 x 128 MiB / (290.08 us + 2 x 23/24 x 128 MiB
+    / 70 GB/s) = 64.88 GB/s. At an efficiency of 1.0 (the NICs' line rate) it is still too
+    slow, so the NIC efficiency alone cannot close it."""
     from roofline.validation import collectives_fabric as fab
 
     c = next(c for c in v.collective_cases() if c.source == "nccltests119")
-    assert (c["ranks"], c["nics"], c["scale_out_gbps"], c.get("fabric")) == (24, 4, 12.5, "ib")
+    assert (c["ranks"], c["nics"], c["scale_out_gbps"], c.get("fabric"), c.get("host")) == \
+        (24, 4, 12.5, "ib", "intel")
     ours = v.predict(c)
-    assert ours < 8 * 12.5e9 * 0.70
+    bus = 2 * 23 / 24 * 2**27
+    lat = (8.4 + 42 * 3.4 + 4 * 14) * 1.4e-6
+    assert ours == pytest.approx(bus / (lat + bus / 70e9), rel=1e-6)
+    from roofline.ops.collectives import group_nccl_choice
+
+    assert group_nccl_choice("all_reduce", bus * 24 / 46, 24, 1, v._links(c))[:2] == \
+        ("ring", "Simple")
     assert -0.40 < ours / c.value_si - 1 < -0.30
     assert fab._log_error(c, 1.0) < 0
     assert fab._log_error(c, 0.70) == pytest.approx(np.log(ours / c.value_si))
+
+
+def test_a_case_host_cpu_sets_the_tuners_host_constants() -> None:
+    """``host`` on a case prices it with NCCL's constants for that CPU vendor (v2.26.2
+    tuning.cc getNetOverhead: Intel 1 us, AMD 2 us; llMaxBws' rows for 3+ nodes: Intel 20.4,
+    AMD 19.0 GB/s); the DGX A100 file's hosts are AMD. An unknown vendor is refused."""
+    from dataclasses import replace
+
+    from roofline.errors import SpecError
+    from roofline.specs.nccl import tuner_for
+
+    c = next(c for c in v.collective_cases() if c.source == "nccltests119")
+    intel = v._links(c).nccl
+    amd = v._links(replace(c, scenario={**c.scenario, "host": "amd"})).nccl
+    dgx = v._links(replace(c, scenario={k: x for k, x in c.scenario.items()
+                                        if k != "host"})).nccl
+    assert (intel.net_overhead_s, intel.ll_max_more_nodes) == (1e-6, 20.4e9)
+    assert (amd.net_overhead_s, amd.ll_max_more_nodes) == (2e-6, 19.0e9)
+    assert dgx == amd  # the cluster's own hosts
+    assert intel.search_nodes == amd.search_nodes  # the search does not depend on the CPU
+    with pytest.raises(SpecError, match=r"host 'arm'.*'amd', 'intel'"):
+        tuner_for(v._case_cluster(c), "arm")

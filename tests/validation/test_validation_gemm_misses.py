@@ -72,3 +72,30 @@ def test_tables_render_what_the_functions_compute() -> None:
     assert f"| tri6523 | 22 | {g.shipped[0]:.1%} |" in t and f"| {g.rate:g} |" in t
     m = v.monotone_table()
     assert m.count("\n") == 1 + len(v._tables())
+
+
+def test_a100_misses_follow_the_size() -> None:
+    """Every A100 row falls in exactly one size class (by the cube root of m·n·k: 896³ is
+    small, 1024³ and 3200³ mid, 4096³ and the thin 802816 x 192 x 768 large), and the
+    pattern gemm.md states holds: on tri3551 the small sizes are too fast and the mid sizes
+    too slow (medians of opposite signs), tri6523 too fast in both, Azure's large rows within
+    5 % in the median."""
+    from roofline.validation.gemm import a100_cases
+
+    def case(m: int, n: int, k: int) -> dict[str, int]:
+        return {"m": m, "n": n, "k": k, "b": 1}
+
+    assert v.a100_size_class(case(896, 896, 896)).startswith("small")
+    assert v.a100_size_class(case(1024, 1024, 1024)).startswith("mid")
+    assert v.a100_size_class(case(3200, 3200, 3200)).startswith("mid")
+    assert v.a100_size_class(case(802816, 192, 768)).startswith("large")
+    g = v.a100_by_size()
+    assert sum(len(e) for e in g.values()) == len(a100_cases())
+    med = {k: float(np.median(e)) for k, e in g.items()}
+    small, mid, large = (lab for lab, _ in v.A100_SIZES)
+    assert med[("tri3551", small)] > 0 > med[("tri3551", mid)]
+    assert med[("tri6523", small)] > 0 and med[("tri6523", mid)] > 0
+    assert abs(med[("azure_a100", large)]) < 0.05
+    t = v.a100_size_table()
+    assert f"| tri3551 | {med[('tri3551', small)]:+.1%} (n 6) |" in t
+    assert t.count("\n") == 1 + len({s for s, _ in g})

@@ -195,16 +195,22 @@ def _tuner(arch: str, nvlink: bool, amd: bool, up_gbps: float = 0.0, out_gbps: f
            | _replay(arch, nvlink, up_gbps, out_gbps, gpus, nics)))
 
 
-def tuner_for(c: Cluster) -> NcclTuner | None:
+def tuner_for(c: Cluster, host: str | None = None) -> NcclTuner | None:
     """NCCL's tuner for cluster ``c`` (None: its device is not one NCCL runs on, as listed in
     data/presets/nccl.toml ``[arch]``). NCCL's node is the NVLink domain (an NVL72 rack is one),
     holding ``c.nics`` NICs per cluster node, each at ``c.nic_bytes_per_s``. The tree-pattern
     factor (0.85) is NCCL's from Hopper on NVLink nodes only (``tree_pattern`` in
-    data/presets/nccl.toml says why)."""
+    data/presets/nccl.toml says why). ``host``: the host CPU's vendor, "amd" or "intel" (NCCL's
+    net overhead and multi-node LL ceiling differ), where it is not the cluster's (None: AMD for
+    the clusters of ``[amd_hosts]``, Intel / other for the rest)."""
+    if host not in (None, "amd", "intel"):
+        raise SpecError(f"tuner_for: host {host!r}; allowed: 'amd', 'intel' (or None: the "
+                        f"cluster's, data/presets/nccl.toml [amd_hosts])")
     arch = _doc()["arch"].get(c.device.key.split("~", 1)[0])
     if arch is None:
         return None
-    return _tuner(arch, _on_nvlink(c), c.key in _doc()["amd"], c.scale_up_bytes_per_s / 1e9,
+    amd = c.key in _doc()["amd"] if host is None else host == "amd"
+    return _tuner(arch, _on_nvlink(c), amd, c.scale_up_bytes_per_s / 1e9,
                   c.nic_bytes_per_s / 1e9, c.scale_up_domain,
                   c.nics * (c.scale_up_domain // c.devices_per_node))
 

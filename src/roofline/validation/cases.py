@@ -113,7 +113,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"busbw": {"GB/s": 1e9}, "time": {"us": 1e-6}},
         "required": {"cluster": str, "ranks": int, "bytes": int, "algorithm": str},
         "optional": {"scale_up_gbps": int, "scale_out_gbps": float, "collective": str,
-                     "nvls_disabled": bool, "nics": int, "fabric": str},
+                     "nvls_disabled": bool, "nics": int, "fabric": str, "host": str},
     },
     "gemm": {  # measured matmul kernel rates per shape (the tile / wave model)
         "metrics": {"flops_per_s": {"FLOP/s": 1.0, "TFLOP/s": 1e12}},

@@ -114,6 +114,10 @@ def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
     links = cluster_links(c, f)
     if not tuner:
         return replace(links, nccl=None)
+    if case.get("host") is not None and links.nccl is not None:  # the source's host CPU
+        from ..specs.nccl import tuner_for
+
+        links = replace(links, nccl=tuner_for(c, case["host"]))
     if fill is not None and links.nccl is not None:
         links = replace(links, nccl=replace(links.nccl, nvls_fill_loops=fill))
     if plateau is not None and links.nccl is not None:

@@ -52,6 +52,8 @@ def _nvidia(rep: Mapping[str, Any]) -> dict[str, str]:
     out["gemm.a100.others_within"] = fmt_pct(max(_med(v) for s, v in by_src.items()
                                                  if s != "tri6523"), sign=False)
     out["gemm.a100.azure"] = fmt_pct(_med(by_src["azure_a100"]), sign=False, digits=1)
+    out["gemm.a100.all"] = fmt_pct(_med([e for v in by_src.values() for e in v]), sign=False,
+                                   digits=1)
     out["gemm.a100.without_tri6523"] = fmt_pct(_med([e for s, v in by_src.items()
                                                      if s != "tri6523" for e in v]),
                                                sign=False, digits=1)
@@ -114,7 +116,7 @@ def _stream_k_unseen_limits(rep: Mapping[str, Any], held: Mapping[str, float]
         ins, lo = sk[on]
         out[f"gemm.streamk.hopper_fp8.{tag}.rms"] = f"{ins.rms_log:.3f}"
         out[f"gemm.streamk.hopper_fp8.{tag}.held"] = fmt_pct(lo.median_abs, sign=False, digits=1)
-    out["gemm.unseen.hopper_fp8"] = fmt_pct(_med(list(held.values())), sign=False)
+    out["gemm.unseen.hopper_fp8"] = fmt_pct(_med(list(held.values())), sign=False, digits=1)
     from .gemm_judged import gemm_judged_summary
 
     out["gemm.judged.median"] = fmt_pct(gemm_judged_summary()["all"][1], sign=False, digits=1)

@@ -19,6 +19,10 @@ model's in-sample error.
 rows (diagnostics, never shipped: they would be fitted on the rows they are judged on): a
 fixed cost per call outside the kernel (t + x) and a rate (t / s). Which one fits says what
 kind of difference it is (``a100_gap``).
+
+3. What the A100 misses follow: the signed error of every A100 row per source and size class
+(``a100_by_size``): the calls the per-kernel fill and the launch decide, the mid sizes whole
+waves decide, and the large ones the tile set's limit decides.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import numpy as np
 from .cases import Case
 
 __all__ = ["pava", "monotone_fit", "MonotoneFloor", "monotone_floor", "monotone_table",
-           "Gap", "a100_gap", "a100_gap_table"]
+           "Gap", "a100_gap", "a100_gap_table", "A100_SIZES", "a100_size_class", "a100_by_size",
+           "a100_size_table"]
 
 
 def pava(y: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -205,4 +210,44 @@ def a100_gap_table(sources: Sequence[str] = ("tri6523", "tri3551")) -> str:
                      f"{g.per_call * 1e6:g} µs | {g.per_call_err[0]:.1%} | "
                      f"{g.per_call_err[1]:.3f} | {g.rate:g} | {g.rate_err[0]:.1%} | "
                      f"{g.rate_err[1]:.3f} |")
+    return "\n".join(lines)
+
+
+#: the size classes of ``a100_by_size``, by the cube root of m·n·k (upper bounds, inclusive):
+#: up to 896³ the per-kernel fill is at least 44 % of the shipped model's kernel time, up to
+#: 3200³ (the sweeps' largest square size) whole waves of 64- to 256-wide tiles decide, above
+#: it the set's large-GEMM limit (Azure's rows from 4096³, and its thin 802816 × 192 × 768)
+A100_SIZES = (("small (≤ 896³)", 896.0), ("mid (1024³ … 3200³)", 3200.0),
+              ("large (> 3200³)", float("inf")))
+
+
+def a100_size_class(c: Case) -> str:
+    """The ``A100_SIZES`` label of an A100 case (by the cube root of its m·n·k)."""
+    side = (float(c["m"]) * c["n"] * c["k"] * c["b"]) ** (1.0 / 3.0)
+    return next(lab for lab, top in A100_SIZES if side <= top * (1.0 + 1e-9))
+
+
+def a100_by_size() -> dict[tuple[str, str], list[float]]:
+    """(source, size class) → the signed errors (ours / measured FLOP/s − 1) of its A100 rows
+    with the shipped model, in the order of ``gemm.a100_cases``."""
+    from .gemm import a100_cases, gemm_errors
+
+    out: dict[tuple[str, str], list[float]] = {}
+    for c, _, e in gemm_errors(cases=a100_cases()):
+        out.setdefault((c.source, a100_size_class(c)), []).append(e)
+    return out
+
+
+def a100_size_table() -> str:
+    """Markdown: per A100 source, the median signed error and the count of each size class."""
+    groups = a100_by_size()
+    sources = list(dict.fromkeys(s for s, _ in groups))
+    head = " | ".join(lab for lab, _ in A100_SIZES)
+    lines = [f"| source | {head} |", "|---|" + "---:|" * len(A100_SIZES)]
+    for src in sources:
+        cells = []
+        for lab, _ in A100_SIZES:
+            e = groups.get((src, lab))
+            cells.append("—" if not e else f"{float(np.median(e)):+.1%} (n {len(e)})")
+        lines.append(f"| {src} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -298,6 +298,7 @@ def _gemm_page() -> dict[str, str]:
     return {"summary": v.gemm_summary_table(), "shapes": v.gemm_shape_table(),
             "misses-monotone": gemm_misses.monotone_table(),
             "misses-a100": gemm_misses.a100_gap_table(),
+            "misses-a100-size": gemm_misses.a100_size_table(),
             "holdout": v.gemm_holdout_table(r["holdout"]), "a100": v.a100_table(),
             "fp8": v.fp8_tile_table(r["fp8"]), "pcie": sustained.sustained_table(),
             "streamk": v.stream_k_table(r["streamk"]),

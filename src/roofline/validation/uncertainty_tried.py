@@ -24,6 +24,9 @@ every class).
   (each r ∈ S left out in turn; every source weighs the same): ``rescale_quantile``; only for a
   class with at least ``MIN_SOURCES`` sources. ``rescaled-narrow``: the same, never wider than
   shipped (q ≤ Φ⁻¹(½ + λ/2)).
+* ``conformal`` (session 29): the shipped centre, the half-width the λ-quantile of the same
+  nested held-out residuals in log units, |e − μ₋ᵣ| (``conformal_band``); only for a class with
+  at least ``MIN_SOURCES`` sources.
 
 ``band_methods_table()`` is the page's generated "tried" block; ``band_methods_figures()``
 its inline figures. ``rule_failures`` is the rule a method must pass to replace the shipped one
@@ -42,7 +45,7 @@ from .holdout import fmt_pct
 __all__ = ["Components", "components", "prior", "moderated", "moderated_band", "centred_tau2",
            "centred_band", "t_quantile", "student_band", "tried_coverage", "band_methods_table",
            "band_methods_figures", "POOL_EXCLUDES", "METHODS", "MIN_SOURCES", "rescale_quantile",
-           "rescaled_band", "rule_failures", "TARGET"]
+           "rescaled_band", "rule_failures", "TARGET", "conformal_band"]
 
 #: classes outside the moderated method's pool (a different model: the pure roofline)
 POOL_EXCLUDES = ("gpu-inference-bound",)
@@ -50,7 +53,8 @@ POOL_EXCLUDES = ("gpu-inference-bound",)
 METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred",
            "student": "Student t (Satterthwaite)",
            "rescaled": "rescaled by own held-out residuals",
-           "rescaled-narrow": "rescaled, never wider"}
+           "rescaled-narrow": "rescaled, never wider",
+           "conformal": "conformal, nested"}
 #: the rescaled methods apply to a class with at least this many sources (every
 #: leave-one-source-out fold keeps 2, each nested fit 1)
 MIN_SOURCES = 3
@@ -290,16 +294,19 @@ def _centre_sd(cls: str, drop: frozenset[str], level: float) -> tuple[float, flo
 
 
 def rescale_quantile(cls: str, drop: frozenset[str] = frozenset(),
-                     level: float = DEFAULT_LEVEL) -> float:
+                     level: float = DEFAULT_LEVEL, standardise: bool = True) -> float:
     """q: the weighted ``level``-quantile of z = |e − μ₋ᵣ| / √v₋ᵣ over the cases of ``cls``
     outside ``drop``, each of their sources r left out in turn (``_centre_sd``), a case of r
-    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``."""
+    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``.
+    ``standardise`` False: of |e − μ₋ᵣ| itself, in log units (the conformal method)."""
     rs = [(s, e) for _, s, e in residuals(cls) if s not in drop]
     srcs = list(dict.fromkeys(s for s, _ in rs))
     zs: list[tuple[float, float]] = []
     for r in srcs:
         mu, sd = _centre_sd(cls, drop | {r}, level)
         mine = [e for s, e in rs if s == r]
+        if not standardise:
+            sd = 1.0
         zs += [(abs(e - mu) / sd if sd > 0 else math.inf, 1 / (len(srcs) * len(mine)))
                for e in mine]
     acc = 0.0
@@ -326,7 +333,25 @@ def rescaled_band(cls: str, drop: frozenset[str] = frozenset(), level: float = D
     return mu - q * sd, mu + q * sd
 
 
+def conformal_band(cls: str, drop: frozenset[str] = frozenset(),
+                   level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q, μ the
+    shipped centre and q the weighted ``level``-quantile of the nested held-out |e − μ₋ᵣ| in log
+    units (``rescale_quantile(standardise=False)``); the shipped band for a class with fewer
+    than ``MIN_SOURCES`` sources in all."""
+    from statistics import NormalDist
+
+    mu, sd = _centre_sd(cls, drop, level)
+    if len({s for _, s, _ in residuals(cls)}) < MIN_SOURCES:
+        zn = NormalDist().inv_cdf(0.5 + level / 2)
+        return mu - zn * sd, mu + zn * sd
+    q = rescale_quantile(cls, drop, level, standardise=False)
+    return mu - q, mu + q
+
+
 def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
+    if method == "conformal":
+        return conformal_band(cls, frozenset() if drop is None else frozenset({drop}), level)
     if method in ("rescaled", "rescaled-narrow"):
         return rescaled_band(cls, frozenset() if drop is None else frozenset({drop}), level,
                              narrow_only=method == "rescaled-narrow")
@@ -348,11 +373,16 @@ def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, 
 def tried_coverage(cls: str, method: str, level: float = DEFAULT_LEVEL
                    ) -> tuple[int, int, tuple[float, float]]:
     """(covered, cases, in-sample (lo, hi)) of ``cls`` under ``method``: each source's cases
-    against the band fitted without that source in every class."""
+    against the band fitted without that source in every class, the other sources' residuals
+    nested where the class has them (``uncertainty.fold_view``, as the shipped calibration; the
+    rescaled methods' inner folds are nested once, not twice)."""
+    from .uncertainty import fold_view
+
     rs = residuals(cls)
     k = 0
     for s in dict.fromkeys(src for _, src, _ in rs):
-        lo, hi = _fit(method, cls, s, level)
+        with fold_view(s):
+            lo, hi = _fit(method, cls, s, level)
         k += sum(lo <= e <= hi for _, src, e in rs if src == s)
     return k, len(rs), _fit(method, cls, None, level)
 

@@ -111,6 +111,9 @@ class ServeResult(Display):
     def uncertainty(self) -> dict[str, Any]:
         """``{"ttft": Band, "tpot": Band, "e2e_latency": Band, "tokens_per_s": Band}``: 80 %
         intervals from the serving validation residuals (docs/validation/uncertainty.md);
+        ``"steady_tpot"`` / ``"steady_tokens_per_s"`` (continuous batching): *derived*, not
+        judged on any case: the TPOT band on its decode step and the TTFT band on the prefill
+        stall it absorbs, both at their ends together (``uncertainty.sum_band``);
         ``engine="llamacpp"`` / ``"vllm-rocm"``: their own decode residuals, and no TTFT band
         (their prompt processing is not validated); empty for a preset other than default, a
         result that cannot run, or a client-side one (``client=True``: those residuals are
@@ -127,7 +130,17 @@ class ServeResult(Display):
                 "tokens_per_s_per_device": (self.tokens_per_s_per_device, d, True)}
         if llama or rocm:  # their prompt processing / TTFT is not validated
             del want["ttft"]
-        return bands(want)
+        out = bands(want)
+        if not (llama or rocm):  # continuous batching: derived, no case judges it
+            from ...uncertainty import sum_band
+
+            parts = [(max(self.tpot, 0.0), d), (self.steady_tpot - max(self.tpot, 0.0),
+                                                "serving-ttft")]
+            for k, rate in (("steady_tpot", None), ("steady_tokens_per_s", float(self.batch))):
+                b = sum_band(parts, rate_of=rate) if math.isfinite(self.steady_tpot) else None
+                if b is not None:
+                    out[k] = b
+        return out
 
     @property
     def prefill(self) -> Result:
@@ -203,7 +216,8 @@ class ServeResult(Display):
              f"({self.tokens_per_s_per_device:,.0f} per device)"
              + fmt_band(u.get("tokens_per_s"), lambda v: f"{v:,.0f}")),
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "
-            f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"),
+             f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"
+             + fmt_band(u.get("steady_tpot"), fmt_time)),
             f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}",
             f"  KV cache        {fmt_bytes(self.kv_cache_bytes)}" + (
                 f" (kv_window {self.kv_window!r}: sliding-window layers hold "
