@@ -311,3 +311,28 @@ def test_onnx_imports_key_on_their_graphs(tmp_path) -> None:  # type: ignore[no-
     assert C.flops_terms(ma, 8)[0] == 12_288
     assert C.flops_terms(mb, 8)[0] == 49_152
     assert C.flops_terms(ma2, 8)[0] == 12_288 and len(C._MODEL_FLOPS) == n + 2
+
+
+def test_a_models_key_is_kept_until_a_field_is_assigned() -> None:
+    """The training key of a Model is taken once and kept in its memo (a warm call reads it
+    back); assigning any field empties the memo, and a field graphs read (builder, config,
+    weight format, ...) the graph cache too, so an edited model never gets what its old fields
+    gave. A pickle leaves the memo out."""
+    import pickle
+
+    cfg = gpt_model(4, 1024, 8).config
+    m = transformer_model(cfg, key="m", name="a")
+    k = C._model_key(m)
+    assert k is not None and m._memo["train_key"] is k and C._model_key(m) is k
+    g = m.graph(precision="bf16", seq_len=64)
+    m.name = "b"  # shown by the result, read by no graph: memo emptied, graphs kept
+    assert "train_key" not in m._memo and C._model_key(m) != k
+    assert C._model_key(m)[2] == "b" and m.graph(precision="bf16", seq_len=64) is g
+    wider = gpt_model(4, 2048, 8)
+    m.builder, m.config = wider.builder, wider.config  # another model under the same name
+    g2 = m.graph(precision="bf16", seq_len=64)
+    assert g2 is not g and g2.params_total > g.params_total  # not the old graph
+    assert C._model_key(m)[0][2] == K.frozen_key(wider.config)
+    assert rl.train(m, rl.cluster("dgx-h100"), **KW).model == "b"
+    copy = pickle.loads(pickle.dumps(m))
+    assert m._memo and copy._memo == {} and C._model_key(copy) == C._model_key(m)

@@ -128,3 +128,21 @@ def test_int8_has_a_tile_set_where_the_16_bit_one_lives_only_on_ampere_and_hoppe
         assert (i8.max, i8.a, i8.b, i8.c, i8.fill) == (t.max, t.a, t.b, t.c, t.fill)
     b200 = tiles_for(rl.hardware("b200"))
     assert b200 is not None and b200.for_dtype("int8") is None
+
+
+def test_small_k_int8_conv_on_the_t4_by_hand() -> None:
+    """The K-loop term at a small K (stop 28: 'untested'). ResNet-50's layer1 1x1 conv, 64 ->
+    256 channels on 56 x 56, batch 1, int8 on the T4: M = 3136, N = 256, K = 64. The T4 set
+    (a = b = 16, c = 128, fill 6 us, 40 SMs) at the int8 peak x the T4's sustained 0.41: one SM
+    runs 130e12 x 0.41 / 40 = 1.3325e12 OP/s. The fastest candidate is the 64 x 64 tile without
+    a split: 49 x 4 = 196 tiles, 5 waves of 40; one tile 2 x 64 x 64 x 64 x (1 + 16/64 + 16/64
+    + 128/64 = 3.5) / 1.3325e12 = 1.377 us, 5 waves 6.886 us, + 6 us fill = 12.886 us (a split
+    only adds K-loop fills at this K, c·s/K = 2s, and partials). The K-loop fill is 2 of the 3.5:
+    the conv runs at 102.8 MOP / 12.886 us = 8.0 TOP/s, 6 % of the 130 TOP/s peak."""
+    conv = _conv("int8", 64, 256, 56, 1)
+    assert conv.gemm[:, 0].tolist() == [3136.0, 256.0, 64.0]
+    per_sm = 130e12 * 0.41 / 40
+    t = 6e-6 + 5 * 2 * 64 * 64 * 64 * (1 + 16 / 64 + 16 / 64 + 128 / 64) / per_sm
+    assert t == pytest.approx(12.886e-6, rel=1e-4)
+    assert _kernel_s(conv, "t4") == pytest.approx(t, rel=1e-9)
+    assert 2 * 3136 * 256 * 64 / t == pytest.approx(7.98e12, rel=1e-3)

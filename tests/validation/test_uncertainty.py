@@ -131,10 +131,13 @@ def _nested(cls, held_out):
 
 def test_coverage_counts_by_hand():
     """LOSO coverage of three classes recounted here: each source's cases against the band
-    fitted on the other sources (serving: τ² over both serving classes without the source;
-    serving-mix: the other sources' nested residuals, fitted without the held-out source too)."""
+    fitted on the other sources (serving-ttft: its own τ², 3 sources; serving-vllm-rocm: τ² over
+    the serving classes without the source; serving-mix: the other sources' nested residuals,
+    fitted without the held-out source too)."""
     for cls, between in (("gpu-inference", ("gpu-inference",)),
-                         ("serving-ttft", ("serving-ttft", "serving-decode")),
+                         ("serving-ttft", ("serving-ttft",)),
+                         ("serving-vllm-rocm", ("serving-vllm-rocm", "serving-ttft",
+                                                "serving-decode")),
                          ("serving-mix", ("serving-mix",))):
         rows = U.residuals(cls)
         k = 0
@@ -327,3 +330,26 @@ def test_serving_mix_folds_are_nested():
         assert e == pytest.approx(want[i], abs=2e-3), i
     stored = {i: e for i, _, e in rows}
     assert any(abs(f["e"] - stored[f["id"]]) > 0.01 for f in folds)
+
+
+def test_serving_classes_take_their_own_spread_with_three_sources():
+    """Session 29's "own spread": serving-ttft / serving-decode borrow τ² over both serving
+    classes only while they have fewer than 3 sources; serving-vllm-rocm always borrows (its
+    releases are one publisher's). The stored classes say so, and the shipped band is the
+    formula on the class's own rows."""
+    three = [("a", "A", 0.0), ("b", "B", 0.1), ("c", "C", 0.2)]
+    assert V.between_of("serving-ttft", three) is None
+    assert V.between_of("serving-ttft", three[:2]) == ("serving-ttft", "serving-decode")
+    assert V.between_of("serving-vllm-rocm", three) == V.BETWEEN["serving-vllm-rocm"]
+    assert V.between_of("gpu-inference", three) is None
+    from roofline.uncertainty import _data
+
+    for cls in ("serving-ttft", "serving-decode"):
+        rows = U.residuals(cls)
+        assert len({s for _, s, _ in rows}) >= 3
+        assert "between_sources_from" not in _data()["class"][cls]
+        lo, hi = U.fit_band([(s, e) for _, s, e in rows])  # τ² from its own source means
+        b = U.band(1.0, cls)
+        assert (b.low, b.high) == pytest.approx((math.exp(-hi), math.exp(-lo)), rel=1e-12)
+    assert _data()["class"]["serving-vllm-rocm"]["between_sources_from"] == list(
+        V.BETWEEN["serving-vllm-rocm"])

@@ -75,11 +75,13 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             continue
         if dynamic and s.b and s.used + hist[s.K % bs] > total:  # this step's new blocks
             s.make_room()
-        # prefill chunks: the partial prefills, and admission when a request waits for a slot
-        chunks = s.prefill_chunks() if s.pf or (wait and s.running < mc) else None
-        if chunks:
-            dt = s.mixed_step(chunks)
-        elif s.b:
+        # prefill chunks: the partial prefills, and admission when a request waits for a slot;
+        # a mixed iteration is one call (its step, the clock, the prompts it completes)
+        if (s.pf or (wait and s.running < mc)) and s.mixed_pass():
+            if heap and heap[0][0] < s.K:
+                s.retire()
+            continue
+        if s.b:
             dt = s.decode_run()
         elif s.finished >= n:  # the last requests finished at admission (decode pool)
             break
@@ -101,8 +103,6 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                 nxt += 1
             s.nxt = nxt
         s.area = area
-        if chunks:
-            s.prompts_done(chunks)
         if heap and heap[0][0] < s.K:
             s.retire()
     return s.result()
@@ -300,23 +300,6 @@ class _Replica:
         return True
 
     # -- admission and prefill
-    def prefill_chunks(self) -> list[tuple[int, int, int]]:
-        """This step's prefill chunks (request, tokens, cached prefix): the partial prefills
-        first, in order, then the prompts admitted now; ``chunks[j]`` is ``pf[j]``. Partial
-        prefills are chunked ones (a whole prompt completes in the step that admits it)."""
-        tok = self.budget - self.b if self.chunked else self.budget
-        chunks: list[tuple[int, int, int]] = []
-        for e in self.pf:
-            if tok <= 0:
-                break
-            rem = e[2] - e[1]
-            T = rem if rem < tok else tok
-            chunks.append((e[0], T, e[1]))
-            tok -= T
-        if self.wait and self.running < self.mc and (tok > 0 or not self.prefill):
-            self.admit(chunks, tok)  # (its loop admits nothing without budget)
-        return chunks
-
     def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
         """FIFO admission while the running set is below the limit, its KV blocks are free
         and (prefill) the step has budget left; ``tok``: that budget. Chunked, a prompt takes
@@ -369,9 +352,32 @@ class _Replica:
                 self.start_decode(i, plen, max(g, 1))
 
     # -- iterations
-    def mixed_step(self, chunks: list[tuple[int, int, int]]) -> float:
-        """One iteration of the prefill ``chunks`` and every decoding sequence's token: its
-        time; the decoding sequences' context and (dynamic KV) blocks grow by a token."""
+    def mixed_pass(self) -> bool:
+        """One mixed iteration, whole, in one call: this step's prefill chunks (request, tokens,
+        cached prefix: the partial prefills first, in order, then the prompts admitted now;
+        ``chunks[j]`` is ``pf[j]``), the step's time (every decoding sequence's token with
+        them; their context and, dynamic KV, blocks grow by a token), the clock's advance as
+        after a decode run (Little's area, the arrivals meanwhile), and the prompts the step
+        completed, which give their first token and decode from the next step (or finish, a
+        one-token output). False, with nothing but admission's rejections done: no chunk this
+        step (no budget left, or no prompt admitted)."""
+        b = self.b
+        tok = self.budget - b if self.chunked else self.budget
+        chunks: list[tuple[int, int, int]] = []
+        pf = self.pf
+        for e in pf:
+            if tok <= 0:
+                break
+            rem = e[2] - e[1]
+            T = rem if rem < tok else tok
+            chunks.append((e[0], T, e[1]))
+            tok -= T
+        wait = self.wait
+        if wait and self.running < self.mc and (tok > 0 or not self.prefill):
+            self.admit(chunks, tok)
+        if not chunks:
+            return False
+        # the step's time
         pair = self.pair
         self.iters += 1
         Tt = 0
@@ -379,36 +385,44 @@ class _Replica:
         for _i, T, cp in chunks:
             Tt += T
             att += pair[T] * T * (cp + (T + 1) * 0.5)
-        self.blk0 = self.K + (0 if self.pfirst else 1)  # the next decode block starts after it
+        K = self.K
         if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
-            return self.pre[Tt] + att + self.seq * len(chunks)
-        b = self.b
-        dt = self.pre[b + Tt] + att + self.seq * len(chunks)
-        if b:
-            C = self.C
-            dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
-            if self.dynamic:
-                self.used += self.hist[self.K % self.bs]
-            self.C = C + b
-        self.K += 1
-        return dt
-
-    def prompts_done(self, chunks: list[tuple[int, int, int]]) -> None:
-        """After the iteration of ``chunks``: the prompts it completed give their first token
-        and decode from the next step (or finish, a one-token output). ``chunks[j]`` is
-        ``pf[j]``, and every chunk but the last completes its prompt (a chunk short of its
-        prompt took the rest of the step's budget), so the completed ones are a prefix of pf."""
-        pf, gen = self.pf, self.gen
+            self.blk0 = K
+            dt = self.pre[Tt] + att + self.seq * len(chunks)
+        else:
+            self.blk0 = K + 1  # the next decode block starts after it
+            b = self.b  # (admission may have started decoding: a decode pool)
+            dt = self.pre[b + Tt] + att + self.seq * len(chunks)
+            if b:
+                C = self.C
+                dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
+                if self.dynamic:
+                    self.used += self.hist[K % self.bs]
+                self.C = C + b
+            K = self.K = K + 1
+        # the clock (as the driver moves it after a decode run)
+        area = self.area + (len(wait) + self.running) * dt
+        now = self.now = self.now + dt
+        times, nxt = self.arr, self.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            self.nxt = nxt
+        self.area = area
+        # the prompts completed: every chunk but the last completes its prompt (a chunk short
+        # of its prompt took the rest of the step's budget), so they are a prefix of pf
         last = len(chunks) - 1
         e = pf[last]
         e[1] += chunks[last][1]
         done = last + 1 if e[1] >= e[2] else last
         if not done:
-            return
-        K, b, C, osl, k0, x0, g0, dec, ver, heap = (self.K, self.b, self.C, self.osl, self.k0,
-                                                    self.x0, self.g0, self.dec, self.ver,
-                                                    self.heap)
-        dynamic, bs, hist, t_first, now = self.dynamic, self.bs, self.hist, self.t_first, self.now
+            return True
+        gen, b, C, osl, k0, x0, g0, dec, ver, heap = (self.gen, self.b, self.C, self.osl,
+                                                      self.k0, self.x0, self.g0, self.dec,
+                                                      self.ver, self.heap)
+        dynamic, bs, hist, t_first = self.dynamic, self.bs, self.hist, self.t_first
         for j in range(done):
             e = pf[j]
             i = e[0]
@@ -430,6 +444,7 @@ class _Replica:
                 _heappush(heap, (K + osl[i] - g - 1, i, ver[i]))
         self.b, self.C = b, C
         del pf[:done]
+        return True
 
     def decode_run(self) -> float:
         """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),

@@ -44,6 +44,11 @@ class Published:
     convention: str = ""
 
 
+#: Model fields no graph reads: assigning one keeps the graph cache (not the memo)
+_NOT_IN_GRAPHS = frozenset({"key", "name", "aliases", "source", "published", "n_layers",
+                            "family", "unsupported_ops"})
+
+
 @dataclass(eq=False)
 class Model(Display):
     """A model recipe. ``graph(...)`` builds (and caches) the op graph for one scenario."""
@@ -66,6 +71,31 @@ class Model(Display):
     #: applied unless the precision asked chooses the weights itself
     weight_format: Any = None
     _cache: OrderedDict[tuple[Any, ...], Graph] = field(default_factory=OrderedDict, repr=False)
+    #: values derived from the fields (the training context's content key), kept until a field
+    #: is assigned: ``__setattr__`` empties it (and the graph cache), so a renamed or edited
+    #: model is never served what its old fields gave. Left out of pickles
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Every field assignment (``m.name = ...``, an importer's ``m.n_layers = ...``) drops
+        what was derived from the old fields: the memo, and the graph cache unless the field
+        is one no graph reads (a name, a count shown, the published figures)."""
+        d = self.__dict__
+        d[name] = value
+        if name in ("_cache", "_memo"):
+            return
+        memo = d.get("_memo")
+        if memo:
+            memo.clear()
+        if name not in _NOT_IN_GRAPHS:
+            cache = d.get("_cache")
+            if cache:
+                cache.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_memo"] = {}
+        return state
 
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,
               seq_len: int | None = None, context: int | None = None, batch: int | None = None,

@@ -38,6 +38,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 PHASES = ("forward", "prefill", "decode")
+#: TransformerConfig's integer fields that may be 0 (absent); the widths, depths and head
+#: counts must be >= 1, window_every / moe_every / expert_groups too
+_COUNTS = ("vocab", "max_positions", "type_vocab", "n_experts", "top_k", "classes", "image_size",
+           "patch_size", "channels", "moe_d_ff", "n_shared_experts", "first_dense_layers",
+           "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+           "encoder_layers", "source_len", "encoder_positions", "position_offset", "audio_mels",
+           "relative_buckets")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +130,21 @@ class TransformerConfig:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise SpecError(f"{self.name}: {f} must be a positive integer, got {v!r}")
+        for f in _COUNTS:
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise SpecError(f"{self.name}: {f}={v!r} must be an integer >= 0")
+        for f in ("window_every", "moe_every", "expert_groups"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise SpecError(f"{self.name}: {f}={v!r} must be an integer >= 1")
+        w = self.sliding_window
+        if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w < 1):
+            raise SpecError(f"{self.name}: sliding_window={w!r} must be an integer >= 1 (None: "
+                            "global attention)")
+        if self.n_experts and not 1 <= self.top_k <= self.n_experts:
+            raise SpecError(f"{self.name}: top_k={self.top_k} must be an integer in [1, "
+                            f"n_experts={self.n_experts}]")
         if self.n_heads % self.n_kv_heads:
             raise SpecError(f"{self.name}: num_key_value_heads={self.n_kv_heads} must divide "
                             f"num_attention_heads={self.n_heads}")

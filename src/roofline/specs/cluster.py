@@ -37,7 +37,7 @@ from .._display import Display
 from ..errors import SpecError
 from .hardware import Hardware
 from .keys import SpecKey, key_slot
-from .sourced import Provenance, check_source_id, read_quantity
+from .sourced import Provenance, check_number, check_source_id, read_quantity
 
 __all__ = ["Cluster", "parse_cluster", "load_cluster_file"]
 
@@ -82,23 +82,28 @@ class Cluster(Display):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise SpecError(f"cluster {self.key!r}: {f} must be a positive integer, got {v!r}")
+        if not isinstance(self.device, Hardware):
+            raise SpecError(f"cluster {self.key!r}: device must be a Hardware (rl.hardware(...)), "
+                            f"got {self.device!r}")
         for f in ("scale_up_bytes_per_s", "scale_out_bytes_per_s"):
-            v = getattr(self, f)
-            if not (v > 0 and math.isfinite(v)):
-                raise SpecError(f"cluster {self.key!r}: {f} must be > 0, got {v!r}")
+            check_number(getattr(self, f), f"cluster {self.key!r}: {f}", above=True, unit="B/s")
         n = self.nics_per_node
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not
                               1 <= n <= MAX_NICS):
             raise SpecError(f"cluster {self.key!r}: nics_per_node must be a whole number of NICs "
                             f"from 1 to {MAX_NICS} (None: one per device), got {n!r}")
+        check_number(self.scale_up_nvls_fraction, f"cluster {self.key!r}: scale_up_nvls_fraction",
+                     lo=-math.inf)  # a number; its range next, in the file's words
         if not 0.0 <= self.scale_up_nvls_fraction <= 1.0:
             raise SpecError(f"cluster {self.key!r}: scale_up.nvls must be in [0, 1] (a fraction "
                             f"of the scale-up bandwidth; 0: no in-switch reduction), got "
                             f"{self.scale_up_nvls_fraction!r}")
         for f in ("scale_up_latency_s", "scale_out_latency_s", "node_overhead_w"):
-            v = getattr(self, f)
-            if not (v >= 0 and math.isfinite(v)):
-                raise SpecError(f"cluster {self.key!r}: {f} must be >= 0, got {v!r}")
+            check_number(getattr(self, f), f"cluster {self.key!r}: {f}")
+        m = self.max_nodes
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise SpecError(f"cluster {self.key!r}: max_nodes must be a positive integer or None "
+                            f"(unbounded), got {m!r}")
         if self.scale_up_domain < self.devices_per_node or \
                 self.scale_up_domain % self.devices_per_node:
             raise SpecError(f"cluster {self.key!r}: scale_up_domain={self.scale_up_domain} must "

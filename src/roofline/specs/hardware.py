@@ -20,7 +20,7 @@ from .._display import Display
 from ..errors import SpecError, UnsupportedDtypeError
 from .dtypes import DTYPES
 from .keys import SpecKey, key_slot
-from .sourced import Provenance, check_source_id, read_quantity
+from .sourced import Provenance, check_number, check_source_id, read_quantity
 
 __all__ = [
     "MemoryLevel", "Link", "Hardware", "load_hardware_file", "parse_hardware", "KINDS",
@@ -49,10 +49,10 @@ class MemoryLevel:
     bytes_per_s: float = math.nan  #: peak bandwidth, decimal bytes/s; NaN where unpublished
 
     def __post_init__(self) -> None:
-        if not self.capacity_bytes > 0:
-            raise SpecError(f"memory level {self.name!r}: capacity_bytes must be > 0")
-        if not (math.isnan(self.bytes_per_s) or self.bytes_per_s > 0):
-            raise SpecError(f"memory level {self.name!r}: bytes_per_s must be > 0")
+        where = f"memory level {self.name!r}"
+        check_number(self.capacity_bytes, f"{where}: capacity_bytes", above=True, unit="B")
+        check_number(self.bytes_per_s, f"{where}: bytes_per_s", above=True, nan_ok=True,
+                     unit="B/s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +65,17 @@ class Link:
     #: devices one such link domain joins (an NVLink bridge: 2); 0: any number (a switch, a
     #: mesh). A tensor-parallel group larger than this leaves the link for the host link
     domain: int = 0
+
+    def __post_init__(self) -> None:
+        """A link built in code is checked as a spec file's ``[links]`` entry is: a bandwidth
+        > 0, a latency in [0, 1] s (NaN: unpublished), a domain of 0 or an integer >= 2."""
+        where = f"link {self.name!r}"
+        check_number(self.bytes_per_s, f"{where}: bytes_per_s", above=True, unit="B/s")
+        check_number(self.latency_s, f"{where}: latency_s", hi=1.0, nan_ok=True, unit="s")
+        d = self.domain
+        if isinstance(d, bool) or not isinstance(d, int) or d == 1 or d < 0:
+            raise SpecError(f"{where}: domain = {d!r} is the number of devices the link joins; "
+                            "allowed: an integer >= 2 (0 for a switch or full mesh)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +144,7 @@ class Hardware(Display):
                 raise SpecError(f"hardware {self.key!r}: peak.{d}={v!r} must be a positive number")
         if not self.memory:
             raise SpecError(f"hardware {self.key!r}: needs a main memory level ([[memory]])")
+        self._check_parts()
         if math.isnan(self.memory[0].bytes_per_s):
             raise SpecError(f"hardware {self.key!r}: the main memory level needs a bandwidth")
         for d, v in self.sustained_fraction.items():
@@ -152,6 +164,32 @@ class Hardware(Display):
                             f"be at least clock.peak={self.clock_hz['peak']!r} Hz (> 0)")
         object.__setattr__(self, "clock_hz", MappingProxyType(dict(self.clock_hz)))
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    def _check_parts(self) -> None:
+        """The parts and numbers a spec file's loader checks, for a Hardware built in code:
+        memory levels and links of their types, a power, workspace, sparsity ratio and clock
+        in the ranges the file allows (not the file's plausibility ranges: see
+        ``sourced.check_number``)."""
+        where = f"hardware {self.key!r}"
+        for i, m in enumerate((*self.memory, self.weight_store)):
+            if i < len(self.memory) or m is not None:
+                if not isinstance(m, MemoryLevel):
+                    name = "weight_store" if i == len(self.memory) else f"memory[{i}]"
+                    raise SpecError(f"{where}: {name} must be a MemoryLevel, got {m!r}")
+        for name in ("host_link", "scale_up_link"):
+            ln = getattr(self, name)
+            if ln is not None and not isinstance(ln, Link):
+                raise SpecError(f"{where}: {name} must be a Link or None, got {ln!r}")
+        check_number(self.tdp_w, f"{where}: tdp_w", nan_ok=True, unit="W")
+        if self.workspace_bytes is not None:
+            check_number(self.workspace_bytes, f"{where}: workspace_bytes", unit="B")
+        for p, r in self.sparsity.items():
+            check_number(r, f"{where}: sparsity[{p!r}]", lo=1.0, hi=8.0)
+        for k, v in self.clock_hz.items():
+            check_number(v, f"{where}: clock_hz[{k!r}]", above=True, unit="Hz")
+        if self.year is not None and (isinstance(self.year, bool)
+                                      or not isinstance(self.year, int)):
+            raise SpecError(f"{where}: year={self.year!r} must be an integer year or None")
 
     # -- the numbers most code wants ---------------------------------------------------------
     @property

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import SourceError, SpecError
 from ..units import UNIT_DIMENSION, UNIT_SCALE
 
-__all__ = ["Provenance", "read_quantity", "check_source_id", "PLAUSIBLE"]
+__all__ = ["Provenance", "read_quantity", "check_source_id", "check_number", "PLAUSIBLE"]
 
 #: dimension -> (lowest, highest) plausible value in SI units. Generous bounds, not physics:
 #: they refuse a typo or a fuzzed value (a 1e-300 fraction, a 1.7e308 s overhead) that would
@@ -65,6 +65,32 @@ def check_source_id(raw: Any, field: str, sources: Mapping[str, str], origin: st
     if isinstance(src, str) and src.strip() and src not in sources:
         raise SpecError(f"{origin}: {field}.source={src!r} is not a key of [sources]; "
                         f"defined: {', '.join(sorted(sources)) or 'none'}")
+
+
+def check_number(value: Any, where: str, *, lo: float = 0.0, hi: float = math.inf,
+                 above: bool = False, nan_ok: bool = False, unit: str = "") -> float:
+    """One number of a spec built in code (a ``Link``, a ``Hardware``, a ``Cluster``, an engine
+    profile), refused in the words ``read_quantity`` uses for a spec file's: not a finite
+    number, negative, or outside ``[lo, hi]`` (``above``: ``(lo, hi]``, the value must exceed
+    ``lo``). ``nan_ok``: NaN means "unpublished" for this field and passes. Returns the value
+    as a float.
+
+    A spec built in code is not held to the file's ``PLAUSIBLE`` ranges: code makes
+    hypothetical copies (``analysis.sensitivity.scaled_hardware`` scales a bandwidth by 1e6 or
+    1e-6), so only what the field means bounds it (a bandwidth > 0, a fraction ≤ 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{where} must be a finite number, got {value!r}")
+    if nan_ok and value != value:
+        return float(value)
+    if not math.isfinite(value):
+        raise SpecError(f"{where} must be a finite number, got {value!r}")
+    if value < 0 and lo >= 0:
+        raise SpecError(f"{where} must be >= 0, got {value!r}")
+    if not (lo < value if above else lo <= value) or value > hi:
+        u = f" {unit}" if unit else ""
+        raise SpecError(f"{where} = {value:g}{u} is outside the plausible range "
+                        f"{'(' if above else '['}{lo:g}, {hi:g}{')' if hi == math.inf else ']'}{u}")
+    return float(value)
 
 
 def read_quantity(

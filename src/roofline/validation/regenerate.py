@@ -33,7 +33,13 @@ reads what the ones before it wrote):
    failing test is a stale page).
 
 ``--check`` computes everything and compares, writing nothing; it prints one line per stale
-file (or block) and exits 1 if any. Hand-maintained tables checked with a tolerance
+file (or block) and exits 1 if any.
+
+Every page a step writes or checks (the pages, uncertainty.md, README.md) is also read for live
+figures inside history sentences (``doc_history``: a figure in a ``## Session N`` section, or the
+"after" of a before → after pair whose "before" is typed): each is printed as ``history: PAGE
+line N: ...`` and the run exits 1, in both modes; a writing run leaves such a page unwritten, since
+writing it would rewrite the history. Hand-maintained tables checked with a tolerance
 (docs/validation/edge.md, the measured-CPU rows of training.md) are not generated and not here.
 """
 
@@ -122,11 +128,21 @@ class _State:
 
     check: bool
     stale: list[str] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)  #: live figures in history sentences
     residuals: dict[str, Any] | None = None  #: parsed residuals.toml as the residuals step made it
     pairs: dict[str, Any] | None = None  #: parsed lever_pairs.toml as the residuals step made it
 
     def put(self, path: Path, text: str, what: str = "") -> None:
-        """Write ``text`` to ``path`` if it differs (in check mode: only record it)."""
+        """Write ``text`` to ``path`` if it differs (in check mode: only record it). A Markdown
+        page with a live figure in a history sentence (``doc_history``) is recorded in
+        ``history`` and never written."""
+        if path.suffix == ".md":
+            from .doc_history import history_figures
+
+            found = history_figures(text)
+            self.history += [f"{path.relative_to(ROOT)} {f}" for f in found]
+            if found:
+                return
         old = path.read_text(encoding="utf-8") if path.exists() else None
         if old == text:
             return
@@ -561,7 +577,9 @@ def run(only: str | None = None, check: bool = False, with_: str | None = None,
         log: Callable[[str], None] | None = None) -> list[str]:
     """Run the selected steps in order (``only``: comma-separated step names, ``pages`` for
     every page; default every step but the expensive ones; ``with_``: steps added to that).
-    Returns what was stale: the files rewritten (``check=False``) or that would be."""
+    Returns what was stale: the files rewritten (``check=False``) or that would be, then one
+    ``history: PAGE line N: ...`` entry per live figure inside a history sentence (such a page
+    is not written)."""
     if not (ROOT / "docs" / "validation").is_dir():
         raise SpecError(f"{ROOT}/docs/validation not found: regenerate runs from a repository "
                         "checkout (PYTHONPATH=src, or installed and run from the checkout's root)")
@@ -575,7 +593,7 @@ def run(only: str | None = None, check: bool = False, with_: str | None = None,
                 _RUN[s.name](st)
     finally:
         _MEMO.clear()
-    return st.stale
+    return st.stale + [f"history: {h}" for h in st.history]
 
 
 def main(argv: list[str]) -> int:
@@ -589,11 +607,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--with", dest="with_", help="add steps (e.g. the expensive serving-host)")
     a = p.parse_args(argv)
     stale = run(a.only, a.check, a.with_, log=lambda m: print(m, file=sys.stderr, flush=True))
+    history = [s for s in stale if s.startswith("history: ")]
     for s in stale:
-        print(("stale: " if a.check else "rewrote: ") + s)
+        print(s if s in history else ("stale: " if a.check else "rewrote: ") + s)
     if not stale:
         print("nothing stale" if a.check else "nothing changed")
-    return 1 if (a.check and stale) else 0
+    return 1 if (a.check and stale) or history else 0
 
 
 if __name__ == "__main__":  # pragma: no cover - the maintenance command

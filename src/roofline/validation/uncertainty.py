@@ -60,7 +60,7 @@ from .holdout import fmt_pct
 
 __all__ = ["DESCRIBES", "compute_residuals", "write", "residuals_text", "coverage", "Coverage",
            "coverage_table", "coverage_figures", "RESIDUALS_PATH", "residuals_as", "clear_bands",
-           "fold_view", "FOLDS"]
+           "fold_view", "FOLDS", "between_of", "BORROW_WHILE_FEW", "OWN_SPREAD_SOURCES"]
 
 ROOT = Path(__file__).resolve().parents[3]
 RESIDUALS_PATH = Path(__file__).resolve().parents[1] / "data" / "validation" / "residuals.toml"
@@ -95,12 +95,28 @@ DESCRIBES = {
 }
 
 
-#: classes whose between-source spread is estimated over their domain (one class has 2 sources)
+#: classes whose between-source spread may be estimated over their domain
 BETWEEN = {"serving-ttft": ("serving-ttft", "serving-decode"),
            "serving-decode": ("serving-ttft", "serving-decode"),
            # the ROCm rows are one publisher's (AMD, three container releases): their spread
            # between releases says nothing of a new setup's offset, the serving domain's does
            "serving-vllm-rocm": ("serving-vllm-rocm", "serving-ttft", "serving-decode")}
+#: classes that borrow their domain's spread for lack of sources only (serving-ttft had two
+#: until session 27): with at least OWN_SPREAD_SOURCES sources of their own they estimate τ²
+#: from their own source means (session 29, "own spread", judged on
+#: docs/validation/uncertainty.md); serving-vllm-rocm borrows for another reason
+BORROW_WHILE_FEW = ("serving-ttft", "serving-decode")
+OWN_SPREAD_SOURCES = 3
+
+
+def between_of(cls: str, rows: list[tuple[str, str, float]]) -> tuple[str, ...] | None:
+    """The classes whose sources the τ² of ``cls`` is estimated over (residuals.toml's
+    ``between_sources_from``), given its (id, source, e) ``rows``; None: its own."""
+    if cls not in BETWEEN:
+        return None
+    if cls in BORROW_WHILE_FEW and len({s for _, s, _ in rows}) >= OWN_SPREAD_SOURCES:
+        return None
+    return BETWEEN[cls]
 
 
 def _inference(preset: str) -> list[tuple[str, str, float]]:
@@ -265,8 +281,8 @@ def residuals_text() -> str:
              ""]
     for cls, rows in res.items():
         lines += [f"[class.{_q(cls)}]", f"describes = {_q(DESCRIBES[cls])}"]
-        if cls in BETWEEN:
-            lines.append("between_sources_from = [" + ", ".join(map(_q, BETWEEN[cls])) + "]")
+        if (dom := between_of(cls, rows)) is not None:
+            lines.append("between_sources_from = [" + ", ".join(map(_q, dom)) + "]")
         lines.append("")
         for cid, src, e in rows:
             lines += [f"[[class.{_q(cls)}.case]]", f"id = {_q(cid)}", f"source = {_q(src)}",

@@ -35,7 +35,7 @@ from ...graphs.shard import shard_config
 from ...graphs.transformer import TransformerConfig, transformer_graph
 from ...specs.dtypes import Precision
 from ...specs.hardware import Hardware, spec_key
-from ...specs.sourced import Provenance, read_quantity
+from ...specs.sourced import Provenance, check_number, read_quantity
 
 __all__ = [
     "ENGINES",
@@ -123,8 +123,27 @@ class ServingFactors:
         return self._hash
 
     def __post_init__(self) -> None:
+        self._check()
         object.__setattr__(self, "_hash", hash(tuple(
             getattr(self, f.name) for f in fields(self) if f.compare)))
+
+    def _check(self) -> None:
+        """A profile built in code (``serve(engine=ServingFactors(...))``, a fit's trial) is
+        checked as data/presets/serving.toml's entries are: host times in [0, 60] s, an
+        efficiency or multiplier > 0, at least one step per host pass, the four switches
+        booleans."""
+        where = f"engine profile {self.name!r}"
+        for k, dim in _DIM.items():
+            v = getattr(self, k)
+            if k in _BOOL:
+                if not isinstance(v, bool):
+                    raise SpecError(f"{where}: {k}={v!r} must be true or false")
+            elif dim == "time":
+                check_number(v, f"{where}: {k}", hi=60.0, unit="s")
+            elif k == "scheduler_steps":
+                check_number(v, f"{where}: {k}", lo=1.0)
+            elif v is not None or k != "gemm_dtype_fp8":
+                check_number(v, f"{where}: {k}", above=True)
 
     def efficiency(self, base: Efficiency, compute_dtype: str) -> Efficiency:
         """The default preset's factors with this engine's launch model (and fp8 fraction):
@@ -141,8 +160,6 @@ class ServingFactors:
         return out
 
 
-NEUTRAL = ServingFactors(name="none")
-
 _DIM = {"fuse": "ratio", "step_overhead": "time",
         "layer_overhead": "time", "seq_overhead": "time", "scheduler_steps": "ratio",
         "prefill_first": "ratio", "kv_per_query_head": "ratio",
@@ -151,6 +168,7 @@ _DIM = {"fuse": "ratio", "step_overhead": "time",
         "allreduce_custom": "ratio", "p2p_latency": "time", "host_allreduce_alpha": "time",
         "host_allreduce_efficiency": "ratio"}
 _BOOL = ("fuse", "allreduce_custom", "prefill_first", "kv_per_query_head")
+NEUTRAL = ServingFactors(name="none")
 
 
 @lru_cache(maxsize=1)

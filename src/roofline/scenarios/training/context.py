@@ -135,21 +135,28 @@ def _model_key(model: Any) -> tuple[Any, ...] | None:
     content; a Model keys on what the context reads: its config's content (with the builder
     function and weight format where the builder is a partial on the config,
     ``_model_content``; any other builder's FLOPs are counted on the caller's own object, which
-    a hit puts in the context), the key and name the result shows and the MoE flag. Taken every
-    call: a Model is a mutable dataclass."""
+    a hit puts in the context), the key and name the result shows and the MoE flag. Kept in
+    the Model's memo, which any field assignment empties (``Model.__setattr__``): a warm call
+    reads it back."""
     t = type(model)
     if t is str:  # a directory holding a config.json is a path too (graphs.resolve.model)
         path = _is_path(model) or (os.sep in model and os.path.exists(model))
         return None if path else ("str", model)
     if t is Model or isinstance(model, Model):
+        memo = model._memo
+        try:
+            return memo["train_key"]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        k: tuple[Any, ...] | None
         c = _model_content(model)
         if c is None:  # a builder not determined by its config
             cfg = model.config  # None: training refuses it (no transformer config)
             fk = None if cfg is None else frozen_key(cfg)
-            if fk is None:
-                return None
-            c = ("custom", fk)
-        return (c, model.key, model.name, model.batch_dependent)
+            c = None if fk is None else ("custom", fk)
+        k = None if c is None else (c, model.key, model.name, model.batch_dependent)
+        memo["train_key"] = k
+        return k
     return None  # a path, or a module an importer reads again (training refuses it)
 
 
@@ -362,16 +369,23 @@ def _model_content(m: Model) -> tuple[Any, ...] | None:
     the config) the builder function, the config and the stored weight format, so equal models
     share an entry; None for any other model (a builder not determined by a config: a torch or
     ONNX import, a custom builder), whose counts key on the graph itself (``graph_digest``)."""
+    memo = m._memo
+    try:
+        return memo["content"]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    out: tuple[Any, ...] | None = None
     b, cfg = m.builder, m.config
     if cfg is not None and isinstance(b, partial) and b.args == (cfg,) and not b.keywords:
         ck = frozen_key(cfg)  # the config's content, its hash kept on the config
         if ck is not None:
             try:
                 hash(m.weight_format)
+                out = ("config", b.func, ck, m.weight_format)
             except TypeError:  # an unhashable weight format
-                return None
-            return ("config", b.func, ck, m.weight_format)
-    return None
+                pass
+    memo["content"] = out
+    return out
 
 
 def flops_terms(model: Any, seq_len: int, *, micro_batch: int = 1,
