@@ -116,8 +116,8 @@ def test_a_custom_builder_shares_the_context_but_counts_its_own_flops() -> None:
         g = base.builder(**kw)
         return replace(g, c0=2 * g.c0, c1=2 * g.c1)
 
-    a = replace(base, builder=plain, _cache=type(base._cache)())
-    b = replace(base, builder=doubled, _cache=type(base._cache)())
+    a = replace(base, builder=plain)
+    b = replace(base, builder=doubled)
     assert C._model_key(a) == C._model_key(b) and C._model_key(a)[0][0] == "custom"
     ca, cb = _ctx(a, cl), _ctx(b, cl)
     assert ca.key == cb.key and ca.m is a and cb.m is b
@@ -336,3 +336,37 @@ def test_a_models_key_is_kept_until_a_field_is_assigned() -> None:
     assert rl.train(m, rl.cluster("dgx-h100"), **KW).model == "b"
     copy = pickle.loads(pickle.dumps(m))
     assert m._memo and copy._memo == {} and C._model_key(copy) == C._model_key(m)
+
+
+def test_a_replaced_model_has_its_own_memo_and_graphs() -> None:
+    """``dataclasses.replace`` of a keyed Model starts with an empty memo and graph cache:
+    sharing the original's would give the copy the original's training key (its name, its
+    config's content) and the original's graphs."""
+    m = transformer_model(gpt_model(4, 1024, 8).config, key="m", name="a")
+    k, g = C._model_key(m), m.graph(precision="bf16", seq_len=64)
+    assert C._model_content(m) is not None and m._memo
+    r = replace(m, name="b")
+    assert r._memo is not m._memo and r._cache is not m._cache
+    assert C._model_key(r)[2] == "b" and C._model_key(m) is k
+    wider = gpt_model(4, 2048, 8)
+    w = replace(m, builder=wider.builder, config=wider.config)
+    assert C._model_key(w)[0] == C._model_content(wider) != k[0]
+    gw = w.graph(precision="bf16", seq_len=64)
+    assert gw.params_total == wider.graph(precision="bf16", seq_len=64).params_total
+    assert gw.params_total > g.params_total and m.graph(precision="bf16", seq_len=64) is g
+
+
+def test_a_copied_model_has_its_own_graph_cache() -> None:
+    """``copy.copy`` of a Model takes its own graph cache: editing the copy (which empties its
+    cache) and building its graph must not hand the original the copy's graph."""
+    import copy
+
+    m = transformer_model(gpt_model(4, 1024, 8).config, key="m")
+    g = m.graph(precision="bf16", seq_len=64)
+    c = copy.copy(m)
+    assert c._cache is not m._cache and c._memo is not m._memo
+    assert c.graph(precision="bf16", seq_len=64) is g  # the graphs themselves are shared
+    wider = gpt_model(4, 2048, 8)
+    c.builder, c.config = wider.builder, wider.config
+    assert c.graph(precision="bf16", seq_len=64).params_total > g.params_total
+    assert m.graph(precision="bf16", seq_len=64) is g

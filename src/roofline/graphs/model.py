@@ -70,11 +70,14 @@ class Model(Display):
     #: a checkpoint's stored weight format (quantization_config; graphs/quantization.py),
     #: applied unless the precision asked chooses the weights itself
     weight_format: Any = None
-    _cache: OrderedDict[tuple[Any, ...], Graph] = field(default_factory=OrderedDict, repr=False)
+    #: not init fields: a ``dataclasses.replace`` builds its own, never the original's (its
+    #: graphs and keys are the old fields')
+    _cache: OrderedDict[tuple[Any, ...], Graph] = field(default_factory=OrderedDict, repr=False,
+                                                        init=False)
     #: values derived from the fields (the training context's content key), kept until a field
     #: is assigned: ``__setattr__`` empties it (and the graph cache), so a renamed or edited
     #: model is never served what its old fields gave. Left out of pickles
-    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, init=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Every field assignment (``m.name = ...``, an importer's ``m.n_layers = ...``) drops
@@ -93,8 +96,11 @@ class Model(Display):
                 cache.clear()
 
     def __getstate__(self) -> dict[str, Any]:
+        """A pickle or ``copy.copy`` leaves the memo out and takes its own graph cache: a
+        shared one would hand the original the graphs of an edited copy."""
         state = dict(self.__dict__)
         state["_memo"] = {}
+        state["_cache"] = OrderedDict(self._cache)
         return state
 
     def graph(self, *, precision: str | Precision = "fp16", phase: str | None = None,

@@ -53,10 +53,13 @@ _ITEM = re.compile(r"\s*(?:[-*+]|\d+\.)\s|\|")
 _BLOCK_OPEN = re.compile(r"<!-- ([\w-]+): [^\n]*? -->$")
 #: the "after" of a typed "before": ``→ B``, ``-> B`` (optionally ``the B``) or ``from A to B``
 #: with A typed (checked separately for the arrow: what precedes it must not be a marker)
-_ARROW_AFTER = re.compile(r"(?:→|->)\s*(?:\*\*)?(?:the\s+)?[+−-]?(?=<!--v:)")
+#: what may stand between the arrow (or "to") and the marker: a sign, ×, ~, ≈ or $
+_LEAD = r"[+−×~≈$-]?"
+#: an arrow is ``→`` or ``->``, not the end of an HTML comment (``<!--/v-->``, ``<!-- x -->``)
+_ARROW_AFTER = re.compile(r"(?:→|(?<!-)->)\s*(?:\*\*)?(?:the\s+)?" + _LEAD + r"(?=<!--v:)")
 _FROM_AFTER = re.compile(r"\bfrom\s+(?!\*?\*?<!--v:)([^<\n]{1,40}?\d[^<\n]{0,20}?)\s+to\s+"
-                         r"(?:\*\*)?[+−-]?(?=<!--v:)")
-_CONTINUES = re.compile(r"\s*(?:/|\(median|;\s*\w+)\s*[+−-]?(?=<!--v:)")
+                         r"(?:\*\*)?" + _LEAD + r"(?=<!--v:)")
+_CONTINUES = re.compile(r"\s*(?:/|\(median|;\s*\w+)\s*" + _LEAD + r"(?=<!--v:)")
 #: a typed figure: a number not glued to a word ("FA3", "H100" are names, not figures)
 _FIGURE = re.compile(r"(?<![\w.])[+−-]?\d")
 
@@ -145,8 +148,9 @@ def history_figures(text: str) -> list[HistoryFigure]:
         for m in _ARROW_AFTER.finditer(para):
             before = para[:m.start()]
             last = before.rfind("<!--/v-->")
-            # the "before" is live when a marker precedes the arrow with no typed figure between
-            if last < 0 or _FIGURE.search(before, last + len("<!--/v-->")):
+            # the "before" is typed when a figure stands between the last marker (or the
+            # paragraph's start) and the arrow; none there: a live "before", or a name ("H100 →")
+            if _FIGURE.search(before, 0 if last < 0 else last + len("<!--/v-->")):
                 afters.append(m.end())
         afters += [m.end() for m in _FROM_AFTER.finditer(para)]
         seen: set[int] = set()

@@ -303,7 +303,7 @@ def _gemm_reports() -> dict[str, Any]:
     from . import gemm as v
 
     return {"fp8": v.fp8_fit_report(), "streamk": v.stream_k_report(),
-            "holdout": v.gemm_holdout(), "attention": _once("attention", _attention_rows)[0]}
+            "holdout": v.gemm_holdout()}
 
 
 def _gemm_page() -> dict[str, str]:
