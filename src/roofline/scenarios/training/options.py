@@ -27,6 +27,16 @@ def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_ove
                         f"{m.name} has no experts")
 
 
+def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str) -> None:
+    """A decoder LM refuses the options that only the generic (any-graph) model reads: an image
+    loader's ceiling and a convolution layout."""
+    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
+        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
+    if conv_layout != "nhwc":
+        raise SpecError(f"conv_layout={conv_layout!r} prices convolution layouts; {m.name} (a "
+                        "decoder LM) has no convolutions: leave conv_layout='nhwc'")
+
+
 def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:
     """recompute="selective_op" is modelled for dense decoders with standard attention (its
     saved set, ``ops.training_formulas.op_sac_activation_bytes``)."""

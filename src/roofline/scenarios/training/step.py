@@ -44,6 +44,7 @@ from .optimizer import optimizer_model, optimizer_time
 from .options import (
     CONV_LAYOUTS,
     check_ep_overlap,
+    check_graph_only_options,
     check_model_options,
     check_selective_op,
     pp_overlap_of,
@@ -417,9 +418,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
-          cp_overlap: bool = True, elementwise: str = "fused",
-          optimizer_dtype: str = "fp32", pp_flushes: int = 1,
-          data_loader: Any = None, lora_targets: str = "all",
+          cp_overlap: bool = True, elementwise: str = "fused", optimizer_dtype: str = "fp32",
+          pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
           recompute_layers: int | None = None, pp_overlap: bool | None = None,
           conv_layout: str = "nhwc") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
@@ -430,11 +430,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
     other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
-    pipeline's ceiling on the step (training/input_pipeline.py; None: off; decoders refuse it).
-    ``conv_layout`` (generic graphs): "nhwc" (channels last, the tensor-core convolutions'
-    own layout) or "nchw" (PyTorch's default memory format: each convolution's input and output
-    transposed, forward and backward, on tensor cores; fp32 convolutions run NCHW as they are;
-    generic._nchw_transposes; decoders refuse "nchw").
+    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -489,19 +485,15 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
 
         odt = None if optimizer_dtype == "fp32" else optimizer_dtype  # refused unless default
         return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
-                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
-                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
-                           pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
+                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes, tp=tp,
+                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, pp=pp,
+                           ep=ep, interleave=interleave, recompute=recompute, zero=zero,
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
                            conv_layout=conv_layout,
                            decoder_only=decoder_options(cp, pp_stages, attention_kernel,
                                                         fused_attention, dropout, elementwise,
                                                         recompute_layers, pp_overlap))
-    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
-        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
-    if conv_layout != "nhwc":
-        raise SpecError(f"conv_layout={conv_layout!r} prices convolution layouts; {m.name} (a "
-                        "decoder LM) has no convolutions: leave conv_layout='nhwc'")
+    check_graph_only_options(m, data_loader, conv_layout)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
