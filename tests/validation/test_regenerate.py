@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from roofline.errors import SpecError
+from roofline.validation import doc_markers
 from roofline.validation import regenerate as R
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_every_inline_figure_on_a_page_has_a_generator() -> None:
     for page, (_, inline) in R.PAGES.items():
         text = (ROOT / "docs" / "validation" / page).read_text(encoding="utf-8")
         if inline is None:
-            assert not R._INLINE.search(text), page
+            assert not doc_markers._INLINE.search(text), page
 
 
 def test_every_update_docs_switch_is_run_by_the_docs_step() -> None:

@@ -418,3 +418,12 @@ def test_aws_p5_rows_by_hand() -> None:
     two = rows[16]
     assert group_nccl_choice("all_reduce", 2**33, 16, 1, v._links(two))[0] == "nvls_tree"
     assert v.predict(two) > 400e9
+
+
+def test_p5bench_versions_are_those_of_the_data_commit() -> None:
+    """The p5 sweep's data/nccl_all_reduce.csv is in 4fdb5a4f (tag 10142025, 2025-10-14), whose
+    Dockerfile builds NCCL v2.27.7-1 and nccl-tests v2.16.9; 1c00e477 (2025-10-23), which bumped
+    them to v2.28.7-1 / v2.17.2, came after the data and does not describe its run."""
+    src = load_cases("collectives").sources["p5bench"]
+    assert "4fdb5a4f" in src and "v2.27.7-1" in src and "v2.16.9" in src
+    assert "builds NCCL v2.28.7-1" not in src

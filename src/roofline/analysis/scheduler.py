@@ -92,7 +92,11 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             s.arrive()
             continue
         # the clock moves by the step(s); Little's area grows by who was in the system, and
-        # the requests arriving meanwhile join the queue (counted from their arrival)
+        # the requests arriving meanwhile join the queue (counted from their arrival). Written
+        # twice on purpose: _Replica.mixed_pass repeats these lines for a mixed iteration (one
+        # method, _Replica.advance, for both costs +2.5 % instructions per request: valgrind,
+        # benchmarks/README session 29); the step-by-step reference tests compare the area, so
+        # the two copies cannot drift apart unnoticed
         area = s.area + (len(wait) + s.running) * dt
         now = s.now = s.now + dt
         nxt = s.nxt
@@ -400,7 +404,8 @@ class _Replica:
                     self.used += self.hist[K % self.bs]
                 self.C = C + b
             K = self.K = K + 1
-        # the clock (as the driver moves it after a decode run)
+        # the clock: the same lines as run_replica's after a decode run (inline for speed; see
+        # there)
         area = self.area + (len(wait) + self.running) * dt
         now = self.now = self.now + dt
         times, nxt = self.arr, self.nxt
