@@ -42,7 +42,7 @@ def test_override_scales_the_nic_bandwidth_by_hand() -> None:
 
 def test_fit_cases_are_bandwidth_rows_across_nodes() -> None:
     cs = fab.fabric_cases()
-    assert len(cs) == 20 and len({c.source for c in cs}) == 7
+    assert len(cs) == 25 and len({c.source for c in cs}) == 8
     assert all(c.metric == "busbw" and c["bytes"] >= 2**27 for c in cs)
     assert {c.get("fabric") for c in cs} == {"ib", "roce", "efa", None}
 

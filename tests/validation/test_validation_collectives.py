@@ -123,7 +123,7 @@ def test_across_nodes_within_tolerance_and_closer_than_the_phased_model() -> Non
     within 30 %, median within 20 %; the three-phase model the page started from was further
     off on every one (−21 … −52 % on the InfiniBand / RoCE rows, −11 … +30 % on AWS p4d)."""
     mn = _multi_node()
-    assert len(mn) == 19
+    assert len(mn) == 24
     err = np.array([e for _, _, e in mn])
     assert np.abs(err).max() <= 0.30 and np.median(np.abs(err)) <= 0.20, np.round(err, 3)
     worse = [c.id for c, _, e in mn if abs(e) >= abs(v._previous(c) / c.value_si - 1)]
@@ -393,3 +393,37 @@ def test_a_case_host_cpu_sets_the_tuners_host_constants() -> None:
     assert intel.search_nodes == amd.search_nodes  # the search does not depend on the CPU
     with pytest.raises(SpecError, match=r"host 'arm'.*'amd', 'intel'"):
         tuner_for(v._case_cluster(c), "arm")
+
+
+def test_aws_p5_rows_by_hand() -> None:
+    """AWS p5 (32 EFA of 12.5 GB/s for 8 H100: 50 GB/s per GPU, the EC2 User Guide's 3,200
+    Gb/s), judged on the p5bench sweep at 8 GiB. By hand, 4 nodes: NCCL's ring Simple at
+    training's 0.70 x 8 x 50 = 280 GB/s bus, latency (8.4 + 56 x 3.4 + 6 x 14) x 1.4 =
+    395.92 us (Intel / other host: intra steps at max(3.4, 3 x 1 us)): 2 x 31/32 x 8 GiB /
+    (395.92 us + 2 x 31/32 x 8 GiB / 280 GB/s) = 278.15 GB/s, ~22 % under the measured 357."""
+    from roofline.ops.collectives import group_nccl_choice
+    from roofline.specs.resolve import cluster
+
+    c5 = cluster("aws-p5", 2)
+    assert (c5.nics, c5.nic_bytes_per_s, c5.scale_out_bytes_per_s) == (32, 12.5e9, 50e9)
+    rows = {c["ranks"]: c for c in v.collective_cases() if c.source == "p5bench"}
+    assert sorted(rows) == [16, 32, 64, 128, 256]
+    c = rows[32]
+    bus = 2 * 31 / 32 * 2**33
+    t = (8.4 + 56 * 3.4 + 6 * 14) * 1.4e-6 + bus / 280e9
+    assert group_nccl_choice("all_reduce", 2**33, 32, 1, v._links(c))[:2] == ("ring", "Simple")
+    assert v.predict(c) == pytest.approx(bus / t, rel=1e-9)
+    assert v.predict(c) / c.value_si - 1 == pytest.approx(-0.221, abs=0.001)
+    # 2 nodes: NVLSTree (NVLS assumed on p5), faster than the NICs' ring bound of 8 x 50 GB/s
+    two = rows[16]
+    assert group_nccl_choice("all_reduce", 2**33, 16, 1, v._links(two))[0] == "nvls_tree"
+    assert v.predict(two) > 400e9
+
+
+def test_p5bench_versions_are_those_of_the_data_commit() -> None:
+    """The p5 sweep's data/nccl_all_reduce.csv is in 4fdb5a4f (tag 10142025, 2025-10-14), whose
+    Dockerfile builds NCCL v2.27.7-1 and nccl-tests v2.16.9; 1c00e477 (2025-10-23), which bumped
+    them to v2.28.7-1 / v2.17.2, came after the data and does not describe its run."""
+    src = load_cases("collectives").sources["p5bench"]
+    assert "4fdb5a4f" in src and "v2.27.7-1" in src and "v2.16.9" in src
+    assert "builds NCCL v2.28.7-1" not in src

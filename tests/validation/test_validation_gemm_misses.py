@@ -62,7 +62,11 @@ def test_a100_gap_is_a_rate_not_a_per_call_cost() -> None:
     assert g.shipped[0] > 0.25  # as shipped: 30 %
     h = v.a100_gap("tri3551")
     assert abs(h.rate - 1.0) <= 0.05
-    with pytest.raises(ValueError, match="nope"):
+    # an unknown source is refused by name, with the known ones (RooflineError, not a bare
+    # ValueError)
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match="'nope'.*tri3551"):
         v.a100_gap("nope")
 
 
@@ -99,3 +103,31 @@ def test_a100_misses_follow_the_size() -> None:
     t = v.a100_size_table()
     assert f"| tri3551 | {med[('tri3551', small)]:+.1%} (n 6) |" in t
     assert t.count("\n") == 1 + len({s for s, _ in g})
+
+
+@pytest.mark.parametrize("bad", [{"m": 0}, {"n": -896}, {"k": float("nan")}, {"b": 0},
+                                 {"m": float("inf")}])
+def test_a100_size_class_refuses_a_shape_it_cannot_class(bad: dict[str, float]) -> None:
+    """A zero, negative, NaN or infinite size is refused by name (it used to class m = 0 or
+    b = 0 as 'small' and m = inf as 'large', and to escape a negative size as a TypeError from
+    a complex cube root and a NaN one as a StopIteration)."""
+    from roofline.errors import RooflineError
+
+    shape = {"m": 896, "n": 896, "k": 896, "b": 1} | bad
+    (name, value), = bad.items()
+    with pytest.raises(RooflineError, match=f"{name}={value!r}"):
+        v.a100_size_class(shape)  # type: ignore[arg-type]
+
+
+def test_monotone_floor_refuses_an_empty_table_and_a_ragged_one() -> None:
+    """No cases (it used to fail inside numpy: "Cannot apply_along_axis ...") and cases that are
+    neither a full grid nor a chain of squares are refused by name."""
+    from roofline.errors import RooflineError
+    from roofline.validation.gemm import a100_cases
+
+    with pytest.raises(RooflineError, match=r"cases=\[\]"):
+        v.monotone_floor("x", "empty", [])
+    square = next(c for c in a100_cases() if c["m"] == c["n"] == c["k"])
+    thin = next(c for c in a100_cases() if c["m"] == 802816)
+    with pytest.raises(RooflineError, match="neither a full"):
+        v.monotone_floor("x", "ragged", [square, thin])

@@ -91,18 +91,7 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             s.now = max(s.now, times[s.nxt])
             s.arrive()
             continue
-        # the clock moves by the step(s); Little's area grows by who was in the system, and
-        # the requests arriving meanwhile join the queue (counted from their arrival)
-        area = s.area + (len(wait) + s.running) * dt
-        now = s.now = s.now + dt
-        nxt = s.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            s.nxt = nxt
-        s.area = area
+        s.advance(dt)
         if heap and heap[0][0] < s.K:
             s.retire()
     return s.result()
@@ -202,6 +191,22 @@ class _Replica:
             wait.append(nxt)
             nxt += 1
         self.nxt = nxt
+
+    def advance(self, dt: float) -> None:
+        """The clock moves by a step or a run of steps, ``dt``: Little's area grows by who was
+        in the system, and the requests arriving meanwhile join the queue (counted from their
+        arrival)."""
+        wait = self.wait
+        area = self.area + (len(wait) + self.running) * dt
+        now = self.now = self.now + dt
+        times, nxt = self.arr, self.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            self.nxt = nxt
+        self.area = area
 
     # -- decoding sequences and KV blocks
     def start_decode(self, i: int, x: int, g: int) -> None:
@@ -400,17 +405,8 @@ class _Replica:
                     self.used += self.hist[K % self.bs]
                 self.C = C + b
             K = self.K = K + 1
-        # the clock (as the driver moves it after a decode run)
-        area = self.area + (len(wait) + self.running) * dt
-        now = self.now = self.now + dt
-        times, nxt = self.arr, self.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            self.nxt = nxt
-        self.area = area
+        self.advance(dt)
+        now = self.now
         # the prompts completed: every chunk but the last completes its prompt (a chunk short
         # of its prompt took the rest of the step's budget), so they are a prefix of pf
         last = len(chunks) - 1

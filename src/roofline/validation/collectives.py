@@ -550,9 +550,10 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
     out["coll.plateau.n"] = str(sum(m > 1e-9 for m in moved))
     out["coll.plateau.max"] = f"{max(moved) * 100:.1f}"
     from .collectives_fabric import fabric_figures
-    from .collectives_nics import nic_figures, nvls_search_figures
+    from .collectives_nics import nic_figures, nvls_search_figures, p5_figures
 
-    out |= _search_figures() | nic_figures() | nvls_search_figures() | fabric_figures()
+    out |= _search_figures() | nic_figures() | p5_figures() | nvls_search_figures() \
+        | fabric_figures()
     c = by_id[_NAMED["n4_16m"]]
     a, pr, sec, flip = ring_tree_alternative(c)
     out["coll.n4_16m.alt"] = f"{a} {pr}"

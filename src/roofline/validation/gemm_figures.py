@@ -1,11 +1,11 @@
 """The figures docs/validation/gemm.md's prose quotes (inline ``<!--v:KEY-->`` markers that
 ``python -m roofline.validation.regenerate`` rewrites), computed by the functions its tables
-use (``roofline.validation.gemm``, ``cdna``, ``sustained``, ``attention``): named cases'
+use (``roofline.validation.gemm``, ``cdna``, ``sustained``): named cases'
 errors, ranges and medians over the groups the prose names, the fitted sets' values.
 
 ``gemm_page_figures(reports)`` takes what the page's tables already computed in the same run
 (``reports``: ``{"fp8": fp8_fit_report(), "streamk": stream_k_report(), "holdout":
-gemm_holdout(), "attention": attention_rows()}``, any of them missing is computed here).
+gemm_holdout()}``, any of them missing is computed here).
 """
 
 from __future__ import annotations
@@ -82,12 +82,7 @@ def _nvidia(rep: Mapping[str, Any]) -> dict[str, str]:
     held = {c.id: math.expm1(r8.held_out_errors[c.id]) for c in hop}
     bigs = [c for c in hop if g.sets_max(c)]
     out["gemm.fp8.held_large"] = fmt_pct(_med([held[c.id] for c in bigs]), sign=False, digits=1)
-    out["gemm.fp8.held.mamf_h200"] = fmt_pct(held["mamf H200 SXM fp8"], digits=1)
-    out["gemm.fp8.held.mamf_h100"] = fmt_pct(held["mamf H100 SXM fp8"], digits=1)
-    out["gemm.fp8.held.azure_large"] = span_pct([held[c.id] for c in bigs
-                                                 if c.source == "azure"])
     after = {c.id: g.predict_gemm(c) / c.value_si - 1 for c in hop}
-    out["gemm.fp8.in.mamf_h200"] = fmt_pct(after["mamf H200 SXM fp8"], digits=1)
     small = [c for c in hop if not g.sets_max(c)]
     out["gemm.fp8.small.h100"] = span_pct([after[c.id] for c in small if "H100" in c.id
                                            and c["m"] != 802816])
@@ -117,9 +112,6 @@ def _stream_k_unseen_limits(rep: Mapping[str, Any], held: Mapping[str, float]
         out[f"gemm.streamk.hopper_fp8.{tag}.rms"] = f"{ins.rms_log:.3f}"
         out[f"gemm.streamk.hopper_fp8.{tag}.held"] = fmt_pct(lo.median_abs, sign=False, digits=1)
     out["gemm.unseen.hopper_fp8"] = fmt_pct(_med(list(held.values())), sign=False, digits=1)
-    from .gemm_judged import gemm_judged_summary
-
-    out["gemm.judged.median"] = fmt_pct(gemm_judged_summary()["all"][1], sign=False, digits=1)
     kern = {c.id: e for c, _, e in g.gemm_errors()}
     for cid, key in (("H100 bf16 256x256x4096", "h100_thin"), ("B200 bf16 256x256x4096",
                      "b200_thin"), ("B200 bf16 4096x4096x4096", "b200_4096")):
@@ -201,21 +193,9 @@ def _cdna_clock() -> dict[str, str]:
     return out
 
 
-def _attention(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """The H100 PCIe FlashAttention-3 rows of attention.md, judged with the card's fraction."""
-    out = {}
-    for src, key in (("fa1777", "bf16"), ("fa1075", "fp8")):
-        out[f"gemm.pcie_attention.{key}"] = span_pct(
-            [r["error"] for r in rows if r["case"].source == src])
-    return out
-
-
 def gemm_page_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Every inline figure of docs/validation/gemm.md by key (see the module docstring)."""
-    from . import attention
-
     makers: dict[str, Callable[[], Any]] = {
-        "fp8": g.fp8_fit_report, "streamk": g.stream_k_report, "holdout": g.gemm_holdout,
-        "attention": attention.attention_rows}
+        "fp8": g.fp8_fit_report, "streamk": g.stream_k_report, "holdout": g.gemm_holdout}
     rep = {k: (reports or {}).get(k) or make() for k, make in makers.items()}
-    return _nvidia(rep) | _cdna() | _attention(rep["attention"])
+    return _nvidia(rep) | _cdna()

@@ -30,9 +30,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
+from ..errors import SpecError, unknown
 from .cases import Case
 
 __all__ = ["pava", "monotone_fit", "MonotoneFloor", "monotone_floor", "monotone_table",
@@ -92,6 +94,9 @@ def _log_times(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, tuple[int
     def flops(c: Case) -> float:
         return 2.0 * c["m"] * c["n"] * c["k"] * c["b"]
 
+    if not cases:
+        raise SpecError("monotone_floor: cases=[] (empty); allowed: a full m x n x k grid or "
+                        "a chain of squares of one table")
     axes = [sorted({c[d] for c in cases}) for d in ("m", "n", "k")]
     if len(cases) == math.prod(len(a) for a in axes):  # a full grid
         shape = tuple(len(a) for a in axes)
@@ -100,8 +105,8 @@ def _log_times(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, tuple[int
         shape = (len(cases),)
         pos = [(axes[0].index(c["m"]),) for c in cases]
     else:
-        raise ValueError("monotone_floor: the cases are neither a full m x n x k grid nor "
-                         "a chain of squares")
+        raise SpecError(f"monotone_floor: cases ({len(cases)} of them) are neither a full "
+                        "m x n x k grid nor a chain of squares")
     meas, ours = np.empty(shape), np.empty(shape)
     for c, p in zip(cases, pos):
         meas[p] = math.log(flops(c) / c.value_si)
@@ -185,7 +190,7 @@ def a100_gap(source: str) -> Gap:
 
     cs = [c for c in a100_cases() if c.source == source]
     if not cs:
-        raise ValueError(f"a100_gap: no A100 cases of source {source!r}")
+        raise unknown("A100 source of a100_gap", source, {c.source for c in a100_cases()})
     fl = np.array([2.0 * c["m"] * c["n"] * c["k"] * c["b"] for c in cs])
     meas = fl / np.array([c.value_si for c in cs])
     ours = fl / np.array([predict_gemm(c) for c in cs])
@@ -222,7 +227,12 @@ A100_SIZES = (("small (≤ 896³)", 896.0), ("mid (1024³ … 3200³)", 3200.0),
 
 
 def a100_size_class(c: Case) -> str:
-    """The ``A100_SIZES`` label of an A100 case (by the cube root of its m·n·k)."""
+    """The ``A100_SIZES`` label of an A100 case, by the cube root of its b·m·n·k (b = 1 on
+    every A100 row). A size that is not a finite number > 0 raises ``SpecError``."""
+    for name in ("m", "n", "k", "b"):
+        x = c[name]
+        if isinstance(x, bool) or not isinstance(x, Real) or not 0 < float(x) < math.inf:
+            raise SpecError(f"a100_size_class: {name}={x!r}; allowed: a finite number > 0")
     side = (float(c["m"]) * c["n"] * c["k"] * c["b"]) ** (1.0 / 3.0)
     return next(lab for lab, top in A100_SIZES if side <= top * (1.0 + 1e-9))
 

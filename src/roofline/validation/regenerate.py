@@ -50,16 +50,18 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .doc_markers import blocks_in, fill_inline, quoted_figures, replace_block
 from .regenerate_memo import MEMO, once, shared_reports
 
-__all__ = ["STEPS", "PAGES", "DOC_TESTS", "run", "replace_block", "fill_inline", "blocks_in"]
+__all__ = ["STEPS", "PAGES", "DOC_TESTS", "run", "replace_block", "fill_inline", "blocks_in",
+           "quoted_figures"]
 
 def _checkout(*candidates: Path) -> Path:
     """The repository whose pages this rewrites: the one holding this module (PYTHONPATH=src or
@@ -82,45 +84,6 @@ DOC_TESTS = ("tests/test_docs_examples.py", "tests/test_training_docs.py", "test
              "tests/test_planning_docs.py", "tests/test_measure_docs.py",
              "tests/validation/test_validation_docs.py",
              "tests/validation/test_uncertainty.py::test_doc_example_prints_what_the_doc_shows")
-
-_BLOCK = r"(<!-- {name}: [^\n]*? -->\n)(.*?)(\n<!-- end {name} -->)"
-_INLINE = re.compile(r"<!--v:([\w./-]+)-->([^\n]*?)<!--/v-->")
-
-
-def blocks_in(text: str) -> list[str]:
-    """Names of the generated blocks (``<!-- NAME: ... -->`` … ``<!-- end NAME -->``) in a page."""
-    return [n for n in re.findall(r"<!-- ([\w-]+): [^\n]*? -->\n", text)
-            if f"\n<!-- end {n} -->" in text]
-
-
-def replace_block(text: str, name: str, body: str, page: str = "page") -> str:
-    """``text`` with the body of block ``name`` replaced by ``body`` (markers kept)."""
-    m = re.search(_BLOCK.format(name=re.escape(name)), text, re.S)
-    if m is None:
-        raise SpecError(f"{page}: no generated block <!-- {name}: ... --> ... <!-- end {name} -->")
-    return text[:m.start(2)] + body + text[m.end(2):]
-
-
-def quoted_figures(text: str, values: Mapping[str, str]
-                   ) -> tuple[set[str], dict[str, tuple[str, str]]]:
-    """The keys of ``values`` that ``text`` quotes as inline figures, and those among them whose
-    marker holds another text (KEY -> (on the page, computed)): a page test's one check."""
-    page = {m.group(1): m.group(2) for m in _INLINE.finditer(text)}
-    quoted = page.keys() & values.keys()
-    return quoted, {k: (page[k], values[k]) for k in quoted if page[k] != values[k]}
-
-
-def fill_inline(text: str, values: Mapping[str, str], page: str = "page") -> str:
-    """``text`` with every inline figure ``<!--v:KEY-->old<!--/v-->`` set to ``values[KEY]``;
-    an unknown key is an error naming the allowed ones."""
-    def sub(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            raise SpecError(f"{page}: inline figure {m.group(1)!r} is not generated; allowed: "
-                            f"{', '.join(sorted(values))}")
-        return f"<!--v:{m.group(1)}-->{values[m.group(1)]}<!--/v-->"
-
-    return _INLINE.sub(sub, text)
-
 
 @dataclass
 class _State:
@@ -303,7 +266,7 @@ def _gemm_reports() -> dict[str, Any]:
     from . import gemm as v
 
     return {"fp8": v.fp8_fit_report(), "streamk": v.stream_k_report(),
-            "holdout": v.gemm_holdout(), "attention": _once("attention", _attention_rows)[0]}
+            "holdout": v.gemm_holdout()}
 
 
 def _gemm_page() -> dict[str, str]:

@@ -324,7 +324,6 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
         es = [x[f"error_{kern}"] for x in long]
         out[f"tr.long.{kern}.range"] = span(es)
         out[f"tr.long.{kern}.median"] = fmt_pct(statistics.median(map(abs, es)), 0, sign=False)
-    out["tr.long.run.span"] = span([x["error_run"] for x in long], "…")
     nemo = [x["error"] for x in rs if x["source"] == "nemo2407" and x["id"] != "NeMo Llama2-7B SFT"]
     out["tr.nemo_others"] = span_pct(nemo, signed=False)
     by = {x["id"]: x for x in rs}
