@@ -13,8 +13,10 @@ between-source offset b (variance τ²) and a within-source scatter ε (variance
 * μ = the mean of the per-source mean residuals (every source weighs the same);
 * σ² = the pooled within-source variance, Σ (e − ē_source)² / (N − k);
 * τ² = max(0, variance of the k source means − σ² / n̄), n̄ = N / k; estimated over the sources
-  of the class's ``between_sources_from`` classes (a class with one or two sources borrows the
-  spread of its domain), 0 with a single source;
+  of the class's ``between_sources_from`` classes when residuals.toml names them (the serving
+  TTFT / decode classes while they have fewer than three sources, and serving-vllm-rocm always:
+  ``roofline.validation.uncertainty.between_of`` decides), else over its own; 0 with a single
+  source;
 * a new case's variance v = τ² + σ² + (τ² + σ² / n̄) / k (the last term: μ is estimated);
 * for a level λ (default 0.8) and z = Φ⁻¹(½ + λ/2): low = p · exp(−(μ + z√v)),
   high = p · exp(−(μ − z√v)). For a rate (tokens/s) the band is the time band inverted.
@@ -223,8 +225,14 @@ def sum_band(parts: Sequence[tuple[float, str]], level: float = DEFAULT_LEVEL,
     band's end together (comonotone: the terms share their source's offset, and moving them
     together gives the widest band a sum of them can have); ``rate_of`` W: the band of the rate
     W / sum instead. ``.cls`` is "derived: <class> + <class>", ``.n`` the cases of those
-    classes together. None if a term has no band or the sum is not positive."""
+    classes together. None if a term has no band or the sum is not positive. A ``rate_of``
+    that is not a finite number > 0 raises ``SpecError`` (it would give a band of 0, inf, NaN
+    or one upside down)."""
     level = _check_level(level)
+    if rate_of is not None and (isinstance(rate_of, bool) or not isinstance(rate_of, (int, float))
+                                or not (math.isfinite(rate_of) and rate_of > 0)):
+        raise SpecError(f"sum_band: rate_of = {rate_of!r} must be a finite number > 0 (the work "
+                        "per sum, e.g. the concurrency of tokens/s = batch / TPOT), or None")
     lo = hi = 0.0
     names: list[str] = []
     for v, cls in parts:

@@ -353,3 +353,14 @@ def test_serving_classes_take_their_own_spread_with_three_sources():
         assert (b.low, b.high) == pytest.approx((math.exp(-hi), math.exp(-lo)), rel=1e-12)
     assert _data()["class"]["serving-vllm-rocm"]["between_sources_from"] == list(
         V.BETWEEN["serving-vllm-rocm"])
+
+
+@pytest.mark.parametrize("bad", [0.0, -8.0, math.nan, math.inf, True, "8"])
+def test_sum_band_refuses_a_bad_rate(bad):
+    """rate_of W gives the band of W / sum: a W of 0, negative, NaN, infinite or not a number
+    would print a band of 0, upside down, NaN or inf; it is refused, naming the argument."""
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match="rate_of"):
+        U.sum_band([(1e-3, "serving-decode"), (4e-3, "serving-ttft")], rate_of=bad)
+    assert U.sum_band([(1e-3, "serving-decode")], rate_of=8) is not None  # an int is a number

@@ -4,11 +4,13 @@ formulas by hand, and the page's "tried" table is what the code computes."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from roofline import uncertainty as U
+from roofline.errors import RooflineError
 from roofline.validation import uncertainty_tried as T
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "uncertainty.md"
@@ -179,13 +181,29 @@ def test_rule_by_hand() -> None:
     # session 28's "rescaled, never wider" for serving-ttft: 100 % -> 50 % fails 4 and 5
     f = T.rule_failures({**shipped, "t": (34, 34)}, {**ok, "t": (17, 34)})
     assert [x[:2] for x in f] == ["4:", "5:"]
-    with pytest.raises(ValueError, match="classes differ"):
+    with pytest.raises(RooflineError, match="different classes"):
         T.rule_failures(shipped, {"a": (1, 1)})
+
+
+@pytest.mark.parametrize("bad", [(0, 0), (5, 3), (-1, 3), (1.0, 3), (True, 3), (1, 2, 3), [1, 3]])
+def test_rule_refuses_impossible_counts(bad) -> None:
+    """A class with no case divided by zero; more covered than cases, a negative or a
+    non-integer count was judged as a coverage above 100 % (or below 0); each is refused, naming
+    the argument and the class, in either argument; so is an empty judgement."""
+    ok = {"a": (9, 10), "b": (8, 10)}
+    with pytest.raises(RooflineError, match=r"method\['b'\]"):
+        T.rule_failures(ok, {**ok, "b": bad})
+    with pytest.raises(RooflineError, match=r"shipped\['b'\]"):
+        T.rule_failures({**ok, "b": bad}, ok)
+    with pytest.raises(RooflineError, match="no class"):
+        T.rule_failures({}, {})
 
 
 def test_rule_judges_the_tried_methods() -> None:
     """Every method on the page's "tried" table fails the amended rule on the classes' held-out
-    counts, as the page says (none is shipped); the page's verdicts are the rule's."""
+    counts, as the page says (none is shipped); the page's verdicts are the rule's. Every figure
+    ``band_methods_figures`` gives is quoted on the page or one of its per-method families
+    (``tried.<method>.*``, ``tried.classes``): none is computed for nothing."""
     res = T._results(U.DEFAULT_LEVEL)
     base = {c: (k, n) for c, (k, n, _, _) in res["shipped"].items()}
     figs = T.band_methods_figures()
@@ -195,6 +213,9 @@ def test_rule_judges_the_tried_methods() -> None:
         assert figs[f"tried.{m}.verdict"].startswith("fails rule ")
         assert f"<!--v:tried.{m}.verdict-->{figs[f'tried.{m}.verdict']}<!--/v-->" in \
             DOC.read_text(encoding="utf-8")
+    quoted = set(re.findall(r"<!--v:(tried\.[^>]*?)-->", DOC.read_text(encoding="utf-8")))
+    per_method = {k for k in figs if k.split(".")[1] in {"shipped", *T.METHODS}}
+    assert set(figs) - quoted - per_method - {"tried.classes"} == set()
 
 
 def test_conformal_by_hand() -> None:
@@ -218,3 +239,12 @@ def test_conformal_by_hand() -> None:
         {"id": f"{s}{i}", "source": s, "e": e} for i, (s, e) in enumerate(two)]}}}
     with residuals_as(parsed2):
         assert T.conformal_band("X") == pytest.approx(U.fit_band(two), abs=1e-12)
+
+
+def test_the_target_is_written_once(monkeypatch) -> None:
+    """The table's "in 70–90 %" column and the rule read one target (``TARGET``): moved, both
+    move (the column repeated 0.7 and 0.9 as literals)."""
+    assert T._inside(0.72) == "yes" and T._inside(0.95) == "no"
+    monkeypatch.setattr(T, "TARGET", (0.75, 0.85))
+    assert T._inside(0.72) == "no" and T._inside(0.8) == "yes"
+    assert T.rule_failures({"a": (72, 100)}, {"a": (72, 100)})[0].startswith("1: pooled")

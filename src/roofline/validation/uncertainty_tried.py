@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import SpecError
 from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes, residuals
 from .holdout import fmt_pct
 
@@ -86,7 +87,17 @@ def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[i
 
     out = []
     if set(shipped) != set(method):
-        raise ValueError(f"rule_failures: the classes differ: {sorted(set(shipped) ^ set(method))}")
+        raise SpecError(f"rule_failures: shipped and method name different classes: "
+                        f"{sorted(set(shipped) ^ set(method))} (each must give every class)")
+    for arg, counts in (("shipped", shipped), ("method", method)):
+        for cls, kn in counts.items():
+            if not (isinstance(kn, tuple) and len(kn) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in kn)
+                    and 0 <= kn[0] <= kn[1] and kn[1] > 0):
+                raise SpecError(f"rule_failures: {arg}[{cls!r}] = {kn!r} must be (covered, "
+                                "cases), integers with 0 <= covered <= cases and cases > 0")
+    if not shipped:
+        raise SpecError("rule_failures: shipped and method name no class (need at least one)")
     k = sum(c for c, _ in method.values())
     n = sum(m for _, m in method.values())
     if not lo <= k / n <= hi:
@@ -388,7 +399,7 @@ def tried_coverage(cls: str, method: str, level: float = DEFAULT_LEVEL
 
 
 def _inside(f: float) -> str:
-    return "yes" if 0.7 <= f <= 0.9 else "no"
+    return "yes" if TARGET[0] <= f <= TARGET[1] else "no"
 
 
 def _results(level: float) -> dict[str, dict[str, tuple[int, int, float, float]]]:
@@ -439,9 +450,7 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     per method (``shipped``, ``moderated``, ``centred``, ``student``) the pooled coverage
     (``tried.<method>.pooled``), the number of classes within 70–90 % (``.inside``), each
     class's LOSO coverage (``tried.<method>.<class>``) and, for a tried method, the rules of
-    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4");
-    per source of ``serving-ttft`` its cases (``tried.ttft.<source>.n``) and mean measured /
-    ours (``tried.ttft.<source>``: "×1.32")."""
+    ``rule_failures`` it fails (``tried.<method>.verdict``: "passes" or "fails rule 2, 4")."""
     cs = [components([(s, e) for _, s, e in residuals(c)]) for c in classes()
           if c not in POOL_EXCLUDES]
     out = {"tried.classes": str(len(classes())), "tried.prior.classes": str(len(cs))}
@@ -456,30 +465,9 @@ def band_methods_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
         out |= {f"tried.{m}.{c}": fmt_pct(k / n, sign=False) for c, (k, n, _, _) in got.items()}
         out[f"tried.{m}.pooled"] = fmt_pct(sum(k for k, _, _, _ in got.values()) / n_all,
                                            sign=False)
-        out[f"tried.{m}.inside"] = str(sum(0.7 <= k / n <= 0.9 for k, n, _, _ in got.values()))
+        out[f"tried.{m}.inside"] = str(sum(_inside(k / n) == "yes" for k, n, _, _ in got.values()))
         if m != "shipped":
             fails = rule_failures(base, {c: (k, n) for c, (k, n, _, _) in got.items()}, level)
             out[f"tried.{m}.verdict"] = ("passes" if not fails else "fails rule " + ", ".join(
                 sorted({f.split(":")[0] for f in fails})))
-    return out | _ttft_figures()
-
-
-def _ttft_figures() -> dict[str, str]:
-    from ..uncertainty import _between, _spread
-
-    def rows(c: str) -> list[tuple[str, float]]:
-        return [(s, e) for _, s, e in residuals(c)]
-
-    by: dict[str, list[float]] = {}
-    for s, e in rows("serving-ttft"):
-        by.setdefault(s, []).append(e)
-    means = {s: sum(es) / len(es) for s, es in by.items()}
-    out = {f"tried.ttft.{s}.n": str(len(by[s])) for s in by}
-    out |= {f"tried.ttft.{s}": f"×{math.exp(-m):.2f}" for s, m in means.items()}
-    out["tried.ttft.offset"] = f"{max(means.values()) - min(means.values()):.2f}"
-    dom = _data()["class"]["serving-ttft"].get("between_sources_from", ["serving-ttft"])
-    pool = [rows(c) for c in classes() if c not in POOL_EXCLUDES]
-    taus = [_spread(_between("serving-ttft"))[2], moderated(rows("serving-ttft"), pool)[0],
-            centred_tau2([rows(c) for c in dom])]
-    out["tried.ttft.tau"] = f"{min(taus) ** 0.5:.2f}–{max(taus) ** 0.5:.2f}"
     return out
