@@ -69,30 +69,3 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case):
         np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=k)
         np.testing.assert_allclose(fast[k], ref[k], rtol=1e-9, atol=1e-12, err_msg=k)
     assert fast["area"] == pytest.approx(ref["area"], rel=1e-9)
-
-
-def test_the_clock_moves_by_one_rule(tables, monkeypatch):
-    """Little's area and the arrivals during a step are one method, ``_Replica.advance``: a
-    mixed iteration (``mixed_pass``) and a run of decode steps (the driver) both move the clock
-    through it, so the two cannot drift apart; the area still equals the step-by-step one."""
-    import sys
-
-    from roofline.analysis import scheduler as S
-
-    callers: list[str] = []
-    advance = S._Replica.advance
-
-    def recorded(self, dt):  # type: ignore[no-untyped-def]
-        callers.append(sys._getframe(1).f_code.co_name)
-        advance(self, dt)
-
-    monkeypatch.setattr(S._Replica, "advance", recorded)
-    wl = rl.Workload(prompt=rl.lengths("lognormal", mean=300, sigma=0.8, max=900),
-                     output=rl.lengths("uniform", 1, 120), rate=20.0)
-    arr, isl, osl = wl.sample(200, 3)
-    kw = dict(max_concurrency=32, budget=512, chunked=True, kv_policy="dynamic", prefill=True)
-    fast = run_replica(arr, isl.astype(int), osl.astype(int), tables["full"], **kw)
-    assert set(callers) == {"mixed_pass", "run_replica"}
-    ref = step_by_step(arr.tolist(), isl.astype(int).tolist(), osl.astype(int).tolist(),
-                       tables["full"], **kw)
-    assert fast["area"] == pytest.approx(ref["area"], rel=1e-9)

@@ -91,7 +91,22 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             s.now = max(s.now, times[s.nxt])
             s.arrive()
             continue
-        s.advance(dt)
+        # the clock moves by the step(s); Little's area grows by who was in the system, and
+        # the requests arriving meanwhile join the queue (counted from their arrival). Written
+        # twice on purpose: _Replica.mixed_pass repeats these lines for a mixed iteration (one
+        # method, _Replica.advance, for both costs +2.5 % instructions per request: valgrind,
+        # benchmarks/README session 29); the step-by-step reference tests compare the area, so
+        # the two copies cannot drift apart unnoticed
+        area = s.area + (len(wait) + s.running) * dt
+        now = s.now = s.now + dt
+        nxt = s.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            s.nxt = nxt
+        s.area = area
         if heap and heap[0][0] < s.K:
             s.retire()
     return s.result()
@@ -191,22 +206,6 @@ class _Replica:
             wait.append(nxt)
             nxt += 1
         self.nxt = nxt
-
-    def advance(self, dt: float) -> None:
-        """The clock moves by a step or a run of steps, ``dt``: Little's area grows by who was
-        in the system, and the requests arriving meanwhile join the queue (counted from their
-        arrival)."""
-        wait = self.wait
-        area = self.area + (len(wait) + self.running) * dt
-        now = self.now = self.now + dt
-        times, nxt = self.arr, self.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            self.nxt = nxt
-        self.area = area
 
     # -- decoding sequences and KV blocks
     def start_decode(self, i: int, x: int, g: int) -> None:
@@ -405,8 +404,18 @@ class _Replica:
                     self.used += self.hist[K % self.bs]
                 self.C = C + b
             K = self.K = K + 1
-        self.advance(dt)
-        now = self.now
+        # the clock: the same lines as run_replica's after a decode run (inline for speed; see
+        # there)
+        area = self.area + (len(wait) + self.running) * dt
+        now = self.now = self.now + dt
+        times, nxt = self.arr, self.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            self.nxt = nxt
+        self.area = area
         # the prompts completed: every chunk but the last completes its prompt (a chunk short
         # of its prompt took the rest of the step's budget), so they are a prefix of pf
         last = len(chunks) - 1

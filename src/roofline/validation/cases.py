@@ -142,7 +142,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "metrics": {"throughput": {"1/s": 1.0}},
         "required": {"model": str, "cluster": str, "dp": int, "precision": str,
                      "micro_batch": int, "accumulation": int, "optimizer": str},
-        "optional": {"seq_len": int},
+        "optional": {"seq_len": int, "conv_layout": str},
     },
     "client": {
         "metrics": {"latency": {"ms": 1e-3}},

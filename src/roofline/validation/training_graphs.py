@@ -35,7 +35,7 @@ def rows() -> list[dict[str, Any]]:
         b, dp = c["micro_batch"], c["dp"]
         r = train(c["model"], c["cluster"], global_batch=b * dp * c["accumulation"],
                   micro_batch=b, seq_len=c.get("seq_len"), dp=dp, precision=c["precision"],
-                  optimizer=c["optimizer"])
+                  optimizer=c["optimizer"], conv_layout=c.get("conv_layout", "nhwc"))
         ours = r.samples_per_s
         out.append(dict(c, ours=ours, error=ours / c["published"] - 1.0, mfu=r.mfu,
                         breakdown=dict(r.breakdown)))
@@ -85,7 +85,8 @@ def loader_rows() -> list[dict[str, Any]]:
             continue
         b, dp = c["micro_batch"], c["dp"]
         kw = dict(global_batch=b * dp * c["accumulation"], micro_batch=b, dp=dp,
-                  precision=c["precision"], optimizer=c["optimizer"])
+                  precision=c["precision"], optimizer=c["optimizer"],
+                  conv_layout=c.get("conv_layout", "nhwc"))
         row = dict(c, none=train(c["model"], c["cluster"], **kw).samples_per_s)
         for name in loader_table():
             row[name] = train(c["model"], c["cluster"], data_loader=(name, RN50_WORKERS),
@@ -121,7 +122,7 @@ def graphs_figures(rs: list[dict[str, Any]] | None = None,
     """The figures the "Any graph" and input-pipeline sections of docs/validation/training.md
     quote (inline ``<!--v:KEY-->`` markers), from the rows and loader rows their tables use:
     each row's error (``tg.<model>.<precision>.<gpus>``, "+18 %"; ``….1``: "+18.1 %"), ours
-    AMP over TF32 and 8 over 1 GPU, the TF32 rows' excess over AMP, the medians with and
+    AMP over TF32 and 8 over 1 GPU, the medians with and
     without each model, the loader rows' errors (``tg.<loader>.<precision>.<gpus>``)."""
     from ..scenarios.training.input_pipeline import loader_table
 
@@ -139,9 +140,6 @@ def graphs_figures(rs: list[dict[str, Any]] | None = None,
         out[f"tg.rn50.fp16.1.{part}_ms"] = f"{by['rn50.fp16.1']['breakdown'][part] * 1e3:.1f}"
     out["tg.rn50.fp16.8.dp_comm_ms"] = f"{by['rn50.fp16.8']['breakdown']['dp_comm'] * 1e3:.1f}"
     out["tg.rn50.scaling"] = f"{by['rn50.fp16.8']['ours'] / by['rn50.fp16.1']['ours']:.2f}"
-    excess = [(by[f"{n}.tf32.{g}"]["error"] - by[f"{n}.fp16.{g}"]["error"]) * 100
-              for n in ("rn50", "bert128") for g in (1, 8)]
-    out["tg.tf32_excess"] = f"{min(excess):.0f}–{max(excess):.0f}"
     for tag, sel in (("all", rs), ("bert", [r for r in rs if r["model"] != "resnet50"]),
                      ("rn50", [r for r in rs if r["model"] == "resnet50"])):
         s = summary(sel)

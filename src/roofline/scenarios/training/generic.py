@@ -62,6 +62,7 @@ from ...units import fmt_bytes
 from .factors import cluster_links, training_factors
 from .input_pipeline import input_ceiling, parse_loader
 from .optimizer import optimizer_graph, optimizer_time
+from .options import CONV_LAYOUTS
 from .result import TrainingResult
 
 __all__ = ["train_graph"]
@@ -86,6 +87,52 @@ def _train_bn(g: Any) -> Any:
         c[Q["flops"], bn] *= 4.0
         c[Q["act_bytes_read"], bn] *= 2.0
     return replace(g, c0=c0, c1=c1)
+
+
+def _nchw_transposes(g: Any) -> Any:
+    """The forward graph as a framework runs it in the NCHW layout (PyTorch's default memory
+    format) on tensor cores: each convolution's input is copied NCHW → NHWC before it and its
+    output NHWC → NCHW after it, because the tensor-core convolution kernels work in NHWC
+    (NVIDIA, via MosaicML Composer's "Channels Last" method card: "the cuDNN library performs
+    a transpose to convert the tensor into NHWC format"; PyTorch's channels_last memory format
+    removes them). Two ``copy`` ops per convolution (the registry's movement op: every element
+    read once and written once, 0 FLOPs) with the convolution's activation bytes read and
+    written; the backward rule of a copy (its inverse movement) then transposes dY in and dX
+    out of each backward-data convolution. Assumption: the weight-gradient kernel reads the
+    forward's transposed input and the backward's transposed dY (no further copies), and the
+    weights (a few MB) are not counted. Only tensor-core precisions: an fp32 graph (CUDA-core
+    convolutions, which cuDNN runs in NCHW as they are) is returned unchanged."""
+    from dataclasses import replace
+
+    from ...graphs.graph import Q
+
+    conv = [i for i, c in enumerate(g.classes) if c == "conv"]
+    if not conv or g.precision.compute == "fp32":
+        return g
+    ar, aw = Q["act_bytes_read"], Q["act_bytes_written"]
+    cols: list[tuple[str, str, str, int, int]] = []  # (name, kind, class, source op, quantity)
+    for i in range(len(g.names)):
+        if i in conv:
+            cols.append((f"{g.names[i]}.to_nhwc", "copy", "movement", i, ar))
+        cols.append((g.names[i], g.kinds[i], g.classes[i], i, -1))
+        if i in conv:
+            cols.append((f"{g.names[i]}.to_nchw", "copy", "movement", i, aw))
+
+    def costs(c: Any) -> Any:
+        out = np.zeros((c.shape[0], len(cols)))
+        for j, (_, _, _, i, q) in enumerate(cols):
+            if q < 0:
+                out[:, j] = c[:, i]
+            else:  # a transpose: the tensor read once, written once
+                out[ar, j] = out[aw, j] = c[q, i]
+        return out
+    own = np.array([q < 0 for *_, q in cols])
+    src = np.array([i for *_, i, _ in cols])
+    return replace(g, names=tuple(c[0] for c in cols), kinds=tuple(c[1] for c in cols),
+                   classes=tuple(c[2] for c in cols), c0=costs(g.c0), c1=costs(g.c1),
+                   gemm=np.where(own, g.gemm[:, src], 0.0),
+                   params=np.where(own, g.params[src], 0.0),
+                   fusible=None if g.fusible is None else own & g.fusible[src])
 
 
 def _check(name: str, v: Any, lo: int = 1) -> int:
@@ -148,10 +195,13 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
                 preset: str = "default", zero: int | None = None, recompute: str | None = None,
-                data_loader: Any = None, decoder_only: dict[str, Any] | None = None,
+                data_loader: Any = None, conv_layout: str = "nhwc",
+                decoder_only: dict[str, Any] | None = None,
                 **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring); ``data_loader``
-    the host input pipeline's ceiling (training/input_pipeline.py, off when None)."""
+    the host input pipeline's ceiling (training/input_pipeline.py, off when None);
+    ``conv_layout`` "nhwc" (channels last: the convolutions' native layout, no copies) or
+    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``)."""
     m = resolve_model(model)
     zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
@@ -179,7 +229,11 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
     if m.default_seq_len is not None and seq_len is None:
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
+    if conv_layout not in CONV_LAYOUTS:
+        raise SpecError(f"conv_layout={conv_layout!r}; allowed: {', '.join(CONV_LAYOUTS)}")
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
+    if conv_layout == "nchw":
+        fwd = _nchw_transposes(fwd)
     tg = backward_graph(fwd)
     eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
     op_t = time_model(tg.graph, hw, eff).evaluate(float(b)).time

@@ -11,6 +11,10 @@ from ..._text import a_family
 from ...errors import SpecError
 from .context import _Ctx
 
+#: the activation layouts a generic graph's convolutions can run in (``train(conv_layout=)``,
+#: ``generic._nchw_transposes``)
+CONV_LAYOUTS = ("nhwc", "nchw")
+
 
 def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
                  moe_routing: str) -> None:
@@ -21,6 +25,16 @@ def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_ove
     if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
         raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
                         f"{m.name} has no experts")
+
+
+def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str) -> None:
+    """A decoder LM refuses the options that only the generic (any-graph) model reads: an image
+    loader's ceiling and a convolution layout."""
+    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
+        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
+    if conv_layout != "nhwc":
+        raise SpecError(f"conv_layout={conv_layout!r} prices convolution layouts; {m.name} (a "
+                        "decoder LM) has no convolutions: leave conv_layout='nhwc'")
 
 
 def check_selective_op(ctx: _Ctx, recomputes: tuple[str, ...]) -> None:

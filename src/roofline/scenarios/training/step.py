@@ -42,7 +42,9 @@ from .context import (
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
 from .options import (
+    CONV_LAYOUTS,
     check_ep_overlap,
+    check_graph_only_options,
     check_model_options,
     check_selective_op,
     pp_overlap_of,
@@ -406,7 +408,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
-           recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag))
+           recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag),
+           conv_layout=A.choice(*CONV_LAYOUTS))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -415,10 +418,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
           attention_kernel: str = "auto", moe_routing: str = "random", ep_overlap: bool = False,
-          cp_overlap: bool = True, elementwise: str = "fused",
-          optimizer_dtype: str = "fp32", pp_flushes: int = 1,
-          data_loader: Any = None, lora_targets: str = "all",
-          recompute_layers: int | None = None, pp_overlap: bool | None = None) -> TrainingResult:
+          cp_overlap: bool = True, elementwise: str = "fused", optimizer_dtype: str = "fp32",
+          pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
+          recompute_layers: int | None = None, pp_overlap: bool | None = None,
+          conv_layout: str = "nhwc") -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -427,7 +430,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
     other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
-    pipeline's ceiling on the step (training/input_pipeline.py; None: off; decoders refuse it).
+    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
@@ -482,15 +485,15 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
 
         odt = None if optimizer_dtype == "fp32" else optimizer_dtype  # refused unless default
         return train_graph(m, cluster, global_batch=global_batch, micro_batch=micro_batch,
-                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes,
-                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, tp=tp,
-                           pp=pp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
+                           seq_len=seq_len, dp=dp, precision=precision, nodes=nodes, tp=tp,
+                           optimizer=optimizer, dp_overlap=dp_overlap, preset=preset, pp=pp,
+                           ep=ep, interleave=interleave, recompute=recompute, zero=zero,
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
+                           conv_layout=conv_layout,
                            decoder_only=decoder_options(cp, pp_stages, attention_kernel,
                                                         fused_attention, dropout, elementwise,
                                                         recompute_layers, pp_overlap))
-    if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
-        raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
+    check_graph_only_options(m, data_loader, conv_layout)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
     if seq_len is None:
