@@ -49,8 +49,8 @@ def test_clock_table_refusals() -> None:
 def test_a_clock_may_not_lift_the_best_tile_above_the_peak() -> None:
     t = tiles_for(hardware("mi325x"))
     assert t is not None
-    t.check("shipped")  # 0.9 x 1.214 / (1 + 64/256 + 64/256) = 0.73 of the peak at best
-    fast = replace(t, a=0.0, b=0.0, clock=(("bf16", 1.2),))  # 0.9 x 1.2 = 1.08 > 1
+    t.check("shipped")  # 0.65 x 1.214 / (1 + 32/512 + 32/288) = 0.67 of the peak at best
+    fast = replace(t, max=0.9, a=0.0, b=0.0, clock=(("bf16", 1.2),))  # 0.9 x 1.2 = 1.08 > 1
     with pytest.raises(SpecError, match=r"clock\[bf16\]"):
         fast.check("test")
     with pytest.raises(SpecError, match=r"clock\[bf16\]"):
