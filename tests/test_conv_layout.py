@@ -99,3 +99,13 @@ def test_cli_conv_layout_is_the_api(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit, match="--conv-layout"):
         main(["train", "llama-2-7b", "dgx-a100", "--global-batch", "8", "--seq-len", "2048",
               "--search", "--conv-layout", "nchw"])
+
+
+@pytest.mark.parametrize("cluster", ["tpu-v5p-pod", "amd-mi325x-8"])
+def test_nchw_refused_where_the_cudnn_transposes_are_not_sourced(cluster: str) -> None:
+    """The copies are cuDNN's (NVIDIA's tensor-core kernels work in NHWC); a TPU's compiler
+    picks its own layouts and no source here says what MIOpen does with NCHW, so "nchw" is
+    refused there rather than priced as on an NVIDIA GPU; "nhwc" still prices."""
+    with pytest.raises(SpecError, match="conv_layout='nchw'.*NVIDIA"):
+        rl.train("resnet50", cluster, precision="bf16", conv_layout="nchw", **KW)
+    assert rl.train("resnet50", cluster, precision="bf16", **KW).step_time > 0
