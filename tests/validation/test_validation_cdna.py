@@ -89,6 +89,19 @@ def test_4096_cubed_on_mi300x_fills_one_wave_with_a_224_wide_tile() -> None:
     assert all(min(s) >= 64 for s in t.shapes) and len(t.shapes) == 39
 
 
+def test_cdna4_tiles_are_labelled_assumed() -> None:
+    """The MI355X takes gfx942's hipBLASLt tile list: gfx950's own list was not read, so the
+    set's shapes cite an 'assumed' source, not the gfx942 files (source hipblaslt_tiles)."""
+    import tomllib
+
+    data = tomllib.loads((Path(v.__file__).parents[1] / "data" / "presets" / "tiles.toml")
+                         .read_text(encoding="utf-8"))
+    cdna3, cdna4 = data["arch"]["cdna3"], data["arch"]["cdna4"]
+    assert cdna4["shapes"] == cdna3["shapes"] and cdna3["shapes_source"] == "hipblaslt_tiles"
+    text = data["sources"][cdna4["shapes_source"]]
+    assert text.startswith("assumed:") and "gfx950" in text and "hipblaslt_tiles" in text
+
+
 def test_vectorised_grid_is_the_engine() -> None:
     cs = v.cdna_set_cases("cdna3", "bf16")
     groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
