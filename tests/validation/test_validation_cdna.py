@@ -102,6 +102,18 @@ def test_cdna4_tiles_are_labelled_assumed() -> None:
     assert text.startswith("assumed:") and "gfx950" in text and "hipblaslt_tiles" in text
 
 
+def test_hipblaslt_tile_source_says_which_files_were_read() -> None:
+    """The 39 tiles come from 11 of the 18 gfx942 BBS logic files at the cited commit (the
+    other seven were not in the stored copy): the source says so, not 'every solution'."""
+    import tomllib
+
+    data = tomllib.loads((Path(v.__file__).parents[1] / "data" / "presets" / "tiles.toml")
+                         .read_text(encoding="utf-8"))
+    text = data["sources"]["hipblaslt_tiles"]
+    assert "11 of the 18" in text and "Not read" in text and "every solution" not in text
+    assert "1 in 366 of the 490" in text
+
+
 def test_vectorised_grid_is_the_engine() -> None:
     cs = v.cdna_set_cases("cdna3", "bf16")
     groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
