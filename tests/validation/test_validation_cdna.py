@@ -114,6 +114,18 @@ def test_hipblaslt_tile_source_says_which_files_were_read() -> None:
     assert "1 in 366 of the 490" in text
 
 
+def test_a_fit_at_the_grid_edge_is_reported() -> None:
+    """Without Azure the MI300X fp8 fit runs to max 1.0 and c 2048, the top of CDNA_GRID: the
+    fit table says so next to the factors (it would have gone further)."""
+    assert v.CDNA_GRID["max"][-1] == 1.0 and v.CDNA_GRID["c"][-1] == 2048.0
+    azure = next(p for p in v.cdna_holdout("cdna3", "fp8").per_source if p.source == "azure")
+    assert (azure.fitted_without.values["max"], azure.fitted_without.values["c"]) == (1.0, 2048.0)
+    assert "at the grid's upper edge: max 1, c 2048" in azure.fitted_without.note
+    assert "- fit without azure: b tied to a; at the grid's upper edge: max 1, c 2048" \
+        in v.cdna_fit_table()
+    assert v._edge_note({"max": 0.65, "a": 32.0, "c": 256.0, "fill": 5e-6}) == ""
+
+
 def test_vectorised_grid_is_the_engine() -> None:
     cs = v.cdna_set_cases("cdna3", "bf16")
     groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
