@@ -147,3 +147,20 @@ def test_an_engine_profile_built_in_code() -> None:
     # a profile a user would pass to rl.serve(engine=...) is refused where it is built
     with pytest.raises(SpecError, match="engine profile 'mine': layer_overhead must be >= 0"):
         replace(vllm, name="mine", layer_overhead=-1e-5)
+
+
+def test_numpy_numbers_pass_as_the_arguments_checker_takes_them() -> None:
+    """A spec built from numpy numbers (a pandas column, an ``np.arange``) is checked by value,
+    as the API's argument checks take any real number: before 5d7780a a MemoryLevel or Cluster
+    took them, and ``check_number`` refused np.int64 / np.float32 as "not a finite number"."""
+    import numpy as np
+
+    m = MemoryLevel(name="HBM", capacity_bytes=np.int64(80 * 2**30), bytes_per_s=np.float32(3e12))
+    assert m.capacity_bytes == 80 * 2**30
+    assert Link(name="l", bytes_per_s=np.float32(64e9), latency_s=np.float32(1e-6)).bytes_per_s > 0
+    c = replace(rl.cluster("dgx-h100"), scale_out_bytes_per_s=np.int64(50 * 10**9))
+    assert c.scale_out_bytes_per_s == 50e9
+    with pytest.raises(SpecError, match="bytes_per_s must be >= 0"):
+        Link(name="l", bytes_per_s=np.float32(-1.0))
+    with pytest.raises(SpecError, match="capacity_bytes must be a finite number, got "):
+        MemoryLevel(name="HBM", capacity_bytes=np.float64("nan"))

@@ -50,8 +50,10 @@ def _doc() -> dict[str, Any]:
     src = doc.get("sources", {})
     out: dict[str, Any] = {"version": str(doc["version"]), "arch": dict(doc["arch"]),
                            "amd": tuple(doc["amd_hosts"]["clusters"])}
-    if doc["amd_hosts"].get("source") not in src:
-        raise SpecError(f"{_ORIGIN}: [amd_hosts] needs a source from [sources]")
+    cited = doc["amd_hosts"].get("source")
+    cited = [cited] if isinstance(cited, str) else cited
+    if not isinstance(cited, list) or not cited or any(s not in src for s in cited):
+        raise SpecError(f"{_ORIGIN}: [amd_hosts] source {cited!r}: needs ids from [sources]")
     for row in ("base", "nvlink", "pci", "net"):
         tbl = doc[row]
         missing = [a for a in NCCL_ALGORITHMS if a not in tbl]

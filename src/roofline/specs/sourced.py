@@ -8,6 +8,7 @@ table or free text. The loader refuses a number without a source or unit.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,19 +79,20 @@ def check_number(value: Any, where: str, *, lo: float = 0.0, hi: float = math.in
     A spec built in code is not held to the file's ``PLAUSIBLE`` ranges: code makes
     hypothetical copies (``analysis.sensitivity.scaled_hardware`` scales a bandwidth by 1e6 or
     1e-6), so only what the field means bounds it (a bandwidth > 0, a fraction ≤ 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
         raise SpecError(f"{where} must be a finite number, got {value!r}")
-    if nan_ok and value != value:
-        return float(value)
-    if not math.isfinite(value):
+    v = float(value)
+    if nan_ok and v != v:
+        return v
+    if not math.isfinite(v):
         raise SpecError(f"{where} must be a finite number, got {value!r}")
-    if value < 0 and lo >= 0:
+    if v < 0 and lo >= 0:
         raise SpecError(f"{where} must be >= 0, got {value!r}")
-    if not (lo < value if above else lo <= value) or value > hi:
+    if not (lo < v if above else lo <= v) or v > hi:
         u = f" {unit}" if unit else ""
-        raise SpecError(f"{where} = {value:g}{u} is outside the plausible range "
+        raise SpecError(f"{where} = {v:g}{u} is outside the plausible range "
                         f"{'(' if above else '['}{lo:g}, {hi:g}{')' if hi == math.inf else ']'}{u}")
-    return float(value)
+    return v
 
 
 def read_quantity(
