@@ -74,3 +74,38 @@ def test_refused_where_it_does_not_apply() -> None:
         rl.train("llama-2-7b", "dgx-a100", global_batch=8, seq_len=2048, conv_layout="nchw")
     with pytest.raises(ValueError, match="conv_layout"):
         rl.train("resnet50", "dgx-a100", conv_layout="NCHW", **KW)
+
+
+def test_cli_conv_layout_is_the_api(capsys: pytest.CaptureFixture[str]) -> None:
+    """``roofline train --conv-layout`` passes train(conv_layout=): the same step time as the
+    library's for each layout, the default is nhwc, a wrong layout and --search are refused."""
+    import json
+
+    from roofline.cli import main
+
+    args = ["train", "resnet50", "dgx-a100", "--global-batch", "256", "--micro-batch", "256",
+            "--dp", "1", "--precision", "fp16", "--optimizer", "momentum", "--format", "json"]
+    for layout in ("nchw", "nhwc", None):
+        assert main(args + ([] if layout is None else ["--conv-layout", layout])) == 0
+        got = json.loads(capsys.readouterr().out)["step_time"]
+        api = rl.train("resnet50", "dgx-a100", precision="fp16",
+                       conv_layout=layout or "nhwc", **KW).step_time
+        assert got == pytest.approx(api, rel=1e-12), layout
+    nchw = rl.train("resnet50", "dgx-a100", precision="fp16", conv_layout="nchw", **KW)
+    assert nchw.step_time > rl.train("resnet50", "dgx-a100", precision="fp16", **KW).step_time
+    with pytest.raises(SystemExit):
+        main(args + ["--conv-layout", "NCHW"])  # argparse's choices
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="--conv-layout"):
+        main(["train", "llama-2-7b", "dgx-a100", "--global-batch", "8", "--seq-len", "2048",
+              "--search", "--conv-layout", "nchw"])
+
+
+@pytest.mark.parametrize("cluster", ["tpu-v5p-pod", "amd-mi325x-8"])
+def test_nchw_refused_where_the_cudnn_transposes_are_not_sourced(cluster: str) -> None:
+    """The copies are cuDNN's (NVIDIA's tensor-core kernels work in NHWC); a TPU's compiler
+    picks its own layouts and no source here says what MIOpen does with NCHW, so "nchw" is
+    refused there rather than priced as on an NVIDIA GPU; "nhwc" still prices."""
+    with pytest.raises(SpecError, match="conv_layout='nchw'.*NVIDIA"):
+        rl.train("resnet50", cluster, precision="bf16", conv_layout="nchw", **KW)
+    assert rl.train("resnet50", cluster, precision="bf16", **KW).step_time > 0

@@ -67,3 +67,13 @@ def test_prose_figures_are_the_codes() -> None:
     assert figs["tg.rn50.median"] == f"{(e[1] + e[2]) / 2:.1%}".replace("%", " %")
     one, eight = (next(r for r in rn if r["precision"] == "fp16" and r["dp"] == g) for g in (1, 8))
     assert figs["tg.rn50.scaling"] == f"{eight['ours'] / one['ours']:.2f}"
+
+
+def test_rn50_source_is_pinned_to_the_commit_of_its_figures() -> None:
+    """The ResNet-50 figures (938 / 7248 TF32, 2470 / 16621 AMP img/s) first appear in the
+    README at DeepLearningExamples 7bdfc81 (2021-04-20); the layouts the rows take are read
+    from configs.yml and main.py, which say the same at that commit."""
+    src = load_cases("training_graphs").sources
+    pin = "7bdfc81d258746323bf0d3ca57e0ad302a4c3a74"
+    assert pin in src["rn50"] and "/tree/master/" not in src["rn50"]
+    assert pin in src["dle_configs"] and pin in src["dle_main"]

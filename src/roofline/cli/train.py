@@ -13,6 +13,7 @@ __all__ = ["register", "run"]
 
 
 def register(sub: Any) -> None:
+    from ..scenarios.training.options import CONV_LAYOUTS
     from ..specs.dtypes import DTYPES
 
     p = sub.add_parser(
@@ -67,6 +68,10 @@ def register(sub: Any) -> None:
                    help="image models: the host input pipeline as a ceiling on the step, "
                         "LOADER a measured pipeline (dali-cpu, pytorch) or your samples/s of "
                         "one worker, WORKERS loader workers per device (e.g. dali-cpu:16)")
+    p.add_argument("--conv-layout", default="nhwc", choices=CONV_LAYOUTS,
+                   help="image models: the convolutions' activation layout, nhwc (channels "
+                        "last, default) or nchw (PyTorch's default memory format: each "
+                        "tensor-core convolution's input and output transposed)")
     p.add_argument("--lora-rank", type=int, default=None, metavar="R",
                    help="LoRA: a trainable adapter of rank R, every other weight frozen "
                         "(decoder LMs; default: every weight trained)")
@@ -131,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
         if args.data_loader is not None:
             raise SystemExit("roofline train: --data-loader prices one split (generic graphs); "
                              "it does not apply with --search")
+        if args.conv_layout != "nhwc":
+            raise SystemExit("roofline train: --conv-layout prices one split (generic graphs); "
+                             "it does not apply with --search")
         if args.lora_rank is not None or args.lora_targets != "all":
             raise SystemExit("roofline train: --lora-rank / --lora-targets price one split; "
                              "--search ranks full-training splits only")
@@ -154,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,
+              conv_layout=args.conv_layout,
               recompute_layers=args.recompute_layers, lora_rank=args.lora_rank,
               lora_targets=args.lora_targets,
               pp_overlap=False if args.no_pp_overlap else None, **common,

@@ -62,7 +62,7 @@ from ...units import fmt_bytes
 from .factors import cluster_links, training_factors
 from .input_pipeline import input_ceiling, parse_loader
 from .optimizer import optimizer_graph, optimizer_time
-from .options import CONV_LAYOUTS
+from .options import check_conv_layout
 from .result import TrainingResult
 
 __all__ = ["train_graph"]
@@ -229,8 +229,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
     if m.default_seq_len is not None and seq_len is None:
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
-    if conv_layout not in CONV_LAYOUTS:
-        raise SpecError(f"conv_layout={conv_layout!r}; allowed: {', '.join(CONV_LAYOUTS)}")
+    check_conv_layout(conv_layout, hw)
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
     if conv_layout == "nchw":
         fwd = _nchw_transposes(fwd)
