@@ -89,6 +89,43 @@ def test_4096_cubed_on_mi300x_fills_one_wave_with_a_224_wide_tile() -> None:
     assert all(min(s) >= 64 for s in t.shapes) and len(t.shapes) == 39
 
 
+def test_cdna4_tiles_are_labelled_assumed() -> None:
+    """The MI355X takes gfx942's hipBLASLt tile list: gfx950's own list was not read, so the
+    set's shapes cite an 'assumed' source, not the gfx942 files (source hipblaslt_tiles)."""
+    import tomllib
+
+    data = tomllib.loads((Path(v.__file__).parents[1] / "data" / "presets" / "tiles.toml")
+                         .read_text(encoding="utf-8"))
+    cdna3, cdna4 = data["arch"]["cdna3"], data["arch"]["cdna4"]
+    assert cdna4["shapes"] == cdna3["shapes"] and cdna3["shapes_source"] == "hipblaslt_tiles"
+    text = data["sources"][cdna4["shapes_source"]]
+    assert text.startswith("assumed:") and "gfx950" in text and "hipblaslt_tiles" in text
+
+
+def test_hipblaslt_tile_source_says_which_files_were_read() -> None:
+    """The 39 tiles come from 11 of the 18 gfx942 BBS logic files at the cited commit (the
+    other seven were not in the stored copy): the source says so, not 'every solution'."""
+    import tomllib
+
+    data = tomllib.loads((Path(v.__file__).parents[1] / "data" / "presets" / "tiles.toml")
+                         .read_text(encoding="utf-8"))
+    text = data["sources"]["hipblaslt_tiles"]
+    assert "11 of the 18" in text and "Not read" in text and "every solution" not in text
+    assert "1 in 366 of the 490" in text
+
+
+def test_a_fit_at_the_grid_edge_is_reported() -> None:
+    """Without Azure the MI300X fp8 fit runs to max 1.0 and c 2048, the top of CDNA_GRID: the
+    fit table says so next to the factors (it would have gone further)."""
+    assert v.CDNA_GRID["max"][-1] == 1.0 and v.CDNA_GRID["c"][-1] == 2048.0
+    azure = next(p for p in v.cdna_holdout("cdna3", "fp8").per_source if p.source == "azure")
+    assert (azure.fitted_without.values["max"], azure.fitted_without.values["c"]) == (1.0, 2048.0)
+    assert "at the grid's upper edge: max 1, c 2048" in azure.fitted_without.note
+    assert "- fit without azure: b tied to a; at the grid's upper edge: max 1, c 2048" \
+        in v.cdna_fit_table()
+    assert v._edge_note({"max": 0.65, "a": 32.0, "c": 256.0, "fill": 5e-6}) == ""
+
+
 def test_vectorised_grid_is_the_engine() -> None:
     cs = v.cdna_set_cases("cdna3", "bf16")
     groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]

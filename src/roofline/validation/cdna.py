@@ -149,10 +149,18 @@ def fit_cdna_tiles(cases: Sequence[Case], stream_k: bool | None = None) -> Refit
                        key=lambda x: (_loss({"max": x, **tr}, groups), x))
         return Refit(values={"max": best_max, **tr},
                      note="a, c, fill: the NVIDIA 16-bit set's (one or two shapes cannot fix "
-                          "a shape dependence); max fitted")
+                          "a shape dependence); max fitted" + _edge_note({"max": best_max}))
     loss = _grid_loss(groups, stream_k)
     i = np.unravel_index(int(np.argmin(loss)), loss.shape)  # the first minimum in grid order
-    return Refit(values={p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}, note="b tied to a")
+    values = {p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}
+    return Refit(values=values, note="b tied to a" + _edge_note(values))
+
+
+def _edge_note(values: dict[str, float]) -> str:
+    """'; at the grid's upper edge: ...' naming the fitted factors at the top of ``CDNA_GRID``
+    (the fit would have gone further), or '' when none is."""
+    edge = [f"{p} {_fmt(p, x)}" for p, x in values.items() if x >= CDNA_GRID[p][-1]]
+    return "; at the grid's upper edge: " + ", ".join(edge) if edge else ""
 
 
 def _compute_times(w: Any, mx: Any) -> Any:
@@ -261,7 +269,8 @@ def cdna_fit_table() -> str:
         else:
             fit, ins = cdna_in_sample(arch, dt)
             vals = ", ".join(f"{k} {_fmt(k, x)}" for k, x in fit.values.items())
-            out.append(f"fit {vals}; in-sample median |error| {ins.median_abs:.1%}, RMS log "
+            out.append(f"fit {vals}{_edge_note(dict(fit.values))}; in-sample median |error| "
+                       f"{ins.median_abs:.1%}, RMS log "
                        f"{ins.rms_log:.3f}, worst {ins.worst:+.1%} ({ins.worst_case}); no "
                        "second source, no held-out check.")
         out.append("")
