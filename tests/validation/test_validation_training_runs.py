@@ -189,3 +189,20 @@ def test_prose_figures_are_the_codes(rows, hopper) -> None:
     lora = {r["id"]: r["ours"] for r in rows}
     assert figs["tr.lora.ours"] == \
         f"{lora['NeMo Llama2-7B LoRA'] / lora['NeMo Llama2-7B SFT']:.2f}"
+
+
+def test_layers_per_virtual_stage_in_the_text_match_the_knobs(rows) -> None:
+    # a row's text that counts the layers in each virtual pipeline stage says what its priced
+    # knobs give: the slowest stage's layers over the interleave (Megatron-Bridge's Qwen3-30B-A3B
+    # row: 48 layers, PP 2, VP 12 since session 29 -> two, where the text still said one)
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    cases = {c.id: c for c in load_cases("training_runs").cases}
+    checked = 0
+    for r in rows:
+        c, res = cases[r["id"]], r["result"]
+        text = " ".join((c.reason, c.note, c.derivation))
+        for m in re.finditer(r"\b(\w+) layers? per virtual stage", text):
+            assert res.pp_stages and res.interleave > 1, r["id"]
+            assert words.get(m.group(1).lower()) == max(res.pp_stages) / res.interleave, r["id"]
+            checked += 1
+    assert checked >= 1
