@@ -1,7 +1,8 @@
 """docs/validation/training-runs.md: published H100 training runs (LoRA, SFT, Llama 3 405B with
 unequal pipeline stages, FSDP runs) against rl.train; the Hopper GEMM fraction fitted on the bf16
 runs with its hold-out. Tolerance: today's state (dense runs: median |error| ≤ 14 %, every
-case within 40 %, known outliers apart; the MoE rows each within 12 %)."""
+case within 25 %, known outliers apart; the MoE rows each within 20 %, the session-29 source's
+within 25 %)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,16 @@ def test_within_stated_tolerance(rows) -> None:
     # (25 % allowed); with its four pipeline schedules per step (pp_flushes, the table's GA 4)
     # it is about +19 %; Megatron-Bridge's fp8 DeepSeek-V3 on 1024 GPUs (a second source) about
     # +7 %; its Qwen3-30B-A3B row is a known outlier (published at 6 % of the fp8 peak)
-    # Session 29 added a third source, Megatron-Core's own Qwen3-235B-A22B recipes (priced as
-    # shipped, nothing fitted): -15 % (FSDP, full recompute) and +23 % (TP 4, PP 8), so the
-    # bound is 25 %
+    # The earlier sources' rows stay within 20 %. Session 29 added a third source, Megatron-Core's
+    # own Qwen3-235B-A22B recipes (priced as shipped, nothing fitted): -15 % (FSDP, full
+    # recompute) and +23 % (TP 4, PP 8). Their bound is LOOSENED to 25 % to admit the +23 % row,
+    # worse than any earlier MoE row: the model is not better for it (a fold of the expert group
+    # over TP x DP is missing, training-runs.md)
     moe = [r for r in rows if r["result"].ep > 1]
-    assert len(moe) == 7 and all(abs(r["error"]) <= 0.25 for r in moe if not r["outlier"])
-    assert sum(r["source"] == "mcoremoe" for r in moe) == 2
+    new = [r for r in moe if r["source"] == "mcoremoe"]
+    assert len(moe) == 7 and len(new) == 2 and not any(r["outlier"] for r in new)
+    assert all(abs(r["error"]) <= 0.20 for r in moe if not r["outlier"] and r not in new)
+    assert all(abs(r["error"]) <= 0.25 for r in new)
     assert [r["id"] for r in moe if r["outlier"]] == ["Megatron-Bridge Qwen3-30B-A3B EP8 fp8"]
 
 
