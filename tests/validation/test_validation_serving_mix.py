@@ -76,6 +76,17 @@ def test_littles_law_flags_the_one_inconsistent_lambda_row():
             assert 100 <= n <= 256, c.id
 
 
+def test_implied_concurrency_refuses_a_case_it_cannot_read():
+    """A TTFT case (or a throughput row without a median ITL) has no Little's-law count: a
+    RooflineError naming the case, not a bare ValueError."""
+    from roofline.errors import RooflineError
+    from roofline.validation.serving_mix import implied_concurrency
+
+    c = next(c for c in load_cases("serving_mix").cases if c.metric != "tok_s")
+    with pytest.raises(RooflineError, match=r"implied_concurrency: case .* needs a tok_s case"):
+        implied_concurrency(c)
+
+
 def test_saturated_trtllm_bench_throughput(rows):
     # TensorRT-LLM 0.16, all requests offered at once: over-predicted throughout (the engine's
     # per-sequence host costs at thousands in flight are not modelled); every case within 2x

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SpecError
 from .cases import Case, load_cases
 
 __all__ = ["trace_rows", "implied_concurrency", "predict", "predictions", "summary",
@@ -165,7 +166,9 @@ def implied_concurrency(c: Case) -> float:
     from ..scenarios.serving.plan import serving_factors
 
     if c.metric != "tok_s" or c.get("median_itl") is None:
-        raise ValueError(f"{c.id}: implied_concurrency needs a tok_s case with median_itl")
+        raise SpecError(f"implied_concurrency: case {c.id!r} has metric {c.metric!r} and "
+                        f"median_itl {c.get('median_itl')!r}; it needs a tok_s case with a "
+                        "median_itl")
     k = int(serving_factors(c["engine"]).scheduler_steps)
     return c.value_si * float(c["median_itl"]) * 1e-3 / k
 
