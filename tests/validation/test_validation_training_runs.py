@@ -44,8 +44,9 @@ def test_within_stated_tolerance(rows) -> None:
     # expert sharding, MoE activations and DeepEP's dispatch were modelled (issue 18); within
     # 12 % while the Hopper fraction was 0.44; at 0.54 the 1024-GPU DeepSeek-V3 row was +23 %
     # (25 % allowed); with its four pipeline schedules per step (pp_flushes, the table's GA 4)
-    # it is about +19 %; Megatron-Bridge's fp8 DeepSeek-V3 on 1024 GPUs (a second source) about
-    # +7 %; its Qwen3-30B-A3B row is a known outlier (published at 6 % of the fp8 peak)
+    # it is about +19 %; Megatron-Bridge's fp8 DeepSeek-V3 on 1024 GPUs (a second source) was
+    # about +7 %, +13.3 % since session 27's pipeline-send overlap (stated then); its
+    # Qwen3-30B-A3B row is a known outlier (published at 6 % of the fp8 peak)
     # The earlier sources' rows stay within 20 %. Session 29 added a third source, Megatron-Core's
     # own Qwen3-235B-A22B recipes (priced as shipped, nothing fitted): -15 % (FSDP, full
     # recompute) and +23 % (TP 4, PP 8). Their bound is LOOSENED to 25 % to admit the +23 % row,
