@@ -38,6 +38,10 @@ EXECUTIONS = ("resident", "weight_streaming")
 #: kinds whose ops run synchronously on the cores that issue them (no asynchronous launch)
 SYNCHRONOUS_KINDS = ("cpu", "mcu")
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+#: a link's latency, at most (s), and a sparse/dense throughput ratio's range: the one bound
+#: a spec file and a spec built in code are both held to
+MAX_LINK_LATENCY_S = 1.0
+SPARSITY_RATIO = (1.0, 8.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +75,8 @@ class Link:
         > 0, a latency in [0, 1] s (NaN: unpublished), a domain of 0 or an integer >= 2."""
         where = f"link {self.name!r}"
         check_number(self.bytes_per_s, f"{where}: bytes_per_s", above=True, unit="B/s")
-        check_number(self.latency_s, f"{where}: latency_s", hi=1.0, nan_ok=True, unit="s")
+        check_number(self.latency_s, f"{where}: latency_s", hi=MAX_LINK_LATENCY_S, nan_ok=True,
+                     unit="s")
         d = self.domain
         if isinstance(d, bool) or not isinstance(d, int) or d == 1 or d < 0:
             raise SpecError(f"{where}: domain = {d!r} is the number of devices the link joins; "
@@ -184,7 +189,7 @@ class Hardware(Display):
         if self.workspace_bytes is not None:
             check_number(self.workspace_bytes, f"{where}: workspace_bytes", unit="B")
         for p, r in self.sparsity.items():
-            check_number(r, f"{where}: sparsity[{p!r}]", lo=1.0, hi=8.0)
+            check_number(r, f"{where}: sparsity[{p!r}]", lo=SPARSITY_RATIO[0], hi=SPARSITY_RATIO[1])
         for k, v in self.clock_hz.items():
             check_number(v, f"{where}: clock_hz[{k!r}]", above=True, unit="Hz")
         if self.year is not None and (isinstance(self.year, bool)
@@ -391,9 +396,10 @@ def parse_hardware(doc: Mapping[str, Any], origin: str = "<dict>") -> Hardware:
         if k not in _SPARSITY_KEYS:
             raise SpecError(f"{origin}: sparsity.{k}; allowed: {', '.join(_SPARSITY_KEYS)}")
         ratio = q(raw, f"sparsity.{k}", "ratio")
-        if not 1.0 <= ratio <= 8.0:
+        lo, hi = SPARSITY_RATIO
+        if not lo <= ratio <= hi:
             raise SpecError(f"{origin}: sparsity.{k} = {ratio!r} is the sparse/dense tensor "
-                            "throughput ratio; allowed: 1 to 8")
+                            f"throughput ratio; allowed: {lo:g} to {hi:g}")
         sparsity[_SPARSITY_KEYS[k]] = ratio
 
     tdp = math.nan
@@ -478,8 +484,8 @@ def _links(links_raw: Any, origin: str, q: Any) -> dict[str, Link]:
         if not isinstance(raw, dict) or "bandwidth" not in raw:
             raise SpecError(f"{origin}: links.{lk} needs a 'bandwidth' (per direction)")
         bw = q(raw["bandwidth"], f"links.{lk}.bandwidth", "bandwidth")
-        lat = q(raw["latency"], f"links.{lk}.latency", "time", hi=1.0) if "latency" in raw \
-            else math.nan
+        lat = (q(raw["latency"], f"links.{lk}.latency", "time", hi=MAX_LINK_LATENCY_S)
+               if "latency" in raw else math.nan)
         dom = 0
         if "domain" in raw:
             dom = q(raw["domain"], f"links.{lk}.domain", "ratio")
