@@ -222,8 +222,9 @@ DERIVED = "derived: "
 def sum_band(parts: Sequence[tuple[float, str]], level: float = DEFAULT_LEVEL,
              rate_of: float | None = None) -> Band | None:
     """The band of a sum of time terms ``parts`` ((value, class) each), every term at its class
-    band's end together (comonotone: the terms share their source's offset, and moving them
-    together gives the widest band a sum of them can have); ``rate_of`` W: the band of the rate
+    band's end together (comonotone: the terms share their source's offset, so the ends add;
+    for other dependences the sum's own 80 % quantiles can fall outside, and no case judges
+    it); ``rate_of`` W: the band of the rate
     W / sum instead. ``.cls`` is "derived: <class> + <class>", ``.n`` the cases of those
     classes together. None if a term has no band or the sum is not positive. A ``rate_of``
     that is not a finite number > 0 raises ``SpecError`` (it would give a band of 0, inf, NaN
