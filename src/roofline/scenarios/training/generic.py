@@ -302,7 +302,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
-        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, interleave=1, recompute=recompute,
+        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, etp=1, interleave=1, recompute=recompute,
         zero=zero, sequence_parallel=False, step_time=step,
         tokens_per_s=global_batch * tokens / step,
         mfu=mf_step / (step * devices * peak), hfu=hf_step / (step * devices * peak),

@@ -33,6 +33,7 @@ class TrainingResult(Display):
     pp: int
     dp: int
     ep: int
+    etp: int = 0  #: expert tensor-parallel size (MoE parallel folding; = tp unless set)
     interleave: int  #: v, model chunks per device (1: plain 1F1B)
     recompute: str
     zero: int
@@ -199,6 +200,7 @@ class TrainingResult(Display):
             f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
                                                     if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
+            + (f"etp={self.etp} " if self.etp and self.etp != self.tp else "")
             + (f"cp={self.cp} " if self.cp > 1 else "") +
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
