@@ -195,13 +195,14 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
                 preset: str = "default", zero: int | None = None, recompute: str | None = None,
-                data_loader: Any = None, conv_layout: str = "nhwc",
+                data_loader: Any = None, conv_layout: str | None = None,
                 decoder_only: dict[str, Any] | None = None,
                 **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring); ``data_loader``
     the host input pipeline's ceiling (training/input_pipeline.py, off when None);
     ``conv_layout`` "nhwc" (channels last: the convolutions' native layout, no copies) or
-    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``)."""
+    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``); None:
+    "nhwc", and a model with convolutions says it was assumed (``conv_layout_assumed``)."""
     m = resolve_model(model)
     zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
@@ -229,9 +230,10 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
     if m.default_seq_len is not None and seq_len is None:
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
-    check_conv_layout(conv_layout, hw)
+    layout = check_conv_layout(conv_layout, hw)
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
-    if conv_layout == "nchw":
+    has_conv = "conv" in fwd.classes
+    if layout == "nchw":
         fwd = _nchw_transposes(fwd)
     tg = backward_graph(fwd)
     eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
@@ -309,7 +311,9 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         model_flops_per_step=mf_step, hardware_flops_per_step=hf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
-        warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff))
+        warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff),
+        conv_layout=layout if has_conv else None,
+        conv_layout_assumed=has_conv and conv_layout is None)
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,
