@@ -23,9 +23,9 @@ TP4 = "Megatron-Core Qwen3-235B-A22B EP8 TP4 PP8 VP4"
 #: (derived). The recompute of the norms and the SwiGLU is not modelled (priced as none: two
 #: elementwise ops re-run; their activations counted as kept). Each is priced as the TP 4
 #: row's scenario with these knobs changed (its MBS 1, VPP 4, PP 8, distributed optimizer).
-FOLD_ROWS = (
-    ("ep32", 2048 * 4096 / (19.7 * 256), dict(tp=2, ep=32, etp=1)),
-    ("ep32.ovl", 2048 * 4096 / (17.6 * 256), dict(tp=2, ep=32, etp=1, ep_overlap=True)),
+FOLD_ROWS: tuple[tuple[str, float, dict[str, Any]], ...] = (
+    ("ep32", 2048 * 4096 / (19.7 * 256), {"tp": 2, "ep": 32, "etp": 1}),
+    ("ep32.ovl", 2048 * 4096 / (17.6 * 256), {"tp": 2, "ep": 32, "etp": 1, "ep_overlap": True}),
 )
 
 

@@ -328,7 +328,9 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int, pp_flushes: int = 1,
-              etp: int | None = None) -> None:
+              etp: int | None = None, ep_overlap: bool = False) -> None:
+    """The split's consistency (SpecError on the first problem): devices, cp, interleave, the
+    expert groups (folding.check_folding), batches, recompute, zero, ``ep_overlap``'s rules."""
     devices, cp = ctx.cl.devices, ctx.cp
     if tp * cp * pp * dp != devices:
         what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
@@ -357,6 +359,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
     if zero not in (0, 1, 2, 3):
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
     check_selective_op(ctx, (recompute,))
+    if ep_overlap:
+        check_ep_overlap(ctx, ep, pp, interleave, recompute)
 
 
 @records_call("train")
@@ -476,9 +480,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
-              pp_flushes, tp if etp is None else etp)
-    if ep_overlap:
-        check_ep_overlap(ctx, ep, pp, interleave, recompute)
+              pp_flushes, etp, ep_overlap)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
     rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
