@@ -79,8 +79,10 @@ class TrainingResult(Display):
     #: (channels last, no copies) or "nchw" (each tensor-core convolution's input and output
     #: transposed); None for a model without convolutions
     conv_layout: str | None = None
-    #: True when ``conv_layout`` is the default "nhwc", not asked for: the result says it was
-    #: assumed (PyTorch's own default memory format is NCHW; channels_last must be asked for)
+    #: True when ``conv_layout`` is the default "nhwc", not asked for, where the layout changes
+    #: the price (tensor-core convolutions on an NVIDIA device: fp32 convolutions run as they
+    #: are, and other devices price nhwc only): the result says it was assumed (PyTorch's own
+    #: default memory format is NCHW; channels_last must be asked for)
     conv_layout_assumed: bool = False
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()

@@ -397,9 +397,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
     other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
-    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py; None: "nhwc",
-    channels last, which a model with convolutions states as assumed: PyTorch's default is
-    NCHW). Decoders: neither.
+    pipeline's ceiling (None: off); ``conv_layout`` (generic.py; None: "nhwc"). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``etp`` (MoE): MoE parallel folding (folding.py), the
     experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are then
