@@ -175,10 +175,13 @@ def _serving_page() -> dict[str, str]:
 
     errs, rep, host = _serving_reports()
     mix = _once("mix", m.predictions)
+    herrs = h.host_errors()
     return {"cases": v.serving_case_table(errs), "summary": v.serving_summary_table(errs),
             "holdout": v.serving_holdout_table(rep), "worst": v.serving_worst_table(errs),
             "host-holdout": h.host_holdout_table(host),
-            "host-cases": h.host_case_table(h.host_errors(), host.held_out_errors),
+            "host-cases": h.host_case_table(herrs, host.held_out_errors),
+            "host-miss": h.host_miss_table(herrs, host.held_out_errors),
+            "host-spread": h.tpot_spread_table(herrs),
             "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}
 
