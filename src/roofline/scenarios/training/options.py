@@ -17,8 +17,12 @@ CONV_LAYOUTS = ("nhwc", "nchw")
 
 
 def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
-                 moe_routing: str) -> None:
-    """LoRA is modelled for decoder LMs; ``ep_overlap`` and ``moe_routing`` for MoE models."""
+                 moe_routing: str, etp: int | None = None) -> None:
+    """LoRA is modelled for decoder LMs; ``ep_overlap``, ``moe_routing`` and ``etp`` (expert
+    tensor parallelism, MoE parallel folding) for MoE models."""
+    if etp is not None and (m.config is None or not m.config.n_experts):
+        raise SpecError(f"etp={etp} (expert tensor parallelism) applies to mixture-of-experts "
+                        f"models; {m.name} has no experts (leave etp unset)")
     if (lora_rank, lora_targets) != (None, "all") and getattr(m.config, "arch", 0) != "decoder":
         raise SpecError(f"lora_rank={lora_rank}, lora_targets={lora_targets!r}: LoRA is modelled "
                         f"for decoder LMs; {m.name} is {a_family(m.family)} model")
