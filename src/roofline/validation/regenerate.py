@@ -304,14 +304,14 @@ def _training_runs() -> tuple[Any, Any, Any]:
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
     from . import vendor_training as o
-    from .foundry_ckpt import ckpt_rows, ckpt_table
+    from .foundry_ckpt import ckpt_rows, ckpt_table, pair_table
 
     rs, long, rep = _once("training-runs", _training_runs)
     vrs, vrep = _once("vendor-training", _vendor_training)
     return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
             "long": v.long_table(long), "vendors": o.vendor_table(vrs),
             "vendors-fit": o.cdna3_fit_table(vrep),
-            "ckpt": ckpt_table(_once("foundry-ckpt", ckpt_rows))}
+            "ckpt": ckpt_table(_once("foundry-ckpt", ckpt_rows)), "ckpt-pairs": pair_table()}
 
 
 def _vendor_training() -> tuple[Any, Any]:
