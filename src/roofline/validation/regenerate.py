@@ -36,8 +36,9 @@ reads what the ones before it wrote):
 file (or block) and exits 1 if any.
 
 Every page a step writes or checks (the pages, uncertainty.md, README.md) is also read for live
-figures inside history sentences (``doc_history``: a figure in a ``## Session N`` section, or the
-"after" of a before → after pair whose "before" is typed): each is printed as ``history: PAGE
+figures inside history sentences (``doc_history``: a figure in a ``## Session N`` section or a
+``**Session N`` paragraph, the "after" of a before → after pair whose "before" is typed, or a
+figure followed by its typed past, "was A", "(A before)"): each is printed as ``history: PAGE
 line N: ...`` and the run exits 1, in both modes; a writing run leaves such a page unwritten, since
 writing it would rewrite the history. Hand-maintained tables checked with a tolerance
 (docs/validation/edge.md, the measured-CPU rows of training.md) are not generated and not here.
