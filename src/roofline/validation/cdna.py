@@ -17,7 +17,9 @@ Held out (``cdna_holdout``, leave one source out): without the large-shape sourc
 alone is fitted (all four parameters) and the large shapes are predicted; without the table the
 one or two large rows cannot fix a shape dependence, so ``a``, ``c`` and ``fill`` are the NVIDIA
 16-bit set's (data/presets/tiles.toml ``[arch.hopper]``) and ``max`` alone is fitted on them.
-CDNA 4 fp8 has no second source: fitted on its table, in-sample only.
+CDNA 4 fp8 has no second source: fitted on its table, in-sample only. Whether a set runs the
+stream-K candidates is the library's documented default unless the other choice fits better
+beyond noise (``stream_k_choice``: a bootstrap over the set's cases).
 
 The vendors fit (validation/vendors.py) sets the smooth model's ``gemm.max`` of
 ``[gpu-cdna3]`` / ``[gpu-cdna4]``, which prices these parts where the tiles do not: serving,
