@@ -130,3 +130,20 @@ def test_expert_shards_by_hand() -> None:
         ((p_all - p_e) / 8 + p_e / 1) * ctx.opt_bytes, rel=1e-12)
     with pytest.raises(RooflineError, match="etp·ep = 2·16 = 32 must divide"):
         rl.train("qwen3-235b-a22b", cl, **kw)
+
+
+def test_cli_etp(capsys: pytest.CaptureFixture[str]) -> None:
+    """``roofline train --etp`` prices the folded split (and says so on the split line); the
+    search keeps etp = tp and refuses the flag rather than ignore it."""
+    from roofline.cli import main
+
+    argv = ["train", "qwen3-235b-a22b", "dgx-h100", "--nodes", "32", "--global-batch", "2048",
+            "--seq-len", "4096", "--tp", "4", "--pp", "8", "--interleave", "4", "--ep", "8",
+            "--recompute", "none"]
+    assert main(argv + ["--etp", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ep=8 etp=1 micro-batch=1" in out
+    r = rl.train("qwen3-235b-a22b", rl.cluster("dgx-h100", nodes=32), etp=1, **ROW)
+    assert f"step time {r.step_time:.2f} s" in out  # the API's figure
+    with pytest.raises(SystemExit, match="--etp prices one split"):
+        main(argv + ["--etp", "1", "--search"])

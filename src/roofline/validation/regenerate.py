@@ -304,12 +304,14 @@ def _training_runs() -> tuple[Any, Any, Any]:
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
     from . import vendor_training as o
+    from .foundry_ckpt import ckpt_rows, ckpt_table
 
     rs, long, rep = _once("training-runs", _training_runs)
     vrs, vrep = _once("vendor-training", _vendor_training)
     return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
             "long": v.long_table(long), "vendors": o.vendor_table(vrs),
-            "vendors-fit": o.cdna3_fit_table(vrep)}
+            "vendors-fit": o.cdna3_fit_table(vrep),
+            "ckpt": ckpt_table(_once("foundry-ckpt", ckpt_rows))}
 
 
 def _vendor_training() -> tuple[Any, Any]:
@@ -321,9 +323,11 @@ def _vendor_training() -> tuple[Any, Any]:
 def _training_runs_figures() -> dict[str, str]:
     from . import training_runs as v
     from . import vendor_training as o
+    from .foundry_ckpt import ckpt_figures, ckpt_rows
 
     return (v.training_runs_figures(*_once("training-runs", _training_runs))
-            | o.vendor_figures(*_once("vendor-training", _vendor_training)))
+            | o.vendor_figures(*_once("vendor-training", _vendor_training))
+            | ckpt_figures(_once("foundry-ckpt", ckpt_rows)))
 
 
 def _client_page() -> dict[str, str]:

@@ -16,7 +16,9 @@ What is priced here: the rules (``check_folding``), the per-layer tensor-paralle
 collectives when the experts are not split by tp (``tp_pair``), the expert-parallel
 exchange over its group (``ep_exposed``). The expert graph (width F_e/etp, etp/tp × the rows)
 is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
-reduction over edp ranks are in step.py / memory.py."""
+reduction over edp ranks are in step.py / memory.py. Activation memory does not change with
+etp: a rank keeps etp/tp × the expert rows at F_e/etp width, the same product, and the
+permuted token copies stay those of its own b·s/tp tokens (``moe_mlp_activation_bytes``)."""
 
 from __future__ import annotations
 
