@@ -208,3 +208,16 @@ def test_shared_experts_keep_tp_dividing_the_width() -> None:
     with pytest.raises(RooflineError, match="tp=8 must divide moe_intermediate_size=2052"):
         shard_config(cfg, 8, etp=1)
     assert shard_config(cfg, 4, etp=1).moe_d_ff == 2052 // 4
+
+
+def test_trainable_params_model_wide_under_expert_parallelism() -> None:
+    """``TrainingResult.trainable_params`` is model-wide (result.py): Qwen3-235B-A22B's
+    235.09 B parameters whatever ep or etp split the experts (it read 36.4 B at ep 8: the
+    graph it counted kept E/ep experts per layer)."""
+    cl = rl.cluster("dgx-h100", nodes=32)
+    want = rl.model("qwen3-235b-a22b").params
+    for kw in ({}, {"etp": 1}):
+        r = rl.train("qwen3-235b-a22b", cl, **ROW, **kw)
+        assert r.trainable_params == pytest.approx(want, rel=1e-9)
+    assert rl.train("qwen3-235b-a22b", cl, **dict(ROW, ep=1)).trainable_params == \
+        pytest.approx(want, rel=1e-9)
