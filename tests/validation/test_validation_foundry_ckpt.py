@@ -62,3 +62,19 @@ def test_hfu_bound_by_hand() -> None:
     assert b["peak"] == pytest.approx(312e12) and b["mamf"] == pytest.approx(271.2e12)
     assert b["of_mamf"] == pytest.approx(b["hfu"] * 312 / 271.2)
     assert b["of_mamf"] > b["plain_of_mamf"]
+
+
+def test_pairs_by_hand() -> None:
+    """The pairs block is the code's; a forward's FLOPs per token is about twice the model's
+    parameters (MPT-7B: 6.66 B in the table's NumParams column at 2,048 tokens, attention
+    a few per cent more at 1,024); the room is the difference of the two published times."""
+    ps = v.pair_rows()
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(r"<!-- ckpt-pairs: .*? -->\n(.*?)\n<!-- end ckpt-pairs -->", text, re.S)
+    assert block is not None and block.group(1) == v.pair_table(ps)
+    h7 = next(p for p in ps if p["gpu"] == "H100" and p["model"] == "7B")
+    assert h7["fwd_at_peak"] * 989e12 == pytest.approx(2 * 6.66e9, rel=0.08)
+    assert h7["t_ck"] == pytest.approx(1 / 10203)
+    assert h7["room"] == pytest.approx(h7["t_ck"] - h7["t_plain"])
+    # scaled from 2,048 to 1,024 tokens: less attention, so less time per token
+    assert h7["t_plain"] < 1 / 10643

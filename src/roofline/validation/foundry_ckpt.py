@@ -10,7 +10,9 @@ recompute we price the run leaves room for:
     share = (1/published − 1/ours without recompute) / (1/ours as run − 1/ours without recompute)
 
 1 when the recompute costs what we price (a second forward of every block), 0 when the run is
-as fast as ours without any recompute. Nothing here is fitted; no default reads it.
+as fast as ours without any recompute. ``pair_rows`` sets each model's run without
+checkpointing against its run with it: the extra time per token the published figures leave,
+against what a second forward needs at the peak. Nothing here is fitted; no default reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import statistics
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["ckpt_rows", "ckpt_table", "ckpt_figures", "hfu_bound"]
+__all__ = ["ckpt_rows", "ckpt_table", "ckpt_figures", "hfu_bound", "pair_rows", "pair_table"]
 
 _GPU = {"dgx-h100": "H100", "dgx-a100": "A100"}
 
@@ -36,18 +38,51 @@ def _data() -> dict[str, Any]:
     return d
 
 
-def _price(r: dict[str, Any], shape: dict[str, int], recompute: str) -> float:
-    """Our tokens/s/GPU for row ``r`` with ``recompute`` ("none" or "full")."""
+def _result(r: dict[str, Any], recompute: str) -> Any:
+    """``rl.train``'s result for row ``r`` with ``recompute`` ("none" or "full")."""
     from ..scenarios.training import train
     from .training import gpt_model
 
+    shape = _data()["shape"][r["model"]]
     model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], 50368, r["seq_len"])
     gpus = 8
-    res = train(model, r["cluster"], nodes=gpus // 8,
-                global_batch=r["micro_batch"] * r["grad_accum"] * gpus, seq_len=r["seq_len"],
-                micro_batch=r["micro_batch"], tp=1, pp=1, dp=gpus, recompute=recompute,
-                zero=3, precision="bf16", attention_kernel=r["attention_kernel"])
+    return train(model, r["cluster"], nodes=gpus // 8,
+                 global_batch=r["micro_batch"] * r["grad_accum"] * gpus, seq_len=r["seq_len"],
+                 micro_batch=r["micro_batch"], tp=1, pp=1, dp=gpus, recompute=recompute,
+                 zero=3, precision="bf16", attention_kernel=r["attention_kernel"])
+
+
+def _price(r: dict[str, Any], recompute: str) -> float:
+    """Our tokens/s/GPU for row ``r`` with ``recompute`` ("none" or "full")."""
+    res = _result(r, recompute)
     return float(res.tokens_per_s / res.devices)
+
+
+def pair_rows() -> list[dict[str, Any]]:
+    """Per GPU and model, the run without checkpointing against the shortest checkpointed run:
+    the checkpointed run's published time per token less the other's (scaled to its sequence
+    length by our own ratio, which moves only the attention term), i.e. the time the
+    recompute can have taken if both ran at one efficiency; and the least time a second
+    forward needs, its FLOPs per token at the bf16 peak."""
+    from ..specs.resolve import cluster
+
+    d = _data()
+    out = []
+    for cl in dict.fromkeys(r["cluster"] for r in d["row"]):
+        for mo in dict.fromkeys(r["model"] for r in d["row"] if r["cluster"] == cl):
+            rs = [r for r in d["row"] if r["cluster"] == cl and r["model"] == mo]
+            plain = next(r for r in rs if not r["checkpointing"])
+            ck = min((r for r in rs if r["checkpointing"]), key=lambda r: r["seq_len"])
+            rp, rn = _result(plain, "none"), _result(ck, "none")
+            scale = (rp.tokens_per_s / rp.devices) / (rn.tokens_per_s / rn.devices)
+            t_plain = scale / plain["tok_s_gpu"]
+            t_ck = 1.0 / ck["tok_s_gpu"]
+            fwd = rn.model_flops_per_step / 3 / (rn.global_batch * rn.seq_len)
+            peak = float(cluster(cl, 1).device.peak_flops_per_s["bf16"])
+            out.append({"gpu": _GPU[cl], "model": mo.upper(), "plain": plain, "ck": ck,
+                        "t_plain": t_plain, "t_ck": t_ck, "room": t_ck - t_plain,
+                        "fwd_at_peak": fwd / peak, "fwd_at_plain": t_plain / 3})
+    return out
 
 
 def ckpt_rows() -> list[dict[str, Any]]:
@@ -56,9 +91,8 @@ def ckpt_rows() -> list[dict[str, Any]]:
     d = _data()
     out = []
     for r in d["row"]:
-        shape = d["shape"][r["model"]]
-        ours = _price(r, shape, "full" if r["checkpointing"] else "none")
-        none = _price(r, shape, "none") if r["checkpointing"] else ours
+        ours = _price(r, "full" if r["checkpointing"] else "none")
+        none = _price(r, "none") if r["checkpointing"] else ours
         pub = float(r["tok_s_gpu"])
         share = ((1 / pub - 1 / none) / (1 / ours - 1 / none)) if r["checkpointing"] else None
         out.append({"gpu": _GPU[r["cluster"]], "model": r["model"].upper(),
@@ -125,7 +159,16 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
     plain = [r for r in rs if not r["checkpointing"]]
     shares = [r["share"] for r in full]
     b = hfu_bound()
-    return {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
+    ps = pair_rows()
+    below = [p for p in ps if p["room"] < p["fwd_at_peak"]]
+    h7 = next(p for p in ps if p["gpu"] == "H100" and p["model"] == "7B")
+    pairs = {"trc.pair.n": str(len(ps)), "trc.pair.below": str(len(below)),
+             "trc.pair.h100_7b.room": f"{h7['room'] * 1e6:.1f} µs",
+             "trc.pair.h100_7b.peak": f"{h7['fwd_at_peak'] * 1e6:.1f} µs",
+             "trc.pair.h100_7b.plain_fwd": f"{h7['fwd_at_plain'] * 1e6:.0f} µs",
+             "trc.pair.h100_7b.t_ck": f"{h7['t_ck'] * 1e6:.1f} µs",
+             "trc.pair.h100_7b.t_plain": f"{h7['t_plain'] * 1e6:.1f} µs"}
+    return pairs | {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
             "trc.bound.row": f"{b['model'].upper()} row at {b['seq_len']:,} tokens",
             "trc.bound.rate": f"{b['rate'] / 1e12:.0f} TFLOP/s",
             "trc.bound.peak": f"{b['peak'] / 1e12:.0f} TFLOP/s",
@@ -140,3 +183,17 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
             "trc.plain.range": _span([r["error"] for r in plain]),
             "trc.share.range": f"{min(shares):.2f} to {max(shares):.2f}",
             "trc.share.median": f"{statistics.median(shares):.2f}"}
+
+
+def pair_table(pairs: list[dict[str, Any]] | None = None) -> str:
+    ps = pair_rows() if pairs is None else pairs
+    lines = ["| GPU | model | without checkpointing | with | µs/token without (at the other's "
+             "length) | µs/token with | room for the recompute | a forward at the peak |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for p in ps:
+        a, b = p["plain"], p["ck"]
+        lines.append(f"| {p['gpu']} | MPT-{p['model']} | {a['seq_len']:,} tokens, micro-batch "
+                     f"{a['micro_batch']} | {b['seq_len']:,} tokens, micro-batch "
+                     f"{b['micro_batch']} | {p['t_plain'] * 1e6:.1f} | {p['t_ck'] * 1e6:.1f} | "
+                     f"{p['room'] * 1e6:.1f} µs | {p['fwd_at_peak'] * 1e6:.1f} µs |")
+    return "\n".join(lines)

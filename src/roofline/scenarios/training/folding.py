@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
+from ...graphs.shard import etp_problem
 from ...ops import collectives as coll
 from ...ops.training_formulas import moe_dispatch_ranks
 from ...ops.xp import SCALAR
@@ -48,10 +49,10 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
                         f"{what} = {vals} = "
                         f"{ranks} ranks of a pipeline stage (MoE parallel folding: the expert "
                         f"groups etp × ep × edp are those ranks); {allowed}")
-    width = ctx.cfg.moe_d_ff or ctx.cfg.d_ff
-    if ctx.cfg.n_experts and width % etp:
-        raise SpecError(f"etp={etp} must divide the expert width {width} of {ctx.cfg.name} "
-                        "(each expert is split etp ways)")
+    # each routed expert is split etp ways (at etp = tp shard_config names tp instead)
+    why = None if etp == tp else etp_problem(ctx.cfg, etp, lambda e: ranks % (e * ep) == 0)
+    if why is not None:
+        raise SpecError(why)
 
 
 def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
