@@ -446,9 +446,10 @@ class _Replica:
         up to the next event: the first finish, the step that reaches an arrival that can be
         admitted, or (dynamic KV) the step the free blocks run out; then the clock moves by
         it and the sequences that finished at its last step are retired."""
-        heap, ver, dec = self.heap, self.ver, self.dec
+        heap = self.heap
         h = heap[0]
         if self.preempt:  # stale entries (only a preemption leaves them)
+            ver, dec = self.ver, self.dec
             while h[2] != ver[h[1]] or not dec[h[1]]:
                 _heappop(heap)
                 h = heap[0]
