@@ -287,7 +287,7 @@ class _Replica:
         return True
 
     # -- admission and prefill
-    def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
+    def admit(self, chunks: list[int], tok: int) -> None:
         """FIFO admission while the running set is below the limit, its KV blocks are free
         and (prefill) the step has budget left; ``tok``: that budget. Chunked, a prompt takes
         what is left of it; a whole prompt longer than that waits for a later step, unless it
@@ -332,7 +332,7 @@ class _Replica:
                 t_admit[i] = self.now
             if prefill:
                 self.pf.append([i, 0, plen])
-                chunks.append((i, T, 0))
+                chunks.append(T)
                 tok -= T
             elif self.osl[i] <= 1:  # decode pool: KV and first token arrived with the request
                 self.finish(i, need)
@@ -341,42 +341,47 @@ class _Replica:
 
     # -- iterations
     def mixed_pass(self) -> bool:
-        """Mixed iterations, each whole: this step's prefill chunks (request, tokens, cached
-        prefix: the partial prefills first, in order, then the prompts admitted now;
-        ``chunks[j]`` is ``pf[j]``), the step's time (every decoding sequence's token with
-        them; their context and, dynamic KV, blocks grow by a token), the clock's advance as
-        after a decode run (Little's area, the arrivals meanwhile), and the prompts the step
-        completed, which give their first token and decode from the next step (or finish, a
-        one-token output). The next step follows in the same call while a prompt is still
-        partial and the driver would do nothing else first (no sequence finished at this step;
-        dynamic KV: the next step's new blocks free): a long prompt's chunks are one call.
-        False, with nothing but admission's rejections done: no chunk this step (no budget
-        left, or no prompt admitted)."""
+        """Mixed iterations, each whole: this step's prefill chunks (``chunks[j]``: the tokens
+        of ``pf[j]``, after its cached prefix ``pf[j][1]``: the partial prefills first, in
+        order, then the prompts admitted now), the step's time (every decoding sequence's
+        token with them; their context and, dynamic KV, blocks grow by a token), the clock's
+        advance as after a decode run (Little's area, the arrivals meanwhile), and the prompts
+        the step completed, which give their first token and decode from the next step (or
+        finish, a one-token output). The next step follows in the same call while a prompt is
+        still partial and the driver would do nothing else first (no sequence finished at this
+        step; dynamic KV: the next step's new blocks free): a long prompt's chunks are one
+        call. False, with nothing but admission's rejections done: no chunk this step (no
+        budget left, or no prompt admitted)."""
         pf, wait, pair, heap = self.pf, self.wait, self.pair, self.heap
         budget, chunked, dynamic, bs, hist = (self.budget, self.chunked, self.dynamic, self.bs,
                                               self.hist)
         while True:
             b = self.b
             tok = budget - b if chunked else budget
-            chunks: list[tuple[int, int, int]] = []
+            # the chunks' tokens, and their attention over the cached prefix and themselves
+            chunks: list[int] = []
+            Tt = 0
+            att = 0.0
             for e in pf:
                 if tok <= 0:
                     break
-                rem = e[2] - e[1]
+                cp = e[1]
+                rem = e[2] - cp
                 T = rem if rem < tok else tok
-                chunks.append((e[0], T, e[1]))
+                chunks.append(T)
+                Tt += T
+                att += pair[T] * T * (cp + (T + 1) * 0.5)
                 tok -= T
             if wait and self.running < self.mc and (tok > 0 or not self.prefill):
+                j = len(chunks)
                 self.admit(chunks, tok)
+                for T in chunks[j:]:  # the prompts admitted now: no cached prefix
+                    Tt += T
+                    att += pair[T] * T * ((T + 1) * 0.5)
             if not chunks:
                 return False
             # the step's time
             self.iters += 1
-            Tt = 0
-            att = 0.0
-            for _i, T, cp in chunks:
-                Tt += T
-                att += pair[T] * T * (cp + (T + 1) * 0.5)
             K = self.K
             if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
                 self.blk0 = K
@@ -407,7 +412,7 @@ class _Replica:
             # short of its prompt took the rest of the step's budget), so they are a prefix of pf
             last = len(chunks) - 1
             e = pf[last]
-            e[1] += chunks[last][1]
+            e[1] += chunks[last]
             done = last + 1 if e[1] >= e[2] else last
             if done:  # their first token; decoding from step K, or a one-token output's finish
                 gen, b, C, osl, k0, x0, g0, dec, ver = (
@@ -457,16 +462,16 @@ class _Replica:
         k = h[0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
         sl = self.slope[b]
         base = self.lin[b] + sl * (self.C + b)
-        inc = sl * b
+        inc = sl * float(b)  # (float·float: CPython's int·float takes a slower path; same value)
         if self.running < self.mc and not self.wait and self.nxt < self.n:
             # the fewest steps that reach the next arrival: k·base + inc·k(k−1)/2 ≥ gap
             gap = self.arr[self.nxt] - self.now
             if gap <= base:
                 ka = 1
             elif inc > 0:  # the positive root of the quadratic in k
-                a2 = inc / 2
+                a2 = inc / 2.0
                 b1 = base - a2
-                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
+                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4.0 * a2 * gap)) / (2.0 * a2) - 1e-9)
             else:
                 ka = math.ceil(gap / base - 1e-9)
             if ka < k:
@@ -493,7 +498,8 @@ class _Replica:
         self.C += b * k
         K = self.K = K + k
         self.iters += k
-        dt = k * base + inc * k * (k - 1) / 2
+        fk = float(k)
+        dt = fk * base + inc * fk * (fk - 1.0) / 2.0  # = k·base + inc·k(k−1)/2, to the bit
         # the clock moves by the step(s); Little's area grows by who was in the system, and
         # the requests arriving meanwhile join the queue (counted from their arrival). Written
         # twice on purpose: mixed_pass repeats these lines for a mixed iteration (one method,
