@@ -58,8 +58,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     count and the number of iterations.
     """
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
-    # one pass: one mixed iteration, or one run of identical decode steps; the state lives on
-    # ``s`` (slots), and a pass makes few calls (~370 k passes for 10^5 requests)
+    # one pass: the mixed iterations of one call (a prompt's chunks), or one run of identical
+    # decode steps; the state lives on ``s`` (slots), and a pass makes few calls (~3 passes per
+    # request in benchmarks/bench_planning.py's chunked case)
     n, times, wait, heap, mc = s.n, s.arr, s.wait, s.heap, s.mc
     dynamic, hist, bs, total = s.dynamic, s.hist, s.bs, s.total
     s.arrive()  # (and again whenever the clock jumps to an arrival)
