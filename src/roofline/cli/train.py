@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--dp", type=int, default=None, help="default: devices / (tp·pp)")
     p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--etp", type=int, default=None,
+                   help="MoE: expert tensor-parallel size (Megatron-Core's MoE parallel folding; "
+                        "default: tp); etp·ep must divide the tp·cp·dp ranks of a stage")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
     p.add_argument("--recompute", default=None,
@@ -68,10 +71,11 @@ def register(sub: Any) -> None:
                    help="image models: the host input pipeline as a ceiling on the step, "
                         "LOADER a measured pipeline (dali-cpu, pytorch) or your samples/s of "
                         "one worker, WORKERS loader workers per device (e.g. dali-cpu:16)")
-    p.add_argument("--conv-layout", default="nhwc", choices=CONV_LAYOUTS,
+    p.add_argument("--conv-layout", default=None, choices=CONV_LAYOUTS,
                    help="image models: the convolutions' activation layout, nhwc (channels "
-                        "last, default) or nchw (PyTorch's default memory format: each "
-                        "tensor-core convolution's input and output transposed)")
+                        "last; the default, stated as assumed in the output) or nchw "
+                        "(PyTorch's default memory format: each tensor-core convolution's "
+                        "input and output transposed)")
     p.add_argument("--lora-rank", type=int, default=None, metavar="R",
                    help="LoRA: a trainable adapter of rank R, every other weight frozen "
                         "(decoder LMs; default: every weight trained)")
@@ -136,9 +140,12 @@ def run(args: argparse.Namespace) -> int:
         if args.data_loader is not None:
             raise SystemExit("roofline train: --data-loader prices one split (generic graphs); "
                              "it does not apply with --search")
-        if args.conv_layout != "nhwc":
+        if args.conv_layout not in (None, "nhwc"):
             raise SystemExit("roofline train: --conv-layout prices one split (generic graphs); "
                              "it does not apply with --search")
+        if args.etp is not None:
+            raise SystemExit("roofline train: --etp prices one split; --search keeps the "
+                             "experts split by tp")
         if args.lora_rank is not None or args.lora_targets != "all":
             raise SystemExit("roofline train: --lora-rank / --lora-targets price one split; "
                              "--search ranks full-training splits only")
@@ -156,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     from .econ import econ_data, econ_kwargs
 
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
-              dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
+              dp=args.dp, ep=args.ep, etp=args.etp, interleave=args.interleave,
+              recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
