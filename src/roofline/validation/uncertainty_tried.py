@@ -59,6 +59,10 @@ METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², cla
            "rescaled": "rescaled by own held-out residuals",
            "rescaled-narrow": "rescaled, never wider",
            "conformal": "conformal, nested"}
+#: methods that pass the rule and are not shipped, with where the page says why (session 30: the
+#: nested folds' recount turned "rescaled, never wider" from failing rule 5 to passing)
+PASSES_NOT_SHIPPED = {"rescaled-narrow": "docs/validation/uncertainty.md, 'What session 30 "
+                                         "closed, and the recount': not shipped, open"}
 #: the rescaled methods apply to a class with at least this many sources (every
 #: leave-one-source-out fold keeps 2, each nested fit 1)
 MIN_SOURCES = 3
