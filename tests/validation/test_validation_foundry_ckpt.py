@@ -37,6 +37,37 @@ def test_rows_cite_their_table_and_batches_add_up() -> None:
         assert r["hfu"] == pytest.approx(r["mfu"] * ratio, abs=0.02)
 
 
+# Every MPT-7B / MPT-13B row on 8 GPUs at up to 8,192 tokens in the two tables
+# (llm-foundry scripts/train/benchmarking/README.md at b2a43a147, read by hand): (GPU,
+# model, tokens, Activation Checkpointing). The data file holds all of them, not a pick.
+_SOURCE_ROWS = {
+    ("dgx-h100", "13b", 4096, True), ("dgx-h100", "13b", 2048, False),
+    ("dgx-h100", "13b", 1024, True), ("dgx-h100", "7b", 8192, True),
+    ("dgx-h100", "7b", 4096, True), ("dgx-h100", "7b", 2048, False),
+    ("dgx-h100", "7b", 1024, True),
+    ("dgx-a100", "13b", 8192, True), ("dgx-a100", "13b", 4096, True),
+    ("dgx-a100", "13b", 2048, False), ("dgx-a100", "13b", 1024, True),
+    ("dgx-a100", "7b", 8192, True), ("dgx-a100", "7b", 4096, True),
+    ("dgx-a100", "7b", 2048, False), ("dgx-a100", "7b", 1024, True)}
+
+
+def test_rows_are_every_row_of_the_selection() -> None:
+    got = [(r["cluster"], r["model"], r["seq_len"], r["checkpointing"]) for r in v._data()["row"]]
+    assert len(got) == len(set(got)) and set(got) == _SOURCE_ROWS
+
+
+def test_share_by_gpu_and_length(rows) -> None:
+    """The page's per-GPU and A100 by-length share figures are spans of the table's shares."""
+    f = v.ckpt_figures(rows)
+    for g in ("H100", "A100"):
+        s = [r["share"] for r in rows if r["gpu"] == g and r["checkpointing"]]
+        assert f[f"trc.share.{g.lower()}.range"] == f"{min(s):.2f} to {max(s):.2f}"
+    a = [r for r in rows if r["gpu"] == "A100" and r["checkpointing"]]
+    s8 = [r["share"] for r in a if r["seq_len"] == 8192]
+    assert len(s8) == 2 and f["trc.share.a100.long"] == f"{min(s8):.2f} to {max(s8):.2f}"
+    assert f["trc.share.a100.long_len"] == "8,192 tokens"
+
+
 def test_share_is_its_definition(rows) -> None:
     """share = 1 at our full-recompute price, 0 at our no-recompute price; recompute costs time."""
     full = [r for r in rows if r["checkpointing"]]

@@ -133,6 +133,11 @@ def _span(es: list[float]) -> str:
     return _pct(lo).replace("-", "−") + " to " + _pct(hi).replace("-", "−")
 
 
+def _share_span(rows: list[dict[str, Any]]) -> str:
+    shares = [r["share"] for r in rows]
+    return f"{min(shares):.2f} to {max(shares):.2f}"
+
+
 def hfu_bound() -> dict[str, Any]:
     """The A100 checkpointed row with the highest published HFU against the fastest bf16
     matmul measured on the part (source mamf, data/validation/vendors.toml): the matmul rate
@@ -168,7 +173,14 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
              "trc.pair.h100_7b.plain_fwd": f"{h7['fwd_at_plain'] * 1e6:.0f} µs",
              "trc.pair.h100_7b.t_ck": f"{h7['t_ck'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.t_plain": f"{h7['t_plain'] * 1e6:.1f} µs"}
-    return pairs | {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
+    by = {f"trc.share.{g.lower()}.range": _share_span([r for r in full if r["gpu"] == g])
+          for g in _GPU.values()}
+    a100 = [r for r in full if r["gpu"] == "A100"]
+    for n, L in (("short", min(r["seq_len"] for r in a100)),
+                 ("long", max(r["seq_len"] for r in a100))):
+        by[f"trc.share.a100.{n}"] = _share_span([r for r in a100 if r["seq_len"] == L])
+        by[f"trc.share.a100.{n}_len"] = f"{L:,} tokens"
+    return pairs | by | {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
             "trc.bound.row": f"{b['model'].upper()} row at {b['seq_len']:,} tokens",
             "trc.bound.rate": f"{b['rate'] / 1e12:.0f} TFLOP/s",
             "trc.bound.peak": f"{b['peak'] / 1e12:.0f} TFLOP/s",
@@ -181,7 +193,7 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
             "trc.full.range": _span([r["error"] for r in full]),
             "trc.none.range": _span([r["error_none"] for r in full]),
             "trc.plain.range": _span([r["error"] for r in plain]),
-            "trc.share.range": f"{min(shares):.2f} to {max(shares):.2f}",
+            "trc.share.range": _share_span(full),
             "trc.share.median": f"{statistics.median(shares):.2f}"}
 
 
