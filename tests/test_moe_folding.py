@@ -147,3 +147,77 @@ def test_cli_etp(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"step time {r.step_time:.2f} s" in out  # the API's figure
     with pytest.raises(SystemExit, match="--etp prices one split"):
         main(argv + ["--etp", "1", "--search"])
+
+
+def _widened(key: str, **cfg_changes: int):  # type: ignore[no-untyped-def]
+    """A zoo MoE model with its expert width changed (a config no zoo entry has)."""
+    from dataclasses import replace
+
+    m = rl.model(key)
+    assert m.config is not None
+    return replace(m, key=f"{key}-w", name=f"{m.name}-w",
+                   config=replace(m.config, name=f"{m.name}-w", **cfg_changes))
+
+
+def test_tp_need_not_divide_the_expert_width_when_etp_splits_it() -> None:
+    """With etp set, the routed experts are split etp ways, not tp ways: tp must divide the
+    attention heads and the dense / shared-expert widths, etp the routed experts' width.
+    Qwen3-30B-A3B (32 heads, 4 KV heads, dense width 6144, all 48 layers MoE, no shared
+    expert) with experts 772 wide: tp 8 does not divide 772 (= 4·193), etp 1, 2, 4 do. On
+    one DGX (tp 8, dp 1; etp·ep = 8) at etp 1, ep 8 each rank holds E/ep = 16 whole experts
+    of 2048 × 772."""
+    m = _widened("qwen3-30b-a3b", moe_d_ff=772)
+    kw = dict(global_batch=8, seq_len=T, tp=8, recompute="full")
+    for etp, ep in ((1, 8), (2, 4), (4, 2)):
+        r = rl.train(m, "dgx-h100", etp=etp, ep=ep, **kw)
+        assert (r.etp, r.ep) == (etp, ep) and r.step_time > 0
+    ctx = _context(m, rl.cluster("dgx-h100"), None, "bf16", T, True, False, "default")
+    g = _graph(ctx, 8, 8, 1, True, 1)
+    assert g.layer_expert_params == 3 * (128 // 8) * 2048 * 772
+    # the experts split by tp (etp unset, or etp = tp) are still refused, naming tp
+    with pytest.raises(RooflineError, match="tp=8 must divide moe_intermediate_size=772"):
+        rl.train(m, "dgx-h100", **kw)
+    with pytest.raises(RooflineError, match="tp=8 must divide moe_intermediate_size=772"):
+        rl.train(m, "dgx-h100", etp=8, **kw)
+    # an etp that does not divide the width names etp, the width and the etps allowed
+    with pytest.raises(RooflineError, match=r"etp=8 must divide the expert width 772 .*"
+                                            r"allowed etp: 1, 2, 4"):
+        rl.train(m, "dgx-h100", **dict(kw, tp=4, ep=1), etp=8)
+
+
+def test_expert_width_from_d_ff_split_by_etp() -> None:
+    """Mixtral-style experts (no moe_intermediate_size: the experts are d_ff wide, every layer
+    MoE, no shared expert): d_ff 14340 (= 4·3585) with tp 8, etp 4 prices; tp 8 alone is
+    refused on intermediate_size."""
+    m = _widened("mixtral-8x7b", d_ff=14340)
+    kw = dict(global_batch=8, seq_len=T, tp=8, recompute="full")
+    r = rl.train(m, "dgx-h100", etp=4, ep=2, **kw)
+    assert (r.tp, r.etp, r.ep) == (8, 4, 2)
+    with pytest.raises(RooflineError, match="tp=8 must divide intermediate_size=14340"):
+        rl.train(m, "dgx-h100", **kw)
+
+
+def test_shared_experts_keep_tp_dividing_the_width() -> None:
+    """The shared experts (n_shared × moe_intermediate_size wide) stay split by tp, so with
+    one tp must divide the width whatever etp is: DeepSeek-V3 (one shared expert) with
+    experts 2052 (= 4·513) wide refuses tp 8 at etp 1 and prices tp 4 at etp 1."""
+    from roofline.graphs.shard import shard_config, tp_problem
+
+    cfg = _widened("deepseek-v3", moe_d_ff=2052).config
+    assert tp_problem(cfg, 8, 1) == f"tp=8 must divide moe_intermediate_size=2052 of {cfg.name}"
+    with pytest.raises(RooflineError, match="tp=8 must divide moe_intermediate_size=2052"):
+        shard_config(cfg, 8, etp=1)
+    assert shard_config(cfg, 4, etp=1).moe_d_ff == 2052 // 4
+
+
+def test_trainable_params_model_wide_under_expert_parallelism() -> None:
+    """``TrainingResult.trainable_params`` is model-wide (result.py): Qwen3-235B-A22B's
+    235.09 B parameters whatever ep or etp split the experts (it read 36.4 B at ep 8: the
+    graph it counted kept E/ep experts per layer)."""
+    cl = rl.cluster("dgx-h100", nodes=32)
+    want = rl.model("qwen3-235b-a22b").params
+    for kw in ({}, {"etp": 1}):
+        r = rl.train("qwen3-235b-a22b", cl, **ROW, **kw)
+        assert r.trainable_params == pytest.approx(want, rel=1e-9)
+    assert rl.train("qwen3-235b-a22b", cl, **dict(ROW, ep=1)).trainable_params == \
+        pytest.approx(want, rel=1e-9)

@@ -42,7 +42,7 @@ from ..errors import SpecError
 from ..ops import QUANTITIES
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder, Q
-from .shard import shard_config
+from .shard import expert_width, shard_config
 from .transformer import TransformerConfig, transformer_graph
 
 __all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction", "op_recomputed",
@@ -156,15 +156,15 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     # one of each, weighted by their share of the layers (op_weight): the average layer
     f_moe = moe_layer_fraction(cfg)
     two = 0.0 < f_moe < 1.0
-    local = replace(shard_config(cfg, tp, ep=ep), name=f"{cfg.name}[tp{tp}]", moe_every=1,
-                    n_layers=2 if two else 1, first_dense_layers=1 if two else 0)
+    local = replace(shard_config(cfg, tp, ep=ep, etp=etp), name=f"{cfg.name}[tp{tp}]",
+                    moe_every=1, n_layers=2 if two else 1, first_dense_layers=1 if two else 0)
     if cfg.n_experts and f_moe == 0.0:
         local = replace(local, n_experts=0, top_k=0)
     T = seq_len
     fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
                             fused_attention=fused_attention,
                             batch=micro_batch if cfg.n_experts else None, logits="all")
-    if cfg.n_experts and etp not in (None, tp):
+    if cfg.n_experts and etp is not None and etp != tp:
         fwd = _fold_experts(fwd, cfg, local, precision, T, fused_attention, micro_batch, tp, etp)
     sp = sequence_parallel and tp > 1
     c0, c1, gemm, params, grp = _forward_costs(fwd, tp, ep, cp, sp)
@@ -254,9 +254,7 @@ def _fold_experts(fwd: Graph, cfg: TransformerConfig, local: TransformerConfig,
     that width, their per-sample costs (FLOPs, activation bytes) and GEMM rows scaled by
     etp/tp, their weight reads (the touched experts, read once) as built. The shared experts
     stay split by tp (the attention's group), as every other op."""
-    width = cfg.moe_d_ff or cfg.d_ff
-    if width % etp:
-        raise SpecError(f"etp={etp} must divide the expert width {width} of {cfg.name}")
+    width = expert_width(cfg)[1]  # etp divides it: shard_config checked (etp_problem)
     rows = etp / tp
     fe = transformer_graph(replace(local, moe_d_ff=width // etp), precision, phase="forward",
                            seq_len=T, fused_attention=fused_attention,

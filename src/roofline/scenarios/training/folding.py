@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
+from ...graphs.shard import etp_problem
 from ...ops import collectives as coll
 from ...ops.training_formulas import moe_dispatch_ranks
 from ...ops.xp import SCALAR
@@ -48,10 +49,10 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
                         f"{what} = {vals} = "
                         f"{ranks} ranks of a pipeline stage (MoE parallel folding: the expert "
                         f"groups etp × ep × edp are those ranks); {allowed}")
-    width = ctx.cfg.moe_d_ff or ctx.cfg.d_ff
-    if ctx.cfg.n_experts and width % etp:
-        raise SpecError(f"etp={etp} must divide the expert width {width} of {ctx.cfg.name} "
-                        "(each expert is split etp ways)")
+    # each routed expert is split etp ways (at etp = tp shard_config names tp instead)
+    why = None if etp == tp else etp_problem(ctx.cfg, etp, lambda e: ranks % (e * ep) == 0)
+    if why is not None:
+        raise SpecError(why)
 
 
 def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
@@ -74,10 +75,15 @@ def tp_pair(ctx: _Ctx, t_ar: Any, n_act: Any, tp: Any, etp: int | None, xp: Any)
     tp, ``t_ar`` each: one around the attention, one around the MLP. With ``etp`` (not None,
     not tp) an MoE layer's MLP block is the experts': their tokens gathered and scattered over
     the etp ranks (Megatron-Core's alltoall dispatcher gathers the expert inputs over the
-    expert tensor-parallel group after the exchange; the etp ranks' shares, n_act·etp/tp
-    bytes), nothing when etp = 1, and the shared experts (if any) keep a tp all-reduce of their
-    own. At etp = tp this is the dense 2·t_ar (the shared and routed experts' gathers counted
-    as one, the model before folding)."""
+    expert tensor-parallel group after the exchange), nothing when etp = 1, and the shared
+    experts (if any) keep a tp all-reduce of their own. At etp = tp this is the dense 2·t_ar
+    (the shared and routed experts' gathers counted as one, the model before folding).
+    Assumption, an undercount: the etp gather is priced on the etp ranks' unrouted tokens
+    (n_act·etp/tp bytes), as the model before folding prices it at etp = tp on n_act; what
+    Megatron-Core gathers after the exchange are the routed copies (``MoEAlltoAllTokenDispatcher
+    .dispatch_postprocess``, NVIDIA/Megatron-LM: up to top-k per token), so with etp > 1 the
+    gather moves up to k times these bytes. Not priced: it moves every MoE row with tp > 1 and
+    needs its own judging rule."""
     if etp is None:
         return 2 * t_ar
     f = ctx.moe_fraction

@@ -62,7 +62,7 @@ from ...units import fmt_bytes
 from .factors import cluster_links, training_factors
 from .input_pipeline import input_ceiling, parse_loader
 from .optimizer import optimizer_graph, optimizer_time
-from .options import check_conv_layout
+from .options import check_conv_layout, layout_priced_on
 from .result import TrainingResult
 
 __all__ = ["train_graph"]
@@ -106,9 +106,9 @@ def _nchw_transposes(g: Any) -> Any:
 
     from ...graphs.graph import Q
 
-    conv = [i for i, c in enumerate(g.classes) if c == "conv"]
-    if not conv or g.precision.compute == "fp32":
+    if not _tensor_core_convs(g):
         return g
+    conv = [i for i, c in enumerate(g.classes) if c == "conv"]
     ar, aw = Q["act_bytes_read"], Q["act_bytes_written"]
     cols: list[tuple[str, str, str, int, int]] = []  # (name, kind, class, source op, quantity)
     for i in range(len(g.names)):
@@ -318,10 +318,15 @@ def _layout_fields(fwd: Any, asked: str | None, layout: str, hw: Any) -> dict[st
     ``conv_layout_assumed``: the default taken (``asked`` None) where the layout changes the
     price, i.e. tensor-core convolutions on an NVIDIA device (fp32 convolutions run as they
     are; other devices price "nhwc" only)."""
-    has_conv = "conv" in fwd.classes
-    return {"conv_layout": layout if has_conv else None,
-            "conv_layout_assumed": has_conv and asked is None and hw.vendor == "NVIDIA"
-            and fwd.precision.compute != "fp32"}
+    return {"conv_layout": layout if "conv" in fwd.classes else None,
+            "conv_layout_assumed": asked is None and layout_priced_on(hw)
+            and _tensor_core_convs(fwd)}
+
+
+def _tensor_core_convs(g: Any) -> bool:
+    """Whether ``g`` has convolutions whose layout changes their price: any in a tensor-core
+    precision (an fp32 graph's CUDA-core convolutions run in NCHW as they are)."""
+    return "conv" in g.classes and g.precision.compute != "fp32"
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,

@@ -40,11 +40,17 @@ def check_conv_layout(conv_layout: Any, hw: Any) -> str:
         return "nhwc"
     if conv_layout not in CONV_LAYOUTS:
         raise SpecError(f"conv_layout={conv_layout!r}; allowed: {', '.join(CONV_LAYOUTS)}")
-    if conv_layout == "nchw" and hw.vendor != "NVIDIA":
+    if conv_layout == "nchw" and not layout_priced_on(hw):
         raise SpecError(f"conv_layout='nchw' prices cuDNN's NCHW <-> NHWC transposes on NVIDIA "
                         f"GPUs; {hw.name} ({hw.vendor or 'no vendor'} {hw.kind}) has no "
                         "source for its layout cost: use conv_layout='nhwc'")
     return str(conv_layout)
+
+
+def layout_priced_on(hw: Any) -> bool:
+    """Whether the convolution layout has a price on ``hw``: cuDNN's NCHW <-> NHWC copies are
+    sourced for NVIDIA devices only (``check_conv_layout``, ``generic._layout_fields``)."""
+    return bool(hw.vendor == "NVIDIA")
 
 
 def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str | None) -> None:

@@ -286,9 +286,10 @@ def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp
     return params
 
 
-def _trainable_params(ctx: _Ctx, ep: int, b: int) -> float:
-    """Parameters the step trains, model-wide (the unsharded graph's counts × layers)."""
-    g = _graph(ctx, 1, ep, b, False)
+def _trainable_params(ctx: _Ctx, b: int) -> float:
+    """Parameters the step trains, model-wide (the unsharded graph's counts × layers: tp 1 and
+    ep 1, every expert counted)."""
+    g = _graph(ctx, 1, 1, b, False)
     if g.layer_trainable is None:
         return float(ctx.cfg.n_layers * g.layer_params + g.embed_params + g.head_params)
     # the three trainable counts are set together (graphs/training.py)
@@ -542,7 +543,7 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
         recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
         cp=ctx.cp, lora_targets=ctx.lora_targets, pp_overlap=pp_overlap,
-        trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
+        trainable_params=_trainable_params(ctx, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
