@@ -109,3 +109,12 @@ def test_pairs_by_hand() -> None:
     assert h7["room"] == pytest.approx(h7["t_ck"] - h7["t_plain"])
     # scaled from 2,048 to 1,024 tokens: less attention, so less time per token
     assert h7["t_plain"] < 1 / 10643
+    # FLOPs-only scaling by hand: the forward's FLOPs per token differ by the attention term
+    # alone, 4·L·d·Δs (unmasked) = 4·32·4096·1,024, so the room is the checkpointed run's
+    # time less the other's times that FLOP ratio
+    fwd_ck = h7["fwd_at_peak"] * 989e12
+    fwd_plain = fwd_ck + 4 * 32 * 4096 * 1024
+    assert h7["room_flops"] == pytest.approx(1 / 10203 - fwd_ck / fwd_plain / 10643)
+    # our time ratio also prices the micro-batch (6 against 64) and the step (98,304 against
+    # 1,048,576 tokens): it is not the FLOP ratio, as the page says
+    assert abs(h7["t_plain"] * 10643 - fwd_ck / fwd_plain) > 0.01

@@ -60,10 +60,13 @@ def _price(r: dict[str, Any], recompute: str) -> float:
 
 def pair_rows() -> list[dict[str, Any]]:
     """Per GPU and model, the run without checkpointing against the shortest checkpointed run:
-    the checkpointed run's published time per token less the other's (scaled to its sequence
-    length by our own ratio, which moves only the attention term), i.e. the time the
+    the checkpointed run's published time per token less the other's, i.e. the time the
     recompute can have taken if both ran at one efficiency; and the least time a second
-    forward needs, its FLOPs per token at the bf16 peak."""
+    forward needs, its FLOPs per token at the bf16 peak. The other's time is scaled to the
+    checkpointed run's configuration by our own time ratio of the two without recompute,
+    which moves the attention term with the length and also what we price for the micro-batch
+    and the step's size (``room``); ``room_flops`` scales it by the forward FLOPs per token
+    only (the attention term alone)."""
     from ..specs.resolve import cluster
 
     d = _data()
@@ -78,9 +81,12 @@ def pair_rows() -> list[dict[str, Any]]:
             t_plain = scale / plain["tok_s_gpu"]
             t_ck = 1.0 / ck["tok_s_gpu"]
             fwd = rn.model_flops_per_step / 3 / (rn.global_batch * rn.seq_len)
+            fwd_plain = rp.model_flops_per_step / 3 / (rp.global_batch * rp.seq_len)
+            t_flops = fwd / fwd_plain / plain["tok_s_gpu"]
             peak = float(cluster(cl, 1).device.peak_flops_per_s["bf16"])
             out.append({"gpu": _GPU[cl], "model": mo.upper(), "plain": plain, "ck": ck,
                         "t_plain": t_plain, "t_ck": t_ck, "room": t_ck - t_plain,
+                        "room_flops": t_ck - t_flops,
                         "fwd_at_peak": fwd / peak, "fwd_at_plain": t_plain / 3})
     return out
 
@@ -166,8 +172,11 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
     b = hfu_bound()
     ps = pair_rows()
     below = [p for p in ps if p["room"] < p["fwd_at_peak"]]
+    below_f = [p for p in ps if p["room_flops"] < p["fwd_at_peak"]]
     h7 = next(p for p in ps if p["gpu"] == "H100" and p["model"] == "7B")
     pairs = {"trc.pair.n": str(len(ps)), "trc.pair.below": str(len(below)),
+             "trc.pair.below_flops": str(len(below_f)),
+             "trc.pair.h100_7b.room_flops": f"{h7['room_flops'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.room": f"{h7['room'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.peak": f"{h7['fwd_at_peak'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.plain_fwd": f"{h7['fwd_at_plain'] * 1e6:.0f} µs",
@@ -199,13 +208,15 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
 
 def pair_table(pairs: list[dict[str, Any]] | None = None) -> str:
     ps = pair_rows() if pairs is None else pairs
-    lines = ["| GPU | model | without checkpointing | with | µs/token without (at the other's "
-             "length) | µs/token with | room for the recompute | a forward at the peak |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
+    lines = ["| GPU | model | without checkpointing | with | µs/token without (scaled to the "
+             "other's configuration) | µs/token with | room for the recompute "
+             "| room, FLOPs-only scaling | a forward at the peak |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for p in ps:
         a, b = p["plain"], p["ck"]
         lines.append(f"| {p['gpu']} | MPT-{p['model']} | {a['seq_len']:,} tokens, micro-batch "
                      f"{a['micro_batch']} | {b['seq_len']:,} tokens, micro-batch "
                      f"{b['micro_batch']} | {p['t_plain'] * 1e6:.1f} | {p['t_ck'] * 1e6:.1f} | "
-                     f"{p['room'] * 1e6:.1f} µs | {p['fwd_at_peak'] * 1e6:.1f} µs |")
+                     f"{p['room'] * 1e6:.1f} µs | {p['room_flops'] * 1e6:.1f} µs | "
+                     f"{p['fwd_at_peak'] * 1e6:.1f} µs |")
     return "\n".join(lines)
