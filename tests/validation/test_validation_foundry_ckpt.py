@@ -56,6 +56,27 @@ def test_rows_are_every_row_of_the_selection() -> None:
     assert len(got) == len(set(got)) and set(got) == _SOURCE_ROWS
 
 
+def test_bad_data_is_refused_by_name() -> None:
+    import copy
+
+    good = v._data()
+    for key, bad in (("cluster", "dgx-b200"), ("model", "30b"), ("source", "nowhere")):
+        d = copy.deepcopy(good)
+        d["row"][0][key] = bad
+        with pytest.raises(ValueError, match=f"{key}={bad!r}; allowed: "):
+            v._checked(d)
+    d = copy.deepcopy(good)  # a second run without checkpointing for H100 MPT-7B
+    d["row"][1]["checkpointing"] = False
+    with pytest.raises(ValueError, match="dgx-h100 7b has 2 rows without checkpointing"):
+        v._checked(d)
+    d = copy.deepcopy(good)  # no checkpointed run left for H100 MPT-13B
+    d["row"] = [r for r in d["row"] if (r["cluster"], r["model"], r["checkpointing"])
+                != ("dgx-h100", "13b", True)]
+    with pytest.raises(ValueError, match="dgx-h100 13b has 1 rows without .* and 0 with it"):
+        v._checked(d)
+    assert v._checked(copy.deepcopy(good)) == good
+
+
 def test_share_by_gpu_and_length(rows) -> None:
     """The page's per-GPU and A100 by-length share figures are spans of the table's shares."""
     f = v.ckpt_figures(rows)

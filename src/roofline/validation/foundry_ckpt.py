@@ -30,11 +30,23 @@ _GPU = {"dgx-h100": "H100", "dgx-a100": "A100"}
 def _data() -> dict[str, Any]:
     from .._data import DATA, read_toml
 
-    d = read_toml(DATA / "validation" / "foundry_ckpt.toml")
+    return _checked(read_toml(DATA / "validation" / "foundry_ckpt.toml"))
+
+
+def _checked(d: dict[str, Any]) -> dict[str, Any]:
+    """The data file's rows as the code reads them: a known source, cluster and shape each, and
+    per GPU and model one row without checkpointing and at least one with it (the pairs)."""
     for r in d["row"]:
-        if r["source"] not in d["sources"]:
-            raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} cites an unknown source "
-                             f"{r['source']!r}")
+        for key, allowed in (("source", d["sources"]), ("cluster", _GPU), ("model", d["shape"])):
+            if r[key] not in allowed:
+                raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} has {key}="
+                                 f"{r[key]!r}; allowed: {', '.join(sorted(allowed))}")
+    for pair in dict.fromkeys((r["cluster"], r["model"]) for r in d["row"]):
+        flags = [r["checkpointing"] for r in d["row"] if (r["cluster"], r["model"]) == pair]
+        if flags.count(False) != 1 or True not in flags:
+            raise ValueError(f"foundry_ckpt.toml: {pair[0]} {pair[1]} has {flags.count(False)} "
+                             f"rows without checkpointing and {flags.count(True)} with it; "
+                             "allowed: exactly one without and at least one with")
     return d
 
 
