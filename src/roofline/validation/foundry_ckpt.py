@@ -56,7 +56,8 @@ def _result(r: dict[str, Any], recompute: str) -> Any:
     from .training import gpt_model
 
     shape = _data()["shape"][r["model"]]
-    model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], 50368, r["seq_len"])
+    model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], shape["vocab"],
+                      r["seq_len"])
     gpus = 8
     return train(model, r["cluster"], nodes=gpus // 8,
                  global_batch=r["micro_batch"] * r["grad_accum"] * gpus, seq_len=r["seq_len"],
