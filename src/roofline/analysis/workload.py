@@ -167,7 +167,6 @@ def lengths(kind: str, *args: Any, mean: float | None = None, median: float | No
     - ``lengths("empirical", [812, 95, 4020, ...])`` (or ``values=``, optional ``weights=``):
       draws from the observed lengths, e.g. a dataset's prompt lengths.
     """
-    import builtins
 
     if kind not in KINDS:
         raise SpecError(f"lengths kind {kind!r} is not known; allowed: {', '.join(KINDS)}")
