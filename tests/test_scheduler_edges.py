@@ -5,6 +5,7 @@ budget (each runs alone), the reserve policy in a decode pool, and a burst at t 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -69,3 +70,31 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case):
         np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=k)
         np.testing.assert_allclose(fast[k], ref[k], rtol=1e-9, atol=1e-12, err_msg=k)
     assert fast["area"] == pytest.approx(ref["area"], rel=1e-9)
+
+
+def test_decode_pool_one_token_outputs_take_no_growth_block(tables):
+    """A decode pool's request with a one-token output finishes at admission (its token came
+    from the prefill pool): it never decodes, so it takes no block for a next token. Requests
+    of 16 tokens (one block each, block-aligned: a decoding one would need a block for its
+    next token at once) and one output token, a pool of 10 blocks (watermark 1). Each holds
+    its block only while admitted, so every one finishes at its arrival. Before the mend each
+    admission counted a growth block for the step, so the 10th found 1 + 1 + 9 > 10: 20 at
+    t = 0 stalled the scheduler (RuntimeError); 11 at t = 0 and one at 1 s finished the 10th
+    and 11th at 1 s instead of 0 (a silent wrong time)."""
+    c = replace(tables["full"], total_blocks=10)
+    assert c.block_size == 16
+    kw = dict(max_concurrency=64, budget=512, chunked=True, kv_policy="dynamic", prefill=False)
+    burst = run_replica(np.zeros(20), np.full(20, 16), np.ones(20, dtype=int), c, **kw)
+    np.testing.assert_array_equal(burst["done"], np.zeros(20))
+    arr = np.zeros(12)
+    arr[-1] = 1.0
+    late = run_replica(arr, np.full(12, 16), np.ones(12, dtype=int), c, **kw)
+    np.testing.assert_array_equal(late["admit"], arr)
+    np.testing.assert_array_equal(late["done"], arr)
+    # nor does its admission test ask for that block: A (100 tokens in KV, 7 blocks, 20 out:
+    # at most 8 blocks) and B (16 tokens, one out) at t = 0 in 9 blocks: 7 + 1 + watermark 1
+    # = 9 fit, so B finishes at once (asking 7 + 1 + 1 + 1 = 10 > 9 held it until A finished)
+    c9 = replace(c, total_blocks=9)
+    ab = run_replica(np.zeros(2), np.array([100, 16]), np.array([20, 1]), c9, **kw)
+    assert ab["done"][1] == 0.0 and 0.0 < ab["done"][0] < math.inf
+    assert ab["preemptions"] == 0
