@@ -13,7 +13,7 @@ import pytest
 from test_scheduler_reference import step_by_step
 
 import roofline as rl
-from roofline.analysis.scheduler import run_replica
+from roofline.analysis.scheduler import _Replica, run_replica
 from roofline.analysis.stepcost import step_costs
 
 
@@ -39,12 +39,26 @@ CASES = {
                                                        "dynamic", True),
     "reserved KV, decode pool": ("full", 80.0, 300, 64, 512, True, "reserve", False),
     "a burst at t = 0, KV pressure": ("full", 0.0, 250, 64, 512, True, "dynamic", True),
+    # a 64-token budget keeps long prompts prefilling for several steps, so the newest request
+    # the pool preempts is at times one still prefilling (its partial prefill dropped)
+    "a prefilling request preempted, chunked, KV pressure": ("full", 20.0, 120, 64, 64, True,
+                                                             "dynamic", True),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case):
+def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeypatch):
     which, rate, blocks, mc, budget, chunked, policy, prefill = CASES[case]
+    victims: list[bool] = []  # per preemption: was the victim decoding
+    orig = _Replica.preempt_newest
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        live = [i for i in self.order if self.live[i]]
+        if live:
+            victims.append(self.dec[live[-1]])
+        return orig(self)
+
+    monkeypatch.setattr(_Replica, "preempt_newest", spy)
     c = tables[which] if blocks is None else replace(tables[which], total_blocks=blocks)
     wl = rl.Workload(prompt=rl.lengths("lognormal", mean=300, sigma=0.8, max=900),
                      output=rl.lengths("uniform", 1, 120), rate=max(rate, 1.0))
@@ -65,6 +79,8 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case):
         assert ref["preemptions"] > 0
     if "one slot" in case:
         assert (isl > budget).any()
+    if "prefilling request preempted" in case:
+        assert False in victims and True in victims
     assert (fast["preemptions"], fast["iterations"]) == (ref["preemptions"], ref["iterations"])
     for k in ("admit", "first", "done"):
         np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=k)
