@@ -109,3 +109,27 @@ def test_nchw_refused_where_the_cudnn_transposes_are_not_sourced(cluster: str) -
     with pytest.raises(SpecError, match="conv_layout='nchw'.*NVIDIA"):
         rl.train("resnet50", cluster, precision="bf16", conv_layout="nchw", **KW)
     assert rl.train("resnet50", cluster, precision="bf16", **KW).step_time > 0
+
+
+def test_the_result_shows_its_layout_and_whether_it_was_assumed() -> None:
+    """str(r) and to_dict() carry the layout priced; the default (no conv_layout given) is
+    nhwc, stated as assumed (PyTorch's own default memory format is NCHW); an asked-for layout
+    is not; a model without convolutions (BERT, a decoder) has none."""
+    kw = dict(precision="fp16", **KW)
+    default = rl.train("resnet50", "dgx-a100", **kw)
+    asked = rl.train("resnet50", "dgx-a100", conv_layout="nhwc", **kw)
+    nchw = rl.train("resnet50", "dgx-a100", conv_layout="nchw", **kw)
+    assert default.step_time == asked.step_time
+    assert (default.conv_layout, default.conv_layout_assumed) == ("nhwc", True)
+    assert "layout=nhwc (assumed: channels last; PyTorch's default is nchw)" in str(default)
+    assert "layout=nhwc" in str(asked) and "assumed" not in str(asked)
+    assert "layout=nchw" in str(nchw) and "assumed" not in str(nchw)
+    assert {k: nchw.to_dict()[k] for k in ("conv_layout", "conv_layout_assumed")} == \
+        {"conv_layout": "nchw", "conv_layout_assumed": False}
+    assert default.to_dict()["conv_layout_assumed"] is True
+    bert = rl.train("bert-large-uncased", "dgx-a100", precision="fp16", global_batch=256,
+                    micro_batch=32, dp=8, seq_len=128)
+    llama = rl.train("llama-2-7b", "dgx-a100", global_batch=8, seq_len=2048)
+    for r in (bert, llama):
+        assert (r.conv_layout, r.conv_layout_assumed) == (None, False)
+        assert "layout=" not in str(r)

@@ -10,7 +10,11 @@ import pytest
 from roofline.calibrate.plan import vector_cost
 from roofline.errors import SpecError
 from roofline.ops import cost, formula
-from roofline.ops.training_formulas import activation_bytes_per_token, sp_split
+from roofline.ops.training_formulas import (
+    activation_bytes_per_token,
+    recomputed_layer_input_bytes,
+    sp_split,
+)
 
 
 def test_gemm_dims_from_the_formulas() -> None:
@@ -103,9 +107,12 @@ def test_korthikanti_table_2_by_hand() -> None:
     assert activation_bytes_per_token(**kw, tp=8) == 282_624
     # t = 8 + sequence parallelism: (34h + 5as)/t = 175,104 B
     assert activation_bytes_per_token(**kw, tp=8, sequence_parallel=True) == 175_104
-    # + selective recompute: 34h/t = 52,224 B; full recompute: the input, 2h = 24,576 B
+    # + selective recompute: 34h/t = 52,224 B; full recompute keeps the layer input: the
+    # table's 2h = 24,576 B for a rank holding the whole sequence (no SP), this rank's s/t slice
+    # under SP, 2h/t = 3,072 B (as Megatron-Core checkpoints it; recomputed_layer_input_bytes)
     assert activation_bytes_per_token(**kw, tp=8, sequence_parallel=True, recompute=1) == 52_224
-    assert activation_bytes_per_token(**kw, tp=8, sequence_parallel=True, recompute=2) == 24_576
+    assert activation_bytes_per_token(**kw, tp=8, recompute=2) == 24_576
+    assert activation_bytes_per_token(**kw, tp=8, sequence_parallel=True, recompute=2) == 3_072
     # vectorised over splits: the same numbers
     arr = activation_bytes_per_token(**kw, tp=np.array([1.0, 8.0, 8.0]),
                                      sequence_parallel=np.array([False, False, True]))
@@ -123,6 +130,27 @@ def test_sp_split_is_the_one_rule() -> None:
     # is 10 * 12288 / 8 = 15,360 B of the 175,104 B above; without SP it stays 122,880 B
     assert 10 * 12288 / sp_split(8, True) == 15_360
     assert 10 * 12288 / sp_split(8, False) == 122_880
+
+
+def test_full_recompute_input_is_one_answer() -> None:
+    """The formula's full-recompute bytes and the training memory model's agree: 2·D per
+    token split by sp_split (Megatron-Core keeps the rank's s/t slice under SP), so switching
+    sequence parallelism off at t = 8 adds 7/8 of 2·D·(bytes/2)·tokens·layers to a fully
+    recomputed run's activations (and the recomputing layer's replicated tensors 7/8 of 8D)."""
+    import roofline as rl
+
+    assert recomputed_layer_input_bytes(d_model=12288, tp=8, sequence_parallel=True) == 3_072
+    assert recomputed_layer_input_bytes(d_model=12288, tp=8) == 24_576
+    kw = dict(global_batch=512, seq_len=4096, tp=8, pp=4, nodes=8, recompute="full",
+              micro_batch=1)
+    on = rl.train("llama-2-70b", "dgx-h100", **kw).memory_per_device["activations"]
+    off = rl.train("llama-2-70b", "dgx-h100", **kw, sequence_parallel=False)
+    # first stage: L/p = 20 layer inputs per micro-batch, p = 4 micro-batches in flight, s = 4096
+    # tokens, bf16; SP off keeps the whole 2D input per layer instead of 2D/8: 7/8 · 2D more per
+    # token, and the one layer being recomputed keeps its replicated tensors (two norm inputs,
+    # the QKV and MLP inputs: 8D) whole: 7/8 · 8D more
+    # 7/8 · 8192 · 4096 · (2 · 20 · 4 + 8) = 7168 · 4096 · 168 = 4,932,501,504 B
+    assert off.memory_per_device["activations"] - on == 4_932_501_504
 
 
 def test_vector_cost_is_the_registry() -> None:

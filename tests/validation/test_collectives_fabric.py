@@ -23,7 +23,7 @@ def _case(cid: str):
 
 def test_override_at_trainings_value_is_the_shipped_price() -> None:
     for c in fab.fabric_cases():
-        d = v._case_cluster(c).device
+        d = v.case_cluster(c).device
         e = training_factors(d.kind, d.key).scale_out_efficiency
         assert fab._log_error(c, e) == pytest.approx(math.log(v.predict(c) / c.value_si)), c.id
 
@@ -33,7 +33,7 @@ def test_override_scales_the_nic_bandwidth_by_hand() -> None:
     scale-out bandwidth is 6.25 GB/s x the efficiency given."""
     c = _case("A100 x24 (3 p4d nodes, 4 EFA) all-reduce 1 GiB")
     for e in (0.5, 0.9):
-        links = v._links(c, v.shipped_nvls() | {"scale_out": e})
+        links = v.case_links(c, v.shipped_nvls() | {"scale_out": e})
         assert links.out_bw == pytest.approx(6.25e9 * e)
     slow = v.predict(c, v.shipped_nvls() | {"scale_out": 0.5})
     fast = v.predict(c, v.shipped_nvls() | {"scale_out": 0.9})

@@ -33,6 +33,20 @@ def test_family_of_a_pair():
     assert P._family(a, a) is None  # nothing differs
 
 
+def test_the_resnet50_amp_and_tf32_rows_are_not_a_precision_pair():
+    """DeepLearningExamples' recipe runs AMP channels last and TF32 in NCHW: the rows differ in
+    precision and in the convolution layout (its own family, "layout"), two levers, so they
+    are no pair; each precision's 1 vs 8 GPU rows still are (parallelism)."""
+    sc = P._scenarios("gpu-training")
+    amp, tf32 = sc["resnet50 fp16 1 GPU"][1], sc["resnet50 tf32 1 GPU"][1]
+    assert P._families(amp, tf32) == {"precision", "layout"}
+    assert P._family(amp, tf32) is None
+    assert P._family(amp, {**amp, "conv_layout": "nchw"}) == "layout"
+    rn50 = {(p[3], p[4]): p[5] for p in P.compute_pairs() if p[2] == "rn50"}
+    assert rn50 == {("resnet50 fp16 1 GPU", "resnet50 fp16 8 GPUs"): "parallelism",
+                    ("resnet50 tf32 1 GPU", "resnet50 tf32 8 GPUs"): "parallelism"}
+
+
 def test_training_compares_the_per_device_batch():
     """Megatron rows scaled out at a fixed per-device batch differ in "parallelism" only."""
     sc = P._scenarios("gpu-training")

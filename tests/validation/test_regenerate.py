@@ -256,6 +256,34 @@ def test_history_rule_reads_arrows_not_comment_ends() -> None:
     assert [(f.line, f.key) for f in history_figures(page)] == [(4, "e"), (4, "f"), (5, "g")]
 
 
+def test_history_rule_reads_the_reversed_pair_and_bold_session_titles() -> None:
+    """Rule 3: a live figure followed at once by its typed past (", was A", "(A before)",
+    "; historical: A before"), with the live figures leading up to it in one list; a bold
+    "**Session N" paragraph is a session's account. Left live: a past dated by when it held
+    ("until session 28"), a typed → typed pair, a paragraph that only mentions a session."""
+    from roofline.validation.doc_history import history_figures
+
+    m = "<!--v:{0}-->1 %<!--/v-->".format
+    page = "\n".join([
+        f"SingleStream {m('a')}, was −50 %, the worst case.",                    # 1: a
+        f"BERT {m('b1')} / {m('b2')}, were −21 / −24 %.",                         # 2: b1, b2
+        f"trt05 {m('c1')}, RMS {m('c2')} (16.4 % before), then {m('c3')}.",       # 3: c1, c2
+        f"band ({m('d')}; historical: 90 % before the waves).",                  # 4: d
+        f"{m('e')} held out; 13.0 % until session 28; 7.2 → 10.1 % then.",      # 5: none
+        f"lambda {m('f')} (68.4 % with the shared profile; 39.6 → 21.2 %).",     # 6: none
+        "",
+        f"**Session 26, with Dell's cases.** It went to {m('g')}.",              # 8: g
+        f"- **Sessions 26–29:** {m('h')}",                                        # 9: h
+        "",
+        f"A session 26 remark: {m('i')} now.",                                    # 11: none
+    ])
+    got = [(f.line, f.key) for f in history_figures(page)]
+    assert got == [(1, "a"), (2, "b1"), (2, "b2"), (3, "c1"), (3, "c2"), (4, "d"), (8, "g"),
+                   (9, "h")]
+    assert "typed past" in str(history_figures(page)[0])
+    assert "session paragraph" in str(history_figures(page)[-1])
+
+
 def test_no_page_has_a_live_figure_in_a_history_sentence() -> None:
     """Every Markdown page of the checkout (the rule reads text only, so this is cheap; the
     regenerate steps apply it again to what they write)."""

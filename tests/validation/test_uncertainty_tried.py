@@ -161,8 +161,11 @@ def test_rule_by_hand() -> None:
     assert T.rule_failures(shipped, ok) == []
     # 1: pooled outside 70–90 % (60 of 120 = 50 %)
     assert [f for f in T.rule_failures(shipped, {**ok, "c": (42, 100)}) if f.startswith("1:")]
-    # 2: an inside class pushed out (b 80 % -> 100 %)
-    assert [f for f in T.rule_failures(shipped, {**ok, "b": (10, 10)}) if f.startswith("2:")]
+    # 2: an inside class pushed out, its count inconsistent with 80 % at its n (c 80 -> 95 of
+    # 100: binomial p far below 0.05)
+    f = [f for f in T.rule_failures(shipped, {**ok, "c": (95, 100)}) if f.startswith("2:")]
+    assert f == ["2: c pushed out, 80/100 (80 %) -> 95/100 (95 %), binomial p = 0.000 < 0.05 "
+                 "against 80 %"]
     # 3: nothing brought in (a stays at 100 %)
     assert T.rule_failures(shipped, {**ok, "a": (10, 10)}) == [
         "3: no class outside the target brought in"]
@@ -183,6 +186,45 @@ def test_rule_by_hand() -> None:
     assert [x[:2] for x in f] == ["4:", "5:"]
     with pytest.raises(RooflineError, match="different classes"):
         T.rule_failures(shipped, {"a": (1, 1)})
+
+
+def test_rule_clause_2_tests_at_the_class_size(monkeypatch) -> None:
+    """Clause 2 as revised in session 30: a class within 70–90 % may leave it only where its
+    count is consistent with 80 % at its own n by the exact two-sided binomial test (p ≥
+    ALPHA). 10 of 10 at 80 %: P(10) = 0.8¹⁰ = 0.10737; the counts no more likely are 0–6
+    (P(6) = 0.08808, P(5) = 0.02642, P(4) = 0.00551, P(3) … P(0) = 0.00086 together), so
+    p = 0.22825: allowed. 20 of 20: P(20) = 0.01153, and 0–11 are no more likely (P(11) =
+    0.00739, P(12) = 0.02216), P(0…11) = 0.00998: p = 0.02151 < 0.05, refused."""
+    from roofline.validation.lever_pairs import binomial_p
+
+    assert binomial_p(10, 10, 0.8) == pytest.approx(0.22825, abs=1e-5)
+    assert binomial_p(20, 20, 0.8) == pytest.approx(0.02151, abs=1e-5)
+    z = (800, 1000)  # a large class that holds the pooled coverage near 80 %
+    shipped = {"a": (10, 10), "b": (8, 10), "d": (16, 20), "z": z}
+    ok = {"a": (9, 10), "b": (8, 10), "d": (16, 20), "z": z}
+    assert T.rule_failures(shipped, {**ok, "b": (10, 10)}) == []
+    assert T.rule_failures(shipped, {**ok, "d": (20, 20)}) == [
+        "2: d pushed out, 16/20 (80 %) -> 20/20 (100 %), binomial p = 0.022 < 0.05 against 80 %"]
+    # the bound is ALPHA's: raised past 10 of 10's p, the small class is refused too
+    monkeypatch.setattr(T, "ALPHA", 0.25)
+    assert [f[:2] for f in T.rule_failures(shipped, {**ok, "b": (10, 10)})] == ["2:"]
+    monkeypatch.setattr(T, "ALPHA", 0.05)
+    # the pooled coverage still binds (clause 1): b exits to 100 % (allowed at its n), but with
+    # the large class over-covered the pooled 955 of 1040 (92 %) is outside 70–90 %
+    f = T.rule_failures({**shipped, "z": (950, 1000)}, {**ok, "b": (10, 10), "z": (920, 1000)})
+    assert [x[:2] for x in f] == ["1:"]  # z over-covered both ways
+
+
+def test_rule_for_a_model_change_drops_clause_3() -> None:
+    """A change of the model judged by its bands (``band_method=False``) sets out to mend no
+    class: clause 3 does not apply; clauses 1, 2, 4, 5 do."""
+    shipped = {"a": (10, 10), "c": (80, 100), "z": (800, 1000)}
+    assert T.rule_failures(shipped, shipped) == ["3: no class outside the target brought in"]
+    assert T.rule_failures(shipped, shipped, band_method=False) == []
+    f = T.rule_failures(shipped, {**shipped, "c": (95, 100)}, band_method=False)
+    assert [x[:2] for x in f] == ["2:"]
+    f = T.rule_failures(shipped, {**shipped, "a": (6, 10)}, band_method=False)
+    assert [x[:2] for x in f] == ["5:"]
 
 
 @pytest.mark.parametrize("bad", [(0, 0), (5, 3), (-1, 3), (1.0, 3), (True, 3), (1, 2, 3), [1, 3]])

@@ -366,7 +366,7 @@ def test_three_hdr_nodes_too_slow_nccl_tests_119() -> None:
     assert ours == pytest.approx(bus / (lat + bus / 70e9), rel=1e-6)
     from roofline.ops.collectives import group_nccl_choice
 
-    assert group_nccl_choice("all_reduce", bus * 24 / 46, 24, 1, v._links(c))[:2] == \
+    assert group_nccl_choice("all_reduce", bus * 24 / 46, 24, 1, v.case_links(c))[:2] == \
         ("ring", "Simple")
     assert -0.40 < ours / c.value_si - 1 < -0.30
     assert fab._log_error(c, 1.0) < 0
@@ -383,16 +383,16 @@ def test_a_case_host_cpu_sets_the_tuners_host_constants() -> None:
     from roofline.specs.nccl import tuner_for
 
     c = next(c for c in v.collective_cases() if c.source == "nccltests119")
-    intel = v._links(c).nccl
-    amd = v._links(replace(c, scenario={**c.scenario, "host": "amd"})).nccl
-    dgx = v._links(replace(c, scenario={k: x for k, x in c.scenario.items()
+    intel = v.case_links(c).nccl
+    amd = v.case_links(replace(c, scenario={**c.scenario, "host": "amd"})).nccl
+    dgx = v.case_links(replace(c, scenario={k: x for k, x in c.scenario.items()
                                         if k != "host"})).nccl
     assert (intel.net_overhead_s, intel.ll_max_more_nodes) == (1e-6, 20.4e9)
     assert (amd.net_overhead_s, amd.ll_max_more_nodes) == (2e-6, 19.0e9)
     assert dgx == amd  # the cluster's own hosts
     assert intel.search_nodes == amd.search_nodes  # the search does not depend on the CPU
     with pytest.raises(SpecError, match=r"host 'arm'.*'amd', 'intel'"):
-        tuner_for(v._case_cluster(c), "arm")
+        tuner_for(v.case_cluster(c), "arm")
 
 
 def test_aws_p5_rows_by_hand() -> None:
@@ -411,12 +411,12 @@ def test_aws_p5_rows_by_hand() -> None:
     c = rows[32]
     bus = 2 * 31 / 32 * 2**33
     t = (8.4 + 56 * 6 + 6 * 14) * 1.4e-6 + bus / 280e9
-    assert group_nccl_choice("all_reduce", 2**33, 32, 1, v._links(c))[:2] == ("ring", "Simple")
+    assert group_nccl_choice("all_reduce", 2**33, 32, 1, v.case_links(c))[:2] == ("ring", "Simple")
     assert v.predict(c) == pytest.approx(bus / t, rel=1e-9)
     assert v.predict(c) / c.value_si - 1 == pytest.approx(-0.2235, abs=0.001)
     # 2 nodes: NVLSTree (NVLS assumed on p5), faster than the NICs' ring bound of 8 x 50 GB/s
     two = rows[16]
-    assert group_nccl_choice("all_reduce", 2**33, 16, 1, v._links(two))[0] == "nvls_tree"
+    assert group_nccl_choice("all_reduce", 2**33, 16, 1, v.case_links(two))[0] == "nvls_tree"
     assert v.predict(two) > 400e9
 
 

@@ -140,6 +140,25 @@ def test_the_split_sum_equals_summing_every_op() -> None:
                     assert getattr(a, f) == pytest.approx(getattr(d, f), rel=1e-12), (name, f)
 
 
+def test_ampere_tiles_are_cutlass_sm80_list() -> None:
+    """The A100's candidate tiles are the eight threadblock shapes CUTLASS's SM80 fp16 / bf16
+    generator lists (source sm80tiles), each rows x columns once, and the source says so."""
+    from roofline._data import DATA, read_toml
+
+    doc = read_toml(DATA / "presets" / "tiles.toml")
+    amp = doc["arch"]["ampere"]
+    sm80 = {(256, 128), (128, 256), (256, 64), (64, 256), (128, 128), (128, 64), (64, 128),
+            (64, 64)}
+    shapes = [tuple(s) for s in amp["shapes"]]
+    assert len(shapes) == len(set(shapes)) and set(shapes) == sm80
+    assert amp["shapes_source"] == "sm80tiles"
+    text = doc["sources"]["sm80tiles"]
+    assert "GenerateSM80_TensorOp_16816" in text and "751eb9a8859a" in text
+    assert all(f"{r}x{c}" in text for r, c in sm80)
+    t = tiles_for(hardware("a100-sxm4-80gb"))
+    assert t is not None and set(t.shapes) == sm80
+
+
 def test_tile_model_only_where_there_is_tile_data() -> None:
     for key in ("h100-sxm5", "h100-pcie", "h200-sxm", "b200"):
         assert tiles_for(hardware(key)) is not None

@@ -68,10 +68,11 @@ def register(sub: Any) -> None:
                    help="image models: the host input pipeline as a ceiling on the step, "
                         "LOADER a measured pipeline (dali-cpu, pytorch) or your samples/s of "
                         "one worker, WORKERS loader workers per device (e.g. dali-cpu:16)")
-    p.add_argument("--conv-layout", default="nhwc", choices=CONV_LAYOUTS,
+    p.add_argument("--conv-layout", default=None, choices=CONV_LAYOUTS,
                    help="image models: the convolutions' activation layout, nhwc (channels "
-                        "last, default) or nchw (PyTorch's default memory format: each "
-                        "tensor-core convolution's input and output transposed)")
+                        "last; the default, stated as assumed in the output) or nchw "
+                        "(PyTorch's default memory format: each tensor-core convolution's "
+                        "input and output transposed)")
     p.add_argument("--lora-rank", type=int, default=None, metavar="R",
                    help="LoRA: a trainable adapter of rank R, every other weight frozen "
                         "(decoder LMs; default: every weight trained)")
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         if args.data_loader is not None:
             raise SystemExit("roofline train: --data-loader prices one split (generic graphs); "
                              "it does not apply with --search")
-        if args.conv_layout != "nhwc":
+        if args.conv_layout not in (None, "nhwc"):
             raise SystemExit("roofline train: --conv-layout prices one split (generic graphs); "
                              "it does not apply with --search")
         if args.lora_rank is not None or args.lora_targets != "all":

@@ -222,7 +222,14 @@ def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak:
     model (an fp8 model's attention otherwise runs at the 16-bit peak), times the length
     factor of the op's work per query row (``length_factor``, ``row_work``; constant in
     the batch, so the time stays affine in it); no matmul shape penalty. Other dtypes (fp32,
-    tf32) and other ops keep the matmul model."""
+    tf32) and other ops keep the matmul model.
+
+    The part's clock ratio (``Efficiency.clock``: its sustained engine clock over the clock
+    of the part the architecture's factors were fitted at) scales these rates as it scales
+    the matmul models': an attention kernel runs on the same tensor cores at the same clock.
+    Assumed: an architecture's attention fractions are fitted at its clock-reference part
+    (today no architecture has both tables: the clocks are CDNA 3's, the measured kernels
+    Hopper's and Blackwell's, so the factor is 1 wherever a kernel is measured)."""
     att = np.array([c == "attention" for c in graph.classes])
     if dtype not in ("fp16", "bf16", "fp8") or not att.any():
         return gpk, ga, gb, gc
@@ -232,10 +239,11 @@ def attention_rates(graph: Any, hw: Hardware, eff: Efficiency, dtype: str, peak:
     if not hw.has(d16):
         return gpk, ga, gb, gc
     p16 = peak if d16 == dtype else hw.peak(d16)
-    rate_b = p16 * k.bwd * hw.sustained(d16)
-    rate_f = p16 * k.fwd * hw.sustained(d16)
+    c16 = eff.clock_of(d16)  # the part's clock ratio, as the matmul models (core.py)
+    rate_b = p16 * k.bwd * hw.sustained(d16) * c16
+    rate_f = p16 * k.fwd * hw.sustained(d16) * c16
     if dtype == "fp8" and k.fp8_fwd is not None:
-        rate_f = peak * k.fp8_fwd * hw.sustained("fp8")
+        rate_f = peak * k.fp8_fwd * hw.sustained("fp8") * eff.clock_of("fp8")
     bwd = np.array([n.endswith(_BACKWARD) for n in graph.names])
     rate = np.where(bwd, rate_b, rate_f)
     if k.x0 is not None:

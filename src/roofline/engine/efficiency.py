@@ -243,7 +243,8 @@ class Efficiency:
     #: the factors were fitted at), where parts of one architecture sustain different clocks
     #: (data/presets/tiles.toml ``[arch.<name>.clock]``, the one table the tile sets read too;
     #: engine/tiles.py ``clock_ratios``): every compute rate of the matmul models (``gemm``,
-    #: ``gemm_for``, its GEMV floor) is scaled by it; a dtype not listed: 1
+    #: ``gemm_for``, its GEMV floor) and of the measured attention kernels (engine/attention.py
+    #: ``attention_rates``) is scaled by it; a dtype not listed: 1
     clock: tuple[tuple[str, float], ...] = ()
     workspace: float = 0.0  #: bytes reserved by runtime/framework
     label: str = "bound"

@@ -36,8 +36,8 @@ seconds the pick's with its fill).
 
 Also the tuner's own, with the channel counts of NCCL's topology search replayed per cluster
 (``ops.nccl_search``; ``NcclTuner.search_one`` / ``search_nodes`` / ``comm_*``): the ring's
-multi-node "plateau" (``_plateau``: a Simple ring all-reduce across nodes pays
-``ring_plateau`` × its latency once n / (channels · p) ≥ 64, the communicator's channels;
+multi-node "plateau" (``ring_plateau_factor``: a Simple ring all-reduce across nodes
+pays ``ring_plateau`` × its latency once n / (channels · p) ≥ 64, the communicator's channels;
 MAXCHANNELS where the search is not replayed), the per-channel caps (``channel_caps``: ring
 LL128, tree, tree LL128 at most the search's channels × ``perChMax*Bws``) and the tree-pattern
 factor across nodes (``tree_pattern``, 0.85 from Hopper on NVLink nodes). ``nccl_channels``:
@@ -63,7 +63,7 @@ import numpy as np
 from ..errors import SpecError
 
 __all__ = ["NcclTuner", "NCCL_ALGORITHMS", "NCCL_PROTOCOLS", "nccl_latency", "nccl_time",
-           "nccl_best", "nccl_choice", "nccl_channels", "channel_caps"]
+           "nccl_best", "nccl_choice", "nccl_channels", "channel_caps", "ring_plateau_factor"]
 
 #: the tuner's algorithms (NCCL_ALGO names, lower case) and protocols (NCCL_PROTO)
 NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
@@ -186,8 +186,8 @@ def nccl_latency(collective: str, algorithm: str, protocol: str, p: Arr, nodes: 
     return base + 2 * (i - 1) * h + net  # collnet_chain
 
 
-def _plateau(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, o: Arr,
-             t: NcclTuner, xp: Any) -> Arr:
+def ring_plateau_factor(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr,
+                        o: Arr, t: NcclTuner, xp: Any) -> Arr:
     """The latency multiplier ncclTopoGetAlgoTime (v2.26.2 ``src/graph/tuning.cc``) gives a
     ring all-reduce under Simple across nodes once n / (channels · p) ≥ 64 bytes (the ring's
     "plateau"): ``t.ring_plateau`` there, 1 elsewhere."""
@@ -303,7 +303,7 @@ def nccl_time(collective: str, algorithm: str, protocol: str, n: Arr, p: Arr, no
             or (algorithm == "tree" and not ar):
         return xp.where(n >= 0, float("inf"), 0.0)
     lat = nccl_latency(collective, algorithm, protocol, p, o, t, xp) \
-        * _plateau(collective, algorithm, protocol, n, p, o, t, xp)
+        * ring_plateau_factor(collective, algorithm, protocol, n, p, o, t, xp)
     ll_max = xp.where(o > 2, t.ll_max_more_nodes,
                       xp.where(o > 1, t.ll_max_two_nodes, t.ll_max_one_node))
     bw = xp.asarray(bus_bw, dtype=float)
@@ -437,9 +437,10 @@ def _plan(collective: str, p: float, o: float, t: NcclTuner, nvls: bool, nvls_tr
     """The candidates of one call shape, each (bandwidth source 0 ring / 1 NVLS / 2 NVLSTree /
     3 tree,
     latency, protocol multiplier, cap, busbw → algbw ratio, tree-correction row or −1, the
-    size from which the ring's plateau multiplies the latency or inf, ``_plateau``): the
-    same arithmetic as ``nccl_time``, with what does not depend on the size done once per
-    tuner (``NcclTuner.plans``). The source also says whose pipeline fill the pick pays."""
+    size from which the ring's plateau multiplies the latency or inf,
+    ``ring_plateau_factor``): the same arithmetic as ``nccl_time``, with what does not depend
+    on the size done once per tuner (``NcclTuner.plans``). The source also says whose
+    pipeline fill the pick pays."""
     key = (collective, p, o, nvls, nvls_tree, algorithms)
     hit = t.plans.get(key)
     if hit is None:

@@ -18,6 +18,7 @@ from .registry import register
 
 __all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step",
            "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms",
+           "recomputed_layer_input_bytes",
            "sp_split",
            "MOE_ROUTINGS", "moe_mlp_activation_bytes", "moe_dispatch_ranks"]
 
@@ -124,7 +125,8 @@ def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: fl
     activations, on one tensor-parallel rank (scale by act_bytes / 2 for other widths).
 
     ``recompute``: 0 none, 1 selective (the attention core recomputed), 2 full (only the
-    layer input, 2·D, kept); ``tp``, ``sequence_parallel`` and ``recompute`` may be arrays
+    layer input kept: ``recomputed_layer_input_bytes``, 2·D, split by t under sequence
+    parallelism); ``tp``, ``sequence_parallel`` and ``recompute`` may be arrays
     (``xp``) and are broadcast. Per token, Korthikanti et al. generalised to GQA (K·H for the
     K and V inputs) and gated MLPs:
     replicated across TP ranks unless sequence-parallel: 2 norm inputs (4D), the QKV and MLP
@@ -136,6 +138,9 @@ def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: fl
     With D = N·H = K·H, F = 4D, dropout and unfused attention this is the paper's
     s·b·h·(34 + 5·a·s/h) per layer (Table 2, no parallelism), (10 + 24/t + 5as/(ht)) with TP,
     (34 + 5as/h)/t with TP and sequence parallelism, 34/t with selective recompute.
+    Full recompute: the table's 2·s·b·h is the layer input of a rank that holds the whole
+    sequence; under sequence parallelism a rank holds s/t of it, and that slice is what it
+    keeps, so 2·h/t per token (see ``recomputed_layer_input_bytes``).
 
     References: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
     Models", arXiv:2205.05198, §4 and Table 2.
@@ -144,8 +149,27 @@ def activation_bytes_per_token(*, d_model: float, n_heads: float, n_kv_heads: fl
         d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim, d_ff=d_ff,
         gated_mlp=gated_mlp, seq_len=seq_len, tp=tp, sequence_parallel=sequence_parallel,
         fused_attention=fused_attention, dropout=dropout, xp=xp)
-    return xp.where(recompute == 0, none, xp.where(recompute == 1, selective,
-                                                   2 * float(d_model)))
+    full = recomputed_layer_input_bytes(d_model=d_model, tp=tp,
+                                        sequence_parallel=sequence_parallel, xp=xp)
+    return xp.where(recompute == 0, none, xp.where(recompute == 1, selective, full))
+
+
+def recomputed_layer_input_bytes(*, d_model: float, tp: Any = 1, sequence_parallel: Any = False,
+                                 xp: Any = np) -> Any:
+    """Bytes per token a fully recomputed transformer layer keeps on one tensor-parallel rank,
+    at 2-byte activations: its input, 2·D, split by ``sp_split`` (D·2/t under sequence
+    parallelism with t > 1, else the whole 2·D on every rank).
+
+    One answer for ``activation_bytes_per_token(recompute=2)`` and the training memory model
+    (``scenarios.training.memory``). Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 lists
+    full recompute as 2·s·b·h per layer, the input of a rank that holds the whole sequence,
+    with no sequence-parallel entry; Megatron-Core checkpoints the block's ``hidden_states`` as
+    they arrive, which under sequence parallelism is the rank's s/t slice (the embeddings are
+    scattered to the sequence-parallel region first: language_model_embedding.py and
+    transformer_block.py at NVIDIA/Megatron-LM 19c61ebd). The code is what runs, so the split
+    is taken; ``distribute_saved_activations`` (which splits the input without sequence
+    parallelism, off by default) is not modelled."""
+    return 2.0 * float(d_model) / sp_split(tp, sequence_parallel, xp)
 
 
 def layer_activation_terms(*, d_model: float, n_heads: float, n_kv_heads: float,

@@ -36,7 +36,7 @@ __all__ = ["collective_cases", "predict", "predict_time", "predict_busbw", "coll
            "fit_nvls", "shipped_nvls", "collectives_holdout", "collectives_case_table",
            "collectives_holdout_table", "collectives_ramp_table", "collectives_figures",
            "collectives_ring_tree_table", "collectives_search_table", "search_busbw",
-           "ring_tree_alternative"]
+           "ring_tree_alternative", "case_cluster", "case_links", "NAMED_CASES"]
 
 PARAMS = ("nvls", "nvls5", "nvls_fill")
 #: the NVLS fractions (per NVLink generation) among PARAMS; the rest is the tuner's NVLS fill
@@ -86,17 +86,19 @@ def _cluster(key: str, scale_up_gbps: float | None, ranks: int = 1,
     return c
 
 
-def _case_cluster(case: Case):
+def case_cluster(case: Case):
+    """The cluster a collective case ran on: its zoo cluster with the case's scale-up and
+    scale-out rates, rank count and NICs per node where it states them."""
     return _cluster(case["cluster"], case.get("scale_up_gbps"), case["ranks"],
                     case.get("scale_out_gbps"), case.get("nics"))
 
 
-def _links(case: Case, nvls: Mapping[str, float] | float | None = None,
-           tuner: bool = True) -> coll.Links:
+def case_links(case: Case, nvls: Mapping[str, float] | float | None = None,
+               tuner: bool = True) -> coll.Links:
     """The case's links as training prices them, with the factor values given (``predict``)."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
-    c = _case_cluster(case)
+    c = case_cluster(case)
     fill = nvls.get("nvls_fill") if isinstance(nvls, Mapping) else None
     plateau = nvls.get("ring_plateau") if isinstance(nvls, Mapping) else None
     search = nvls.get("search") if isinstance(nvls, Mapping) else None
@@ -136,7 +138,7 @@ def predict_time(case: Case, nvls: Mapping[str, float] | float | None = None,
     ``validation.collectives_fabric``); ``tuner``: False prices it with the cluster's per-step
     α instead of NCCL's tuner latencies (the model before them, the page's "per-step α"
     column)."""
-    links = _links(case, nvls, tuner)
+    links = case_links(case, nvls, tuner)
     n, p, algo, coll_ = float(case["bytes"]), case["ranks"], case["algorithm"], _collective(case)
     if coll_ != "all_reduce":
         if algo == "nvls" and links.nccl is not None:
@@ -191,7 +193,7 @@ def _fill_bytes(case: Case, fill: float) -> float:
     """The NVLS pipeline's fill bytes of a peak (one-domain) case with ``fill`` loops."""
     from ..ops.nccl import nvls_fill_bytes
 
-    t = _links(case).nccl
+    t = case_links(case).nccl
     if t is None:
         return 0.0
     return float(nvls_fill_bytes("nvls", float(case["bytes"]), float(case["ranks"]), 1.0,
@@ -237,7 +239,7 @@ def fit_nvls(cases: Sequence[Case]) -> Refit:
     for _ in range(2):
         r: dict[str, list[float]] = {k: [] for k in FRACTIONS}
         for c in _fit_cases(cases):
-            cl = _case_cluster(c)
+            cl = case_cluster(c)
             t_meas = coll.bus_factor("all_reduce", c["ranks"]) * c["bytes"] / c.value_si
             algbw = (c["bytes"] + _fill_bytes(c, vals["nvls_fill"])) / t_meas
             r[PARAM_OF[c["cluster"]]].append(algbw / cl.scale_up_bytes_per_s)
@@ -278,7 +280,7 @@ def _previous(case: Case) -> float:
     after the other (reduce-scatter + ring all-reduce of n/i across + all-gather), no tree."""
     from ..scenarios.training.factors import cluster_links, training_factors
 
-    c = _case_cluster(case)
+    c = case_cluster(case)
     if case.get("nvls_disabled") or case["algorithm"] == "ring":
         c = replace(c, scale_up_nvls_fraction=0.0)
     lk = replace(cluster_links(c, training_factors(c.device.kind, c.device.key)), nccl=None)
@@ -350,22 +352,22 @@ def collectives_ramp_table(rep: FitReport | None = None) -> str:
 
 
 #: the cases docs/validation/collectives.md's prose names, by the short key of their figures
-_NAMED = {"x4": "H100 x4 NVLS", "b300": "B300 x8 all-reduce NVLS on",
-          "rack512": "GB200 NVL72 x72 all-reduce 512 MiB",
-          "n2_16m": "H100 x16 (2 nodes) all-reduce 16 MiB",
-          "n2_256m": "H100 x16 (2 nodes) all-reduce 256 MiB",
-          "n2_64b": "H100 x16 (2 nodes) all-reduce 64 B",
-          "n4_64b": "H100 x32 (4 nodes) all-reduce 64 B",
-          "n2_64k": "H100 x16 (2 nodes) all-reduce 64 KiB",
-          "n4_64k": "H100 x32 (4 nodes) all-reduce 64 KiB",
-          "n8_1m": "H100 x64 (8 nodes) all-reduce 1 MiB",
-          "n4_16m": "H100 x32 (4 nodes) all-reduce 16 MiB",
-          "n2_nvls": "H100 x16 (2 nodes) all-reduce, NVLS on",
-          "rs4": "H100 x32 (4 nodes) reduce-scatter",
-          "rs128": "H100 x1024 (128 nodes) reduce-scatter",
-          "ag32": "H100 x256 (32 nodes) all-gather 2 GiB",
-          "h20": "H20 x16 (2 nodes) NVLS-tree all-reduce, 8 B",
-          "a100": "A100 x256 (32 nodes, 4 HDR) all-reduce, 8 B"}
+NAMED_CASES = {"x4": "H100 x4 NVLS", "b300": "B300 x8 all-reduce NVLS on",
+               "rack512": "GB200 NVL72 x72 all-reduce 512 MiB",
+               "n2_16m": "H100 x16 (2 nodes) all-reduce 16 MiB",
+               "n2_256m": "H100 x16 (2 nodes) all-reduce 256 MiB",
+               "n2_64b": "H100 x16 (2 nodes) all-reduce 64 B",
+               "n4_64b": "H100 x32 (4 nodes) all-reduce 64 B",
+               "n2_64k": "H100 x16 (2 nodes) all-reduce 64 KiB",
+               "n4_64k": "H100 x32 (4 nodes) all-reduce 64 KiB",
+               "n8_1m": "H100 x64 (8 nodes) all-reduce 1 MiB",
+               "n4_16m": "H100 x32 (4 nodes) all-reduce 16 MiB",
+               "n2_nvls": "H100 x16 (2 nodes) all-reduce, NVLS on",
+               "rs4": "H100 x32 (4 nodes) reduce-scatter",
+               "rs128": "H100 x1024 (128 nodes) reduce-scatter",
+               "ag32": "H100 x256 (32 nodes) all-gather 2 GiB",
+               "h20": "H20 x16 (2 nodes) NVLS-tree all-reduce, 8 B",
+               "a100": "A100 x256 (32 nodes, 4 HDR) all-reduce, 8 B"}
 
 
 def _ring_tree_cases() -> list[tuple[Case, str, str]]:
@@ -373,7 +375,7 @@ def _ring_tree_cases() -> list[tuple[Case, str, str]]:
     the (algorithm, protocol) it picks."""
     out = []
     for c in collective_cases():
-        links = _links(c)
+        links = case_links(c)
         if c["bytes"] >= 2**28 or c["algorithm"] != "auto" or links.nccl is None:
             continue
         a, pr, _ = coll.group_nccl_choice(_collective(c), float(c["bytes"]), c["ranks"], 1,
@@ -397,7 +399,7 @@ def collectives_ring_tree_table() -> str:
             "search | source |",
             "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for c, a, pr in _ring_tree_cases():
-        links = _links(c)
+        links = case_links(c)
         t_ = links.nccl
         assert t_ is not None  # _ring_tree_cases keeps the cases NCCL's tuner prices
         o = coll.group_split(float(c["ranks"]), 1.0, links.domain, SCALAR)[1]
@@ -428,7 +430,7 @@ def search_busbw(case: Case) -> float:
     times training's fitted efficiency. Nothing fitted."""
     from ..ops.nccl import nccl_time
 
-    links = _links(case)
+    links = case_links(case)
     t = links.nccl
     if t is None or not t.search_one[0]:
         raise ValueError(f"{case.id}: no replayed search for its cluster")
@@ -446,7 +448,7 @@ def collectives_search_table() -> str:
             "(channels × GB/s) | with it | error | source |",
             "|---|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for c in _ring_peak_cases():
-        links = _links(c)
+        links = case_links(c)
         assert links.nccl is not None
         o = coll.group_split(float(c["ranks"]), 1.0, links.domain, SCALAR)[1]
         ch, speed = links.nccl.search_nodes if o > 1 else links.nccl.search_one
@@ -478,7 +480,7 @@ def ring_tree_alternative(case: Case) -> tuple[str, str, float, float]:
     flips below it). Which NCCL ran is not published for these rows."""
     from ..ops.nccl import NCCL_PROTOCOLS, nccl_latency, nccl_time
 
-    links = _links(case)
+    links = case_links(case)
     t = links.nccl
     assert t is not None
     n, p = float(case["bytes"]), case["ranks"]
@@ -512,7 +514,7 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
                            "coll.fill_all": f"{rep.refit.values['nvls_fill']:.2f}"}
     for src, v in without.items():
         out[f"coll.fill_without.{src}"] = f"{v['nvls_fill']:.2f}"
-    for name, cid in _NAMED.items():
+    for name, cid in NAMED_CASES.items():
         c = by_id[cid]
         nofill = predict(c, ship | {"nvls_fill": 0.0})
         for tag, ours in (("", predict(c)), (".step", predict(c, tuner=False)),
@@ -554,7 +556,7 @@ def collectives_figures(rep: FitReport | None = None) -> dict[str, str]:
 
     out |= _search_figures() | nic_figures() | p5_figures() | nvls_search_figures() \
         | fabric_figures()
-    c = by_id[_NAMED["n4_16m"]]
+    c = by_id[NAMED_CASES["n4_16m"]]
     a, pr, sec, flip = ring_tree_alternative(c)
     out["coll.n4_16m.alt"] = f"{a} {pr}"
     out["coll.n4_16m.alt.us"] = f"{sec * 1e6:.1f}"

@@ -52,7 +52,7 @@ def fabric_cases(cases: Sequence[Case] | None = None) -> list[Case]:
         raise SpecError(f"collectives case {bad.id!r}: fabric {bad['fabric']!r}; allowed: "
                         f"{', '.join(FABRICS)} (or absent: not stated)")
     return [c for c in cs if c.metric == "busbw" and c["bytes"] >= MIN_BYTES
-            and c["ranks"] > C._case_cluster(c).scale_up_domain]
+            and c["ranks"] > C.case_cluster(c).scale_up_domain]
 
 
 def _eff(case: Case, values: Mapping[str, float]) -> float:
@@ -238,25 +238,25 @@ def _hdr3_figures() -> dict[str, str]:
     an efficiency of 1.0, NCCL's pick and its latency there, the measured time above the NICs'
     line rate, and NCCL's own ring bandwidth (``coll.hdr3*``)."""
     from ..ops import collectives as coll
-    from ..ops.nccl import _plateau, nccl_latency
+    from ..ops.nccl import nccl_latency, ring_plateau_factor
     from ..ops.xp import SCALAR
     from . import collectives as C
     from .holdout import fmt_pct
 
     c = next(c for c in C.collective_cases() if c.source == "nccltests119")
     ours = C.predict(c)
-    links = C._links(c)
+    links = C.case_links(c)
     t = links.nccl
     assert t is not None
     n, p = float(c["bytes"]), c["ranks"]
     o = coll.group_split(float(p), 1.0, links.domain, SCALAR)[1]
     a, proto, _ = coll.group_nccl_choice("all_reduce", n, p, 1, links)
     lat = float(nccl_latency("all_reduce", "ring", "Simple", p, o, t, SCALAR)
-                * _plateau("all_reduce", "ring", "Simple", n, p, o, t, SCALAR))
+                * ring_plateau_factor("all_reduce", "ring", "Simple", n, p, o, t, SCALAR))
     bf = coll.bus_factor("all_reduce", p)
     # a ring's bus-bandwidth bound at the NICs' line rate: each GPU's share times the GPUs a
     # node boundary's stream is spread over (ops.collectives._ring_bw)
-    line = C._case_cluster(c).devices_per_node * c["scale_out_gbps"] * 1e9
+    line = C.case_cluster(c).devices_per_node * c["scale_out_gbps"] * 1e9
     ch, speed = t.search_nodes
     return {"coll.hdr3": f"{ours / 1e9:.0f}", "coll.hdr3.err": fmt_pct(ours / c.value_si - 1),
             "coll.hdr3.one.err": fmt_pct(math.expm1(_log_error(c, 1.0))),

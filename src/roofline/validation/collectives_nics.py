@@ -25,12 +25,12 @@ def nic_figures() -> dict[str, str]:
     for c in C.collective_cases():
         if c["cluster"] != "aws-p4d":
             continue
-        cl = C._case_cluster(c)
+        cl = C.case_cluster(c)
         nodes = c["ranks"] // cl.devices_per_node
         out[f"coll.p4d.{nodes}.err"] = fmt_pct(C.predict(c) / c.value_si - 1, digits=1)
         # one NIC per GPU (nics_per_node None), each at the real NIC's rate
         naive = replace(cl, scale_out_bytes_per_s=cl.nic_bytes_per_s, nics_per_node=None)
-        links = C._links(c)
+        links = C.case_links(c)
         o, ring, _, _, tree = coll._nccl_bws(float(c["ranks"]), 1.0, links)
         nl = cluster_links(naive, training_factors(naive.device.kind, naive.device.key))
         t_naive = coll.group_all_reduce(float(c["bytes"]), c["ranks"], 1, nl, SCALAR)
@@ -51,7 +51,7 @@ def p5_figures() -> dict[str, str]:
     p5's hosts are AMD, data/presets/nccl.toml [amd_hosts])."""
     from .holdout import fmt_pct, span_pct
 
-    rows = {c["ranks"] // C._case_cluster(c).devices_per_node: c for c in C.collective_cases()
+    rows = {c["ranks"] // C.case_cluster(c).devices_per_node: c for c in C.collective_cases()
             if c["cluster"] == "aws-p5"}
     err = {n: C.predict(c) / c.value_si - 1 for n, c in rows.items()}
     host = max(abs(C.predict(replace(c, scenario={**c.scenario, "host": "intel"}))
@@ -78,16 +78,16 @@ def nvls_search_figures() -> dict[str, str]:
                       ("b300", "B300 x8 all-reduce NVLS on"),
                       ("rack", "GB200 NVL72 x72 all-reduce 8 GiB")):
         c = by_id[cid]
-        found = nvls_search_for(C._case_cluster(c))
+        found = nvls_search_for(C.case_cluster(c))
         assert found is not None
         est = nvls_tuner_bw(found[0], 1)
         alg = c.value_si / coll.bus_factor("all_reduce", c["ranks"]) / 1e9  # measured algbw
         out[f"coll.nvlss.{name}"] = f"{est:.0f}"
         out[f"coll.nvlss.{name}.meas"] = f"{alg:.0f}"
         out[f"coll.nvlss.{name}.err"] = fmt_pct(est / alg - 1)
-    c = by_id[C._NAMED["n4_16m"]]
-    links = C._links(c)
-    found = nvls_search_for(C._case_cluster(c))
+    c = by_id[C.NAMED_CASES["n4_16m"]]
+    links = C.case_links(c)
+    found = nvls_search_for(C.case_cluster(c))
     assert found is not None and links.nccl is not None
     o, ring, nv, nvt, tree = coll._nccl_bws(float(c["ranks"]), 1.0, links)
     theirs = nvls_tuner_bw(found[1], int(o)) * 1e9

@@ -10,7 +10,11 @@ measured) of a time, roofline.validation.uncertainty) is log(our ratio / the mea
 serving class, one metric: a TPOT and a tokens/s row are different quantities), whose scenarios
 differ in keys of exactly one lever family (``FAMILY``: the families of roofline.analysis.levers,
 e.g. ``tp`` and ``micro_batch`` are both "parallelism"). A pair that also differs in a key that
-is not a lever (prompt or output length, sequence length, dropout, ...) is left out. Training
+is not a lever (prompt or output length, sequence length, dropout, ...) is left out, and so is
+a pair that changes two families: DeepLearningExamples' ResNet-50 AMP and TF32 rows (source
+rn50) differ in precision and in the convolution layout (the recipe runs AMP channels last,
+TF32 in NCHW: ``conv_layout``, family "layout"), so they calibrate no precision lever, and
+rl.levers gives a combination of levers no speed-up band (docs/validation/uncertainty.md). Training
 scenarios compare the per-device batch (global batch / devices), so a run scaled out at a fixed
 per-device batch differs in "parallelism" only. The inference cases' ``engine`` is a label (not
 an input of rl.solve) and is ignored.
@@ -56,6 +60,9 @@ FAMILY = {
     "recompute": "parallelism", "sequence_parallel": "parallelism", "micro_batch": "parallelism",
     "accumulation": "parallelism", "interleave": "parallelism", "dp_overlap": "parallelism",
     "model": "shape", "layers": "shape", "hidden": "shape", "heads": "shape", "vocab": "shape",
+    # the convolutions' activation layout (train's conv_layout): a software setting a user
+    # changes (PyTorch's channels_last), not the workload; no lever of rl.levers changes it
+    "conv_layout": "layout",
 }
 
 #: class -> the validation files (roofline.validation.load_cases domains) its cases come from
@@ -87,11 +94,16 @@ def _scenarios(cls: str) -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
+def _families(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
+    """The lever families of the keys that differ between a and b ("" for a key that is not a
+    lever)."""
+    return {FAMILY.get(k, "") for k in set(a) | set(b) if a.get(k) != b.get(k)}
+
+
 def _family(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     """The one lever family whose keys are all that differ between a and b (None: none, a key
     that is not a lever, or several families)."""
-    diff = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-    fams = {FAMILY.get(k, "") for k in diff}
+    fams = _families(a, b)
     if len(fams) != 1 or "" in fams:
         return None
     return fams.pop()

@@ -149,7 +149,7 @@ def _device_ops(m: Any, p: Any, b: int, seq_len: int | None, conv_layout: str, h
 
 
 def op_seconds(model: Any, cluster: Any, *, micro_batch: int, precision: Any = "bf16",
-               seq_len: int | None = None, conv_layout: str = "nhwc",
+               seq_len: int | None = None, conv_layout: str | None = None,
                preset: str = "default") -> tuple[Any, np.ndarray]:
     """(training graph, seconds of each of its ops) of one micro-batch on one device of
     ``cluster``, as ``train`` prices them: for breaking a step down by op (the validation's
@@ -168,9 +168,9 @@ def op_seconds(model: Any, cluster: Any, *, micro_batch: int, precision: Any = "
     if not hw.has(p.compute):
         raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
                                     f"{', '.join(hw.dtypes)}")
-    check_conv_layout(conv_layout, hw)
+    layout = check_conv_layout(conv_layout, hw)
     _, tg, _, op_t = _device_ops(m, p, _check("micro_batch", micro_batch), seq_len,
-                                 conv_layout, hw, preset)
+                                 layout, hw, preset)
     return tg, op_t
 
 
@@ -234,13 +234,14 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 seq_len: int | None = None, dp: int | None = None, precision: Any = "bf16",
                 nodes: int | None = None, optimizer: str = "adam", dp_overlap: bool = True,
                 preset: str = "default", zero: int | None = None, recompute: str | None = None,
-                data_loader: Any = None, conv_layout: str = "nhwc",
+                data_loader: Any = None, conv_layout: str | None = None,
                 decoder_only: dict[str, Any] | None = None,
                 **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring); ``data_loader``
     the host input pipeline's ceiling (training/input_pipeline.py, off when None);
     ``conv_layout`` "nhwc" (channels last: the convolutions' native layout, no copies) or
-    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``)."""
+    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``); None:
+    "nhwc", and a model with convolutions says it was assumed (``conv_layout_assumed``)."""
     m = resolve_model(model)
     zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
@@ -268,8 +269,9 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
     if m.default_seq_len is not None and seq_len is None:
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
-    check_conv_layout(conv_layout, hw)
-    fwd, tg, eff, op_t = _device_ops(m, p, b, seq_len, conv_layout, hw, preset)
+    layout = check_conv_layout(conv_layout, hw)
+    fwd, tg, eff, op_t = _device_ops(m, p, b, seq_len, layout, hw, preset)
+    has_conv = "conv" in fwd.classes  # the copies are "movement": the convolutions stay
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]
     n_mb = global_batch // (dp * b)
@@ -343,7 +345,9 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         model_flops_per_step=mf_step, hardware_flops_per_step=hf_step, breakdown=bd,
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
-        warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff))
+        warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff),
+        conv_layout=layout if has_conv else None,
+        conv_layout_assumed=has_conv and conv_layout is None)
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,

@@ -10,7 +10,7 @@ from ...ops.training_formulas import (
     layer_activation_terms,
     moe_mlp_activation_bytes,
     op_sac_activation_bytes,
-    sp_split,
+    recomputed_layer_input_bytes,
 )
 from ...ops.xp import SCALAR
 from .context import _Ctx
@@ -55,13 +55,11 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
         d_model=D, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
         d_ff=float(cfg.d_ff), gated_mlp=cfg.gated_mlp, fused_qkv=cfg.fused_qkv, tp=tp,
         sequence_parallel=sp, xp=xp) * (ab / 2.0 / act_scale)  # not re-derived for fp8
-    # a fully recomputed layer keeps its input, the 16-bit residual stream (link_bytes); under
-    # sequence parallelism that input is this rank's s/t slice of the sequence (Megatron-Core
-    # scatters the embeddings to the sequence-parallel region and checkpoints the block's
-    # hidden_states as they arrive: language_model_embedding.py / transformer_block.py at
-    # NVIDIA/Megatron-LM 19c61ebd); without it every tp rank keeps the whole input
-    # (distribute_saved_activations, off by default, is not modelled)
-    inp = D * ctx.prec.link_bytes / act_scale / sp_split(tp, sp, xp)
+    # a fully recomputed layer keeps its input, the residual stream at link_bytes per element,
+    # this rank's s/t slice of it under sequence parallelism (ops/training_formulas.
+    # recomputed_layer_input_bytes, counted at 2 bytes: rescaled here)
+    inp = recomputed_layer_input_bytes(d_model=D, tp=tp, sequence_parallel=sp, xp=xp) \
+        * (ctx.prec.link_bytes / 2.0) / act_scale
     per_layer_tok = xp.where(rc == 0, per_tok_none, xp.where(rc == 1, per_tok_sel, xp.where(
         rc == 3, per_tok_op, inp * rc_frac + per_tok_none * (1.0 - rc_frac))))
     tokens_mb = b * s / ctx.cp  # this rank's share of the sequence (context parallelism)

@@ -27,24 +27,28 @@ def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_ove
                         f"{m.name} has no experts")
 
 
-def check_conv_layout(conv_layout: Any, hw: Any) -> None:
-    """``train(conv_layout=)`` of a generic graph: one of ``CONV_LAYOUTS``; "nchw" prices
-    cuDNN's NCHW <-> NHWC copies (``generic._nchw_transposes``), so only on NVIDIA devices (a
-    TPU's compiler picks its own layouts; no source here gives MIOpen's NCHW cost)."""
+def check_conv_layout(conv_layout: Any, hw: Any) -> str:
+    """``train(conv_layout=)`` of a generic graph, returned resolved (None: "nhwc", the
+    default): one of ``CONV_LAYOUTS``; "nchw" prices cuDNN's NCHW <-> NHWC copies
+    (``generic._nchw_transposes``), so only on NVIDIA devices (a TPU's compiler picks its own
+    layouts; no source here gives MIOpen's NCHW cost)."""
+    if conv_layout is None:
+        return "nhwc"
     if conv_layout not in CONV_LAYOUTS:
         raise SpecError(f"conv_layout={conv_layout!r}; allowed: {', '.join(CONV_LAYOUTS)}")
     if conv_layout == "nchw" and hw.vendor != "NVIDIA":
         raise SpecError(f"conv_layout='nchw' prices cuDNN's NCHW <-> NHWC transposes on NVIDIA "
                         f"GPUs; {hw.name} ({hw.vendor or 'no vendor'} {hw.kind}) has no "
                         "source for its layout cost: use conv_layout='nhwc'")
+    return str(conv_layout)
 
 
-def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str) -> None:
+def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str | None) -> None:
     """A decoder LM refuses the options that only the generic (any-graph) model reads: an image
     loader's ceiling and a convolution layout."""
     if data_loader is not None:  # allowed: None (a decoder LM reads tokenized text)
         raise SpecError(f"data_loader={data_loader!r} prices image loaders; {m.name}: use None")
-    if conv_layout != "nhwc":
+    if conv_layout not in (None, "nhwc"):
         raise SpecError(f"conv_layout={conv_layout!r} prices convolution layouts; {m.name} (a "
                         "decoder LM) has no convolutions: leave conv_layout='nhwc'")
 

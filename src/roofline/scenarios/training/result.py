@@ -74,6 +74,13 @@ class TrainingResult(Display):
     #: without; always False for pp = 1 and for generic graphs)
     pp_overlap: bool = False
     trainable_params: float = math.nan  #: parameters the step trains (model-wide)
+    #: the activation layout the convolutions were priced in (train's ``conv_layout``): "nhwc"
+    #: (channels last, no copies) or "nchw" (each tensor-core convolution's input and output
+    #: transposed); None for a model without convolutions
+    conv_layout: str | None = None
+    #: True when ``conv_layout`` is the default "nhwc", not asked for: the result says it was
+    #: assumed (PyTorch's own default memory format is NCHW; channels_last must be asked for)
+    conv_layout_assumed: bool = False
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
     _hw: Any = field(default=None, repr=False, compare=False)  #: the device Hardware
@@ -204,6 +211,9 @@ class TrainingResult(Display):
             f" recompute={self.recompute} zero={self.zero} sp={sp}"
             + (f" stages={list(self.pp_stages)}" if len(set(self.pp_stages)) > 1 else "")
             + (f" pp_overlap={'on' if self.pp_overlap else 'off'}" if self.pp > 1 else "")
+            + (f" layout={self.conv_layout}" if self.conv_layout else "")
+            + (" (assumed: channels last; PyTorch's default is nchw)"
+               if self.conv_layout_assumed else "")
             + (f" LoRA r={self.lora_rank} on {self.lora_targets} "
                f"({self.trainable_params / 1e6:,.1f} M trained)" if self.lora_rank else ""),
             f"  memory/device: {b(mem['total'])} of {b(self.memory_capacity)}",

@@ -409,7 +409,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
            recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag),
-           conv_layout=A.choice(*CONV_LAYOUTS))
+           conv_layout=A.optional(A.choice(*CONV_LAYOUTS)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           interleave: int = 1, recompute: str | None = None, zero: int | None = None,
@@ -421,7 +421,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           cp_overlap: bool = True, elementwise: str = "fused", optimizer_dtype: str = "fp32",
           pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
           recompute_layers: int | None = None, pp_overlap: bool | None = None,
-          conv_layout: str = "nhwc") -> TrainingResult:
+          conv_layout: str | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -430,7 +430,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
     other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
-    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py). Decoders: neither.
+    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py; None: "nhwc",
+    channels last, which a model with convolutions states as assumed: PyTorch's default is
+    NCHW). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
     then as even as possible with the lighter ones at the ends (training/stages.py), or
