@@ -36,3 +36,26 @@ def test_attention_rate_follows_the_clock(dtype: str) -> None:
     ratio = 0.9 if dtype == "bf16" else 0.8
     assert np.allclose(np.asarray(got)[att] / np.asarray(base)[att], ratio, rtol=1e-12)
     assert np.all(np.asarray(got)[~att] == peak)  # other ops: the matmul model's rate as given
+
+
+def test_attention_fraction_times_clock_stays_within_the_peak() -> None:
+    """The clock ratio scales a measured kernel's fractions as it scales the matmul model's max,
+    so each product must stay within the peak, as ``max x clock`` must: fwd / bwd against the
+    16-bit ratios, fp8_fwd against fp8's."""
+    from roofline.engine.efficiency import Attention, Efficiency, Gemm
+    from roofline.errors import SpecError
+
+    att = Attention(kernel="k", fwd=0.8, bwd=0.6, fp8_fwd=0.7)
+    # 0.8 x 1.25 = 1 and 0.7 x 1.4 = 0.98: allowed (the gemm max 0.5 is far inside)
+    Efficiency(gemm=Gemm(max=0.5), attention=att, clock=(("bf16", 1.25), ("fp8", 1.4)),
+               label="ok")
+    with pytest.raises(SpecError, match=r"clock\.bf16=1\.3 .*attention\.fwd at 0\.8 x 1\.3"):
+        Efficiency(gemm=Gemm(max=0.5), attention=att, clock=(("bf16", 1.3),), label="t")
+    with pytest.raises(SpecError, match=r"clock\.fp16=1\.7 .*attention\.bwd at 0\.6 x 1\.7"):
+        Efficiency(gemm=Gemm(max=0.5), attention=replace(att, fwd=0.5), clock=(("fp16", 1.7),),
+                   label="t")
+    with pytest.raises(SpecError, match=r"clock\.fp8=1\.5 .*attention\.fp8_fwd at 0\.7 x 1\.5"):
+        Efficiency(gemm=Gemm(max=0.5), attention=att, clock=(("fp8", 1.5),), label="t")
+    # a dtype's ratio does not reach the other dtype's fractions: fp8 at 1.3 leaves fwd 0.8 alone
+    Efficiency(gemm=Gemm(max=0.5), attention=replace(att, fp8_fwd=None), clock=(("fp8", 1.3),),
+               label="ok")

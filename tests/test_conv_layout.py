@@ -133,3 +133,9 @@ def test_the_result_shows_its_layout_and_whether_it_was_assumed() -> None:
     for r in (bert, llama):
         assert (r.conv_layout, r.conv_layout_assumed) == (None, False)
         assert "layout=" not in str(r)
+    # where the default does not change the price, it is shown but not flagged as assumed:
+    # fp32 CUDA-core convolutions (NCHW as they are) and a TPU (only nhwc is priced)
+    for r in (rl.train("resnet50", "dgx-a100", precision="fp32", **KW),
+              rl.train("resnet50", "tpu-v5p-pod", precision="bf16", **KW)):
+        assert (r.conv_layout, r.conv_layout_assumed) == ("nhwc", False)
+        assert "layout=nhwc" in str(r) and "assumed" not in str(r)

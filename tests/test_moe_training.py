@@ -58,8 +58,7 @@ def test_mixed_model_prices_its_moe_layers() -> None:
     g = _graph(ctx, 1, 1, 1)
     assert any(".moe.experts." in n for n in g.graph.names)
     assert g.moe_fraction == pytest.approx(58 / 61)
-    assert _trainable_params(ctx, 1, 1) == pytest.approx(rl.model("deepseek-v3").params,
-                                                         rel=1e-9)
+    assert _trainable_params(ctx, 1) == pytest.approx(rl.model("deepseek-v3").params, rel=1e-9)
     # with EP 64 each rank holds a 64th of the routed experts
     ge = _graph(ctx, 1, 64, 1)
     assert g.layer_params - ge.layer_params == pytest.approx(

@@ -276,12 +276,15 @@ def test_history_rule_reads_the_reversed_pair_and_bold_session_titles() -> None:
         f"- **Sessions 26–29:** {m('h')}",                                        # 9: h
         "",
         f"A session 26 remark: {m('i')} now.",                                    # 11: none
+        "",  # the typed past as a later clause of the parenthesis (serving.md's vllm_azure):
+        f"azure {m('j')} (25.3 % with the shared profile; 16.1 % before the traces,",  # 13: j
+        f"when V1 borrowed V0's), {m('k')} (25.3 % shared; 16.1 % until the traces).",  # 14: none
     ])
     got = [(f.line, f.key) for f in history_figures(page)]
     assert got == [(1, "a"), (2, "b1"), (2, "b2"), (3, "c1"), (3, "c2"), (4, "d"), (8, "g"),
-                   (9, "h")]
+                   (9, "h"), (13, "j")]
     assert "typed past" in str(history_figures(page)[0])
-    assert "session paragraph" in str(history_figures(page)[-1])
+    assert "session paragraph" in str(history_figures(page)[-2])
 
 
 def test_no_page_has_a_live_figure_in_a_history_sentence() -> None:

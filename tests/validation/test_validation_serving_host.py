@@ -126,4 +126,40 @@ def test_page_shows_what_the_code_produces(report):
     assert h.host_holdout_table(report) in page, \
         "docs/validation/serving.md is stale: paste serving_host.host_holdout_table()"
     assert h.host_case_table(h.host_errors(), report.held_out_errors) in page
+    assert h.host_miss_table(h.host_errors(), report.held_out_errors) in page
+    assert h.tpot_spread_table(h.host_errors()) in page
     assert h.outlier_table() in page
+
+
+def _case(cid: str, source: str, si: float):
+    from roofline.validation.cases import Case
+
+    return Case(id=cid, domain="serving", source=source, where="", metric="tpot", measured=si,
+                unit="s", value_si=si, scenario={})
+
+
+def test_miss_table_by_hand():
+    """Three made-up cases of two sources. A: +20 % in-sample, +5 % held out (|log| of 1.2 and
+    1.05); A2: −5 % / −30 %; B: +12 % / +12 %. A's medians: held out (5 + 30) / 2 = 17.5 %,
+    in-sample (20 + 5) / 2 = 12.5 %; over 10 %: held out 1 (A2), in-sample 1 (A). With A's
+    cases at their in-sample errors and B held out: {20, 5, 12}, median 12 %; with B's: the
+    held-out {5, 30, 12}, median 12 %. Every case: held out {5, 30, 12} 12 %, in-sample
+    {20, 5, 12} 12 %, over 10 % 2 and 2."""
+    cs = [_case("a1", "A", 1.0), _case("a2", "A", 1.0), _case("b1", "B", 1.0)]
+    ins, out = [1.2, 0.95, 1.12], [1.05, 0.70, 1.12]
+    errs = [(c, v, math.log(v)) for c, v in zip(cs, ins)]
+    held = {c.id: math.log(v) for c, v in zip(cs, out)}
+    rows = h.host_miss_table(errs, held).splitlines()[2:]
+    assert rows == ["| A | 2 | 17.5 % | 12.5 % | 1 | 1 | 12.0 % |",
+                    "| B | 1 | 12.0 % | 12.0 % | 1 | 1 | 12.0 % |",
+                    "| every case | 3 | 12.0 % | 12.0 % | 2 | 2 | |"]
+
+
+def test_tpot_spread_by_hand():
+    """A run with both percentiles: measured 40 / 60 ms (1.50), ours 50 / 55 ms (1.10); a p50
+    without its p99 is left out."""
+    cs = [_case("run p50 TPOT", "A", 0.040), _case("run p99 TPOT", "A", 0.060),
+          _case("other p50 TPOT", "A", 0.030)]
+    errs = [(c, v, math.log(v / c.value_si)) for c, v in zip(cs, (0.050, 0.055, 0.031))]
+    assert h.tpot_spread_table(errs).splitlines()[2:] == [
+        "| run | 40.0 / 60.0 ms | 1.50 | 50.0 / 55.0 ms | 1.10 |"]

@@ -50,8 +50,9 @@ def test_within_stated_tolerance(rows) -> None:
     # The earlier sources' rows stay within 20 %. Session 29 added a third source, Megatron-Core's
     # own Qwen3-235B-A22B recipes (priced as shipped, nothing fitted): -15 % (FSDP, full
     # recompute) and +23 % (TP 4, PP 8). Their bound is LOOSENED to 25 % to admit the +23 % row,
-    # worse than any earlier MoE row: the model is not better for it (a fold of the expert group
-    # over TP x DP is missing, training-runs.md)
+    # worse than any earlier MoE row: the model is not better for it. Session 30 priced the rows'
+    # published expert layout (MoE parallel folding, etp=1): -39 % and +63 %, rule failed, not
+    # shipped (training-runs.md); the rows keep the experts split by tp
     moe = [r for r in rows if r["result"].ep > 1]
     new = [r for r in moe if r["source"] == "mcoremoe"]
     assert len(moe) == 7 and len(new) == 2 and not any(r["outlier"] for r in new)
@@ -212,3 +213,18 @@ def test_layers_per_virtual_stage_in_the_text_match_the_knobs(rows) -> None:
             assert words.get(m.group(1).lower()) == max(res.pp_stages) / res.interleave, r["id"]
             checked += 1
     assert checked >= 1
+
+
+def test_fold_trial_as_recorded(rows) -> None:
+    """MoE parallel folding tried on the mcoremoe rows (training-runs.md): at their published
+    ETP 1 both rows are further from the published step than as shipped, which is why the
+    rule written first failed and the rows keep the experts split by tp."""
+    from roofline.validation.training_fold import FSDP, TP4, fold_figures
+
+    f = fold_figures(rows)
+    by = {r["id"]: r for r in rows}
+    for cid in (FSDP, TP4):
+        k = re.sub(r"[^\w.-]+", "_", cid).strip("_")
+        trial = float(f[f"tr.fold.err.{k}"].replace("−", "-").rstrip(" %")) / 100
+        assert abs(trial) > abs(by[cid]["error"]) + 0.02
+        assert "etp" not in next(c for c in v.cases() if c.id == cid).scenario

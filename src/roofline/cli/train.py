@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--dp", type=int, default=None, help="default: devices / (tp·pp)")
     p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--etp", type=int, default=None,
+                   help="MoE: expert tensor-parallel size (Megatron-Core's MoE parallel folding; "
+                        "default: tp); etp·ep must divide the tp·cp·dp ranks of a stage")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
     p.add_argument("--recompute", default=None,
@@ -140,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
         if args.conv_layout not in (None, "nhwc"):
             raise SystemExit("roofline train: --conv-layout prices one split (generic graphs); "
                              "it does not apply with --search")
+        if args.etp is not None:
+            raise SystemExit("roofline train: --etp prices one split; --search keeps the "
+                             "experts split by tp")
         if args.lora_rank is not None or args.lora_targets != "all":
             raise SystemExit("roofline train: --lora-rank / --lora-targets price one split; "
                              "--search ranks full-training splits only")
@@ -157,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     from .econ import econ_data, econ_kwargs
 
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
-              dp=args.dp, ep=args.ep, interleave=args.interleave, recompute=args.recompute,
+              dp=args.dp, ep=args.ep, etp=args.etp, interleave=args.interleave,
+              recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,

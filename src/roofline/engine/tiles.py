@@ -78,7 +78,8 @@ class Tiles:
     memory: float = 0.0
     #: (dtype, its own parameter set) for narrow dtypes fitted on their own: its max, a, b, c,
     #: fill (``max`` a fraction of that dtype's peak, replacing the end-to-end ``gemm_dtype``
-    #: factor: the fit is of the kernel itself); slots, shapes and splits are this set's
+    #: factor: the fit is of the kernel itself) and its candidate tiles (the architecture's
+    #: unless ``[arch.<name>.<dtype>]`` lists its own ``shapes``); slots and splits are this set's
     narrow: tuple[tuple[str, Tiles], ...] = ()
     #: (dtype, the part's engine clock under long matmuls of that dtype / the clock of the part
     #: the set was fitted on), where two parts of one set sustain different clocks (measured:
@@ -95,7 +96,7 @@ class Tiles:
             return self
         for d, t in self.narrow:
             if d == dtype:
-                return replace(t, arch=self.arch, slots=self.slots, shapes=self.shapes,
+                return replace(t, arch=self.arch, slots=self.slots, shapes=t.shapes,
                                splits=self.splits, narrow=(), clock=self.clock,
                                memory=self.memory)
         return None
@@ -136,8 +137,8 @@ class Tiles:
                 raise bad(f"narrow[{d}]", d, f"one of {', '.join(NARROW_TILE_DTYPES)}, with "
                           "no narrow sets of its own")
             t.check(f"{label} [{d}]")
-            best_d = 1.0 + t.a / max(r for r, _ in self.shapes) + t.b / max(
-                c for _, c in self.shapes)
+            best_d = 1.0 + t.a / max(r for r, _ in t.shapes) + t.b / max(
+                c for _, c in t.shapes)
             if t.max * self.clock_of(d) / best_d > 1.0:
                 raise bad(f"clock[{d}]", self.clock_of(d), "a ratio whose best tile stays "
                           "within the peak (max x ratio / (1 + a/tm + b/tn) <= 1)")
@@ -187,6 +188,21 @@ def _clock_ratios(tbl: dict[str, Any], where: str, src: dict[str, Any],
             for p, dts in mhz.items()}
 
 
+def _own_shapes(t: dict[str, Any], where: str,
+                src: dict[str, Any]) -> tuple[tuple[int, int], ...] | None:
+    """A narrow set's own ``shapes`` (with a ``shapes_source`` in [sources]), None if it lists
+    none."""
+    if "shapes" not in t:
+        return None
+    if t.get("shapes_source") not in src:
+        raise SpecError(f"{where}: shapes_source {t.get('shapes_source')!r} is not in [sources]")
+    raw = t["shapes"]
+    if not isinstance(raw, list) or not raw or any(
+            not isinstance(x, list) or len(x) != 2 for x in raw):
+        raise SpecError(f"{where}: shapes={raw!r} must be a non-empty list of [rows, columns]")
+    return tuple((int(r), int(c)) for r, c in raw)
+
+
 @lru_cache(maxsize=1)
 def _tables() -> dict[str, Any]:
     from .._data import DATA, read_toml
@@ -211,6 +227,9 @@ def _tables() -> dict[str, Any]:
                 raise SpecError(f"{where}: {key}_source {tbl.get(f'{key}_source')!r} is not "
                                 "in [sources]")
         shapes = tuple((int(r), int(c)) for r, c in tbl["shapes"])
+        # a narrow dtype's own candidate tiles (its library's kernels), else the architecture's
+        narrow_shapes = {d: _own_shapes(tbl[d], f"{where}.{d}", src) or shapes
+                         for d in NARROW_TILE_DTYPES if d in tbl}
         splits = tuple(int(s) for s in tbl.get("splits", (1,)))
         per_sm = int(q("tiles_per_sm", "ratio"))
 
@@ -229,8 +248,9 @@ def _tables() -> dict[str, Any]:
             sms, _ = read_quantity(raw, field=f"{where}.sm_count.{key}", dimension="ratio",
                                    sources=src, origin=origin)
             where_t = (arch, int(sms) * per_sm, shapes, splits)
-            t = _mk(*where_t, kw, tuple((d, _mk(*where_t, v, ())) for d, v in narrow_kw.items()),
-                    clocks.get(key, ()))
+            t = _mk(*where_t, kw, tuple(
+                (d, _mk(arch, where_t[1], narrow_shapes[d], splits, v, ()))
+                for d, v in narrow_kw.items()), clocks.get(key, ()))
             t.check(where)
             parts[key] = t
     return parts

@@ -42,7 +42,7 @@ from ..errors import SpecError
 from ..ops import QUANTITIES
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder, Q
-from .shard import shard_config
+from .shard import expert_width, shard_config
 from .transformer import TransformerConfig, transformer_graph
 
 __all__ = ["TrainingGraph", "training_graph", "GROUPS", "moe_layer_fraction", "op_recomputed",
@@ -121,7 +121,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                    micro_batch: int | None = None, dropout: bool = False,
                    lora_rank: int | None = None, cp: int = 1,
                    eager: dict[str, tuple[float, float]] | None = None,
-                   lora_targets: str = "all") -> TrainingGraph:
+                   lora_targets: str = "all", etp: int | None = None) -> TrainingGraph:
     """Forward and backward ops of one layer and of the embedding/head on one TP rank.
 
     Unfused attention (``fused_attention=False``) is Megatron's path of 2021–22: QKᵀ, one fused
@@ -143,8 +143,7 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     queries attend to all s keys, so the attention core costs cp × the T-token graph's (a
     cp-th of the full causal attention); the Q/O bytes of that scaling are an overcount
     (Assumption); the KV exchange is a collective of the scenario. ``eager``: see
-    ``eager_elementwise``.
-    """
+    ``eager_elementwise``. ``etp``: the experts' tensor-parallel size (``_fold_experts``)."""
     if cp > 1 and not fused_attention:
         raise SpecError("cp > 1 (context parallelism) is modelled with fused attention only")
     if lora_rank is not None and cfg.n_experts:
@@ -157,15 +156,16 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
     # one of each, weighted by their share of the layers (op_weight): the average layer
     f_moe = moe_layer_fraction(cfg)
     two = 0.0 < f_moe < 1.0
-    local = replace(shard_config(cfg, tp, ep=ep), name=f"{cfg.name}[tp{tp}]",
-                    n_layers=2 if two else 1, first_dense_layers=1 if two else 0,
-                    moe_every=1)
+    local = replace(shard_config(cfg, tp, ep=ep, etp=etp), name=f"{cfg.name}[tp{tp}]",
+                    moe_every=1, n_layers=2 if two else 1, first_dense_layers=1 if two else 0)
     if cfg.n_experts and f_moe == 0.0:
         local = replace(local, n_experts=0, top_k=0)
     T = seq_len
     fwd = transformer_graph(local, precision, phase="forward", seq_len=T,
                             fused_attention=fused_attention,
                             batch=micro_batch if cfg.n_experts else None, logits="all")
+    if cfg.n_experts and etp is not None and etp != tp:
+        fwd = _fold_experts(fwd, cfg, local, precision, T, fused_attention, micro_batch, tp, etp)
     sp = sequence_parallel and tp > 1
     c0, c1, gemm, params, grp = _forward_costs(fwd, tp, ep, cp, sp)
     # -- the loss: softmax cross-entropy over the local V/t logits (all tokens)
@@ -236,6 +236,38 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
                          lora_rank=lora_rank, op_weight=w,
                          layer_expert_params=float(p_fwd[is_layer & is_expert].sum()),
                          moe_fraction=f_moe)
+
+
+def _is_routed(name: str) -> bool:
+    """A routed expert's op (its GEMMs and activation; not the shared experts, the router)."""
+    return ".moe.experts." in name or name.endswith(".moe.act_mul")
+
+
+def _fold_experts(fwd: Graph, cfg: TransformerConfig, local: TransformerConfig,
+                  precision: Precision, T: int, fused_attention: bool,
+                  micro_batch: int | None, tp: int, etp: int) -> Graph:
+    """MoE parallel folding (Megatron-Core's expert tensor-parallel size ``etp``, default tp;
+    scenarios/training/folding.py): the forward graph ``fwd`` of a tp rank with its routed
+    experts split etp ways in width (F_e/etp) instead of tp ways, each rank running etp/tp ×
+    the rows (the tokens its etp group gathers): the same FLOPs in larger GEMMs, E/ep experts
+    of width F_e/etp held. The routed-expert ops are taken from the graph of ``local`` with
+    that width, their per-sample costs (FLOPs, activation bytes) and GEMM rows scaled by
+    etp/tp, their weight reads (the touched experts, read once) as built. The shared experts
+    stay split by tp (the attention's group), as every other op."""
+    width = expert_width(cfg)[1]  # etp divides it: shard_config checked (etp_problem)
+    rows = etp / tp
+    fe = transformer_graph(replace(local, moe_d_ff=width // etp), precision, phase="forward",
+                           seq_len=T, fused_attention=fused_attention,
+                           batch=micro_batch, logits="all")
+    at = {nm: j for j, nm in enumerate(fe.names)}
+    c0, c1, gemm, params = fwd.c0.copy(), fwd.c1.copy(), fwd.gemm.copy(), fwd.params.copy()
+    for i, nm in enumerate(fwd.names):
+        if _is_routed(nm):
+            j = at[nm]
+            c0[:, i], c1[:, i] = fe.c0[:, j], fe.c1[:, j] * rows
+            gemm[:, i], params[i] = fe.gemm[:, j], fe.params[j]
+            gemm[0, i] *= rows
+    return replace(fwd, c0=c0, c1=c1, gemm=gemm, params=params)
 
 
 def _eager_op(name: str, kind: str, cfg: TransformerConfig) -> str | None:

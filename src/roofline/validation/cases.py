@@ -165,7 +165,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
         "required": {"model": str, "cluster": str, "gpus": int, "global_batch": int,
                      "seq_len": int, "precision": str, "tp": int, "pp": int},
         "optional": {"micro_batch": int, "interleave": int, "recompute": str, "zero": int,
-                     "lora_rank": int, "lora_targets": str, "cp": int, "ep": int,
+                     "lora_rank": int, "lora_targets": str, "cp": int, "ep": int, "etp": int,
                      "sequence_parallel": bool,
                      "moe_routing": str, "attention_kernel": str, "cp_overlap": bool,
                      "ep_overlap": bool, "elementwise": str, "optimizer_dtype": str,

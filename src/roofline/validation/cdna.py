@@ -17,7 +17,9 @@ Held out (``cdna_holdout``, leave one source out): without the large-shape sourc
 alone is fitted (all four parameters) and the large shapes are predicted; without the table the
 one or two large rows cannot fix a shape dependence, so ``a``, ``c`` and ``fill`` are the NVIDIA
 16-bit set's (data/presets/tiles.toml ``[arch.hopper]``) and ``max`` alone is fitted on them.
-CDNA 4 fp8 has no second source: fitted on its table, in-sample only.
+CDNA 4 fp8 has no second source: fitted on its table, in-sample only. Whether a set runs the
+stream-K candidates is the library's documented default unless the other choice fits better
+beyond noise (``stream_k_choice``: a bootstrap over the set's cases).
 
 The vendors fit (validation/vendors.py) sets the smooth model's ``gemm.max`` of
 ``[gpu-cdna3]`` / ``[gpu-cdna4]``, which prices these parts where the tiles do not: serving,
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -42,7 +44,7 @@ __all__ = ["CDNA_SETS", "CDNA_GRID", "cdna_table_cases", "cdna_anchor_cases",
            "cdna_judged_cases", "cdna_fit_cases",
            "cdna_set_cases", "fit_cdna_tiles", "cdna_log_errors", "cdna_holdout",
            "cdna_in_sample", "cdna_summary_table", "cdna_fit_table", "cdna_anchor_table",
-           "cdna_stream_k_table"]
+           "cdna_stream_k_table", "STREAM_K_DEFAULT", "StreamKChoice", "stream_k_choice"]
 
 #: (architecture, dtype) -> (the table's source, the source of its large-shape rows in
 #: vendors.toml, their parts) — () where the set has its table only
@@ -61,6 +63,16 @@ CDNA_GRID: dict[str, tuple[float, ...]] = {
     "a": (0.0, 8.0, 16.0, 32.0, 64.0, 128.0),
     "c": (0.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0),
     "fill": tuple(x * 1e-6 for x in (2, 3, 4, 5, 6, 8, 10))}  # as the data file reads "us"
+
+
+#: each architecture's stream-K default, the library's documented one (tiles.toml source
+#: hipblaslt_streamk: the Stream-K library is hipBLASLt's default on the MI350 series, gfx950;
+#: the tuned library elsewhere, gfx942); the other choice ships only where the data say so
+#: beyond noise (``stream_k_choice``)
+STREAM_K_DEFAULT: dict[str, bool] = {"cdna3": False, "cdna4": True}
+#: the share of bootstrap resamples in which the other choice must fit better, and their number
+STREAM_K_CONFIDENCE = 0.95
+STREAM_K_RESAMPLES = 2000
 
 
 def cdna_table_cases() -> tuple[Case, ...]:
@@ -300,22 +312,63 @@ def cdna_anchor_table() -> str:
     return "\n".join(rows)
 
 
+@dataclass(frozen=True)
+class StreamKChoice:
+    """One set's stream-K choice: the fit without and with the candidates (values, loss), the
+    share of bootstrap resamples in which the non-default choice fits better, and the choice."""
+
+    default: bool
+    fits: tuple[tuple[dict[str, float], float], tuple[dict[str, float], float]]  # off, on
+    other_better: float
+    choice: bool
+
+
+@lru_cache(maxsize=4)
+def stream_k_choice(arch: str, dtype: str) -> StreamKChoice:
+    """The stream-K rule: the architecture's default (``STREAM_K_DEFAULT``) unless the other
+    choice fits better beyond noise — each choice fitted on all the set's cases; per case the
+    difference of the two fits' squared log errors; the cases resampled within each source
+    (``STREAM_K_RESAMPLES`` times, seed 0) and each source's mean summed as in the loss; the
+    other choice ships where that sum is below zero (it fits better) in at least
+    ``STREAM_K_CONFIDENCE`` of the resamples."""
+    cs = cdna_set_cases(arch, dtype)
+    srcs = list(dict.fromkeys(c.source for c in cs))
+    groups = [[c for c in cs if c.source == s] for s in srcs]
+    fits, errs = [], []
+    for sk in (False, True):
+        loss = _grid_loss(groups, sk)
+        i = np.unravel_index(int(np.argmin(loss)), loss.shape)
+        vals = {p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}
+        fits.append((vals, float(loss.min())))
+        errs.append(np.array(cdna_log_errors({**vals, "stream_k": sk}, cs)))
+    default = STREAM_K_DEFAULT[arch]
+    # the other choice's squared error minus the default's, per case
+    d = errs[not default] ** 2 - errs[default] ** 2
+    rng = np.random.default_rng(0)
+    boot = np.zeros(STREAM_K_RESAMPLES)
+    for s in srcs:
+        ix = np.array([i for i, c in enumerate(cs) if c.source == s])
+        boot += d[ix][rng.integers(0, len(ix), size=(STREAM_K_RESAMPLES, len(ix)))].mean(1)
+    better = float((boot < 0).mean())
+    return StreamKChoice(default, (fits[0], fits[1]), better,
+                         (not default) if better >= STREAM_K_CONFIDENCE else default)
+
+
 def cdna_stream_k_table() -> str:
     """Markdown: each CDNA set fitted without and with the stream-K candidates — the fit's
-    values, its loss (the sum over sources of the mean squared log error) — and which ships
-    (on only where the fit is better)."""
-    rows = ["| set | stream-K | fit (max, a, c, fill) | loss | shipped |",
-            "|---|---|---|---:|---|"]
+    values, its loss (the sum over sources of the mean squared log error) — the default, the
+    share of bootstrap resamples in which the other choice fits better, and which ships
+    (``stream_k_choice``)."""
+    rows = ["| set | stream-K | fit (max, a, c, fill) | loss | default | other choice better in "
+            "| shipped |", "|---|---|---|---:|---|---:|---|"]
     for (arch, dt), _ in CDNA_SETS.items():
-        cs = cdna_set_cases(arch, dt)
-        groups = [[c for c in cs if c.source == s] for s in dict.fromkeys(c.source for c in cs)]
-        on = _shipped_stream_k(arch, dt)
-        for sk in (False, True):
-            loss = _grid_loss(groups, sk)
-            i = np.unravel_index(int(np.argmin(loss)), loss.shape)
-            vals = ", ".join(_fmt(p, CDNA_GRID[p][j]) for p, j in zip(PARAMS, i))
-            rows.append(f"| {arch} {dt} | {'on' if sk else 'off'} | {vals} | "
-                        f"{float(loss.min()):.4f} | {'yes' if sk == on else ''} |")
+        ch = stream_k_choice(arch, dt)
+        for sk, (vals, loss) in zip((False, True), ch.fits):
+            v = ", ".join(_fmt(p, vals[p]) for p in PARAMS)
+            rows.append(f"| {arch} {dt} | {'on' if sk else 'off'} | {v} | {loss:.4f} | "
+                        f"{'yes' if sk == ch.default else ''} | "
+                        f"{f'{ch.other_better:.1%}' if sk == ch.default else ''} | "
+                        f"{'yes' if sk == _shipped_stream_k(arch, dt) else ''} |")
     return "\n".join(rows)
 
 

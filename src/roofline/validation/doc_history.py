@@ -26,8 +26,9 @@ blank lines, each list item and each table row a paragraph of its own):
    effect.
 3. *The same pair reversed*: a live figure followed at once by its typed past, ``<B>, was A``,
    ``<B1> / <B2>, were A1 / A2``, ``<B> (A before)``, ``<B> (A % before the change …)``,
-   ``<B>; historical: A before …``: the live B is flagged, and so are the live markers that
-   lead up to it in one list (``<B1> / <B2>``, ``<B1>, RMS <B2> (A before)``).
+   ``<B>; historical: A before …``, also as a later clause of the parenthesis that follows B
+   (``<B> (C with a variant; A before the change)``): the live B is flagged, and so are the
+   live markers that lead up to it in one list (``<B1> / <B2>``, ``<B1>, RMS <B2> (A before)``).
 
 Not history, and left live:
 
@@ -70,10 +71,14 @@ _ARROW_AFTER = re.compile(r"(?:→|(?<!-)->)\s*(?:\*\*)?(?:the\s+)?" + _LEAD + r
 _FROM_AFTER = re.compile(r"\bfrom\s+(?!\*?\*?<!--v:)([^<\n]{1,40}?\d[^<\n]{0,20}?)\s+to\s+"
                          r"(?:\*\*)?" + _LEAD + r"(?=<!--v:)")
 _CONTINUES = re.compile(r"\s*(?:/|\(median|;\s*\w+)\s*" + _LEAD + r"(?=<!--v:)")
-#: right after a live figure, its typed past: ``, was A`` / ``, were A``, or ``(A … before`` /
-#: ``; historical: A before`` (A a figure, "before" within the clause)
-_PAST = re.compile(r"\s*(?:,|\(|;)\s*(?:(?:was|were)\s+(?:\*\*)?" + _LEAD + r"\d"
-                   r"|[^<\n();]{0,15}?(?<![\w.])" + _LEAD + r"\d[^<\n();]{0,25}?\bbefore\b)")
+#: a typed past: ``was A`` / ``were A``, or ``A … before`` (A a figure, "before" within the
+#: clause)
+_PAST_CLAUSE = (r"(?:(?:was|were)\s+(?:\*\*)?" + _LEAD + r"\d"
+                r"|[^<\n();]{0,15}?(?<![\w.])" + _LEAD + r"\d[^<\n();]{0,25}?\bbefore\b)")
+#: right after a live figure, its typed past: ``, was A`` / ``; historical: A before``, or in
+#: the parenthesis that follows it, as its first clause (``(A … before``) or a later one
+#: (``(C with a variant; A before …``: the clauses before it hold no marker)
+_PAST = re.compile(r"\s*(?:(?:,|;)\s*|\((?:[^<()]*?;)?\s*)" + _PAST_CLAUSE)
 #: what may join two live figures of one list: `` / `` or ``, RMS `` (a short label)
 _JOINS = re.compile(r"\s*(?:/|,)\s*(?:[A-Za-z]{1,8}\s+)?" + _LEAD)
 #: a typed figure: a number not glued to a word ("FA3", "H100" are names, not figures)

@@ -56,6 +56,7 @@ FAMILY = {
     "runtime": "runtime", "engine": "runtime",
     "hardware": "hardware", "cluster": "hardware",
     "tp": "parallelism", "pp": "parallelism", "dp": "parallelism", "ep": "parallelism",
+    "etp": "parallelism",
     "cp": "parallelism", "gpus": "parallelism", "chips": "parallelism", "zero": "parallelism",
     "recompute": "parallelism", "sequence_parallel": "parallelism", "micro_batch": "parallelism",
     "accumulation": "parallelism", "interleave": "parallelism", "dp_overlap": "parallelism",

@@ -36,8 +36,9 @@ reads what the ones before it wrote):
 file (or block) and exits 1 if any.
 
 Every page a step writes or checks (the pages, uncertainty.md, README.md) is also read for live
-figures inside history sentences (``doc_history``: a figure in a ``## Session N`` section, or the
-"after" of a before → after pair whose "before" is typed): each is printed as ``history: PAGE
+figures inside history sentences (``doc_history``: a figure in a ``## Session N`` section or a
+``**Session N`` paragraph, the "after" of a before → after pair whose "before" is typed, or a
+figure followed by its typed past, "was A", "(A before)"): each is printed as ``history: PAGE
 line N: ...`` and the run exits 1, in both modes; a writing run leaves such a page unwritten, since
 writing it would rewrite the history. Hand-maintained tables checked with a tolerance
 (docs/validation/edge.md, the measured-CPU rows of training.md) are not generated and not here.
@@ -175,10 +176,13 @@ def _serving_page() -> dict[str, str]:
 
     errs, rep, host = _serving_reports()
     mix = _once("mix", m.predictions)
+    herrs = h.host_errors()
     return {"cases": v.serving_case_table(errs), "summary": v.serving_summary_table(errs),
             "holdout": v.serving_holdout_table(rep), "worst": v.serving_worst_table(errs),
             "host-holdout": h.host_holdout_table(host),
-            "host-cases": h.host_case_table(h.host_errors(), host.held_out_errors),
+            "host-cases": h.host_case_table(herrs, host.held_out_errors),
+            "host-miss": h.host_miss_table(herrs, host.held_out_errors),
+            "host-spread": h.tpot_spread_table(herrs),
             "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}
 
@@ -305,12 +309,14 @@ def _training_runs() -> tuple[Any, Any, Any]:
 def _training_runs_page() -> dict[str, str]:
     from . import training_runs as v
     from . import vendor_training as o
+    from .foundry_ckpt import ckpt_rows, ckpt_table, pair_table
 
     rs, long, rep = _once("training-runs", _training_runs)
     vrs, vrep = _once("vendor-training", _vendor_training)
     return {"table": v.report_table(rs), "hopper": v.hopper_holdout_table(rep),
             "long": v.long_table(long), "vendors": o.vendor_table(vrs),
-            "vendors-fit": o.cdna3_fit_table(vrep)}
+            "vendors-fit": o.cdna3_fit_table(vrep),
+            "ckpt": ckpt_table(_once("foundry-ckpt", ckpt_rows)), "ckpt-pairs": pair_table()}
 
 
 def _vendor_training() -> tuple[Any, Any]:
@@ -322,9 +328,11 @@ def _vendor_training() -> tuple[Any, Any]:
 def _training_runs_figures() -> dict[str, str]:
     from . import training_runs as v
     from . import vendor_training as o
+    from .foundry_ckpt import ckpt_figures, ckpt_rows
 
     return (v.training_runs_figures(*_once("training-runs", _training_runs))
-            | o.vendor_figures(*_once("vendor-training", _vendor_training)))
+            | o.vendor_figures(*_once("vendor-training", _vendor_training))
+            | ckpt_figures(_once("foundry-ckpt", ckpt_rows)))
 
 
 def _client_page() -> dict[str, str]:

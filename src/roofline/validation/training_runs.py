@@ -29,7 +29,7 @@ LONG_SEQ = 32768
 
 _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
-_FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "moe_routing",
+_FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "etp", "moe_routing",
           "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype", "pp_flushes",
           "recompute_layers", "pp_overlap")
 
@@ -338,7 +338,9 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
             "tr.loso.worst": fmt_pct(rep.loso.worst, 1)}
     for p in rep.per_source:
         out[f"tr.held.{p.source}"] = fmt_pct(p.held_out.median_abs, 1, sign=False)
-    return out | _whatif_figures()
+    from .training_fold import fold_figures  # MoE parallel folding, tried (not shipped)
+
+    return out | _whatif_figures() | fold_figures(rs)
 
 
 def _variant(cid: str, kernel: str = "auto", **changes: Any) -> tuple[float, float]:

@@ -27,6 +27,8 @@ optimizer step of a decoder LM trained with Megatron-style 3D/4D parallelism:
   one of its experts, as DeepEP dispatches (``ops.collectives.group_dispatch``); the ranks per
   token follow ``moe_routing``; ``ep_overlap``: Megatron-Core's combined 1F1B hides them behind
   the adjacent micro-batch's compute. Routed-expert weights split over ep, ZeRO over dp/ep.
+  ``etp`` (MoE parallel folding, folding.py): the experts split etp ways instead of tp, the ep
+  ranks spaced etp apart, etp·ep dividing tp·cp·dp, ZeRO over tp·cp·dp / (etp·ep).
 * **Optimizer.** Mixed-precision Adam(W) over the local shard: one op of the registered
   formula ``optimizer_step`` (34 bytes per parameter: read the fp32 grad twice — norm for
   clipping, then update —, read and write fp32 master, m, v, write the bf16 copy; 16–17 FLOPs),

@@ -299,9 +299,12 @@ def eager_table() -> dict[str, tuple[float, float]]:
     return out
 
 
-def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> TrainingGraph:
+def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True,
+           etp: int | None = None) -> TrainingGraph:
+    """The training graph of one rank; ``etp`` the expert tensor-parallel size (None: tp)."""
     moe = bool(ctx.cfg.n_experts)
-    k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout)
+    etp = tp if etp is None or not moe else etp
+    k = (ctx.key, tp, ep, b if moe else None, sp, ctx.dropout, etp)
     g = _GRAPHS.get(k)
     if g is None:
         g = training_graph(ctx.cfg, ctx.prec, seq_len=ctx.seq_len // ctx.cp, tp=tp,
@@ -309,18 +312,20 @@ def _graph(ctx: _Ctx, tp: int, ep: int, b: int | None, sp: bool = True) -> Train
                            fused_attention=ctx.fused, ep=ep, micro_batch=b if moe else None,
                            dropout=ctx.dropout, lora_rank=ctx.lora_rank,
                            eager=eager_table() if ctx.elementwise == "eager" else None,
-                           lora_targets=ctx.lora_targets)
+                           lora_targets=ctx.lora_targets, etp=etp)
         _lru_put(_GRAPHS, k, g)
     return g
 
 
 def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
-                 sp: bool = True) -> dict[int, np.ndarray]:
-    """Seconds per group (GROUPS) for one micro-batch on one rank, for each micro-batch size."""
+                 sp: bool = True, etp: int | None = None) -> dict[int, np.ndarray]:
+    """Seconds per group (GROUPS) for one micro-batch on one rank, for each micro-batch size
+    (``etp``: the expert tensor-parallel size, None: tp)."""
+    etp = tp if etp is None or not ctx.cfg.n_experts else etp
     out: dict[int, np.ndarray] = {}
     todo = []
     for b in bs:
-        t = _TIMES.get((ctx.key, tp, ep, b, sp, ctx.dropout))
+        t = _TIMES.get((ctx.key, tp, ep, b, sp, ctx.dropout, etp))
         if t is None:
             todo.append(b)
         else:
@@ -334,7 +339,7 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
     else:
         batches_per_graph = [todo]
     for batches in batches_per_graph:
-        tg = _graph(ctx, tp, ep, batches[0], sp)
+        tg = _graph(ctx, tp, ep, batches[0], sp, etp)
         op_t = time_model(tg.graph, hw, ctx.eff).ops(
             np.asarray(batches, dtype=np.float64)).time  # [b, n]
         onehot = np.zeros((len(tg.group), len(GROUPS)))
@@ -343,7 +348,7 @@ def _group_times(ctx: _Ctx, tp: int, ep: int, bs: list[int],
         gt = op_t @ onehot  # [b, G]
         for i, b in enumerate(batches):
             out[b] = gt[i]
-            _lru_put(_TIMES, (ctx.key, tp, ep, b, sp, ctx.dropout), gt[i], 4096)
+            _lru_put(_TIMES, (ctx.key, tp, ep, b, sp, ctx.dropout, etp), gt[i], 4096)
     return out
 
 

@@ -62,7 +62,7 @@ from ...units import fmt_bytes
 from .factors import cluster_links, training_factors
 from .input_pipeline import input_ceiling, parse_loader
 from .optimizer import optimizer_graph, optimizer_time
-from .options import check_conv_layout
+from .options import check_conv_layout, layout_priced_on
 from .result import TrainingResult
 
 __all__ = ["op_seconds", "train_graph"]
@@ -106,9 +106,9 @@ def _nchw_transposes(g: Any) -> Any:
 
     from ...graphs.graph import Q
 
-    conv = [i for i, c in enumerate(g.classes) if c == "conv"]
-    if not conv or g.precision.compute == "fp32":
+    if not _tensor_core_convs(g):
         return g
+    conv = [i for i, c in enumerate(g.classes) if c == "conv"]
     ar, aw = Q["act_bytes_read"], Q["act_bytes_written"]
     cols: list[tuple[str, str, str, int, int]] = []  # (name, kind, class, source op, quantity)
     for i in range(len(g.names)):
@@ -239,9 +239,8 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
                 **unused: Any) -> TrainingResult:
     """One data-parallel training step of any model (see the module docstring); ``data_loader``
     the host input pipeline's ceiling (training/input_pipeline.py, off when None);
-    ``conv_layout`` "nhwc" (channels last: the convolutions' native layout, no copies) or
-    "nchw" (each convolution's input and output transposed, ``_nchw_transposes``); None:
-    "nhwc", and a model with convolutions says it was assumed (``conv_layout_assumed``)."""
+    ``conv_layout`` "nhwc" (channels last, no copies), "nchw" (each convolution's input and
+    output transposed, ``_nchw_transposes``) or None ("nhwc", assumed: ``_layout_fields``)."""
     m = resolve_model(model)
     zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
@@ -271,7 +270,6 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
     layout = check_conv_layout(conv_layout, hw)
     fwd, tg, eff, op_t = _device_ops(m, p, b, seq_len, layout, hw, preset)
-    has_conv = "conv" in fwd.classes  # the copies are "movement": the convolutions stay
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]
     n_mb = global_batch // (dp * b)
@@ -338,7 +336,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     return TrainingResult(
         model=m.name, cluster=c.name, device=hw.name, devices=devices, precision=p.label,
         preset=preset, global_batch=global_batch, seq_len=tokens, micro_batch=b,
-        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, interleave=1, recompute=recompute,
+        microbatches=n_mb, tp=1, pp=1, dp=dp, ep=1, etp=1, interleave=1, recompute=recompute,
         zero=zero, sequence_parallel=False, step_time=step,
         tokens_per_s=global_batch * tokens / step,
         mfu=mf_step / (step * devices * peak), hfu=hf_step / (step * devices * peak),
@@ -346,8 +344,23 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
         memory_per_device=mem, memory_capacity=cap, feasible=feasible, reason=reason,
         power_w=power, other_power_w=other, _hw=hw,
         warnings=warnings, optimizer=optimizer, t_fill=smooth_fill(eff),
-        conv_layout=layout if has_conv else None,
-        conv_layout_assumed=has_conv and conv_layout is None)
+        **_layout_fields(fwd, conv_layout, layout, hw))
+
+
+def _layout_fields(fwd: Any, asked: str | None, layout: str, hw: Any) -> dict[str, Any]:
+    """The result's ``conv_layout`` (None for a graph without convolutions) and
+    ``conv_layout_assumed``: the default taken (``asked`` None) where the layout changes the
+    price, i.e. tensor-core convolutions on an NVIDIA device (fp32 convolutions run as they
+    are; other devices price "nhwc" only)."""
+    return {"conv_layout": layout if "conv" in fwd.classes else None,
+            "conv_layout_assumed": asked is None and layout_priced_on(hw)
+            and _tensor_core_convs(fwd)}
+
+
+def _tensor_core_convs(g: Any) -> bool:
+    """Whether ``g`` has convolutions whose layout changes their price: any in a tensor-core
+    precision (an fp32 graph's CUDA-core convolutions run in NCHW as they are)."""
+    return "conv" in g.classes and g.precision.compute != "fp32"
 
 
 def _dp_time(g_bytes: float, w_bytes: float, dp: int, zero: int, links: Any,

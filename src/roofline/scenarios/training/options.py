@@ -17,8 +17,12 @@ CONV_LAYOUTS = ("nhwc", "nchw")
 
 
 def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
-                 moe_routing: str) -> None:
-    """LoRA is modelled for decoder LMs; ``ep_overlap`` and ``moe_routing`` for MoE models."""
+                 moe_routing: str, etp: int | None = None) -> None:
+    """LoRA is modelled for decoder LMs; ``ep_overlap``, ``moe_routing`` and ``etp`` (expert
+    tensor parallelism, MoE parallel folding) for MoE models."""
+    if etp is not None and (m.config is None or not m.config.n_experts):
+        raise SpecError(f"etp={etp} (expert tensor parallelism) applies to mixture-of-experts "
+                        f"models; {m.name} has no experts (leave etp unset)")
     if (lora_rank, lora_targets) != (None, "all") and getattr(m.config, "arch", 0) != "decoder":
         raise SpecError(f"lora_rank={lora_rank}, lora_targets={lora_targets!r}: LoRA is modelled "
                         f"for decoder LMs; {m.name} is {a_family(m.family)} model")
@@ -36,11 +40,17 @@ def check_conv_layout(conv_layout: Any, hw: Any) -> str:
         return "nhwc"
     if conv_layout not in CONV_LAYOUTS:
         raise SpecError(f"conv_layout={conv_layout!r}; allowed: {', '.join(CONV_LAYOUTS)}")
-    if conv_layout == "nchw" and hw.vendor != "NVIDIA":
+    if conv_layout == "nchw" and not layout_priced_on(hw):
         raise SpecError(f"conv_layout='nchw' prices cuDNN's NCHW <-> NHWC transposes on NVIDIA "
                         f"GPUs; {hw.name} ({hw.vendor or 'no vendor'} {hw.kind}) has no "
                         "source for its layout cost: use conv_layout='nhwc'")
     return str(conv_layout)
+
+
+def layout_priced_on(hw: Any) -> bool:
+    """Whether the convolution layout has a price on ``hw``: cuDNN's NCHW <-> NHWC copies are
+    sourced for NVIDIA devices only (``check_conv_layout``, ``generic._layout_fields``)."""
+    return bool(hw.vendor == "NVIDIA")
 
 
 def check_graph_only_options(m: Any, data_loader: Any, conv_layout: str | None) -> None:

@@ -33,6 +33,7 @@ class TrainingResult(Display):
     pp: int
     dp: int
     ep: int
+    etp: int = 0  #: expert tensor-parallel size (MoE parallel folding; = tp unless set)
     interleave: int  #: v, model chunks per device (1: plain 1F1B)
     recompute: str
     zero: int
@@ -78,8 +79,10 @@ class TrainingResult(Display):
     #: (channels last, no copies) or "nchw" (each tensor-core convolution's input and output
     #: transposed); None for a model without convolutions
     conv_layout: str | None = None
-    #: True when ``conv_layout`` is the default "nhwc", not asked for: the result says it was
-    #: assumed (PyTorch's own default memory format is NCHW; channels_last must be asked for)
+    #: True when ``conv_layout`` is the default "nhwc", not asked for, where the layout changes
+    #: the price (tensor-core convolutions on an NVIDIA device: fp32 convolutions run as they
+    #: are, and other devices price nhwc only): the result says it was assumed (PyTorch's own
+    #: default memory format is NCHW; channels_last must be asked for)
     conv_layout_assumed: bool = False
     #: what the numbers leave out (ops without a formula: "N ops unpriced (x % of bytes)")
     warnings: tuple[str, ...] = ()
@@ -206,6 +209,7 @@ class TrainingResult(Display):
             f"global batch {self.global_batch}" + (f" × {self.seq_len} tokens"
                                                     if self.seq_len > 1 else " samples"),
             f"  split: tp={self.tp} pp={self.pp} dp={self.dp} ep={self.ep} "
+            + (f"etp={self.etp} " if self.etp and self.etp != self.tp else "")
             + (f"cp={self.cp} " if self.cp > 1 else "") +
             f"micro-batch={self.micro_batch} (m={self.microbatches}) interleave={self.interleave}"
             f" recompute={self.recompute} zero={self.zero} sp={sp}"

@@ -27,7 +27,7 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, LORA_TARGETS
 from ...ops import collectives as coll
 from ...ops import cost
-from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS, moe_dispatch_ranks
+from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import (
@@ -39,6 +39,7 @@ from .context import (
     _group_times,
     flops_terms,
 )
+from .folding import check_folding, ep_exposed, fold_terms
 from .memory import _memory
 from .optimizer import optimizer_model, optimizer_time
 from .options import (
@@ -77,7 +78,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               trainable: tuple[Any, Any, Any] | None = None,
               optimizer: str = "adam", lp_exp: Any = 0.0,
               ep_overlap: bool = False, cp_overlap: bool = True,
-              pp_flushes: int = 1, rc_frac: float = 1.0, pp_overlap: Any = None) -> dict[str, Any]:
+              pp_flushes: int = 1, rc_frac: float = 1.0, pp_overlap: Any = None,
+              etp: int | None = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -87,11 +89,11 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     trainable parameters of a layer, the embedding, the head where they are fewer than all of
     them (LoRA; None: every parameter is trained). ``lp_exp``: the routed-expert parameters
     of a layer on this rank (in ``lp``; held by E/ep experts, replicated over dp/ep ranks).
-    ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``_ep_exposed``).
-    ``cp_overlap``: the K/V exchange behind the attention core (ring attention) or exposed (an
-    all-gather in front of it). ``pp_flushes``: pipeline schedules per step, each of m /
-    pp_flushes micro-batches. ``rc_frac``: full recompute's share of the layers (options.py);
-    ``pp_overlap``: sends behind compute (``pp_exposed``)."""
+    ``ep_overlap``: Megatron-Core's combined 1F1B all-to-all overlap (``folding.ep_exposed``);
+    ``etp``: ``folding.fold_terms``. ``cp_overlap``: the K/V exchange behind the attention
+    core (ring attention) or exposed (an all-gather in front of it). ``pp_flushes``: pipeline
+    schedules per step, each of m / pp_flushes micro-batches. ``rc_frac``: full recompute's
+    share of the layers (options.py); ``pp_overlap``: sends behind compute (``pp_exposed``)."""
     cfg, links, cp = ctx.cfg, ctx.links, ctx.cp
     s = float(ctx.seq_len) / cp  # tokens on this rank
     D, L = float(cfg.d_model), float(cfg.n_layers)
@@ -122,19 +124,18 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
-    n_act = b * s * D * ab_tp
-    t_ar = coll.group_all_reduce(n_act, tp, one, links, xp)
+    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp)  # folding.py
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
-    tp_f = 2 * t_ar * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
-    tp_b = xp.maximum(2 * t_ar - t_dwc, 0.0)
+    tp_f = t_pair * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
+    tp_b = xp.maximum(t_pair - t_dwc, 0.0)
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf * rc_frac,
                                               xp.where(rc == 3, t_op, 0.0)))
     m = global_batch / (dp * b)
     m_sched = m / pp_flushes  # micro-batches of one pipeline schedule
     # -- expert parallelism (the MoE layers' dispatch and combine)
-    ep_l = _ep_exposed(ctx, b * s / tp * D * lb, tp, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
-                       ep_overlap, xp, rc_frac) if cfg.n_experts else xp.zeros_like(one)
+    ep_l = ep_exposed(ctx, b * s / tp * D * lb, etp_, ep, rc, t_lf + t_lb + t_rc, m_sched, pp,
+                      ep_overlap, xp, rc_frac) if cfg.n_experts else xp.zeros_like(one)
     cp_l = _cp_exposed(ctx, b, tp, t_core, cp_overlap, xp) if cp > 1 else xp.zeros_like(one)
     # -- one micro-batch through the slowest stage: the first (with the embedding), the last
     # (LM head and loss) or the fullest middle one; with pp = 1 the one stage runs all of it
@@ -169,14 +170,14 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     dpc = dp * cp
     g_bytes, w_bytes = p_train * ctx.grad_bytes, p_dev * ctx.prec.weight_bytes
     dp_exp = _dp_exposed(ctx, tp, dpc, zero, m, p_train, w_bytes, g_bytes, trainable is None,
-                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp, p_exp, ep)
+                         f_mb, b_mb, rc_mb, n_lps, dp_overlap, xp, p_exp, ep_w)
     # -- optimizer over the local shard
-    edp = dpc / ep  # the ranks holding the same experts (expert-data-parallel)
+    edp = dpc / ep_w  # the ranks holding the same experts (expert-data-parallel)
     p_opt = (p_train - p_exp) / xp.where(zero >= 1, dpc, 1) + p_exp / xp.where(zero >= 1, edp, 1)
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff, **_optimizer_kw(ctx)), params=p_opt, xp=xp)
     mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m_sched, xp.where(pp1, L, act_layers),
-                  p_train, w_bytes, g_bytes, xp, p_exp, ep, rc_frac)
+                  p_train, w_bytes, g_bytes, xp, p_exp, ep_w, rc_frac)
     if streams_weights(ctx.cl.device):
         # weight streaming: weights, gradients and optimizer states live in the weight store;
         # the chip holds the largest layer's (a block, the embedding, the head) weights and
@@ -210,7 +211,8 @@ def _dp_exposed(ctx: _Ctx, tp: Any, dpc: Any, zero: Any, m: Any, p_train: Any, w
     when ``dp_overlap`` (what does not fit under it, and at least the last bucket, stays).
     The ``p_exp`` routed-expert parameters among them are reduced and gathered over the
     dpc/ep ranks holding the same experts (stride tp·ep; Megatron-Core's expert-data-parallel
-    group), the others over all dpc ranks."""
+    group), the others over all dpc ranks; under MoE parallel folding ``ep`` is ep·etp/tp
+    (edp = tp·dpc / (etp·ep) ranks spaced etp·ep apart: folding.py)."""
     wb = ctx.prec.weight_bytes
     L, edp = ctx.links, dpc / ep
     e_g, e_w = p_exp * ctx.grad_bytes, p_exp * wb  # the expert part of g_bytes, w_bytes
@@ -270,44 +272,6 @@ def _fsdp_exposed(ag: Any, rs: Any, t_f: Any, t_b: Any, n: Any, xp: Any) -> Any:
                                + xp.maximum(ag_l + rs_l - t_b / nl, 0.0))
 
 
-def _ep_exposed(ctx: _Ctx, tok: Any, tp: Any, ep: Any, rc: Any, t_comp: Any, m: Any, pp: Any,
-                overlap: bool, xp: Any, rc_frac: float = 1.0) -> Any:
-    """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
-    the forward, the same two in the backward, two more in a fully recomputed forward; each
-    moves ``tok`` bytes (the rank's tokens × width) once to every rank, and across domains
-    once to every domain, holding one of a token's experts (DeepEP's dispatch layout and
-    NVLink forwarding; ``ops.collectives.group_dispatch``); the MoE layers' share of the layers
-    (dense layers send nothing).
-
-    Exposed unless ``overlap``: Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
-    comm``, Megatron-Core developer guide, "Combined 1F1B: Expert-Parallel All-to-All
-    Overlap") runs one micro-batch's four exchanges behind the adjacent micro-batch's forward
-    and backward compute of the layer (``t_comp``), leaving max(0, 4a − t_comp); the
-    micro-batches with no partner (the 1F1B warm-up and cool-down, about min(1, pp/m) of them:
-    an approximation) stay exposed. The guide's rules (no full recompute, interleaving when
-    pp > 1) are checked by ``train``."""
-    _, n_dom = coll.group_split(ep, tp, ctx.links.domain, xp)
-    a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
-                            tok * _dispatch_ranks(ctx, n_dom, xp), ep, tp, ctx.links, xp)
-    exposed = a * (4 + 2 * (rc == 2) * rc_frac)  # rc_frac of the layers recomputed
-    if overlap:
-        u = xp.minimum(1.0, pp / m)  # micro-batches without a partner
-        exposed = u * 4 * a + (1 - u) * xp.maximum(4 * a - t_comp, 0.0)
-    return exposed * ctx.moe_fraction
-
-
-def _dispatch_ranks(ctx: _Ctx, ep: Any, xp: Any) -> Any:
-    """Expected distinct ranks a token is dispatched to, per ep (ops/training_formulas.py)."""
-    cfg = ctx.cfg
-    if xp is SCALAR:
-        return moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(ep), ctx.moe_routing)
-    ep = np.asarray(ep)
-    out = np.ones(ep.shape)
-    for e in np.unique(ep):
-        out[ep == e] = moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(e), ctx.moe_routing)
-    return out
-
-
 def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp: Any) -> Any:
     """The parameters on the fullest stage, for per-rank (layer, embedding, head) counts: all
     of them with pp = 1; else the first stage (its layers + the embedding), the last (its
@@ -322,9 +286,10 @@ def _stage_params(ctx: _Ctx, pp1: Any, n_first: Any, n_last: Any, n_mid: Any, xp
     return params
 
 
-def _trainable_params(ctx: _Ctx, ep: int, b: int) -> float:
-    """Parameters the step trains, model-wide (the unsharded graph's counts × layers)."""
-    g = _graph(ctx, 1, ep, b, False)
+def _trainable_params(ctx: _Ctx, b: int) -> float:
+    """Parameters the step trains, model-wide (the unsharded graph's counts × layers: tp 1 and
+    ep 1, every expert counted)."""
+    g = _graph(ctx, 1, 1, b, False)
     if g.layer_trainable is None:
         return float(ctx.cfg.n_layers * g.layer_params + g.embed_params + g.head_params)
     # the three trainable counts are set together (graphs/training.py)
@@ -363,7 +328,10 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
-              interleave: int, recompute: str, zero: int, pp_flushes: int = 1) -> None:
+              interleave: int, recompute: str, zero: int, pp_flushes: int = 1,
+              etp: int | None = None, ep_overlap: bool = False) -> None:
+    """The split's consistency (SpecError on the first problem): devices, cp, interleave, the
+    expert groups (folding.check_folding), batches, recompute, zero, ``ep_overlap``'s rules."""
     devices, cp = ctx.cl.devices, ctx.cp
     if tp * cp * pp * dp != devices:
         what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
@@ -375,9 +343,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
                         "(each rank holds 2 of 2·cp sequence chunks)")
     if interleave > 1 and pp == 1:
         raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
-    if dp % ep:
-        raise SpecError(f"ep={ep} must divide dp={dp} (expert-parallel groups are slices of the "
-                        "data-parallel group)")
+    check_folding(ctx, tp, dp, ep, tp if etp is None else etp)  # etp·ep | tp·cp·dp
     if global_batch % (dp * micro_batch):
         raise SpecError(f"global_batch={global_batch} must be divisible by dp·micro_batch = "
                         f"{dp}·{micro_batch} = {dp * micro_batch}")
@@ -394,14 +360,16 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
     if zero not in (0, 1, 2, 3):
         raise SpecError(f"zero={zero!r}; allowed: 0, 1, 2, 3")
     check_selective_op(ctx, (recompute,))
+    if ep_overlap:
+        check_ep_overlap(ctx, ep, pp, interleave, recompute)
 
 
 @records_call("train")
 @with_economics
 @A.checked(**{**COMMON_ARGS, "seq_len": A.optional(A.count(1, A.MAX_TOKENS))},
            micro_batch=A.count(), tp=DEGREE, pp=DEGREE, dp=OPT_DEGREE,
-           ep=DEGREE, interleave=A.count(1, 1024), recompute=A.optional(RECOMPUTE_ARG),
-           zero=A.optional(ZERO),
+           ep=DEGREE, etp=OPT_DEGREE, interleave=A.count(1, 1024),
+           recompute=A.optional(RECOMPUTE_ARG), zero=A.optional(ZERO),
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
@@ -412,8 +380,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            conv_layout=A.optional(A.choice(*CONV_LAYOUTS)))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
-          interleave: int = 1, recompute: str | None = None, zero: int | None = None,
-          precision: str | Precision = "bf16", nodes: int | None = None,
+          etp: int | None = None, interleave: int = 1, recompute: str | None = None,
+          zero: int | None = None, precision: str | Precision = "bf16", nodes: int | None = None,
           sequence_parallel: bool = True, fused_attention: bool = True, dropout: bool = False,
           dp_overlap: bool = True, preset: str = "default", optimizer: str = "adam",
           pp_stages: Any = None, lora_rank: int | None = None, cp: int = 1,
@@ -430,14 +398,13 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     decoders: "adam" | "adamw"), ``zero`` 0-3 (default 0) and ``recompute`` "none" (default)
     or "full" (√n-segment checkpointing); tp, pp, ep and interleave do not apply (a value
     other than 1 is refused). ``data_loader``: (loader, workers per device), the host input
-    pipeline's ceiling (None: off); ``conv_layout`` "nhwc" | "nchw" (generic.py; None: "nhwc",
-    channels last, which a model with convolutions states as assumed: PyTorch's default is
-    NCHW). Decoders: neither.
+    pipeline's ceiling (None: off); ``conv_layout`` (generic.py; None: "nhwc"). Decoders: neither.
 
-    ``dp`` defaults to devices / (tp·pp). ``pp`` need not divide the layers: the stages are
-    then as even as possible with the lighter ones at the ends (training/stages.py), or
-    ``pp_stages`` gives the layers of each stage (first to last; ``pp`` defaults to its
-    length); the step runs at the slowest stage's pace and memory is the fullest stage's.
+    ``dp`` defaults to devices / (tp·pp). ``etp`` (MoE): MoE parallel folding (folding.py), the
+    experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are then
+    as even as possible with the lighter ones at the ends (training/stages.py), or ``pp_stages``
+    gives the layers of each stage (first to last; ``pp`` defaults to its length); the step
+    runs at the slowest stage's pace and memory is the fullest stage's.
     ``lora_rank`` r: LoRA — an adapter A·B of rank r on every linear of the blocks (on the fused
     q / k / v projection only: ``lora_targets="qkv"``), every other weight frozen (no dW GEMMs,
     dX kept; gradients, optimizer state, dp reduction for the adapters; graphs/training.py).
@@ -465,7 +432,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
     .moe_dispatch_ranks).
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
-    combine behind the adjacent micro-batch's compute (``_ep_exposed``); refused with full
+    combine behind the adjacent micro-batch's compute (``folding.ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
     ``cp_overlap`` (cp > 1): the K/V exchange runs behind the attention core, as ring attention
     overlaps it (default); False: an all-gather in front of it, exposed, as Llama 3's
@@ -481,7 +448,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
-    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing)
+    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing, etp)
     if m.config is None or m.config.arch != "decoder":
         from .generic import decoder_options, train_graph
 
@@ -503,8 +470,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if optimizer not in DECODER_OPTIMIZERS:
         raise SpecError(f"optimizer={optimizer!r}: decoder training is modelled with "
                         "mixed-precision Adam(W) only; allowed: adam, adamw")
-    # cp, global_batch, micro_batch, tp, pp, dp, ep, interleave and zero are ints in range:
-    # the argument rules above (A.checked) converted and checked them
+    # the degrees, batches and zero are ints in range: A.checked above converted and checked them
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
                    lora_targets)
@@ -513,32 +479,30 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
-              pp_flushes)
-    if ep_overlap:
-        check_ep_overlap(ctx, ep, pp, interleave, recompute)
+              pp_flushes, etp, ep_overlap)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
     rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
         stages, global_batch // (dp * micro_batch))
     sp = bool(sequence_parallel) and tp > 1
-    tg = _graph(ctx, tp, ep, micro_batch, sp)  # raises on heads/width not divisible
-    gt = _group_times(ctx, tp, ep, [micro_batch], sp)[micro_batch]
+    tg = _graph(ctx, tp, ep, micro_batch, sp, etp)  # raises on heads/width not divisible
+    gt = _group_times(ctx, tp, ep, [micro_batch], sp, etp)[micro_batch]
     rc, overlap = RECOMPUTE.index(recompute), pp_overlap_of(pp_overlap, interleave, pp)
     trainable = None if lora_rank is None else (tg.layer_trainable, tg.embed_trainable,
                                                  tg.head_trainable)
     r = _evaluate(ctx, global_batch, tp, pp, dp, ep, micro_batch, interleave, rc, zero, gt,
                   tg.layer_params, tg.embed_params, tg.head_params, dp_overlap, sp, SCALAR,
                   layout, trainable, optimizer, tg.layer_expert_params, ep_overlap, cp_overlap,
-                  pp_flushes, rc_frac, overlap)
+                  pp_flushes, rc_frac, overlap, etp)
     return _result(ctx, r, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute,
-                   zero, sp, stages, optimizer, rc_frac, overlap)
+                   zero, sp, stages, optimizer, rc_frac, overlap, etp)
 
 
 def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
             tp: int, pp: int, dp: int, ep: int, interleave: int, recompute: str,
             zero: int, sp: bool = True, stages: tuple[int, ...] = (),
             optimizer: str = "adam", rc_frac: float = 1.0,
-            pp_overlap: bool = False) -> TrainingResult:
+            pp_overlap: bool = False, etp: int | None = None) -> TrainingResult:
     step = float(r["step"])
     mf, sel, full, op_rc = flops_terms(ctx.m, ctx.seq_len, micro_batch=micro_batch,
                                        precision=ctx.prec, lora_rank=ctx.lora_rank,
@@ -575,10 +539,11 @@ def _result(ctx: _Ctx, r: dict[str, float], global_batch: int, micro_batch: int,
         model=ctx.m.name, cluster=ctx.cl.name, device=hw.name, devices=devices,
         precision=ctx.prec.label, preset=ctx.preset, global_batch=global_batch,
         seq_len=ctx.seq_len, micro_batch=micro_batch, microbatches=int(round(float(r["m"]))),
-        tp=tp, pp=pp, dp=dp, ep=ep, interleave=interleave, recompute=recompute, zero=zero,
+        tp=tp, pp=pp, dp=dp, ep=ep, etp=tp if etp is None else etp, interleave=interleave,
+        recompute=recompute, zero=zero,
         sequence_parallel=sp and tp > 1, pp_stages=tuple(stages), lora_rank=ctx.lora_rank,
         cp=ctx.cp, lora_targets=ctx.lora_targets, pp_overlap=pp_overlap,
-        trainable_params=_trainable_params(ctx, ep, micro_batch), step_time=step,
+        trainable_params=_trainable_params(ctx, micro_batch), step_time=step,
         tokens_per_s=global_batch * ctx.seq_len / step,
         mfu=model_flops / (step * devices * ctx.peak), hfu=hw_flops / (step * devices * ctx.peak),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,

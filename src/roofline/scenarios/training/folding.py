@@ -1,0 +1,125 @@
+"""MoE parallel folding: the expert layers' parallel groups laid over the attention layers'.
+
+Megatron-Core builds two rank layouts over the same GPUs (``parallel_state
+.initialize_model_parallel``, NVIDIA/Megatron-LM; Liu et al. 2025, "MoE Parallel Folding",
+arXiv:2504.14960): the attention layers' tp × cp × dp × pp and the expert layers'
+etp × ep × edp × pp, the expert tensor-parallel size ``etp`` defaulting to tp (``if
+expert_tensor_parallel_size is None``). The two share pp; within a stage the etp·ep·edp expert
+ranks are the tp·cp·dp attention ranks, so etp·ep must divide tp·cp·dp (Megatron raises when
+the world size is not divisible by etp·ep·pp) and edp = tp·cp·dp / (etp·ep). The expert
+layout is generated in the order etp, ep, edp (no cp): an expert-parallel group is ep ranks
+spaced etp apart, an expert-data-parallel group edp ranks spaced etp·ep apart. ep need not
+divide dp (the point of folding: with etp = 1, ep = 8 is the eight GPUs of a node whatever
+tp is).
+
+What is priced here: the rules (``check_folding``), the per-layer tensor-parallel
+collectives when the experts are not split by tp (``tp_pair``), the expert-parallel
+exchange over its group (``ep_exposed``). The expert graph (width F_e/etp, etp/tp × the rows)
+is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
+reduction over edp ranks are in step.py / memory.py. Activation memory does not change with
+etp: a rank keeps etp/tp × the expert rows at F_e/etp width, the same product, and the
+permuted token copies stay those of its own b·s/tp tokens (``moe_mlp_activation_bytes``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import SpecError
+from ...graphs.shard import etp_problem
+from ...ops import collectives as coll
+from ...ops.training_formulas import moe_dispatch_ranks
+from ...ops.xp import SCALAR
+from .context import _Ctx
+
+
+def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
+    """Megatron-Core's group rules for the expert layers over the tp·cp·dp ranks of a stage."""
+    ranks = tp * ctx.cp * dp
+    what = "tp·cp·dp" if ctx.cp > 1 else "tp·dp"
+    vals = f"{tp}·{ctx.cp}·{dp}" if ctx.cp > 1 else f"{tp}·{dp}"
+    if ranks % (etp * ep):
+        eps = [e for e in range(1, ranks // etp + 1) if (ranks // etp) % e == 0
+               and (not ctx.cfg.n_experts or ctx.cfg.n_experts % e == 0)] \
+            if ranks % etp == 0 else []
+        allowed = (f"with etp={etp}, ep one of {', '.join(map(str, eps))}" if eps else
+                   f"etp must divide {ranks}")
+        raise SpecError(f"ep={ep}, etp={etp}: etp·ep = {etp}·{ep} = {etp * ep} must divide the "
+                        f"{what} = {vals} = "
+                        f"{ranks} ranks of a pipeline stage (MoE parallel folding: the expert "
+                        f"groups etp × ep × edp are those ranks); {allowed}")
+    # each routed expert is split etp ways (at etp = tp shard_config names tp instead)
+    why = None if etp == tp else etp_problem(ctx.cfg, etp, lambda e: ranks % (e * ep) == 0)
+    if why is not None:
+        raise SpecError(why)
+
+
+def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
+               xp: Any) -> tuple[Any, Any, Any]:
+    """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce,
+    the expert-parallel group's stride etp, the experts' split counted in tp ranks ep·etp/tp)
+    of one configuration priced with ``etp``; with etp None or tp (and for the vectorised
+    search, which keeps etp = tp) the model before folding, exactly: (2·t_ar, tp, ep). The
+    expert weights are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them
+    over edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
+    t_ar = coll.group_all_reduce(n_act, tp, one, ctx.links, xp)
+    if not ctx.cfg.n_experts or etp is None or xp is not SCALAR or etp == tp:
+        return 2 * t_ar, tp, ep
+    return tp_pair(ctx, t_ar, n_act, tp, etp, xp), etp, ep * etp / tp
+
+
+def tp_pair(ctx: _Ctx, t_ar: Any, n_act: Any, tp: Any, etp: int | None, xp: Any) -> Any:
+    """The tensor-parallel collectives of one layer's forward (or backward), in seconds: two
+    all-reduces (or their sequence-parallel reduce-scatter + all-gather) of ``n_act`` bytes over
+    tp, ``t_ar`` each: one around the attention, one around the MLP. With ``etp`` (not None,
+    not tp) an MoE layer's MLP block is the experts': their tokens gathered and scattered over
+    the etp ranks (Megatron-Core's alltoall dispatcher gathers the expert inputs over the
+    expert tensor-parallel group after the exchange; the etp ranks' shares, n_act·etp/tp
+    bytes), nothing when etp = 1, and the shared experts (if any) keep a tp all-reduce of their
+    own. At etp = tp this is the dense 2·t_ar (the shared and routed experts' gathers counted
+    as one, the model before folding)."""
+    if etp is None:
+        return 2 * t_ar
+    f = ctx.moe_fraction
+    t_e = coll.group_all_reduce(n_act * etp / tp, etp, xp.ones_like(t_ar), ctx.links, xp)
+    moe_block = t_e + (t_ar if ctx.cfg.n_shared_experts else 0.0)
+    return t_ar + (1.0 - f) * t_ar + f * moe_block
+
+
+def ep_exposed(ctx: _Ctx, tok: Any, stride: Any, ep: Any, rc: Any, t_comp: Any, m: Any,
+               pp: Any, overlap: bool, xp: Any, rc_frac: float = 1.0) -> Any:
+    """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
+    the forward, the same two in the backward, two more in a fully recomputed forward; each
+    moves ``tok`` bytes (the rank's tokens × width) once to every rank, and across domains
+    once to every domain, holding one of a token's experts (DeepEP's dispatch layout and
+    NVLink forwarding; ``ops.collectives.group_dispatch``) over the ep ranks spaced ``stride``
+    (= etp) apart; the MoE layers' share of the layers (dense layers send nothing).
+
+    Exposed unless ``overlap``: Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
+    comm``, Megatron-Core developer guide, "Combined 1F1B: Expert-Parallel All-to-All
+    Overlap") runs one micro-batch's four exchanges behind the adjacent micro-batch's forward
+    and backward compute of the layer (``t_comp``), leaving max(0, 4a − t_comp); the
+    micro-batches with no partner (the 1F1B warm-up and cool-down, about min(1, pp/m) of them:
+    an approximation) stay exposed. The guide's rules (no full recompute, interleaving when
+    pp > 1) are checked by ``train``."""
+    _, n_dom = coll.group_split(ep, stride, ctx.links.domain, xp)
+    a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
+                            tok * _dispatch_ranks(ctx, n_dom, xp), ep, stride, ctx.links, xp)
+    exposed = a * (4 + 2 * (rc == 2) * rc_frac)  # rc_frac of the layers recomputed
+    if overlap:
+        u = xp.minimum(1.0, pp / m)  # micro-batches without a partner
+        exposed = u * 4 * a + (1 - u) * xp.maximum(4 * a - t_comp, 0.0)
+    return exposed * ctx.moe_fraction
+
+
+def _dispatch_ranks(ctx: _Ctx, ep: Any, xp: Any) -> Any:
+    """Expected distinct ranks a token is dispatched to, per ep (ops/training_formulas.py)."""
+    cfg = ctx.cfg
+    if xp is SCALAR:
+        return moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(ep), ctx.moe_routing)
+    ep = np.asarray(ep)
+    out = np.ones(ep.shape)
+    for e in np.unique(ep):
+        out[ep == e] = moe_dispatch_ranks(cfg.n_experts, cfg.top_k, int(e), ctx.moe_routing)
+    return out
