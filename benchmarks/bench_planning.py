@@ -2,6 +2,7 @@
 benchmarks/README.md.
 
     PYTHONPATH=src python benchmarks/bench_planning.py
+    PYTHONPATH=src python benchmarks/bench_planning.py --simulate   # the simulations only
 
 Targets: 10⁵ requests simulated in ≤ 1 s; a full plan for a 70B model on 64 devices (every
 layout) in ≤ 5 s. Also timed: a MoE plan (Mixtral-8x7B on 16 H100, expert parallelism searched).
@@ -24,7 +25,7 @@ def _t(f):  # type: ignore[no-untyped-def]
     return (time.perf_counter() - t, time.process_time() - c), out
 
 
-def main() -> None:
+def main(simulate_only: bool = False) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rl.serve("llama-3.1-8b", "H100")  # imports, zoo
     wl = rl.Workload(prompt=rl.lengths("lognormal", mean=3000, sigma=0.8, max=8192),
@@ -43,6 +44,8 @@ def main() -> None:
         print(f"simulate 1e5 requests ({label}): {ts[0]:.2f} s wall, {ts[1]:.2f} s CPU "
               f"({s.iterations:,} engine steps, overloaded={s.overloaded}); step tables once: "
               f"{tc[0]:.2f} s wall, {tc[1]:.2f} s CPU")
+    if simulate_only:
+        return
     wl20 = wl.with_rate(20.0)
     slo = rl.SLO(ttft_p99=2.0, tpot_p99=0.050)
     tp_cold, p = _t(lambda: rl.plan_serving("llama-3.1-70b", "H200", devices=64, workload=wl20,
@@ -69,4 +72,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(simulate_only="--simulate" in sys.argv[1:])

@@ -44,6 +44,7 @@ from .._text import a_family, summary_str
 from ..engine.client import request_client
 from ..engine.table import Table
 from ..errors import SpecError
+from ..graphs.shard import tp_problem
 from ..progress import Progress, progress_stream
 from .economics import check_economics
 from .plan_frontier import (
@@ -225,17 +226,10 @@ def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float,
 
 
 def _tp_options(cfg: Any, max_tp: int, devices: int) -> list[int]:
-    N, K = cfg.n_heads, cfg.n_kv_heads
-    out = []
-    for t in (1, 2, 4, 8, 16, 32, 64):
-        if t > max_tp or t > devices or N % t:
-            continue
-        if not (cfg.mla or K % t == 0 or t % K == 0):
-            continue
-        if any(w and w % t for w in (cfg.d_ff, cfg.moe_d_ff)):
-            continue
-        out.append(t)
-    return out
+    """The powers of two up to 64 (and ``max_tp``, ``devices``) that split ``cfg``: the
+    heads, KV heads and MLP widths rule of ``graphs.shard.tp_problem``, written once."""
+    return [t for t in (1, 2, 4, 8, 16, 32, 64)
+            if t <= max_tp and t <= devices and tp_problem(cfg, t) is None]
 
 
 _DEGREES = A.seq(A.count(1, A.MAX_DEVICES), scalar=True, what="parallel degrees (positive "

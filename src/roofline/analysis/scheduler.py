@@ -58,8 +58,9 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     count and the number of iterations.
     """
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
-    # one pass: one mixed iteration, or one run of identical decode steps; the state lives on
-    # ``s`` (slots), and a pass makes few calls (~370 k passes for 10^5 requests)
+    # one pass: the mixed iterations of one call (a prompt's chunks), or one run of identical
+    # decode steps; the state lives on ``s`` (slots), and a pass makes few calls (~3 passes per
+    # request in benchmarks/bench_planning.py's chunked case)
     n, times, wait, heap, mc = s.n, s.arr, s.wait, s.heap, s.mc
     dynamic, hist, bs, total = s.dynamic, s.hist, s.bs, s.total
     s.arrive()  # (and again whenever the clock jumps to an arrival)
@@ -73,16 +74,18 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             s.now = times[s.nxt]
             s.arrive()
             continue
-        if dynamic and s.b and s.used + hist[s.K % bs] > total:  # this step's new blocks
+        # this step's new blocks (at most one per decoding sequence: the first test is enough
+        # while the pool has room for them all)
+        if dynamic and s.used + s.b > total and s.b and s.used + hist[s.K % bs] > total:
             s.make_room()
         # prefill chunks: the partial prefills, and admission when a request waits for a slot;
-        # a mixed iteration is one call (its step, the clock, the prompts it completes)
+        # mixed iterations are one call (their steps, the clock, the prompts they complete)
         if (s.pf or (wait and s.running < mc)) and s.mixed_pass():
             if heap and heap[0][0] < s.K:
                 s.retire()
             continue
-        if s.b:
-            dt = s.decode_run()
+        if s.b:  # a run of decode steps, the clock and the sequences it finished
+            s.decode_run()
         elif s.finished >= n:  # the last requests finished at admission (decode pool)
             break
         else:  # nothing can run: an idle engine waiting for an arrival
@@ -90,25 +93,6 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
                 raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover
             s.now = max(s.now, times[s.nxt])
             s.arrive()
-            continue
-        # the clock moves by the step(s); Little's area grows by who was in the system, and
-        # the requests arriving meanwhile join the queue (counted from their arrival). Written
-        # twice on purpose: _Replica.mixed_pass repeats these lines for a mixed iteration (one
-        # method, _Replica.advance, for both costs +2.5 % instructions per request: valgrind,
-        # benchmarks/README session 29); the step-by-step reference tests compare the area, so
-        # the two copies cannot drift apart unnoticed
-        area = s.area + (len(wait) + s.running) * dt
-        now = s.now = s.now + dt
-        nxt = s.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            s.nxt = nxt
-        s.area = area
-        if heap and heap[0][0] < s.K:
-            s.retire()
     return s.result()
 
 
@@ -304,25 +288,25 @@ class _Replica:
         return True
 
     # -- admission and prefill
-    def admit(self, chunks: list[tuple[int, int, int]], tok: int) -> None:
+    def admit(self, chunks: list[int], tok: int) -> None:
         """FIFO admission while the running set is below the limit, its KV blocks are free
         and (prefill) the step has budget left; ``tok``: that budget. Chunked, a prompt takes
         what is left of it; a whole prompt longer than that waits for a later step, unless it
         would run alone. A request whose blocks exceed the whole pool is rejected (times inf)."""
-        wait, isl, osl, held, t_admit = self.wait, self.isl, self.osl, self.held, self.t_admit
-        prefill, chunked, dynamic, bs, total, wm = (self.prefill, self.chunked, self.dynamic,
-                                                    self.bs, self.total, self.wm)
+        # (a call admits about one request: what the loop reads once is read from self)
+        wait, prefill, dynamic, bs, total, wm = (self.wait, self.prefill, self.dynamic, self.bs,
+                                                 self.total, self.wm)
         grow = self.hist[self.K % bs] if dynamic and self.b else 0  # this step's new blocks
         while wait and self.running < self.mc and (tok > 0 or not prefill):
             i = wait[0]
             # KV to hold: prompt + tokens so far (a decode pool's request holds its prompt
             # and all but its newest token: it resumes where it stopped)
             g = self.gen[i]
-            plen = isl[i] + g if prefill else isl[i] + max(g, 1) - 1
-            need = -(-plen // bs) if dynamic else -(-(isl[i] + osl[i] - 1) // bs)
+            plen = self.isl[i] + g if prefill else self.isl[i] + max(g, 1) - 1
+            need = -(-plen // bs) if dynamic else -(-(self.isl[i] + self.osl[i] - 1) // bs)
             if need > total - wm:  # can never fit: reject
                 wait.popleft()
-                t_admit[i] = self.t_first[i] = self.t_done[i] = math.inf
+                self.t_admit[i] = self.t_first[i] = self.t_done[i] = math.inf
                 self.finished += 1
                 continue
             # a decode pool's request joins this step: its first token may need a block
@@ -331,7 +315,7 @@ class _Replica:
                 break
             if not prefill:
                 T = 0
-            elif chunked:
+            elif self.chunked:
                 T = plen if plen < tok else tok
             elif plen > tok and chunks:
                 break
@@ -340,140 +324,155 @@ class _Replica:
             wait.popleft()
             self.used += need
             grow += first_blk
-            held[i] = need
+            self.held[i] = need
             self.running += 1
             self.live[i] = True
             self.order.append(i)
+            t_admit = self.t_admit
             if t_admit[i] != t_admit[i]:
                 t_admit[i] = self.now
             if prefill:
                 self.pf.append([i, 0, plen])
-                chunks.append((i, T, 0))
+                chunks.append(T)
                 tok -= T
-            elif osl[i] <= 1:  # decode pool: KV and first token arrived with the request
+            elif self.osl[i] <= 1:  # decode pool: KV and first token arrived with the request
                 self.finish(i, need)
             else:
                 self.start_decode(i, plen, max(g, 1))
 
     # -- iterations
     def mixed_pass(self) -> bool:
-        """One mixed iteration, whole, in one call: this step's prefill chunks (request, tokens,
-        cached prefix: the partial prefills first, in order, then the prompts admitted now;
-        ``chunks[j]`` is ``pf[j]``), the step's time (every decoding sequence's token with
-        them; their context and, dynamic KV, blocks grow by a token), the clock's advance as
-        after a decode run (Little's area, the arrivals meanwhile), and the prompts the step
-        completed, which give their first token and decode from the next step (or finish, a
-        one-token output). False, with nothing but admission's rejections done: no chunk this
-        step (no budget left, or no prompt admitted)."""
-        b = self.b
-        tok = self.budget - b if self.chunked else self.budget
-        chunks: list[tuple[int, int, int]] = []
-        pf = self.pf
-        for e in pf:
-            if tok <= 0:
-                break
-            rem = e[2] - e[1]
-            T = rem if rem < tok else tok
-            chunks.append((e[0], T, e[1]))
-            tok -= T
-        wait = self.wait
-        if wait and self.running < self.mc and (tok > 0 or not self.prefill):
-            self.admit(chunks, tok)
-        if not chunks:
-            return False
-        # the step's time
-        pair = self.pair
-        self.iters += 1
-        Tt = 0
-        att = 0.0
-        for _i, T, cp in chunks:
-            Tt += T
-            att += pair[T] * T * (cp + (T + 1) * 0.5)
-        K = self.K
-        if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
-            self.blk0 = K
-            dt = self.pre[Tt] + att + self.seq * len(chunks)
-        else:
-            self.blk0 = K + 1  # the next decode block starts after it
-            b = self.b  # (admission may have started decoding: a decode pool)
-            dt = self.pre[b + Tt] + att + self.seq * len(chunks)
-            if b:
-                C = self.C
-                dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
-                if self.dynamic:
-                    self.used += self.hist[K % self.bs]
-                self.C = C + b
-            K = self.K = K + 1
-        # the clock: the same lines as run_replica's after a decode run (inline for speed; see
-        # there)
-        area = self.area + (len(wait) + self.running) * dt
-        now = self.now = self.now + dt
-        times, nxt = self.arr, self.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            self.nxt = nxt
-        self.area = area
-        # the prompts completed: every chunk but the last completes its prompt (a chunk short
-        # of its prompt took the rest of the step's budget), so they are a prefix of pf
-        last = len(chunks) - 1
-        e = pf[last]
-        e[1] += chunks[last][1]
-        done = last + 1 if e[1] >= e[2] else last
-        if not done:
-            return True
-        gen, b, C, osl, k0, x0, g0, dec, ver, heap = (self.gen, self.b, self.C, self.osl,
-                                                      self.k0, self.x0, self.g0, self.dec,
-                                                      self.ver, self.heap)
-        dynamic, bs, hist, t_first = self.dynamic, self.bs, self.hist, self.t_first
-        for j in range(done):
-            e = pf[j]
-            i = e[0]
-            g = gen[i] + 1
-            if g == 1:
-                t_first[i] = now
-            if g >= osl[i]:
-                self.finish(i, self.held[i])
-            else:  # start_decode(i, e[2], g), written out
-                x = e[2]
-                k0[i], x0[i], g0[i] = K, x, g
-                dec[i] = True
-                b += 1
-                C += x
-                if dynamic:
-                    h = (K - x) % bs
-                    hist[h] += 1
-                    hist[h + bs] += 1
-                _heappush(heap, (K + osl[i] - g - 1, i, ver[i]))
-        self.b, self.C = b, C
-        del pf[:done]
-        return True
+        """Mixed iterations, each whole: this step's prefill chunks (``chunks[j]``: the tokens
+        of ``pf[j]``, after its cached prefix ``pf[j][1]``: the partial prefills first, in
+        order, then the prompts admitted now), the step's time (every decoding sequence's
+        token with them; their context and, dynamic KV, blocks grow by a token), the clock's
+        advance as after a decode run (Little's area, the arrivals meanwhile), and the prompts
+        the step completed, which give their first token and decode from the next step (or
+        finish, a one-token output). The next step follows in the same call while a prompt is
+        still partial and the driver would do nothing else first (no sequence finished at this
+        step; dynamic KV: the next step's new blocks free): a long prompt's chunks are one
+        call. False, with nothing but admission's rejections done: no chunk this step (no
+        budget left, or no prompt admitted)."""
+        pf, wait, pair, heap = self.pf, self.wait, self.pair, self.heap
+        budget, chunked, dynamic, bs, hist = (self.budget, self.chunked, self.dynamic, self.bs,
+                                              self.hist)
+        while True:
+            b = self.b
+            tok = budget - b if chunked else budget
+            # the chunks' tokens, and their attention over the cached prefix and themselves
+            chunks: list[int] = []
+            Tt = 0
+            att = 0.0
+            for e in pf:
+                if tok <= 0:
+                    break
+                cp = e[1]
+                rem = e[2] - cp
+                T = rem if rem < tok else tok
+                chunks.append(T)
+                Tt += T
+                att += pair[T] * T * (cp + (T + 1) * 0.5)
+                tok -= T
+            if wait and self.running < self.mc and (tok > 0 or not self.prefill):
+                j = len(chunks)
+                self.admit(chunks, tok)
+                for T in chunks[j:]:  # the prompts admitted now: no cached prefix
+                    Tt += T
+                    att += pair[T] * T * ((T + 1) * 0.5)
+            if not chunks:
+                return False
+            # the step's time
+            self.iters += 1
+            K = self.K
+            if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
+                self.blk0 = K
+                dt = self.pre[Tt] + att + self.seq * len(chunks)
+            else:
+                self.blk0 = K + 1  # the next decode block starts after it
+                b = self.b  # (admission may have started decoding: a decode pool)
+                dt = self.pre[b + Tt] + att + self.seq * len(chunks)
+                if b:
+                    C = self.C
+                    dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
+                    if dynamic:
+                        self.used += hist[K % bs]
+                    self.C = C + b
+                K = self.K = K + 1
+            # the clock: the same lines as decode_run's (inline for speed; see there)
+            area = self.area + (len(wait) + self.running) * dt
+            now = self.now = self.now + dt
+            times, nxt = self.arr, self.nxt
+            if times[nxt] <= now:
+                while times[nxt] <= now:
+                    area += now - times[nxt]
+                    wait.append(nxt)
+                    nxt += 1
+                self.nxt = nxt
+            self.area = area
+            # the prompts completed: every chunk but the last completes its prompt (a chunk
+            # short of its prompt took the rest of the step's budget), so they are a prefix of pf
+            last = len(chunks) - 1
+            e = pf[last]
+            e[1] += chunks[last]
+            done = last + 1 if e[1] >= e[2] else last
+            if done:  # their first token; decoding from step K, or a one-token output's finish
+                gen, b, C, osl, k0, x0, g0, dec, ver = (
+                    self.gen, self.b, self.C, self.osl, self.k0, self.x0, self.g0, self.dec,
+                    self.ver)
+                t_first = self.t_first
+                for j in range(done):
+                    e = pf[j]
+                    i = e[0]
+                    g = gen[i] + 1
+                    if g == 1:
+                        t_first[i] = now
+                    if g >= osl[i]:
+                        self.finish(i, self.held[i])
+                    else:  # start_decode(i, e[2], g), written out
+                        x = e[2]
+                        k0[i], x0[i], g0[i] = K, x, g
+                        dec[i] = True
+                        b += 1
+                        C += x
+                        if dynamic:
+                            h = (K - x) % bs
+                            hist[h] += 1
+                            hist[h + bs] += 1
+                        _heappush(heap, (K + osl[i] - g - 1, i, ver[i]))
+                self.b, self.C = b, C
+                del pf[:done]
+            # the next step at once when the driver would start it next (see the docstring)
+            if not pf or (heap and heap[0][0] < K) or (
+                    dynamic and self.used + self.b > self.total and self.b
+                    and self.used + hist[K % bs] > self.total):
+                return True
 
-    def decode_run(self) -> float:
+    def decode_run(self) -> None:
         """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),
         up to the next event: the first finish, the step that reaches an arrival that can be
-        admitted, or (dynamic KV) the step the free blocks run out. Returns its time."""
-        heap, ver, dec = self.heap, self.ver, self.dec
+        admitted, or (dynamic KV) the step the free blocks run out; then the clock moves by
+        it and the sequences that finished at its last step are retired."""
+        heap = self.heap
         h = heap[0]
-        while h[2] != ver[h[1]] or not dec[h[1]]:  # stale entries
-            _heappop(heap)
-            h = heap[0]
+        if self.preempt:  # stale entries (only a preemption leaves them)
+            ver, dec = self.ver, self.dec
+            while h[2] != ver[h[1]] or not dec[h[1]]:
+                _heappop(heap)
+                h = heap[0]
         K, b = self.K, self.b
         k = h[0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
         sl = self.slope[b]
         base = self.lin[b] + sl * (self.C + b)
-        inc = sl * b
+        inc = sl * float(b)  # (float·float: CPython's int·float takes a slower path; same value)
         if self.running < self.mc and not self.wait and self.nxt < self.n:
             # the fewest steps that reach the next arrival: k·base + inc·k(k−1)/2 ≥ gap
             gap = self.arr[self.nxt] - self.now
             if gap <= base:
                 ka = 1
             elif inc > 0:  # the positive root of the quadratic in k
-                a2 = inc / 2
+                a2 = inc / 2.0
                 b1 = base - a2
-                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4 * a2 * gap)) / (2 * a2) - 1e-9)
+                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4.0 * a2 * gap)) / (2.0 * a2) - 1e-9)
             else:
                 ka = math.ceil(gap / base - 1e-9)
             if ka < k:
@@ -498,6 +497,26 @@ class _Replica:
             r = k - full * bs
             self.used += full * b + sum(hist[j0:j0 + r]) if r else full * b
         self.C += b * k
-        self.K = K + k
+        K = self.K = K + k
         self.iters += k
-        return k * base + inc * k * (k - 1) / 2
+        fk = float(k)
+        dt = fk * base + inc * fk * (fk - 1.0) / 2.0  # = k·base + inc·k(k−1)/2, to the bit
+        # the clock moves by the step(s); Little's area grows by who was in the system, and
+        # the requests arriving meanwhile join the queue (counted from their arrival). Written
+        # twice on purpose: mixed_pass repeats these lines for a mixed iteration (one method,
+        # _Replica.advance, for both cost +2.5 % instructions per request: valgrind,
+        # benchmarks/README session 29); the step-by-step reference tests compare the area, so
+        # the two copies cannot drift apart unnoticed
+        wait = self.wait
+        area = self.area + (len(wait) + self.running) * dt
+        now = self.now = self.now + dt
+        times, nxt = self.arr, self.nxt
+        if times[nxt] <= now:
+            while times[nxt] <= now:
+                area += now - times[nxt]
+                wait.append(nxt)
+                nxt += 1
+            self.nxt = nxt
+        self.area = area
+        if heap[0][0] < K:  # (a decode run has sequences: the heap is not empty)
+            self.retire()

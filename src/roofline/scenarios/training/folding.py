@@ -75,10 +75,15 @@ def tp_pair(ctx: _Ctx, t_ar: Any, n_act: Any, tp: Any, etp: int | None, xp: Any)
     tp, ``t_ar`` each: one around the attention, one around the MLP. With ``etp`` (not None,
     not tp) an MoE layer's MLP block is the experts': their tokens gathered and scattered over
     the etp ranks (Megatron-Core's alltoall dispatcher gathers the expert inputs over the
-    expert tensor-parallel group after the exchange; the etp ranks' shares, n_act·etp/tp
-    bytes), nothing when etp = 1, and the shared experts (if any) keep a tp all-reduce of their
-    own. At etp = tp this is the dense 2·t_ar (the shared and routed experts' gathers counted
-    as one, the model before folding)."""
+    expert tensor-parallel group after the exchange), nothing when etp = 1, and the shared
+    experts (if any) keep a tp all-reduce of their own. At etp = tp this is the dense 2·t_ar
+    (the shared and routed experts' gathers counted as one, the model before folding).
+    Assumption, an undercount: the etp gather is priced on the etp ranks' unrouted tokens
+    (n_act·etp/tp bytes), as the model before folding prices it at etp = tp on n_act; what
+    Megatron-Core gathers after the exchange are the routed copies (``MoEAlltoAllTokenDispatcher
+    .dispatch_postprocess``, NVIDIA/Megatron-LM: up to top-k per token), so with etp > 1 the
+    gather moves up to k times these bytes. Not priced: it moves every MoE row with tp > 1 and
+    needs its own judging rule."""
     if etp is None:
         return 2 * t_ar
     f = ctx.moe_fraction
