@@ -475,6 +475,12 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
                    lora_targets)
     tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
+    if ctx.cfg.n_experts and tp > 1 and not sequence_parallel:
+        # MoELayer.forward, NVIDIA/Megatron-LM d98e8a64: raises in training with tp > 1, no SP
+        raise SpecError(f"tp={tp} with sequence_parallel=False: {ctx.cfg.name} is a mixture of "
+                        "experts, and Megatron-Core refuses to train an MoE layer with tensor "
+                        "parallelism but no sequence parallelism; allowed: "
+                        "sequence_parallel=True (the default; CLI: drop --no-sp) or tp=1")
     if not cp_overlap and ctx.cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
