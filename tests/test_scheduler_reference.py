@@ -78,8 +78,9 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
                 admit[i] = first[i] = done[i] = math.inf
                 left -= 1
                 continue
-            # a decode pool's request joins this step: its first token may need a block
-            first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
+            # a decode pool's request joins this step: its first token may need a block (not
+            # one with a one-token output: it finishes at admission)
+            first_blk = 1 if not prefill and dynamic and plen % bs == 0 and osl[i] > 1 else 0
             if used + need + first_blk + grow + (wm if run else 0) > total:
                 break
             if prefill and not chunked and plen > tok and chunks:

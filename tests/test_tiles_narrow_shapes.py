@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from roofline.engine.tiles import _own_shapes, tiles_for
+from roofline.engine.tiles import _own_shapes, _shape_list, tiles_for
 from roofline.errors import SpecError
 from roofline.specs.hardware import hardware
 
@@ -42,3 +42,15 @@ def test_own_shapes_refusals() -> None:
         _own_shapes({"shapes": [], "shapes_source": "lib"}, "t", SRC)
     with pytest.raises(SpecError, match="rows, columns"):
         _own_shapes({"shapes": [[64, 64, 1]], "shapes_source": "lib"}, "t", SRC)
+
+
+@pytest.mark.parametrize("raw", [[[64.5, 64]], [["64", 64]], [[True, 64]], [[0, 64]],
+                                 [[64, -128]], None])
+def test_shapes_are_integers_not_converted(raw: object) -> None:
+    """A tile side that is not an integer >= 1 is refused, naming the list, not truncated by
+    ``int`` (64.5 read as 64) nor left to a bare ValueError ('64' as text, a missing list):
+    the architecture's list and a narrow set's own are read by one rule."""
+    with pytest.raises(SpecError, match=r"shapes=.* integers >= 1"):
+        _own_shapes({"shapes": raw, "shapes_source": "lib"}, "t", SRC)
+    with pytest.raises(SpecError, match=r"\[arch\.x\]: shapes=.* integers >= 1"):
+        _shape_list(raw, "[arch.x]")

@@ -290,3 +290,23 @@ def test_the_target_is_written_once(monkeypatch) -> None:
     monkeypatch.setattr(T, "TARGET", (0.75, 0.85))
     assert T._inside(0.72) == "no" and T._inside(0.8) == "yes"
     assert T.rule_failures({"a": (72, 100)}, {"a": (72, 100)})[0].startswith("1: pooled")
+
+
+def test_clause_2_refusal_rate_of_a_calibrated_class() -> None:
+    """uncertainty.md's account of clause 2's strictness, at the ten classes' sizes in session
+    30 (35, 35, 34, 43, 59, 7, 29, 8, 49, 96 cases): with independent cases at exactly 80 %,
+    the chance that a class leaves 70–90 % with p < ALPHA is below 0.05 in each (the exact
+    test is discrete: 1.0–4.7 %, 3.4 % at 43), and across the ten about 0.27."""
+    from math import comb, prod
+
+    from roofline.validation.lever_pairs import binomial_p
+
+    def rate(n: int) -> float:
+        return sum(comb(n, k) * 0.8 ** k * 0.2 ** (n - k) for k in range(n + 1)
+                   if binomial_p(k, n, 0.8) < T.ALPHA and not 0.7 <= k / n <= 0.9)
+
+    rates = [rate(n) for n in (35, 35, 34, 43, 59, 7, 29, 8, 49, 96)]
+    assert max(rates) < 0.05
+    assert (round(min(rates), 3), round(max(rates), 3), round(rate(43), 3)) == (0.010, 0.047,
+                                                                               0.034)
+    assert round(1 - prod(1 - r for r in rates), 2) == 0.27

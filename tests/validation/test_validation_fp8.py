@@ -81,3 +81,27 @@ def test_a_bad_dtype_factor_is_refused() -> None:
     with pytest.raises(SpecError, match="unknown factor gemm_dtype.bf16"):
         read_efficiency({"gemm_dtype": {"bf16": {**q, "value": 0.5}}}, sources={"s": "x"},
                         origin="t", label="t")
+
+
+def test_nemo_rows_price_the_attention_their_stack_ran() -> None:
+    """NeMo 24.07 ran Transformer Engine 1.8 (source te18): cuDNN fused attention on H100, in
+    16 bits (fp8_dpa off; no FlashAttention-3 backend in TE v1.8). So its six rows are priced
+    with "cudnn", whose Hopper table has no fp8 forward rate, not with "auto" (FA3 on Hopper,
+    which would take its fp8 forward rate in these fp8 runs: faster)."""
+    from roofline._data import DATA, read_toml
+    from roofline.engine.presets import efficiency_for
+    from roofline.specs.resolve import hardware
+    from roofline.validation.training_runs import cases, predict_run
+
+    nemo = [c for c in cases() if c.source == "nemo2407"]
+    assert len(nemo) == 6
+    assert all(c.scenario["precision"] == "fp8" for c in nemo)
+    assert all(c.scenario.get("attention_kernel") == "cudnn" for c in nemo)
+    src = read_toml(DATA / "validation" / "training_runs.toml")["sources"]["te18"]
+    assert all(s in src for s in ("1.8.0.dev0", "v1.8", "fp8_dpa", "F16_arbitrary_seqlen"))
+    h100 = hardware("h100-sxm5")
+    assert efficiency_for(h100, "default", "cudnn").attention.fp8_fwd is None
+    assert efficiency_for(h100, "default", "auto").attention.fp8_fwd is not None  # FA3's
+    r, _ = predict_run(nemo[0])
+    r_fa3, _ = predict_run(nemo[0], "fa3")
+    assert r.step_time > r_fa3.step_time

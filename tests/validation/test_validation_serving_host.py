@@ -155,6 +155,20 @@ def test_miss_table_by_hand():
                     "| every case | 3 | 12.0 % | 12.0 % | 2 | 2 | |"]
 
 
+def test_miss_table_header_names_its_threshold(monkeypatch):
+    """The 'over' columns count against MISS_TARGET, and the header says which: at 15 % the
+    same three cases have 1 held out (A2's 30 %) and 1 in-sample (A's 20 %) over it."""
+    cs = [_case("a1", "A", 1.0), _case("a2", "A", 1.0), _case("b1", "B", 1.0)]
+    ins, out = [1.2, 0.95, 1.12], [1.05, 0.70, 1.12]
+    errs = [(c, v, math.log(v)) for c, v in zip(cs, ins)]
+    held = {c.id: math.log(v) for c, v in zip(cs, out)}
+    assert "| over 10 %: held out |" in h.host_miss_table(errs, held).splitlines()[0]
+    monkeypatch.setattr(h, "MISS_TARGET", 0.15)
+    lines = h.host_miss_table(errs, held).splitlines()
+    assert "| over 15 %: held out |" in lines[0] and "10 %" not in lines[0]
+    assert lines[-1] == "| every case | 3 | 12.0 % | 12.0 % | 1 | 1 | |"
+
+
 def test_tpot_spread_by_hand():
     """A run with both percentiles: measured 40 / 60 ms (1.50), ours 50 / 55 ms (1.10); a p50
     without its p99 is left out."""

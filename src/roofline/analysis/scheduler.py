@@ -309,8 +309,10 @@ class _Replica:
                 self.t_admit[i] = self.t_first[i] = self.t_done[i] = math.inf
                 self.finished += 1
                 continue
-            # a decode pool's request joins this step: its first token may need a block
-            first_blk = 1 if not prefill and dynamic and plen % bs == 0 else 0
+            # a decode pool's request joins this step: its first token may need a block (not
+            # one with a one-token output: it finishes at admission and never decodes)
+            first_blk = (1 if not prefill and dynamic and plen % bs == 0 and self.osl[i] > 1
+                         else 0)
             if self.used + need + first_blk + grow + (wm if self.running else 0) > total:
                 break
             if not prefill:

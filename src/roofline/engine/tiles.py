@@ -188,6 +188,18 @@ def _clock_ratios(tbl: dict[str, Any], where: str, src: dict[str, Any],
             for p, dts in mhz.items()}
 
 
+def _shape_list(raw: Any, where: str) -> tuple[tuple[int, int], ...]:
+    """``shapes`` as the data file gives them: a non-empty list of [rows, columns] integers
+    >= 1. Anything else is refused, not converted (``int`` would truncate 64.5 to 64)."""
+    if not isinstance(raw, list) or not raw or any(
+            not isinstance(x, list) or len(x) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in x)
+            for x in raw):
+        raise SpecError(f"{where}: shapes={raw!r} must be a non-empty list of [rows, columns] "
+                        "integers >= 1")
+    return tuple((r, c) for r, c in raw)
+
+
 def _own_shapes(t: dict[str, Any], where: str,
                 src: dict[str, Any]) -> tuple[tuple[int, int], ...] | None:
     """A narrow set's own ``shapes`` (with a ``shapes_source`` in [sources]), None if it lists
@@ -196,11 +208,7 @@ def _own_shapes(t: dict[str, Any], where: str,
         return None
     if t.get("shapes_source") not in src:
         raise SpecError(f"{where}: shapes_source {t.get('shapes_source')!r} is not in [sources]")
-    raw = t["shapes"]
-    if not isinstance(raw, list) or not raw or any(
-            not isinstance(x, list) or len(x) != 2 for x in raw):
-        raise SpecError(f"{where}: shapes={raw!r} must be a non-empty list of [rows, columns]")
-    return tuple((int(r), int(c)) for r, c in raw)
+    return _shape_list(t["shapes"], where)
 
 
 @lru_cache(maxsize=1)
@@ -226,7 +234,7 @@ def _tables() -> dict[str, Any]:
             if tbl.get(f"{key}_source") not in src:
                 raise SpecError(f"{where}: {key}_source {tbl.get(f'{key}_source')!r} is not "
                                 "in [sources]")
-        shapes = tuple((int(r), int(c)) for r, c in tbl["shapes"])
+        shapes = _shape_list(tbl.get("shapes"), where)
         # a narrow dtype's own candidate tiles (its library's kernels), else the architecture's
         narrow_shapes = {d: _own_shapes(tbl[d], f"{where}.{d}", src) or shapes
                          for d in NARROW_TILE_DTYPES if d in tbl}

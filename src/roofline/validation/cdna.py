@@ -162,10 +162,17 @@ def fit_cdna_tiles(cases: Sequence[Case], stream_k: bool | None = None) -> Refit
         return Refit(values={"max": best_max, **tr},
                      note="a, c, fill: the NVIDIA 16-bit set's (one or two shapes cannot fix "
                           "a shape dependence); max fitted" + _edge_note({"max": best_max}))
-    loss = _grid_loss(groups, stream_k)
-    i = np.unravel_index(int(np.argmin(loss)), loss.shape)  # the first minimum in grid order
-    values = {p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}
+    values, _ = _grid_fit(groups, stream_k)
     return Refit(values=values, note="b tied to a" + _edge_note(values))
+
+
+def _grid_fit(groups: Sequence[Sequence[Case]],
+              stream_k: bool | None) -> tuple[dict[str, float], float]:
+    """The grid point of least ``_grid_loss`` (the first minimum in grid order) and its loss:
+    the one fit rule of ``fit_cdna_tiles`` and ``stream_k_choice``."""
+    loss = _grid_loss(groups, stream_k)
+    i = np.unravel_index(int(np.argmin(loss)), loss.shape)
+    return {p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}, float(loss[i])
 
 
 def _edge_note(values: dict[str, float]) -> str:
@@ -336,10 +343,8 @@ def stream_k_choice(arch: str, dtype: str) -> StreamKChoice:
     groups = [[c for c in cs if c.source == s] for s in srcs]
     fits, errs = [], []
     for sk in (False, True):
-        loss = _grid_loss(groups, sk)
-        i = np.unravel_index(int(np.argmin(loss)), loss.shape)
-        vals = {p: CDNA_GRID[p][j] for p, j in zip(PARAMS, i)}
-        fits.append((vals, float(loss.min())))
+        vals, loss = _grid_fit(groups, sk)
+        fits.append((vals, loss))
         errs.append(np.array(cdna_log_errors({**vals, "stream_k": sk}, cs)))
     default = STREAM_K_DEFAULT[arch]
     # the other choice's squared error minus the default's, per case

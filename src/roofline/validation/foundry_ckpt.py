@@ -30,11 +30,23 @@ _GPU = {"dgx-h100": "H100", "dgx-a100": "A100"}
 def _data() -> dict[str, Any]:
     from .._data import DATA, read_toml
 
-    d = read_toml(DATA / "validation" / "foundry_ckpt.toml")
+    return _checked(read_toml(DATA / "validation" / "foundry_ckpt.toml"))
+
+
+def _checked(d: dict[str, Any]) -> dict[str, Any]:
+    """The data file's rows as the code reads them: a known source, cluster and shape each, and
+    per GPU and model one row without checkpointing and at least one with it (the pairs)."""
     for r in d["row"]:
-        if r["source"] not in d["sources"]:
-            raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} cites an unknown source "
-                             f"{r['source']!r}")
+        for key, allowed in (("source", d["sources"]), ("cluster", _GPU), ("model", d["shape"])):
+            if r[key] not in allowed:
+                raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} has {key}="
+                                 f"{r[key]!r}; allowed: {', '.join(sorted(allowed))}")
+    for pair in dict.fromkeys((r["cluster"], r["model"]) for r in d["row"]):
+        flags = [r["checkpointing"] for r in d["row"] if (r["cluster"], r["model"]) == pair]
+        if flags.count(False) != 1 or True not in flags:
+            raise ValueError(f"foundry_ckpt.toml: {pair[0]} {pair[1]} has {flags.count(False)} "
+                             f"rows without checkpointing and {flags.count(True)} with it; "
+                             "allowed: exactly one without and at least one with")
     return d
 
 
@@ -44,7 +56,8 @@ def _result(r: dict[str, Any], recompute: str) -> Any:
     from .training import gpt_model
 
     shape = _data()["shape"][r["model"]]
-    model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], 50368, r["seq_len"])
+    model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], shape["vocab"],
+                      r["seq_len"])
     gpus = 8
     return train(model, r["cluster"], nodes=gpus // 8,
                  global_batch=r["micro_batch"] * r["grad_accum"] * gpus, seq_len=r["seq_len"],
@@ -60,10 +73,13 @@ def _price(r: dict[str, Any], recompute: str) -> float:
 
 def pair_rows() -> list[dict[str, Any]]:
     """Per GPU and model, the run without checkpointing against the shortest checkpointed run:
-    the checkpointed run's published time per token less the other's (scaled to its sequence
-    length by our own ratio, which moves only the attention term), i.e. the time the
+    the checkpointed run's published time per token less the other's, i.e. the time the
     recompute can have taken if both ran at one efficiency; and the least time a second
-    forward needs, its FLOPs per token at the bf16 peak."""
+    forward needs, its FLOPs per token at the bf16 peak. The other's time is scaled to the
+    checkpointed run's configuration by our own time ratio of the two without recompute,
+    which moves the attention term with the length and also what we price for the micro-batch
+    and the step's size (``room``); ``room_flops`` scales it by the forward FLOPs per token
+    only (the attention term alone)."""
     from ..specs.resolve import cluster
 
     d = _data()
@@ -78,9 +94,12 @@ def pair_rows() -> list[dict[str, Any]]:
             t_plain = scale / plain["tok_s_gpu"]
             t_ck = 1.0 / ck["tok_s_gpu"]
             fwd = rn.model_flops_per_step / 3 / (rn.global_batch * rn.seq_len)
+            fwd_plain = rp.model_flops_per_step / 3 / (rp.global_batch * rp.seq_len)
+            t_flops = fwd / fwd_plain / plain["tok_s_gpu"]
             peak = float(cluster(cl, 1).device.peak_flops_per_s["bf16"])
             out.append({"gpu": _GPU[cl], "model": mo.upper(), "plain": plain, "ck": ck,
                         "t_plain": t_plain, "t_ck": t_ck, "room": t_ck - t_plain,
+                        "room_flops": t_ck - t_flops,
                         "fwd_at_peak": fwd / peak, "fwd_at_plain": t_plain / 3})
     return out
 
@@ -133,6 +152,11 @@ def _span(es: list[float]) -> str:
     return _pct(lo).replace("-", "−") + " to " + _pct(hi).replace("-", "−")
 
 
+def _share_span(rows: list[dict[str, Any]]) -> str:
+    shares = [r["share"] for r in rows]
+    return f"{min(shares):.2f} to {max(shares):.2f}"
+
+
 def hfu_bound() -> dict[str, Any]:
     """The A100 checkpointed row with the highest published HFU against the fastest bf16
     matmul measured on the part (source mamf, data/validation/vendors.toml): the matmul rate
@@ -161,14 +185,24 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
     b = hfu_bound()
     ps = pair_rows()
     below = [p for p in ps if p["room"] < p["fwd_at_peak"]]
+    below_f = [p for p in ps if p["room_flops"] < p["fwd_at_peak"]]
     h7 = next(p for p in ps if p["gpu"] == "H100" and p["model"] == "7B")
     pairs = {"trc.pair.n": str(len(ps)), "trc.pair.below": str(len(below)),
+             "trc.pair.below_flops": str(len(below_f)),
+             "trc.pair.h100_7b.room_flops": f"{h7['room_flops'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.room": f"{h7['room'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.peak": f"{h7['fwd_at_peak'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.plain_fwd": f"{h7['fwd_at_plain'] * 1e6:.0f} µs",
              "trc.pair.h100_7b.t_ck": f"{h7['t_ck'] * 1e6:.1f} µs",
              "trc.pair.h100_7b.t_plain": f"{h7['t_plain'] * 1e6:.1f} µs"}
-    return pairs | {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
+    by = {f"trc.share.{g.lower()}.range": _share_span([r for r in full if r["gpu"] == g])
+          for g in _GPU.values()}
+    a100 = [r for r in full if r["gpu"] == "A100"]
+    for n, L in (("short", min(r["seq_len"] for r in a100)),
+                 ("long", max(r["seq_len"] for r in a100))):
+        by[f"trc.share.a100.{n}"] = _share_span([r for r in a100 if r["seq_len"] == L])
+        by[f"trc.share.a100.{n}_len"] = f"{L:,} tokens"
+    return pairs | by | {"trc.bound.hfu": f"{b['hfu'] * 100:.1f} %",
             "trc.bound.row": f"{b['model'].upper()} row at {b['seq_len']:,} tokens",
             "trc.bound.rate": f"{b['rate'] / 1e12:.0f} TFLOP/s",
             "trc.bound.peak": f"{b['peak'] / 1e12:.0f} TFLOP/s",
@@ -181,19 +215,21 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
             "trc.full.range": _span([r["error"] for r in full]),
             "trc.none.range": _span([r["error_none"] for r in full]),
             "trc.plain.range": _span([r["error"] for r in plain]),
-            "trc.share.range": f"{min(shares):.2f} to {max(shares):.2f}",
+            "trc.share.range": _share_span(full),
             "trc.share.median": f"{statistics.median(shares):.2f}"}
 
 
 def pair_table(pairs: list[dict[str, Any]] | None = None) -> str:
     ps = pair_rows() if pairs is None else pairs
-    lines = ["| GPU | model | without checkpointing | with | µs/token without (at the other's "
-             "length) | µs/token with | room for the recompute | a forward at the peak |",
-             "|---|---|---|---|---:|---:|---:|---:|"]
+    lines = ["| GPU | model | without checkpointing | with | µs/token without (scaled to the "
+             "other's configuration) | µs/token with | room for the recompute "
+             "| room, FLOPs-only scaling | a forward at the peak |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for p in ps:
         a, b = p["plain"], p["ck"]
         lines.append(f"| {p['gpu']} | MPT-{p['model']} | {a['seq_len']:,} tokens, micro-batch "
                      f"{a['micro_batch']} | {b['seq_len']:,} tokens, micro-batch "
                      f"{b['micro_batch']} | {p['t_plain'] * 1e6:.1f} | {p['t_ck'] * 1e6:.1f} | "
-                     f"{p['room'] * 1e6:.1f} µs | {p['fwd_at_peak'] * 1e6:.1f} µs |")
+                     f"{p['room'] * 1e6:.1f} µs | {p['room_flops'] * 1e6:.1f} µs | "
+                     f"{p['fwd_at_peak'] * 1e6:.1f} µs |")
     return "\n".join(lines)

@@ -159,7 +159,7 @@ def _cdna() -> dict[str, str]:
     az = [c for c in cdna.cdna_anchor_cases() if c.source == "azure"]
     out["gemm.cdna.azure"] = span_pct([g.predict_gemm(c) / c.value_si - 1 for c in az])
     out["gemm.cdna.azure.held"] = span_pct([math.expm1(r8.held_out_errors[c.id]) for c in az])
-    return out | _cdna_held() | _cdna_clock()
+    return out | _cdna_held() | _cdna_clock() | _cdna_aiter()
 
 
 def _cdna_held() -> dict[str, str]:
@@ -173,6 +173,16 @@ def _cdna_held() -> dict[str, str]:
         out[f"gemm.cdna.held.{arch}_{dt}"] = fmt_pct(p.held_out.median_abs, sign=False,
                                                        digits=1)
     return out
+
+
+def _cdna_aiter() -> dict[str, str]:
+    """aiter's MI355X rows, held out (no fit saw them): the median |error| per dtype, as
+    cdna_tuned.tuned_table's 'all M' rows."""
+    from . import cdna_tuned as ct
+
+    errs = ct.tuned_errors()
+    return {f"gemm.cdna.aiter.{dt}": fmt_pct(_med([e for c, e in errs if c["dtype"] == dt]),
+                                             sign=False, digits=1) for dt in ("fp8", "bf16")}
 
 
 def _cdna_clock() -> dict[str, str]:

@@ -372,7 +372,8 @@ def host_miss_table(errs: Sequence[tuple[Case, float, float]],
         return abs(math.expm1(e))
 
     rows = [(c.source, mag(e), mag(held[c.id])) for c, _, e in errs]
-    lines = ["| source | cases | held out: median | in-sample: median | over 10%: held out | "
+    lines = ["| source | cases | held out: median | in-sample: median | "
+             f"over {MISS_TARGET:.0%}: held out | "
              "in-sample | all cases' held-out median, this source in-sample |",
              "|---|---:|---:|---:|---:|---:|---:|"]
 
