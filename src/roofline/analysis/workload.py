@@ -150,20 +150,23 @@ class Lengths:
 
 
 def lengths(kind: str, *args: Any, mean: float | None = None, median: float | None = None,
-            sigma: float | None = None, min: int | None = None, max: int | None = None,
-            value: int | None = None, values: Sequence[int] | None = None,
+            drawn_mean: float | None = None, sigma: float | None = None, min: int | None = None,
+            max: int | None = None, value: int | None = None,
+            values: Sequence[int] | None = None,
             weights: Sequence[float] | None = None) -> Lengths:
     """A length distribution.
 
     - ``lengths("fixed", 2048)``
     - ``lengths("uniform", 1000, 8000)`` (or ``min=``, ``max=``; both ends inclusive)
     - ``lengths("lognormal", mean=3000, sigma=0.8, max=8192)``: ``mean`` is the mean of the
-      untruncated lognormal (μ = ln mean − σ²/2); or give ``median=`` (μ = ln median). Draws
-      outside [min, max] are redrawn (truncation, not clipping).
+      untruncated lognormal (μ = ln mean − σ²/2), *not* of the lengths drawn: draws outside
+      [min, max] are redrawn (truncation, not clipping), so with a cap the drawn mean is lower
+      (``Lengths.mean()`` gives it). Or give ``median=`` (μ = ln median), or ``drawn_mean=``:
+      the mean of the lengths as drawn (truncated to [min, max] and rounded), μ solved for
+      numerically (bisection on ``Lengths.mean()``); it must lie strictly inside (min, max).
     - ``lengths("empirical", [812, 95, 4020, ...])`` (or ``values=``, optional ``weights=``):
       draws from the observed lengths, e.g. a dataset's prompt lengths.
     """
-    import builtins
 
     if kind not in KINDS:
         raise SpecError(f"lengths kind {kind!r} is not known; allowed: {', '.join(KINDS)}")
@@ -194,19 +197,51 @@ def lengths(kind: str, *args: Any, mean: float | None = None, median: float | No
         else:
             raise SpecError("lognormal lengths need sigma (std of log length), e.g. 0.8")
     s = _pos("sigma", sigma)
-    if mean is None and median is None and args:
+    if mean is None and median is None and drawn_mean is None and args:
         mean = args[0]
-    if (mean is None) == (median is None):
-        raise SpecError("lognormal lengths need exactly one of mean= or median=")
+    if sum(x is not None for x in (mean, median, drawn_mean)) != 1:
+        raise SpecError("lognormal lengths need exactly one of mean= (untruncated), median= or "
+                        "drawn_mean= (of the lengths as drawn)")
+    hi = None if max is None else _pos("max", max, integer=True)
+    if hi is not None and hi < lo:
+        raise SpecError(f"max={hi} is smaller than min={lo}: a length distribution needs "
+                        "max >= min")
+    for name, v in (("mean", mean), ("median", median), ("drawn_mean", drawn_mean)):
+        if v is not None and hi is not None and _pos(name, v) >= hi:
+            raise SpecError(f"lognormal {name}={v!r} is not below max={hi}: lengths are "
+                            f"truncated to [min, max], so {name} must be < max")
+    if drawn_mean is not None:
+        return _solve_drawn_mean(_pos("drawn_mean", drawn_mean), s, lo, hi)
     mu = math.log(_pos("median", median)) if median is not None else \
         math.log(_pos("mean", mean)) - s * s / 2
-    hi = None if max is None else _pos("max", max, integer=True)
-    return Lengths(kind="lognormal", mu=mu, sigma=s, min=lo, max=builtins.max(hi, lo)
-                   if hi is not None and hi >= lo else hi)
+    return Lengths(kind="lognormal", mu=mu, sigma=s, min=lo, max=hi)
+
+
+def _solve_drawn_mean(target: float, sigma: float, lo: int, hi: int | None) -> Lengths:
+    """The lognormal (σ, [lo, hi]) whose drawn mean (``Lengths.mean()``: truncated to
+    [lo, hi] and rounded) is ``target``: bisection on μ (the drawn mean rises with μ)."""
+    if target <= lo:
+        raise SpecError(f"lognormal drawn_mean={target:g} is not above min={lo}: the mean of "
+                        "lengths drawn in [min, max] lies strictly inside it")
+    a, b = math.log(lo) - 6 * sigma, math.log(hi if hi is not None else target) + 6 * sigma
+    for _ in range(80):
+        m = (a + b) / 2
+        if Lengths(kind="lognormal", mu=m, sigma=sigma, min=lo, max=hi).mean() < target:
+            a = m
+        else:
+            b = m
+    out = Lengths(kind="lognormal", mu=(a + b) / 2, sigma=sigma, min=lo, max=hi)
+    if abs(out.mean() - target) > 1e-3 * target:
+        raise SpecError(f"lognormal drawn_mean={target:g} is not reachable with sigma={sigma:g} "
+                        f"in [min={lo}, max={hi}] (closest drawn mean {out.mean():.4g})")
+    return out
 
 
 def parse_lengths(spec: str, name: str = "length") -> Lengths:
-    """CLI form: ``2048`` (fixed), ``uniform:1000,8000``, ``lognormal:MEAN,SIGMA[,MAX]``,
+    """CLI form: ``2048`` (fixed), ``uniform:1000,8000``, ``lognormal:MEAN,SIGMA[,MAX]``
+    (MEAN: of the untruncated lognormal, as ``lengths(mean=)``), the keyword form
+    ``lognormal:drawn_mean=213.3,sigma=1.0,max=1024`` (keys mean, median, drawn_mean, sigma,
+    min, max; ``drawn_mean``: the mean of the lengths as drawn, after the cap),
     ``empirical:FILE`` (one length per line) or ``empirical:812,95,4020``."""
     s = str(spec).strip()
     kind, _, rest = s.partition(":")
@@ -219,11 +254,7 @@ def parse_lengths(spec: str, name: str = "length") -> Lengths:
             a, b = (_num(x, name) for x in rest.split(","))
             return lengths("uniform", a, b)
         if kind == "lognormal":
-            parts = [float(x) for x in rest.split(",")]
-            if len(parts) not in (2, 3):
-                raise ValueError
-            return lengths("lognormal", mean=parts[0], sigma=parts[1],
-                           max=int(parts[2]) if len(parts) == 3 else None)
+            return _parse_lognormal(rest, spec, name)
         if kind == "empirical":
             from pathlib import Path
 
@@ -234,8 +265,34 @@ def parse_lengths(spec: str, name: str = "length") -> Lengths:
         if isinstance(e, SpecError):
             raise
         raise SpecError(f"{name} {spec!r} is not a length distribution: use N, uniform:MIN,MAX, "
-                        "lognormal:MEAN,SIGMA[,MAX] or empirical:FILE|N,N,...") from None
+                        "lognormal:MEAN,SIGMA[,MAX], lognormal:drawn_mean=M,sigma=S[,max=N] or "
+                        "empirical:FILE|N,N,...") from None
     raise SpecError(f"{name} {spec!r}: unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
+
+
+_LOGNORMAL_KEYS = ("mean", "median", "drawn_mean", "sigma", "min", "max")
+
+
+def _parse_lognormal(rest: str, spec: str, name: str) -> Lengths:
+    items = [x.strip() for x in rest.split(",")]
+    if all("=" in x for x in items):
+        kw: dict[str, float] = {}
+        for x in items:
+            k, _, v = x.partition("=")
+            k = k.strip()
+            if k not in _LOGNORMAL_KEYS or k in kw:
+                raise SpecError(f"{name} {spec!r}: lognormal key {k!r} is unknown or repeated; "
+                                f"allowed once each: {', '.join(_LOGNORMAL_KEYS)}")
+            kw[k] = float(v)
+        bounds = {k: _num(str(kw.pop(k)), name) for k in ("min", "max") if k in kw}
+        return lengths("lognormal", **kw, **bounds)  # type: ignore[arg-type]
+    if any("=" in x for x in items):
+        raise ValueError
+    parts = [float(x) for x in items]
+    if len(parts) not in (2, 3):
+        raise ValueError
+    return lengths("lognormal", mean=parts[0], sigma=parts[1],
+                   max=_num(items[2], name) if len(parts) == 3 else None)
 
 
 def _num(x: str, name: str) -> int:

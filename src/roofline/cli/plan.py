@@ -13,8 +13,9 @@ __all__ = ["register", "run", "add_workload_args", "workload_from", "slo_from"]
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, required=True, help="requests/s (Poisson arrivals)")
     p.add_argument("--prompt", default="1024",
-                   help="prompt lengths: N, uniform:MIN,MAX, lognormal:MEAN,SIGMA[,MAX], "
-                        "empirical:FILE (default 1024)")
+                   help="prompt lengths: N, uniform:MIN,MAX, lognormal:MEAN,SIGMA[,MAX] (MEAN "
+                        "before the cap), lognormal:drawn_mean=M,sigma=S[,max=N] (M after "
+                        "it), empirical:FILE (default 1024)")
     p.add_argument("--output-len", default="256", metavar="LENGTHS",
                    help="output tokens per request, same forms (default 256)")
     p.add_argument("--ttft-p99", type=float, default=None, help="p99 TTFT target, s")
