@@ -371,10 +371,18 @@ def lora_target_shapes(fwd: Graph, targets: str = "all") -> list[tuple[str, int,
     return out
 
 
+#: MoE ops on the rank's own b·s/tp tokens under sequence parallelism: Megatron-Core's MoE layer
+#: takes the sequence-parallel input (the router, TopKRouter, on it) and the alltoall
+#: dispatcher's unpermute, which sums the k weighted copies, runs after the reduce-scatter over
+#: the expert tensor-parallel group (token_dispatcher.py, NVIDIA/Megatron-LM d98e8a64)
+_MOE_SP = (".moe.router", ".moe.router_softmax", ".moe.combine")
+
+
 def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.ndarray, ...]:
     """The forward graph's cost columns on one rank, and each op's group: context parallelism
     scales the attention core by cp, the mask folds into the fused softmax, sequence
-    parallelism splits norms and residual adds by tp (the norms' γ/β read whole), expert
+    parallelism splits norms, residual adds and the MoE router and combine by tp (the norms'
+    γ/β and the router's weight read whole), expert
     parallelism keeps E/ep experts' weights per rank."""
     n = len(fwd)
     c0, c1 = fwd.c0.copy(), fwd.c1.copy()
@@ -394,11 +402,13 @@ def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.
             grp[i] = _G["embed_fwd"]
         else:
             grp[i] = _G["head_fwd"]
-        if sp and (nm.endswith("norm") or nm.endswith("residual")):
+        if sp and (nm.endswith("norm") or nm.endswith("residual") or nm.endswith(_MOE_SP)):
             c0[:, i] /= tp
             c1[:, i] /= tp
-            if nm.endswith("norm"):
-                c0[_WR, i] *= tp  # the norm's γ/β are read whole by every rank
+            if nm.endswith("norm") or nm.endswith(".moe.router"):
+                c0[_WR, i] *= tp  # the norm's γ/β, the router's weight: read whole by every rank
+            if nm.endswith(".moe.router"):
+                gemm[0, i] /= tp  # the rank's b·s/tp tokens
         if ".moe.experts." in nm and ep > 1:
             # each rank holds E/ep experts and, with balanced routing, runs T·k rows on them
             c0[:, i] /= np.where(np.arange(c0.shape[0]) == _WR, ep, 1)

@@ -330,6 +330,11 @@ def training_runs_figures(rs: list[dict[str, Any]] | None = None,
     lora, sft = by["NeMo Llama2-7B LoRA"], by["NeMo Llama2-7B SFT"]
     out["tr.lora.published"] = f"{lora['published'] / sft['published']:.2f}"
     out["tr.lora.ours"] = f"{lora['ours'] / sft['ours']:.2f}"
+    # mcoremoe's two priced recipes: the FSDP one's tokens/s/GPU over the TP 4 one's
+    fsdp = by["Megatron-Core Qwen3-235B-A22B EP8 FSDP full recompute"]
+    tp4 = by["Megatron-Core Qwen3-235B-A22B EP8 TP4 PP8 VP4"]
+    out["tr.mcoremoe.ratio.published"] = f"{fsdp['published'] / tp4['published']:.2f}"
+    out["tr.mcoremoe.ratio.ours"] = f"{fsdp['ours'] / tp4['ours']:.2f}"
     without = [p.fitted_without.values["gemm_max"] for p in rep.per_source]
     out |= {"tr.gemm_max": f"{rep.shipped['gemm_max']:.2f}",
             "tr.gemm_without": f"{min(without):.2f}–{max(without):.2f}",

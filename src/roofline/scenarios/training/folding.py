@@ -13,8 +13,8 @@ divide dp (the point of folding: with etp = 1, ep = 8 is the eight GPUs of a nod
 tp is).
 
 What is priced here: the rules (``check_folding``), the per-layer tensor-parallel
-collectives when the experts are not split by tp (``tp_pair``), the expert-parallel
-exchange over its group (``ep_exposed``). The expert graph (width F_e/etp, etp/tp × the rows)
+collectives (``tp_pair``), the expert-parallel exchange over the etp·ep ranks of the flex
+dispatcher (``ep_exposed``). The expert graph (width F_e/etp, etp/tp × the rows)
 is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
 reduction over edp ranks are in step.py / memory.py. Activation memory does not change with
 etp: a rank keeps etp/tp × the expert rows at F_e/etp width, the same product, and the
@@ -58,48 +58,48 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
 def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
                xp: Any) -> tuple[Any, Any, Any]:
     """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce,
-    the expert-parallel group's stride etp, the experts' split counted in tp ranks ep·etp/tp)
-    of one configuration priced with ``etp``; with etp None or tp (and for the vectorised
-    search, which keeps etp = tp) the model before folding, exactly: (2·t_ar, tp, ep). The
-    expert weights are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them
-    over edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
+    the experts' tensor-parallel size etp (the dispatch's replication, ``ep_exposed``), the
+    experts' split counted in tp ranks ep·etp/tp) of one configuration priced with ``etp``;
+    etp None (and the vectorised search, which keeps etp = tp) is etp = tp. The expert weights
+    are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them over
+    edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
     t_ar = coll.group_all_reduce(n_act, tp, one, ctx.links, xp)
-    if not ctx.cfg.n_experts or etp is None or xp is not SCALAR or etp == tp:
+    if not ctx.cfg.n_experts:
         return 2 * t_ar, tp, ep
-    return tp_pair(ctx, t_ar, n_act, tp, etp, xp), etp, ep * etp / tp
+    if etp is None or xp is not SCALAR or etp == tp:
+        return tp_pair(ctx, t_ar), tp, ep
+    return tp_pair(ctx, t_ar), etp, ep * etp / tp
 
 
-def tp_pair(ctx: _Ctx, t_ar: Any, n_act: Any, tp: Any, etp: int | None, xp: Any) -> Any:
-    """The tensor-parallel collectives of one layer's forward (or backward), in seconds: two
-    all-reduces (or their sequence-parallel reduce-scatter + all-gather) of ``n_act`` bytes over
-    tp, ``t_ar`` each: one around the attention, one around the MLP. With ``etp`` (not None,
-    not tp) an MoE layer's MLP block is the experts': their tokens gathered and scattered over
-    the etp ranks (Megatron-Core's alltoall dispatcher gathers the expert inputs over the
-    expert tensor-parallel group after the exchange), nothing when etp = 1, and the shared
-    experts (if any) keep a tp all-reduce of their own. At etp = tp this is the dense 2·t_ar
-    (the shared and routed experts' gathers counted as one, the model before folding).
-    Assumption, an undercount: the etp gather is priced on the etp ranks' unrouted tokens
-    (n_act·etp/tp bytes), as the model before folding prices it at etp = tp on n_act; what
-    Megatron-Core gathers after the exchange are the routed copies (``MoEAlltoAllTokenDispatcher
-    .dispatch_postprocess``, NVIDIA/Megatron-LM: up to top-k per token), so with etp > 1 the
-    gather moves up to k times these bytes. Not priced: it moves every MoE row with tp > 1 and
-    needs its own judging rule."""
-    if etp is None:
-        return 2 * t_ar
+def tp_pair(ctx: _Ctx, t_ar: Any) -> Any:
+    """The tensor-parallel collectives of one layer's forward (or backward), in seconds: around
+    the attention an all-reduce (with sequence parallelism its all-gather + reduce-scatter) over
+    tp, ``t_ar``; around a dense MLP the same again; around an MoE layer's routed experts none,
+    and ``t_ar`` for its shared experts if any (a tp-split MLP of their own, Megatron-Core's
+    SharedExpertMLP). The routed experts' tensor parallelism is paid in the dispatch: with the
+    flex (DeepEP) dispatcher the priced exchange runs (``ep_exposed``), each token goes to
+    every etp rank of each expert-parallel rank holding one of its experts, and the combine
+    sums their partial outputs (``MoEFlexTokenDispatcher._initialize_metadata`` expands the
+    routing map over the tp × ep group, NVIDIA/Megatron-LM d98e8a64). Not priced: the alltoall
+    dispatcher's path, an all-to-all over ep then an all-gather of the routed copies (k rows
+    per token) over the etp ranks and a reduce-scatter back (``MoEAlltoAllTokenDispatcher
+    .dispatch_postprocess`` / ``combine_preprocess``)."""
     f = ctx.moe_fraction
-    t_e = coll.group_all_reduce(n_act * etp / tp, etp, xp.ones_like(t_ar), ctx.links, xp)
-    moe_block = t_e + (t_ar if ctx.cfg.n_shared_experts else 0.0)
+    moe_block = t_ar if ctx.cfg.n_shared_experts else 0.0
     return t_ar + (1.0 - f) * t_ar + f * moe_block
 
 
-def ep_exposed(ctx: _Ctx, tok: Any, stride: Any, ep: Any, rc: Any, t_comp: Any, m: Any,
+def ep_exposed(ctx: _Ctx, tok: Any, etp: Any, ep: Any, rc: Any, t_comp: Any, m: Any,
                pp: Any, overlap: bool, xp: Any, rc_frac: float = 1.0) -> Any:
     """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
     the forward, the same two in the backward, two more in a fully recomputed forward; each
-    moves ``tok`` bytes (the rank's tokens × width) once to every rank, and across domains
-    once to every domain, holding one of a token's experts (DeepEP's dispatch layout and
-    NVLink forwarding; ``ops.collectives.group_dispatch``) over the ep ranks spaced ``stride``
-    (= etp) apart; the MoE layers' share of the layers (dense layers send nothing).
+    moves ``tok`` bytes (the rank's tokens × width), as DeepEP's dispatch lays it out
+    (``ops.collectives.group_dispatch``): once to every domain holding one of a token's
+    experts, and inside the domain to each rank holding one, where with the experts split
+    ``etp`` ways a rank holding one is each of the etp ranks of an expert-parallel rank
+    (Megatron-Core's flex dispatcher over its tp × ep group: etp·ep consecutive ranks, the
+    expert layout's order etp, ep): etp × the distinct expert-parallel ranks per token. The
+    MoE layers' share of the layers (dense layers send nothing).
 
     Exposed unless ``overlap``: Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
     comm``, Megatron-Core developer guide, "Combined 1F1B: Expert-Parallel All-to-All
@@ -108,9 +108,9 @@ def ep_exposed(ctx: _Ctx, tok: Any, stride: Any, ep: Any, rc: Any, t_comp: Any, 
     micro-batches with no partner (the 1F1B warm-up and cool-down, about min(1, pp/m) of them:
     an approximation) stay exposed. The guide's rules (no full recompute, interleaving when
     pp > 1) are checked by ``train``."""
-    _, n_dom = coll.group_split(ep, stride, ctx.links.domain, xp)
-    a = coll.group_dispatch(tok * _dispatch_ranks(ctx, ep, xp),
-                            tok * _dispatch_ranks(ctx, n_dom, xp), ep, stride, ctx.links, xp)
+    _, n_dom = coll.group_split(ep, etp, ctx.links.domain, xp)
+    a = coll.group_dispatch(tok * etp * _dispatch_ranks(ctx, ep, xp),
+                            tok * _dispatch_ranks(ctx, n_dom, xp), ep * etp, 1, ctx.links, xp)
     exposed = a * (4 + 2 * (rc == 2) * rc_frac)  # rc_frac of the layers recomputed
     if overlap:
         u = xp.minimum(1.0, pp / m)  # micro-batches without a partner

@@ -71,6 +71,16 @@ DECODER_OPTIMIZERS = ("adam", "adamw")
 DP_BUCKET_BYTES = 40e6 * 4
 
 
+def _check_moe_sp(ctx: _Ctx, tp: int, sequence_parallel: bool) -> None:
+    """MoELayer.forward (NVIDIA/Megatron-LM d98e8a64) raises in training when the attention's
+    tensor-parallel group is > 1 and sequence parallelism is off."""
+    if ctx.cfg.n_experts and tp > 1 and not sequence_parallel:
+        raise SpecError(f"tp={tp} with sequence_parallel=False: {ctx.cfg.name} is a mixture of "
+                        "experts, and Megatron-Core refuses to train an MoE layer with tensor "
+                        "parallelism but no sequence parallelism; allowed: "
+                        "sequence_parallel=True (the default; CLI: drop --no-sp) or tp=1")
+
+
 def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, b: Any, v: Any,
               rc: Any, zero: Any, gt: Any, lp: Any, emb_p: Any, head_p: Any,
               dp_overlap: bool, sp: Any = True, xp: Any = np,
@@ -475,6 +485,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
                    lora_targets)
     tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
+    _check_moe_sp(ctx, tp, sequence_parallel)
     if not cp_overlap and ctx.cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
                         f"context parallelism (cp > 1), got cp={ctx.cp}")
