@@ -208,7 +208,8 @@ def _training_page() -> dict[str, str]:
 
     errs, rep, graphs, loaders = _once("training", _training_reports)
     return {"cases": v.training_case_table(errs), "holdout": v.training_holdout_table(rep),
-            "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders)}
+            "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders),
+            "terms": g.term_table_md(g.term_rows(graphs))}
 
 
 def _training_figures() -> dict[str, str]:
@@ -216,7 +217,8 @@ def _training_figures() -> dict[str, str]:
     from . import training_graphs as g
 
     errs, rep, graphs, loaders = _once("training", _training_reports)
-    return v.training_figures(errs, rep) | g.graphs_figures(graphs, loaders)
+    return (v.training_figures(errs, rep) | g.graphs_figures(graphs, loaders)
+            | g.term_figures(g.term_rows(graphs)) | g.tf32_gemm_figures())
 
 
 def _vendors_page() -> dict[str, str]:

@@ -65,7 +65,7 @@ from .optimizer import optimizer_graph, optimizer_time
 from .options import check_conv_layout, layout_priced_on
 from .result import TrainingResult
 
-__all__ = ["train_graph"]
+__all__ = ["op_seconds", "train_graph"]
 
 DP_BUCKET_BYTES = 40e6 * 4
 
@@ -133,6 +133,45 @@ def _nchw_transposes(g: Any) -> Any:
                    gemm=np.where(own, g.gemm[:, src], 0.0),
                    params=np.where(own, g.params[src], 0.0),
                    fusible=None if g.fusible is None else own & g.fusible[src])
+
+
+def _device_ops(m: Any, p: Any, b: int, seq_len: int | None, conv_layout: str, hw: Any,
+                preset: str) -> tuple[Any, Any, Any, np.ndarray]:
+    """(forward graph, training graph, efficiencies, seconds per op) of one micro-batch of
+    ``b`` samples on one device: training-mode batch norm, the NCHW copies when asked, the
+    backward by graphs/backward.py, priced op by op with the preset's smooth efficiencies."""
+    fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
+    if conv_layout == "nchw":
+        fwd = _nchw_transposes(fwd)
+    tg = backward_graph(fwd)
+    eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
+    return fwd, tg, eff, time_model(tg.graph, hw, eff).evaluate(float(b)).time
+
+
+def op_seconds(model: Any, cluster: Any, *, micro_batch: int, precision: Any = "bf16",
+               seq_len: int | None = None, conv_layout: str | None = None,
+               preset: str = "default") -> tuple[Any, np.ndarray]:
+    """(training graph, seconds of each of its ops) of one micro-batch on one device of
+    ``cluster``, as ``train`` prices them: for breaking a step down by op (the validation's
+    per-term tables). The arguments are checked as ``train`` checks them."""
+    m = resolve_model(model)
+    if m.config is not None and m.config.arch == "decoder":
+        raise SpecError(f"{m.name} is a decoder LM, which train prices with its own model "
+                        "(scenarios/training/step.py), not op by op: op_seconds takes the "
+                        "generic (any-graph) models")
+    hw = resolve_cluster(cluster, None).device
+    p = make_precision(precision)
+    preset = check_preset(preset)
+    if preset == "mlsysim":
+        raise SpecError("preset='mlsysim' prices whole inference passes only; for training use "
+                        "'default' or 'bound'")
+    if not hw.has(p.compute):
+        raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
+                                    f"{', '.join(hw.dtypes)}")
+    layout = check_conv_layout(conv_layout, hw)
+    _, tg, _, op_t = _device_ops(m, p, _check("micro_batch", micro_batch), seq_len,
+                                 layout, hw, preset)
+    return tg, op_t
 
 
 def _check(name: str, v: Any, lo: int = 1) -> int:
@@ -230,12 +269,7 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     if m.default_seq_len is not None and seq_len is None:
         raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
     layout = check_conv_layout(conv_layout, hw)
-    fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
-    if layout == "nchw":
-        fwd = _nchw_transposes(fwd)
-    tg = backward_graph(fwd)
-    eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
-    op_t = time_model(tg.graph, hw, eff).evaluate(float(b)).time
+    fwd, tg, eff, op_t = _device_ops(m, p, b, seq_len, layout, hw, preset)
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
     t_f, t_b = t[0], t[1] + t[2]
     n_mb = global_batch // (dp * b)
