@@ -1,6 +1,6 @@
 """MoE layers under tensor parallelism, counted from Megatron-Core's code (NVIDIA/Megatron-LM
-d98e8a64): sequence parallelism required in training (``MoELayer.forward``), the router and
-the probability-weighting pass on the rank's b·s/tp tokens, the shared experts' tp pair.
+d98e8a64): sequence parallelism required in training (``MoELayer.forward``), the router on
+the rank's b·s/tp tokens, ``moe.combine`` on the routed experts' rows, the shared experts' pair.
 Hand counts on Qwen3-30B-A3B (D 2048, 128 experts, top-8, no shared expert, all 48 layers
 MoE) at one sequence of 4,096 tokens, TP 4."""
 
@@ -49,11 +49,11 @@ def test_cli_no_sp_on_moe_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tp=4 with sequence_parallel=False" in err and "drop --no-sp" in err
 
 
-def test_router_and_combine_on_the_ranks_tokens_under_sp() -> None:
+def test_router_on_the_ranks_tokens_under_sp() -> None:
     """With SP the MoE layer's input is the rank's T/tp = 1,024 tokens: the router's GEMM
     2·(T/tp)·D·E FLOPs on m = T/tp rows, its D·E weight read whole (fp32 in the graph as
-    built: the same bytes with and without SP), its softmax and the weighting pass a quarter of
-    what the graph without SP (every rank all T tokens) counts."""
+    built: the same bytes with and without SP), its softmax a quarter of what the graph without
+    SP (every rank all T tokens) counts."""
     ctx = _context("qwen3-30b-a3b", rl.cluster("dgx-h100"), None, "bf16", T, True, False,
                    "default")
     sp, nosp = _graph(ctx, 4, 1, 1, True), _graph(ctx, 4, 1, 1, False)
@@ -62,10 +62,25 @@ def test_router_and_combine_on_the_ranks_tokens_under_sp() -> None:
     assert r0["flops"] == pytest.approx(2 * T * D * E, rel=1e-9)
     assert r["w"] == r0["w"] > 0
     assert (r["m"], r0["m"]) == (T / 4, T)
-    for op in ("router_softmax", "combine"):
-        a, b = _q(sp, f"layers.0.moe.{op}"), _q(nosp, f"layers.0.moe.{op}")
-        assert a["in"] == pytest.approx(b["in"] / 4, rel=1e-12) and a["in"] > 0
-    assert _q(sp, "layers.0.moe.combine")["in"] == pytest.approx(T / 4 * K * D * 2, rel=1e-12)
+    a, b = _q(sp, "layers.0.moe.router_softmax"), _q(nosp, "layers.0.moe.router_softmax")
+    assert a["in"] == pytest.approx(b["in"] / 4, rel=1e-12) and a["in"] > 0
+
+
+def test_combine_on_the_ranks_expert_rows() -> None:
+    """``moe.combine`` (k D-wide expert-output rows per token, 16-bit) is counted on the rows
+    the rank's routed experts run: etp/tp × T·k. At etp = tp = 4 (the flex dispatcher sends
+    each token to all 4 tp ranks of its experts) every rank holds all T·k rows, SP or not:
+    T·k·D·2 bytes read; at etp = 1 a quarter of that. Session 30's first fix split it by tp at
+    any etp (T/4·k·D·2 at etp 4), fewer rows than its own experts ran."""
+    ctx = _context("qwen3-30b-a3b", rl.cluster("dgx-h100"), None, "bf16", T, True, False,
+                   "default")
+    full = T * K * D * 2.0
+    assert _q(_graph(ctx, 4, 1, 1, True), "layers.0.moe.combine")["in"] == \
+        pytest.approx(full, rel=1e-12)
+    assert _q(_graph(ctx, 4, 1, 1, True, 1), "layers.0.moe.combine")["in"] == \
+        pytest.approx(full / 4, rel=1e-12)
+    assert _q(_graph(ctx, 1, 1, 1, False), "layers.0.moe.combine")["in"] == \
+        pytest.approx(full, rel=1e-12)
 
 
 def test_shared_experts_keep_their_tp_pair() -> None:

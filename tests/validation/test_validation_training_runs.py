@@ -57,7 +57,9 @@ def test_within_stated_tolerance(rows) -> None:
     # the MoE layers' tensor parallelism as Megatron-Core's flex dispatcher runs it (the routed
     # experts' tp pair moved into the dispatch, router / weighting on T/tp under SP): the TP 4
     # row +23.3 -> +32.1 %, shipped by the rule written first (a counting fix ships whichever
-    # way the rows move); the bound LOOSENED 25 -> 33 % to admit it, the model no better for it
+    # way the rows move); the bound LOOSENED 25 -> 33 % to admit it, the model no better for it.
+    # Review then counted moe.combine on the experts' rows (not split by tp at etp = tp): +26.5 %;
+    # the bound is left at 33 % rather than re-set to the row's figure
     moe = [r for r in rows if r["result"].ep > 1]
     new = [r for r in moe if r["source"] == "mcoremoe"]
     assert len(moe) == 7 and len(new) == 2 and not any(r["outlier"] for r in new)

@@ -239,8 +239,9 @@ def training_graph(cfg: TransformerConfig, precision: Precision, *, seq_len: int
 
 
 def _is_routed(name: str) -> bool:
-    """A routed expert's op (its GEMMs and activation; not the shared experts, the router)."""
-    return ".moe.experts." in name or name.endswith(".moe.act_mul")
+    """A routed expert's op (its GEMMs and activation, and ``moe.combine`` over their k output
+    rows per token; not the shared experts, the router)."""
+    return ".moe.experts." in name or name.endswith((".moe.act_mul", ".moe.combine"))
 
 
 def _fold_experts(fwd: Graph, cfg: TransformerConfig, local: TransformerConfig,
@@ -372,17 +373,20 @@ def lora_target_shapes(fwd: Graph, targets: str = "all") -> list[tuple[str, int,
 
 
 #: MoE ops on the rank's own b·s/tp tokens under sequence parallelism: Megatron-Core's MoE layer
-#: takes the sequence-parallel input (the router, TopKRouter, on it) and the alltoall
-#: dispatcher's unpermute, which sums the k weighted copies, runs after the reduce-scatter over
-#: the expert tensor-parallel group (token_dispatcher.py, NVIDIA/Megatron-LM d98e8a64)
-_MOE_SP = (".moe.router", ".moe.router_softmax", ".moe.combine")
+#: takes the sequence-parallel input, and the router (TopKRouter) runs on it (NVIDIA/Megatron-LM
+#: d98e8a64). Not ``moe.combine``: it is priced over the routed experts' output rows, which a
+#: rank holds etp/tp x T·k of (the flex dispatcher sends each token to every etp rank of its
+#: experts), so it is scaled with the routed experts (``_is_routed``, ``_fold_experts``): at
+#: etp = tp not split. It stands in for the permute / unpermute traffic; Megatron-Core runs no
+#: probability-weighting pass of its own (the probabilities multiply the expert activation)
+_MOE_SP = (".moe.router", ".moe.router_softmax")
 
 
 def _forward_costs(fwd: Graph, tp: int, ep: int, cp: int, sp: bool) -> tuple[np.ndarray, ...]:
     """The forward graph's cost columns on one rank, and each op's group: context parallelism
     scales the attention core by cp, the mask folds into the fused softmax, sequence
-    parallelism splits norms, residual adds and the MoE router and combine by tp (the norms'
-    γ/β and the router's weight read whole), expert
+    parallelism splits norms, residual adds and the MoE router by tp (the norms' γ/β and the
+    router's weight read whole), expert
     parallelism keeps E/ep experts' weights per rank."""
     n = len(fwd)
     c0, c1 = fwd.c0.copy(), fwd.c1.copy()
