@@ -300,9 +300,11 @@ def test_stream_k_by_hand() -> None:
     assert sk < 2 * wave
 
     def t(stream_k: bool, m: int = 1280, n: int = 4096) -> float:
-        assert eff.tiles is not None  # (the fp8 set takes its tiles and splits from its part)
+        # the fp8 set takes its splits from its part and carries its own candidate tiles
+        # (engine/tiles.py, since 4158da1): both are set to the one 128 x 256 tile
+        assert eff.tiles is not None
         e = replace(eff, tiles=replace(eff.tiles, shapes=((128, 256),), splits=(1,), narrow=(
-            ("fp8", replace(t8, stream_k=stream_k)),)))
+            ("fp8", replace(t8, stream_k=stream_k, shapes=((128, 256),))),)))
         return float(time_model(_fp8_dot(m, n, 12032), h, e).evaluate(1.0).t_compute[0])
 
     assert t(True) == pytest.approx(sk + 6e-6, rel=1e-12)
