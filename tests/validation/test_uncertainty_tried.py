@@ -215,6 +215,23 @@ def test_rule_clause_2_tests_at_the_class_size(monkeypatch) -> None:
     assert [x[:2] for x in f] == ["1:"]  # z over-covered both ways
 
 
+def test_rule_clause_2_never_exempts_a_narrow_exit() -> None:
+    """Clause 2 as amended at the end of session 30: the binomial exemption covers an exit on
+    the wide side only. 6 of 8 (75 %) -> 5 of 8 (62.5 %) crosses no side of 80 % (clause 4 is
+    silent) and 5 of 8 is consistent with 80 % (P(5) = 0.14680, and 0-5 are no more likely:
+    P(0..5) = 0.20308 = p >= 0.05), yet it is refused: a band that errs narrow is a wrong
+    number. A class at 7 of 8 (87.5 %) going to 8 of 8 (100 %, p = 0.37) on the wide side, the
+    same side of 80 %, is allowed."""
+    from roofline.validation.lever_pairs import binomial_p
+
+    assert binomial_p(5, 8, 0.8) == pytest.approx(0.20308, abs=1e-5)
+    z = (800, 1000)
+    shipped = {"r": (6, 8), "w": (7, 8), "z": z}
+    assert T.rule_failures(shipped, {**shipped, "r": (5, 8)}, band_method=False) == [
+        "2: r pushed out on the narrow side, 6/8 (75 %) -> 5/8 (62 %)"]
+    assert T.rule_failures(shipped, {**shipped, "w": (8, 8)}, band_method=False) == []
+
+
 def test_rule_for_a_model_change_drops_clause_3() -> None:
     """A change of the model judged by its bands (``band_method=False``) sets out to mend no
     class: clause 3 does not apply; clauses 1, 2, 4, 5 do."""

@@ -83,10 +83,12 @@ def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[i
     counted, clause 2 revised in session 30 before the step-hold trial was recounted):
 
     1. the pooled coverage lies within ``TARGET``;
-    2. no class within ``TARGET`` as shipped is pushed out, unless its count under the method is
-       consistent with ``level`` at the class's own number of cases: the exact two-sided
-       binomial test (``lever_pairs.binomial_p``) of k₁ of n₁ against ``level`` gives
-       p ≥ ``ALPHA`` (no correction for the number of classes);
+    2. no class within ``TARGET`` as shipped is pushed out, unless it leaves on the wide side
+       (over-covered) and its count under the method is consistent with ``level`` at the
+       class's own number of cases: the exact two-sided binomial test
+       (``lever_pairs.binomial_p``) of k₁ of n₁ against ``level`` gives p ≥ ``ALPHA`` (no
+       correction for the number of classes); an exit on the narrow side always fails
+       (amended at the end of session 30, with no trial pending);
     3. at least one class outside ``TARGET`` as shipped is brought in (only for a band method,
        ``band_method=True``; a change of the model judged by what it does to the bands, which
        sets out to mend no class, is judged by clauses 1, 2, 4 and 5);
@@ -122,7 +124,10 @@ def rule_failures(shipped: dict[str, tuple[int, int]], method: dict[str, tuple[i
         k1, n1 = method[cls]
         c0, c1 = k0 / n0, k1 / n1
         inside0, inside1 = lo <= c0 <= hi, lo <= c1 <= hi
-        if inside0 and not inside1 and (pv := binomial_p(k1, n1, level)) < ALPHA:
+        if inside0 and c1 < lo:  # narrow side: never exempt (session-30 amendment)
+            out.append(f"2: {cls} pushed out on the narrow side, {pct(k0, n0)} -> "
+                       f"{pct(k1, n1)}")
+        elif inside0 and not inside1 and (pv := binomial_p(k1, n1, level)) < ALPHA:
             out.append(f"2: {cls} pushed out, {pct(k0, n0)} -> {pct(k1, n1)}, binomial "
                        f"p = {pv:.3f} < {ALPHA} against {level:.0%}")
         brought_in |= inside1 and not inside0
