@@ -116,3 +116,20 @@ def test_op_seconds_refuses_a_decoder() -> None:
 
     with pytest.raises(SpecError, match="decoder LM"):
         op_seconds("llama-2-7b", "dgx-a100", micro_batch=1, seq_len=2048)
+
+
+def test_op_seconds_checks_its_arguments_as_train_does() -> None:
+    """op_seconds and train_graph share one check of precision, preset and seq_len
+    (generic._device_args): a seq_len for an image model, a missing one for a sequence model,
+    the inference-only preset and a dtype the device lacks are refused, naming the argument."""
+    from roofline.errors import RooflineError, SpecError
+    from roofline.scenarios.training.generic import op_seconds
+
+    with pytest.raises(SpecError, match="seq_len does not apply"):
+        op_seconds("resnet50", "dgx-a100", micro_batch=8, seq_len=128)
+    with pytest.raises(SpecError, match="preset='mlsysim'"):
+        op_seconds("resnet50", "dgx-a100", micro_batch=8, preset="mlsysim")
+    with pytest.raises(RooflineError, match="no fp8 peak"):
+        op_seconds("resnet50", "dgx-a100", micro_batch=8, precision="fp8")
+    tg, op_t = op_seconds("resnet50", "dgx-a100", micro_batch=8)
+    assert len(op_t) == len(tg.graph.names) and (op_t > 0).all()

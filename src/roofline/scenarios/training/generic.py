@@ -160,6 +160,18 @@ def op_seconds(model: Any, cluster: Any, *, micro_batch: int, precision: Any = "
                         "(scenarios/training/step.py), not op by op: op_seconds takes the "
                         "generic (any-graph) models")
     hw = resolve_cluster(cluster, None).device
+    p, preset = _device_args(m, hw, precision, preset, seq_len)
+    layout = check_conv_layout(conv_layout, hw)
+    _, tg, _, op_t = _device_ops(m, p, _check("micro_batch", micro_batch), seq_len,
+                                 layout, hw, preset)
+    return tg, op_t
+
+
+def _device_args(m: Any, hw: Any, precision: Any, preset: str,
+                 seq_len: int | None) -> tuple[Any, str]:
+    """(precision, preset) of a generic model's training on device ``hw``, checked once for
+    ``train_graph`` and ``op_seconds``: a training preset, a dtype the device has, seq_len
+    exactly where the model has a sequence dimension."""
     p = make_precision(precision)
     preset = check_preset(preset)
     if preset == "mlsysim":
@@ -168,10 +180,11 @@ def op_seconds(model: Any, cluster: Any, *, micro_batch: int, precision: Any = "
     if not hw.has(p.compute):
         raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
                                     f"{', '.join(hw.dtypes)}")
-    layout = check_conv_layout(conv_layout, hw)
-    _, tg, _, op_t = _device_ops(m, p, _check("micro_batch", micro_batch), seq_len,
-                                 layout, hw, preset)
-    return tg, op_t
+    if m.default_seq_len is None and seq_len is not None:
+        raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
+    if m.default_seq_len is not None and seq_len is None:
+        raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
+    return p, preset
 
 
 def _check(name: str, v: Any, lo: int = 1) -> int:
@@ -245,17 +258,10 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     zero, recompute = _options(m, zero, recompute, unused, decoder_only)
     loader = parse_loader(data_loader)
     c = resolve_cluster(cluster, nodes)
-    p = make_precision(precision)
-    preset = check_preset(preset)
-    if preset == "mlsysim":
-        raise SpecError("preset='mlsysim' prices whole inference passes only; for training use "
-                        "'default' or 'bound'")
+    hw = c.device
+    p, preset = _device_args(m, hw, precision, preset, seq_len)
     if optimizer not in OPTIMIZERS:
         raise SpecError(f"optimizer={optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
-    hw = c.device
-    if not hw.has(p.compute):
-        raise UnsupportedDtypeError(f"{hw.name} has no {p.compute} peak; it has "
-                                    f"{', '.join(hw.dtypes)}")
     global_batch = _check("global_batch", global_batch)
     b = _check("micro_batch", micro_batch)
     dp = c.devices if dp is None else _check("dp", dp)
@@ -264,10 +270,6 @@ def train_graph(model: Any, cluster: Any, *, global_batch: int, micro_batch: int
     if global_batch % (dp * b):
         raise SpecError(f"global_batch={global_batch} must be a multiple of dp·micro_batch = "
                         f"{dp}·{b} = {dp * b}")
-    if m.default_seq_len is None and seq_len is not None:
-        raise SpecError(f"{m.name} has no sequence dimension: seq_len does not apply")
-    if m.default_seq_len is not None and seq_len is None:
-        raise SpecError(f"{m.name} is a sequence model: pass seq_len=")
     layout = check_conv_layout(conv_layout, hw)
     fwd, tg, eff, op_t = _device_ops(m, p, b, seq_len, layout, hw, preset)
     t = [float(op_t[tg.group == i].sum()) for i in range(len(GROUPS))]
