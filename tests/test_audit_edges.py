@@ -61,3 +61,18 @@ def test_plan_serving_says_why_nothing_runs() -> None:
     assert not any("TPOT target" in n for n in plan.notes)
     over = _plan("H100", 200_000, precisions=[("bf16", "bf16")])
     assert any("max_position_embeddings=131072" in n for n in over.notes)
+
+
+def test_group_size_needs_quantised_weights() -> None:
+    # a per-group scale belongs to quantised weights; on fp16 weights it used to add 2/g bytes
+    # per weight (Llama 3.1 8B: +125 MB, serve TPOT +0.5 %) without a word
+    with pytest.raises(SpecError, match="group_size=128 needs quantised weights"):
+        rl.precision("fp16", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.solve("llama-3.1-8b", "H100", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.serve("llama-3.1-8b", "H100", group_size=128)
+    assert rl.precision("fp16", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
+    assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
+    assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
+
