@@ -76,3 +76,20 @@ def test_group_size_needs_quantised_weights() -> None:
     assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
     assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
 
+
+def test_solve_refuses_a_length_its_phase_ignores() -> None:
+    # forward has no KV cache and decode takes one token: context= in forward and seq_len= in
+    # decode were dropped silently while the Result echoed the forward context as if priced
+    with pytest.raises(SpecError, match="context=100000 does not apply to phase 'forward'"):
+        rl.solve("llama-3.1-8b", "H100", context=100_000)
+    with pytest.raises(SpecError, match="seq_len=100 does not apply to phase 'decode'"):
+        rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=100)
+    one = rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=1, context=512)
+    assert one.latency == rl.solve("llama-3.1-8b", "H100", phase="decode", context=512).latency
+    pre = rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128, context=4096)
+    assert pre.latency > rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128).latency
+    with pytest.raises(SpecError, match="does not apply to phase 'forward'"):
+        rl.sweep("llama-3.1-8b", ["H100"], batch=[1, 2], context=4096)
+    with pytest.raises(SpecError, match="no sequence dimension"):
+        rl.solve("resnet50", "H100", context=100)
+
