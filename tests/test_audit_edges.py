@@ -3,6 +3,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import roofline as rl
@@ -93,3 +94,28 @@ def test_solve_refuses_a_length_its_phase_ignores() -> None:
     with pytest.raises(SpecError, match="no sequence dimension"):
         rl.solve("resnet50", "H100", context=100)
 
+
+def test_decode_sweep_past_the_context_cannot_run() -> None:
+    # serve_sweep (and explore's decode spaces) priced a step at 200k tokens of context on a
+    # 131k-context model and called it fitting; rl.serve calls the same request infeasible
+    from roofline.scenarios.serving import serve_sweep
+
+    out = serve_sweep("llama-3.1-8b", "H100", batch=[1], context=[131_072, 131_073])
+    assert out["fits"][0, 0, :, 0].all() and (out["tpot"][0, 0, :, 0] > 0).all()
+    assert not out["fits"][0, 0, :, 1].any() and np.isnan(out["tpot"][0, 0, :, 1]).all()
+    assert rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=1).feasible
+    assert not rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=2).feasible
+    space = rl.Space(kind="decode", model=["llama-3.1-8b"], hardware=["H100"],
+                     scenario=dict(batch=[1], context=[2048, 200_000]))
+    res = rl.explore(space, objectives=["tokens_per_s_per_device"], constraints=["fits"])
+    assert res.passed == 1
+
+
+def test_simulate_serving_a_prompt_that_fills_the_context() -> None:
+    # prompt = the whole context, one output token: servable (serve's rule), and the step
+    # tables stay finite although the decode sweep refuses a context past the model's
+    cfg_cap = rl.model("gpt2").config.max_positions  # a small context keeps this fast
+    assert rl.serve("gpt2", "H100", prompt_len=cfg_cap, output_len=1).feasible
+    w = rl.Workload(prompt=rl.lengths("fixed", cfg_cap), output=rl.lengths("fixed", 1), rate=1)
+    sim = rl.simulate_serving("gpt2", "H100", workload=w, requests=5)
+    assert sim.rejected == 0 and np.isfinite(sim.ttft.p99)
