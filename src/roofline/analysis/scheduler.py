@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SpecError
 from .stepcost import StepCosts
 
 __all__ = ["run_replica"]
@@ -57,6 +58,11 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     Returns per-request admit / first-token / done times (inf: never fits), the preemption
     count and the number of iterations.
     """
+    # the mixed pass relies on these (its first chunk is never empty): see _Replica.mixed_pass
+    if budget < 1 or (chunked and max_concurrency > budget):
+        raise SpecError(f"budget={budget}, max_concurrency={max_concurrency}, chunked={chunked}: "
+                        "budget must be at least 1 and, chunked, at least max_concurrency (each "
+                        "decoding sequence takes one token of the step's budget)")
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
     # one pass: the mixed iterations of one call (a prompt's chunks), or one run of identical
     # decode steps; the state lives on ``s`` (slots), and a pass makes few calls (~3 passes per
@@ -360,14 +366,16 @@ class _Replica:
                                               self.hist)
         while True:
             b = self.b
+            # the loop below needs no check of tok: pf holds at most one prompt (a step's
+            # chunks all complete their prompts but the last; see below), and while it holds
+            # one that prompt is running, not decoding, so b ≤ max_concurrency − 1 and tok ≥ 1
+            # (run_replica: budget ≥ 1, and chunked budget ≥ max_concurrency)
             tok = budget - b if chunked else budget
             # the chunks' tokens, and their attention over the cached prefix and themselves
             chunks: list[int] = []
             Tt = 0
             att = 0.0
             for e in pf:
-                if tok <= 0:
-                    break
                 cp = e[1]
                 rem = e[2] - cp
                 T = rem if rem < tok else tok
