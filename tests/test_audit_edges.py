@@ -136,3 +136,9 @@ def test_disaggregated_serving_on_the_same_part() -> None:
     # the KV link of a deployment without a decode pool was ignored
     with pytest.raises(SpecError, match="kv_link_bytes_per_s .*decode_hardware="):
         rl.serve("llama-3.1-8b", "H100", kv_link_bytes_per_s=1e9)
+
+
+def test_levers_only_empty_is_refused() -> None:
+    with pytest.raises(SpecError, match="only must name at least one lever"):
+        rl.levers("resnet50", "A100", only=[])
+    assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
