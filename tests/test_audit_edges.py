@@ -119,3 +119,26 @@ def test_simulate_serving_a_prompt_that_fills_the_context() -> None:
     w = rl.Workload(prompt=rl.lengths("fixed", cfg_cap), output=rl.lengths("fixed", 1), rate=1)
     sim = rl.simulate_serving("gpt2", "H100", workload=w, requests=5)
     assert sim.rejected == 0 and np.isfinite(sim.ttft.p99)
+
+
+def test_disaggregated_serving_on_the_same_part() -> None:
+    # decode_hardware naming the prefill part (prefill and decode pools of H100s, the common
+    # deployment) was read as aggregated serving: one device counted, no KV transfer in TTFT
+    agg = rl.serve("llama-3.1-8b", "H100", batch=4)
+    dis = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100")
+    other = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H200")
+    assert dis.devices == other.devices == 2 * agg.devices
+    assert dis.ttft == pytest.approx(other.ttft) and dis.ttft > agg.ttft
+    assert dis.tpot == pytest.approx(agg.tpot)  # the same part decodes
+    slow = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100",
+                    kv_link_bytes_per_s=1e9)
+    assert slow.ttft > dis.ttft
+    # the KV link of a deployment without a decode pool was ignored
+    with pytest.raises(SpecError, match="kv_link_bytes_per_s .*decode_hardware="):
+        rl.serve("llama-3.1-8b", "H100", kv_link_bytes_per_s=1e9)
+
+
+def test_levers_only_empty_is_refused() -> None:
+    with pytest.raises(SpecError, match="only must name at least one lever"):
+        rl.levers("resnet50", "A100", only=[])
+    assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
