@@ -142,3 +142,17 @@ def test_levers_only_empty_is_refused() -> None:
     with pytest.raises(SpecError, match="only must name at least one lever"):
         rl.levers("resnet50", "A100", only=[])
     assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
+
+
+def test_python_dash_m_roofline_runs_the_cli() -> None:
+    # 'python -m roofline' stopped at "No module named roofline.__main__"; errors stay one line
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "roofline", "--version"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and rl.__version__ in ok.stdout + ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "roofline", "solve", "resnet50", "H10"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Did you mean" in bad.stderr
+    assert "Traceback" not in bad.stderr
