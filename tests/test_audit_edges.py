@@ -156,3 +156,11 @@ def test_python_dash_m_roofline_runs_the_cli() -> None:
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Did you mean" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_one_token_output_prints_no_nan() -> None:
+    # output_len=1 has no decode step: TPOT 0 with its reason, and MBU said to be n/a rather
+    # than printed "nan%"
+    text = str(rl.serve("llama-3.1-8b", "H100", output_len=1))
+    assert "nan" not in text.lower() and "MBU n/a (no decode step)" in text
+    assert "nan" not in str(rl.serve("llama-3.1-8b", "H100", output_len=2)).lower()
