@@ -164,3 +164,12 @@ def test_one_token_output_prints_no_nan() -> None:
     text = str(rl.serve("llama-3.1-8b", "H100", output_len=1))
     assert "nan" not in text.lower() and "MBU n/a (no decode step)" in text
     assert "nan" not in str(rl.serve("llama-3.1-8b", "H100", output_len=2)).lower()
+
+
+def test_requirements_says_the_reference_does_not_fit() -> None:
+    # the reference time of a model the reference part cannot hold was printed bare
+    text = str(rl.requirements("llama-3.1-405b", target_latency=0.1))
+    ref = next(line for line in text.splitlines() if line.strip().startswith("reference"))
+    assert "if it fit (it does not: needs 813.4 GB" in ref
+    small = str(rl.requirements("resnet50", target_latency=2e-3))
+    assert "it does not" not in small
