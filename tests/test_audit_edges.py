@@ -173,3 +173,12 @@ def test_requirements_says_the_reference_does_not_fit() -> None:
     assert "if it fit (it does not: needs 813.4 GB" in ref
     small = str(rl.requirements("resnet50", target_latency=2e-3))
     assert "it does not" not in small
+
+
+def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
+    w = rl.Workload(prompt=rl.lengths("fixed", 500), output=rl.lengths("fixed", 20), rate=2)
+    with pytest.raises(SpecError, match="prefill_tp=2 .*prefill_replicas="):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10, prefill_tp=2)
+    dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
+                              prefill_replicas=1, prefill_tp=2)
+    assert dis.devices == 3
