@@ -1,7 +1,8 @@
 """The event-driven scheduler against the step-by-step one of test_scheduler_reference on the
 paths its seeded mixes do not reach: requests whose KV can never fit (rejected, times inf),
 steps larger than the step tables (extrapolated), one slot with whole prompts longer than the
-budget (each runs alone), the reserve policy in a decode pool, and a burst at t = 0."""
+budget (each runs alone), the reserve policy in a decode pool, a burst at t = 0, and a last request
+that leaves at admission (a decode pool's one-token output, a rejection) with nothing else left."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ CASES = {
     # the pool preempts is at times one still prefilling (its partial prefill dropped)
     "a prefilling request preempted, chunked, KV pressure": ("full", 20.0, 120, 64, 64, True,
                                                              "dynamic", True),
+    # the last request arrives after the rest have finished and leaves at admission: the
+    # driver's stop when nothing is left to run (one-token outputs in a decode pool finish at
+    # admission; a prompt larger than the pool is rejected)
+    "the last requests finish at admission, decode pool": ("full", 60.0, 250, 64, 512, True,
+                                                           "dynamic", False),
+    "the last request rejected, whole prompts": ("full", 20.0, 70, 32, 1024, False, "dynamic",
+                                                 True),
 }
 
 
@@ -66,6 +74,13 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
     isl, osl = isl.astype(int), osl.astype(int)
     if "burst" in case:
         arr = np.zeros_like(arr)
+    if "the last request" in case:  # a gap of 1,000 s: the rest have finished by then
+        arr[-3:] = arr[-4] + 1000.0
+        if "admission" in case:
+            osl[-3:] = 1
+        else:
+            arr[-1] += 1000.0
+            isl[-1] = c.block_size * c.total_blocks  # more blocks than the whole pool
     kw = dict(max_concurrency=mc, budget=budget, chunked=chunked, kv_policy=policy,
               prefill=prefill)
     fast = run_replica(arr, isl, osl, c, **kw)
@@ -81,6 +96,10 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
         assert (isl > budget).any()
     if "prefilling request preempted" in case:
         assert False in victims and True in victims
+    if "finish at admission" in case:
+        np.testing.assert_array_equal(ref["done"][-3:], arr[-3:])
+    if "last request rejected" in case:
+        assert np.isinf(ref["done"][-1]) and np.isfinite(ref["done"][:-1]).all()
     assert (fast["preemptions"], fast["iterations"]) == (ref["preemptions"], ref["iterations"])
     for k in ("admit", "first", "done"):
         np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=k)

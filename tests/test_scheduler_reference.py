@@ -109,6 +109,8 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
             b = len(decs)
             grow = sum(1 for r in decs if r["x"] % bs == 0) if dynamic else 0
         if not chunks and not decs:
+            if not left:  # the last requests finished at admission or were rejected
+                break
             now = max(now, arr[nxt])
             continue
         ctx = sum(r["x"] for r in decs) + b  # attention contexts incl. the token written
