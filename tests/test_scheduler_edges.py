@@ -1,8 +1,9 @@
 """The event-driven scheduler against the step-by-step one of test_scheduler_reference on the
 paths its seeded mixes do not reach: requests whose KV can never fit (rejected, times inf),
 steps larger than the step tables (extrapolated), one slot with whole prompts longer than the
-budget (each runs alone), the reserve policy in a decode pool, a burst at t = 0, and a last request
-that leaves at admission (a decode pool's one-token output, a rejection) with nothing else left."""
+budget (each runs alone), the reserve policy in a decode pool, a burst at t = 0, a last request
+that leaves at admission (a decode pool's one-token output, a rejection) with nothing else left,
+and prefill-first steps (vLLM V0 without chunked prefill: the prompts alone in their step)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ CASES = {
     # the pool preempts is at times one still prefilling (its partial prefill dropped)
     "a prefilling request preempted, chunked, KV pressure": ("full", 20.0, 120, 64, 64, True,
                                                              "dynamic", True),
+    # vLLM V0 without chunked prefill (the profile's prefill_first): a step with prompts runs
+    # them alone, the decoding sequences wait
+    "prefill first, whole prompts, KV pressure": ("full", 60.0, 300, 64, 1024, False,
+                                                  "dynamic", True),
+    "prefill first, whole prompts, reserved KV": ("full", 40.0, 600, 32, 1024, False,
+                                                  "reserve", True),
     # the last request arrives after the rest have finished and leaves at admission: the
     # driver's stop when nothing is left to run (one-token outputs in a decode pool finish at
     # admission; a prompt larger than the pool is rejected)
@@ -74,6 +81,8 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
     isl, osl = isl.astype(int), osl.astype(int)
     if "burst" in case:
         arr = np.zeros_like(arr)
+    if "prefill first" in case:
+        c = replace(c, prefill_first=True)
     if "the last request" in case:  # a gap of 1,000 s: the rest have finished by then
         arr[-3:] = arr[-4] + 1000.0
         if "admission" in case:
@@ -96,6 +105,9 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
         assert (isl > budget).any()
     if "prefilling request preempted" in case:
         assert False in victims and True in victims
+    if "prefill first" in case:  # the rule moves the times
+        other = run_replica(arr, isl, osl, replace(c, prefill_first=False), **kw)
+        assert not np.array_equal(other["first"], fast["first"])
     if "finish at admission" in case:
         np.testing.assert_array_equal(ref["done"][-3:], arr[-3:])
     if "last request rejected" in case:

@@ -22,8 +22,10 @@ def _blocks(tokens: int, bs: int) -> int:
 
 def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_policy="dynamic",
                  prefill=True):
-    """The scheduler of ``run_replica``'s docstring, one engine iteration at a time."""
+    """The scheduler of ``run_replica``'s docstring, one engine iteration at a time (single-step
+    scheduling only: ``c.host``'s scheduler_steps is not read)."""
     n, bs, total = len(arr), c.block_size, c.total_blocks
+    pfirst = c.prefill_first and not chunked  # vLLM V0: a step with prompts runs them alone
     dynamic = kv_policy == "dynamic"
     wm = max(1, total // 100) if dynamic else 0
     admit, first, done = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -113,6 +115,8 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
                 break
             now = max(now, arr[nxt])
             continue
+        if chunks and pfirst:  # the prompts alone: the decoding sequences wait a step
+            decs, b, grow = [], 0, 0
         ctx = sum(r["x"] for r in decs) + b  # attention contexts incl. the token written
         if chunks:
             dt = c.step_time(b, ctx, [(T, cp) for _, T, cp in chunks])
