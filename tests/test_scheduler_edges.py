@@ -159,3 +159,53 @@ def test_run_replica_refuses_a_budget_the_decoding_sequences_fill(tables, mc, bu
     with pytest.raises(rl.SpecError, match=f"budget={budget}, max_concurrency={mc}"):
         run_replica(np.zeros(2), np.array([100, 16]), np.array([20, 1]), tables["full"],
                     max_concurrency=mc, budget=budget, chunked=chunked)
+
+
+def test_event_scheduler_equals_step_by_step_on_random_small_mixes(tables):
+    """Drawn, not chosen: 80 seeded small mixes (1-60 requests; bursts, arrivals tied to the
+    same instant, block sizes 1 to 16, block-aligned prompts, pools from a few requests' worth
+    up, one-token outputs, either policy, decode pools, prefill first), each against the
+    step-by-step scheduler. The closed-form runs stop at every event (an admission, a
+    preemption, a finish, an arrival) the one-step loop would act on, or they drift apart."""
+    import random
+
+    base = tables["full"]
+    paths = {"preempted": 0, "rejected": 0}
+    for t in range(80):
+        rng = random.Random(t)
+        n = rng.randint(1, 60)
+        bs = rng.choice([1, 2, 4, 16])
+        chunked = rng.random() < 0.5
+        mc = rng.randint(1, 32)
+        budget = rng.randint(mc, mc + 300) if chunked else rng.randint(1, 400)
+        isl = [rng.randint(1, 250) for _ in range(n)]
+        if rng.random() < 0.3:
+            isl = [max(bs, x // bs * bs) for x in isl]
+        osl = [rng.randint(1, rng.choice([1, 2, 5, 40, 120])) for _ in range(n)]
+        gaps = [rng.expovariate(rng.choice([1.0, 10.0, 50.0, 300.0])) for _ in range(n)]
+        mode = rng.random()
+        if mode < 0.2:
+            gaps = [0.0] * n
+        elif mode < 0.4:
+            gaps = [g if rng.random() < 0.5 else 0.0 for g in gaps]
+        arr = np.cumsum(gaps)
+        per = -(-max(a + b for a, b in zip(isl, osl)) // bs)
+        blocks = rng.choice([base.total_blocks, rng.randint(2, 8) * per,
+                             rng.randint(3, 40) * 16 // bs])
+        c = replace(base, block_size=bs, total_blocks=blocks,
+                    prefill_first=rng.random() < 0.3)
+        kw = dict(max_concurrency=mc, budget=budget, chunked=chunked,
+                  kv_policy=rng.choice(["dynamic", "reserve"]), prefill=rng.random() < 0.75)
+        fast = run_replica(arr, np.array(isl), np.array(osl), c, **kw)
+        ref = step_by_step(arr.tolist(), isl, osl, c, **kw)
+        what = f"mix {t}: {kw}, block {bs}, {blocks} blocks"
+        assert (fast["preemptions"], fast["iterations"]) == (ref["preemptions"],
+                                                             ref["iterations"]), what
+        for k in ("admit", "first", "done"):
+            np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=what)
+            np.testing.assert_allclose(fast[k], ref[k], rtol=1e-9, atol=1e-12, err_msg=what)
+        assert fast["area"] == pytest.approx(ref["area"], rel=1e-9), what
+        paths["preempted"] += ref["preemptions"] > 0
+        paths["rejected"] += bool(np.isinf(ref["done"]).any())
+    # the draws reach the rare paths, several times each
+    assert paths["preempted"] >= 5 and paths["rejected"] >= 5, paths
