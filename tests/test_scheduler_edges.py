@@ -3,7 +3,8 @@ paths its seeded mixes do not reach: requests whose KV can never fit (rejected, 
 steps larger than the step tables (extrapolated), one slot with whole prompts longer than the
 budget (each runs alone), the reserve policy in a decode pool, a burst at t = 0, a last request
 that leaves at admission (a decode pool's one-token output, a rejection) with nothing else left,
-and prefill-first steps (vLLM V0 without chunked prefill: the prompts alone in their step)."""
+prefill-first steps (vLLM V0 without chunked prefill: the prompts alone in their step) and
+multi-step scheduling (decode steps in blocks of k)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,15 @@ CASES = {
                                                   "dynamic", True),
     "prefill first, whole prompts, reserved KV": ("full", 40.0, 600, 32, 1024, False,
                                                   "reserve", True),
+    # vLLM V0's multi-step scheduling (scheduler_steps k): decode steps in blocks of k, the
+    # scheduler acting between blocks, or inside one where the KV blocks run out
+    "multi-step (k = 4), prefill first, KV pressure": ("full", 60.0, 300, 64, 1024, False,
+                                                       "dynamic", True),
+    "multi-step (k = 3), chunked, KV pressure": ("full", 60.0, 400, 64, 512, True, "dynamic",
+                                                 True),
+    "multi-step (k = 8), decode pool, KV pressure": ("full", 80.0, 250, 64, 512, True,
+                                                     "dynamic", False),
+    "multi-step (k = 4), reserved KV": ("full", 40.0, 600, 32, 1024, False, "reserve", True),
     # the last request arrives after the rest have finished and leaves at admission: the
     # driver's stop when nothing is left to run (one-token outputs in a decode pool finish at
     # admission; a prompt larger than the pool is rejected)
@@ -83,6 +93,8 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
         arr = np.zeros_like(arr)
     if "prefill first" in case:
         c = replace(c, prefill_first=True)
+    if "multi-step" in case:
+        c = replace(c, host=replace(c.host, scheduler_steps=float(case.split("k = ")[1][0])))
     if "the last request" in case:  # a gap of 1,000 s: the rest have finished by then
         arr[-3:] = arr[-4] + 1000.0
         if "admission" in case:
@@ -108,6 +120,10 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
     if "prefill first" in case:  # the rule moves the times
         other = run_replica(arr, isl, osl, replace(c, prefill_first=False), **kw)
         assert not np.array_equal(other["first"], fast["first"])
+    if "multi-step" in case:  # the blocks move the times
+        other = run_replica(arr, isl, osl, replace(c, host=replace(c.host, scheduler_steps=1.0)),
+                            **kw)
+        assert not np.array_equal(other["done"], fast["done"])
     if "finish at admission" in case:
         np.testing.assert_array_equal(ref["done"][-3:], arr[-3:])
     if "last request rejected" in case:
@@ -164,7 +180,7 @@ def test_run_replica_refuses_a_budget_the_decoding_sequences_fill(tables, mc, bu
 def test_event_scheduler_equals_step_by_step_on_random_small_mixes(tables):
     """Drawn, not chosen: 80 seeded small mixes (1-60 requests; bursts, arrivals tied to the
     same instant, block sizes 1 to 16, block-aligned prompts, pools from a few requests' worth
-    up, one-token outputs, either policy, decode pools, prefill first), each against the
+    up, one-token outputs, either policy, decode pools, prefill first, multi-step), each against the
     step-by-step scheduler. The closed-form runs stop at every event (an admission, a
     preemption, a finish, an arrival) the one-step loop would act on, or they drift apart."""
     import random
@@ -193,7 +209,8 @@ def test_event_scheduler_equals_step_by_step_on_random_small_mixes(tables):
         blocks = rng.choice([base.total_blocks, rng.randint(2, 8) * per,
                              rng.randint(3, 40) * 16 // bs])
         c = replace(base, block_size=bs, total_blocks=blocks,
-                    prefill_first=rng.random() < 0.3)
+                    prefill_first=rng.random() < 0.3,
+                    host=replace(base.host, scheduler_steps=rng.choice([1.0, 1.0, 2.0, 4.0, 8.0])))
         kw = dict(max_concurrency=mc, budget=budget, chunked=chunked,
                   kv_policy=rng.choice(["dynamic", "reserve"]), prefill=rng.random() < 0.75)
         fast = run_replica(arr, np.array(isl), np.array(osl), c, **kw)
