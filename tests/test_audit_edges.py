@@ -182,3 +182,18 @@ def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
     dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
                               prefill_replicas=1, prefill_tp=2)
     assert dis.devices == 3
+
+
+def test_speculative_knobs_without_a_draft_are_refused() -> None:
+    # draft_len / acceptance without draft= were ignored: plain decoding was priced as if the
+    # speculative settings had been taken
+    for kw in ({"draft_len": 8}, {"acceptance": 0.9}, {"draft_len": 4}):
+        name = next(iter(kw))
+        with pytest.raises(SpecError, match=f"{name}=.*needs draft="):
+            rl.serve("gpt2", "H100", **kw)
+    # the defaults with a draft are unchanged: 4 drafted tokens at acceptance 0.7
+    a = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b")
+    b = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b", draft_len=4,
+                 acceptance=0.7)
+    assert a.tpot == b.tpot and a.ttft == b.ttft
+    assert rl.serve("gpt2", "H100", prompt_len=128).tpot > 0  # no draft, no knobs: plain
