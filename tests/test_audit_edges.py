@@ -173,3 +173,27 @@ def test_requirements_says_the_reference_does_not_fit() -> None:
     assert "if it fit (it does not: needs 813.4 GB" in ref
     small = str(rl.requirements("resnet50", target_latency=2e-3))
     assert "it does not" not in small
+
+
+def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
+    w = rl.Workload(prompt=rl.lengths("fixed", 500), output=rl.lengths("fixed", 20), rate=2)
+    with pytest.raises(SpecError, match="prefill_tp=2 .*prefill_replicas="):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10, prefill_tp=2)
+    dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
+                              prefill_replicas=1, prefill_tp=2)
+    assert dis.devices == 3
+
+
+def test_speculative_knobs_without_a_draft_are_refused() -> None:
+    # draft_len / acceptance without draft= were ignored: plain decoding was priced as if the
+    # speculative settings had been taken
+    for kw in ({"draft_len": 8}, {"acceptance": 0.9}, {"draft_len": 4}):
+        name = next(iter(kw))
+        with pytest.raises(SpecError, match=f"{name}=.*needs draft="):
+            rl.serve("gpt2", "H100", **kw)
+    # the defaults with a draft are unchanged: 4 drafted tokens at acceptance 0.7
+    a = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b")
+    b = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b", draft_len=4,
+                 acceptance=0.7)
+    assert a.tpot == b.tpot and a.ttft == b.ttft
+    assert rl.serve("gpt2", "H100", prompt_len=128).tpot > 0  # no draft, no knobs: plain
