@@ -156,3 +156,29 @@ def test_python_dash_m_roofline_runs_the_cli() -> None:
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Did you mean" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_one_token_output_prints_no_nan() -> None:
+    # output_len=1 has no decode step: TPOT 0 with its reason, and MBU said to be n/a rather
+    # than printed "nan%"
+    text = str(rl.serve("llama-3.1-8b", "H100", output_len=1))
+    assert "nan" not in text.lower() and "MBU n/a (no decode step)" in text
+    assert "nan" not in str(rl.serve("llama-3.1-8b", "H100", output_len=2)).lower()
+
+
+def test_requirements_says_the_reference_does_not_fit() -> None:
+    # the reference time of a model the reference part cannot hold was printed bare
+    text = str(rl.requirements("llama-3.1-405b", target_latency=0.1))
+    ref = next(line for line in text.splitlines() if line.strip().startswith("reference"))
+    assert "if it fit (it does not: needs 813.4 GB" in ref
+    small = str(rl.requirements("resnet50", target_latency=2e-3))
+    assert "it does not" not in small
+
+
+def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
+    w = rl.Workload(prompt=rl.lengths("fixed", 500), output=rl.lengths("fixed", 20), rate=2)
+    with pytest.raises(SpecError, match="prefill_tp=2 .*prefill_replicas="):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10, prefill_tp=2)
+    dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
+                              prefill_replicas=1, prefill_tp=2)
+    assert dis.devices == 3
