@@ -237,3 +237,14 @@ def test_hf_config_without_a_context_takes_the_family_default() -> None:
     others = {"gpt2", "bert", "roberta", "vit", "gemma3", "llama4", "mamba", "t5",
               "mt5", "bart", "mbart", "whisper"}
     assert set(DECODER_MAX_POSITIONS) == set(SUPPORTED_MODEL_TYPES) - others
+
+
+def test_cli_group_size_error_names_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # on the command line the refusal named only the Python arguments (weight_precision=)
+    from roofline.cli import main
+
+    assert main(["serve", "llama-3.1-8b", "H100", "--group-size", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "--weight-precision" in err and "--group-size" in err and err.count("\n") == 1
+    assert main(["serve", "llama-3.1-8b", "H100", "--group-size", "128",
+                 "--weight-precision", "int4"]) == 0
