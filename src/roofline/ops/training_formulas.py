@@ -271,6 +271,9 @@ def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float
     mlp = (4.0 + gin) if gated_mlp else (2.0 + gin)
     copies = k * gin * D
     split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
+    if etp is not None and not bool(np.all(np.asarray(etp) >= 1)):
+        raise SpecError(f"etp={etp!r}: the experts' tensor-parallel size is a count >= 1 "
+                        "(None: tp)")
     rows = 1.0 if etp is None else etp / tp  # the rows the rank's experts run, per token·k
     return copies * rows + split / tp
 
