@@ -263,3 +263,12 @@ def test_a_dtype_the_part_lacks_train_refuses_solve_and_serve_mark_infeasible() 
     with pytest.raises(UnsupportedDtypeError, match="has no fp8 peak"):
         rl.best_parallelism(rl.model("llama-3.1-8b"), rl.cluster("dgx-a100", nodes=1),
                             global_batch=64, seq_len=2048, precision="fp8")
+
+
+def test_plan_note_reason_is_the_most_common_then_the_first() -> None:
+    # ties were broken by a set's order, which string hashing changes from one run to the next
+    from roofline.analysis.plan import most_common
+
+    assert most_common(["b", "a", "a", "b", "c"]) == "b"
+    assert most_common(["c", "a", "b", "a"]) == "a"
+    assert most_common(["x"]) == "x"
