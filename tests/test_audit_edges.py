@@ -248,3 +248,18 @@ def test_cli_group_size_error_names_the_flags(capsys: pytest.CaptureFixture[str]
     assert "--weight-precision" in err and "--group-size" in err and err.count("\n") == 1
     assert main(["serve", "llama-3.1-8b", "H100", "--group-size", "128",
                  "--weight-precision", "int4"]) == 0
+
+
+def test_a_dtype_the_part_lacks_train_refuses_solve_and_serve_mark_infeasible() -> None:
+    # the documented difference (docs/training.md, docs/solve.md): one sentence, two forms
+    from roofline.errors import UnsupportedDtypeError
+
+    why = "has no bf16 peak; it has fp64, fp32, fp16"
+    assert why in rl.solve("llama-3.1-8b", "V100", precision="bf16").reason
+    s = rl.serve("llama-3.1-8b", "V100", precision="bf16")
+    assert not s.feasible and why in s.reason
+    with pytest.raises(UnsupportedDtypeError, match=why):
+        rl.train("llama-3.1-8b", "V100", precision="bf16", global_batch=64, seq_len=2048)
+    with pytest.raises(UnsupportedDtypeError, match="has no fp8 peak"):
+        rl.best_parallelism(rl.model("llama-3.1-8b"), rl.cluster("dgx-a100", nodes=1),
+                            global_batch=64, seq_len=2048, precision="fp8")
