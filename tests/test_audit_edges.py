@@ -133,6 +133,10 @@ def test_disaggregated_serving_on_the_same_part() -> None:
     slow = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100",
                     kv_link_bytes_per_s=1e9)
     assert slow.ttft > dis.ttft
+    # the gap is the batch's prompt KV over the link, counted by hand: K and V x 32 layers x 8
+    # KV heads x 128 x 2 bytes (bf16) per token, 4 x 1024 prompt tokens, at 1 GB/s
+    kv = 2 * 32 * 8 * 128 * 2 * 4 * 1024
+    assert slow.ttft - agg.ttft == pytest.approx(kv / 1e9, rel=1e-9)
     # the KV link of a deployment without a decode pool was ignored
     with pytest.raises(SpecError, match="kv_link_bytes_per_s .*decode_hardware="):
         rl.serve("llama-3.1-8b", "H100", kv_link_bytes_per_s=1e9)
