@@ -146,6 +146,9 @@ def test_levers_only_empty_is_refused() -> None:
     with pytest.raises(SpecError, match="only must name at least one lever"):
         rl.levers("resnet50", "A100", only=[])
     assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
+    # one name is that one family: it was iterated letter by letter ("unknown lever 'b'")
+    one = rl.levers("resnet50", "A100", only="batch")
+    assert str(one) == str(rl.levers("resnet50", "A100", only=["batch"]))
 
 
 def test_python_dash_m_roofline_runs_the_cli() -> None:
