@@ -55,20 +55,21 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
         raise SpecError(why)
 
 
-def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
+def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: Any,
                xp: Any) -> tuple[Any, Any, Any]:
     """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce,
     the experts' tensor-parallel size etp (the dispatch's replication, ``ep_exposed``), the
-    experts' split counted in tp ranks ep·etp/tp) of one configuration priced with ``etp``;
-    etp None (and the vectorised search, which keeps etp = tp) is etp = tp. The expert weights
+    experts' split counted in tp ranks ep·etp/tp) of the configurations priced with ``etp``;
+    ``etp`` a number, or with numpy ``xp`` a column (``search.best_parallelism`` searching it);
+    etp None is etp = tp. The expert weights
     are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them over
     edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
     t_ar = coll.group_all_reduce(n_act, tp, one, ctx.links, xp)
     if not ctx.cfg.n_experts:
         return 2 * t_ar, tp, ep
-    if etp is None or xp is not SCALAR or etp == tp:
+    if etp is None or (xp is SCALAR and etp == tp):
         return tp_pair(ctx, t_ar), tp, ep
-    return tp_pair(ctx, t_ar), etp, ep * etp / tp
+    return tp_pair(ctx, t_ar), etp, ep * etp / tp  # a column: exact where etp = tp
 
 
 def tp_pair(ctx: _Ctx, t_ar: Any) -> Any:

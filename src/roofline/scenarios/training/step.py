@@ -52,7 +52,13 @@ from .options import (
     recompute_fraction,
 )
 from .result import TrainingResult
-from .stages import STAGES_ARG, StageLayout, pipeline_stages, pp_exposed
+from .stages import (
+    STAGES_ARG,
+    StageLayout,
+    megatron_layout,
+    pipeline_stages,
+    pp_exposed,
+)
 
 RECOMPUTE = ("none", "selective", "full", "selective_op")
 #: the recompute modes ``best_parallelism`` searches by default (Megatron-LM's); "selective_op"
@@ -89,7 +95,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               optimizer: str = "adam", lp_exp: Any = 0.0,
               ep_overlap: bool = False, cp_overlap: bool = True,
               pp_flushes: int = 1, rc_frac: float = 1.0, pp_overlap: Any = None,
-              etp: int | None = None) -> dict[str, Any]:
+              etp: Any = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -323,10 +329,11 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
 
 
 def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
-             pp_stages: Any) -> tuple[int, int, int, int, int]:
+             pp_stages: Any, *layout: Any) -> tuple[int, int, int, int, int, Any, bool]:
     """(tp, pp, dp, ep, interleave) as positive integers (train's argument rules have checked
     the ones given); pp from ``pp_stages`` when only the stages are given; dp defaulting to
-    devices / (tp·pp·cp), ≥ 1 when it divides."""
+    devices / (tp·pp·cp), ≥ 1 when it divides; then (pp_stages, chunked) and interleave as
+    Megatron-Core's ``layout`` arguments set them (stages.megatron_layout)."""
     if pp_stages is not None and pp == 1:
         pp = _check_int("pp", len(pp_stages))
     if dp is None:
@@ -334,15 +341,22 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
             raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
                             f"{ctx.cl.devices} devices")
         dp = ctx.cl.devices // (tp * pp * ctx.cp)
-    return tp, pp, dp, ep, interleave
+    stages, interleave, chunked = megatron_layout(ctx.cfg.n_layers, pp, interleave, pp_stages,
+                                                  *layout)
+    return tp, pp, dp, ep, interleave, stages, chunked
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int, pp_flushes: int = 1,
-              etp: int | None = None, ep_overlap: bool = False) -> None:
-    """The split's consistency (SpecError on the first problem): devices, cp, interleave, the
-    expert groups (folding.check_folding), batches, recompute, zero, ``ep_overlap``'s rules."""
+              etp: int | None = None, ep_overlap: bool = False,
+              cp_overlap: bool = True) -> None:
+    """The split's consistency (SpecError on the first problem): devices, cp (and
+    ``cp_overlap``), interleave, the expert groups (folding.check_folding), batches, recompute,
+    zero, ``ep_overlap``'s rules."""
     devices, cp = ctx.cl.devices, ctx.cp
+    if not cp_overlap and cp == 1:
+        raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
+                        f"context parallelism (cp > 1), got cp={cp}")
     if tp * cp * pp * dp != devices:
         what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
         vals = f"{tp}·{cp}·{pp}·{dp}" if cp > 1 else f"{tp}·{pp}·{dp}"
@@ -387,7 +401,8 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
            recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag),
-           conv_layout=A.optional(A.choice(*CONV_LAYOUTS)))
+           conv_layout=A.optional(A.choice(*CONV_LAYOUTS)), pp_account_embedding=A.flag,
+           pp_account_loss=A.flag, pp_layout=A.optional(A.text))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           etp: int | None = None, interleave: int = 1, recompute: str | None = None,
@@ -399,7 +414,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           cp_overlap: bool = True, elementwise: str = "fused", optimizer_dtype: str = "fp32",
           pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
           recompute_layers: int | None = None, pp_overlap: bool | None = None,
-          conv_layout: str | None = None) -> TrainingResult:
+          conv_layout: str | None = None, pp_account_embedding: bool = False,
+          pp_account_loss: bool = False, pp_layout: str | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -411,10 +427,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     pipeline's ceiling (None: off); ``conv_layout`` (generic.py; None: "nhwc"). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``etp`` (MoE): MoE parallel folding (folding.py), the
-    experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are then
-    as even as possible with the lighter ones at the ends (training/stages.py), or ``pp_stages``
-    gives the layers of each stage (first to last; ``pp`` defaults to its length); the step
-    runs at the slowest stage's pace and memory is the fullest stage's.
+    experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are as even
+    as possible, the lighter at the ends (training/stages.py), or ``pp_stages`` gives each
+    stage's layers (``pp`` defaults to its length), or Megatron-Core's ``pp_account_embedding``,
+    ``pp_account_loss``, ``pp_layout`` do (stages.megatron_layout); the slowest stage paces.
     ``lora_rank`` r: LoRA — an adapter A·B of rank r on every linear of the blocks (on the fused
     q / k / v projection only: ``lora_targets="qkv"``), every other weight frozen (no dW GEMMs,
     dX kept; gradients, optimizer state, dp reduction for the adapters; graphs/training.py).
@@ -470,9 +486,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            ep=ep, interleave=interleave, recompute=recompute, zero=zero,
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
                            conv_layout=conv_layout,
-                           decoder_only=decoder_options(cp, pp_stages, attention_kernel,
-                                                        fused_attention, dropout, elementwise,
-                                                        recompute_layers, pp_overlap))
+                           decoder_only=decoder_options(
+                               cp, pp_stages, attention_kernel, fused_attention, dropout,
+                               elementwise, recompute_layers, pp_overlap, pp_account_embedding,
+                               pp_account_loss, pp_layout))
     check_graph_only_options(m, data_loader, conv_layout)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
@@ -485,14 +502,13 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
                    lora_targets)
-    tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
+    tp, pp, dp, ep, interleave, pp_stages, chunked = _degrees(
+        ctx, tp, pp, dp, ep, interleave, pp_stages, pp_account_embedding, pp_account_loss,
+        pp_layout)
     _check_moe_sp(ctx, tp, sequence_parallel)
-    if not cp_overlap and ctx.cp == 1:
-        raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
-                        f"context parallelism (cp > 1), got cp={ctx.cp}")
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
-              pp_flushes, etp, ep_overlap)
-    stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
+              pp_flushes, etp, ep_overlap, cp_overlap)
+    stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave, chunked=chunked)
     rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
         stages, global_batch // (dp * micro_batch))
