@@ -452,8 +452,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
     FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3",
     "cudnn", "gemm"; "unfused" = ``fused_attention=False``; engine/attention.py): forward and
-    backward each at the kernel's measured rate (fp8 with "auto": the forward at its 16-bit
-    rate, context.fp8_training_attention). ``moe_routing`` (MoE models): how the router
+    backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
     spreads a token's k experts, which sets how many expert-parallel ranks each token is
     dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
     (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
