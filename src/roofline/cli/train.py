@@ -104,6 +104,9 @@ def register(sub: Any) -> None:
     p.add_argument("--moe-routing", default="random", choices=("random", "contiguous"),
                    help="MoE: how tokens spread over experts (random: uniform; contiguous: k "
                         "consecutive experts, NeMo AutoModel's fake balanced gate)")
+    p.add_argument("--moe-dispatcher", default=None, choices=("flex", "alltoall"),
+                   help="MoE: Megatron-Core's token dispatcher (flex: DeepEP, the default's "
+                        "pricing; alltoall: NCCL all-to-all and the expert-TP all-gather)")
     p.add_argument("--ep-overlap", action="store_true",
                    help="MoE: Megatron-Core's combined 1F1B (dispatch/combine behind the "
                         "adjacent micro-batch's compute)")
@@ -175,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
+                             moe_dispatcher=args.moe_dispatcher,
                              elementwise=args.elementwise,
                              optimizer_dtype=args.optimizer_dtype,
                              pp_flushes=args.pp_flushes,
@@ -194,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
               recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
+              moe_dispatcher=args.moe_dispatcher,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,

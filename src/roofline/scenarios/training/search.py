@@ -13,7 +13,7 @@ from ...engine.table import Table
 from ...errors import SpecError
 from ...graphs.shard import etp_problem, tp_problem
 from ...graphs.training import GROUPS
-from ...ops.training_formulas import MOE_ROUTINGS
+from ...ops.training_formulas import MOE_DISPATCHERS, MOE_ROUTINGS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
 from .context import (
@@ -60,14 +60,15 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
             recomputes: tuple[str, ...], zeros: tuple[int, ...],
             ep_overlap: bool, pp_flushes: int = 1,
             pp_overlap: bool | None = None,
-            etps: dict[int, list[int]] | None = None) -> dict[str, list[Any]]:
+            etps: dict[int, list[int]] | None = None, flex: bool = False) -> dict[str, list[Any]]:
     """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO, etp) split, column by column
     (``etps``: the expert tensor-parallel sizes each tp may pair with, ``_expert_splits``;
     None: etp = tp; with
     ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` k only those whose micro-batches per replica
     split into k equal schedules, as ``train`` requires; with ``pp_overlap=True`` only the
-    interleaved ones, pp > 1 and v >= 2, as ``train`` requires)."""
+    interleaved ones, pp > 1 and v >= 2, as ``train`` requires; with ``flex`` (the flex
+    dispatcher asked for) only those with etp·ep > 1, ``options.check_flex_group``)."""
     out: list[tuple[int, ...]] = []
     add = out.append
     rcs = [RECOMPUTE.index(rc) for rc in recomputes if not (ep_overlap and rc == "full")]
@@ -88,7 +89,7 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
                 vs = [1] if p == 1 else [v for v in interleaves if (cfg.n_layers // p) % v == 0
                                          and (v == 1 or mcount % p == 0)]
                 for e, et in eps:
-                    if ep_overlap and e < 2:
+                    if (ep_overlap and e < 2) or (flex and et * e == 1):
                         continue
                     for v in vs:
                         if (ep_overlap and p > 1 and v < 2) or (pp_overlap and (p == 1 or v < 2)):
@@ -145,7 +146,7 @@ def _etp_pairs(cfg: Any, tps: list[int], etps: tuple[int, ...] | None) -> dict[i
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
-           pp_overlap=A.optional(A.flag),
+           pp_overlap=A.optional(A.flag), moe_dispatcher=A.optional(A.choice(*MOE_DISPATCHERS)),
            etps=A.optional(A.seq(A.count(1, A.MAX_DEVICES),
                                  what="expert tensor-parallel sizes such as (1, 2)")))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
@@ -162,7 +163,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      moe_routing: str = "random", ep_overlap: bool = False,
                      elementwise: str = "fused", optimizer_dtype: str = "fp32",
                      pp_flushes: int = 1, pp_overlap: bool | None = None,
-                     etps: tuple[int, ...] | None = None) -> Table:
+                     etps: tuple[int, ...] | None = None,
+                     moe_dispatcher: str | None = None) -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -174,19 +176,17 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
     ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
     price or a region, the table's ``notes`` say why). ``attention_kernel``, ``moe_routing``,
-    ``elementwise``, ``optimizer_dtype``, ``pp_flushes`` and ``ep_overlap`` as ``rl.train``'s
-    (with ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute,
-    interleaving when pp > 1; with ``pp_flushes`` only the splits whose micro-batches divide
-    into that many schedules). ``pp_overlap`` as ``rl.train``'s (None: on where the split is
-    interleaved; False: every split's sends blocking; True: only the interleaved splits); the
-    ``pp_overlap`` column says which each row was priced with (as ``TrainingResult.pp_overlap``).
+    ``moe_dispatcher``, ``elementwise``, ``optimizer_dtype``, ``pp_flushes``, ``ep_overlap``,
+    ``pp_overlap`` as ``rl.train``'s, on the splits it allows (``ep_overlap``: ep > 1, no full
+    recompute, interleaving when pp > 1; ``pp_flushes``: micro-batches that divide into that
+    many schedules; "flex": etp·ep > 1; ``pp_overlap=True``: the interleaved splits; None: on
+    where interleaved); the ``pp_overlap`` column says which.
 
     ``etps`` (MoE): the expert tensor-parallel sizes searched (MoE parallel folding, as
     ``rl.train``'s ``etp``): each split pairs its tp with every etp of ``etps`` and every ep the
     folding rules allow (etp·ep divides the tp·dp ranks of a stage, ep the experts, etp the
     expert width; folding.py), so ``etps=(1,)`` fixes etp = 1 and ``etps=(1, 2, 4, 8)``
-    searches it. None (the default): etp = tp on every split, Megatron-Core's default, ep
-    dividing dp. The ``etp`` column says which each row was priced with.
+    searches it. None (default): etp = tp on every split (Megatron-Core's), ep dividing dp.
     """
     from ...analysis.economics import check_economics
 
@@ -194,7 +194,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     if attention_kernel == "unfused":
         fused_attention = False
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   None, 1, attention_kernel, moe_routing, elementwise, optimizer_dtype)
+                   None, 1, attention_kernel, moe_routing, elementwise, optimizer_dtype, "all",
+                   moe_dispatcher)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     check_selective_op(ctx, tuple(recomputes))
@@ -205,7 +206,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     pairs = _etp_pairs(cfg, [t for t in _divisors(devices) if t <= max_tp], etps)
     tps = [t for t in _divisors(devices) if t <= max_tp and pairs.get(t)]
     rows = _splits(cfg, devices, tps, global_batch, micro_batches, interleaves, recomputes,
-                   zeros, ep_overlap, pp_flushes, pp_overlap, None if etps is None else pairs)
+                   zeros, ep_overlap, pp_flushes, pp_overlap, None if etps is None else pairs,
+                   moe_dispatcher == "flex")
     if not rows["tp"]:
         flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="

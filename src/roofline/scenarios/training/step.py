@@ -27,7 +27,7 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, LORA_TARGETS
 from ...ops import collectives as coll
 from ...ops import cost
-from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS
+from ...ops.training_formulas import MOE_DISPATCHERS, MOE_ROUTINGS, OPTIMIZERS
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import (
@@ -45,6 +45,7 @@ from .optimizer import optimizer_model, optimizer_time
 from .options import (
     CONV_LAYOUTS,
     check_ep_overlap,
+    check_flex_group,
     check_graph_only_options,
     check_model_options,
     check_selective_op,
@@ -140,7 +141,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
-    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp)  # folding.py
+    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp,
+                                    b * s * D)  # folding.py
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
     tp_f = t_pair * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
@@ -349,10 +351,11 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int, pp_flushes: int = 1,
               etp: int | None = None, ep_overlap: bool = False,
-              cp_overlap: bool = True) -> None:
+              cp_overlap: bool = True, moe_dispatcher: str | None = None) -> None:
     """The split's consistency (SpecError on the first problem): devices, cp (and
-    ``cp_overlap``), interleave, the expert groups (folding.check_folding), batches, recompute,
-    zero, ``ep_overlap``'s rules."""
+    ``cp_overlap``), interleave, the expert groups (folding.check_folding) and the flex
+    dispatcher's (``options.check_flex_group``), batches, recompute, zero, ``ep_overlap``'s
+    rules."""
     devices, cp = ctx.cl.devices, ctx.cp
     if not cp_overlap and cp == 1:
         raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
@@ -368,6 +371,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
     if interleave > 1 and pp == 1:
         raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
     check_folding(ctx, tp, dp, ep, tp if etp is None else etp)  # etp·ep | tp·cp·dp
+    check_flex_group(moe_dispatcher, tp, ep, etp)
     if global_batch % (dp * micro_batch):
         raise SpecError(f"global_batch={global_batch} must be divisible by dp·micro_batch = "
                         f"{dp}·{micro_batch} = {dp * micro_batch}")
@@ -397,6 +401,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
+           moe_dispatcher=A.optional(A.choice(*MOE_DISPATCHERS)),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
@@ -415,7 +420,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
           recompute_layers: int | None = None, pp_overlap: bool | None = None,
           conv_layout: str | None = None, pp_account_embedding: bool = False,
-          pp_account_loss: bool = False, pp_layout: str | None = None) -> TrainingResult:
+          pp_account_loss: bool = False, pp_layout: str | None = None,
+          moe_dispatcher: str | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -443,8 +449,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     "selective_op" (torchtitan's op-level policy: matmul and attention outputs saved except
     every second matmul of a block; those and the norms, activations and other cheap ops re-run
     in the backward; ``graphs.training.op_recomputed``). ``recompute_layers`` k: "full" for k
-    layers per stage only (Megatron's block method; options.py). ``zero``: 0–3 (decoder
-    default 1).
+    layers per stage only (Megatron's block method; options.py). ``zero``: 0–3 (decoders 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -455,8 +460,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
     spreads a token's k experts, which sets how many expert-parallel ranks each token is
     dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
-    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
-    .moe_dispatch_ranks).
+    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; training_formulas
+    .moe_dispatch_ranks). ``moe_dispatcher``: "flex" (DeepEP; None) | "alltoall" (folding.py).
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
     combine behind the adjacent micro-batch's compute (``folding.ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
@@ -474,7 +479,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
-    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing, etp)
+    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing, etp, moe_dispatcher)
     if m.config is None or m.config.arch != "decoder":
         from .generic import decoder_options, train_graph
 
@@ -500,13 +505,13 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     # the degrees, batches and zero are ints in range: A.checked above converted and checked them
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
-                   lora_targets)
+                   lora_targets, moe_dispatcher)
     tp, pp, dp, ep, interleave, pp_stages, chunked = _degrees(
         ctx, tp, pp, dp, ep, interleave, pp_stages, pp_account_embedding, pp_account_loss,
         pp_layout)
     _check_moe_sp(ctx, tp, sequence_parallel)
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
-              pp_flushes, etp, ep_overlap, cp_overlap)
+              pp_flushes, etp, ep_overlap, cp_overlap, moe_dispatcher)
     stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave, chunked=chunked)
     rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
