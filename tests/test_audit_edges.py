@@ -3,6 +3,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import roofline as rl
@@ -61,3 +62,123 @@ def test_plan_serving_says_why_nothing_runs() -> None:
     assert not any("TPOT target" in n for n in plan.notes)
     over = _plan("H100", 200_000, precisions=[("bf16", "bf16")])
     assert any("max_position_embeddings=131072" in n for n in over.notes)
+
+
+def test_group_size_needs_quantised_weights() -> None:
+    # a per-group scale belongs to quantised weights; on fp16 weights it used to add 2/g bytes
+    # per weight (Llama 3.1 8B: +125 MB, serve TPOT +0.5 %) without a word
+    with pytest.raises(SpecError, match="group_size=128 needs quantised weights"):
+        rl.precision("fp16", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.solve("llama-3.1-8b", "H100", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.serve("llama-3.1-8b", "H100", group_size=128)
+    assert rl.precision("fp16", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
+    assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
+    assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
+
+
+def test_solve_refuses_a_length_its_phase_ignores() -> None:
+    # forward has no KV cache and decode takes one token: context= in forward and seq_len= in
+    # decode were dropped silently while the Result echoed the forward context as if priced
+    with pytest.raises(SpecError, match="context=100000 does not apply to phase 'forward'"):
+        rl.solve("llama-3.1-8b", "H100", context=100_000)
+    with pytest.raises(SpecError, match="seq_len=100 does not apply to phase 'decode'"):
+        rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=100)
+    one = rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=1, context=512)
+    assert one.latency == rl.solve("llama-3.1-8b", "H100", phase="decode", context=512).latency
+    pre = rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128, context=4096)
+    assert pre.latency > rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128).latency
+    with pytest.raises(SpecError, match="does not apply to phase 'forward'"):
+        rl.sweep("llama-3.1-8b", ["H100"], batch=[1, 2], context=4096)
+    with pytest.raises(SpecError, match="no sequence dimension"):
+        rl.solve("resnet50", "H100", context=100)
+
+
+def test_decode_sweep_past_the_context_cannot_run() -> None:
+    # serve_sweep (and explore's decode spaces) priced a step at 200k tokens of context on a
+    # 131k-context model and called it fitting; rl.serve calls the same request infeasible
+    from roofline.scenarios.serving import serve_sweep
+
+    out = serve_sweep("llama-3.1-8b", "H100", batch=[1], context=[131_072, 131_073])
+    assert out["fits"][0, 0, :, 0].all() and (out["tpot"][0, 0, :, 0] > 0).all()
+    assert not out["fits"][0, 0, :, 1].any() and np.isnan(out["tpot"][0, 0, :, 1]).all()
+    assert rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=1).feasible
+    assert not rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=2).feasible
+    space = rl.Space(kind="decode", model=["llama-3.1-8b"], hardware=["H100"],
+                     scenario=dict(batch=[1], context=[2048, 200_000]))
+    res = rl.explore(space, objectives=["tokens_per_s_per_device"], constraints=["fits"])
+    assert res.passed == 1
+
+
+def test_simulate_serving_a_prompt_that_fills_the_context() -> None:
+    # prompt = the whole context, one output token: servable (serve's rule), and the step
+    # tables stay finite although the decode sweep refuses a context past the model's
+    cfg_cap = rl.model("gpt2").config.max_positions  # a small context keeps this fast
+    assert rl.serve("gpt2", "H100", prompt_len=cfg_cap, output_len=1).feasible
+    w = rl.Workload(prompt=rl.lengths("fixed", cfg_cap), output=rl.lengths("fixed", 1), rate=1)
+    sim = rl.simulate_serving("gpt2", "H100", workload=w, requests=5)
+    assert sim.rejected == 0 and np.isfinite(sim.ttft.p99)
+
+
+def test_disaggregated_serving_on_the_same_part() -> None:
+    # decode_hardware naming the prefill part (prefill and decode pools of H100s, the common
+    # deployment) was read as aggregated serving: one device counted, no KV transfer in TTFT
+    agg = rl.serve("llama-3.1-8b", "H100", batch=4)
+    dis = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100")
+    other = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H200")
+    assert dis.devices == other.devices == 2 * agg.devices
+    assert dis.ttft == pytest.approx(other.ttft) and dis.ttft > agg.ttft
+    assert dis.tpot == pytest.approx(agg.tpot)  # the same part decodes
+    slow = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100",
+                    kv_link_bytes_per_s=1e9)
+    assert slow.ttft > dis.ttft
+    # the KV link of a deployment without a decode pool was ignored
+    with pytest.raises(SpecError, match="kv_link_bytes_per_s .*decode_hardware="):
+        rl.serve("llama-3.1-8b", "H100", kv_link_bytes_per_s=1e9)
+
+
+def test_levers_only_empty_is_refused() -> None:
+    with pytest.raises(SpecError, match="only must name at least one lever"):
+        rl.levers("resnet50", "A100", only=[])
+    assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
+
+
+def test_python_dash_m_roofline_runs_the_cli() -> None:
+    # 'python -m roofline' stopped at "No module named roofline.__main__"; errors stay one line
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "roofline", "--version"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and rl.__version__ in ok.stdout + ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "roofline", "solve", "resnet50", "H10"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Did you mean" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_one_token_output_prints_no_nan() -> None:
+    # output_len=1 has no decode step: TPOT 0 with its reason, and MBU said to be n/a rather
+    # than printed "nan%"
+    text = str(rl.serve("llama-3.1-8b", "H100", output_len=1))
+    assert "nan" not in text.lower() and "MBU n/a (no decode step)" in text
+    assert "nan" not in str(rl.serve("llama-3.1-8b", "H100", output_len=2)).lower()
+
+
+def test_requirements_says_the_reference_does_not_fit() -> None:
+    # the reference time of a model the reference part cannot hold was printed bare
+    text = str(rl.requirements("llama-3.1-405b", target_latency=0.1))
+    ref = next(line for line in text.splitlines() if line.strip().startswith("reference"))
+    assert "if it fit (it does not: needs 813.4 GB" in ref
+    small = str(rl.requirements("resnet50", target_latency=2e-3))
+    assert "it does not" not in small
+
+
+def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
+    w = rl.Workload(prompt=rl.lengths("fixed", 500), output=rl.lengths("fixed", 20), rate=2)
+    with pytest.raises(SpecError, match="prefill_tp=2 .*prefill_replicas="):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10, prefill_tp=2)
+    dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
+                              prefill_replicas=1, prefill_tp=2)
+    assert dis.devices == 3
