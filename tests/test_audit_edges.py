@@ -182,3 +182,69 @@ def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
     dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
                               prefill_replicas=1, prefill_tp=2)
     assert dis.devices == 3
+
+
+def test_speculative_knobs_without_a_draft_are_refused() -> None:
+    # draft_len / acceptance without draft= were ignored: plain decoding was priced as if the
+    # speculative settings had been taken
+    for kw in ({"draft_len": 8}, {"acceptance": 0.9}, {"draft_len": 4}):
+        name = next(iter(kw))
+        with pytest.raises(SpecError, match=f"{name}=.*needs draft="):
+            rl.serve("gpt2", "H100", **kw)
+    # the defaults with a draft are unchanged: 4 drafted tokens at acceptance 0.7
+    a = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b")
+    b = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b", draft_len=4,
+                 acceptance=0.7)
+    assert a.tpot == b.tpot and a.ttft == b.ttft
+    assert rl.serve("gpt2", "H100", prompt_len=128).tpot > 0  # no draft, no knobs: plain
+
+
+def test_hf_config_unknown_activation_is_refused() -> None:
+    # an activation name the importer does not know was priced as the family's usual one (silu
+    # for the Llama family, gelu for BERT / GPT-2 / BART) without a word
+    from roofline.graphs.importers.hf_config import hf_config_model
+
+    llama = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
+    for cfg in ({**llama, "hidden_act": "relu2"},
+                {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4,
+                 "vocab_size": 1000, "activation_function": "relu2"},
+                {"model_type": "bert", "hidden_size": 256, "intermediate_size": 512,
+                 "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+                 "hidden_act": "relu2"}):
+        with pytest.raises(SpecError, match=r"(hidden_act|activation_function)='relu2' .*"
+                                            r"allowed: gelu, .*silu"):
+            hf_config_model(cfg, key="x", name="x")
+    m = hf_config_model({**llama, "hidden_act": "gelu_pytorch_tanh"}, key="x", name="x")
+    assert m.config.act == "gelu_tanh"
+    assert hf_config_model(llama, key="x", name="x").config.act == "silu"  # absent: default
+
+
+def test_hf_config_without_a_context_takes_the_family_default() -> None:
+    # an absent max_position_embeddings was 4096 for every decoder family; transformers builds
+    # its family's default (LlamaConfig 2,048: a 3,000-token prompt was servable before)
+    from roofline.graphs.importers.hf_config import DECODER_MAX_POSITIONS, hf_config_model
+    from roofline.graphs.importers.hf_families import SUPPORTED_MODEL_TYPES
+
+    base = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "vocab_size": 1000}
+    for mt, ctx in (("llama", 2048), ("mistral", 131_072), ("qwen2", 32_768)):
+        m = hf_config_model({**base, "model_type": mt}, key="x", name="x")
+        assert m.config.max_positions == ctx, mt
+    m = hf_config_model({**base, "model_type": "llama"}, key="x", name="x")
+    assert not rl.serve(m, "H100", prompt_len=3000, output_len=8).feasible
+    # every family built by the Llama-family reader has its default (no family falls through)
+    others = {"gpt2", "bert", "roberta", "vit", "gemma3", "llama4", "mamba", "t5",
+              "mt5", "bart", "mbart", "whisper"}
+    assert set(DECODER_MAX_POSITIONS) == set(SUPPORTED_MODEL_TYPES) - others
+
+
+def test_cli_group_size_error_names_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # on the command line the refusal named only the Python arguments (weight_precision=)
+    from roofline.cli import main
+
+    assert main(["serve", "llama-3.1-8b", "H100", "--group-size", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "--weight-precision" in err and "--group-size" in err and err.count("\n") == 1
+    assert main(["serve", "llama-3.1-8b", "H100", "--group-size", "128",
+                 "--weight-precision", "int4"]) == 0
