@@ -125,6 +125,12 @@ def test_etps_refused_where_they_cannot_apply() -> None:
     with pytest.raises(RooflineError, match="etps"):
         rl.best_parallelism("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq_len=1024,
                             etps=(0,))
+    # one size of several that cannot split the experts is refused too, not dropped (a search
+    # over (1, 5) returned etp-1 rows only, as if 5 had been searched)
+    with pytest.raises(RooflineError, match=r"etps=\[1, 5\]: etp=5 must divide the expert width "
+                       r"768 .*allowed etp: 1, 2, 3, 4"):
+        rl.best_parallelism("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq_len=1024,
+                            etps=(1, 5))
 
 
 def test_cli_search_etp(capsys: pytest.CaptureFixture[str]) -> None:
