@@ -78,3 +78,8 @@ def test_cli_help_says_the_fp8_training_default() -> None:
     text = " ".join(p.format_help().split())
     assert "fp8 train step its forward at the 16-bit rate" in text
     assert "keeps its fp8 forward" in text
+
+
+def test_train_docstring_says_the_fp8_default() -> None:
+    from roofline.scenarios.training.step import train
+    assert "in fp8 its forward at the 16-bit rate" in " ".join((train.__doc__ or "").split())
