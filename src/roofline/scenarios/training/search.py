@@ -187,9 +187,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     ``etps`` (MoE): the expert tensor-parallel sizes searched (MoE parallel folding, as
     ``rl.train``'s ``etp``): each split pairs its tp with every etp of ``etps`` and every ep the
     folding rules allow (etp·ep divides the tp·dp ranks of a stage, ep the experts; folding.py;
-    an etp that does not divide the expert width is a SpecError, not left out), so
-    ``etps=(1,)`` fixes etp = 1 and ``etps=(1, 2, 4, 8)`` searches it. None
-    (default): etp = tp on every split (Megatron-Core's), ep dividing dp.
+    an etp not dividing the expert width a SpecError), so ``etps=(1,)`` fixes etp = 1 and
+    ``etps=(1, 2, 4, 8)`` searches it. None: etp = tp (Megatron-Core's), ep dividing dp.
     """
     from ...analysis.economics import check_economics
 
