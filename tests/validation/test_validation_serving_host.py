@@ -45,8 +45,9 @@ def test_cases_carry_their_generation_and_version_note():
             assert "v0.5.4" in c.note and eng == "vllm-v0" and c.get("trace")
         if c.source == "lambda_ms_traces":  # not stated: multi-step read off the file
             assert "assumption" in c.note and eng == "vllm-v0-multistep" and c.get("trace")
-        if c.source == "vllm_azure":  # not stated: V1 by date, said so
-            assert eng == "vllm-v1" and "assumption by date" in c.note
+        if c.source == "vllm_azure":  # the publisher's repository: 0.7.3 (V0), priced as V1
+            assert eng == "vllm-v1" and "v0.7.3" in c.note and "643c866" in c.note
+            assert "V0 engine" in c.note and "priced all the same with vllm-v1" in c.note.lower()
 
 
 def test_profiles_inherit_vllm_and_multistep_derives_from_v0():
