@@ -210,9 +210,9 @@ def test_direction_table_refuses_what_it_cannot_count():
     from roofline.errors import SpecError
 
     c = _case("a1", "A", 1.0, "tpot_p50")
-    with pytest.raises(SpecError, match="errs is empty"):
+    with pytest.raises(SpecError, match=r"errs=\[\]"):
         h.host_direction_table([], {})
-    with pytest.raises(SpecError, match="no held-out error for \\['a1'\\]"):
+    with pytest.raises(SpecError, match="held lacks 1 of the 1 cases .*'a1'"):
         h.host_direction_table([(c, 1.0, 0.0)], {})
 
 

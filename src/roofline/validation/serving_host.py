@@ -421,13 +421,9 @@ def host_direction_table(errs: Sequence[tuple[Case, float, float]],
     remaining miss is made of"): per (source, metric), the cases, the median signed error held
     out and in-sample, and how many are priced faster than measured held out (a latency below
     it, a throughput above it). ``errs``: ``host_errors()``; ``held``: case id -> log error of
-    the fit without its source (``host_holdout().held_out_errors``)."""
-    if not errs:
-        raise SpecError("host_direction_table: no cases given (errs is empty)")
-    missing = [c.id for c, _, _ in errs if c.id not in held]
-    if missing:
-        raise SpecError(f"host_direction_table: no held-out error for {missing[:3]} "
-                        f"({len(missing)} cases): held must give every case of errs")
+    the fit without its source (``host_holdout().held_out_errors``). Either empty, or a case
+    missing from ``held``: SpecError (``_table_args``, as the other host tables)."""
+    _table_args(errs, held)
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for c, _, e in errs:
         groups.setdefault((c.source, c.metric), []).append((held[c.id], e))
