@@ -24,6 +24,7 @@ from .context import (
     _group_times,
     model_flops_per_sample,
 )
+from .folding import folding_eps
 from .step import (
     COMMON_ARGS,
     OPT_DEGREE,
@@ -49,9 +50,7 @@ def _expert_splits(cfg: Any, t: int, d: int, etps: list[int] | None) -> list[tup
         return [(1, t)]
     out = []
     for et in ([t] if etps is None else etps):
-        if (t * d) % et:
-            continue
-        out += [(e, et) for e in _divisors(t * d // et) if cfg.n_experts % e == 0]
+        out += [(e, et) for e in folding_eps(cfg.n_experts, t * d, et)]
     return out
 
 
