@@ -76,6 +76,13 @@ def test_group_size_needs_quantised_weights() -> None:
     assert rl.precision("fp16", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
     assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
     assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
+    # a GGUF type carries its own block scales: refused as weights= before, but given as the
+    # spec its 0.0625 B per weight (Q4_0: 4.5 bits) was replaced by 2/128 without a word
+    for kw in ({"spec": "q4_0"}, {"spec": "fp16", "weights": "q4_0"}):
+        with pytest.raises(SpecError, match="GGUF type 'q4_0' has its own block scales"):
+            rl.precision(**kw, group_size=128)
+    assert rl.precision("q4_0").weight_overhead_bytes == 4.5 / 8 - 0.5
+    assert rl.precision("q4_0", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
 
 
 def test_solve_refuses_a_length_its_phase_ignores() -> None:
@@ -146,6 +153,9 @@ def test_levers_only_empty_is_refused() -> None:
     with pytest.raises(SpecError, match="only must name at least one lever"):
         rl.levers("resnet50", "A100", only=[])
     assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
+    # one name is that one family: it was iterated letter by letter ("unknown lever 'b'")
+    one = rl.levers("resnet50", "A100", only="batch")
+    assert str(one) == str(rl.levers("resnet50", "A100", only=["batch"]))
 
 
 def test_python_dash_m_roofline_runs_the_cli() -> None:
@@ -280,3 +290,23 @@ def test_plan_note_reason_is_the_most_common_then_the_first() -> None:
     assert most_common(["b", "a", "a", "b", "c"]) == "b"
     assert most_common(["c", "a", "b", "a"]) == "a"
     assert most_common(["x"]) == "x"
+
+
+def test_disaggregated_steady_state_has_no_prefill_stalls() -> None:
+    # a decode pool of its own never stops for a prompt: its steady TPOT is the decode step's
+    # (it was priced with every prompt's prefill spread over the decode steps, as aggregated
+    # serving is: 22.3 ms against 10.8 ms at batch 64), and its tokens/s are capped by what
+    # the prefill pool supplies, n tokens per prompt, a prompt at a time
+    n = 128
+    a1 = rl.serve("llama-3.1-8b", "H100", batch=1, output_len=n)
+    per_prompt = (a1.steady_tpot - a1.tpot) * n  # aggregated batch 1: tpot + prompt / n
+    for b in (4, 64):
+        d = rl.serve("llama-3.1-8b", "H100", batch=b, output_len=n, decode_hardware="H100")
+        assert d.steady_tpot == d.tpot
+        assert d.steady_tokens_per_s == pytest.approx(min(b / d.tpot, n / per_prompt),
+                                                      rel=1e-9)
+        agg = rl.serve("llama-3.1-8b", "H100", batch=b, output_len=n)
+        assert agg.steady_tpot > agg.tpot  # aggregated keeps the prefill stalls
+    # batch 64 is prefill-bound (the cap binds), batch 4 decode-bound
+    d64 = rl.serve("llama-3.1-8b", "H100", batch=64, output_len=n, decode_hardware="H100")
+    assert d64.steady_tokens_per_s < 64 / d64.tpot
