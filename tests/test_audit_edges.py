@@ -283,3 +283,23 @@ def test_plan_note_reason_is_the_most_common_then_the_first() -> None:
     assert most_common(["b", "a", "a", "b", "c"]) == "b"
     assert most_common(["c", "a", "b", "a"]) == "a"
     assert most_common(["x"]) == "x"
+
+
+def test_disaggregated_steady_state_has_no_prefill_stalls() -> None:
+    # a decode pool of its own never stops for a prompt: its steady TPOT is the decode step's
+    # (it was priced with every prompt's prefill spread over the decode steps, as aggregated
+    # serving is: 22.3 ms against 10.8 ms at batch 64), and its tokens/s are capped by what
+    # the prefill pool supplies, n tokens per prompt, a prompt at a time
+    n = 128
+    a1 = rl.serve("llama-3.1-8b", "H100", batch=1, output_len=n)
+    per_prompt = (a1.steady_tpot - a1.tpot) * n  # aggregated batch 1: tpot + prompt / n
+    for b in (4, 64):
+        d = rl.serve("llama-3.1-8b", "H100", batch=b, output_len=n, decode_hardware="H100")
+        assert d.steady_tpot == d.tpot
+        assert d.steady_tokens_per_s == pytest.approx(min(b / d.tpot, n / per_prompt),
+                                                      rel=1e-9)
+        agg = rl.serve("llama-3.1-8b", "H100", batch=b, output_len=n)
+        assert agg.steady_tpot > agg.tpot  # aggregated keeps the prefill stalls
+    # batch 64 is prefill-bound (the cap binds), batch 4 decode-bound
+    d64 = rl.serve("llama-3.1-8b", "H100", batch=64, output_len=n, decode_hardware="H100")
+    assert d64.steady_tokens_per_s < 64 / d64.tpot
