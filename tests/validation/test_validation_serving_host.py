@@ -214,6 +214,11 @@ def test_direction_table_refuses_what_it_cannot_count():
         h.host_direction_table([], {})
     with pytest.raises(SpecError, match="held lacks 1 of the 1 cases .*'a1'"):
         h.host_direction_table([(c, 1.0, 0.0)], {})
+    # a metric whose direction it does not know (here a throughput in req/s) was counted as a
+    # latency: "faster" then meant the opposite of what the column says
+    r = _case("r1", "A", 1.0, "req_s")
+    with pytest.raises(SpecError, match="'r1' has metric 'req_s'.*tok_s"):
+        h.host_direction_table([(r, 1.0, 0.1)], {"r1": 0.1})
 
 
 def test_tpot_spread_by_hand():

@@ -424,6 +424,11 @@ def host_direction_table(errs: Sequence[tuple[Case, float, float]],
     the fit without its source (``host_holdout().held_out_errors``). Either empty, or a case
     missing from ``held``: SpecError (``_table_args``, as the other host tables)."""
     _table_args(errs, held)
+    odd = [(c.id, c.metric) for c, _, _ in errs if c.metric not in _METRIC_LABEL]
+    if odd:  # which way is "faster" is known only for these
+        raise SpecError(f"errs: case {odd[0][0]!r} has metric {odd[0][1]!r}; the direction "
+                        f"table knows {sorted(_METRIC_LABEL)} (tok_s a throughput, the rest "
+                        "latencies)")
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for c, _, e in errs:
         groups.setdefault((c.source, c.metric), []).append((held[c.id], e))
@@ -431,7 +436,7 @@ def host_direction_table(errs: Sequence[tuple[Case, float, float]],
              "held out: priced faster than measured |", "|---|---|---:|---:|---:|---:|"]
     for (src, metric), rows in groups.items():
         faster = sum(h > 0 if metric == "tok_s" else h < 0 for h, _ in rows)
-        lines.append(f"| {src} | {_METRIC_LABEL.get(metric, metric)} | {len(rows)} | "
+        lines.append(f"| {src} | {_METRIC_LABEL[metric]} | {len(rows)} | "
                      f"{math.expm1(median([h for h, _ in rows])):+.1%} | "
                      f"{math.expm1(median([i for _, i in rows])):+.1%} | "
                      f"{faster} of {len(rows)} |")
