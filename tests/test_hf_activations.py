@@ -136,8 +136,11 @@ def test_partial_rotary_factor_is_checked_and_defaults_per_family() -> None:
     base = {**LLAMA, "model_type": "nemotron"}
     assert from_hf_config(base, name="n").rotary_dim == 8  # NemotronConfig's 0.5 of 16
     assert from_hf_config(dict(LLAMA), name="l").rotary_dim == 0  # all of the head
-    assert from_hf_config({**LLAMA, "rope_parameters": {"partial_rotary_factor": 0.25}},
-                          name="l").rotary_dim == 4
+    # Phi-3's rotary embedding reads it (Phi-4-mini: 0.75); Llama's default RoPE ignores it
+    assert from_hf_config({**LLAMA, "model_type": "phi3",
+                           "rope_parameters": {"partial_rotary_factor": 0.25}},
+                          name="p").rotary_dim == 4
+    assert from_hf_config({**LLAMA, "partial_rotary_factor": 0.25}, name="l").rotary_dim == 0
     for bad in (0, 1.5, "half", True):
         with pytest.raises(SpecError, match="partial_rotary_factor=.*must be a number in"):
             from_hf_config({**base, "partial_rotary_factor": bad}, name="n")

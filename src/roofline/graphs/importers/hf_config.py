@@ -258,7 +258,7 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
         o_bias=nemotron and f.flag("attention_bias", False),
         mlp_bias=f.flag("mlp_bias", False), positions="rope",
-        rotary_dim=0 if mla else _rotary_dim(f, H, 0.5 if nemotron else 1.0),
+        rotary_dim=_rotary_dim(f, H, 0.5 if nemotron else 1.0) if mt in _PARTIAL_ROPE else 0,
         tied_embeddings=tied,
         n_experts=E, top_k=top_k,
         sliding_window=sw or None, embed_scale=gemma,
@@ -280,10 +280,16 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
     )
 
 
+#: the supported families whose transformers rotary embedding reads partial_rotary_factor
+#: (modeling_nemotron.py, modeling_phi3.py, 5.24.0); Llama's, Mistral's, Qwen's, Gemma's
+#: default RoPE ignore it and rotate the whole head
+_PARTIAL_ROPE = ("nemotron", "phi3")
+
+
 def _rotary_dim(f: _Fields, H: int, default: float) -> int:
     """RoPE's share of each head: int(head_dim · partial_rotary_factor), as transformers'
     rotary embedding takes it (top level, or in rope_parameters; NemotronConfig defaults it
-    to 0.5, the others to 1); 0 when it is the whole head."""
+    to 0.5, Phi3Config to 1); 0 when it is the whole head."""
     rp = f.cfg.get("rope_parameters")
     v = f.cfg.get("partial_rotary_factor")
     if v is None and isinstance(rp, dict):
