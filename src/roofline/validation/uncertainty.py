@@ -248,14 +248,16 @@ def _cpu() -> list[tuple[str, str, float]]:
 
 def _folds() -> dict[str, Any]:
     """class -> the function giving its nested residuals (``fold_view``): ``serving-mix``
-    (session 29), and since session 30 the cheap refits of ``uncertainty_folds``; the serving
-    classes and the Megatron cases of ``gpu-training`` still see the held-out source in the
-    other sources' fits (docs/validation/uncertainty.md, "Closing the leak")."""
+    (session 29), since session 30 the cheap refits of ``uncertainty_folds``, since session 31
+    the serving classes (their 42 pair refits stored in ``fold_cache``, keyed on what each
+    read); the Megatron cases of ``gpu-training`` still see the held-out source in the other
+    sources' fits (docs/validation/uncertainty.md, "Closing the leak")."""
     from . import uncertainty_folds as uf
 
     return {"serving-mix": _mix_folds, "serving-llamacpp": uf.llamacpp_folds,
             "serving-vllm-rocm": uf.rocm_folds, "tpu-training": uf.tpu_folds,
-            "gpu-training": uf.hopper_folds}
+            "gpu-training": uf.hopper_folds, "serving-ttft": uf.serving_folds,
+            "serving-decode": uf.serving_folds}
 
 
 FOLDS = _folds()
@@ -275,12 +277,18 @@ def _q(s: str) -> str:
 
 
 def write(path: Path = RESIDUALS_PATH) -> None:
-    """Write data/validation/residuals.toml from ``compute_residuals()``."""
+    """Write data/validation/residuals.toml from ``compute_residuals()``, the serving folds'
+    cache refreshed first where an input of a refit changed (``fold_cache.refresh``)."""
+    from .fold_cache import refresh
+
+    refresh("serving")
     path.write_text(residuals_text(), encoding="utf-8")
 
 
 def residuals_text() -> str:
-    """The text of data/validation/residuals.toml from ``compute_residuals()``."""
+    """The text of data/validation/residuals.toml from ``compute_residuals()`` and the nested
+    folds (``FOLDS``; the serving ones as the cache stores them: ``fold_cache.stale`` says
+    whether they are current)."""
     res = compute_residuals()
     folds = {cls: f() for cls, f in FOLDS.items()}
     lines = ["# Residuals e = log(ours / measured) of every published case, per uncertainty class.",
