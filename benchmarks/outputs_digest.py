@@ -153,6 +153,29 @@ def simulate_lines() -> list[str]:
                 d = f"{type(e).__name__}: {e}"[:200]
             lines.append(f"{i:3d} llama-3.1-70b H100 tp2 {engine} chunk={chunk} {d}")
             i += 1
+    # disaggregated pools, one-token outputs, and a pool small enough to preempt (the
+    # scheduler's other paths; added in session 31)
+    one = rl.lengths("fixed", 1)
+    for what, out, kw in (("disagg 2P+2D", None, dict(prefill_replicas=2, replicas=2)),
+                          ("disagg 1P+1D one-token", one, dict(prefill_replicas=1)),
+                          ("one-token chunked", one, dict(chunk_size=512)),
+                          ("one-token whole", one, dict(chunk_size=None)),
+                          ("preempting", None, dict(max_concurrency=512, chunk_size=2048)),
+                          ("preempting whole", None, dict(max_concurrency=512,
+                                                          chunk_size=None))):
+        wl = rl.Workload(prompt=rl.lengths("lognormal", mean=3000, sigma=0.8, max=8192),
+                         output=out or rl.lengths("lognormal", mean=1500, sigma=0.6, max=8192),
+                         rate=20.0)
+        kw = {"max_concurrency": 128, **kw}
+        try:
+            s = rl.simulate_serving("llama-3.1-70b", "H100", workload=wl, tp=2, requests=600,
+                                    seed=i, **kw)
+            d = _digest(pickle.dumps(s.to_dict()))
+            what += f" ({s.preemptions} preemptions)"
+        except Exception as e:
+            d = f"{type(e).__name__}: {e}"[:200]
+        lines.append(f"{i:3d} llama-3.1-70b H100 tp2 {what} {d}")
+        i += 1
     return lines
 
 

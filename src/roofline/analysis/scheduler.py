@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .scheduler_steps import decode_run, mixed_pass
 from .stepcost import StepCosts
 
 __all__ = ["run_replica"]
@@ -58,9 +59,10 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     count and the number of iterations.
     """
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
-    # one pass: the mixed iterations of one call (a prompt's chunks), or one run of identical
-    # decode steps; the state lives on ``s`` (slots), and a pass makes few calls (~3 passes per
-    # request in benchmarks/bench_planning.py's chunked case)
+    # one pass: the mixed iterations of one call (a prompt's chunks), or the runs of identical
+    # decode steps up to the next thing the loop must do (scheduler_steps.py); the state lives
+    # on ``s`` (slots), and a pass makes few calls (~2 passes per request in
+    # benchmarks/bench_planning.py's chunked case)
     n, times, wait, heap, mc = s.n, s.arr, s.wait, s.heap, s.mc
     dynamic, hist, bs, total = s.dynamic, s.hist, s.bs, s.total
     s.arrive()  # (and again whenever the clock jumps to an arrival)
@@ -80,12 +82,12 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
             s.make_room()
         # prefill chunks: the partial prefills, and admission when a request waits for a slot;
         # mixed iterations are one call (their steps, the clock, the prompts they complete)
-        if (s.pf or (wait and s.running < mc)) and s.mixed_pass():
+        if (s.pf or (wait and s.running < mc)) and mixed_pass(s):
             if heap and heap[0][0] < s.K:
                 s.retire()
             continue
         if s.b:  # a run of decode steps, the clock and the sequences it finished
-            s.decode_run()
+            decode_run(s)
         elif s.finished >= n:  # the last requests finished at admission (decode pool)
             break
         else:  # nothing can run: an idle engine waiting for an arrival
@@ -114,7 +116,8 @@ def _tables(c: StepCosts, top: int) -> tuple[list[float], list[float], list[floa
 
 
 class _Replica:
-    """The scheduler's state between iterations, and one method per part of an iteration.
+    """The scheduler's state between iterations, and one method per part of an iteration
+    (the two passes, mixed iterations and decode runs: ``scheduler_steps``).
 
     Requests are indices into per-request lists; the decoding sequences are not objects but a
     heap of finishing steps (``heap``: (step, request, version); a preempted request's entries
@@ -123,8 +126,8 @@ class _Replica:
     state on every pass.
     """
 
-    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "seq", "pfirst", "bs",
-                 "total", "ms", "blk0",
+    __slots__ = ("n", "arr", "isl", "osl", "lin", "slope", "pair", "pre", "dlin", "seq",
+                 "pfirst", "bs", "total", "ms", "blk0",
                  "dynamic", "wm", "mc", "budget", "chunked", "prefill",
                  "t_admit", "t_first", "t_done", "gen", "held", "k0", "x0", "g0", "ver", "dec",
                  "live", "hist", "heap", "order", "pf", "wait",
@@ -140,6 +143,8 @@ class _Replica:
         self.osl = np.asarray(osl).astype(np.int64).tolist()
         top = max_concurrency + max(budget, max(self.isl, default=0) + max(self.osl, default=0)) + 1
         self.lin, self.slope, self.pair, self.pre = _tables(c, top)
+        # a mixed step's decoding share, lin − pre, at each decode batch (≤ max_concurrency)
+        self.dlin = [self.lin[b] - self.pre[b] for b in range(max_concurrency + 1)]
         self.seq = c.seq_overhead  # host time per prefill chunk (the decoding ones: in lin)
         self.pfirst = c.prefill_first and not chunked  # prefill-only steps (vLLM V0)
         # multi-step scheduling: decode steps in blocks of ms from step blk0 (reset after each
@@ -229,10 +234,12 @@ class _Replica:
     def retire(self) -> None:
         """Sequences whose last token was this step's finish (stale heap entries dropped):
         ``stop_decode`` and ``finish`` of each, written out (one call per request)."""
-        heap, K, ver, dec = self.heap, self.K, self.ver, self.dec
-        x0, k0, t_done, live, now = self.x0, self.k0, self.t_done, self.live, self.now
+        heap, K, ver = self.heap, self.K, self.ver
+        dec, x0, k0 = self.dec, self.x0, self.k0
+        t_done, live, now = self.t_done, self.live, self.now
         dynamic, bs, hist = self.dynamic, self.bs, self.hist
-        b, C, used, n = self.b, self.C, self.used, 0
+        b, C, used = self.b, self.C, self.used
+        n = 0
         while heap and heap[0][0] < K:
             _, i, v = _heappop(heap)
             if v == ver[i] and dec[i]:
@@ -294,8 +301,8 @@ class _Replica:
         what is left of it; a whole prompt longer than that waits for a later step, unless it
         would run alone. A request whose blocks exceed the whole pool is rejected (times inf)."""
         # (a call admits about one request: what the loop reads once is read from self)
-        wait, prefill, dynamic, bs, total, wm = (self.wait, self.prefill, self.dynamic, self.bs,
-                                                 self.total, self.wm)
+        wait, prefill, dynamic = self.wait, self.prefill, self.dynamic
+        bs, total, wm = self.bs, self.total, self.wm
         grow = self.hist[self.K % bs] if dynamic and self.b else 0  # this step's new blocks
         while wait and self.running < self.mc and (tok > 0 or not prefill):
             i = wait[0]
@@ -341,184 +348,3 @@ class _Replica:
                 self.finish(i, need)
             else:
                 self.start_decode(i, plen, max(g, 1))
-
-    # -- iterations
-    def mixed_pass(self) -> bool:
-        """Mixed iterations, each whole: this step's prefill chunks (``chunks[j]``: the tokens
-        of ``pf[j]``, after its cached prefix ``pf[j][1]``: the partial prefills first, in
-        order, then the prompts admitted now), the step's time (every decoding sequence's
-        token with them; their context and, dynamic KV, blocks grow by a token), the clock's
-        advance as after a decode run (Little's area, the arrivals meanwhile), and the prompts
-        the step completed, which give their first token and decode from the next step (or
-        finish, a one-token output). The next step follows in the same call while a prompt is
-        still partial and the driver would do nothing else first (no sequence finished at this
-        step; dynamic KV: the next step's new blocks free): a long prompt's chunks are one
-        call. False, with nothing but admission's rejections done: no chunk this step (no
-        budget left, or no prompt admitted)."""
-        pf, wait, pair, heap = self.pf, self.wait, self.pair, self.heap
-        budget, chunked, dynamic, bs, hist = (self.budget, self.chunked, self.dynamic, self.bs,
-                                              self.hist)
-        while True:
-            b = self.b
-            tok = budget - b if chunked else budget
-            # the chunks' tokens, and their attention over the cached prefix and themselves
-            chunks: list[int] = []
-            Tt = 0
-            att = 0.0
-            for e in pf:
-                if tok <= 0:
-                    break
-                cp = e[1]
-                rem = e[2] - cp
-                T = rem if rem < tok else tok
-                chunks.append(T)
-                Tt += T
-                att += pair[T] * T * (cp + (T + 1) * 0.5)
-                tok -= T
-            if wait and self.running < self.mc and (tok > 0 or not self.prefill):
-                j = len(chunks)
-                self.admit(chunks, tok)
-                for T in chunks[j:]:  # the prompts admitted now: no cached prefix
-                    Tt += T
-                    att += pair[T] * T * ((T + 1) * 0.5)
-            if not chunks:
-                return False
-            # the step's time
-            self.iters += 1
-            K = self.K
-            if self.pfirst:  # the prompts alone; the decoding sequences wait (no engine step)
-                self.blk0 = K
-                dt = self.pre[Tt] + att + self.seq * len(chunks)
-            else:
-                self.blk0 = K + 1  # the next decode block starts after it
-                b = self.b  # (admission may have started decoding: a decode pool)
-                dt = self.pre[b + Tt] + att + self.seq * len(chunks)
-                if b:
-                    C = self.C
-                    dt += self.lin[b] - self.pre[b] + self.slope[b] * (C + b)
-                    if dynamic:
-                        self.used += hist[K % bs]
-                    self.C = C + b
-                K = self.K = K + 1
-            # the clock: the same lines as decode_run's (inline for speed; see there)
-            area = self.area + (len(wait) + self.running) * dt
-            now = self.now = self.now + dt
-            times, nxt = self.arr, self.nxt
-            if times[nxt] <= now:
-                while times[nxt] <= now:
-                    area += now - times[nxt]
-                    wait.append(nxt)
-                    nxt += 1
-                self.nxt = nxt
-            self.area = area
-            # the prompts completed: every chunk but the last completes its prompt (a chunk
-            # short of its prompt took the rest of the step's budget), so they are a prefix of pf
-            last = len(chunks) - 1
-            e = pf[last]
-            e[1] += chunks[last]
-            done = last + 1 if e[1] >= e[2] else last
-            if done:  # their first token; decoding from step K, or a one-token output's finish
-                gen, b, C, osl, k0, x0, g0, dec, ver = (
-                    self.gen, self.b, self.C, self.osl, self.k0, self.x0, self.g0, self.dec,
-                    self.ver)
-                t_first = self.t_first
-                for j in range(done):
-                    e = pf[j]
-                    i = e[0]
-                    g = gen[i] + 1
-                    if g == 1:
-                        t_first[i] = now
-                    if g >= osl[i]:
-                        self.finish(i, self.held[i])
-                    else:  # start_decode(i, e[2], g), written out
-                        x = e[2]
-                        k0[i], x0[i], g0[i] = K, x, g
-                        dec[i] = True
-                        b += 1
-                        C += x
-                        if dynamic:
-                            h = (K - x) % bs
-                            hist[h] += 1
-                            hist[h + bs] += 1
-                        _heappush(heap, (K + osl[i] - g - 1, i, ver[i]))
-                self.b, self.C = b, C
-                del pf[:done]
-            # the next step at once when the driver would start it next (see the docstring)
-            if not pf or (heap and heap[0][0] < K) or (
-                    dynamic and self.used + self.b > self.total and self.b
-                    and self.used + hist[K % bs] > self.total):
-                return True
-
-    def decode_run(self) -> None:
-        """A run of identical decode steps, summed in closed form (the j-th costs base + inc·j),
-        up to the next event: the first finish, the step that reaches an arrival that can be
-        admitted, or (dynamic KV) the step the free blocks run out; then the clock moves by
-        it and the sequences that finished at its last step are retired."""
-        heap = self.heap
-        h = heap[0]
-        if self.preempt:  # stale entries (only a preemption leaves them)
-            ver, dec = self.ver, self.dec
-            while h[2] != ver[h[1]] or not dec[h[1]]:
-                _heappop(heap)
-                h = heap[0]
-        K, b = self.K, self.b
-        k = h[0] - K + 1  # to the first finish (≥ 1: the finished ones were retired)
-        sl = self.slope[b]
-        base = self.lin[b] + sl * (self.C + b)
-        inc = sl * float(b)  # (float·float: CPython's int·float takes a slower path; same value)
-        if self.running < self.mc and not self.wait and self.nxt < self.n:
-            # the fewest steps that reach the next arrival: k·base + inc·k(k−1)/2 ≥ gap
-            gap = self.arr[self.nxt] - self.now
-            if gap <= base:
-                ka = 1
-            elif inc > 0:  # the positive root of the quadratic in k
-                a2 = inc / 2.0
-                b1 = base - a2
-                ka = math.ceil((-b1 + math.sqrt(b1 * b1 + 4.0 * a2 * gap)) / (2.0 * a2) - 1e-9)
-            else:
-                ka = math.ceil(gap / base - 1e-9)
-            if ka < k:
-                k = ka
-        ms = self.ms
-        if ms > 1:  # multi-step: on to the end of the block the event falls in
-            k += -(k + (K - self.blk0) % ms) % ms
-        if self.dynamic:  # the blocks the run takes, and as many steps as the free ones last
-            bs, hist = self.bs, self.hist
-            free = self.total - self.used
-            full = k // bs
-            j0 = K % bs
-            if b * (full + 1) > free:
-                cyc = free // b  # whole cycles of bs steps: b blocks each
-                rest = free - cyc * b
-                j = 0
-                while j < bs and hist[j0 + j] <= rest:
-                    rest -= hist[j0 + j]
-                    j += 1
-                k = max(1, min(k, cyc * bs + j))  # ≥ 1: make_room freed this step's blocks
-                full = k // bs
-            r = k - full * bs
-            self.used += full * b + sum(hist[j0:j0 + r]) if r else full * b
-        self.C += b * k
-        K = self.K = K + k
-        self.iters += k
-        fk = float(k)
-        dt = fk * base + inc * fk * (fk - 1.0) / 2.0  # = k·base + inc·k(k−1)/2, to the bit
-        # the clock moves by the step(s); Little's area grows by who was in the system, and
-        # the requests arriving meanwhile join the queue (counted from their arrival). Written
-        # twice on purpose: mixed_pass repeats these lines for a mixed iteration (one method,
-        # _Replica.advance, for both cost +2.5 % instructions per request: valgrind,
-        # benchmarks/README session 29); the step-by-step reference tests compare the area, so
-        # the two copies cannot drift apart unnoticed
-        wait = self.wait
-        area = self.area + (len(wait) + self.running) * dt
-        now = self.now = self.now + dt
-        times, nxt = self.arr, self.nxt
-        if times[nxt] <= now:
-            while times[nxt] <= now:
-                area += now - times[nxt]
-                wait.append(nxt)
-                nxt += 1
-            self.nxt = nxt
-        self.area = area
-        if heap[0][0] < K:  # (a decode run has sequences: the heap is not empty)
-            self.retire()

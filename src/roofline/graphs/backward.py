@@ -13,6 +13,12 @@ X and written Y), so the training graph stays affine in the batch like the forwa
 - attention (fused, Flash): dQ, dK, dV with 2.5F; reads Q, K, V, O and dO; writes dQ, dK, dV.
 - elementwise, norm, softmax, pools, variance, cumsum, sort, topk: dX with 2F; reads the
   saved input(s) and dY, writes dX (a norm's γ/β gradients accumulate into "grad").
+- training-mode batch norm (``batch_stats``: its forward already carries the statistics pass,
+  the input read twice): dX with 2F, reading the input and dY twice (a reduction pass over
+  the batch, then the dX pass) and writing dX once; its saved input is counted once.
+  PyTorch runs it as one cuDNN call, ``cudnnBatchNormalizationBackwardEx`` (aten's
+  ``cudnn/BatchNorm.cpp``), whose reduction spans the whole batch, so the tensors do not stay
+  on chip between the passes at these sizes (a 56×56×64 fp16 map at batch 256 is 103 MB).
 - copy (cat, transpose, pad, ...): the inverse movement, 0 FLOPs; reads dY, writes dX.
 - embedding: a scatter-add of dY into fp32 gradient rows, one add per element of dY.
 - view, kv_cache_write: nothing.
@@ -101,24 +107,35 @@ def _saved(rule: str, kind: str, c: np.ndarray) -> np.ndarray:
     return np.zeros_like(c[_F])
 
 
-def saved_activation_bytes(forward: Graph) -> tuple[float, float]:
-    """(c0, c1) of the bytes the forward ops keep for the backward (module docstring)."""
+def saved_activation_bytes(forward: Graph,
+                           batch_stats: np.ndarray | None = None) -> tuple[float, float]:
+    """(c0, c1) of the bytes the forward ops keep for the backward (module docstring); a
+    training batch norm (``batch_stats``) keeps its input once, not its two reads."""
     s0 = s1 = 0.0
     for i, k in enumerate(forward.kinds):
         r = _rule(k)
         if r == "matmul" and forward.c0[_WR, i] > 0:
             r = "weight"
-        s0 += float(_saved(r, k, forward.c0[:, i]))
-        s1 += float(_saved(r, k, forward.c1[:, i]))
+        once = 0.5 if batch_stats is not None and batch_stats[i] else 1.0
+        s0 += once * float(_saved(r, k, forward.c0[:, i]))
+        s1 += once * float(_saved(r, k, forward.c1[:, i]))
     return s0, s1
 
 
 def _backward_ops(rule: str, c: np.ndarray, weight_elems: float, grad_bytes: float,
-                  act_bytes: float, batch_part: bool) -> list[tuple[str, str, np.ndarray]]:
+                  act_bytes: float, batch_part: bool,
+                  two_pass: bool = False) -> list[tuple[str, str, np.ndarray]]:
     """(suffix, group, quantities) of the backward ops of one forward op. ``c`` holds the
     op's forward quantities (c0 or c1 column); ``weight_elems`` the weight elements it reads
-    (batch-independent: only in the c0 pass, ``batch_part`` False)."""
+    (batch-independent: only in the c0 pass, ``batch_part`` False); ``two_pass``: a training
+    batch norm, whose forward reads its input twice (module docstring)."""
     F, W, X, Y = c[_F], c[_WR], c[_AR] + c[_KR], c[_AW] + c[_KW]
+    if two_pass:  # X is the forward's two reads of the input; dX and each pass: one input
+        d = np.zeros(len(QUANTITIES))
+        d[_F], d[_AR], d[_AW] = FLOP_FACTOR["pointwise"] * F, X + 2 * Y, X / 2
+        if not batch_part and W > 0:  # γ/β gradients
+            d[_WR], d[_WW] = W + grad_bytes * weight_elems, grad_bytes * weight_elems
+        return [("bwd", "backward", d)]
     z = np.zeros(len(QUANTITIES))
     if rule == "none":
         return []
@@ -148,8 +165,17 @@ def _backward_ops(rule: str, c: np.ndarray, weight_elems: float, grad_bytes: flo
     return [("bwd", "backward", d)]
 
 
-def backward_graph(forward: Graph, *, grad_bytes: float = 4.0) -> TrainingGraph:
-    """The training graph (forward + backward ops) of ``forward`` (module docstring)."""
+def backward_graph(forward: Graph, *, grad_bytes: float = 4.0,
+                   batch_stats: np.ndarray | None = None) -> TrainingGraph:
+    """The training graph (forward + backward ops) of ``forward`` (module docstring).
+    ``batch_stats``: [n] bool, the norm ops that are training-mode batch norms whose forward
+    quantities already read the input twice (scenarios/training/generic.py); None: none."""
+    if batch_stats is not None:
+        batch_stats = np.asarray(batch_stats, dtype=bool)
+        if batch_stats.shape != (len(forward.names),) or any(
+                b and k != "norm" for b, k in zip(batch_stats, forward.kinds)):
+            raise SpecError(f"batch_stats must be one bool per op of {forward.name} "
+                            f"({len(forward.names)}), true only on norm ops")
     if forward.fixed_batch is not None:
         raise SpecError(f"{forward.name}: the forward graph was built for batch "
                         f"{forward.fixed_batch} only; build the training graph per batch")
@@ -166,8 +192,9 @@ def backward_graph(forward: Graph, *, grad_bytes: float = 4.0) -> TrainingGraph:
         if rule == "matmul" and forward.c0[_WR, i] > 0:  # a weight operand (experts, imports)
             rule = "weight"
         w_el = float(forward.c0[_WR, i]) / p.weight_bytes
-        b0 = _backward_ops(rule, forward.c0[:, i], w_el, grad_bytes, p.act_bytes, False)
-        b1 = _backward_ops(rule, forward.c1[:, i], w_el, grad_bytes, p.act_bytes, True)
+        two = batch_stats is not None and bool(batch_stats[i])
+        b0 = _backward_ops(rule, forward.c0[:, i], w_el, grad_bytes, p.act_bytes, False, two)
+        b1 = _backward_ops(rule, forward.c1[:, i], w_el, grad_bytes, p.act_bytes, True, two)
         for (suffix, grp, q0), (_, _, q1) in zip(b0, b1):
             names.append(f"{forward.names[i]}.{suffix}")
             kinds.append(kind)
@@ -177,7 +204,7 @@ def backward_graph(forward: Graph, *, grad_bytes: float = 4.0) -> TrainingGraph:
             gemm.append(forward.gemm[:, i])
             params.append(0.0)
             group.append(GROUPS.index(grp))
-    s0, s1 = saved_activation_bytes(forward)
+    s0, s1 = saved_activation_bytes(forward, batch_stats)
     n = len(names)
     g = Graph(name=forward.name, phase="train", precision=p, names=tuple(names),
               kinds=tuple(kinds), classes=tuple(classes),

@@ -7,7 +7,8 @@ data-parallel devices, each holding the whole model:
   training graph by one backward rule per op kind (graphs/backward.py); the engine prices it op
   by op with the preset's efficiencies (the inference-validated ones: no LLM-training GEMM fit
   is applied to these graphs). Batch norm runs in training mode: batch statistics cost a
-  layer norm's 8 FLOPs per element and a second read of the input.
+  layer norm's 8 FLOPs per element and a second read of the input; its backward reads the
+  input and dY twice and writes dX once, and its input is saved once (graphs/backward.py).
 * **Gradient accumulation.** ``m = global_batch / (dp · b)`` micro-batches per step.
 * **Data parallelism.** An all-reduce of the gradients (``grad_bytes`` per parameter: 4,
   fp32, also in fp16 / bf16 mixed precision: PyTorch's automatic mixed precision keeps the
@@ -70,17 +71,24 @@ __all__ = ["op_seconds", "train_graph"]
 DP_BUCKET_BYTES = 40e6 * 4
 
 
+def _bn_mask(g: Any) -> np.ndarray | None:
+    """[n] bool, the batch norms of ``g`` (the fusible norms), or None where it has none."""
+    if g.fusible is None:
+        return None
+    bn = np.array([k == "norm" for k in g.kinds]) & g.fusible
+    return bn if bn.any() else None
+
+
 def _train_bn(g: Any) -> Any:
     """Training-mode batch norm: ×4 FLOPs (8 per element, a layer norm's) and the input read
-    twice (statistics pass, normalise pass). Batch norms are the fusible norms."""
+    twice (statistics pass, normalise pass). Batch norms are the fusible norms; their backward
+    (graphs/backward.py, ``batch_stats``) reads the input and dY twice and writes dX once."""
     from dataclasses import replace
 
     from ...graphs.graph import Q
 
-    if g.fusible is None:
-        return g
-    bn = np.array([k == "norm" for k in g.kinds]) & g.fusible
-    if not bn.any():
+    bn = _bn_mask(g)
+    if bn is None:
         return g
     c0, c1 = g.c0.copy(), g.c1.copy()
     for c in (c0, c1):
@@ -143,7 +151,7 @@ def _device_ops(m: Any, p: Any, b: int, seq_len: int | None, conv_layout: str, h
     fwd = _train_bn(m.graph(precision=p, phase="forward", seq_len=seq_len, batch=b))
     if conv_layout == "nchw":
         fwd = _nchw_transposes(fwd)
-    tg = backward_graph(fwd)
+    tg = backward_graph(fwd, batch_stats=_bn_mask(fwd))
     eff = without_tiles(efficiency_for(hw, preset))  # as decoder training: smooth model
     return fwd, tg, eff, time_model(tg.graph, hw, eff).evaluate(float(b)).time
 
