@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..uncertainty import DEFAULT_LEVEL, _between, classes, fit_band, quantile, residuals
+from ..uncertainty import DEFAULT_LEVEL, class_band, classes, quantile, residuals
 from .cases import Case
 from .holdout import fmt_pct
 
@@ -386,26 +386,24 @@ class Coverage:
 
 
 def coverage(cls: str, level: float = DEFAULT_LEVEL) -> Coverage:
-    """For each source: the band fitted (``fit_band``) without that source's cases (in its
-    class and in the classes its between-source spread comes from); count that source's cases
-    whose residual lies inside (the other sources' residuals nested where the class has them:
-    ``fold_view``). Also counts the same with empirical quantiles."""
+    """For each source: the band as shipped (``uncertainty.class_band``) fitted without that
+    source's cases (in its class and in the classes its between-source spread comes from);
+    count that source's cases whose residual lies inside (the other sources' residuals nested
+    where the class has them: ``fold_view``). Also counts the same with empirical quantiles."""
     rows = residuals(cls)
-    between = _between(cls)
     per, tot, emp = [], 0, 0
     for s in dict.fromkeys(src for _, src, _ in rows):
         with fold_view(s):
             rest = [(src, e) for _, src, e in residuals(cls) if src != s]
-            fold_between = [(src, e) for src, e in _between(cls) if src != s]
+            lo, hi = class_band(cls, level, frozenset({s}))
         mine = [e for _, src, e in rows if src == s]
-        lo, hi = fit_band(rest, fold_between, level)
         k = sum(lo <= e <= hi for e in mine)
         per.append((s, len(mine), k))
         tot += k
         es = [e for _, e in rest]
         qlo, qhi = quantile(es, 0.5 - level / 2), quantile(es, 0.5 + level / 2)
         emp += sum(qlo <= e <= qhi for e in mine)
-    lo, hi = fit_band([(src, e) for _, src, e in rows], between, level)
+    lo, hi = class_band(cls, level)
     ins = sum(lo <= e <= hi for _, _, e in rows) / len(rows)
     return Coverage(cls, level, len(rows), tot, tuple(per), ins, emp)
 
@@ -419,7 +417,7 @@ def coverage_table(level: float = DEFAULT_LEVEL) -> str:
     tn = tk = te = 0
     for cls in classes():
         cv = coverage(cls, level)
-        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        lo, hi = class_band(cls, level)
         per = ", ".join(f"{s} {k}/{n}" for s, n, k in cv.per_source)
         lines.append(f"| {cls} | {cv.n} | {len(cv.per_source)} | ×{math.exp(-hi):.2f} – "
                      f"×{math.exp(-lo):.2f} | {cv.in_sample:.0%} | {cv.fraction:.0%} "
@@ -441,7 +439,7 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     ks = []
     for cls in classes():
         cv = coverage(cls, level)
-        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        lo, hi = class_band(cls, level)
         out |= {f"{cls}.n": str(cv.n), f"{cls}.sources": str(len(cv.per_source)),
                 f"{cls}.band": f"×{math.exp(-hi):.2f}–×{math.exp(-lo):.2f}",
                 f"{cls}.in_sample": fmt_pct(cv.in_sample, sign=False),
