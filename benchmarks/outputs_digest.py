@@ -7,6 +7,15 @@ hand:
     python benchmarks/outputs_digest.py solve > /tmp/solve_before.txt
     python benchmarks/outputs_digest.py train --no-bands > /tmp/train_numbers.txt
 
+``--stable``: each result's digest covers only its declared fields (``STABLE_FIELDS``, the
+``to_dict()`` keys each result type had when they were declared), not ``str(result)`` and not a
+field added since; so a change that adds a field to a result (which changes every default
+digest) leaves every ``--stable`` line as it was when no declared number moved. A declared field
+that is gone raises a KeyError (a renamed field is a change to say, not to hide). A new field is
+covered once someone adds it to its set, in a commit of its own: from that commit on the
+``--stable`` lines include it (compare trees on the same side of it). Combine with
+``--no-bands`` to leave out the bands as well.
+
 ``--no-bands``: every uncertainty band switched off while the lines are made
 (``roofline.uncertainty.band`` returns None, so no result has a band: no
 "(80 %: …)" in ``str`` and an empty ``uncertainty`` in ``to_dict()``); a change that moves only
@@ -37,6 +46,57 @@ import roofline as rl
 
 def _digest(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()[:16]
+
+
+#: per result type, the ``to_dict()`` fields the ``--stable`` digest covers (declared in
+#: session 31; see the module docstring before adding one)
+STABLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "train": (
+        "model", "cluster", "device", "devices", "precision", "preset", "global_batch",
+        "seq_len", "micro_batch", "microbatches", "tp", "pp", "dp", "ep", "etp", "interleave",
+        "recompute", "zero", "sequence_parallel", "step_time", "tokens_per_s", "mfu", "hfu",
+        "model_flops_per_step", "hardware_flops_per_step", "breakdown", "t_fill",
+        "memory_per_device", "memory_capacity", "feasible", "reason", "power_w",
+        "other_power_w", "price_per_hour", "region", "pue", "optimizer", "pp_stages",
+        "lora_rank", "lora_targets", "cp", "pp_overlap", "trainable_params", "conv_layout",
+        "conv_layout_assumed", "warnings", "samples_per_s", "energy_per_step", "uncertainty"),
+    "serve": (
+        "model", "hardware", "batch", "prompt_len", "output_len", "precision", "preset",
+        "engine", "kv_window", "tp", "pp", "ep", "devices", "ttft", "tpot", "e2e_latency",
+        "tokens_per_s", "tokens_per_s_per_device", "steady_tpot", "steady_tokens_per_s", "mbu",
+        "mfu", "kv_cache_bytes", "memory_breakdown", "memory_capacity", "max_batch", "feasible",
+        "reason", "phase_seconds", "t_fill", "shares", "notes", "client_time",
+        "price_per_hour", "region", "pue", "uncertainty"),
+    "solve": (
+        "model", "hardware", "hardware_key", "batch", "precision", "preset", "phase", "seq_len",
+        "context", "latency", "latency_bound", "t_compute", "t_memory", "t_overhead", "t_fill",
+        "throughput", "tokens_per_s", "bottleneck", "flops", "bytes", "arithmetic_intensity",
+        "ridge_point", "ridge_point_effective", "peak_flops_per_s", "bandwidth_bytes_per_s",
+        "mfu", "mbu", "memory_footprint", "memory_breakdown", "memory_capacity", "feasible",
+        "reason", "energy", "power_model", "warnings", "client_time", "price_per_hour",
+        "region", "pue", "uncertainty"),
+    "simulate": (
+        "layout", "devices", "requests", "rate", "ttft", "tpot", "e2e", "queue_delay",
+        "throughput_tokens_per_s", "tokens_per_s_per_device", "completed_rate", "overloaded",
+        "overload_reason", "goodput", "goodput_fraction", "slo", "preemptions", "rejected",
+        "iterations", "mean_in_system", "littles_rhs", "mean_batch", "time_split", "notes",
+        "uncertainty"),
+}
+#: set by ``--stable``
+STABLE = False
+
+
+def result_digest(x: Any, kind: str, stable: bool | None = None) -> str:
+    """The digest of one result: ``str`` and ``repr(to_dict())`` (simulate: the pickled
+    ``to_dict()``), or with ``stable`` (default: the ``--stable`` flag) its declared fields
+    only."""
+    d = x.to_dict()
+    if STABLE if stable is None else stable:
+        d = {k: d[k] for k in STABLE_FIELDS[kind]}
+        return _digest(pickle.dumps(d) if kind == "simulate" else repr(d).encode())
+    if kind == "simulate":
+        return _digest(pickle.dumps(d))
+    return _digest((str(x) + "\n" + repr(d)).encode())
 
 
 @contextlib.contextmanager
@@ -108,7 +168,7 @@ def train_lines() -> list[str]:
     for i, (m, cl, kw) in enumerate(train_configs()):
         try:
             r = rl.train(m, cl, **kw)
-            d = _digest((str(r) + "\n" + repr(r.to_dict())).encode())
+            d = result_digest(r, "train")
         except Exception as e:  # an infeasible or refused configuration is recorded too
             d = f"{type(e).__name__}: {e}"[:200]
         lines.append(f"{i:3d} {m} {cl} {sorted(kw.items())} {d}")
@@ -116,7 +176,10 @@ def train_lines() -> list[str]:
     kw0 = dict(global_batch=512, seq_len=4096, tp=8, pp=4, nodes=8)
     for j, m in enumerate(("llama-2-70b", m_obj, m_obj)):
         r = rl.train(m, "dgx-h100", **kw0)
-        lines.append(f"obj{j} {_digest((str(r) + repr(r.to_dict())).encode())}")
+        # (joined without the newline the configuration lines use: kept as recorded)
+        d = (result_digest(r, "train") if STABLE
+             else _digest((str(r) + repr(r.to_dict())).encode()))
+        lines.append(f"obj{j} {d}")
     return lines
 
 
@@ -135,7 +198,7 @@ def simulate_lines() -> list[str]:
                         s = rl.simulate_serving(m, hw, workload=wl, tp=tp, chunk_size=chunk,
                                                 kv_policy=kv, requests=400, seed=i,
                                                 max_concurrency=64)
-                        d = _digest(pickle.dumps(s.to_dict()))
+                        d = result_digest(s, "simulate")
                     except Exception as e:
                         d = f"{type(e).__name__}: {e}"[:200]
                     lines.append(f"{i:3d} {m} {hw} tp{tp} chunk={chunk} {kv} rate={rate} {d}")
@@ -148,7 +211,7 @@ def simulate_lines() -> list[str]:
                 s = rl.simulate_serving("llama-3.1-70b", "H100", workload=wl, tp=2,
                                         chunk_size=chunk, engine=engine, requests=600, seed=i,
                                         max_concurrency=128)
-                d = _digest(pickle.dumps(s.to_dict()))
+                d = result_digest(s, "simulate")
             except Exception as e:
                 d = f"{type(e).__name__}: {e}"[:200]
             lines.append(f"{i:3d} llama-3.1-70b H100 tp2 {engine} chunk={chunk} {d}")
@@ -198,7 +261,7 @@ def solve_lines() -> list[str]:
                       ("llama-3.1-8b", dict(batch=4, seq_len=512))]:
             try:
                 r = rl.solve(m, hw, **kw)
-                d = _digest((str(r) + "\n" + repr(r.to_dict())).encode())
+                d = result_digest(r, "solve")
             except Exception as e:
                 d = f"{type(e).__name__}: {e}"[:200]
             lines.append(f"solve {j} {hw if isinstance(hw, str) else hw.key} {m} "
@@ -208,7 +271,7 @@ def solve_lines() -> list[str]:
                                             precision="fp8"))]:
             try:
                 s = rl.serve(m, hw, **kw)
-                d = _digest((str(s) + "\n" + repr(s.to_dict())).encode())
+                d = result_digest(s, "serve")
             except Exception as e:
                 d = f"{type(e).__name__}: {e}"[:200]
             lines.append(f"serve {j} {hw if isinstance(hw, str) else hw.key} {m} "
@@ -217,7 +280,8 @@ def solve_lines() -> list[str]:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--no-bands"]
+    args = [a for a in sys.argv[1:] if a not in ("--no-bands", "--stable")]
+    STABLE = "--stable" in sys.argv[1:]
     what = args[0] if args else "train"
     run = {"train": train_lines, "simulate": simulate_lines, "solve": solve_lines}[what]
     with no_bands() if "--no-bands" in sys.argv[1:] else contextlib.nullcontext():

@@ -67,3 +67,41 @@ def test_the_command_line_flag_is_not_the_mode() -> None:
         out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "outputs_digest.py"),
                               *argv], capture_output=True, text=True, env=env)
         assert out.returncode != 0 and "KeyError: 'nothing'" in out.stderr
+
+
+def test_stable_digest_ignores_a_new_field_not_a_declared_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--stable``: a field added to a result (every default digest moves) leaves the stable
+    digest as it was; a declared field's value moving changes it; a declared field that is gone
+    is refused. Every declared field exists on today's results."""
+    from roofline.scenarios.training.result import TrainingResult as TrainResult
+
+    r = rl.train("llama-2-7b", "dgx-a100", **KW)
+    s = rl.serve("llama-3.1-8b", "H100", batch=8, prompt_len=2048, output_len=256)
+    o = rl.solve("resnet50", "A100", batch=1)
+    for x, kind in ((r, "train"), (s, "serve"), (o, "solve")):
+        assert set(D.STABLE_FIELDS[kind]) <= set(x.to_dict()), kind
+    full, stable = D.result_digest(r, "train", False), D.result_digest(r, "train", True)
+    orig = TrainResult.to_dict
+
+    def with_new_field(self):  # type: ignore[no-untyped-def]
+        return {**orig(self), "a_new_field": 1.0}
+
+    monkeypatch.setattr(TrainResult, "to_dict", with_new_field)
+    assert D.result_digest(r, "train", False) != full
+    assert D.result_digest(r, "train", True) == stable
+
+    def moved(self):  # type: ignore[no-untyped-def]
+        return {**orig(self), "step_time": orig(self)["step_time"] * (1 + 1e-12)}
+
+    monkeypatch.setattr(TrainResult, "to_dict", moved)
+    assert D.result_digest(r, "train", True) != stable
+
+    def renamed(self):  # type: ignore[no-untyped-def]
+        d = orig(self)
+        d["step_seconds"] = d.pop("step_time")
+        return d
+
+    monkeypatch.setattr(TrainResult, "to_dict", renamed)
+    with pytest.raises(KeyError, match="step_time"):
+        D.result_digest(r, "train", True)

@@ -114,3 +114,17 @@ def test_decode_pool_one_token_outputs_take_no_growth_block(tables):
     ab = run_replica(np.zeros(2), np.array([100, 16]), np.array([20, 1]), c9, **kw)
     assert ab["done"][1] == 0.0 and 0.0 < ab["done"][0] < math.inf
     assert ab["preemptions"] == 0
+
+
+@pytest.mark.parametrize("mc, budget, chunked", [(65, 64, True), (1, 0, False)])
+def test_run_replica_refuses_a_budget_the_decoding_sequences_fill(tables, mc, budget, chunked):
+    """Chunked, each decoding sequence takes one token of the step's budget: with
+    max_concurrency > budget, max_concurrency − 1 decoding sequences can leave a partial
+    prompt no token (the mixed pass's first chunk would be empty); whole prompts need a budget
+    of at least one token. simulate_serving refuses these (and max_concurrency = budget)
+    before it calls run_replica; run_replica itself says so too, naming its arguments, rather
+    than stalling or pricing an empty chunk. (max_concurrency = budget runs: the
+    "prefilling request preempted" case above.)"""
+    with pytest.raises(rl.SpecError, match=f"budget={budget}, max_concurrency={mc}"):
+        run_replica(np.zeros(2), np.array([100, 16]), np.array([20, 1]), tables["full"],
+                    max_concurrency=mc, budget=budget, chunked=chunked)

@@ -30,8 +30,9 @@ def test_worked_examples_print_what_the_doc_shows() -> None:
     path = DOCS / "training.md"
     text = path.read_text(encoding="utf-8")
     pairs = _pairs(text)
-    assert len(pairs) == 9  # four worked examples, t_fill, the unequal-stages, the MoE, the
-    # MoE parallel folding and the LoRA one
+    assert len(pairs) == 12  # four worked examples, t_fill, the unequal-stages, Megatron's stage
+    # layouts, the MoE, the MoE parallel folding, its search, the MoE token dispatcher and the
+    # LoRA one
     env: dict[str, object] = {}
     for code, shown in pairs:
         buf = io.StringIO()

@@ -287,6 +287,28 @@ def test_history_rule_reads_the_reversed_pair_and_bold_session_titles() -> None:
     assert "session paragraph" in str(history_figures(page)[-2])
 
 
+def test_history_rule_reads_pasts_wrapped_and_a_few_words_on() -> None:
+    """A pair or a typed past wrapped across lines is read as on one line (the rule missed
+    "(A … for the\nfirst two before …)" and "from 16.4\n% to <B>"), and a typed past may
+    follow its figure after up to three words ("<B> held out (A before)"); a figure, a marker
+    or a fourth word between them ends the search."""
+    from roofline.validation.doc_history import history_figures
+
+    m = "<!--v:{0}-->1 %<!--/v-->".format
+    page = "\n".join([
+        f"rows {m('a')} (at 0.44: −9 %; −27 % for the",                          # 1: a
+        "  first two before the MoE work).",                                       # 2
+        "median from 16.4",                                                        # 3
+        f"  % to {m('b')} and 7.2 → {m('c')}.",                                    # 4: b, c
+        f"trt05 {m('d')} held out (16.4 % before), {m('e')} held",                # 5: d, e
+        "  out (6 % before).",                                                     # 6
+        f"{m('f')} on the four rows of it (5 % before), {m('g')} at 2 (3 % before).",  # 7
+        f"{m('h')} held out; 13.0 % until session 28.",                            # 8: none
+    ])
+    got = [(f.line, f.key) for f in history_figures(page)]
+    assert got == [(1, "a"), (4, "b"), (4, "c"), (5, "d"), (5, "e")]
+
+
 def test_no_page_has_a_live_figure_in_a_history_sentence() -> None:
     """Every Markdown page of the checkout (the rule reads text only, so this is cheap; the
     regenerate steps apply it again to what they write)."""

@@ -30,8 +30,9 @@ def test_rows_cite_their_table_and_batches_add_up() -> None:
         assert f"GradAccum {r['grad_accum']}," in r["where"]
         assert f": {r['tok_s_gpu']} T/s/GPU" in r["where"]
         assert f"Checkpointing {r['checkpointing']}," in r["where"]
+        assert f", {r['gpus']} GPUs," in r["where"]
         gbs = int(re.search(r"GlobalBatchSize (\d+)", r["where"]).group(1))
-        assert gbs == r["micro_batch"] * r["grad_accum"] * 8
+        assert gbs == r["micro_batch"] * r["grad_accum"] * r["gpus"]
         # the table's HFU counts four forwards for a checkpointed row, three otherwise
         ratio = 4 / 3 if r["checkpointing"] else 1.0
         assert r["hfu"] == pytest.approx(r["mfu"] * ratio, abs=0.02)
@@ -60,10 +61,11 @@ def test_bad_data_is_refused_by_name() -> None:
     import copy
 
     good = v._data()
-    for key, bad in (("cluster", "dgx-b200"), ("model", "30b"), ("source", "nowhere")):
+    for key, bad in (("cluster", "dgx-b200"), ("model", "30b"), ("source", "nowhere"),
+                     ("gpus", 12), ("gpus", 0), ("gpus", 8.0)):
         d = copy.deepcopy(good)
         d["row"][0][key] = bad
-        with pytest.raises(ValueError, match=f"{key}={bad!r}; allowed: "):
+        with pytest.raises(ValueError, match=re.escape(f"{key}={bad!r}; allowed: ")):
             v._checked(d)
     d = copy.deepcopy(good)  # a second run without checkpointing for H100 MPT-7B
     d["row"][1]["checkpointing"] = False
@@ -109,10 +111,24 @@ def test_page_block_and_figures_are_the_codes(rows) -> None:
 
 
 def test_hfu_bound_by_hand() -> None:
-    """The A100 bound: the HFU column times the 312 TFLOP/s peak over MAMF's 271.2."""
+    """The A100 bound: the HFU column times the 312 TFLOP/s peak; the work done, the published
+    2,330 tokens/s/GPU times the hardware FLOPs per token counted by hand (the blocks' forward
+    twice, the LM head's once), over MAMF's 271.2 TFLOP/s."""
     b = v.hfu_bound()
+    assert (b["model"], b["seq_len"], b["tok_s_gpu"]) == ("13b", 1024, 2330)
+    assert b["hfu"] == pytest.approx(0.793)
     assert b["peak"] == pytest.approx(312e12) and b["mamf"] == pytest.approx(271.2e12)
-    assert b["of_mamf"] == pytest.approx(b["hfu"] * 312 / 271.2)
+    assert b["rate"] == pytest.approx(0.793 * 312e12)
+    # MPT-13B forward per token (as test_pairs_by_hand: L 40, d 5120, V 50368, s 1,024):
+    # layers' matmuls 2·12·L·d², bias adds 9·L·d, attention core 4·L·d·s; LM head 2·V·d
+    L, d, V, s = 40, 5120, 50368, 1024
+    blocks = 2 * 12 * L * d * d + 9 * L * d + 4 * L * d * s
+    head = 2 * V * d
+    hw = 4 * blocks + 3 * head  # forward + backward (3 forwards) + the blocks' second forward
+    assert b["hw_per_token"] == pytest.approx(hw, rel=1e-9)
+    assert b["of_mamf"] == pytest.approx(2330 * hw / 271.2e12)  # 0.907
+    # below the HFU column's figure, which counts the head four times (0.912)
+    assert b["of_mamf"] < b["rate"] / b["mamf"]
     assert b["of_mamf"] > b["plain_of_mamf"]
 
 

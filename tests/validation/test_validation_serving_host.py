@@ -169,6 +169,24 @@ def test_miss_table_header_names_its_threshold(monkeypatch):
     assert lines[-1] == "| every case | 3 | 12.0 % | 12.0 % | 1 | 1 | |"
 
 
+@pytest.mark.parametrize("table", ["host_miss_table", "host_case_table"])
+def test_host_tables_refuse_empty_or_uncovered_input(table):
+    """No case, or a held-out map without one of the cases: a SpecError naming the argument
+    (before: median([]) raised a bare StatisticsError, a missing id a bare KeyError)."""
+    from roofline.errors import SpecError
+
+    fn = getattr(h, table)
+    cs = [_case("a1", "A", 1.0), _case("b1", "B", 1.0)]
+    errs = [(c, 1.0, 0.0) for c in cs]
+    with pytest.raises(SpecError, match=r"errs=\[\]"):
+        fn([], {})
+    with pytest.raises(SpecError, match="held lacks 1 of the 2 cases .*'b1'"):
+        fn(errs, {"a1": 0.0})
+    # the header's two lines, a line per case (case table) or per source and "every case"
+    assert len(fn(errs, {"a1": 0.0, "b1": 0.1}).splitlines()) == 2 + (2 if table ==
+                                                                     "host_case_table" else 3)
+
+
 def test_tpot_spread_by_hand():
     """A run with both percentiles: measured 40 / 60 ms (1.50), ours 50 / 55 ms (1.10); a p50
     without its p99 is left out."""

@@ -211,8 +211,9 @@ def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float,
              client: tuple[float, float] = (0.0, 0.0)) -> str:
     """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
     of the p99 prompt or its batch-1 TPOT (+ ``client``'s, ``request_client``) breaks the SLO."""
-    if not c.feasible:
-        return f"does not fit: {c.reason}"
+    if not c.feasible:  # (reason: memory, a dtype the part lacks, the model's context)
+        return (f"does not fit: {c.reason}" if c.reason.startswith("needs ")
+                else f"cannot run: {c.reason}")
     c_ttft, c_tpot = client
     t_ttft = c.prefill_time(int(p99_prompt)) + c_ttft
     if slo.ttft_p99 is not None and t_ttft > slo.ttft_p99:
@@ -261,7 +262,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     """Search layouts for serving ``workload`` within ``slo`` on at most ``devices`` devices.
 
     ``precisions``: (compute and weights, KV[, weight-only quantisation]) tuples (default
-    ``PRECISIONS`` where the hardware has fp8, else ``PRECISIONS_NO_FP8``). ``pp_options``:
+    ``PRECISIONS`` where the hardware has fp8, else ``PRECISIONS_NO_FP8``, with fp16 for bf16
+    on a part without bf16: V100, T4). ``pp_options``:
     pipeline depths. ``ep_options``: expert-parallel groups per replica for a MoE (default:
     the powers of two dividing its experts; searched at tp = pp = 1, i.e. ep single-device
     attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``:
@@ -289,6 +291,9 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
         raise SpecError(f"plan_serving needs a decoder LLM; {m.name} is {a_family(m.family)} model")
     if precisions is None:
         precisions = PRECISIONS if hw.has("fp8") else PRECISIONS_NO_FP8
+        if not hw.has("bf16") and hw.has("fp16"):  # V100, T4: the part's 16-bit dtype
+            precisions = tuple(tuple("fp16" if d == "bf16" else d for d in pr)
+                               for pr in precisions)
     precisions = _check_precisions(precisions)
     eps = _ep_options(cfg, ep_options)
     lam = workload.arrival_rate
@@ -335,7 +340,11 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     best, sims = _size(m, hw, pts, workload, slo, devices, lam, chunk_sizes, kv_policy,
                        kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
                        out, client)
-    if best is None:
+    if best is None and not feas:  # nothing runs or meets the SLO unloaded: say why
+        why = sorted(set(bad["reason"]), key=bad["reason"].count, reverse=True)
+        notes.append(f"no layout can serve on these devices; {len(bad['reason'])} refused, "
+                     f"most often: {why[0]}" if why else "no layout to search on these devices")
+    elif best is None:
         notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,
                        slo=slo, best=best, pareto=pareto, layouts=layouts,

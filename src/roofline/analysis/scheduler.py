@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SpecError
 from .scheduler_steps import decode_run, mixed_pass
 from .stepcost import StepCosts
 
@@ -58,6 +59,12 @@ def run_replica(arr: np.ndarray, isl: np.ndarray, osl: np.ndarray, c: StepCosts,
     Returns per-request admit / first-token / done times (inf: never fits), the preemption
     count and the number of iterations.
     """
+    # the mixed pass relies on these (its first chunk is never empty): see
+    # scheduler_steps.mixed_pass
+    if budget < 1 or (chunked and max_concurrency > budget):
+        raise SpecError(f"budget={budget}, max_concurrency={max_concurrency}, chunked={chunked}: "
+                        "budget must be at least 1 and, chunked, at least max_concurrency (each "
+                        "decoding sequence takes one token of the step's budget)")
     s = _Replica(arr, isl, osl, c, max_concurrency, budget, chunked, kv_policy, prefill)
     # one pass: the mixed iterations of one call (a prompt's chunks), or the runs of identical
     # decode steps up to the next thing the loop must do (scheduler_steps.py); the state lives

@@ -44,14 +44,16 @@ def mixed_pass(s: _Replica) -> bool:
     used, now, area = s.used, s.now, s.area
     nxt = s.nxt
     while True:
+        # the loop below needs no check of tok: pf holds at most one prompt (a step's chunks
+        # all complete their prompts but the last; see below), and while it holds one that
+        # prompt is running, not decoding, so b ≤ max_concurrency − 1 and tok ≥ 1
+        # (run_replica: budget ≥ 1, and chunked budget ≥ max_concurrency)
         tok = budget - b if chunked else budget
         # the chunks' tokens, and their attention over the cached prefix and themselves
         chunks: list[int] = []
         Tt = 0
         att = 0.0
         for e in pf:
-            if tok <= 0:
-                break
             cp = e[1]
             rem = e[2] - cp
             T = rem if rem < tok else tok

@@ -265,6 +265,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
         raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
                         "sequence takes one token of the step's budget")
     arr, isl, osl = workload.sample(requests, seed)
+    _check_context(model, isl, osl)
     n = len(arr)
     kw: dict[str, Any] = dict(precision=precision, kv_precision=kv_precision, engine=engine,
                               preset=preset, block_size=block_size,
@@ -368,6 +369,26 @@ def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
                  "serving stack) on its TTFT, TPOT and end to end; the device timeline "
                  "(batches, queueing, throughput) is unchanged")
     return request_client(isl, osl, hw)
+
+
+def _check_context(model: Any, isl: np.ndarray, osl: np.ndarray) -> None:
+    """Refuse a workload that draws a request longer than the model's context (prompt +
+    output past max_position_embeddings, the rule ``rl.serve`` marks infeasible): the step
+    tables are read at capped lengths and would price it silently."""
+    from ..graphs.resolve import model as resolve_model
+
+    cfg = resolve_model(model).config
+    cap = getattr(cfg, "max_positions", None) if cfg is not None else None
+    if not cap or len(isl) == 0:
+        return
+    total = isl + osl
+    over = total > cap + 1
+    if over.any():
+        raise SpecError(
+            f"the workload draws {int(over.sum())} of {len(isl)} requests longer than the "
+            f"context of {resolve_model(model).name}: prompt + output up to {int(total.max())} "
+            f"tokens, max_position_embeddings={cap}; cap the lengths "
+            "(lengths(..., max=...)) or trim the trace")
 
 
 def _ref_prompts(isl: np.ndarray) -> tuple[int, ...]:

@@ -173,6 +173,11 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
         f" {precision}" + (f" w{weight_precision}" if weight_precision else "") + \
         (f"/kv {kv_precision}" if kv_precision and kv_precision != precision else "")
     ekw: dict[str, Any] = {"ep": ep} if ep > 1 else {}  # (serve_sweep: dense models, no ep)
+    from ..graphs.resolve import model as resolve_model
+
+    cap = getattr(resolve_model(model).config, "max_positions", None)
+    if cap:  # a prompt near the context: the reference generation stops at it (serve's rule)
+        ref_output = max(1, min(ref_output, cap + 1 - refs[-1]))
     one = serve(model, hardware, batch=1, prompt_len=refs[-1], output_len=ref_output, pp=pp,
                 **kw, **ekw)
     nan = np.full(2, math.nan)
@@ -188,10 +193,11 @@ def step_costs(model: Any, hardware: Any, *, tp: int = 1, pp: int = 1, precision
                          capacity_bytes=one.memory_capacity, feasible=False, reason=one.reason)
     grid = np.union1d(_grid(n_max), np.asarray(refs, dtype=np.float64))
     s1, s2 = 1, refs[-1] + 1  # decode contexts
-    from ..graphs.resolve import model as resolve_model
     from ..graphs.shard import shard_config
 
     cfg = resolve_model(model).config
+    if cfg is not None and cfg.max_positions and s2 > cfg.max_positions:
+        s2 = cfg.max_positions  # a prompt filling the context: read the last step it can run
     layers = shard_config(cfg, tp, pp).n_layers * pp if cfg is not None else 0
     if pp == 1 and cfg is not None and not cfg.n_experts and preset != "mlsysim":
         sw = serve_sweep(model, hardware, batch=grid, context=[s1, s2], **kw)

@@ -41,9 +41,11 @@ def register(sub: Any) -> None:
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--dp", type=int, default=None, help="default: devices / (tp·pp)")
     p.add_argument("--ep", type=int, default=1)
-    p.add_argument("--etp", type=int, default=None,
+    p.add_argument("--etp", type=_etps, default=None, metavar="ETP[,ETP...]",
                    help="MoE: expert tensor-parallel size (Megatron-Core's MoE parallel folding; "
-                        "default: tp); etp·ep must divide the tp·cp·dp ranks of a stage")
+                        "default: tp); etp·ep must divide the tp·cp·dp ranks of a stage. With "
+                        "--search: the sizes searched, each split paired with each (one value "
+                        "fixes it; default: etp = tp on every split)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--interleave", type=int, default=1, help="model chunks per device (v)")
     p.add_argument("--recompute", default=None,
@@ -57,6 +59,16 @@ def register(sub: Any) -> None:
                    help="pipeline sends blocking in the interleaved schedule (default: "
                         "overlapped with the next chunk's compute, Megatron's overlap_p2p_comm, "
                         "on with --interleave >= 2)")
+    p.add_argument("--pp-account-embedding", action="store_true",
+                   help="the embedding takes one layer's slot on the first pipeline stage "
+                        "(Megatron-Core's --account-for-embedding-in-pipeline-split)")
+    p.add_argument("--pp-account-loss", action="store_true",
+                   help="the loss takes one layer's slot on the last pipeline stage "
+                        "(Megatron-Core's --account-for-loss-in-pipeline-split)")
+    p.add_argument("--pp-layout", default=None, metavar="LAYOUT",
+                   help="Megatron-Core's --pipeline-model-parallel-layout string, e.g. "
+                        "'E|(t|)*94,L' (E embedding, t layer, L loss, | between the pp × "
+                        "interleave virtual stages); give --pp")
     p.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
     p.add_argument("--cp-exposed", action="store_true",
                    help="context parallelism as an all-gather of K and V in front of the "
@@ -92,6 +104,9 @@ def register(sub: Any) -> None:
     p.add_argument("--moe-routing", default="random", choices=("random", "contiguous"),
                    help="MoE: how tokens spread over experts (random: uniform; contiguous: k "
                         "consecutive experts, NeMo AutoModel's fake balanced gate)")
+    p.add_argument("--moe-dispatcher", default=None, choices=("flex", "alltoall"),
+                   help="MoE: Megatron-Core's token dispatcher (flex: DeepEP, the default's "
+                        "pricing; alltoall: NCCL all-to-all and the expert-TP all-gather)")
     p.add_argument("--ep-overlap", action="store_true",
                    help="MoE: Megatron-Core's combined 1F1B (dispatch/combine behind the "
                         "adjacent micro-batch's compute)")
@@ -112,6 +127,16 @@ def register(sub: Any) -> None:
     add_econ_args(p)
     add_output_args(p)
     p.set_defaults(func=run)
+
+
+def _etps(text: str) -> tuple[int, ...]:
+    """``--etp 1`` or ``--etp 1,2,4``: positive integers (train and best_parallelism check
+    the values against the model)."""
+    parts = text.split(",")
+    if not all(x.strip().isdigit() and int(x) > 0 for x in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive integer, or with --search "
+                                         "a comma-separated list such as 1,2,4")
+    return tuple(int(x) for x in parts)
 
 
 def _loader(text: str) -> tuple[Any, int]:
@@ -143,37 +168,46 @@ def run(args: argparse.Namespace) -> int:
         if args.conv_layout not in (None, "nhwc"):
             raise SystemExit("roofline train: --conv-layout prices one split (generic graphs); "
                              "it does not apply with --search")
-        if args.etp is not None:
-            raise SystemExit("roofline train: --etp prices one split; --search keeps the "
-                             "experts split by tp")
+        if args.pp_account_embedding or args.pp_account_loss or args.pp_layout is not None:
+            raise SystemExit("roofline train: --pp-account-embedding / --pp-account-loss / "
+                             "--pp-layout lay out one split's stages; --search prices equal "
+                             "stages (pp dividing the layers)")
         if args.lora_rank is not None or args.lora_targets != "all":
             raise SystemExit("roofline train: --lora-rank / --lora-targets price one split; "
                              "--search ranks full-training splits only")
         t = best_parallelism(args.model, args.cluster, top=args.top,
                              attention_kernel=args.attention_kernel,
                              moe_routing=args.moe_routing, ep_overlap=args.ep_overlap,
+                             moe_dispatcher=args.moe_dispatcher,
                              elementwise=args.elementwise,
                              optimizer_dtype=args.optimizer_dtype,
                              pp_flushes=args.pp_flushes,
                              pp_overlap=False if args.no_pp_overlap else None,
-                             **common)  # type: ignore[arg-type]
+                             etps=args.etp, **common)  # type: ignore[arg-type]
         return emit(args, text=lambda: t.to_string(**limits(args)),
                     data={"title": t.title, "rows": t.to_dicts()}, tables=[t], obj=t,
                     title=t.title, path=args.output)
     from .econ import econ_data, econ_kwargs
 
+    if args.etp is not None and len(args.etp) > 1:
+        raise SystemExit(f"roofline train: --etp {','.join(map(str, args.etp))}: one split "
+                         "has one expert tensor-parallel size; a list is searched with --search")
     r = train(args.model, args.cluster, micro_batch=args.micro_batch, tp=args.tp, pp=args.pp,
-              dp=args.dp, ep=args.ep, etp=args.etp, interleave=args.interleave,
+              dp=args.dp, ep=args.ep,
+              etp=None if args.etp is None else args.etp[0], interleave=args.interleave,
               recompute=args.recompute,
               zero=args.zero, sequence_parallel=not args.no_sp, optimizer=args.optimizer,
               attention_kernel=args.attention_kernel, moe_routing=args.moe_routing,
+              moe_dispatcher=args.moe_dispatcher,
               ep_overlap=args.ep_overlap, cp=args.cp, cp_overlap=not args.cp_exposed,
               elementwise=args.elementwise, optimizer_dtype=args.optimizer_dtype,
               pp_flushes=args.pp_flushes, data_loader=args.data_loader,
               conv_layout=args.conv_layout,
               recompute_layers=args.recompute_layers, lora_rank=args.lora_rank,
               lora_targets=args.lora_targets,
-              pp_overlap=False if args.no_pp_overlap else None, **common,
+              pp_overlap=False if args.no_pp_overlap else None,
+              pp_account_embedding=args.pp_account_embedding,
+              pp_account_loss=args.pp_account_loss, pp_layout=args.pp_layout, **common,
               **econ_kwargs(args))  # type: ignore[arg-type]
     if args.advise:
         from .advise import print_levers

@@ -13,7 +13,7 @@ from .. import _args as A
 from .._call import records_call
 from .._econ_args import with_economics
 from .._frozen import LAZY
-from ..errors import UnsupportedDtypeError
+from ..errors import SpecError, UnsupportedDtypeError
 from ..graphs.graph import Graph
 from ..graphs.model import Model
 from ..graphs.resolve import model as resolve_model
@@ -33,6 +33,18 @@ __all__ = ["solve", "check_batch"]
 def check_batch(batch: Any, field: str = "batch") -> int:
     """``batch`` as a positive int (numpy integers and integral floats accepted)."""
     return A.check_count(field, batch)
+
+
+def check_phase_lengths(phase: str, seq_len: int | None, context: int | None) -> None:
+    """Refuse a length the phase does not use (the table in graphs/transformer.py: forward
+    has no KV cache, decode takes one new token per sequence) rather than drop it."""
+    if phase == "forward" and context not in (None, 0):
+        raise SpecError(f"context={context!r} does not apply to phase 'forward' (no KV cache): "
+                        "use phase='prefill' (context = cached prefix) or 'decode' (context = "
+                        "tokens in the cache)")
+    if phase == "decode" and seq_len not in (None, 1):
+        raise SpecError(f"seq_len={seq_len!r} does not apply to phase 'decode' (one new token "
+                        "per sequence per step): give context= (tokens in the KV cache)")
 
 
 def _infeasible(m: Model, hw: Hardware, batch: int, p: Precision, preset: str, phase: str,
@@ -120,6 +132,8 @@ def solve(model: Any, hardware: Any, *, batch: int = 1, precision: str | Precisi
         p = make_precision(precision, kv=kv_precision, weights=weight_precision,
                            group_size=group_size)
     phase = phase or m.default_phase
+    if m.default_seq_len is not None:  # (a model without a sequence refuses both lengths)
+        check_phase_lengths(phase, seq_len, context)
     if phase == "decode" and context is None and m.default_seq_len is not None:
         context = m.default_seq_len
     sparse = None

@@ -20,7 +20,7 @@ __all__ = ["OPTIMIZERS", "OPTIMIZER_FLOPS", "OPTIMIZER_STATES", "optimizer_step"
            "optimizer_state_bytes", "activation_bytes_per_token", "layer_activation_terms",
            "recomputed_layer_input_bytes",
            "sp_split",
-           "MOE_ROUTINGS", "moe_mlp_activation_bytes", "moe_dispatch_ranks"]
+           "MOE_ROUTINGS", "MOE_DISPATCHERS", "moe_mlp_activation_bytes", "moe_dispatch_ranks"]
 
 #: the optimizers the library prices (the one table: ``train`` and the formula both read it):
 #: plain SGD, SGD with momentum (torch.optim.SGD with momentum > 0), Adam (L2 decay), AdamW
@@ -226,6 +226,9 @@ def op_sac_activation_bytes(*, d_model: float, n_heads: float, n_kv_heads: float
 
 #: how the router spreads a token's k experts (``moe_dispatch_ranks``)
 MOE_ROUTINGS = ("random", "contiguous")
+#: Megatron-Core's expert-parallel token dispatchers the library prices
+#: (``--moe-token-dispatcher-type``; "flex" with its DeepEP backend), scenarios/training/folding.py
+MOE_DISPATCHERS = ("flex", "alltoall")
 
 
 def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float,

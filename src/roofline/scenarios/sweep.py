@@ -15,7 +15,14 @@ from ..engine.core import TOTALS, time_model
 from ..engine.memory import fit_reason, resident_weights
 from ..engine.memory import fits as mem_fits
 from ..engine.presets import check_preset, check_runtime, efficiency_for, for_runtime
-from ..engine.solve import PHASE_ARG, TOKENS_ARG, check_batch, non_finite_reason, solve
+from ..engine.solve import (
+    PHASE_ARG,
+    TOKENS_ARG,
+    check_batch,
+    check_phase_lengths,
+    non_finite_reason,
+    solve,
+)
 from ..engine.table import Table
 from ..errors import SpecError
 from ..graphs.model import Model
@@ -140,6 +147,8 @@ def sweep(model: Any, hardware: Any, *, batch: Sequence[int] | int = (1,),
     preset = check_preset(preset)
     runtime = check_runtime(runtime, preset)
     precs = [make_precision(p) for p in _as_list(precision)]
+    if m.default_seq_len is not None:  # as solve: a length the phase does not use is refused
+        check_phase_lengths(phase or m.default_phase, seq_len, context)
     # (hardware names, precision label, columns: [h, nb] arrays or one value for the block),
     # put together once at the end: every block is len(names) x nb rows
     blocks: list[tuple[list[str], str, dict[str, Any]]] = []

@@ -173,6 +173,10 @@ def _gguf(name: str) -> tuple[str, float, str] | None:
     return store, bits / 8.0 - DTYPE_BYTES[store], key
 
 
+#: weight dtypes that carry per-group scales (``group_size``)
+QUANTISED_WEIGHTS = ("int8", "int4", "fp8", "fp4")
+
+
 @_args.checked(spec=PRECISION_ARG, weights=_args.optional(_args.dtype),
                kv=_args.optional(_args.dtype), activations=_args.optional(_args.dtype),
                group_size=_args.optional(_args.count()))
@@ -191,7 +195,8 @@ def precision(
     engines and SmoothQuant run), the KV cache stays fp16. 4-bit names apply to weights and
     compute, activations and KV stay fp16 unless given (``weights="int4"`` alone is weight-only
     quantisation: compute and activations fp16).
-    ``group_size`` adds one fp16 scale per group of quantised weights.
+    ``group_size`` adds one fp16 scale per group of quantised weights (int8, int4, fp8, fp4
+    weights; with wider weights it is refused: they have no scales).
     GGUF types (``"q4_0"``, ``"q4_k_m"``, ``"q5_k_m"``, ``"q6_k"``, ``"q8_0"`` …, see
     ``gguf_formats()``) are accepted as ``spec`` or ``weights``: weights at the type's real bits
     per weight (Q4_0 4.5, Q4_K_M 4.84, Q6_K 6.5625, Q8_0 8.5), fp16 compute, activations, KV.
@@ -233,5 +238,10 @@ def precision(
     if group_size is not None:
         if not isinstance(group_size, int) or group_size < 1:
             raise SpecError(f"group_size must be a positive integer, got {group_size!r}")
+        w = changes.get("weights", p.weights)
+        if w not in QUANTISED_WEIGHTS:  # a scale per group exists only for quantised weights
+            raise SpecError(f"group_size={group_size} needs quantised weights "
+                            f"({', '.join(QUANTISED_WEIGHTS)}); the weights are {w}: give "
+                            "weight_precision= (weights=), or leave group_size out")
         changes["weight_overhead_bytes"] = 2.0 / group_size
     return replace(p, **changes) if changes else p  # type: ignore[arg-type]

@@ -27,8 +27,13 @@ blank lines, each list item and each table row a paragraph of its own):
 3. *The same pair reversed*: a live figure followed at once by its typed past, ``<B>, was A``,
    ``<B1> / <B2>, were A1 / A2``, ``<B> (A before)``, ``<B> (A % before the change …)``,
    ``<B>; historical: A before …``, also as a later clause of the parenthesis that follows B
-   (``<B> (C with a variant; A before the change)``): the live B is flagged, and so are the
-   live markers that lead up to it in one list (``<B1> / <B2>``, ``<B1>, RMS <B2> (A before)``).
+   (``<B> (C with a variant; A before the change)``), also up to three words on (``<B> held
+   out (A before)``; a figure or a marker between them ends the search): the live B is
+   flagged, and so are the live markers that lead up to it in one list (``<B1> / <B2>``,
+   ``<B1>, RMS <B2> (A before)``).
+
+Each paragraph is read as one line (its line breaks as spaces), so a pair or a typed past that
+wraps across lines is read as if it did not.
 
 Not history, and left live:
 
@@ -78,7 +83,10 @@ _PAST_CLAUSE = (r"(?:(?:was|were)\s+(?:\*\*)?" + _LEAD + r"\d"
 #: right after a live figure, its typed past: ``, was A`` / ``; historical: A before``, or in
 #: the parenthesis that follows it, as its first clause (``(A … before``) or a later one
 #: (``(C with a variant; A before …``: the clauses before it hold no marker)
-_PAST = re.compile(r"\s*(?:(?:,|;)\s*|\((?:[^<()]*?;)?\s*)" + _PAST_CLAUSE)
+#: Up to three words may stand between the figure and its past (``<B> held out (A before)``,
+#: ``<B> in-sample, was A``): words, not figures or markers.
+_PAST = re.compile(r"(?:\s+[A-Za-z][\w-]*){0,3}\s*(?:(?:,|;)\s*|\((?:[^<()]*?;)?\s*)"
+                   + _PAST_CLAUSE)
 #: what may join two live figures of one list: `` / `` or ``, RMS `` (a short label)
 _JOINS = re.compile(r"\s*(?:/|,)\s*(?:[A-Za-z]{1,8}\s+)?" + _LEAD)
 #: a typed figure: a number not glued to a word ("FA3", "H100" are names, not figures)
@@ -156,9 +164,13 @@ def history_figures(text: str) -> list[HistoryFigure]:
     """Every live figure of ``text`` (a Markdown page) inside a history sentence, by the rule of
     this module's docstring, in page order."""
     found: list[HistoryFigure] = []
-    for start, para, heading in _paragraphs(text):
-        def line_of(pos: int, para: str = para, start: int = start) -> int:
+    for start, lined, heading in _paragraphs(text):
+        def line_of(pos: int, para: str = lined, start: int = start) -> int:
             return start + para.count("\n", 0, pos)
+
+        # the patterns read the paragraph as one line (a pair or a past may wrap), at the same
+        # positions, so line_of still finds each figure's line
+        para = lined.replace("\n", " ")
 
         if heading is not None or _SESSION_BOLD.match(para):
             where = (f"in the session section {heading!r}" if heading is not None else

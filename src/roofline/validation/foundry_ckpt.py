@@ -24,6 +24,7 @@ from typing import Any
 __all__ = ["ckpt_rows", "ckpt_table", "ckpt_figures", "hfu_bound", "pair_rows", "pair_table"]
 
 _GPU = {"dgx-h100": "H100", "dgx-a100": "A100"}
+_PER_NODE = 8  # GPUs per node of both clusters (DGX H100 / DGX A100)
 
 
 @lru_cache(maxsize=1)
@@ -41,6 +42,10 @@ def _checked(d: dict[str, Any]) -> dict[str, Any]:
             if r[key] not in allowed:
                 raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} has {key}="
                                  f"{r[key]!r}; allowed: {', '.join(sorted(allowed))}")
+        g = r["gpus"]
+        if type(g) is not int or g < _PER_NODE or g % _PER_NODE:
+            raise ValueError(f"foundry_ckpt.toml: row {r['where']!r} has gpus={g!r}; allowed: "
+                             f"a positive multiple of {_PER_NODE} (whole DGX nodes)")
     for pair in dict.fromkeys((r["cluster"], r["model"]) for r in d["row"]):
         flags = [r["checkpointing"] for r in d["row"] if (r["cluster"], r["model"]) == pair]
         if flags.count(False) != 1 or True not in flags:
@@ -58,8 +63,8 @@ def _result(r: dict[str, Any], recompute: str) -> Any:
     shape = _data()["shape"][r["model"]]
     model = gpt_model(shape["heads"], shape["hidden"], shape["layers"], shape["vocab"],
                       r["seq_len"])
-    gpus = 8
-    return train(model, r["cluster"], nodes=gpus // 8,
+    gpus = r["gpus"]
+    return train(model, r["cluster"], nodes=gpus // _PER_NODE,
                  global_batch=r["micro_batch"] * r["grad_accum"] * gpus, seq_len=r["seq_len"],
                  micro_batch=r["micro_batch"], tp=1, pp=1, dp=gpus, recompute=recompute,
                  zero=3, precision="bf16", attention_kernel=r["attention_kernel"])
@@ -159,9 +164,12 @@ def _share_span(rows: list[dict[str, Any]]) -> str:
 
 def hfu_bound() -> dict[str, Any]:
     """The A100 checkpointed row with the highest published HFU against the fastest bf16
-    matmul measured on the part (source mamf, data/validation/vendors.toml): the matmul rate
-    its HFU stands for, as a fraction of the peak and of that matmul; and the same table's
-    best A100 row without checkpointing (its MFU, which is its HFU)."""
+    matmul measured on the part (source mamf, data/validation/vendors.toml): the rate its HFU
+    column stands for (``rate``: four forwards' FLOPs, the LM head's included), and the rate of
+    the work the run did (``hw_rate``: its published tokens/s/GPU times our hardware FLOPs per
+    token with full recompute, which re-runs the blocks but not the LM head, as llm-foundry's
+    checkpointing wraps MPTBlock only), that one as a fraction of the matmul (``of_mamf``); and
+    the same table's best A100 row without checkpointing (its MFU, which is its HFU)."""
     from ..specs.resolve import cluster
     from .cases import load_cases
 
@@ -170,9 +178,13 @@ def hfu_bound() -> dict[str, Any]:
     plain = max((r for r in rows if not r["checkpointing"]), key=lambda r: r["hfu"])
     peak = float(cluster("dgx-a100", 1).device.peak_flops_per_s["bf16"])
     mamf = next(c for c in load_cases("vendors").cases if c.id == "mamf A100 SXM bf16").value_si
+    res = _result(top, "full")
+    hw_per_token = res.hardware_flops_per_step / (res.global_batch * res.seq_len)
+    hw_rate = top["tok_s_gpu"] * hw_per_token
     return {"hfu": top["hfu"] / 100, "model": top["model"], "seq_len": top["seq_len"],
             "rate": top["hfu"] / 100 * peak, "peak": peak, "mamf": mamf,
-            "of_mamf": top["hfu"] / 100 * peak / mamf, "plain_hfu": plain["hfu"] / 100,
+            "tok_s_gpu": top["tok_s_gpu"], "hw_per_token": hw_per_token, "hw_rate": hw_rate,
+            "of_mamf": hw_rate / mamf, "plain_hfu": plain["hfu"] / 100,
             "plain_model": plain["model"], "plain_of_mamf": plain["hfu"] / 100 * peak / mamf}
 
 
@@ -207,7 +219,10 @@ def ckpt_figures(rows: list[dict[str, Any]] | None = None) -> dict[str, str]:
             "trc.bound.rate": f"{b['rate'] / 1e12:.0f} TFLOP/s",
             "trc.bound.peak": f"{b['peak'] / 1e12:.0f} TFLOP/s",
             "trc.bound.mamf": f"{b['mamf'] / 1e12:.1f} TFLOP/s",
-            "trc.bound.of_mamf": f"{b['of_mamf'] * 100:.0f} %",
+            "trc.bound.tok_s": f"{b['tok_s_gpu']:,}",
+            "trc.bound.hw_per_token": f"{b['hw_per_token'] / 1e9:.1f} GFLOP",
+            "trc.bound.hw_rate": f"{b['hw_rate'] / 1e12:.0f} TFLOP/s",
+            "trc.bound.of_mamf": f"{b['of_mamf'] * 100:.1f} %",
             "trc.bound.plain": f"{b['plain_hfu'] * 100:.1f} %",
             "trc.bound.plain_model": b["plain_model"].upper(),
             "trc.bound.plain_of_mamf": f"{b['plain_of_mamf'] * 100:.0f} %",

@@ -175,14 +175,26 @@ def _cdna_held() -> dict[str, str]:
     return out
 
 
+#: the aiter fp8 row gemm.md reads as its example of the large GEMMs (m, n, k)
+AITER_EXAMPLE = (16384, 8192, 28672)
+
+
 def _cdna_aiter() -> dict[str, str]:
     """aiter's MI355X rows, held out (no fit saw them): the median |error| per dtype, as
-    cdna_tuned.tuned_table's 'all M' rows."""
+    cdna_tuned.tuned_table's 'all M' rows; and the fp8 row ``AITER_EXAMPLE``, measured and
+    ours in TFLOP/s and the error."""
     from . import cdna_tuned as ct
 
     errs = ct.tuned_errors()
-    return {f"gemm.cdna.aiter.{dt}": fmt_pct(_med([e for c, e in errs if c["dtype"] == dt]),
-                                             sign=False, digits=1) for dt in ("fp8", "bf16")}
+    out = {f"gemm.cdna.aiter.{dt}": fmt_pct(_med([e for c, e in errs if c["dtype"] == dt]),
+                                            sign=False, digits=1) for dt in ("fp8", "bf16")}
+    c, e = next((c, e) for c, e in errs
+                if c["dtype"] == "fp8" and (c["m"], c["n"], c["k"]) == AITER_EXAMPLE)
+    flops = 2.0 * c["b"] * c["m"] * c["n"] * c["k"]
+    out["gemm.cdna.aiter.example.measured"] = f"{flops / ct.measured_time(c) / 1e12:,.0f}"
+    out["gemm.cdna.aiter.example.ours"] = f"{flops / ct.tuned_time(c) / 1e12:,.0f}"
+    out["gemm.cdna.aiter.example.error"] = fmt_pct(e)
+    return out
 
 
 def _cdna_clock() -> dict[str, str]:

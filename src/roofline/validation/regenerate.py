@@ -210,13 +210,14 @@ def _training_reports() -> tuple[Any, Any, Any, Any]:
 
 
 def _training_page() -> dict[str, str]:
+    from . import deepbench_convs as db
     from . import training as v
     from . import training_graphs as g
 
     errs, rep, graphs, loaders = _once("training", _training_reports)
     return {"cases": v.training_case_table(errs), "holdout": v.training_holdout_table(rep),
             "graphs": g.report_table(graphs), "loaders": g.loader_table_md(loaders),
-            "terms": g.term_table_md(g.term_rows(graphs))}
+            "terms": g.term_table_md(g.term_rows(graphs)), "deepbench": db.table_md()}
 
 
 def _training_figures() -> dict[str, str]:

@@ -32,6 +32,7 @@ from dataclasses import replace
 from statistics import median
 from typing import Any
 
+from ..errors import SpecError
 from .cases import Case, load_cases
 from .holdout import FitReport, Refit, leave_one_source_out
 from .serving import _golden
@@ -359,6 +360,20 @@ def host_holdout_table(rep: FitReport | None = None) -> str:
 MISS_TARGET = 0.10
 
 
+def _table_args(errs: Sequence[tuple[Case, float, float]],
+                held: Mapping[str, float] | None) -> None:
+    """The host tables' inputs: at least one case, and (given) a held-out error for each."""
+    if not errs:
+        raise SpecError("errs=[]: the host tables need at least one (case, ours, log error) "
+                        "row (host_errors())")
+    if held is not None:
+        missing = [c.id for c, _, _ in errs if c.id not in held]
+        if missing:
+            raise SpecError(f"held lacks {len(missing)} of the {len(errs)} cases in errs "
+                            f"(first: {missing[0]!r}): it must map every case id to its "
+                            "held-out log error (host_holdout().held_out_errors)")
+
+
 def host_miss_table(errs: Sequence[tuple[Case, float, float]],
                     held: Mapping[str, float]) -> str:
     """Where the cases' held-out median comes from, per source (docs/validation/serving.md,
@@ -367,7 +382,10 @@ def host_miss_table(errs: Sequence[tuple[Case, float, float]],
     over every case with this source's cases at their in-sample errors and every other case
     held out (what this source's own fold costs the pooled figure); the last row, every case.
     ``errs``: ``host_errors()``; ``held``: case id -> log error of the fit without its source
-    (``host_holdout().held_out_errors``)."""
+    (``host_holdout().held_out_errors``). Either empty, or a case missing from ``held``:
+    SpecError."""
+    _table_args(errs, held)
+
     def mag(e: float) -> float:
         return abs(math.expm1(e))
 
@@ -410,8 +428,10 @@ def tpot_spread_table(errs: Sequence[tuple[Case, float, float]]) -> str:
 def host_case_table(errs: Sequence[tuple[Case, float, float]] | None = None,
                     held: Mapping[str, float] | None = None) -> str:
     """Per case: the generation profile, ours (shipped), measured, the error in-sample and
-    held out (``held``: case id -> log error of the fit without its source)."""
+    held out (``held``: case id -> log error of the fit without its source). ``errs`` empty,
+    or a case missing from ``held``: SpecError."""
     errs = host_errors() if errs is None else errs
+    _table_args(errs, held)
     lines = ["| case | source | profile | ours | measured | unit | error | held out |",
              "|---|---|---|---:|---:|---|---:|---:|"]
     for c, v, e in errs:

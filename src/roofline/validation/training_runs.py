@@ -30,8 +30,8 @@ LONG_SEQ = 32768
 _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
 _FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "etp", "moe_routing",
-          "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype", "pp_flushes",
-          "recompute_layers", "pp_overlap")
+          "moe_dispatcher", "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype",
+          "pp_flushes", "recompute_layers", "pp_overlap")
 
 
 def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:

@@ -46,7 +46,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
     ``kv_cache_bytes`` (per device; sliding-window layers per ``kv_window``, as in ``serve``),
     plus the axes. ``weight_precision`` / ``group_size``: weight-only quantisation applied to
     every precision of the grid, as ``serve`` takes them. Dense models only (MoE graphs are
-    built per batch; use ``serve``).
+    built per batch; use ``serve``). A context past the model's: NaN, ``fits`` False.
 
     Economics per point (``analysis.econ_columns``; ``price_per_hour``, ``region``, ``pue`` as in
     ``serve``): ``utilisation`` (of the binding resource: the larger of MBU = step bytes /
@@ -145,7 +145,7 @@ def serve_sweep(model: Any, hardware: Any, *, batch: Any, context: Any,
             mbu, mfu = work[0] / (t_dev * bw), work[1] / (t * peak)
             util[ok_hw, j] = np.fmax(mbu, mfu)
             act[ok_hw, j] = power_activity(mfu, mbu)
-    tps = Bs.reshape(1, 1, -1, 1) / out_t
+    tps = Bs.reshape(1, 1, -1, 1) / _past_context(cfg, Ss, out_t, util, act, fits)
     econ = _economics(hws, tp, tps, act, price_per_hour, region, pue, preset)
     return {"tpot": out_t, "tokens_per_s": tps, "fits": fits,
             "kv_cache_bytes": kvb, "utilisation": util, "power_activity": act, **econ,
@@ -170,3 +170,14 @@ def _economics(hws: list[Any], tp: int, tps: np.ndarray, act: np.ndarray,
         price[i] = np.nan if ec.usd_per_device_hour is None else ec.usd_per_device_hour
         notes.append(ec.note())
     return {**out, "price_per_hour": price, "economics_note": np.array(notes)}
+
+
+def _past_context(cfg: Any, contexts: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+    """A decode step past the model's ``max_position_embeddings`` cannot run (serve's rule):
+    NaN in the float ``arrays``, False in the boolean ones, at those contexts (in place);
+    returns the first (the TPOT)."""
+    if cfg.max_positions:
+        over = contexts > cfg.max_positions
+        for a in arrays:
+            a[..., over] = False if a.dtype == bool else np.nan
+    return arrays[0]

@@ -32,6 +32,7 @@ from ...graphs.training import (
 )
 from ...graphs.transformer import TransformerConfig
 from ...ops import collectives as coll
+from ...ops.training_formulas import MOE_DISPATCHERS
 from ...specs.cluster import Cluster
 from ...specs.dtypes import Precision, known_precision
 from ...specs.dtypes import precision as make_precision
@@ -73,6 +74,9 @@ class _Ctx:
     #: "fp32" | "bf16": the gradient buffer's and the optimizer states' dtype (OPTIMIZER_DTYPES)
     optimizer_dtype: str = "fp32"
     lora_targets: str = "all"  #: which linears carry the LoRA adapters (graphs.training)
+    #: Megatron-Core's MoE token dispatcher, priced in the exchange and the collectives only
+    #: (training_formulas.MOE_DISPATCHERS, folding.py); the graphs do not depend on it
+    moe_dispatcher: str = "flex"
 
 
 #: content key -> the context
@@ -94,19 +98,19 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
              lora_rank: int | None = None, cp: int = 1,
              attention_kernel: str = "auto", moe_routing: str = "random",
              elementwise: str = "fused", optimizer_dtype: str = "fp32",
-             lora_targets: str = "all") -> _Ctx:
+             lora_targets: str = "all", moe_dispatcher: str | None = None) -> _Ctx:
     """The split-independent part of a training scenario (cached: same inputs, same context;
     a file path is read again every call, since the file may have changed)."""
     mk, ck = _model_key(model), _cluster_key(cl)
     if mk is None or ck is None:  # a path, or content that does not hash
         return _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout,
                              preset, lora_rank, cp, attention_kernel, moe_routing, elementwise,
-                             optimizer_dtype, lora_targets)
+                             optimizer_dtype, lora_targets, moe_dispatcher)
     try:
         k = (mk, ck, nodes, precision, seq_len, fused_attention, dropout, preset,
              lora_rank, cp, _overrides() if _OVERRIDE else (),
              registered_epoch(), attention_kernel, moe_routing, elementwise, optimizer_dtype,
-             lora_targets)
+             lora_targets, moe_dispatcher)
         hit = _CTX.get(k)
     except TypeError:  # an unhashable argument: no caching
         k, hit = None, None
@@ -119,7 +123,7 @@ def _context(model: Any, cl: Any, nodes: int | None, precision: str | Precision,
         return hit
     ctx = _make_context(model, cl, nodes, precision, seq_len, fused_attention, dropout, preset,
                         lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
-                        lora_targets)
+                        lora_targets, moe_dispatcher)
     if k is not None:
         _lru_put(_CTX, k, ctx, 64)
     return ctx
@@ -204,7 +208,7 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                   lora_rank: int | None = None, cp: int = 1,
                   attention_kernel: str = "auto", moe_routing: str = "random",
                   elementwise: str = "fused", optimizer_dtype: str = "fp32",
-                  lora_targets: str = "all") -> _Ctx:
+                  lora_targets: str = "all", moe_dispatcher: str | None = None) -> _Ctx:
     if lora_targets != "all" and lora_rank is None:
         raise SpecError(f"lora_targets={lora_targets!r} places LoRA adapters; it needs lora_rank")
     m = resolve_model(model)
@@ -234,6 +238,8 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if elementwise == "eager" and p.act_bytes != 2:
         raise SpecError(f"elementwise='eager' counts PyTorch eager's op chains for 16-bit "
                         f"activations; {p.activations} activations are {p.act_bytes:g} bytes")
+    check_dispatcher_value(moe_dispatcher, m)
+    # (the dispatcher prices the exchange and collectives, not the graphs: not in the key)
     key = SpecKey((m.key, m.config, spec_key(hw), eff, p, preset, seq_len, fused_attention,
                    lora_rank, cp, elementwise, optimizer_dtype, lora_targets))
     return _Ctx(m=m, cfg=m.config, cl=c, prec=p, preset=preset, seq_len=seq_len,
@@ -241,7 +247,20 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
                 peak=hw.peak(p.compute), grad_bytes=grad_b, opt_bytes=opt_b, key=key,
                 lora_rank=lora_rank, cp=cp, moe_fraction=moe_layer_fraction(m.config),
                 moe_routing=moe_routing, elementwise=elementwise, optimizer_dtype=optimizer_dtype,
-                lora_targets=lora_targets)
+                lora_targets=lora_targets, moe_dispatcher=moe_dispatcher or "flex")
+
+
+def check_dispatcher_value(moe_dispatcher: str | None, m: Any) -> None:
+    """``moe_dispatcher`` is None (the default: "flex", the pricing before the knob) or one of
+    ``MOE_DISPATCHERS``, and set only for a model with experts."""
+    if moe_dispatcher is None:
+        return
+    if moe_dispatcher not in MOE_DISPATCHERS:
+        raise SpecError(f"moe_dispatcher={moe_dispatcher!r}; allowed: "
+                        f"{', '.join(MOE_DISPATCHERS)} (or unset: flex)")
+    if m.config is None or not m.config.n_experts:
+        raise SpecError(f"moe_dispatcher={moe_dispatcher!r} sets how a mixture of experts' tokens "
+                        f"are dispatched; {m.name} has no experts (leave it unset)")
 
 
 def optimizer_state_bytes_per_param(p: Precision, optimizer_dtype: str) -> tuple[float, float]:

@@ -13,9 +13,10 @@ divide dp (the point of folding: with etp = 1, ep = 8 is the eight GPUs of a nod
 tp is).
 
 What is priced here: the rules (``check_folding``), the per-layer tensor-parallel
-collectives (``tp_pair``), the expert-parallel exchange over the etp·ep ranks of the flex
-dispatcher (``ep_exposed``). The expert graph (width F_e/etp, etp/tp × the rows)
-is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
+collectives (``tp_pair``, with the alltoall dispatcher's expert-TP pair ``expert_pair``), the
+expert-parallel exchange (``ep_exposed``: the flex dispatcher's over the etp·ep ranks, the
+alltoall one's over the ep ranks spaced etp apart). The expert graph (width F_e/etp, etp/tp ×
+the rows) is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
 reduction over edp ranks are in step.py / memory.py. Activation memory does not change with
 etp: a rank keeps etp/tp × the expert rows at F_e/etp width, the same product, and the
 permuted token copies stay those of its own b·s/tp tokens (``moe_mlp_activation_bytes``)."""
@@ -55,44 +56,69 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
         raise SpecError(why)
 
 
-def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: int | None,
-               xp: Any) -> tuple[Any, Any, Any]:
-    """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce,
+def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: Any,
+               xp: Any, rows: Any = 0.0) -> tuple[Any, Any, Any]:
+    """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce
+    and ``rows`` elements of the micro-batch's sequence (b·s·D: the alltoall dispatcher's pair),
     the experts' tensor-parallel size etp (the dispatch's replication, ``ep_exposed``), the
-    experts' split counted in tp ranks ep·etp/tp) of one configuration priced with ``etp``;
-    etp None (and the vectorised search, which keeps etp = tp) is etp = tp. The expert weights
+    experts' split counted in tp ranks ep·etp/tp) of the configurations priced with ``etp``;
+    ``etp`` a number, or with numpy ``xp`` a column (``search.best_parallelism`` searching it);
+    etp None is etp = tp. The expert weights
     are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them over
     edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
     t_ar = coll.group_all_reduce(n_act, tp, one, ctx.links, xp)
     if not ctx.cfg.n_experts:
         return 2 * t_ar, tp, ep
-    if etp is None or xp is not SCALAR or etp == tp:
-        return tp_pair(ctx, t_ar), tp, ep
-    return tp_pair(ctx, t_ar), etp, ep * etp / tp
+    if etp is None or (xp is SCALAR and etp == tp):
+        return tp_pair(ctx, t_ar, expert_pair(ctx, rows, tp, tp, xp)), tp, ep
+    # a column: exact where etp = tp
+    return tp_pair(ctx, t_ar, expert_pair(ctx, rows, tp, etp, xp)), etp, ep * etp / tp
 
 
-def tp_pair(ctx: _Ctx, t_ar: Any) -> Any:
+def expert_pair(ctx: _Ctx, rows: Any, tp: Any, etp: Any, xp: Any) -> Any:
+    """The alltoall dispatcher's collectives around the routed experts, one layer's forward (or
+    backward), in seconds: after the all-to-all over ep it all-gathers the received copies
+    (k per token of the rank's b·s/tp) over the etp expert-TP ranks (consecutive ranks), and
+    reduce-scatters the experts' outputs back before the return all-to-all
+    (``MoEAlltoAllTokenDispatcher.dispatch_postprocess`` / ``combine_preprocess``, via
+    ``gather_from_sequence_parallel_region`` / ``reduce_scatter_to_sequence_parallel_region``
+    over the expert-TP group, NVIDIA/Megatron-LM d98e8a64): etp/tp × b·s·k rows of D each
+    gathered (``rows`` = b·s·D), 16-bit (``Precision.link_bytes``; the reduce-scatter runs in
+    the routing probabilities' dtype, the hidden states' unless a recipe sets
+    ``--moe-router-dtype``, not modelled). Zero at etp = 1 (a one-rank group) and under
+    "flex", whose expert TP is paid in its dispatch (``ep_exposed``)."""
+    if ctx.moe_dispatcher != "alltoall":
+        return 0.0
+    n = rows * etp / tp * ctx.cfg.top_k * ctx.prec.link_bytes
+    return coll.group_all_gather(n, etp, 1, ctx.links, xp) + \
+        coll.group_reduce_scatter(n, etp, 1, ctx.links, xp)
+
+
+def tp_pair(ctx: _Ctx, t_ar: Any, t_exp: Any = 0.0) -> Any:
     """The tensor-parallel collectives of one layer's forward (or backward), in seconds: around
     the attention an all-reduce (with sequence parallelism its all-gather + reduce-scatter) over
-    tp, ``t_ar``; around a dense MLP the same again; around an MoE layer's routed experts none,
-    and ``t_ar`` for its shared experts if any (a tp-split MLP of their own, Megatron-Core's
-    SharedExpertMLP). The routed experts' tensor parallelism is paid in the dispatch: with the
-    flex (DeepEP) dispatcher the priced exchange runs (``ep_exposed``), each token goes to
-    every etp rank of each expert-parallel rank holding one of its experts, and the combine
-    sums their partial outputs (``MoEFlexTokenDispatcher._initialize_metadata`` expands the
-    routing map over the tp × ep group, NVIDIA/Megatron-LM d98e8a64). Not priced: the alltoall
-    dispatcher's path, an all-to-all over ep then an all-gather of the routed copies (k rows
-    per token) over the etp ranks and a reduce-scatter back (``MoEAlltoAllTokenDispatcher
-    .dispatch_postprocess`` / ``combine_preprocess``)."""
+    tp, ``t_ar``; around a dense MLP the same again; around an MoE layer's routed experts
+    ``t_exp`` (``expert_pair``: the alltoall dispatcher's; none under flex), and ``t_ar`` for
+    its shared experts if any (a tp-split MLP of their own, Megatron-Core's SharedExpertMLP).
+    With the flex (DeepEP) dispatcher the routed experts' tensor parallelism is paid in the
+    dispatch (``ep_exposed``): each token goes to every etp rank of each expert-parallel rank
+    holding one of its experts, and the combine sums their partial outputs
+    (``MoEFlexTokenDispatcher._initialize_metadata`` expands the routing map over the tp × ep
+    group, NVIDIA/Megatron-LM d98e8a64)."""
     f = ctx.moe_fraction
-    moe_block = t_ar if ctx.cfg.n_shared_experts else 0.0
+    moe_block = t_exp + (t_ar if ctx.cfg.n_shared_experts else 0.0)
     return t_ar + (1.0 - f) * t_ar + f * moe_block
 
 
 def ep_exposed(ctx: _Ctx, tok: Any, etp: Any, ep: Any, rc: Any, t_comp: Any, m: Any,
                pp: Any, overlap: bool, xp: Any, rc_frac: float = 1.0) -> Any:
     """Exposed expert-parallel exchange per layer and micro-batch. A dispatch and a combine in
-    the forward, the same two in the backward, two more in a fully recomputed forward; each
+    the forward, the same two in the backward, two more in a fully recomputed forward. With
+    the alltoall dispatcher each is NCCL's all-to-all of k copies of the rank's ``tok`` bytes
+    (its tokens × width, one copy per selected expert: ``MoEAlltoAllTokenDispatcher
+    .token_dispatch`` after "Permutation 1", NVIDIA/Megatron-LM d98e8a64) over the ep ranks
+    spaced etp apart (``ops.collectives.group_all_to_all``; the routing probabilities, k·4
+    bytes a token, not counted). With the flex dispatcher (the default) each
     moves ``tok`` bytes (the rank's tokens × width), as DeepEP's dispatch lays it out
     (``ops.collectives.group_dispatch``): once to every domain holding one of a token's
     experts, and inside the domain to each rank holding one, where with the experts split
@@ -108,9 +134,13 @@ def ep_exposed(ctx: _Ctx, tok: Any, etp: Any, ep: Any, rc: Any, t_comp: Any, m: 
     micro-batches with no partner (the 1F1B warm-up and cool-down, about min(1, pp/m) of them:
     an approximation) stay exposed. The guide's rules (no full recompute, interleaving when
     pp > 1) are checked by ``train``."""
-    _, n_dom = coll.group_split(ep, etp, ctx.links.domain, xp)
-    a = coll.group_dispatch(tok * etp * _dispatch_ranks(ctx, ep, xp),
-                            tok * _dispatch_ranks(ctx, n_dom, xp), ep * etp, 1, ctx.links, xp)
+    if ctx.moe_dispatcher == "alltoall":
+        a = coll.group_all_to_all(tok * ctx.cfg.top_k, ep, etp, ctx.links, xp)
+    else:
+        _, n_dom = coll.group_split(ep, etp, ctx.links.domain, xp)
+        a = coll.group_dispatch(tok * etp * _dispatch_ranks(ctx, ep, xp),
+                                tok * _dispatch_ranks(ctx, n_dom, xp), ep * etp, 1, ctx.links,
+                                xp)
     exposed = a * (4 + 2 * (rc == 2) * rc_frac)  # rc_frac of the layers recomputed
     if overlap:
         u = xp.minimum(1.0, pp / m)  # micro-batches without a partner

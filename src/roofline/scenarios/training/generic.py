@@ -204,7 +204,9 @@ def _check(name: str, v: Any, lo: int = 1) -> int:
 #: ``rl.train``'s options that only the decoder model reads, with their defaults (in order)
 _DECODER_DEFAULTS = (("cp", 1), ("pp_stages", None), ("attention_kernel", "auto"),
                      ("fused_attention", True), ("dropout", False), ("elementwise", "fused"),
-                     ("recompute_layers", None), ("pp_overlap", None))
+                     ("recompute_layers", None), ("pp_overlap", None),
+                     ("pp_account_embedding", False), ("pp_account_loss", False),
+                     ("pp_layout", None))
 
 
 def decoder_options(*given: Any) -> dict[str, Any]:
@@ -229,7 +231,8 @@ def _options(m: Any, zero: Any, recompute: Any, unused: dict[str, Any],
                         "pipeline send overlap); "
                         "this graph is priced with its own ops: leave cp=1, pp_stages=None, "
                         "attention_kernel='auto', fused_attention=True, dropout=False, "
-                        "elementwise='fused', recompute_layers=None, pp_overlap=None")
+                        "elementwise='fused', recompute_layers=None, pp_overlap=None, "
+                        "pp_account_embedding=False, pp_account_loss=False, pp_layout=None")
     if bad:
         raise SpecError(f"training {m.name} ({a_family(m.family)} graph, not a decoder LM) is "
                         f"modelled data parallel, with ZeRO and full recompute; "

@@ -17,9 +17,10 @@ CONV_LAYOUTS = ("nhwc", "nchw")
 
 
 def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_overlap: bool,
-                 moe_routing: str, etp: int | None = None) -> None:
-    """LoRA is modelled for decoder LMs; ``ep_overlap``, ``moe_routing`` and ``etp`` (expert
-    tensor parallelism, MoE parallel folding) for MoE models."""
+                 moe_routing: str, etp: int | None = None,
+                 moe_dispatcher: str | None = None) -> None:
+    """LoRA is modelled for decoder LMs; ``ep_overlap``, ``moe_routing``, ``moe_dispatcher``
+    and ``etp`` (expert tensor parallelism, MoE parallel folding) for MoE models."""
     if etp is not None and (m.config is None or not m.config.n_experts):
         raise SpecError(f"etp={etp} (expert tensor parallelism) applies to mixture-of-experts "
                         f"models; {m.name} has no experts (leave etp unset)")
@@ -29,6 +30,22 @@ def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_ove
     if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
         raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
                         f"{m.name} has no experts")
+    if moe_dispatcher is not None and (m.config is None or not m.config.n_experts):
+        raise SpecError(f"moe_dispatcher={moe_dispatcher!r} sets how a mixture of experts' tokens "
+                        f"are dispatched; {m.name} has no experts (leave it unset)")
+
+
+def check_flex_group(moe_dispatcher: str | None, tp: int, ep: int, etp: int | None) -> None:
+    """``moe_dispatcher="flex"`` asked for: Megatron-Core's flex dispatcher needs more than one
+    rank in its expert-TP × EP group (``MoEFlexTokenDispatcher.__init__`` asserts
+    ``tp_ep_size > 1``, megatron/core/transformer/moe/token_dispatcher.py at NVIDIA/Megatron-LM
+    d98e8a64). Left unset the knob prices flex's layout, which at one rank moves nothing."""
+    e = tp if etp is None else etp
+    if moe_dispatcher == "flex" and e * ep == 1:
+        raise SpecError(f"moe_dispatcher='flex' with etp·ep = {e}·{ep} = 1: Megatron-Core's flex "
+                        "(DeepEP) dispatcher needs more than one rank in its expert-TP × EP "
+                        "group; allowed: ep > 1 or etp > 1, or moe_dispatcher='alltoall' "
+                        "(or unset)")
 
 
 def check_conv_layout(conv_layout: Any, hw: Any) -> str:

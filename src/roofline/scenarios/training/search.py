@@ -11,9 +11,9 @@ from ...engine.attention import ATTENTION_KERNELS
 from ...engine.memory import fits as mem_fits
 from ...engine.table import Table
 from ...errors import SpecError
-from ...graphs.shard import tp_problem
+from ...graphs.shard import etp_problem, tp_problem
 from ...graphs.training import GROUPS
-from ...ops.training_formulas import MOE_ROUTINGS
+from ...ops.training_formulas import MOE_DISPATCHERS, MOE_ROUTINGS
 from ...specs.dtypes import Precision
 from ...units import FRACTION
 from .context import (
@@ -41,16 +41,34 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _expert_splits(cfg: Any, t: int, d: int, etps: list[int] | None) -> list[tuple[int, int]]:
+    """The (ep, etp) of the expert layers over the t·d ranks of a stage: etp = t and ep
+    dividing d (``etps`` None, Megatron-Core's default), or each etp of ``etps`` with every ep
+    that the folding rules allow (folding.check_folding: etp·ep divides t·d; ep the experts)."""
+    if not cfg.n_experts:
+        return [(1, t)]
+    out = []
+    for et in ([t] if etps is None else etps):
+        if (t * d) % et:
+            continue
+        out += [(e, et) for e in _divisors(t * d // et) if cfg.n_experts % e == 0]
+    return out
+
+
 def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
             micro_batches: tuple[int, ...], interleaves: tuple[int, ...],
             recomputes: tuple[str, ...], zeros: tuple[int, ...],
             ep_overlap: bool, pp_flushes: int = 1,
-            pp_overlap: bool | None = None) -> dict[str, list[Any]]:
-    """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO) split, column by column (with
+            pp_overlap: bool | None = None,
+            etps: dict[int, list[int]] | None = None, flex: bool = False) -> dict[str, list[Any]]:
+    """Every valid (tp, pp, dp, ep, b, v, recompute, ZeRO, etp) split, column by column
+    (``etps``: the expert tensor-parallel sizes each tp may pair with, ``_expert_splits``;
+    None: etp = tp; with
     ``ep_overlap`` only those the combined-1F1B rules allow: ep > 1, no full recompute,
     interleaving when pp > 1; with ``pp_flushes`` k only those whose micro-batches per replica
     split into k equal schedules, as ``train`` requires; with ``pp_overlap=True`` only the
-    interleaved ones, pp > 1 and v >= 2, as ``train`` requires)."""
+    interleaved ones, pp > 1 and v >= 2, as ``train`` requires; with ``flex`` (the flex
+    dispatcher asked for) only those with etp·ep > 1, ``options.check_flex_group``)."""
     out: list[tuple[int, ...]] = []
     add = out.append
     rcs = [RECOMPUTE.index(rc) for rc in recomputes if not (ep_overlap and rc == "full")]
@@ -59,7 +77,7 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
             if devices % (t * p):
                 continue
             d = devices // (t * p)
-            eps = [e for e in _divisors(d) if cfg.n_experts % e == 0] if cfg.n_experts else [1]
+            eps = _expert_splits(cfg, t, d, None if etps is None else etps[t])
             zs = [z for z in zeros if not (d == 1 and z > 0)]
             for b in micro_batches:
                 if global_batch % (d * b):
@@ -70,17 +88,52 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
                 mcount //= pp_flushes  # micro-batches of one pipeline schedule
                 vs = [1] if p == 1 else [v for v in interleaves if (cfg.n_layers // p) % v == 0
                                          and (v == 1 or mcount % p == 0)]
-                for e in eps:
-                    if ep_overlap and e < 2:
+                for e, et in eps:
+                    if (ep_overlap and e < 2) or (flex and et * e == 1):
                         continue
                     for v in vs:
                         if (ep_overlap and p > 1 and v < 2) or (pp_overlap and (p == 1 or v < 2)):
                             continue
                         for rc in rcs:
                             for z in zs:
-                                add((t, p, d, e, b, v, rc, z))
-    cols = list(zip(*out)) if out else [()] * 8
-    return {k: list(c) for k, c in zip(("tp", "pp", "dp", "ep", "b", "v", "rc", "zero"), cols)}
+                                add((t, p, d, e, b, v, rc, z, et))
+    cols = list(zip(*out)) if out else [()] * 9
+    return {k: list(c) for k, c in zip(("tp", "pp", "dp", "ep", "b", "v", "rc", "zero", "etp"),
+                                        cols)}
+
+
+def _per_rank(ctx: Any, rows: dict[str, list[Any]], arr: dict[str, Any]) -> tuple[Any, ...]:
+    """Per split: the group times of one micro-batch [n, G] and the per-rank parameters of a
+    layer, the embedding, the head and a layer's routed experts, one graph per (tp, ep, etp, b)."""
+    n = len(arr["tp"])
+    gt = np.empty((n, len(GROUPS)))
+    lp, emb, head, lpe = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    # Python ints (numpy scalars are slow)
+    for t, e, et in sorted(set(zip(rows["tp"], rows["ep"], rows["etp"]))):
+        sel = (arr["tp"] == t) & (arr["ep"] == e) & (arr["etp"] == et)
+        bs = sorted({int(x) for x in arr["b"][sel].tolist()})
+        times = _group_times(ctx, t, e, bs, True, et)
+        for b in bs:
+            s2 = sel & (arr["b"] == b)
+            gt[s2] = times[b]
+            tg = _graph(ctx, t, e, b, True, et)
+            lp[s2], emb[s2], head[s2] = tg.layer_params, tg.embed_params, tg.head_params
+            lpe[s2] = tg.layer_expert_params
+    return gt, lp, emb, head, lpe
+
+
+def _etp_pairs(cfg: Any, tps: list[int], etps: tuple[int, ...] | None) -> dict[int, list[int]]:
+    """Each tp that can split ``cfg`` with the etps of ``etps`` that can split its experts
+    (``graphs.shard.tp_problem`` / ``etp_problem``; None: etp = tp, the tp rule alone)."""
+    if etps is None:
+        return {t: [t] for t in tps if tp_problem(cfg, t) is None}
+    if not cfg.n_experts:
+        raise SpecError(f"etps={list(etps)} (expert tensor parallelism) applies to mixture-of-"
+                        f"experts models; {cfg.name} has no experts (leave etps unset)")
+    ok = [e for e in dict.fromkeys(etps) if etp_problem(cfg, e) is None]
+    if not ok:
+        raise SpecError(f"etps={list(etps)}: {etp_problem(cfg, etps[0])}")
+    return {t: [e for e in ok if tp_problem(cfg, t, e) is None] for t in tps}
 
 
 @A.checked(**COMMON_ARGS,
@@ -93,7 +146,9 @@ def _splits(cfg: Any, devices: int, tps: list[int], global_batch: int,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
            ep_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
-           pp_overlap=A.optional(A.flag))
+           pp_overlap=A.optional(A.flag), moe_dispatcher=A.optional(A.choice(*MOE_DISPATCHERS)),
+           etps=A.optional(A.seq(A.count(1, A.MAX_DEVICES),
+                                 what="expert tensor-parallel sizes such as (1, 2)")))
 def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: int,
                      precision: str | Precision = "bf16", nodes: int | None = None,
                      micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -107,7 +162,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                      pue: float | None = None, attention_kernel: str = "auto",
                      moe_routing: str = "random", ep_overlap: bool = False,
                      elementwise: str = "fused", optimizer_dtype: str = "fp32",
-                     pp_flushes: int = 1, pp_overlap: bool | None = None) -> Table:
+                     pp_flushes: int = 1, pp_overlap: bool | None = None,
+                     etps: tuple[int, ...] | None = None,
+                     moe_dispatcher: str | None = None) -> Table:
     """Every valid (tp, pp, dp, ep, micro-batch, interleave, recompute, ZeRO) split of ``model``
     on ``cluster``, priced at once; those that do not fit dropped; ranked by step time.
 
@@ -119,12 +176,17 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     the row's MFU + node overhead, × PUE) and ``carbon_per_million_tokens``, as
     ``rl.train``'s ``economics`` (``price_per_hour``, ``region``, ``pue`` as there; NaN without a
     price or a region, the table's ``notes`` say why). ``attention_kernel``, ``moe_routing``,
-    ``elementwise``, ``optimizer_dtype``, ``pp_flushes`` and ``ep_overlap`` as ``rl.train``'s
-    (with ``ep_overlap`` only the splits its rules allow: ep > 1, no full recompute,
-    interleaving when pp > 1; with ``pp_flushes`` only the splits whose micro-batches divide
-    into that many schedules). ``pp_overlap`` as ``rl.train``'s (None: on where the split is
-    interleaved; False: every split's sends blocking; True: only the interleaved splits); the
-    ``pp_overlap`` column says which each row was priced with (as ``TrainingResult.pp_overlap``).
+    ``moe_dispatcher``, ``elementwise``, ``optimizer_dtype``, ``pp_flushes``, ``ep_overlap``,
+    ``pp_overlap`` as ``rl.train``'s, on the splits it allows (``ep_overlap``: ep > 1, no full
+    recompute, interleaving when pp > 1; ``pp_flushes``: micro-batches that divide into that
+    many schedules; "flex": etp·ep > 1; ``pp_overlap=True``: the interleaved splits; None: on
+    where interleaved); the ``pp_overlap`` column says which.
+
+    ``etps`` (MoE): the expert tensor-parallel sizes searched (MoE parallel folding, as
+    ``rl.train``'s ``etp``): each split pairs its tp with every etp of ``etps`` and every ep the
+    folding rules allow (etp·ep divides the tp·dp ranks of a stage, ep the experts, etp the
+    expert width; folding.py), so ``etps=(1,)`` fixes etp = 1 and ``etps=(1, 2, 4, 8)``
+    searches it. None (default): etp = tp on every split (Megatron-Core's), ep dividing dp.
     """
     from ...analysis.economics import check_economics
 
@@ -132,7 +194,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     if attention_kernel == "unfused":
         fused_attention = False
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
-                   None, 1, attention_kernel, moe_routing, elementwise, optimizer_dtype)
+                   None, 1, attention_kernel, moe_routing, elementwise, optimizer_dtype, "all",
+                   moe_dispatcher)
     global_batch = _check_int("global_batch", global_batch)
     cfg, devices = ctx.cfg, ctx.cl.devices
     check_selective_op(ctx, tuple(recomputes))
@@ -140,32 +203,23 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
         raise SpecError(f"ep_overlap=True overlaps expert-parallel exchanges; {cfg.name} has no "
                         "experts")
     max_tp = max_tp or ctx.cl.domain
-    tps = [t for t in _divisors(devices) if t <= max_tp and tp_problem(cfg, t) is None]
+    pairs = _etp_pairs(cfg, [t for t in _divisors(devices) if t <= max_tp], etps)
+    tps = [t for t in _divisors(devices) if t <= max_tp and pairs.get(t)]
     rows = _splits(cfg, devices, tps, global_batch, micro_batches, interleaves, recomputes,
-                   zeros, ep_overlap, pp_flushes, pp_overlap)
+                   zeros, ep_overlap, pp_flushes, pp_overlap, None if etps is None else pairs,
+                   moe_dispatcher == "flex")
     if not rows["tp"]:
         flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
                         f"{global_batch} and micro-batches {micro_batches}{flushes}")
     arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
     n = len(arr["tp"])
-    gt = np.empty((n, len(GROUPS)))
-    lp, emb, head, lpe = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    keys = sorted(set(zip(rows["tp"], rows["ep"])))  # Python ints (numpy scalars are slow)
-    for t, e in keys:
-        sel = (arr["tp"] == t) & (arr["ep"] == e)
-        bs = sorted({int(x) for x in arr["b"][sel].tolist()})
-        times = _group_times(ctx, t, e, bs)
-        for b in bs:
-            s2 = sel & (arr["b"] == b)
-            gt[s2] = times[b]
-            tg = _graph(ctx, t, e, b)
-            lp[s2], emb[s2], head[s2] = tg.layer_params, tg.embed_params, tg.head_params
-            lpe[s2] = tg.layer_expert_params
+    gt, lp, emb, head, lpe = _per_rank(ctx, rows, arr)
     r = _evaluate(ctx, global_batch, arr["tp"], arr["pp"], arr["dp"], arr["ep"], arr["b"],
                   arr["v"], arr["rc"], arr["zero"], gt, lp, emb, head, dp_overlap, lp_exp=lpe,
                   ep_overlap=ep_overlap, pp_flushes=pp_flushes,
-                  pp_overlap=False if pp_overlap is False else None)
+                  pp_overlap=False if pp_overlap is False else None,
+                  etp=None if etps is None else arr["etp"])
     cap = ctx.cl.device.memory_capacity_bytes
     fits = mem_fits(r["total"], cap)
     if "weight_store" in r:  # weight streaming: the training state must fit the store too
@@ -186,6 +240,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     cols = {
         "tp": arr["tp"][order].astype(int), "pp": arr["pp"][order].astype(int),
         "dp": arr["dp"][order].astype(int), "ep": arr["ep"][order].astype(int),
+        "etp": arr["etp"][order].astype(int),
         "micro_batch": arr["b"][order].astype(int), "interleave": arr["v"][order].astype(int),
         "recompute": [RECOMPUTE[int(x)] for x in arr["rc"][order].tolist()],
         "zero": arr["zero"][order].astype(int),
@@ -208,7 +263,8 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
     return Table(cols, units={"step_time": "s", "memory": "B", "bubble": "s", "comm": "s",
                               "tokens_per_s": "tokens/s", "mfu": FRACTION, **ECON_COLUMN_UNITS},
                  notes=(ec.note(),),
-                 show=("tp", "pp", "dp", "ep", "micro_batch", "recompute", "zero", "step_time",
+                 show=("tp", "pp", "dp", "ep", *(("etp",) if etps is not None else ()),
+                       "micro_batch", "recompute", "zero", "step_time",
                        "mfu", "memory", "fits", "interleave", "tokens_per_s", "bubble", "comm"),
                  title=f"{cfg.name} on {ctx.cl.name} × {ctx.cl.nodes} nodes ({devices} devices), "
                        f"global batch {global_batch} × {seq_len}: {int(fits.sum())} of {n} splits "

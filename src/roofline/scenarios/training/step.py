@@ -27,7 +27,7 @@ from ...graphs.resolve import model as resolve_model
 from ...graphs.training import GROUPS, LORA_TARGETS
 from ...ops import collectives as coll
 from ...ops import cost
-from ...ops.training_formulas import MOE_ROUTINGS, OPTIMIZERS
+from ...ops.training_formulas import MOE_DISPATCHERS, MOE_ROUTINGS, OPTIMIZERS
 from ...ops.xp import SCALAR
 from ...specs.dtypes import PRECISION_ARG, Precision
 from .context import (
@@ -45,6 +45,7 @@ from .optimizer import optimizer_model, optimizer_time
 from .options import (
     CONV_LAYOUTS,
     check_ep_overlap,
+    check_flex_group,
     check_graph_only_options,
     check_model_options,
     check_selective_op,
@@ -52,7 +53,13 @@ from .options import (
     recompute_fraction,
 )
 from .result import TrainingResult
-from .stages import STAGES_ARG, StageLayout, pipeline_stages, pp_exposed
+from .stages import (
+    STAGES_ARG,
+    StageLayout,
+    megatron_layout,
+    pipeline_stages,
+    pp_exposed,
+)
 
 RECOMPUTE = ("none", "selective", "full", "selective_op")
 #: the recompute modes ``best_parallelism`` searches by default (Megatron-LM's); "selective_op"
@@ -89,7 +96,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
               optimizer: str = "adam", lp_exp: Any = 0.0,
               ep_overlap: bool = False, cp_overlap: bool = True,
               pp_flushes: int = 1, rc_frac: float = 1.0, pp_overlap: Any = None,
-              etp: int | None = None) -> dict[str, Any]:
+              etp: Any = None) -> dict[str, Any]:
     """Price many configurations at once. ``gt`` is [n, G] group times per micro-batch;
     ``lp``, ``emb_p``, ``head_p`` the per-rank parameters of a layer, the embedding, the head;
     ``optimizer`` one of ``DECODER_OPTIMIZERS`` (mixed precision).
@@ -134,7 +141,8 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
-    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp)  # folding.py
+    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp,
+                                    b * s * D)  # folding.py
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
     tp_f = t_pair * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
@@ -323,10 +331,11 @@ COMMON_ARGS = dict(model=A.anything, cluster=A.anything, global_batch=A.count(),
 
 
 def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
-             pp_stages: Any) -> tuple[int, int, int, int, int]:
+             pp_stages: Any, *layout: Any) -> tuple[int, int, int, int, int, Any, bool]:
     """(tp, pp, dp, ep, interleave) as positive integers (train's argument rules have checked
     the ones given); pp from ``pp_stages`` when only the stages are given; dp defaulting to
-    devices / (tp·pp·cp), ≥ 1 when it divides."""
+    devices / (tp·pp·cp), ≥ 1 when it divides; then (pp_stages, chunked) and interleave as
+    Megatron-Core's ``layout`` arguments set them (stages.megatron_layout)."""
     if pp_stages is not None and pp == 1:
         pp = _check_int("pp", len(pp_stages))
     if dp is None:
@@ -334,15 +343,23 @@ def _degrees(ctx: _Ctx, tp: Any, pp: Any, dp: Any, ep: Any, interleave: Any,
             raise SpecError(f"tp·pp·cp = {tp * pp * ctx.cp} must divide the cluster's "
                             f"{ctx.cl.devices} devices")
         dp = ctx.cl.devices // (tp * pp * ctx.cp)
-    return tp, pp, dp, ep, interleave
+    stages, interleave, chunked = megatron_layout(ctx.cfg.n_layers, pp, interleave, pp_stages,
+                                                  *layout)
+    return tp, pp, dp, ep, interleave, stages, chunked
 
 
 def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, dp: int, ep: int,
               interleave: int, recompute: str, zero: int, pp_flushes: int = 1,
-              etp: int | None = None, ep_overlap: bool = False) -> None:
-    """The split's consistency (SpecError on the first problem): devices, cp, interleave, the
-    expert groups (folding.check_folding), batches, recompute, zero, ``ep_overlap``'s rules."""
+              etp: int | None = None, ep_overlap: bool = False,
+              cp_overlap: bool = True, moe_dispatcher: str | None = None) -> None:
+    """The split's consistency (SpecError on the first problem): devices, cp (and
+    ``cp_overlap``), interleave, the expert groups (folding.check_folding) and the flex
+    dispatcher's (``options.check_flex_group``), batches, recompute, zero, ``ep_overlap``'s
+    rules."""
     devices, cp = ctx.cl.devices, ctx.cp
+    if not cp_overlap and cp == 1:
+        raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
+                        f"context parallelism (cp > 1), got cp={cp}")
     if tp * cp * pp * dp != devices:
         what = "tp·cp·pp·dp" if cp > 1 else "tp·pp·dp"
         vals = f"{tp}·{cp}·{pp}·{dp}" if cp > 1 else f"{tp}·{pp}·{dp}"
@@ -354,6 +371,7 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
     if interleave > 1 and pp == 1:
         raise SpecError("interleave > 1 needs pipeline parallelism (pp > 1)")
     check_folding(ctx, tp, dp, ep, tp if etp is None else etp)  # etp·ep | tp·cp·dp
+    check_flex_group(moe_dispatcher, tp, ep, etp)
     if global_batch % (dp * micro_batch):
         raise SpecError(f"global_batch={global_batch} must be divisible by dp·micro_batch = "
                         f"{dp}·{micro_batch} = {dp * micro_batch}")
@@ -383,11 +401,13 @@ def _validate(ctx: _Ctx, global_batch: int, micro_batch: int, tp: int, pp: int, 
            sequence_parallel=A.flag, optimizer=A.choice(*OPTIMIZERS),
            pp_stages=STAGES_ARG, lora_rank=A.optional(A.count(1, 65536)), cp=DEGREE,
            attention_kernel=A.choice(*ATTENTION_KERNELS), moe_routing=A.choice(*MOE_ROUTINGS),
+           moe_dispatcher=A.optional(A.choice(*MOE_DISPATCHERS)),
            ep_overlap=A.flag, cp_overlap=A.flag, elementwise=A.choice(*ELEMENTWISE),
            optimizer_dtype=A.choice(*OPTIMIZER_DTYPES), pp_flushes=A.count(1, 10**6),
            data_loader=A.anything, lora_targets=A.choice(*LORA_TARGETS),
            recompute_layers=A.optional(A.count(0, 10**6)), pp_overlap=A.optional(A.flag),
-           conv_layout=A.optional(A.choice(*CONV_LAYOUTS)))
+           conv_layout=A.optional(A.choice(*CONV_LAYOUTS)), pp_account_embedding=A.flag,
+           pp_account_loss=A.flag, pp_layout=A.optional(A.text))
 def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = None,
           micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int | None = None, ep: int = 1,
           etp: int | None = None, interleave: int = 1, recompute: str | None = None,
@@ -399,7 +419,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
           cp_overlap: bool = True, elementwise: str = "fused", optimizer_dtype: str = "fp32",
           pp_flushes: int = 1, data_loader: Any = None, lora_targets: str = "all",
           recompute_layers: int | None = None, pp_overlap: bool | None = None,
-          conv_layout: str | None = None) -> TrainingResult:
+          conv_layout: str | None = None, pp_account_embedding: bool = False,
+          pp_account_loss: bool = False, pp_layout: str | None = None,
+          moe_dispatcher: str | None = None) -> TrainingResult:
     """Price one optimizer step of ``model`` trained on ``cluster`` with a (tp, pp, dp, ep) split.
 
     Models that are not decoder LMs (CNNs, ViT, BERT, imported modules) are trained data
@@ -411,10 +433,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     pipeline's ceiling (None: off); ``conv_layout`` (generic.py; None: "nhwc"). Decoders: neither.
 
     ``dp`` defaults to devices / (tp·pp). ``etp`` (MoE): MoE parallel folding (folding.py), the
-    experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are then
-    as even as possible with the lighter ones at the ends (training/stages.py), or ``pp_stages``
-    gives the layers of each stage (first to last; ``pp`` defaults to its length); the step
-    runs at the slowest stage's pace and memory is the fullest stage's.
+    experts split etp ways (None: tp). ``pp`` need not divide the layers: the stages are as even
+    as possible, the lighter at the ends (training/stages.py), or ``pp_stages`` gives each
+    stage's layers (``pp`` defaults to its length), or Megatron-Core's ``pp_account_embedding``,
+    ``pp_account_loss``, ``pp_layout`` do (stages.megatron_layout); the slowest stage paces.
     ``lora_rank`` r: LoRA — an adapter A·B of rank r on every linear of the blocks (on the fused
     q / k / v projection only: ``lora_targets="qkv"``), every other weight frozen (no dW GEMMs,
     dX kept; gradients, optimizer state, dp reduction for the adapters; graphs/training.py).
@@ -427,8 +449,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     "selective_op" (torchtitan's op-level policy: matmul and attention outputs saved except
     every second matmul of a block; those and the norms, activations and other cheap ops re-run
     in the backward; ``graphs.training.op_recomputed``). ``recompute_layers`` k: "full" for k
-    layers per stage only (Megatron's block method; options.py). ``zero``: 0–3 (decoder
-    default 1).
+    layers per stage only (Megatron's block method; options.py). ``zero``: 0–3 (decoders 1).
     ``fused_attention``: FlashAttention-style kernels (False: the unfused QKᵀ/softmax/·V path of
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
@@ -439,8 +460,8 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
     spreads a token's k experts, which sets how many expert-parallel ranks each token is
     dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
-    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; ops/training_formulas
-    .moe_dispatch_ranks).
+    (NeMo AutoModel's FakeBalancedGate: k consecutive experts; training_formulas
+    .moe_dispatch_ranks). ``moe_dispatcher``: "flex" (DeepEP; None) | "alltoall" (folding.py).
     ``ep_overlap`` (MoE, ep > 1): Megatron-Core's combined 1F1B, each micro-batch's dispatch and
     combine behind the adjacent micro-batch's compute (``folding.ep_exposed``); refused with full
     recompute and, when pp > 1, without interleaving (the schedule's rules). Default: exposed.
@@ -458,7 +479,7 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     if attention_kernel == "unfused":
         fused_attention = False
     m = model if isinstance(model, Model) else resolve_model(model)
-    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing, etp)
+    check_model_options(m, lora_rank, lora_targets, ep_overlap, moe_routing, etp, moe_dispatcher)
     if m.config is None or m.config.arch != "decoder":
         from .generic import decoder_options, train_graph
 
@@ -469,9 +490,10 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
                            ep=ep, interleave=interleave, recompute=recompute, zero=zero,
                            optimizer_dtype=odt, pp_flushes=pp_flushes, data_loader=data_loader,
                            conv_layout=conv_layout,
-                           decoder_only=decoder_options(cp, pp_stages, attention_kernel,
-                                                        fused_attention, dropout, elementwise,
-                                                        recompute_layers, pp_overlap))
+                           decoder_only=decoder_options(
+                               cp, pp_stages, attention_kernel, fused_attention, dropout,
+                               elementwise, recompute_layers, pp_overlap, pp_account_embedding,
+                               pp_account_loss, pp_layout))
     check_graph_only_options(m, data_loader, conv_layout)
     recompute = "selective" if recompute is None else recompute  # decoder defaults
     zero = 1 if zero is None else zero
@@ -483,15 +505,14 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     # the degrees, batches and zero are ints in range: A.checked above converted and checked them
     ctx = _context(model, cluster, nodes, precision, seq_len, fused_attention, dropout, preset,
                    lora_rank, cp, attention_kernel, moe_routing, elementwise, optimizer_dtype,
-                   lora_targets)
-    tp, pp, dp, ep, interleave = _degrees(ctx, tp, pp, dp, ep, interleave, pp_stages)
+                   lora_targets, moe_dispatcher)
+    tp, pp, dp, ep, interleave, pp_stages, chunked = _degrees(
+        ctx, tp, pp, dp, ep, interleave, pp_stages, pp_account_embedding, pp_account_loss,
+        pp_layout)
     _check_moe_sp(ctx, tp, sequence_parallel)
-    if not cp_overlap and ctx.cp == 1:
-        raise SpecError("cp_overlap=False exposes the context-parallel K/V exchange; it needs "
-                        f"context parallelism (cp > 1), got cp={ctx.cp}")
     _validate(ctx, global_batch, micro_batch, tp, pp, dp, ep, interleave, recompute, zero,
-              pp_flushes, etp, ep_overlap)
-    stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave)
+              pp_flushes, etp, ep_overlap, cp_overlap, moe_dispatcher)
+    stages = pipeline_stages(ctx.cfg.n_layers, pp, pp_stages, interleave, chunked=chunked)
     rc_frac = recompute_fraction(recompute, recompute_layers, stages, interleave)
     layout = None if len(set(stages)) == 1 else StageLayout.of(
         stages, global_batch // (dp * micro_batch))

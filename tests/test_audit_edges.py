@@ -1,0 +1,121 @@
+"""Unhappy paths found by the session-31 audit ("never a silent wrong number"): each test failed
+before its fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import roofline as rl
+from roofline.errors import SpecError
+
+
+def test_simulate_serving_refuses_requests_longer_than_the_context() -> None:
+    # rl.serve calls prompt + output past max_position_embeddings infeasible; the simulation
+    # used to price such requests (its step tables are read at capped lengths) and print a TTFT
+    w = rl.Workload(prompt=rl.lengths("fixed", 200_000), output=rl.lengths("fixed", 10), rate=1)
+    with pytest.raises(SpecError, match="max_position_embeddings=131072"):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=20)
+    assert not rl.serve("llama-3.1-8b", "H100", prompt_len=200_000, output_len=10).feasible
+
+
+def test_simulate_serving_context_edge_is_the_serve_rule() -> None:
+    # prompt + output = context + 1 is servable (the last token is not fed back), as in serve
+    cap = 131_072
+    ok = rl.Workload(prompt=rl.lengths("fixed", cap - 9), output=rl.lengths("fixed", 10),
+                     rate=0.01)
+    assert rl.serve("llama-3.1-8b", "H100", prompt_len=cap - 9, output_len=10).feasible
+    sim = rl.simulate_serving("llama-3.1-8b", "H100", workload=ok, requests=2)
+    assert sim.rejected == 0
+    over = rl.Workload(prompt=rl.lengths("fixed", cap - 8), output=rl.lengths("fixed", 10),
+                       rate=0.01)
+    assert not rl.serve("llama-3.1-8b", "H100", prompt_len=cap - 8, output_len=10).feasible
+    with pytest.raises(SpecError, match="1 of 1 requests|2 of 2 requests"):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=over, requests=2)
+
+
+def _plan(hw: str, prompt: int, **kw):  # type: ignore[no-untyped-def]
+    w = rl.Workload(prompt=rl.lengths("fixed", prompt), output=rl.lengths("fixed", 50), rate=2)
+    return rl.plan_serving("llama-3.1-8b", hw, devices=2, workload=w,
+                           slo=rl.SLO(ttft_p99=2.0, tpot_p99=0.05), requests=100,
+                           max_simulations=1, max_tp=2, pp_options=(1,),
+                           chunk_sizes=(2048,), disaggregated=False, **kw)
+
+
+def test_plan_serving_default_precisions_on_a_part_without_bf16() -> None:
+    # V100 has fp16 but no bf16 (or fp8): the default search used bf16 only, refused every
+    # layout and blamed "no layout meets the TPOT target even at batch 1"
+    plan = _plan("V100", 1000)
+    assert plan.best is not None
+    assert "fp16" in plan.best.layout and "bf16" not in plan.best.layout
+    assert len(plan.infeasible) == 0
+
+
+def test_plan_serving_says_why_nothing_runs() -> None:
+    # every layout refused for a reason that is not memory: the reason is the one given, not
+    # "does not fit", and the note names it rather than a TPOT shortfall
+    plan = _plan("V100", 1000, precisions=[("bf16", "bf16")])
+    reasons = [str(r) for r in plan.infeasible["reason"]]
+    assert reasons and all(r.startswith("cannot run: ") and "no bf16 peak" in r
+                           for r in reasons)
+    assert any("no bf16 peak" in n for n in plan.notes)
+    assert not any("TPOT target" in n for n in plan.notes)
+    over = _plan("H100", 200_000, precisions=[("bf16", "bf16")])
+    assert any("max_position_embeddings=131072" in n for n in over.notes)
+
+
+def test_group_size_needs_quantised_weights() -> None:
+    # a per-group scale belongs to quantised weights; on fp16 weights it used to add 2/g bytes
+    # per weight (Llama 3.1 8B: +125 MB, serve TPOT +0.5 %) without a word
+    with pytest.raises(SpecError, match="group_size=128 needs quantised weights"):
+        rl.precision("fp16", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.solve("llama-3.1-8b", "H100", group_size=128)
+    with pytest.raises(SpecError, match="group_size"):
+        rl.serve("llama-3.1-8b", "H100", group_size=128)
+    assert rl.precision("fp16", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
+    assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
+    assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
+
+
+def test_solve_refuses_a_length_its_phase_ignores() -> None:
+    # forward has no KV cache and decode takes one token: context= in forward and seq_len= in
+    # decode were dropped silently while the Result echoed the forward context as if priced
+    with pytest.raises(SpecError, match="context=100000 does not apply to phase 'forward'"):
+        rl.solve("llama-3.1-8b", "H100", context=100_000)
+    with pytest.raises(SpecError, match="seq_len=100 does not apply to phase 'decode'"):
+        rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=100)
+    one = rl.solve("llama-3.1-8b", "H100", phase="decode", seq_len=1, context=512)
+    assert one.latency == rl.solve("llama-3.1-8b", "H100", phase="decode", context=512).latency
+    pre = rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128, context=4096)
+    assert pre.latency > rl.solve("llama-3.1-8b", "H100", phase="prefill", seq_len=128).latency
+    with pytest.raises(SpecError, match="does not apply to phase 'forward'"):
+        rl.sweep("llama-3.1-8b", ["H100"], batch=[1, 2], context=4096)
+    with pytest.raises(SpecError, match="no sequence dimension"):
+        rl.solve("resnet50", "H100", context=100)
+
+
+def test_decode_sweep_past_the_context_cannot_run() -> None:
+    # serve_sweep (and explore's decode spaces) priced a step at 200k tokens of context on a
+    # 131k-context model and called it fitting; rl.serve calls the same request infeasible
+    from roofline.scenarios.serving import serve_sweep
+
+    out = serve_sweep("llama-3.1-8b", "H100", batch=[1], context=[131_072, 131_073])
+    assert out["fits"][0, 0, :, 0].all() and (out["tpot"][0, 0, :, 0] > 0).all()
+    assert not out["fits"][0, 0, :, 1].any() and np.isnan(out["tpot"][0, 0, :, 1]).all()
+    assert rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=1).feasible
+    assert not rl.serve("llama-3.1-8b", "H100", prompt_len=131_072, output_len=2).feasible
+    space = rl.Space(kind="decode", model=["llama-3.1-8b"], hardware=["H100"],
+                     scenario=dict(batch=[1], context=[2048, 200_000]))
+    res = rl.explore(space, objectives=["tokens_per_s_per_device"], constraints=["fits"])
+    assert res.passed == 1
+
+
+def test_simulate_serving_a_prompt_that_fills_the_context() -> None:
+    # prompt = the whole context, one output token: servable (serve's rule), and the step
+    # tables stay finite although the decode sweep refuses a context past the model's
+    cfg_cap = rl.model("gpt2").config.max_positions  # a small context keeps this fast
+    assert rl.serve("gpt2", "H100", prompt_len=cfg_cap, output_len=1).feasible
+    w = rl.Workload(prompt=rl.lengths("fixed", cfg_cap), output=rl.lengths("fixed", 1), rate=1)
+    sim = rl.simulate_serving("gpt2", "H100", workload=w, requests=5)
+    assert sim.rejected == 0 and np.isfinite(sim.ttft.p99)
