@@ -119,3 +119,66 @@ def test_simulate_serving_a_prompt_that_fills_the_context() -> None:
     w = rl.Workload(prompt=rl.lengths("fixed", cfg_cap), output=rl.lengths("fixed", 1), rate=1)
     sim = rl.simulate_serving("gpt2", "H100", workload=w, requests=5)
     assert sim.rejected == 0 and np.isfinite(sim.ttft.p99)
+
+
+def test_disaggregated_serving_on_the_same_part() -> None:
+    # decode_hardware naming the prefill part (prefill and decode pools of H100s, the common
+    # deployment) was read as aggregated serving: one device counted, no KV transfer in TTFT
+    agg = rl.serve("llama-3.1-8b", "H100", batch=4)
+    dis = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100")
+    other = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H200")
+    assert dis.devices == other.devices == 2 * agg.devices
+    assert dis.ttft == pytest.approx(other.ttft) and dis.ttft > agg.ttft
+    assert dis.tpot == pytest.approx(agg.tpot)  # the same part decodes
+    slow = rl.serve("llama-3.1-8b", "H100", batch=4, decode_hardware="H100",
+                    kv_link_bytes_per_s=1e9)
+    assert slow.ttft > dis.ttft
+    # the KV link of a deployment without a decode pool was ignored
+    with pytest.raises(SpecError, match="kv_link_bytes_per_s .*decode_hardware="):
+        rl.serve("llama-3.1-8b", "H100", kv_link_bytes_per_s=1e9)
+
+
+def test_levers_only_empty_is_refused() -> None:
+    with pytest.raises(SpecError, match="only must name at least one lever"):
+        rl.levers("resnet50", "A100", only=[])
+    assert len(rl.levers("resnet50", "A100", only=["batch"])) > 0
+
+
+def test_python_dash_m_roofline_runs_the_cli() -> None:
+    # 'python -m roofline' stopped at "No module named roofline.__main__"; errors stay one line
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "roofline", "--version"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and rl.__version__ in ok.stdout + ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "roofline", "solve", "resnet50", "H10"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Did you mean" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_one_token_output_prints_no_nan() -> None:
+    # output_len=1 has no decode step: TPOT 0 with its reason, and MBU said to be n/a rather
+    # than printed "nan%"
+    text = str(rl.serve("llama-3.1-8b", "H100", output_len=1))
+    assert "nan" not in text.lower() and "MBU n/a (no decode step)" in text
+    assert "nan" not in str(rl.serve("llama-3.1-8b", "H100", output_len=2)).lower()
+
+
+def test_requirements_says_the_reference_does_not_fit() -> None:
+    # the reference time of a model the reference part cannot hold was printed bare
+    text = str(rl.requirements("llama-3.1-405b", target_latency=0.1))
+    ref = next(line for line in text.splitlines() if line.strip().startswith("reference"))
+    assert "if it fit (it does not: needs 813.4 GB" in ref
+    small = str(rl.requirements("resnet50", target_latency=2e-3))
+    assert "it does not" not in small
+
+
+def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
+    w = rl.Workload(prompt=rl.lengths("fixed", 500), output=rl.lengths("fixed", 20), rate=2)
+    with pytest.raises(SpecError, match="prefill_tp=2 .*prefill_replicas="):
+        rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10, prefill_tp=2)
+    dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
+                              prefill_replicas=1, prefill_tp=2)
+    assert dis.devices == 3

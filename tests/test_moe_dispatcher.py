@@ -32,12 +32,14 @@ def _cl():  # type: ignore[no-untyped-def]
 def test_alltoall_exchange_by_hand() -> None:
     """Alltoall at etp = tp = 4: each rank sends k = 8 copies of its T/tp = 1,024 tokens ×
     2,048 × 2 bytes (one per selected expert) in an all-to-all over its 8 EP ranks spaced 4
-    apart: ranks 0, 4, …, 28, four nodes, so InfiniBand binds: 7 latencies + 7/8 of the bytes
-    at the scale-out bandwidth; 4 a layer (dispatch, combine; forward, backward), 48 layers, 4
-    micro-batches. At etp 1 the 8 EP ranks are one node's: NVLink."""
+    apart: ranks 0, 4, …, 28, two on each of four nodes: 1/8 of the bytes to the peer on its
+    node over NVLink (1 latency), 6/8 to the six on other nodes over InfiniBand (6), which
+    binds; 4 a layer (dispatch, combine; forward, backward), 48 layers, 4 micro-batches. At
+    etp 1 the 8 EP ranks are one node's: NVLink, 7 latencies + 7/8 of the bytes."""
     lk = _ctx("alltoall").links
     n = K * T / 4 * D * 2.0
-    a = 7 * lk.out_alpha + 7 / 8 * n / lk.out_bw
+    a = max(lk.up_alpha + n / 8 / lk.up_bw, 6 * lk.out_alpha + 6 / 8 * n / lk.out_bw)
+    assert a == 6 * lk.out_alpha + 6 / 8 * n / lk.out_bw
     r = rl.train("qwen3-30b-a3b", _cl(), moe_dispatcher="alltoall", **KW)
     assert r.breakdown["ep_comm"] == pytest.approx(4 * L * 4 * a, rel=1e-9)
     r1 = rl.train("qwen3-30b-a3b", _cl(), moe_dispatcher="alltoall", etp=1, **KW)

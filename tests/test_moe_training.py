@@ -132,3 +132,27 @@ def test_ep_overlap_by_hand() -> None:
                             micro_batches=(1,), zeros=(3,), ep_overlap=True, top=None)
     rows = t.to_dicts()
     assert rows and all(r["ep"] > 1 and r["recompute"] != "full" for r in rows)
+
+
+def test_moe_copies_follow_the_expert_split() -> None:
+    """A rank's routed experts run etp/tp × b·s·k rows (both dispatchers; the graph's
+    ``_fold_experts``), each keeping its D-wide input: per token of the micro-batch
+    etp/tp × k·2·D bytes, the experts' own tensors k·6·F_e/tp whatever etp. Qwen3-30B-A3B
+    at TP 4 with SP: etp 4 keeps all 8 copies (session 31; before, 8/4 of them), etp 1 a
+    quarter, etp 2 half."""
+    kw = dict(d_model=2048, expert_d_ff=768, top_k=8, n_shared=0, n_experts=128,
+              gated_mlp=True, tp=4, sequence_parallel=True)
+    rest = (8 * 6 * 768 + 4 * 128) / 4
+    for etp, share in ((4, 1.0), (2, 0.5), (1, 0.25)):
+        got = moe_mlp_activation_bytes(etp=etp, **kw)
+        assert float(got) == pytest.approx(share * 8 * 2 * 2048 + rest, rel=1e-12)
+    # unset etp is etp = tp
+    assert float(moe_mlp_activation_bytes(**kw)) == pytest.approx(8 * 2 * 2048 + rest)
+    # through rl.train: TP 4, EP 8 on 32 H100, one stage, no recompute, one 4,096-token
+    # sequence a micro-batch: etp 4 keeps 3/4 · 8 · 2 · 2,048 bytes more per token and layer
+    # than etp 1, over 4,096 tokens and 48 layers
+    cl = rl.cluster("dgx-h100", nodes=4)
+    run = dict(global_batch=32, seq_len=4096, micro_batch=1, tp=4, ep=8, recompute="none")
+    a4 = rl.train("qwen3-30b-a3b", cl, **run).memory_per_device["activations"]
+    a1 = rl.train("qwen3-30b-a3b", cl, etp=1, **run).memory_per_device["activations"]
+    assert a4 - a1 == pytest.approx(0.75 * 8 * 2 * 2048 * 4096 * 48, rel=1e-9)

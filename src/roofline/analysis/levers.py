@@ -264,6 +264,8 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
             raise SpecError(f"latency_slo must be a positive number of seconds, got "
                             f"{latency_slo!r}")
     fams = tuple(LEVER_FAMILIES if only is None else only)
+    if not fams:  # an empty selection priced nothing and printed "best: none"
+        raise SpecError(f"only must name at least one lever; allowed: {', '.join(LEVER_FAMILIES)}")
     for f in fams:
         if f not in LEVER_FAMILIES:
             import difflib

@@ -341,9 +341,10 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                        kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
                        out, client)
     if best is None and not feas:  # nothing runs or meets the SLO unloaded: say why
-        why = sorted(set(bad["reason"]), key=bad["reason"].count, reverse=True)
+        common = sorted(set(bad["reason"]), key=bad["reason"].count, reverse=True)
         notes.append(f"no layout can serve on these devices; {len(bad['reason'])} refused, "
-                     f"most often: {why[0]}" if why else "no layout to search on these devices")
+                     f"most often: {common[0]}" if common else
+                     "no layout to search on these devices")
     elif best is None:
         notes.append(_shortfall(pts, slo, devices, lam))
     return ServingPlan(model=m.name, hardware=hw.name, devices=devices, workload=workload,

@@ -84,8 +84,11 @@ class Requirements(Display):
     def __str__(self) -> str:
         from ..units import fmt_bytes, fmt_time
 
+        have = getattr(self._hw, "memory_capacity_bytes", math.inf)
         lines = [f"Requirements for {self.target}: {self.call}",
-                 f"  reference      {self.reference}: {fmt_time(self.reference_time)}",
+                 f"  reference      {self.reference}: {fmt_time(self.reference_time)}" + (
+                     f" if it fit (it does not: needs {fmt_bytes(self.capacity_bytes)}, has "
+                     f"{fmt_bytes(have)})" if self.capacity_bytes > have else ""),
                  f"  floor          {fmt_time(self.floor)} with every ceiling infinite "
                  "(launch, dispatch, latencies)"]
         if not self.reachable:

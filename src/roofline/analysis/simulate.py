@@ -252,7 +252,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
     budget = chunk_size if chunk_size is not None else max_batched_tokens
-    disagg = prefill_replicas is not None
+    disagg = _disaggregated(prefill_replicas, prefill_tp)
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
@@ -369,6 +369,15 @@ def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
                  "serving stack) on its TTFT, TPOT and end to end; the device timeline "
                  "(batches, queueing, throughput) is unchanged")
     return request_client(isl, osl, hw)
+
+
+def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None) -> bool:
+    """Whether prefill runs on its own workers; a prefill_tp without them is refused (it was
+    ignored)."""
+    if prefill_tp is not None and prefill_replicas is None:
+        raise SpecError(f"prefill_tp={prefill_tp} sizes the prefill workers of disaggregated "
+                        "serving: give prefill_replicas= too")
+    return prefill_replicas is not None
 
 
 def _check_context(model: Any, isl: np.ndarray, osl: np.ndarray) -> None:

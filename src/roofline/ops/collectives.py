@@ -550,15 +550,21 @@ def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
 
 
 def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
-    """Each rank holds ``n`` bytes and keeps 1/p: (p−1)·α + (p−1)/p · n/bw, on the slowest
-    level the group spans (an all-to-all crosses every pair, so the scale-out link binds as soon
-    as the group leaves one domain)."""
+    """Each rank holds ``n`` bytes and sends n/p to each of the p ranks (itself included). Inside
+    one domain: (p−1)·α + (p−1)/p · n/bw at the scale-up link. A group of o > 1 domains with i
+    ranks each: the i − 1 peers in the rank's domain take (i−1)/p · n over the scale-up link,
+    the p − i others (p−i)/p · n over the scale-out link, both at once; the slower binds:
+    max((i−1)·α_up + (i−1)/p · n/bw_up, (p−i)·α_out + (p−i)/p · n/bw_out). (Before session 31
+    every byte of a group that left one domain was priced at the scale-out link, the
+    same-domain pairs included.)"""
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
     inner, outer = group_split(p, stride, links.domain, xp)
-    bw = xp.where(outer > 1, links.out_bw, links.up_bw)
-    alpha = xp.where(outer > 1, links.out_alpha, links.up_alpha)
-    return xp.where((p > 1) & (n > 0), _one_pass_time(n, p, bw, alpha), 0.0)
+    t_up = (inner - 1) * links.up_alpha + (inner - 1) / p * n / links.up_bw
+    t_out = (p - inner) * links.out_alpha + (p - inner) / p * n / links.out_bw
+    t = xp.where(outer > 1, xp.maximum(t_up, t_out), _one_pass_time(n, p, links.up_bw,
+                                                                   links.up_alpha))
+    return xp.where((p > 1) & (n > 0), t, 0.0)
 
 
 def group_dispatch(rank_bytes: Arr, domain_bytes: Arr, p: Arr, stride: Arr, links: Links,

@@ -234,7 +234,7 @@ MOE_DISPATCHERS = ("flex", "alltoall")
 def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float,
                              n_shared: float, n_experts: float, gated_mlp: bool,
                              tp: Any = 1, sequence_parallel: Any = False,
-                             xp: Any = np, fp8: bool = False) -> Any:
+                             xp: Any = np, fp8: bool = False, etp: Any = None) -> Any:
     """Bytes per token (at 2-byte activations) a mixture-of-experts MLP block keeps for its
     backward pass on one tensor-parallel rank, in place of a dense MLP's 4F (6F gated).
     ``fp8``: true bytes under Transformer Engine's fp8 recipe, the rule of
@@ -253,16 +253,25 @@ def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float
     experts as a dense MLP of width n_shared·F_e; the router's fp32 probabilities (4E). The
     permuted copies are what MoEBlaze (arXiv:2601.05296, §1) names the "token routing buffers"
     that make MoE activations large: k copies of every token. Expert parallelism does not
-    shrink this: with balanced routing a rank runs as many expert rows as its own b·s tokens
-    send out (k each), whichever experts it holds. The permuted copies are replicated across
-    TP ranks unless sequence-parallel (Assumption: as the replicated inputs of
-    ``layer_activation_terms``)."""
+    shrink this: with balanced routing a rank runs as many expert rows as the tokens of its
+    group send out (k each), whichever experts it holds. With the experts split ``etp`` ways
+    (default: tp) a rank runs etp/tp × b·s·k rows (both of Megatron-Core's dispatchers: flex
+    sends each token to every etp rank of each expert-parallel rank holding one of its experts,
+    alltoall all-gathers the received copies over the etp ranks; token_dispatcher.py at
+    NVIDIA/Megatron-LM d98e8a64; the graph's ``_fold_experts`` runs the same rows), so it keeps
+    etp/tp × k D-wide copies per token of the micro-batch: at etp = tp all k, not split by tp
+    (session 31; before, the copies were divided by tp under sequence parallelism, the rank's
+    own b·s/tp tokens' copies only, an undercount wherever etp > 1). The experts' own tensors
+    are etp/tp × the rows at F_e/etp width: split by tp whatever etp is. Megatron-Core refuses
+    MoE training with tp > 1 and sequence parallelism off, so ``sequence_parallel`` does not
+    change the copies."""
     D, F, k = float(d_model), float(expert_d_ff), float(top_k)
     gin = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
     mlp = (4.0 + gin) if gated_mlp else (2.0 + gin)
     copies = k * gin * D
     split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
-    return copies / sp_split(tp, sequence_parallel, xp) + split / tp
+    rows = 1.0 if etp is None else etp / tp  # the rows the rank's experts run, per token·k
+    return copies * rows + split / tp
 
 
 @lru_cache(maxsize=256)

@@ -3,6 +3,7 @@ continuous-batching steady state and the per-device memory; speculative decoding
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from functools import partial
@@ -84,7 +85,7 @@ def _check_ep(ep: int, cfg: Any, name: str, preset: str) -> None:
 def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: Any,
             precision: Any, kv_precision: Any, weight_precision: Any, group_size: Any, tp: int,
             pp: int, preset: str, engine: str, prefix_cached: Any, decode_hardware: Any,
-            kv_window: str, ep: int = 1) -> tuple[Any, ...]:
+            kv_window: str, ep: int = 1, kv_link_bytes_per_s: Any = None) -> tuple[Any, ...]:
     """``serve``'s arguments resolved and checked (in the order the errors are raised): the
     model, the prefill and decode hardware, batch, prompt and output lengths, preset, precision,
     cached prefix, engine factors, KV-window rule, and the fields every result carries."""
@@ -106,6 +107,11 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
         raise SpecError(f"prefix_cached={pc} must be smaller than prompt_len={P}")
     factors = sp.NEUTRAL if preset == "bound" else sp.serving_factors(engine)
     hw_d = hw if decode_hardware is None else resolve_hardware(decode_hardware)
+    if decode_hardware is None and kv_link_bytes_per_s is not None:
+        raise SpecError("kv_link_bytes_per_s is the prefill-to-decode KV link of disaggregated "
+                        "serving: give decode_hardware= (the same part for two pools of it)")
+    if hw_d is hw and decode_hardware is not None:  # P/D on the same part: still two pools
+        hw_d = copy.copy(hw)  # (disaggregation is read as ``hw_d is not hw`` below)
     base = {"model": m.name, "hardware": hw.name if hw_d is hw else f"{hw.name} → {hw_d.name}",
             "batch": B, "prompt_len": P, "output_len": n, "precision": p.label,
             "preset": preset, "engine": factors.name,
@@ -171,7 +177,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     m, hw, hw_d, B, P, n, preset, p, pc, factors, kv_window, base = _inputs(
         model, hardware, batch, prompt_len, output_len, precision, kv_precision,
         weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
-        kv_window, ep)
+        kv_window, ep, kv_link_bytes_per_s)
     if attention_kernel == "unfused":
         fused_attention = False
     elif attention_kernel != "auto":

@@ -218,7 +218,9 @@ class ServeResult(Display):
             (f"  continuous      TPOT {fmt_time(self.steady_tpot)}, "
              f"{self.steady_tokens_per_s:,.0f} tokens/s at concurrency {self.batch}"
              + fmt_band(u.get("steady_tpot"), fmt_time)),
-            f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}",
+            (f"  utilisation     MBU {self.mbu:.1%} (decode), MFU {self.mfu:.1%}"
+             if math.isfinite(self.mbu) else
+             f"  utilisation     MBU n/a (no decode step), MFU {self.mfu:.1%}"),
             f"  KV cache        {fmt_bytes(self.kv_cache_bytes)}" + (
                 f" (kv_window {self.kv_window!r}: sliding-window layers hold "
                 + ("their window)" if self.kv_window == "ring" else "every token)")

@@ -17,9 +17,10 @@ collectives (``tp_pair``, with the alltoall dispatcher's expert-TP pair ``expert
 expert-parallel exchange (``ep_exposed``: the flex dispatcher's over the etp·ep ranks, the
 alltoall one's over the ep ranks spaced etp apart). The expert graph (width F_e/etp, etp/tp ×
 the rows) is ``graphs.training.training_graph(etp=...)``; the expert weights' ZeRO sharding and
-reduction over edp ranks are in step.py / memory.py. Activation memory does not change with
-etp: a rank keeps etp/tp × the expert rows at F_e/etp width, the same product, and the
-permuted token copies stay those of its own b·s/tp tokens (``moe_mlp_activation_bytes``)."""
+reduction over edp ranks are in step.py / memory.py. Activation memory: a rank keeps etp/tp ×
+the expert rows at F_e/etp width (the experts' own tensors: the same product whatever etp),
+and etp/tp × b·s·k permuted token copies, each D wide (``moe_mlp_activation_bytes(etp=)``):
+at etp = tp every copy of the tp group's tokens, at etp = 1 those of its own b·s/tp."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from .context import _Ctx
 
 def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero: Any, sp: Any,
             m: Any, n_lps: Any, p_dev: Any, w_bytes: Any, g_bytes: Any, xp: Any,
-            p_exp: Any = 0.0, ep: Any = 1, rc_frac: float = 1.0) -> dict[str, Any]:
+            p_exp: Any = 0.0, ep: Any = 1, rc_frac: float = 1.0,
+            etp: Any = None) -> dict[str, Any]:
     """Bytes per device of the first stage for the splits ``_evaluate`` prices (same ``xp``):
     ``m`` micro-batches per replica, ``n_lps`` layers per stage, ``p_dev`` parameters on the
     stage, ``w_bytes``/``g_bytes`` its weight and gradient buffers before ZeRO sharding;
@@ -26,7 +27,8 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
     ZeRO shards over the dp/ep ranks holding the same experts (the others over all dp).
     An MoE model's per-layer activations are the average of its dense and MoE layers.
     ``rc_frac``: the share of the layers full recompute re-runs (their inputs kept, 2D per
-    token; the others keep every activation, ``options.recompute_fraction``)."""
+    token; the others keep every activation, ``options.recompute_fraction``). ``etp``: the
+    experts' tensor-parallel size (None: tp), which sets the permuted copies a rank keeps."""
     cfg = ctx.cfg
     s, D = float(ctx.seq_len), float(cfg.d_model)
     ab = ctx.prec.act_bytes
@@ -47,7 +49,7 @@ def _memory(ctx: _Ctx, tp: Any, pp: Any, dp: Any, b: Any, v: Any, rc: Any, zero:
         moe = moe_mlp_activation_bytes(
             d_model=D, expert_d_ff=float(cfg.moe_d_ff or cfg.d_ff), top_k=cfg.top_k,
             n_shared=cfg.n_shared_experts, n_experts=cfg.n_experts, gated_mlp=cfg.gated_mlp,
-            tp=tp, sequence_parallel=sp, xp=xp, fp8=fp8)
+            tp=tp, sequence_parallel=sp, xp=xp, fp8=fp8, etp=tp if etp is None else etp)
         per_tok_none = (1 - f) * per_tok_none + f * (a_none + moe)
         per_tok_sel = (1 - f) * per_tok_sel + f * (a_sel + moe)
     skip = f > 0.0 or (xp is SCALAR and rc != 3)  # one configuration, another mode

@@ -195,7 +195,7 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     t_opt = optimizer_time(optimizer_model(ctx.key, optimizer, ctx.prec, ctx.cl.device,
                                            ctx.eff, **_optimizer_kw(ctx)), params=p_opt, xp=xp)
     mem = _memory(ctx, tp, pp, dpc, b, v, rc, zero, sp, m_sched, xp.where(pp1, L, act_layers),
-                  p_train, w_bytes, g_bytes, xp, p_exp, ep_w, rc_frac)
+                  p_train, w_bytes, g_bytes, xp, p_exp, ep_w, rc_frac, etp_)
     if streams_weights(ctx.cl.device):
         # weight streaming: weights, gradients and optimizer states live in the weight store;
         # the chip holds the largest layer's (a block, the embedding, the head) weights and
