@@ -182,3 +182,39 @@ def test_simulate_serving_prefill_tp_needs_prefill_workers() -> None:
     dis = rl.simulate_serving("llama-3.1-8b", "H100", workload=w, requests=10,
                               prefill_replicas=1, prefill_tp=2)
     assert dis.devices == 3
+
+
+def test_speculative_knobs_without_a_draft_are_refused() -> None:
+    # draft_len / acceptance without draft= were ignored: plain decoding was priced as if the
+    # speculative settings had been taken
+    for kw in ({"draft_len": 8}, {"acceptance": 0.9}, {"draft_len": 4}):
+        name = next(iter(kw))
+        with pytest.raises(SpecError, match=f"{name}=.*needs draft="):
+            rl.serve("gpt2", "H100", **kw)
+    # the defaults with a draft are unchanged: 4 drafted tokens at acceptance 0.7
+    a = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b")
+    b = rl.serve("llama-3.1-8b", "H100", batch=4, draft="llama-3.2-1b", draft_len=4,
+                 acceptance=0.7)
+    assert a.tpot == b.tpot and a.ttft == b.ttft
+    assert rl.serve("gpt2", "H100", prompt_len=128).tpot > 0  # no draft, no knobs: plain
+
+
+def test_hf_config_unknown_activation_is_refused() -> None:
+    # an activation name the importer does not know was priced as the family's usual one (silu
+    # for the Llama family, gelu for BERT / GPT-2 / BART) without a word
+    from roofline.graphs.importers.hf_config import hf_config_model
+
+    llama = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
+    for cfg in ({**llama, "hidden_act": "relu2"},
+                {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4,
+                 "vocab_size": 1000, "activation_function": "relu2"},
+                {"model_type": "bert", "hidden_size": 256, "intermediate_size": 512,
+                 "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+                 "hidden_act": "relu2"}):
+        with pytest.raises(SpecError, match=r"(hidden_act|activation_function)='relu2' .*"
+                                            r"allowed: gelu, .*silu"):
+            hf_config_model(cfg, key="x", name="x")
+    m = hf_config_model({**llama, "hidden_act": "gelu_pytorch_tanh"}, key="x", name="x")
+    assert m.config.act == "gelu_tanh"
+    assert hf_config_model(llama, key="x", name="x").config.act == "silu"  # absent: default

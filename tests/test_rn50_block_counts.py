@@ -105,3 +105,22 @@ def test_batch_stats_checked() -> None:
         backward_graph(g, batch_stats=np.ones(3, dtype=bool))
     with pytest.raises(SpecError, match="true only on norm ops"):
         backward_graph(g, batch_stats=np.ones(len(g.names), dtype=bool))
+
+
+def test_saved_bytes_check_batch_stats_as_backward_graph_does() -> None:
+    """saved_activation_bytes is public and takes batch_stats too: a mask of the wrong length
+    or one set on a convolution halved that op's saved bytes without a word (a longer mask was
+    read in part; a mask of ints was taken as truthy). Now one check serves both functions, and
+    its message names the argument, what it got and what is allowed."""
+    g = resolve_model("resnet50").graph(precision=precision("fp16"), phase="forward", batch=1)
+    n = len(g.names)
+    for fn in (saved_activation_bytes, lambda f, batch_stats: backward_graph(
+            f, batch_stats=batch_stats)):
+        with pytest.raises(SpecError, match=rf"batch_stats .*\({n}\).*got shape \({n + 2},\)"):
+            fn(g, batch_stats=np.zeros(n + 2, dtype=bool))
+        with pytest.raises(SpecError, match="got shape .* dtype int"):
+            fn(g, batch_stats=np.zeros(n, dtype=int))
+        conv = np.zeros(n, dtype=bool)
+        conv[g.kinds.index("conv2d") if "conv2d" in g.kinds else g.kinds.index("conv")] = True
+        with pytest.raises(SpecError, match="true only on norm ops; got true on op .* kind"):
+            fn(g, batch_stats=conv)

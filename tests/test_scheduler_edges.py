@@ -1,7 +1,10 @@
 """The event-driven scheduler against the step-by-step one of test_scheduler_reference on the
 paths its seeded mixes do not reach: requests whose KV can never fit (rejected, times inf),
 steps larger than the step tables (extrapolated), one slot with whole prompts longer than the
-budget (each runs alone), the reserve policy in a decode pool, and a burst at t = 0."""
+budget (each runs alone), the reserve policy in a decode pool, a burst at t = 0, a last request
+that leaves at admission (a decode pool's one-token output, a rejection) with nothing else left,
+prefill-first steps (vLLM V0 without chunked prefill: the prompts alone in their step) and
+multi-step scheduling (decode steps in blocks of k)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,28 @@ CASES = {
     # the pool preempts is at times one still prefilling (its partial prefill dropped)
     "a prefilling request preempted, chunked, KV pressure": ("full", 20.0, 120, 64, 64, True,
                                                              "dynamic", True),
+    # vLLM V0 without chunked prefill (the profile's prefill_first): a step with prompts runs
+    # them alone, the decoding sequences wait
+    "prefill first, whole prompts, KV pressure": ("full", 60.0, 300, 64, 1024, False,
+                                                  "dynamic", True),
+    "prefill first, whole prompts, reserved KV": ("full", 40.0, 600, 32, 1024, False,
+                                                  "reserve", True),
+    # vLLM V0's multi-step scheduling (scheduler_steps k): decode steps in blocks of k, the
+    # scheduler acting between blocks, or inside one where the KV blocks run out
+    "multi-step (k = 4), prefill first, KV pressure": ("full", 60.0, 300, 64, 1024, False,
+                                                       "dynamic", True),
+    "multi-step (k = 3), chunked, KV pressure": ("full", 60.0, 400, 64, 512, True, "dynamic",
+                                                 True),
+    "multi-step (k = 8), decode pool, KV pressure": ("full", 80.0, 250, 64, 512, True,
+                                                     "dynamic", False),
+    "multi-step (k = 4), reserved KV": ("full", 40.0, 600, 32, 1024, False, "reserve", True),
+    # the last request arrives after the rest have finished and leaves at admission: the
+    # driver's stop when nothing is left to run (one-token outputs in a decode pool finish at
+    # admission; a prompt larger than the pool is rejected)
+    "the last requests finish at admission, decode pool": ("full", 60.0, 250, 64, 512, True,
+                                                           "dynamic", False),
+    "the last request rejected, whole prompts": ("full", 20.0, 70, 32, 1024, False, "dynamic",
+                                                 True),
 }
 
 
@@ -66,6 +91,17 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
     isl, osl = isl.astype(int), osl.astype(int)
     if "burst" in case:
         arr = np.zeros_like(arr)
+    if "prefill first" in case:
+        c = replace(c, prefill_first=True)
+    if "multi-step" in case:
+        c = replace(c, host=replace(c.host, scheduler_steps=float(case.split("k = ")[1][0])))
+    if "the last request" in case:  # a gap of 1,000 s: the rest have finished by then
+        arr[-3:] = arr[-4] + 1000.0
+        if "admission" in case:
+            osl[-3:] = 1
+        else:
+            arr[-1] += 1000.0
+            isl[-1] = c.block_size * c.total_blocks  # more blocks than the whole pool
     kw = dict(max_concurrency=mc, budget=budget, chunked=chunked, kv_policy=policy,
               prefill=prefill)
     fast = run_replica(arr, isl, osl, c, **kw)
@@ -81,6 +117,17 @@ def test_event_scheduler_equals_step_by_step_on_edge_paths(tables, case, monkeyp
         assert (isl > budget).any()
     if "prefilling request preempted" in case:
         assert False in victims and True in victims
+    if "prefill first" in case:  # the rule moves the times
+        other = run_replica(arr, isl, osl, replace(c, prefill_first=False), **kw)
+        assert not np.array_equal(other["first"], fast["first"])
+    if "multi-step" in case:  # the blocks move the times
+        other = run_replica(arr, isl, osl, replace(c, host=replace(c.host, scheduler_steps=1.0)),
+                            **kw)
+        assert not np.array_equal(other["done"], fast["done"])
+    if "finish at admission" in case:
+        np.testing.assert_array_equal(ref["done"][-3:], arr[-3:])
+    if "last request rejected" in case:
+        assert np.isinf(ref["done"][-1]) and np.isfinite(ref["done"][:-1]).all()
     assert (fast["preemptions"], fast["iterations"]) == (ref["preemptions"], ref["iterations"])
     for k in ("admit", "first", "done"):
         np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=k)
@@ -128,3 +175,54 @@ def test_run_replica_refuses_a_budget_the_decoding_sequences_fill(tables, mc, bu
     with pytest.raises(rl.SpecError, match=f"budget={budget}, max_concurrency={mc}"):
         run_replica(np.zeros(2), np.array([100, 16]), np.array([20, 1]), tables["full"],
                     max_concurrency=mc, budget=budget, chunked=chunked)
+
+
+def test_event_scheduler_equals_step_by_step_on_random_small_mixes(tables):
+    """Drawn, not chosen: 80 seeded small mixes (1-60 requests; bursts, arrivals tied to the
+    same instant, block sizes 1 to 16, block-aligned prompts, pools from a few requests' worth
+    up, one-token outputs, either policy, decode pools, prefill first, multi-step), each against the
+    step-by-step scheduler. The closed-form runs stop at every event (an admission, a
+    preemption, a finish, an arrival) the one-step loop would act on, or they drift apart."""
+    import random
+
+    base = tables["full"]
+    paths = {"preempted": 0, "rejected": 0}
+    for t in range(80):
+        rng = random.Random(t)
+        n = rng.randint(1, 60)
+        bs = rng.choice([1, 2, 4, 16])
+        chunked = rng.random() < 0.5
+        mc = rng.randint(1, 32)
+        budget = rng.randint(mc, mc + 300) if chunked else rng.randint(1, 400)
+        isl = [rng.randint(1, 250) for _ in range(n)]
+        if rng.random() < 0.3:
+            isl = [max(bs, x // bs * bs) for x in isl]
+        osl = [rng.randint(1, rng.choice([1, 2, 5, 40, 120])) for _ in range(n)]
+        gaps = [rng.expovariate(rng.choice([1.0, 10.0, 50.0, 300.0])) for _ in range(n)]
+        mode = rng.random()
+        if mode < 0.2:
+            gaps = [0.0] * n
+        elif mode < 0.4:
+            gaps = [g if rng.random() < 0.5 else 0.0 for g in gaps]
+        arr = np.cumsum(gaps)
+        per = -(-max(a + b for a, b in zip(isl, osl)) // bs)
+        blocks = rng.choice([base.total_blocks, rng.randint(2, 8) * per,
+                             rng.randint(3, 40) * 16 // bs])
+        c = replace(base, block_size=bs, total_blocks=blocks,
+                    prefill_first=rng.random() < 0.3,
+                    host=replace(base.host, scheduler_steps=rng.choice([1.0, 1.0, 2.0, 4.0, 8.0])))
+        kw = dict(max_concurrency=mc, budget=budget, chunked=chunked,
+                  kv_policy=rng.choice(["dynamic", "reserve"]), prefill=rng.random() < 0.75)
+        fast = run_replica(arr, np.array(isl), np.array(osl), c, **kw)
+        ref = step_by_step(arr.tolist(), isl, osl, c, **kw)
+        what = f"mix {t}: {kw}, block {bs}, {blocks} blocks"
+        assert (fast["preemptions"], fast["iterations"]) == (ref["preemptions"],
+                                                             ref["iterations"]), what
+        for k in ("admit", "first", "done"):
+            np.testing.assert_array_equal(np.isinf(fast[k]), np.isinf(ref[k]), err_msg=what)
+            np.testing.assert_allclose(fast[k], ref[k], rtol=1e-9, atol=1e-12, err_msg=what)
+        assert fast["area"] == pytest.approx(ref["area"], rel=1e-9), what
+        paths["preempted"] += ref["preemptions"] > 0
+        paths["rejected"] += bool(np.isinf(ref["done"]).any())
+    # the draws reach the rare paths, several times each
+    assert paths["preempted"] >= 5 and paths["rejected"] >= 5, paths

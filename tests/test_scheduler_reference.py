@@ -22,8 +22,15 @@ def _blocks(tokens: int, bs: int) -> int:
 
 def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_policy="dynamic",
                  prefill=True):
-    """The scheduler of ``run_replica``'s docstring, one engine iteration at a time."""
+    """The scheduler of ``run_replica``'s docstring, one engine iteration at a time. Multi-step
+    (``c.host``'s scheduler_steps k > 1): the scheduler acts (retires, preempts, admits) only
+    after every k decode-only steps counted from the last step with prompts, or earlier where
+    the next step's new KV blocks do not fit; between, the decoding sequences step on, those
+    past their last token included."""
     n, bs, total = len(arr), c.block_size, c.total_blocks
+    pfirst = c.prefill_first and not chunked  # vLLM V0: a step with prompts runs them alone
+    ms = max(1, int(getattr(c.host, "scheduler_steps", 1) or 1))
+    since, sched = 0, True  # decode-only steps since the last step with prompts; act now
     dynamic = kv_policy == "dynamic"
     wm = max(1, total // 100) if dynamic else 0
     admit, first, done = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -58,7 +65,7 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
         tok = budget - b if chunked else budget
         chunks = []  # (record, tokens, cached)
         for r in run:
-            if r["dec"] or tok <= 0:
+            if r["dec"] or tok <= 0 or not sched:
                 continue
             rem = r["plen"] - r["done"]
             T = min(rem, tok) if chunked else rem
@@ -66,7 +73,7 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
                 break
             chunks.append((r, T, r["done"]))
             tok -= T
-        while wait and len(run) < max_concurrency and (tok > 0 or not prefill):
+        while sched and wait and len(run) < max_concurrency and (tok > 0 or not prefill):
             i = wait[0]
             if prefill:
                 plen = isl[i] + gen[i]
@@ -109,8 +116,12 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
             b = len(decs)
             grow = sum(1 for r in decs if r["x"] % bs == 0) if dynamic else 0
         if not chunks and not decs:
+            if not left:  # the last requests finished at admission or were rejected
+                break
             now = max(now, arr[nxt])
             continue
+        if chunks and pfirst:  # the prompts alone: the decoding sequences wait a step
+            decs, b, grow = [], 0, 0
         ctx = sum(r["x"] for r in decs) + b  # attention contexts incl. the token written
         if chunks:
             dt = c.step_time(b, ctx, [(T, cp) for _, T, cp in chunks])
@@ -136,7 +147,11 @@ def step_by_step(arr, isl, osl, c, *, max_concurrency, budget, chunked, kv_polic
                 r.update(dec=True, x=r["plen"], g=gen[i] + 1)
                 if dynamic:  # the prompt's blocks are its KV's blocks
                     assert r["held"] == _blocks(r["x"], bs)
-        for r in [r for r in run if r["dec"] and r["g"] >= osl[r["i"]]]:
+        since = 0 if chunks else since + 1
+        # the scheduler's next pass: at a block's end, or where the next step's blocks run out
+        grow = sum(1 for r in run if r["dec"] and r["x"] % bs == 0) if dynamic else 0
+        sched = since % ms == 0 or used + grow > total
+        for r in [r for r in run if sched and r["dec"] and r["g"] >= osl[r["i"]]]:
             run.remove(r)
             used -= blocks_of(r)
             done[r["i"]] = now

@@ -37,7 +37,7 @@ def _doc(**case_changes: Any) -> dict[str, Any]:
 def test_every_packaged_domain_loads_with_sources() -> None:
     sizes = {d: len(load_cases(d).cases) for d in DOMAINS}
     assert sizes == {"inference": 35, "serving": 77, "serving_mix": 51, "training": 19,
-                     "training_graphs": 14, "training_runs": 34, "llamacpp": 31, "llamacpp_pp": 21,
+                     "training_graphs": 14, "training_runs": 35, "llamacpp": 31, "llamacpp_pp": 21,
                      "collectives": 62, "edge": 4, "client": 48, "attention": 176,
                      "gemm": 456, "gemm_judged": 18, "cdna_gemm": 500, "vendors": 66,
                      "tpu_training": 7, "rocm_serving": 11, "cdna_tuned": 456, "vendor_training": 5}

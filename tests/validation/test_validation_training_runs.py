@@ -15,6 +15,7 @@ import pytest
 from roofline.validation import load_cases
 from roofline.validation import training_runs as v
 from roofline.validation.regenerate import quoted_figures
+from roofline.validation.training_fold import A2A
 
 DOC = Path(__file__).parents[2] / "docs" / "validation" / "training-runs.md"
 
@@ -59,12 +60,23 @@ def test_within_stated_tolerance(rows) -> None:
     # row +23.3 -> +32.1 %, shipped by the rule written first (a counting fix ships whichever
     # way the rows move); the bound LOOSENED 25 -> 33 % to admit it, the model no better for it.
     # Review then counted moe.combine on the experts' rows (not split by tp at etp = tp): +26.5 %;
-    # the bound is left at 33 % rather than re-set to the row's figure
+    # the bound is left at 33 % rather than re-set to the row's figure.
+    # Session 31 added the source's NCCL all-to-all row (PP 32, VPP 3, ETP 1, the embedding and
+    # loss counted as pipeline layers) by the rule written first (training-runs.md, "mcoremoe's
+    # NCCL all-to-all row"): counted, whatever its error; the 33 % bound is not widened for it.
+    # Priced with the dispatcher it ran (alltoall, the rule's amendment) it is within it
+    # (about +33 %), so by the rule it is held to it like the source's other rows
     moe = [r for r in rows if r["result"].ep > 1]
     new = [r for r in moe if r["source"] == "mcoremoe"]
-    assert len(moe) == 7 and len(new) == 2 and not any(r["outlier"] for r in new)
+    a2a = [r for r in new if r["id"] == A2A]
+    assert len(moe) == 8 and len(new) == 3 and len(a2a) == 1
+    assert not any(r["outlier"] for r in new)
     assert all(abs(r["error"]) <= 0.20 for r in moe if not r["outlier"] and r not in new)
     assert all(abs(r["error"]) <= 0.33 for r in new)
+    assert load_cases("training_runs").case(A2A).scenario["moe_dispatcher"] == "alltoall"
+    res = a2a[0]["result"]
+    assert res.pp_stages == (2,) + (3,) * 30 + (2,) and res.interleave == 3
+    assert (res.tp, res.pp, res.dp, res.ep, res.etp, res.recompute) == (2, 32, 4, 8, 1, "none")
     assert [r["id"] for r in moe if r["outlier"]] == ["Megatron-Bridge Qwen3-30B-A3B EP8 fp8"]
 
 

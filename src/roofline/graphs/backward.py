@@ -107,10 +107,29 @@ def _saved(rule: str, kind: str, c: np.ndarray) -> np.ndarray:
     return np.zeros_like(c[_F])
 
 
+def _checked_batch_stats(forward: Graph, batch_stats: object) -> np.ndarray | None:
+    """``batch_stats`` as [n] bool (one per op of ``forward``, true only on norm ops), or None;
+    otherwise a SpecError naming what it got (the one check of both public functions)."""
+    if batch_stats is None:
+        return None
+    a, n = np.asarray(batch_stats), len(forward.names)
+    if a.shape != (n,) or a.dtype != np.bool_:
+        raise SpecError(f"batch_stats must be one bool per op of {forward.name} ({n}), true "
+                        f"only on norm ops; got shape {a.shape}, dtype {a.dtype}")
+    wrong = [i for i in np.flatnonzero(a) if forward.kinds[i] != "norm"]
+    if wrong:
+        i = int(wrong[0])
+        raise SpecError(f"batch_stats must be true only on norm ops; got true on op "
+                        f"{forward.names[i]!r} of kind {forward.kinds[i]!r} "
+                        f"({len(wrong)} such ops)")
+    return a
+
+
 def saved_activation_bytes(forward: Graph,
                            batch_stats: np.ndarray | None = None) -> tuple[float, float]:
     """(c0, c1) of the bytes the forward ops keep for the backward (module docstring); a
     training batch norm (``batch_stats``) keeps its input once, not its two reads."""
+    batch_stats = _checked_batch_stats(forward, batch_stats)
     s0 = s1 = 0.0
     for i, k in enumerate(forward.kinds):
         r = _rule(k)
@@ -170,12 +189,7 @@ def backward_graph(forward: Graph, *, grad_bytes: float = 4.0,
     """The training graph (forward + backward ops) of ``forward`` (module docstring).
     ``batch_stats``: [n] bool, the norm ops that are training-mode batch norms whose forward
     quantities already read the input twice (scenarios/training/generic.py); None: none."""
-    if batch_stats is not None:
-        batch_stats = np.asarray(batch_stats, dtype=bool)
-        if batch_stats.shape != (len(forward.names),) or any(
-                b and k != "norm" for b, k in zip(batch_stats, forward.kinds)):
-            raise SpecError(f"batch_stats must be one bool per op of {forward.name} "
-                            f"({len(forward.names)}), true only on norm ops")
+    batch_stats = _checked_batch_stats(forward, batch_stats)
     if forward.fixed_batch is not None:
         raise SpecError(f"{forward.name}: the forward graph was built for batch "
                         f"{forward.fixed_batch} only; build the training graph per batch")

@@ -171,6 +171,7 @@ DOMAINS: dict[str, dict[str, Any]] = {
                      "cp_overlap": bool,
                      "ep_overlap": bool, "elementwise": str, "optimizer_dtype": str,
                      "pp_flushes": int, "recompute_layers": int, "pp_overlap": bool,
+                     "pp_account_embedding": bool, "pp_account_loss": bool,
                      "stack": str, "heads": int, "hidden": int, "layers": int, "vocab": int},
     },
 }

@@ -31,7 +31,8 @@ _RECOMPUTES = ("none", "selective", "full")
 #: the scenario keys passed to train() as published (never searched)
 _FIXED = ("zero", "lora_rank", "lora_targets", "sequence_parallel", "ep", "etp", "moe_routing",
           "moe_dispatcher", "cp_overlap", "ep_overlap", "elementwise", "optimizer_dtype",
-          "pp_flushes", "recompute_layers", "pp_overlap")
+          "pp_flushes", "recompute_layers", "pp_overlap", "pp_account_embedding",
+          "pp_account_loss")
 
 
 def _kernel(sc: Mapping[str, Any], attention_kernel: str) -> str:

@@ -99,6 +99,17 @@ class _Fields:
             return v
         return default
 
+    def act(self, *names: str, default: str) -> str:
+        """The activation the first present of ``names`` gives, as the op builder names it
+        (``default`` when none is); a name not in ``_ACT`` is refused (it used to be priced as
+        the family's usual activation without a word)."""
+        v = self.text(*names, default=default)
+        if v not in _ACT:
+            n = next(n for n in names if self.cfg.get(n) not in (None, ""))
+            raise SpecError(f"{self.where}: {n}={v!r} is not an activation the importer "
+                            f"knows; allowed: {', '.join(_ACT)}")
+        return _ACT[v]
+
     def number(self, name: str) -> float:
         """A float field where only 'set or not' matters (0.0 when absent)."""
         v = self.cfg.get(name)
@@ -145,7 +156,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
             vocab=f.int("vocab_size", hi=MAX_VOCAB),
             max_positions=f.int("n_positions", "n_ctx", default=1024, hi=MAX_POSITIONS),
             norm="layernorm", gated_mlp=False,
-            act=_ACT.get(f.text("activation_function", default="gelu_new"), "gelu_tanh"),
+            act=f.act("activation_function", default="gelu_new"),
             qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True, positions="learned",
             tied_embeddings=f.flag("tie_word_embeddings", True),
         )
@@ -160,7 +171,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
             head_dim=D // N, d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
             max_positions=f.int("max_position_embeddings", default=512, hi=MAX_POSITIONS),
             norm="layernorm", gated_mlp=False,
-            act=_ACT.get(f.text("hidden_act", default="gelu"), "gelu_erf"),
+            act=f.act("hidden_act", default="gelu"),
             qkv_bias=True, o_bias=True, mlp_bias=True, positions="learned", post_norm=True,
             type_vocab=f.int("type_vocab_size", default=2, lo=0, hi=2**16), pooler=True,
             tied_embeddings=True,
@@ -171,7 +182,7 @@ def from_hf_config(cfg: dict[str, Any], name: str = "model") -> TransformerConfi
         return TransformerConfig(
             name=name, arch="vision", d_model=D, n_layers=L, n_heads=N, n_kv_heads=N,
             head_dim=D // N, d_ff=F, vocab=0, max_positions=0, norm="layernorm", gated_mlp=False,
-            act=_ACT.get(f.text("hidden_act", default="gelu"), "gelu_erf"),
+            act=f.act("hidden_act", default="gelu"),
             qkv_bias=f.flag("qkv_bias", True), o_bias=True, mlp_bias=True, positions="learned",
             image_size=image, patch_size=f.int("patch_size", hi=image),
             channels=f.int("num_channels", default=3, hi=2**12),
@@ -199,8 +210,8 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
     if llama4:  # intermediate_size is the experts' width; dense layers use intermediate_size_mlp
         moe_ff, F = F, f.int("intermediate_size_mlp")
     # Gemma's config names the activation hidden_activation (hidden_act is a legacy field)
-    act_name = f.text(*(("hidden_activation", "hidden_act") if gemma else
-                        ("hidden_act", "hidden_activation")), default="silu")
+    act = f.act(*(("hidden_activation", "hidden_act") if gemma else
+                  ("hidden_act", "hidden_activation")), default="silu")
     E = f.int("num_local_experts", "num_experts", "n_routed_experts", default=0, lo=0,
               hi=MAX_EXPERTS)
     top_k = f.int("num_experts_per_tok", lo=1, hi=E) \
@@ -220,7 +231,7 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
         d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
         max_positions=f.int("max_position_embeddings", default=4096, hi=MAX_POSITIONS),
-        norm="rmsnorm", gated_mlp=True, act=_ACT.get(act_name, "silu"),
+        norm="rmsnorm", gated_mlp=True, act=act,
         qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
         o_bias=False, mlp_bias=f.flag("mlp_bias", False), positions="rope",
         tied_embeddings=tied,

@@ -35,13 +35,13 @@ def seq2seq_config(f: _Fields, mt: str, name: str) -> TransformerConfig:
         if act not in ("relu", "gelu", "gelu_new", "silu"):
             raise SpecError(f"{name}: feed_forward_proj={proj!r}; supported: relu, gated-gelu, "
                             "gated-silu (T5Config)")
-        act = f.text("dense_act_fn", default=act) if gated else act
+        act = f.act("dense_act_fn", default=act) if gated else _ACT[act]
         return TransformerConfig(
             name=name, arch="seq2seq", d_model=f.int("d_model"), n_layers=f.int(
                 "num_decoder_layers", default=L_enc, hi=MAX_LAYERS),
             n_heads=N, n_kv_heads=N, head_dim=f.int("d_kv", hi=MAX_HEADS), d_ff=f.int("d_ff"),
             vocab=f.int("vocab_size", hi=MAX_VOCAB), max_positions=0, norm="rmsnorm",
-            gated_mlp=gated, act=_ACT.get(act, "relu"), positions="none",
+            gated_mlp=gated, act=act, positions="none",
             # T5Config defaults to a tied LM head; mT5 and Flan-T5 files say false
             tied_embeddings=f.flag("tie_word_embeddings", mt == "t5"),
             encoder_layers=L_enc,
@@ -62,7 +62,7 @@ def seq2seq_config(f: _Fields, mt: str, name: str) -> TransformerConfig:
     common: dict[str, Any] = dict(
         name=name, arch="seq2seq", d_model=D, n_heads=N, n_kv_heads=N, head_dim=D // N,
         d_ff=ffn["decoder"], vocab=f.int("vocab_size", hi=MAX_VOCAB), norm="layernorm",
-        gated_mlp=False, act=_ACT.get(f.text("activation_function", default="gelu"), "gelu_erf"),
+        gated_mlp=False, act=f.act("activation_function", default="gelu"),
         qkv_bias=True, o_bias=True, mlp_bias=True, positions="learned",
         tied_embeddings=f.flag("tie_word_embeddings", True),
         encoder_layers=f.int("encoder_layers", default=12, hi=MAX_LAYERS),

@@ -128,7 +128,8 @@ def _inputs(model: Any, hardware: Any, batch: Any, prompt_len: Any, output_len: 
            weight_precision=R.OPT_DTYPE, group_size=A.optional(A.count()), tp=R.DEGREE,
            pp=R.DEGREE, ep=R.DEGREE, preset=A.text, engine=R.ENGINE, fused_attention=A.flag,
            prefix_cached=A.count(0, A.MAX_TOKENS), chunk_size=A.optional(R.TOKENS),
-           draft=A.anything, draft_len=A.count(1, 1024), acceptance=A.real(0, 1, lo_open=False),
+           draft=A.anything, draft_len=A.optional(A.count(1, 1024)),
+           acceptance=A.optional(A.real(0, 1, lo_open=False)),
            decode_hardware=A.anything,
            kv_link_bytes_per_s=A.optional(A.real(0, 1e15, unit="B/s")), kv_window=R.KV_WINDOW,
            attention_kernel=A.choice(*ATTENTION_KERNELS), client=A.flag)
@@ -138,8 +139,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
           group_size: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
           preset: str = "default",
           engine: str = "trtllm", fused_attention: bool = True, prefix_cached: int = 0,
-          chunk_size: int | None = None, draft: Any = None, draft_len: int = 4,
-          acceptance: float = 0.7, decode_hardware: Any = None,
+          chunk_size: int | None = None, draft: Any = None, draft_len: int | None = None,
+          acceptance: float | None = None, decode_hardware: Any = None,
           kv_link_bytes_per_s: float | None = None, kv_window: str = "ring",
           attention_kernel: str = "auto", client: bool = False) -> ServeResult:
     """Predict TTFT, TPOT, end-to-end latency and throughput of serving an LLM.
@@ -152,12 +153,11 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     ``engine``: serving-engine factors from
     data/presets/serving.toml ("trtllm", "trtllm-legacy", "vllm", "vllm-legacy", "vllm-rocm",
     "vllm-v0", "vllm-v0-multistep", "vllm-v1", "eager").
-    ``prefix_cached``: prompt tokens whose KV is already cached (prefix caching).
-    ``chunk_size``: chunked prefill.
-    ``draft``: a draft model for speculative decoding (``draft_len`` tokens, ``acceptance``
-    rate). ``decode_hardware``: disaggregated serving — prefill on ``hardware``, decode there,
-    the prompt's KV cache sent over ``kv_link_bytes_per_s`` (default: the prefill device's
-    scale-up link).
+    ``prefix_cached``: prompt tokens whose KV is already cached. ``chunk_size``: chunked prefill.
+    ``draft``: a draft model for speculative decoding (``draft_len`` tokens, default 4, and
+    ``acceptance`` rate, default 0.7: refused without ``draft``). ``decode_hardware``: decode
+    on a pool of its own (disaggregated; naming ``hardware`` again is a second pool of it), the
+    prompt's KV cache sent over ``kv_link_bytes_per_s`` (default: the prefill scale-up link).
     ``kv_window``: how the KV cache stores sliding-window layers (Mistral, Gemma 2's local
     layers): ``"ring"`` (default) keeps at most the window per such layer, as TensorRT-LLM,
     vLLM V1's hybrid KV-cache manager and Hugging Face's HybridCache do; ``"full"`` keeps
@@ -178,6 +178,7 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
         model, hardware, batch, prompt_len, output_len, precision, kv_precision,
         weight_precision, group_size, tp, pp, preset, engine, prefix_cached, decode_hardware,
         kv_window, ep, kv_link_bytes_per_s)
+    draft_len, acceptance = _draft_knobs(draft, draft_len, acceptance)
     if attention_kernel == "unfused":
         fused_attention = False
     elif attention_kernel != "auto":
@@ -352,6 +353,17 @@ def _encoder_comm(plan: sp.Plan, B: int, row_bytes: float, tp: int, pp: int, hw:
         return 0.0
     return _allreduce(B * plan.full.source_len * row_bytes, tp, hw, factors,
                       2 * plan.cfg.encoder_layers * pp)
+
+
+def _draft_knobs(draft: Any, draft_len: int | None,
+                 acceptance: float | None) -> tuple[int, float]:
+    """Speculative decoding's (draft_len, acceptance), defaults 4 and 0.7; either given
+    without a ``draft`` is refused (it was ignored: the result priced plain decoding)."""
+    for name, v in (("draft_len", draft_len), ("acceptance", acceptance)):
+        if draft is None and v is not None:
+            raise SpecError(f"{name}={v!r} sets speculative decoding, which needs draft= (the "
+                            f"draft model): give draft=, or leave {name} out")
+    return (4 if draft_len is None else draft_len, 0.7 if acceptance is None else acceptance)
 
 
 def _check_seq2seq(m: Any, pc: int, chunk_size: int | None, draft: Any, preset: str) -> None:
