@@ -15,7 +15,6 @@ from roofline.validation import uncertainty_folds as F
 SMALL = FC.Job("roofline.validation.uncertainty_folds:llamacpp_pairs",
                "roofline.validation.uncertainty_folds:llamacpp_pair_inputs",
                "roofline.validation.uncertainty_folds:llamacpp_pair")
-ENV = {"python": "CPython 3.11.7 x86_64", "packages": {"numpy": "2.4.6"}}
 
 
 def _tree(root: Path) -> tuple[list[str], list[str]]:
@@ -27,28 +26,25 @@ def _tree(root: Path) -> tuple[list[str], list[str]]:
 
 def test_one_byte_of_any_input_changes_the_key(tmp_path):
     """A byte changed in a module or a data file, a file added to a listed folder, a file
-    deleted, another interpreter or package version, another pair or another case set: each
-    gives another key."""
+    deleted, another pair or another case set: each gives another key."""
     files, dirs = _tree(tmp_path)
-    base = FC.digest(files, dirs, ENV, tmp_path)
-    assert FC.digest(files, dirs, ENV, tmp_path) == base  # deterministic
+    base = FC.digest(files, dirs, tmp_path)
+    assert FC.digest(files, dirs, tmp_path) == base  # deterministic
     keys = {base}
     (tmp_path / "pkg" / "fit.py").write_text("X = 2\n")  # one byte of the code
-    keys.add(FC.digest(files, dirs, ENV, tmp_path))
+    keys.add(FC.digest(files, dirs, tmp_path))
     (tmp_path / "pkg" / "fit.py").write_text("X = 1\n")
-    assert FC.digest(files, dirs, ENV, tmp_path) == base
+    assert FC.digest(files, dirs, tmp_path) == base
     (tmp_path / "pkg" / "data" / "cases.toml").write_text("a = 2.6\n")  # one byte of data
-    keys.add(FC.digest(files, dirs, ENV, tmp_path))
+    keys.add(FC.digest(files, dirs, tmp_path))
     (tmp_path / "pkg" / "data" / "cases.toml").write_text("a = 2.5\n")
     (tmp_path / "pkg" / "data" / "new.toml").write_text("")  # a file where the registry looks
-    keys.add(FC.digest(files, dirs, ENV, tmp_path))
+    keys.add(FC.digest(files, dirs, tmp_path))
     (tmp_path / "pkg" / "data" / "new.toml").unlink()
-    assert FC.digest(files, dirs, ENV, tmp_path) == base
-    keys.add(FC.digest(files, dirs, {**ENV, "python": "CPython 3.12.1 x86_64"}, tmp_path))
-    keys.add(FC.digest(files, dirs, {**ENV, "packages": {"numpy": "2.4.7"}}, tmp_path))
+    assert FC.digest(files, dirs, tmp_path) == base
     (tmp_path / "pkg" / "fit.py").unlink()
-    keys.add(FC.digest(files, dirs, ENV, tmp_path))
-    assert len(keys) == 7
+    keys.add(FC.digest(files, dirs, tmp_path))
+    assert len(keys) == 5
     ins = {"fit": ["a", "b"], "priced": ["c"]}
     k = FC.entry_key("serving", "s", "r", ins, base)
     assert len({k, FC.entry_key("serving", "r", "s", ins, base),
@@ -59,7 +55,8 @@ def test_one_byte_of_any_input_changes_the_key(tmp_path):
 def test_cached_value_is_a_fresh_refit_and_staleness_is_seen(tmp_path, monkeypatch):
     """The worker (a fresh interpreter) on the llama.cpp profile's 6 pairs stores what
     ``nested`` refits in this process, and reads what a refit reads (the case file, the
-    profile's module); then a changed key, a missing pair or another interpreter is stale."""
+    profile's module); then a changed key or a missing pair is stale, another interpreter is
+    not (recorded, not keyed)."""
     path = tmp_path / "cache.json"
     assert FC.stale("small", path, spec=SMALL) == ["small: no entry stored (6 pairs)"]
     assert len(FC.refresh("small", path, spec=SMALL)) == 6
@@ -82,9 +79,35 @@ def test_cached_value_is_a_fresh_refit_and_staleness_is_seen(tmp_path, monkeypat
     del job["pairs"][0]
     path.write_text(json.dumps(doc))
     assert FC.stale("small", path, spec=SMALL) == ["small: (xd2, xd3) not stored"]
-    monkeypatch.setattr(FC, "_interpreter", lambda: "CPython 3.12.1 x86_64")  # in every key
-    got = FC.stale("small", path, spec=SMALL)
-    assert got[0] == "small: (xd2, xd3) not stored" and len(got) == 6
+    monkeypatch.setattr(FC, "_interpreter", lambda: "CPython 3.12.1 x86_64")  # not keyed
+    assert FC.stale("small", path, spec=SMALL) == ["small: (xd2, xd3) not stored"]
+
+
+def test_environment_is_recorded_not_keyed(tmp_path):
+    """CI builds a fresh venv (any Python 3.11.x, numpy>=1.24): the serving cache with other
+    recorded interpreter and numpy versions is still current, and the versions are kept as
+    metadata; one byte of a keyed module (in a copy of the package) makes every pair stale."""
+    import shutil
+
+    doc = json.loads(FC.CACHE_PATH.read_text())
+    job = doc["jobs"]["serving"]
+    assert set(FC.recorded_env("serving")) == {"python", "packages"}
+    assert "numpy" in job["env"]["packages"]
+    job["env"] = {"python": "CPython 3.11.2 x86_64", "packages": {"numpy": "1.24.0"}}
+    other = tmp_path / "fold_cache.json"
+    other.write_text(json.dumps(doc))
+    assert FC.stale("serving", other) == []
+    assert FC.recorded_env("serving", other)["packages"] == {"numpy": "1.24.0"}
+    root = tmp_path / "src"
+    shutil.copytree(FC.PACKAGE, root / "roofline",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert FC.stale("serving", other, root=root) == []
+    mod = "roofline/validation/serving.py"
+    assert mod in job["files"]
+    f = root / mod
+    f.write_bytes(f.read_bytes() + b" ")  # one byte
+    got = FC.stale("serving", other, root=root)
+    assert len(got) == 42 and all(g.endswith("key differs (an input changed)") for g in got)
 
 
 def test_serving_cache_is_current_and_in_the_residuals():

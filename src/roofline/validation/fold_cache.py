@@ -14,20 +14,27 @@ read, so that a stored result is used only when a fresh refit would compute it a
   refit's code loaded: the fit, the engine, the scheduler, the specs) and every file it opened
   (an audit hook on ``open``: the case file, the presets, the hardware and model files);
 * every directory it listed (an audit hook on ``os.listdir`` / ``os.scandir``), by its sorted
-  names: a file added where the registry looks is an input too;
-* the interpreter (implementation, version, machine) and the versions of the third-party
-  distributions imported (numpy). The worker runs in a fixed environment (``WORKER_ENV``: the
-  import path, hash seed 0, one BLAS thread), so no environment variable of the caller reaches
-  it.
+  names: a file added where the registry looks is an input too.
+
+The worker runs in a fixed environment (``WORKER_ENV``: the import path, hash seed 0, one BLAS
+thread), so no environment variable of the caller reaches it. The interpreter (implementation,
+version, machine) and the versions of the third-party distributions imported (numpy) are
+recorded beside the pairs (``env``, shown on the page: ``recorded_env``) but are NOT in the key:
+the repository's other committed generated outputs (residuals.toml, the pages) are not keyed on
+them either, and CI builds a fresh environment (any Python 3.11.x, ``numpy>=1.24``), where a key
+holding them would call the cache stale for an environment difference, not a change of content.
+A different numpy could move a refit's last digits; the rows are stored to 1e-9 and compared
+to a fresh refit by a test (``test_one_serving_pair_refits_to_its_cached_value``).
 
 Why this cannot go stale: the refit is a deterministic function of the files it reads (it draws
-no random number and reads no clock). If every file it read, every directory it listed and the
-interpreter are unchanged, a new run reads the same files in the same order (which file it
-opens next is decided by the contents already read) and computes the same numbers. A change
-that makes it read a new file is a change in a file it already read. So a key equal to the
-stored one means the stored rows are what the refit computes now; any byte changed in any input
-changes the key (``stale``). The worker records a superset where a module is imported but not
-used: more keys change than need to, never fewer.
+no random number and reads no clock). If every file it read and every directory it listed are
+unchanged (and the interpreter and numpy are the recorded ones), a new run reads the same files
+in the same order (which file it opens next is decided by the contents already read) and
+computes the same numbers. A change that makes it read a new file is a change in a file it
+already read. So a key equal to the stored one means the stored rows are what the refit computes
+now (in the recorded environment; see above for why the environment is recorded, not keyed); any
+byte changed in any input changes the key (``stale``). The worker records a superset where a
+module is imported but not used: more keys change than need to, never fewer.
 
 The check (``regenerate --check``, the residuals step) recomputes every key from the current
 files and reports a stored entry whose key differs (``stale``), without refitting; writing
@@ -49,7 +56,7 @@ from typing import Any
 from ..errors import SpecError
 
 __all__ = ["Job", "JOBS", "CACHE_PATH", "digest", "entry_key", "stale", "cached_rows",
-           "refresh", "run_worker"]
+           "recorded_env", "refresh", "run_worker"]
 
 PACKAGE = Path(__file__).resolve().parents[1]  #: src/roofline (or an installed copy)
 #: manifest paths are relative to the folder holding the package (src/ in a checkout,
@@ -102,12 +109,12 @@ def _dir_sha(root: Path, rel: str) -> str:
     return _sha("\n".join(sorted(n for n in os.listdir(p) if n != "__pycache__")).encode())
 
 
-def digest(files: Sequence[str], dirs: Sequence[str], env: Mapping[str, Any],
-           root: Path = BASE) -> str:
+def digest(files: Sequence[str], dirs: Sequence[str], root: Path = BASE) -> str:
     """SHA-256 of the current contents of ``files`` and listings of ``dirs`` (paths relative
-    to ``root``; a missing one hashes as "missing") and of ``env``."""
+    to ``root``; a missing one hashes as "missing"). The interpreter and package versions are
+    not part of it (recorded beside the pairs, not keyed: the module docstring says why)."""
     doc = {"files": {f: _file_sha(root, f) for f in sorted(files)},
-           "dirs": {d: _dir_sha(root, d) for d in sorted(dirs)}, "env": dict(env)}
+           "dirs": {d: _dir_sha(root, d) for d in sorted(dirs)}}
     return _sha(json.dumps(doc, sort_keys=True).encode())
 
 
@@ -138,20 +145,6 @@ def _env_now(startup: set[str]) -> dict[str, Any]:
     return {"python": _interpreter(), "packages": vers}
 
 
-def _env_like(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The current interpreter and the current versions of the distributions ``stored`` names
-    ("missing": not installed)."""
-    from importlib import metadata
-
-    def version(d: str) -> str:
-        try:
-            return metadata.version(d)
-        except metadata.PackageNotFoundError:
-            return "missing"
-
-    return {"python": _interpreter(), "packages": {d: version(d) for d in stored["packages"]}}
-
-
 def _tree_digest(skip: Path) -> str:
     """SHA-256 of every file of the package but ``skip`` (the cache): taken before and after a
     worker runs, so that an edit made meanwhile cannot slip into a key."""
@@ -179,7 +172,7 @@ def stale(job: str, path: Path = CACHE_PATH, root: Path = BASE,
     want = [tuple(p) for p in _resolve(j.pairs)()]
     if stored is None:
         return [f"{job}: no entry stored ({len(want)} pairs)"]
-    man = digest(stored["files"], stored["dirs"], _env_like(stored["env"]), root)
+    man = digest(stored["files"], stored["dirs"], root)
     have = {(e["held_out"], e["source"]): e for e in stored["pairs"]}
     out = [f"{job}: ({s}, {r}) stored, not a pair now" for s, r in have if (s, r) not in want]
     for s, r in want:
@@ -200,6 +193,16 @@ def cached_rows(job: str, path: Path = CACHE_PATH) -> list[tuple[str, str, str, 
                         "roofline.validation.regenerate --only residuals to compute it")
     return [(e["held_out"], cid, e["source"], float(v)) for e in stored["pairs"]
             for cid, v in e["rows"]]
+
+
+def recorded_env(job: str, path: Path = CACHE_PATH) -> dict[str, Any]:
+    """The interpreter and package versions ``job``'s stored refits ran under (metadata: not
+    in the key)."""
+    stored = _load(path)["jobs"].get(job)
+    if stored is None:
+        raise SpecError(f"fold_cache: job {job!r} has no entry in {path}; run python -m "
+                        "roofline.validation.regenerate --only residuals to compute it")
+    return dict(stored["env"])
 
 
 _BOOT = """
@@ -274,7 +277,7 @@ def refresh(job: str, path: Path = CACHE_PATH, spec: Job | None = None) -> list[
     if _tree_digest(path) != before:  # the key must hash what the worker read, not a later edit
         raise SpecError(f"fold_cache: a file of the package changed while job {job!r} ran; "
                         "nothing was stored, run it again")
-    man = digest(doc["files"], doc["dirs"], doc["env"])
+    man = digest(doc["files"], doc["dirs"])
     entries = []
     for res in doc["results"]:
         s, r = res["held_out"], res["source"]

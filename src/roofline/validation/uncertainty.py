@@ -433,7 +433,8 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     """The figures docs/validation/uncertainty.md's prose quotes, by key (its inline
     ``<!--v:KEY-->`` markers): per class ``CLS.n``, ``.sources``, ``.band`` (×lo–×hi),
     ``.in_sample``, ``.loso``, ``.covered``; per source ``CLS/SOURCE`` ("k of n"); pooled
-    ``pooled.n``, ``.covered``, ``.loso``, ``.empirical``; ``sources.range`` (fewest–most)."""
+    ``pooled.n``, ``.covered``, ``.loso``, ``.empirical``; ``sources.range`` (fewest–most);
+    ``cache.python``, ``cache.packages``: the environment the serving folds' cache recorded."""
     out: dict[str, str] = {}
     tn = tk = te = 0
     ks = []
@@ -452,6 +453,11 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
             "pooled.loso": fmt_pct(tk / tn, sign=False),
             "pooled.empirical": fmt_pct(te / tn, sign=False),
             "sources.range": f"{min(ks)}–{max(ks)}"}
+    from .fold_cache import recorded_env
+
+    env = recorded_env("serving")  # metadata of the serving folds' cache, not in its key
+    out |= {"cache.python": env["python"],
+            "cache.packages": ", ".join(f"{d} {v}" for d, v in sorted(env["packages"].items()))}
     return out
 
 
