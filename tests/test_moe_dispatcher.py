@@ -135,3 +135,23 @@ def test_cli_moe_dispatcher(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out != default
     with pytest.raises(SystemExit):
         main(argv + ["--moe-dispatcher", "deepep"])
+
+
+def test_alltoall_expert_tp_pair_exposed_in_backward() -> None:
+    """The alltoall dispatcher's expert-TP pair is its own autograd nodes around the experts:
+    in the backward the combine's reduce-scatter becomes an all-gather the experts' first
+    backward GEMM waits for, and the dispatch's all-gather a reduce-scatter that runs after the
+    experts' backward (dgrad and wgrad) has returned, feeding the return all-to-all
+    (``gather_from_sequence_parallel_region`` / ``reduce_scatter_to_sequence_parallel_region``,
+    token_dispatcher.py at d98e8a64). No weight-gradient GEMM runs beside it, so it is exposed
+    in both passes, not hidden behind the column-parallel weight gradients as the attention's
+    pair is. By hand: alltoall's tp_comm exceeds flex's (no expert pair) by the pair twice a
+    layer (forward, backward), 48 layers, 4 micro-batches, no recompute."""
+    a2a = _ctx("alltoall")
+    n = T * K * D * 2.0  # etp/tp × T·k rows × D × 2 bytes, etp = tp = 4
+    pair = coll.group_all_gather(n, 4, 1, a2a.links, SCALAR) \
+        + coll.group_reduce_scatter(n, 4, 1, a2a.links, SCALAR)
+    f = rl.train("qwen3-30b-a3b", _cl(), **KW)
+    a = rl.train("qwen3-30b-a3b", _cl(), moe_dispatcher="alltoall", **KW)
+    assert a.breakdown["tp_comm"] - f.breakdown["tp_comm"] == pytest.approx(
+        2 * L * 4 * pair, rel=1e-9)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import roofline as rl
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, SpecError
 from roofline.ops import collectives as coll
 from roofline.ops.training_formulas import moe_dispatch_ranks, moe_mlp_activation_bytes
 from roofline.scenarios.training.context import _context, _graph
@@ -156,3 +156,14 @@ def test_moe_copies_follow_the_expert_split() -> None:
     a4 = rl.train("qwen3-30b-a3b", cl, **run).memory_per_device["activations"]
     a1 = rl.train("qwen3-30b-a3b", cl, etp=1, **run).memory_per_device["activations"]
     assert a4 - a1 == pytest.approx(0.75 * 8 * 2 * 2048 * 4096 * 48, rel=1e-9)
+
+
+def test_moe_copies_refuse_a_bad_etp() -> None:
+    """``moe_mlp_activation_bytes(etp=)`` is public: an expert split below one rank (0, or a
+    column holding one) is a SpecError naming etp, not 0 or negative copies."""
+    kw = dict(d_model=2048, expert_d_ff=768, top_k=8, n_shared=0, n_experts=128,
+              gated_mlp=True, tp=4, sequence_parallel=True)
+    for bad in (0, -2, np.array([4, 0])):
+        with pytest.raises(SpecError, match="etp="):
+            moe_mlp_activation_bytes(etp=bad, **kw)
+    assert moe_mlp_activation_bytes(etp=np.array([1, 4]), **kw).shape == (2,)

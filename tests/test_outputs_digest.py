@@ -79,7 +79,9 @@ def test_stable_digest_ignores_a_new_field_not_a_declared_one(
     r = rl.train("llama-2-7b", "dgx-a100", **KW)
     s = rl.serve("llama-3.1-8b", "H100", batch=8, prompt_len=2048, output_len=256)
     o = rl.solve("resnet50", "A100", batch=1)
-    for x, kind in ((r, "train"), (s, "serve"), (o, "solve")):
+    wl = rl.Workload(prompt=rl.lengths("fixed", 100), output=rl.lengths("fixed", 10), rate=2.0)
+    m = rl.simulate_serving("llama-3.1-8b", "H100", workload=wl, requests=50, seed=1)
+    for x, kind in ((r, "train"), (s, "serve"), (o, "solve"), (m, "simulate")):
         assert set(D.STABLE_FIELDS[kind]) <= set(x.to_dict()), kind
     full, stable = D.result_digest(r, "train", False), D.result_digest(r, "train", True)
     orig = TrainResult.to_dict

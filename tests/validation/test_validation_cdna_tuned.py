@@ -11,6 +11,7 @@ import pytest
 from roofline.validation import cdna
 from roofline.validation import cdna_tuned as t
 from roofline.validation import gemm as g
+from roofline.validation.holdout import fmt_pct
 
 
 def test_rows_are_the_aiter_files_mi355x_rows() -> None:
@@ -155,3 +156,23 @@ def test_page_quotes_the_held_out_medians() -> None:
     for dt in ("fp8", "bf16"):
         med = np.median([abs(e) for c, e in t.tuned_errors() if c["dtype"] == dt])
         assert figs[f"gemm.cdna.aiter.{dt}"] == f"{med * 100:.1f} %", dt
+
+
+def test_page_example_row_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemm.md's example aiter row (gemm_figures.AITER_EXAMPLE): measured and ours in TFLOP/s
+    from the row's published time and our kernel time, the error ours / measured − 1; a row
+    that is not in the data (or not once) is an error naming the constant, not a bare
+    StopIteration."""
+    from roofline.validation import gemm_figures as gf
+
+    (c,) = [c for c, _ in t.tuned_errors()
+            if c["dtype"] == "fp8" and (c["m"], c["n"], c["k"]) == gf.AITER_EXAMPLE]
+    flops = 2.0 * c["b"] * c["m"] * c["n"] * c["k"]
+    measured, ours = flops / t.measured_time(c), flops / t.tuned_time(c)
+    figs = gf._cdna_aiter()
+    assert figs["gemm.cdna.aiter.example.measured"] == f"{measured / 1e12:,.0f}"
+    assert figs["gemm.cdna.aiter.example.ours"] == f"{ours / 1e12:,.0f}"
+    assert figs["gemm.cdna.aiter.example.error"] == fmt_pct(ours / measured - 1)
+    monkeypatch.setattr(gf, "AITER_EXAMPLE", (1, 2, 3))
+    with pytest.raises(ValueError, match=r"AITER_EXAMPLE=\(1, 2, 3\): 0 aiter fp8 rows"):
+        gf._cdna_aiter()

@@ -241,8 +241,9 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
     / ``train``) or ``model``, ``hardware`` and the scenario keywords (``fn`` picks
     "solve" (default), "serve" or "train"). ``latency_slo`` (s) marks rows whose latency
     (solve: latency; serve: TPOT; train: step time) exceeds it, and adds "the largest batch
-    under the SLO". ``only`` limits the families (LEVER_FAMILIES). ``combine``: also price
-    the best 2- (and 3-) lever combinations of different families (0 or 1: none).
+    under the SLO". ``only`` limits the families (LEVER_FAMILIES; one name or several).
+    ``combine``: also price the best 2- (and 3-) lever combinations of different families (0
+    or 1: none).
     ``objective``: "throughput" ranks by time per unit of work (a bigger batch helps);
     "latency" by the latency the user waits (solve latency, serve TPOT, train step time).
     """
@@ -263,7 +264,8 @@ def levers(model: Any = None, hardware: Any = None, *, result: Any = None,
                 not math.isfinite(latency_slo) or latency_slo <= 0:
             raise SpecError(f"latency_slo must be a positive number of seconds, got "
                             f"{latency_slo!r}")
-    fams = tuple(LEVER_FAMILIES if only is None else only)
+    # one name is one family (a str iterated by letters was refused as lever 'b')
+    fams = tuple(LEVER_FAMILIES if only is None else (only,) if isinstance(only, str) else only)
     if not fams:  # an empty selection priced nothing and printed "best: none"
         raise SpecError(f"only must name at least one lever; allowed: {', '.join(LEVER_FAMILIES)}")
     for f in fams:

@@ -207,6 +207,12 @@ def _ep_options(cfg: Any, ep_options: Any) -> list[int]:
     return eps
 
 
+def most_common(reasons: list[str]) -> str:
+    """The reason given most often, the first given among equals (a set's order, which the
+    tie fell to before, changes with the process's string hashing: the note did too)."""
+    return max(dict.fromkeys(reasons), key=reasons.count)
+
+
 def _why_not(c: StepCosts, slo: SLO, p99_prompt: float, mean_context: float,
              client: tuple[float, float] = (0.0, 0.0)) -> str:
     """Why a layout cannot serve (empty: it can): it does not fit, or even unloaded its TTFT
@@ -341,9 +347,8 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
                        kv_link_bytes_per_s, requests, seed, max_simulations, engine, preset,
                        out, client)
     if best is None and not feas:  # nothing runs or meets the SLO unloaded: say why
-        common = sorted(set(bad["reason"]), key=bad["reason"].count, reverse=True)
         notes.append(f"no layout can serve on these devices; {len(bad['reason'])} refused, "
-                     f"most often: {common[0]}" if common else
+                     f"most often: {most_common(bad['reason'])}" if bad["reason"] else
                      "no layout to search on these devices")
     elif best is None:
         notes.append(_shortfall(pts, slo, devices, lam))

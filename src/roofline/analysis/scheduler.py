@@ -8,7 +8,11 @@ prefill runs them alone and the decoding sequences wait for the next one. With t
 ``scheduler_steps`` k > 1 (vLLM V0's multi-step scheduling) the scheduler runs once per k decode
 steps: decode steps come in blocks of k, a sequence that finishes inside a block keeps its slot
 (and its tokens reach the client) at the block's end, and prompts are admitted only between
-blocks. A request is
+blocks — except under dynamic KV where the pool runs out inside a block: the scheduler acts at
+that step (the finished sequences leave then, the newest is preempted if still needed), since a
+block's growth is taken step by step here. vLLM V0 instead reserves a block's k − 1 lookahead
+slots when it schedules the block (vllm/engine/arg_utils.py: num_lookahead_slots at least
+num_scheduler_steps − 1), so it preempts only between blocks (not modelled). A request is
 admitted FIFO when the running set is below ``max_concurrency`` and its KV blocks are free:
 
 - ``kv_policy="dynamic"`` (vLLM): the prompt's blocks at admission (1 % of the pool kept free,

@@ -107,10 +107,11 @@ def optimizer_state_bytes(optimizer: str, *, master_weights: bool = True,
 
 def sp_split(tp: Any, sequence_parallel: Any, xp: Any = np) -> Any:
     """How many ways a saved tensor that tensor parallelism leaves whole on every rank (a
-    layer's input, the norms' inputs, the QKV and MLP input copies, dropout masks, an MoE
-    block's permuted token copies) is split: t under sequence parallelism with t > 1, else 1
-    (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2: the sequence-parallel regions shard
-    these along the sequence). The one rule of every activation formula here and of
+    layer's input, the norms' inputs, the QKV and MLP input copies, dropout masks) is split: t
+    under sequence parallelism with t > 1, else 1 (Korthikanti et al. 2022, arXiv:2205.05198,
+    §4.2.2: the sequence-parallel regions shard these along the sequence). Not an MoE block's
+    permuted token copies: those follow the experts' split (``moe_mlp_activation_bytes``,
+    etp/t × k per token). The one rule of every activation formula here and of
     ``scenarios.training.memory`` (the input a fully recomputed layer keeps). ``tp`` and
     ``sequence_parallel`` may be arrays (``xp``)."""
     return xp.where((tp > 1) & xp.asarray(sequence_parallel, dtype=bool), tp, 1)
@@ -270,6 +271,9 @@ def moe_mlp_activation_bytes(*, d_model: float, expert_d_ff: float, top_k: float
     mlp = (4.0 + gin) if gated_mlp else (2.0 + gin)
     copies = k * gin * D
     split = k * mlp * F + mlp * float(n_shared) * F + 4.0 * float(n_experts)
+    if etp is not None and not bool(np.all(np.asarray(etp) >= 1)):
+        raise SpecError(f"etp={etp!r}: the experts' tensor-parallel size is a count >= 1 "
+                        "(None: tp)")
     rows = 1.0 if etp is None else etp / tp  # the rows the rank's experts run, per token·k
     return copies * rows + split / tp
 

@@ -242,6 +242,7 @@ def precision(
         if w not in QUANTISED_WEIGHTS:  # a scale per group exists only for quantised weights
             raise SpecError(f"group_size={group_size} needs quantised weights "
                             f"({', '.join(QUANTISED_WEIGHTS)}); the weights are {w}: give "
-                            "weight_precision= (weights=), or leave group_size out")
+                            "weight_precision= (weights= in rl.precision, --weight-precision on "
+                            "the command line), or leave group_size (--group-size) out")
         changes["weight_overhead_bytes"] = 2.0 / group_size
     return replace(p, **changes) if changes else p  # type: ignore[arg-type]

@@ -188,8 +188,13 @@ def _cdna_aiter() -> dict[str, str]:
     errs = ct.tuned_errors()
     out = {f"gemm.cdna.aiter.{dt}": fmt_pct(_med([e for c, e in errs if c["dtype"] == dt]),
                                             sign=False, digits=1) for dt in ("fp8", "bf16")}
-    c, e = next((c, e) for c, e in errs
-                if c["dtype"] == "fp8" and (c["m"], c["n"], c["k"]) == AITER_EXAMPLE)
+    rows = [(c, e) for c, e in errs
+            if c["dtype"] == "fp8" and (c["m"], c["n"], c["k"]) == AITER_EXAMPLE]
+    if len(rows) != 1:  # (gemm.md's sentence names this row: it must be there, once)
+        raise ValueError(f"AITER_EXAMPLE={AITER_EXAMPLE}: {len(rows)} aiter fp8 rows of that "
+                         "(m, n, k); allowed: exactly one (an fp8 row of "
+                         "cdna_tuned.tuned_errors())")
+    c, e = rows[0]
     flops = 2.0 * c["b"] * c["m"] * c["n"] * c["k"]
     out["gemm.cdna.aiter.example.measured"] = f"{flops / ct.measured_time(c) / 1e12:,.0f}"
     out["gemm.cdna.aiter.example.ours"] = f"{flops / ct.tuned_time(c) / 1e12:,.0f}"

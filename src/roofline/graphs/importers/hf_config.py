@@ -57,6 +57,16 @@ GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
     "hidden_activation": "gelu_pytorch_tanh"}
 
 
+#: transformers' default max_position_embeddings for each decoder model_type (the
+#: ``max_position_embeddings=`` default of models/<type>/configuration_<type>.py's __init__,
+#: read in transformers 5.24.0): the context transformers builds when a config.json omits it
+DECODER_MAX_POSITIONS: dict[str, int] = {
+    "llama": 2048, "mistral": 131_072, "mixtral": 131_072, "qwen2": 32_768,
+    "qwen2_moe": 32_768, "qwen3": 32_768, "qwen3_moe": 32_768, "gemma": 8192, "gemma2": 8192,
+    "gemma3_text": 131_072, "phi3": 4096, "deepseek_v2": 2048, "deepseek_v3": 4096,
+    "llama4_text": 131_072}
+
+
 class _Fields:
     """Strict readers of config.json fields: integers must be JSON integers (or integral
     floats such as 4096.0), never strings, booleans, fractions, Infinity or NaN; each within
@@ -230,7 +240,8 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
     return TransformerConfig(
         name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
         d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
-        max_positions=f.int("max_position_embeddings", default=4096, hi=MAX_POSITIONS),
+        max_positions=f.int("max_position_embeddings", default=DECODER_MAX_POSITIONS[mt],
+                            hi=MAX_POSITIONS),
         norm="rmsnorm", gated_mlp=True, act=act,
         qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
         o_bias=False, mlp_bias=f.flag("mlp_bias", False), positions="rope",

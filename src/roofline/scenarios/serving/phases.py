@@ -228,8 +228,8 @@ def serve(model: Any, hardware: Any, *, batch: int = 1, prompt_len: int = 1024,
     tokens_per_s = B * n / e2e
 
     # -- continuous batching steady state at concurrency B
-    steady_tpot, steady_tps = _steady(plan, hw, eff, pre_parts, B, Bg, T_new, pc, pp, tpot,
-                                      steps, n, sp.host_prefill(factors, L_dev * pp, 1))
+    steady_tpot, steady_tps = _steady(plan, hw, eff, pre_parts, B, Bg, T_new, pc, pp, tpot, steps,
+                                      n, sp.host_prefill(factors, L_dev * pp, 1), hw_d is not hw)
 
     # -- memory (per device)
     breakdown, cap, max_batch, feasible, reason = _memory(plan, hw, hw_d, eff, Bg, P + n,
@@ -282,12 +282,16 @@ def _setup_notes(cfg: Any, tp: int, factors: sp.ServingFactors, hw: Hardware,
 
 def _steady(plan: sp.Plan, hw: Hardware, eff: Any, pre_parts: tuple[float, float, float],
             B: int, Bg: int, T_new: int, pc: int, pp: int, tpot: float, steps: int, n: int,
-            req_fixed: float) -> tuple[float, float]:
+            req_fixed: float, disagg: bool = False) -> tuple[float, float]:
     """Continuous batching's steady state at concurrency B: (TPOT with one prompt's prefill
     spread over each sequence's n tokens, output tokens/s); ``req_fixed``: the host time of
-    one prompt's prefill."""
+    one prompt's prefill. ``disagg`` (a decode pool of its own): decode never stops for a
+    prompt, TPOT is the decode step's, and the tokens/s are capped by what the prefill pool
+    (the same layout, a prompt at a time, B/Bg groups) supplies: n tokens per prompt."""
     single = pre_parts[2] if Bg == 1 or pre_parts[2] != pre_parts[2] else \
         plan.prefill_times(hw, eff, 1, T_new, pc).total * pp
+    if disagg and steps:
+        return tpot, min(B / tpot, (B / Bg) * n / (single + req_fixed))
     steady_tpot = (tpot if steps else 0.0) + (Bg / n) * (single + req_fixed)
     return steady_tpot, (B / steady_tpot if steady_tpot > 0 else math.nan)
 

@@ -228,7 +228,8 @@ def _make_context(model: Any, cl: Any, nodes: int | None, precision: str | Preci
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise SpecError(f"seq_len must be a positive integer, got {seq_len!r}")
     # the training factors were fitted on the smooth matmul model: no waves of tiles here
-    base = without_tiles(efficiency_for(hw, preset, attention_kernel))
+    base = fp8_training_attention(without_tiles(efficiency_for(hw, preset, attention_kernel)),
+                                  p, attention_kernel)
     f = None if preset == "bound" else training_factors(hw.kind, hw.key)
     eff = base if f is None else f.efficiency(base, hw.kind)
     links = cluster_links(c, f)
@@ -261,6 +262,19 @@ def check_dispatcher_value(moe_dispatcher: str | None, m: Any) -> None:
     if m.config is None or not m.config.n_experts:
         raise SpecError(f"moe_dispatcher={moe_dispatcher!r} sets how a mixture of experts' tokens "
                         f"are dispatched; {m.name} has no experts (leave it unset)")
+
+
+def fp8_training_attention(eff: Efficiency, prec: Precision, attention_kernel: str
+                           ) -> Efficiency:
+    """``eff`` for a training step: with ``attention_kernel`` "auto" in an fp8 step, the
+    kernel's forward at its 16-bit rate, not its fp8 one (``Attention.fp8_fwd`` dropped), as
+    the fp8 training stacks run it by default: Megatron-Core's ``fp8_dot_product_attention``
+    and Transformer Engine's ``fp8_dpa`` are off unless set (docs/validation/fp8.md, session
+    31). An explicit kernel keeps its fp8 forward; other precisions are unchanged."""
+    att = eff.attention
+    if prec.compute != "fp8" or attention_kernel != "auto" or att.fp8_fwd is None:
+        return eff
+    return replace(eff, attention=replace(att, fp8_fwd=None))
 
 
 def optimizer_state_bytes_per_param(p: Precision, optimizer_dtype: str) -> tuple[float, float]:

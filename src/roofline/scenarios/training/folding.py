@@ -58,22 +58,26 @@ def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
 
 
 def fold_terms(ctx: _Ctx, n_act: Any, tp: Any, one: Any, ep: Any, etp: Any,
-               xp: Any, rows: Any = 0.0) -> tuple[Any, Any, Any]:
+               xp: Any, rows: Any = 0.0) -> tuple[Any, Any, Any, Any]:
     """(the layer's tensor-parallel collectives ``tp_pair`` for ``n_act`` bytes per all-reduce
     and ``rows`` elements of the micro-batch's sequence (b·s·D: the alltoall dispatcher's pair),
     the experts' tensor-parallel size etp (the dispatch's replication, ``ep_exposed``), the
-    experts' split counted in tp ranks ep·etp/tp) of the configurations priced with ``etp``;
+    experts' split counted in tp ranks ep·etp/tp, and the part of ``tp_pair`` that is the
+    alltoall dispatcher's expert pair, which no weight-gradient GEMM hides in the backward
+    (step.py)) of the configurations priced with ``etp``;
     ``etp`` a number, or with numpy ``xp`` a column (``search.best_parallelism`` searching it);
     etp None is etp = tp. The expert weights
     are split etp·ep ways over the tp·dpc ranks of a stage, so ZeRO shards them over
     edp = dpc / (ep·etp/tp) ranks spaced etp·ep apart (step._dp_exposed, memory._memory)."""
     t_ar = coll.group_all_reduce(n_act, tp, one, ctx.links, xp)
     if not ctx.cfg.n_experts:
-        return 2 * t_ar, tp, ep
+        return 2 * t_ar, tp, ep, 0.0
     if etp is None or (xp is SCALAR and etp == tp):
-        return tp_pair(ctx, t_ar, expert_pair(ctx, rows, tp, tp, xp)), tp, ep
+        t_exp = expert_pair(ctx, rows, tp, tp, xp)
+        return tp_pair(ctx, t_ar, t_exp), tp, ep, ctx.moe_fraction * t_exp
     # a column: exact where etp = tp
-    return tp_pair(ctx, t_ar, expert_pair(ctx, rows, tp, etp, xp)), etp, ep * etp / tp
+    t_exp = expert_pair(ctx, rows, tp, etp, xp)
+    return tp_pair(ctx, t_ar, t_exp), etp, ep * etp / tp, ctx.moe_fraction * t_exp
 
 
 def expert_pair(ctx: _Ctx, rows: Any, tp: Any, etp: Any, xp: Any) -> Any:
@@ -86,7 +90,10 @@ def expert_pair(ctx: _Ctx, rows: Any, tp: Any, etp: Any, xp: Any) -> Any:
     over the expert-TP group, NVIDIA/Megatron-LM d98e8a64): etp/tp × b·s·k rows of D each
     gathered (``rows`` = b·s·D), 16-bit (``Precision.link_bytes``; the reduce-scatter runs in
     the routing probabilities' dtype, the hidden states' unless a recipe sets
-    ``--moe-router-dtype``, not modelled). Zero at etp = 1 (a one-rank group) and under
+    ``--moe-router-dtype``, not modelled). Exposed in the backward too (step.py): there the
+    pair runs as its own autograd nodes before and after the experts' whole backward (an
+    all-gather of the output gradients, a reduce-scatter of the input gradients), beside no
+    weight-gradient GEMM. Zero at etp = 1 (a one-rank group) and under
     "flex", whose expert TP is paid in its dispatch (``ep_exposed``)."""
     if ctx.moe_dispatcher != "alltoall":
         return 0.0

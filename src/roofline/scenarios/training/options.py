@@ -9,7 +9,7 @@ from typing import Any
 from ..._args import ArgumentError
 from ..._text import a_family
 from ...errors import SpecError
-from .context import _Ctx
+from .context import _Ctx, check_dispatcher_value
 
 #: the activation layouts a generic graph's convolutions can run in (``train(conv_layout=)``,
 #: ``generic._nchw_transposes``)
@@ -30,9 +30,7 @@ def check_model_options(m: Any, lora_rank: int | None, lora_targets: str, ep_ove
     if (m.config is None or not m.config.n_experts) and (ep_overlap or moe_routing != "random"):
         raise SpecError(f"ep_overlap / moe_routing apply to mixture-of-experts models; "
                         f"{m.name} has no experts")
-    if moe_dispatcher is not None and (m.config is None or not m.config.n_experts):
-        raise SpecError(f"moe_dispatcher={moe_dispatcher!r} sets how a mixture of experts' tokens "
-                        f"are dispatched; {m.name} has no experts (leave it unset)")
+    check_dispatcher_value(moe_dispatcher, m)  # the one rule, best_parallelism's too
 
 
 def check_flex_group(moe_dispatcher: str | None, tp: int, ep: int, etp: int | None) -> None:

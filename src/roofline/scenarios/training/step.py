@@ -141,12 +141,12 @@ def _evaluate(ctx: _Ctx, global_batch: int, tp: Any, pp: Any, dp: Any, ep: Any, 
     one = xp.ones_like(tp, dtype=float)
 
     # -- tensor parallelism
-    t_pair, etp_, ep_w = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp,
-                                    b * s * D)  # folding.py
+    t_pair, etp_, ep_w, t_xp = fold_terms(ctx, b * s * D * ab_tp, tp, one, ep, etp, xp,
+                                          b * s * D)  # folding.py
     # a fully recomputed forward repeats its collectives; op-level checkpointing saves the
     # reduce-scatter outputs and re-gathers the sequence-parallel inputs (half of them)
     tp_f = t_pair * (1 + (rc == 2) * rc_frac + 0.5 * (rc == 3))
-    tp_b = xp.maximum(t_pair - t_dwc, 0.0)
+    tp_b = xp.maximum(t_pair - t_xp - t_dwc, 0.0) + t_xp  # t_xp exposed: folding.expert_pair
     t_rc = xp.where(rc == 1, t_core, xp.where(rc == 2, t_lf * rc_frac,
                                               xp.where(rc == 3, t_op, 0.0)))
     m = global_batch / (dp * b)
