@@ -76,6 +76,13 @@ def test_group_size_needs_quantised_weights() -> None:
     assert rl.precision("fp16", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
     assert rl.precision("int4", group_size=32).weight_overhead_bytes == 2 / 32
     assert rl.precision("bf16", weights="fp8", group_size=128).weights == "fp8"
+    # a GGUF type carries its own block scales: refused as weights= before, but given as the
+    # spec its 0.0625 B per weight (Q4_0: 4.5 bits) was replaced by 2/128 without a word
+    for kw in ({"spec": "q4_0"}, {"spec": "fp16", "weights": "q4_0"}):
+        with pytest.raises(SpecError, match="GGUF type 'q4_0' has its own block scales"):
+            rl.precision(**kw, group_size=128)
+    assert rl.precision("q4_0").weight_overhead_bytes == 4.5 / 8 - 0.5
+    assert rl.precision("q4_0", weights="int4", group_size=128).weight_overhead_bytes == 2 / 128
 
 
 def test_solve_refuses_a_length_its_phase_ignores() -> None:

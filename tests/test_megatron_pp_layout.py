@@ -124,3 +124,13 @@ def test_cli_layout(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out)["step_time"] == pytest.approx(r.step_time)
     with pytest.raises(SystemExit, match="--search prices equal stages"):
         main(argv[:9] + ["--search", "--pp-account-loss"])
+
+
+@pytest.mark.parametrize("layout", ["Et*10000000000|L", "E(t*100000)*100000|L",
+                                    "E(t*100000|)*100000L"])
+def test_huge_repetition_refused_before_unrolling(layout: str) -> None:
+    """A repetition count that would unroll to billions of letters is a SpecError naming
+    pp_layout and the limit, found before the string is built (it was built: gigabytes of
+    memory, or a MemoryError, before the layer count was checked)."""
+    with pytest.raises(SpecError, match=r"pp_layout=.*unrolls to more than 1,000,000"):
+        layout_stages(layout, 94, 2, 1, True)

@@ -125,6 +125,12 @@ def test_etps_refused_where_they_cannot_apply() -> None:
     with pytest.raises(RooflineError, match="etps"):
         rl.best_parallelism("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq_len=1024,
                             etps=(0,))
+    # one size of several that cannot split the experts is refused too, not dropped (a search
+    # over (1, 5) returned etp-1 rows only, as if 5 had been searched)
+    with pytest.raises(RooflineError, match=r"etps=\[1, 5\]: etp=5 must divide the expert width "
+                       r"768 .*allowed etp: 1, 2, 3, 4"):
+        rl.best_parallelism("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq_len=1024,
+                            etps=(1, 5))
 
 
 def test_cli_search_etp(capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,3 +152,25 @@ def test_cli_search_etp(capsys: pytest.CaptureFixture[str]) -> None:
     assert {r["etp"] for r in json.loads(capsys.readouterr().out)["rows"]} == {1}
     with pytest.raises(SystemExit, match="a list is searched with --search"):
         main(argv + ["--etp", "1,2"])
+
+
+def test_folded_candidates_across_nodes_with_alltoall_priced_as_train_prices_them() -> None:
+    """The same agreement on two DGX H100 nodes (expert groups crossing the InfiniBand) with the
+    alltoall dispatcher, whose expert-TP pair the vectorised path prices on the etp column
+    (folding.expert_pair): every row's step time, memory and feasibility are rl.train's."""
+    kw = dict(global_batch=64, seq_len=4096, moe_dispatcher="alltoall")
+    cl = rl.cluster("dgx-h100", nodes=2)
+    t = rl.best_parallelism("qwen3-30b-a3b", cl, micro_batches=(1,), recomputes=("selective",),
+                            zeros=(1,), top=None, include_infeasible=True, etps=(1, 2, 4, 8),
+                            **kw)
+    rows = t.to_dicts()
+    assert any(r["etp"] * r["ep"] > 8 for r in rows)  # an expert group over both nodes
+    assert any(1 < r["etp"] != r["tp"] for r in rows)  # the expert-TP pair on a folded row
+    assert len({r["fits"] for r in rows}) == 2
+    for r in rows:
+        x = rl.train("qwen3-30b-a3b", cl, tp=r["tp"], pp=r["pp"], dp=r["dp"], ep=r["ep"],
+                     etp=r["etp"], micro_batch=r["micro_batch"], interleave=r["interleave"],
+                     recompute=r["recompute"], zero=r["zero"], **kw)
+        assert x.step_time == pytest.approx(r["step_time"], rel=1e-9)
+        assert x.memory_per_device["total"] == pytest.approx(r["memory"], rel=1e-9)
+        assert x.feasible == r["fits"]

@@ -45,8 +45,9 @@ def test_cases_carry_their_generation_and_version_note():
             assert "v0.5.4" in c.note and eng == "vllm-v0" and c.get("trace")
         if c.source == "lambda_ms_traces":  # not stated: multi-step read off the file
             assert "assumption" in c.note and eng == "vllm-v0-multistep" and c.get("trace")
-        if c.source == "vllm_azure":  # not stated: V1 by date, said so
-            assert eng == "vllm-v1" and "assumption by date" in c.note
+        if c.source == "vllm_azure":  # the publisher's repository: 0.7.3 (V0), priced as V1
+            assert eng == "vllm-v1" and "v0.7.3" in c.note and "643c866" in c.note
+            assert "V0 engine" in c.note and "priced all the same with vllm-v1" in c.note.lower()
 
 
 def test_profiles_inherit_vllm_and_multistep_derives_from_v0():
@@ -127,14 +128,15 @@ def test_page_shows_what_the_code_produces(report):
         "docs/validation/serving.md is stale: paste serving_host.host_holdout_table()"
     assert h.host_case_table(h.host_errors(), report.held_out_errors) in page
     assert h.host_miss_table(h.host_errors(), report.held_out_errors) in page
+    assert h.host_direction_table(h.host_errors(), report.held_out_errors) in page
     assert h.tpot_spread_table(h.host_errors()) in page
     assert h.outlier_table() in page
 
 
-def _case(cid: str, source: str, si: float):
+def _case(cid: str, source: str, si: float, metric: str = "tpot"):
     from roofline.validation.cases import Case
 
-    return Case(id=cid, domain="serving", source=source, where="", metric="tpot", measured=si,
+    return Case(id=cid, domain="serving", source=source, where="", metric=metric, measured=si,
                 unit="s", value_si=si, scenario={})
 
 
@@ -185,6 +187,38 @@ def test_host_tables_refuse_empty_or_uncovered_input(table):
     # the header's two lines, a line per case (case table) or per source and "every case"
     assert len(fn(errs, {"a1": 0.0, "b1": 0.1}).splitlines()) == 2 + (2 if table ==
                                                                      "host_case_table" else 3)
+
+
+def test_direction_table_by_hand():
+    """Four made-up cases. A's two p50 TPOTs: held out −20 % and −10 % (median of the logs:
+    exp((ln 0.8 + ln 0.9) / 2) − 1 = √0.72 − 1 = −15.1 %), in-sample +10 % and +20 %
+    (√1.32 − 1 = +14.9 %); both below measured held out: 2 of 2 priced faster. A's throughput:
+    held out +30 % (faster: above measured), in-sample −5 %. B's p50 TTFT: held out +8 %
+    (slower), in-sample +8 %: 0 of 1."""
+    cs = [_case("a1", "A", 1.0, "tpot_p50"), _case("a2", "A", 1.0, "tpot_p50"),
+          _case("a3", "A", 1.0, "tok_s"), _case("b1", "B", 1.0, "ttft_p50")]
+    ins, out = [1.1, 1.2, 0.95, 1.08], [0.8, 0.9, 1.3, 1.08]
+    errs = [(c, v, math.log(v)) for c, v in zip(cs, ins)]
+    held = {c.id: math.log(v) for c, v in zip(cs, out)}
+    assert h.host_direction_table(errs, held).splitlines()[2:] == [
+        "| A | p50 TPOT | 2 | -15.1 % | +14.9 % | 2 of 2 |",
+        "| A | output tok/s | 1 | +30.0 % | -5.0 % | 1 of 1 |",
+        "| B | p50 TTFT | 1 | +8.0 % | +8.0 % | 0 of 1 |"]
+
+
+def test_direction_table_refuses_what_it_cannot_count():
+    from roofline.errors import SpecError
+
+    c = _case("a1", "A", 1.0, "tpot_p50")
+    with pytest.raises(SpecError, match=r"errs=\[\]"):
+        h.host_direction_table([], {})
+    with pytest.raises(SpecError, match="held lacks 1 of the 1 cases .*'a1'"):
+        h.host_direction_table([(c, 1.0, 0.0)], {})
+    # a metric whose direction it does not know (here a throughput in req/s) was counted as a
+    # latency: "faster" then meant the opposite of what the column says
+    r = _case("r1", "A", 1.0, "req_s")
+    with pytest.raises(SpecError, match="'r1' has metric 'req_s'.*tok_s"):
+        h.host_direction_table([(r, 1.0, 0.1)], {"r1": 0.1})
 
 
 def test_tpot_spread_by_hand():

@@ -122,7 +122,9 @@ def add_attention_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention-kernel", default="auto", choices=ATTENTION_KERNELS,
                    help="fused-attention implementation: auto (the architecture's: "
                         "FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model "
-                        "elsewhere), fa2, fa3, "
+                        "elsewhere; in an fp8 train step its forward at the 16-bit rate, as "
+                        "Transformer Engine runs it unless fp8_dpa is set; a kernel named here "
+                        "keeps its fp8 forward), fa2, fa3, "
                         "cudnn (measured tables, data/presets/attention.toml), gemm (priced as "
                         "a matmul), unfused")
 

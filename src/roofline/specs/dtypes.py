@@ -224,9 +224,10 @@ def precision(
             _SIMPLE[spec] = p
     changes: dict[str, object] = {}
     gw = _gguf(weights) if isinstance(weights, str) else None
+    gguf = weights if gw is not None else (p.weight_format if weights is None else "")
+    if gguf and group_size is not None:  # (as spec too: its scales were replaced by 2/group)
+        raise SpecError(f"group_size: the GGUF type {gguf!r} has its own block scales")
     if gw is not None:
-        if group_size is not None:
-            raise SpecError(f"group_size: the GGUF type {weights!r} has its own block scales")
         changes.update(weights=gw[0], weight_overhead_bytes=gw[1], weight_format=gw[2])
     elif weights is not None:
         changes["weights"] = _dtype(weights, "weights")

@@ -189,6 +189,7 @@ def _serving_page() -> dict[str, str]:
             "host-holdout": h.host_holdout_table(host),
             "host-cases": h.host_case_table(herrs, host.held_out_errors),
             "host-miss": h.host_miss_table(herrs, host.held_out_errors),
+            "host-direction": h.host_direction_table(herrs, host.held_out_errors),
             "host-spread": h.tpot_spread_table(herrs),
             "host-outliers": h.outlier_table(),
             "mix-cases": m.case_table(mix), "mix-summary": m.summary_table(mix)}

@@ -42,7 +42,7 @@ __all__ = ["GENERATIONS", "HOST_PARAMS", "HOST_BOUNDS", "host_cases", "outlier_c
            "host_errors", "fit_host", "host_holdout", "shipped_host_values", "stored_fits",
            "stored_fit", "write_fits",
            "host_holdout_table", "host_case_table", "outlier_table", "host_miss_table",
-           "MISS_TARGET", "tpot_spread_table"]
+           "MISS_TARGET", "tpot_spread_table", "host_direction_table"]
 
 #: the fitted generations; the multi-step profile derives from the first
 GENERATIONS = ("vllm-v0", "vllm-v1")
@@ -406,6 +406,40 @@ def host_miss_table(errs: Sequence[tuple[Case, float, float]],
         lines.append(f"| {src} | {cells([r for r in rows if r[0] == src])} | "
                      f"{median(mixed):.1%} |")
     lines.append(f"| every case | {cells(rows)} | |")
+    return "\n".join(lines).replace("%", " %")
+
+
+#: a case's metric -> its label in ``host_direction_table``; a latency priced below the
+#: measured one and a throughput priced above it are both "faster than measured"
+_METRIC_LABEL = {"ttft_p50": "p50 TTFT", "ttft_p99": "p99 TTFT", "tpot_p50": "p50 TPOT",
+                 "tpot_p99": "p99 TPOT", "tok_s": "output tok/s", "e2e": "e2e latency"}
+
+
+def host_direction_table(errs: Sequence[tuple[Case, float, float]],
+                         held: Mapping[str, float]) -> str:
+    """Which way each source's cases miss, per metric (docs/validation/serving.md, "what the
+    remaining miss is made of"): per (source, metric), the cases, the median signed error held
+    out and in-sample, and how many are priced faster than measured held out (a latency below
+    it, a throughput above it). ``errs``: ``host_errors()``; ``held``: case id -> log error of
+    the fit without its source (``host_holdout().held_out_errors``). Either empty, or a case
+    missing from ``held``: SpecError (``_table_args``, as the other host tables)."""
+    _table_args(errs, held)
+    odd = [(c.id, c.metric) for c, _, _ in errs if c.metric not in _METRIC_LABEL]
+    if odd:  # which way is "faster" is known only for these
+        raise SpecError(f"errs: case {odd[0][0]!r} has metric {odd[0][1]!r}; the direction "
+                        f"table knows {sorted(_METRIC_LABEL)} (tok_s a throughput, the rest "
+                        "latencies)")
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for c, _, e in errs:
+        groups.setdefault((c.source, c.metric), []).append((held[c.id], e))
+    lines = ["| source | metric | cases | held out: median error | in-sample: median error | "
+             "held out: priced faster than measured |", "|---|---|---:|---:|---:|---:|"]
+    for (src, metric), rows in groups.items():
+        faster = sum(h > 0 if metric == "tok_s" else h < 0 for h, _ in rows)
+        lines.append(f"| {src} | {_METRIC_LABEL[metric]} | {len(rows)} | "
+                     f"{math.expm1(median([h for h, _ in rows])):+.1%} | "
+                     f"{math.expm1(median([i for _, i in rows])):+.1%} | "
+                     f"{faster} of {len(rows)} |")
     return "\n".join(lines).replace("%", " %")
 
 

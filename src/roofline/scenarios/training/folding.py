@@ -36,15 +36,23 @@ from ...ops.xp import SCALAR
 from .context import _Ctx
 
 
+def folding_eps(n_experts: int, ranks: int, etp: int) -> list[int]:
+    """The ep sizes Megatron-Core's group rules allow with ``etp`` over the ``ranks``
+    (tp·cp·dp) of a stage: etp·ep divides them, ep the experts (none where etp does not divide
+    the ranks). One rule for ``check_folding`` and the parallel search (search.py)."""
+    if ranks % etp:
+        return []
+    return [e for e in range(1, ranks // etp + 1) if (ranks // etp) % e == 0
+            and (not n_experts or n_experts % e == 0)]
+
+
 def check_folding(ctx: _Ctx, tp: int, dp: int, ep: int, etp: int) -> None:
     """Megatron-Core's group rules for the expert layers over the tp·cp·dp ranks of a stage."""
     ranks = tp * ctx.cp * dp
     what = "tp·cp·dp" if ctx.cp > 1 else "tp·dp"
     vals = f"{tp}·{ctx.cp}·{dp}" if ctx.cp > 1 else f"{tp}·{dp}"
     if ranks % (etp * ep):
-        eps = [e for e in range(1, ranks // etp + 1) if (ranks // etp) % e == 0
-               and (not ctx.cfg.n_experts or ctx.cfg.n_experts % e == 0)] \
-            if ranks % etp == 0 else []
+        eps = folding_eps(ctx.cfg.n_experts, ranks, etp)
         allowed = (f"with etp={etp}, ep one of {', '.join(map(str, eps))}" if eps else
                    f"etp must divide {ranks}")
         raise SpecError(f"ep={ep}, etp={etp}: etp·ep = {etp}·{ep} = {etp * ep} must divide the "

@@ -24,6 +24,7 @@ from .context import (
     _group_times,
     model_flops_per_sample,
 )
+from .folding import folding_eps
 from .step import (
     COMMON_ARGS,
     OPT_DEGREE,
@@ -49,9 +50,7 @@ def _expert_splits(cfg: Any, t: int, d: int, etps: list[int] | None) -> list[tup
         return [(1, t)]
     out = []
     for et in ([t] if etps is None else etps):
-        if (t * d) % et:
-            continue
-        out += [(e, et) for e in _divisors(t * d // et) if cfg.n_experts % e == 0]
+        out += [(e, et) for e in folding_eps(cfg.n_experts, t * d, et)]
     return out
 
 
@@ -123,16 +122,18 @@ def _per_rank(ctx: Any, rows: dict[str, list[Any]], arr: dict[str, Any]) -> tupl
 
 
 def _etp_pairs(cfg: Any, tps: list[int], etps: tuple[int, ...] | None) -> dict[int, list[int]]:
-    """Each tp that can split ``cfg`` with the etps of ``etps`` that can split its experts
-    (``graphs.shard.tp_problem`` / ``etp_problem``; None: etp = tp, the tp rule alone)."""
+    """Each tp that can split ``cfg`` with the etps of ``etps`` it can pair with
+    (``graphs.shard.tp_problem``; None: etp = tp, the tp rule alone). Every etp of ``etps``
+    must split the experts (``etp_problem``): one that cannot is a SpecError."""
     if etps is None:
         return {t: [t] for t in tps if tp_problem(cfg, t) is None}
     if not cfg.n_experts:
         raise SpecError(f"etps={list(etps)} (expert tensor parallelism) applies to mixture-of-"
                         f"experts models; {cfg.name} has no experts (leave etps unset)")
-    ok = [e for e in dict.fromkeys(etps) if etp_problem(cfg, e) is None]
-    if not ok:
-        raise SpecError(f"etps={list(etps)}: {etp_problem(cfg, etps[0])}")
+    ok = list(dict.fromkeys(etps))
+    bad = [why for e in ok if (why := etp_problem(cfg, e)) is not None]
+    if bad:  # each size must split the experts: one that cannot is refused, not dropped
+        raise SpecError(f"etps={list(etps)}: {bad[0]}")
     return {t: [e for e in ok if tp_problem(cfg, t, e) is None] for t in tps}
 
 
@@ -184,9 +185,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
 
     ``etps`` (MoE): the expert tensor-parallel sizes searched (MoE parallel folding, as
     ``rl.train``'s ``etp``): each split pairs its tp with every etp of ``etps`` and every ep the
-    folding rules allow (etp·ep divides the tp·dp ranks of a stage, ep the experts, etp the
-    expert width; folding.py), so ``etps=(1,)`` fixes etp = 1 and ``etps=(1, 2, 4, 8)``
-    searches it. None (default): etp = tp on every split (Megatron-Core's), ep dividing dp.
+    folding rules allow (etp·ep divides the tp·dp ranks of a stage, ep the experts; folding.py;
+    an etp not dividing the expert width a SpecError), so ``etps=(1,)`` fixes etp = 1 and
+    ``etps=(1, 2, 4, 8)`` searches it. None: etp = tp (Megatron-Core's), ep dividing dp.
     """
     from ...analysis.economics import check_economics
 

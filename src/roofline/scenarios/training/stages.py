@@ -161,13 +161,28 @@ def megatron_stages(n_layers: int, pp: int, interleave: int, embedding: bool,
     return tuple(out)
 
 
+#: the most characters a ``pp_layout`` may unroll to (a layout holds each layer's letter and a
+#: '|' per virtual stage; ``pp_stages`` allows 10**6 layers a stage): checked before building
+LAYOUT_MAX_CHARS = 10**6
+
+
 def _unroll(text: str) -> str:
     """Megatron-Core's layout shorthand unrolled: commas dropped, ``(…)*n`` and ``x*n``
-    repeated (``parse_str_to_list``'s two patterns, in its order)."""
+    repeated (``parse_str_to_list``'s two patterns, in its order). Each step's length is
+    counted before the string is built: past ``LAYOUT_MAX_CHARS`` it is a SpecError (a count
+    such as ``t*10000000000`` would take gigabytes)."""
     import re
 
+    orig = text
     text = text.replace(",", "")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        found = list(re.finditer(pattern, text))
+        size = len(text) + sum(len(g.group(1)) * int(g.group(2)) - (g.end() - g.start())
+                               for g in found)
+        if size > LAYOUT_MAX_CHARS:
+            raise SpecError(f"pp_layout={orig[:60]!r}{'…' if len(orig) > 60 else ''} unrolls to "
+                            f"more than {LAYOUT_MAX_CHARS:,} characters ({size:,}); allowed: at "
+                            f"most {LAYOUT_MAX_CHARS:,} letters and '|' once unrolled")
         text = re.sub(pattern, lambda g: g.group(1) * int(g.group(2)), text)
     return text
 

@@ -454,9 +454,9 @@ def train(model: Any, cluster: Any, *, global_batch: int, seq_len: int | None = 
     2021–22 Megatron). ``dropout``: count dropout masks in activation memory. ``dp_overlap``:
     overlap the gradient reduction with backward. A split that does not fit in memory is a
     result with ``feasible=False`` and the reason; an inconsistent split is a SpecError.
-    ``attention_kernel``: the fused-attention implementation ("auto": the architecture's —
-    FlashAttention-3 on Hopper, cuDNN on Blackwell, the matmul model elsewhere; "fa2", "fa3",
-    "cudnn", "gemm"; "unfused" = ``fused_attention=False``; engine/attention.py): forward and
+    ``attention_kernel``: the fused-attention kernel ("auto": FA3 on Hopper, cuDNN on Blackwell,
+    the matmul model elsewhere, in fp8 its forward at the 16-bit rate; "fa2", "fa3", "cudnn",
+    "gemm"; "unfused" = ``fused_attention=False``; engine/attention.py): forward and
     backward each at the kernel's measured rate. ``moe_routing`` (MoE models): how the router
     spreads a token's k experts, which sets how many expert-parallel ranks each token is
     dispatched to (once per rank): "random" (uniform, balanced in expectation) or "contiguous"
