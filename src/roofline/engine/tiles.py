@@ -563,6 +563,7 @@ def wave_split(tm: Any) -> WaveSplit | None:
                    classes=tuple(g.classes[i] for i in keep), c0=g.c0[:, keep],
                    c1=g.c1[:, keep], gemm=g.gemm[:, keep], params=g.params[keep],
                    fusible=None if g.fusible is None else g.fusible[keep],
+                   saves=None if g.saves is None else g.saves[keep],
                    meta={k: v for k, v in g.meta.items() if k not in ("_time_models",
                                                                          "_is_compute")})
     rest = TimeModel(sub, tm.hw, tm.eff)

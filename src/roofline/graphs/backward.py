@@ -13,9 +13,10 @@ X and written Y), so the training graph stays affine in the batch like the forwa
 - attention (fused, Flash): dQ, dK, dV with 2.5F; reads Q, K, V, O and dO; writes dQ, dK, dV.
 - elementwise, norm, softmax, pools, variance, cumsum, sort, topk: dX with 2F; reads the
   saved input(s) and dY, writes dX (a norm's γ/β gradients accumulate into "grad").
-- training-mode batch norm (``batch_stats``: its forward already carries the statistics pass,
-  the input read twice): dX with 2F, reading the input and dY twice (a reduction pass over
-  the batch, then the dX pass) and writing dX once; its saved input is counted once.
+- training-mode batch norm (``batch_stats``; ``training_batch_norm`` gives its forward the
+  statistics pass, the input read ``BN_INPUT_READS`` times, the one place of that rule): dX
+  with 2F, reading the input and dY twice (a reduction pass over the batch, then the dX pass)
+  and writing dX once; its saved input is counted once.
   PyTorch runs it as one cuDNN call, ``cudnnBatchNormalizationBackwardEx`` (aten's
   ``cudnn/BatchNorm.cpp``), whose reduction spans the whole batch, so the tensors do not stay
   on chip between the passes at these sizes (a 56×56×64 fp16 map at batch 256 is 103 MB).
@@ -33,9 +34,14 @@ as the decoder training graph.
 **Saved tensors** (activation memory per micro-batch): what each op's backward reads from the
 forward: its inputs X for matmul/conv (dW needs X), elementwise, norms, pools and the
 reductions; Q, K, V and O for attention (+ the row log-sum-exp, not counted); the output Y
-for softmax; nothing for copies, views and embeddings (indices are not counted). A tensor that
-two ops read (a residual) is counted for each: an upper bound on what autograd keeps (it
-keeps one tensor, and frees what backward no longer needs).
+for softmax; nothing for copies, views and embeddings (indices are not counted). A tensor is
+counted once where the graph says which tensor each op keeps (``Graph.saves``, tagged by the
+builder: the ResNets, graphs/cnn.py): there an in-place ReLU keeps its output, the tensor the
+next convolution keeps too, and a residual add keeps nothing (its gradient is dY for both
+addends, PyTorch's derivatives.yaml ``add.Tensor``), as autograd does; a tensor several ops
+keep is counted at the largest of their saved bytes. Elsewhere (``saves`` None) a tensor two
+ops read is counted for each: an upper bound on what autograd keeps (ResNet-50 counted that
+way keeps about twice PyTorch's bytes, tests/test_rn50_block_counts.py).
 
 Assumptions: the backward ops run with the forward ops' GEMM shapes for the efficiency model;
 no recomputation; dropout, loss and the optimizer step are not ops here (the training
@@ -52,7 +58,8 @@ from ..errors import SpecError
 from ..ops import QUANTITIES
 from .graph import Graph, Q
 
-__all__ = ["BACKWARD_RULES", "TrainingGraph", "backward_graph", "saved_activation_bytes"]
+__all__ = ["BACKWARD_RULES", "BN_INPUT_READS", "TrainingGraph", "backward_graph",
+           "batch_norm_mask", "saved_activation_bytes", "training_batch_norm"]
 
 _F, _WR, _AR, _AW, _KR, _KW, _WW = (Q[k] for k in QUANTITIES)
 
@@ -73,6 +80,36 @@ FLOP_FACTOR = {"weight": 1.0, "matmul": 2.0, "attention": 2.5, "pointwise": 2.0,
 
 #: op groups of the training graph
 GROUPS = ("forward", "backward", "backward_dw")
+
+#: reads of its input by a training-mode batch norm's forward (a statistics pass, then the
+#: normalise pass: cuDNN's ``cudnnBatchNormalizationForwardTrainingEx``); its FLOPs are
+#: ``BN_FLOP_FACTOR`` × the inference norm's (8 per element, a layer norm's)
+BN_INPUT_READS = 2.0
+BN_FLOP_FACTOR = 4.0
+
+
+def batch_norm_mask(g: Graph) -> np.ndarray | None:
+    """[n] bool, the batch norms of ``g`` (the fusible norms), or None where it has none."""
+    if g.fusible is None:
+        return None
+    bn = np.array([k == "norm" for k in g.kinds]) & g.fusible
+    return bn if bn.any() else None
+
+
+def training_batch_norm(g: Graph) -> Graph:
+    """``g`` with its batch norms in training mode: ×``BN_FLOP_FACTOR`` FLOPs and the input
+    read ``BN_INPUT_READS`` times; ``backward_graph(..., batch_stats=batch_norm_mask(g))``
+    prices their backward and counts the saved input once (module docstring)."""
+    from dataclasses import replace
+
+    bn = batch_norm_mask(g)
+    if bn is None:
+        return g
+    c0, c1 = g.c0.copy(), g.c1.copy()
+    for c in (c0, c1):
+        c[_F, bn] *= BN_FLOP_FACTOR
+        c[_AR, bn] *= BN_INPUT_READS
+    return replace(g, c0=c0, c1=c1)
 
 
 @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
@@ -128,17 +165,23 @@ def _checked_batch_stats(forward: Graph, batch_stats: object) -> np.ndarray | No
 def saved_activation_bytes(forward: Graph,
                            batch_stats: np.ndarray | None = None) -> tuple[float, float]:
     """(c0, c1) of the bytes the forward ops keep for the backward (module docstring); a
-    training batch norm (``batch_stats``) keeps its input once, not its two reads."""
+    training batch norm (``batch_stats``) keeps its input once, not its ``BN_INPUT_READS``
+    reads; ops sharing a ``forward.saves`` id keep one tensor, ``-1`` none."""
     batch_stats = _checked_batch_stats(forward, batch_stats)
-    s0 = s1 = 0.0
+    kept: dict[int, tuple[float, float]] = {}  # tensor id -> (c0, c1) bytes
     for i, k in enumerate(forward.kinds):
         r = _rule(k)
         if r == "matmul" and forward.c0[_WR, i] > 0:
             r = "weight"
-        once = 0.5 if batch_stats is not None and batch_stats[i] else 1.0
-        s0 += once * float(_saved(r, k, forward.c0[:, i]))
-        s1 += once * float(_saved(r, k, forward.c1[:, i]))
-    return s0, s1
+        once = BN_INPUT_READS if batch_stats is not None and batch_stats[i] else 1.0
+        b0 = float(_saved(r, k, forward.c0[:, i])) / once
+        b1 = float(_saved(r, k, forward.c1[:, i])) / once
+        t = i if forward.saves is None else int(forward.saves[i])
+        if t == -1 and forward.saves is not None:  # keeps nothing (an add)
+            continue
+        a0, a1 = kept.get(t, (0.0, 0.0))
+        kept[t] = (max(a0, b0), max(a1, b1))
+    return sum(v[0] for v in kept.values()), sum(v[1] for v in kept.values())
 
 
 def _backward_ops(rule: str, c: np.ndarray, weight_elems: float, grad_bytes: float,
@@ -151,7 +194,8 @@ def _backward_ops(rule: str, c: np.ndarray, weight_elems: float, grad_bytes: flo
     F, W, X, Y = c[_F], c[_WR], c[_AR] + c[_KR], c[_AW] + c[_KW]
     if two_pass:  # X is the forward's two reads of the input; dX and each pass: one input
         d = np.zeros(len(QUANTITIES))
-        d[_F], d[_AR], d[_AW] = FLOP_FACTOR["pointwise"] * F, X + 2 * Y, X / 2
+        x = X / BN_INPUT_READS  # the input once
+        d[_F], d[_AR], d[_AW] = FLOP_FACTOR["pointwise"] * F, 2 * (x + Y), x
         if not batch_part and W > 0:  # γ/β gradients
             d[_WR], d[_WW] = W + grad_bytes * weight_elems, grad_bytes * weight_elems
         return [("bwd", "backward", d)]

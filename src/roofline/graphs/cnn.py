@@ -25,6 +25,17 @@ class Net:
     c: int
     h: int
     w: int
+    #: id of the current tensor when the builder tags each op with the tensor its backward
+    #: keeps (``GraphBuilder.add``'s ``saves``; graphs/backward.py counts each id once);
+    #: None: no tags (each op's saved input counted on its own, an upper bound)
+    t: int | None = None
+
+    def _out(self) -> int | None:
+        """A fresh id for the tensor the op just emitted writes (None when untracked)."""
+        if self.t is None:
+            return None
+        self.t = self.b.new_tensor()
+        return self.t
 
     @property
     def elems(self) -> int:
@@ -35,38 +46,52 @@ class Net:
         p = (k - 1) // 2 * dilation if p is None else p
         params = c_out * (self.c // groups) * k * k + (c_out if bias else 0)
         self.b.add("conv2d", name, params=params, c_in=self.c, h=self.h, w=self.w, c_out=c_out,
-                   kernel=k, stride=s, padding=p, dilation=dilation, groups=groups, bias=bias)
+                   kernel=k, stride=s, padding=p, dilation=dilation, groups=groups, bias=bias,
+                   saves=self.t)  # its input, for the weight gradient
+        self._out()
         self.c = c_out
         self.h = conv_out(self.h, k, s, p, dilation)
         self.w = conv_out(self.w, k, s, p, dilation)
 
     def bn(self, name: str) -> None:
         self.b.add("norm", name, params=2 * self.c, elements=self.elems, features=self.c,
-                   variant="batchnorm")
+                   variant="batchnorm", saves=self.t)  # its input
+        self._out()
 
     def act(self, name: str, op: str = "relu") -> None:
-        self.b.add("elementwise", name, elements=self.elems, op=op)
+        # in place (torchvision's ReLU(inplace=True)): autograd keeps the output, the
+        # tensor the next op reads and keeps too (threshold_backward(grad, result))
+        out = self._out()
+        self.b.add("elementwise", name, elements=self.elems, op=op, saves=out)
 
     def add(self, name: str) -> None:
-        self.b.add("elementwise", name, elements=self.elems, op="add")
+        # an add's gradient is dY for both addends: it keeps nothing (derivatives.yaml)
+        self.b.add("elementwise", name, elements=self.elems, op="add",
+                   saves=None if self.t is None else -1)
+        self._out()
 
     def mul(self, name: str, n_inputs: int = 2) -> None:
         self.b.add("elementwise", name, elements=self.elems, op="mul", n_inputs=n_inputs)
+        self._out()  # untagged: its saved inputs counted on their own
 
     def maxpool(self, name: str, k: int, s: int, p: int) -> None:
         self.b.add("pool2d", name, channels=self.c, h=self.h, w=self.w, kernel=k, stride=s,
-                   padding=p, mode="max")
+                   padding=p, mode="max", saves=self.t)  # its input (indices: not
+        self._out()  # counted, as graphs/backward.py says)
         self.h = conv_out(self.h, k, s, p, 1)
         self.w = conv_out(self.w, k, s, p, 1)
 
     def gap(self, name: str) -> None:
-        self.b.add("global_pool", name, channels=self.c, spatial=self.h * self.w)
+        self.b.add("global_pool", name, channels=self.c, spatial=self.h * self.w,
+                   saves=self.t)
+        self._out()
         self.h = self.w = 1
 
     def linear(self, name: str, d_out: int, bias: bool = True) -> None:
         d_in = self.elems
         self.b.add("linear", name, params=d_in * d_out + (d_out if bias else 0), tokens=1,
-                   d_in=d_in, d_out=d_out, bias=bias)
+                   d_in=d_in, d_out=d_out, bias=bias, saves=self.t)
+        self._out()
         self.c, self.h, self.w = d_out, 1, 1
 
     def conv_bn_act(self, name: str, c_out: int, k: int, s: int = 1, groups: int = 1,
@@ -106,6 +131,7 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
     block, counts0 = _RESNET[depth]
     counts = tuple(max(1, int(round(c * depth_mult))) for c in counts0)
     n = _net(f"resnet{depth}", precision, image)
+    n.t = n.b.new_tensor()  # tag each op with the tensor it keeps (the image first)
     n.conv("conv1", _ch(64 * width), 7, 2, 3)
     n.bn("bn1")
     n.act("relu", act)
@@ -116,7 +142,7 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
         for bi in range(count):
             p = f"layer{li}.{bi}"
             stride = 2 if (bi == 0 and li > 1) else 1
-            c_in, h, w = n.c, n.h, n.w
+            c_in, h, w, t_in = n.c, n.h, n.w, n.t
             out = width_c * expansion
             if block == "bottleneck":
                 n.conv(f"{p}.conv1", width_c, 1)
@@ -134,11 +160,11 @@ def resnet(depth: int, precision: Precision, *, image: int = 224, classes: int =
                 n.conv(f"{p}.conv2", width_c, 3)
                 n.bn(f"{p}.bn2")
             if stride != 1 or c_in != out:
-                main = (n.c, n.h, n.w)
-                n.c, n.h, n.w = c_in, h, w
+                main = (n.c, n.h, n.w, n.t)
+                n.c, n.h, n.w, n.t = c_in, h, w, t_in  # the block input, as conv1's
                 n.conv(f"{p}.downsample.0", out, 1, stride, 0)
                 n.bn(f"{p}.downsample.1")
-                n.c, n.h, n.w = main
+                n.c, n.h, n.w, n.t = main
             n.add(f"{p}.add")
             n.act(f"{p}.relu3", act)
     n.gap("avgpool")

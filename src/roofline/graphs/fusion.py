@@ -132,6 +132,7 @@ def _fuse_add_norm(graph: Graph) -> Graph:
         classes=tuple(graph.classes[i] for i in idx), c0=c0[:, idx], c1=c1[:, idx],
         gemm=graph.gemm[:, idx], params=params[idx],
         fusible=graph.fusible[idx] if graph.fusible is not None else None,
+        saves=None,  # a fused graph: the saved tensors are not tracked through the folds
         meta={**graph.meta, "fused": sorted({*graph.meta.get("fused", ()), "norm"})})
 
 
@@ -174,7 +175,7 @@ def _fold_epilogues(graph: Graph, kinds: frozenset[str]) -> Graph:
     return replace(
         graph, names=tuple(names[i] for i in idx), kinds=tuple(graph.kinds[i] for i in idx),
         classes=tuple(graph.classes[i] for i in idx), c0=c0[:, idx], c1=c1[:, idx],
-        gemm=graph.gemm[:, idx], params=params[idx], fusible=fusible,
+        gemm=graph.gemm[:, idx], params=params[idx], fusible=fusible, saves=None,
         meta={k: v for k, v in graph.meta.items() if not k.startswith("_")}
         | {"fused": sorted(want)},
     )

@@ -74,9 +74,15 @@ class Graph:
     #: [n] bool: ops a compiler can fold into the epilogue of the preceding matmul/conv
     #: (elementwise ops, inference batch norm); None = none
     fusible: np.ndarray | None = None
+    #: [n] int: the id of the tensor each op's backward keeps (ops keeping one tensor share
+    #: its id; -1: the op keeps nothing), so graphs/backward.py counts a tensor once; None:
+    #: not known, each op's saved inputs counted on their own (an upper bound)
+    saves: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.names)
+        if self.saves is not None and np.shape(self.saves) != (n,):
+            raise ValueError(f"Graph.saves has shape {np.shape(self.saves)}, expected {(n,)}")
         for arr, nm in ((self.c0, "c0"), (self.c1, "c1")):
             if arr.shape != (len(QUANTITIES), n):
                 raise ValueError(f"Graph.{nm} has shape {arr.shape}, "
@@ -136,6 +142,8 @@ class GraphBuilder:
         self._gemm: list[tuple[float, float, float]] = []
         self._params: list[float] = []
         self._fusible: list[bool] = []
+        self._saves: list[int | None] = []  # ``add``'s saves= per op (None: untagged)
+        self._tensors = 0  # tensor ids handed out by ``new_tensor``
         self.state_bytes_per_sample = 0.0
         self.meta: dict[str, Any] = {}
         #: (kind, shape) -> what ``add`` derives from the formula: a model's repeated layers
@@ -163,10 +171,17 @@ class GraphBuilder:
                 shape[arg] = val
         return shape
 
+    def new_tensor(self) -> int:
+        """A fresh tensor id for ``add``'s ``saves``."""
+        self._tensors += 1
+        return self._tensors - 1
+
     def add(self, kind: str, name: str, *, params: float = 0,
-            gemm: tuple[float, float, float] | None = None, **shape: Any) -> OpCost:
-        """Add one op; ``shape`` goes to the formula (without ``batch``). Returns the cost
-        at B = 1."""
+            gemm: tuple[float, float, float] | None = None, saves: int | None = None,
+            **shape: Any) -> OpCost:
+        """Add one op; ``shape`` goes to the formula (without ``batch``). ``saves``: the id
+        (``new_tensor``) of the tensor the op's backward keeps, -1 for none (``Graph.saves``).
+        Returns the cost at B = 1."""
         if "batch" in shape:
             raise ValueError("GraphBuilder.add: pass per-sample shapes; batch is added here")
         key = _shape_key(kind, shape) if self.dedup else None
@@ -185,6 +200,7 @@ class GraphBuilder:
         self._gemm.append(gemm if gemm is not None else own_gemm)
         self._params.append(float(params))
         self._fusible.append(fusible)
+        self._saves.append(saves)
         return cost
 
     def _derive(self, kind: str, shape: dict[str, Any]) -> tuple[Any, ...]:
@@ -214,5 +230,12 @@ class GraphBuilder:
             weight_footprint_bytes=float(params.sum()) * self.precision.weight_bytes,
             state_bytes_per_sample=self.state_bytes_per_sample, fixed_batch=fixed_batch,
             tokens_per_sample=tokens_per_sample, meta=dict(self.meta),
-            fusible=np.array(self._fusible, dtype=bool),
+            fusible=np.array(self._fusible, dtype=bool), saves=self._tags(),
         )
+
+    def _tags(self) -> np.ndarray | None:
+        """Graph.saves: None when no op was tagged; an untagged op gets an id of its own."""
+        if all(s is None for s in self._saves):
+            return None
+        fresh = iter(range(self._tensors, self._tensors + len(self._saves)))
+        return np.array([next(fresh) if s is None else s for s in self._saves], dtype=np.int64)

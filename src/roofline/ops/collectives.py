@@ -55,11 +55,12 @@ one does reduce-scatter inside, all-reduce of n/p_inner across, all-gather insid
 **On a cluster** (``Links``, ``group_*``): the same formulas, vectorised over configurations
 (``xp=numpy``, or ``xp=ops.xp.SCALAR`` for one), for a group of ``p`` ranks spaced ``stride``
 apart in Megatron-LM's rank order (tensor-parallel ranks adjacent, then data-parallel —
-expert-parallel groups are slices of it —, pipeline stages outermost). The group has ``inner``
-members inside one scale-up domain (NVLink/ICI) and ``outer = p / inner`` domains to cross on
-the scale-out network: ``inner = min(p, domain // stride)`` when the stride fits in a domain,
-else 1. A group inside one domain runs a ring on the scale-up link; one rank per domain, a ring
-on the scale-out link (each rank drives its own NIC); otherwise NCCL's ring over the whole
+expert-parallel groups are slices of it —, pipeline stages outermost). The group touches ``outer``
+scale-up domains (NVLink/ICI) with ``inner`` of its ranks in each (``ops.placement``: counted
+from a domain boundary; where the shares are uneven — NVL72, EP 16 spaced 8 apart: 9 and 7 —
+the fewest bind the scale-out bandwidth, the most the all-to-all's scale-up share). A group
+inside one domain runs a ring on the scale-up link; one rank per domain, a ring on the
+scale-out link (each rank drives its own NIC); otherwise NCCL's ring over the whole
 group, pipelined, at the slower of the scale-up link and the domain's inner NICs together (not
 the three-phase ``hierarchical_all_reduce``, whose phases run one after the other). An
 all-reduce also prices the tree and, with in-switch reduction, NVLS / NVLS-tree, and takes the
@@ -71,8 +72,8 @@ NVLS reduce-scatter / all-gather too (``nvls_one_pass``; ``algorithm="nvls"|"aut
 the ring's carries (p−1)/p·n, so it is the slower of the two for large messages (measured on
 8× H100: NVIDIA/nccl #1047, #1083) and NCCL's tuner runs the ring (LL protocol) for small ones
 (its NVLS latency, 23 µs on NVLink, exceeds the ring's: NVIDIA/nccl src/graph/tuning.cc
-``hwLat``); the groups therefore keep the ring for both. An all-to-all runs on the slowest
-level it spans.
+``hwLat``); the groups therefore keep the ring for both. An all-to-all sends each peer its
+share on the link that reaches it, the slowest rank binding (``group_all_to_all``).
 
 **NCCL's latencies** (``Links.nccl``, ``ops.nccl``): on a cluster NCCL runs on, the links carry
 NCCL's tuner constants (``specs.nccl.tuner_for``; NVIDIA NCCL v2.26.2 ``src/graph/tuning.cc``)
@@ -97,12 +98,14 @@ import numpy as np
 
 from ..errors import SpecError
 from .nccl import NcclTuner, nccl_best, nccl_choice, nccl_latency
+from .placement import group_placement, group_split
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
            "hierarchical_all_reduce", "one_shot_all_reduce", "two_shot_all_reduce",
            "nvls_all_reduce", "nvls_one_pass", "ALGORITHMS", "ONE_PASS_ALGORITHMS",
            "group_ring_all_reduce",
            "bus_factor", "COLLECTIVES", "LATENCY_CONVENTIONS", "Links", "group_split",
+           "group_placement",
            "group_all_reduce", "group_nvls_all_reduce", "group_reduce_scatter",
            "group_all_gather", "group_all_to_all",
            "group_send_recv", "group_dispatch", "group_nccl", "group_nccl_choice",
@@ -337,18 +340,6 @@ class Links:
     nccl: NcclTuner | None = None
 
 
-def group_split(p: Arr, stride: Arr, domain: int, xp: Any = np) -> tuple[Arr, Arr]:
-    """(inner, outer) ranks of a group of ``p`` ranks spaced ``stride`` apart."""
-    p = xp.asarray(p, dtype=float)
-    stride = xp.asarray(stride, dtype=float)
-    fits = stride <= domain
-    inner = xp.where(fits, xp.minimum(p, xp.maximum(domain // xp.maximum(stride, 1), 1)), 1.0)
-    inner = xp.maximum(inner, 1.0)
-    # inner must divide p; round down to a divisor (p and domain are powers of two in practice)
-    inner = xp.where(xp.mod(p, inner) == 0, inner, 1.0)
-    return inner, p / inner
-
-
 def _ring_bw(inner: Arr, outer: Arr, links: Links, xp: Any) -> Arr:
     """The bandwidth a ring over the group reaches per rank: the scale-up link inside one
     domain; across domains the slower of the scale-up link and the domain's ``inner`` NICs
@@ -382,8 +373,9 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
 
     - the ring (``group_ring_all_reduce``);
     - across domains, the tree (a chain inside, a double binary tree across: 2((i−1)·α_up +
-      ⌈log₂o⌉·α_out) latency, ``_tree_bw``: the ring's bandwidth, on exactly two domains
-      min(bw_up, 2·i·bw_out) as with NCCL's tuner) — its latency grows with log o, the
+      ⌈log₂o⌉·α_out) latency, i the fullest domain's ranks; ``_tree_bw``: the ring's
+      bandwidth, on exactly two domains min(bw_up, 2·i·bw_out), i the emptiest's, as with
+      NCCL's tuner) — its latency grows with log o, the
       ring's with p;
     - on a fabric with in-switch reduction (``links.nvls_bw``) and ≥ 2 ranks per domain, NVLS
       inside one domain (2α_up + n/nvls_bw) and NVLS-tree across domains: NVLS inside, each of
@@ -398,9 +390,9 @@ def group_all_reduce(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
         return group_nccl("all_reduce", n, p, stride, links, xp)
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
-    inner, outer = group_split(p, stride, links.domain, xp)
+    inner, most, outer = group_placement(p, stride, links.domain, xp)
     ring = group_ring_all_reduce(n, p, stride, links, xp)
-    tree = 2 * ((inner - 1) * links.up_alpha + xp.ceil(xp.log2(outer)) * links.out_alpha) \
+    tree = 2 * ((most - 1) * links.up_alpha + xp.ceil(xp.log2(outer)) * links.out_alpha) \
         + 2 * (p - 1) / p * n / _tree_bw(inner, outer, links, xp)
     t = xp.where(outer > 1, xp.minimum(ring, tree), ring)
     if links.nvls_bw:
@@ -551,17 +543,25 @@ def group_all_gather(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) ->
 
 def group_all_to_all(n: Arr, p: Arr, stride: Arr, links: Links, xp: Any = np) -> Arr:
     """Each rank holds ``n`` bytes and sends n/p to each of the p ranks (itself included). Inside
-    one domain: (p−1)·α + (p−1)/p · n/bw at the scale-up link. A group of o > 1 domains with i
-    ranks each: the i − 1 peers in the rank's domain take (i−1)/p · n over the scale-up link,
-    the p − i others (p−i)/p · n over the scale-out link, both at once; the slower binds:
-    max((i−1)·α_up + (i−1)/p · n/bw_up, (p−i)·α_out + (p−i)/p · n/bw_out). (Before session 31
-    every byte of a group that left one domain was priced at the scale-out link, the
-    same-domain pairs included.)"""
+    one domain: (p−1)·α + (p−1)/p · n/bw at the scale-up link. A group over o > 1 domains: a
+    rank sends (j−1)/p · n to the j − 1 peers in its domain over the scale-up link and
+    (p−j)/p · n to the others over the scale-out link, both at once; the slowest rank binds:
+    the one in the fullest domain (j = most) for the scale-up share, the one in the emptiest
+    (j = fewest) for the scale-out share (``ops.placement``; equal shares: j = p/o):
+    max((most−1)·α_up + (most−1)/p · n/bw_up, (p−fewest)·α_out + (p−fewest)/p · n/bw_out).
+
+    Not the NCCL tuner's prices (``links.nccl``), which the all-gather and reduce-scatter use:
+    NCCL has no all-to-all collective; PyTorch and nccl-tests (``src/alltoall.cu``) issue one
+    ncclSend and one ncclRecv per peer inside a group call, which NCCL runs as point-to-point
+    transfers, outside the tuner's (collective × algorithm × protocol) table (``ops.nccl``
+    prices all_reduce / reduce_scatter / all_gather only); its ring and tree latencies, and the
+    ring's bandwidth (one crossing of each domain boundary per channel), describe a different
+    schedule, so the per-peer α and the per-rank link stay."""
     n = xp.asarray(n, dtype=float)
     p = xp.asarray(p, dtype=float)
-    inner, outer = group_split(p, stride, links.domain, xp)
-    t_up = (inner - 1) * links.up_alpha + (inner - 1) / p * n / links.up_bw
-    t_out = (p - inner) * links.out_alpha + (p - inner) / p * n / links.out_bw
+    fewest, most, outer = group_placement(p, stride, links.domain, xp)
+    t_up = (most - 1) * links.up_alpha + (most - 1) / p * n / links.up_bw
+    t_out = (p - fewest) * links.out_alpha + (p - fewest) / p * n / links.out_bw
     t = xp.where(outer > 1, xp.maximum(t_up, t_out), _one_pass_time(n, p, links.up_bw,
                                                                    links.up_alpha))
     return xp.where((p > 1) & (n > 0), t, 0.0)
@@ -576,11 +576,11 @@ def group_dispatch(rank_bytes: Arr, domain_bytes: Arr, p: Arr, stride: Arr, link
     token) and is forwarded inside the domain to each rank holding one (``rank_bytes``: × distinct
     ranks per token); the two stages pipeline, the slower binds:
     max((o−1)·α_out + (o−1)/o · domain_bytes/bw_out, (i−1)·α_up + (p−1)/p · rank_bytes/bw_up)
-    for i ranks inside a domain and o domains. Inside one domain this is ``group_all_to_all``
-    of ``rank_bytes``."""
+    for o domains and i ranks in the fullest one (``ops.placement``). Inside one domain this is
+    ``group_all_to_all`` of ``rank_bytes``."""
     rank_bytes = xp.asarray(rank_bytes, dtype=float)
     p = xp.asarray(p, dtype=float)
-    inner, outer = group_split(p, stride, links.domain, xp)
+    _, inner, outer = group_placement(p, stride, links.domain, xp)
     t_up = (inner - 1) * links.up_alpha + (p - 1) / p * rank_bytes / links.up_bw
     t_out = xp.where(outer > 1, (outer - 1) * links.out_alpha
                      + (outer - 1) / outer * domain_bytes / links.out_bw, 0.0)

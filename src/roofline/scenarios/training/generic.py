@@ -53,6 +53,8 @@ from ...engine.presets import check_preset, efficiency_for
 from ...engine.tiles import smooth_fill, without_tiles
 from ...errors import SpecError, UnsupportedDtypeError
 from ...graphs.backward import GROUPS, backward_graph
+from ...graphs.backward import batch_norm_mask as _bn_mask
+from ...graphs.backward import training_batch_norm as _train_bn
 from ...graphs.resolve import model as resolve_model
 from ...ops import collectives as coll
 from ...ops.training_formulas import OPTIMIZERS, optimizer_state_bytes
@@ -69,32 +71,6 @@ from .result import TrainingResult
 __all__ = ["op_seconds", "train_graph"]
 
 DP_BUCKET_BYTES = 40e6 * 4
-
-
-def _bn_mask(g: Any) -> np.ndarray | None:
-    """[n] bool, the batch norms of ``g`` (the fusible norms), or None where it has none."""
-    if g.fusible is None:
-        return None
-    bn = np.array([k == "norm" for k in g.kinds]) & g.fusible
-    return bn if bn.any() else None
-
-
-def _train_bn(g: Any) -> Any:
-    """Training-mode batch norm: ×4 FLOPs (8 per element, a layer norm's) and the input read
-    twice (statistics pass, normalise pass). Batch norms are the fusible norms; their backward
-    (graphs/backward.py, ``batch_stats``) reads the input and dY twice and writes dX once."""
-    from dataclasses import replace
-
-    from ...graphs.graph import Q
-
-    bn = _bn_mask(g)
-    if bn is None:
-        return g
-    c0, c1 = g.c0.copy(), g.c1.copy()
-    for c in (c0, c1):
-        c[Q["flops"], bn] *= 4.0
-        c[Q["act_bytes_read"], bn] *= 2.0
-    return replace(g, c0=c0, c1=c1)
 
 
 def _nchw_transposes(g: Any) -> Any:
@@ -140,7 +116,8 @@ def _nchw_transposes(g: Any) -> Any:
                    classes=tuple(c[2] for c in cols), c0=costs(g.c0), c1=costs(g.c1),
                    gemm=np.where(own, g.gemm[:, src], 0.0),
                    params=np.where(own, g.params[src], 0.0),
-                   fusible=None if g.fusible is None else own & g.fusible[src])
+                   fusible=None if g.fusible is None else own & g.fusible[src],
+                   saves=None if g.saves is None else np.where(own, g.saves[src], -1))
 
 
 def _device_ops(m: Any, p: Any, b: int, seq_len: int | None, conv_layout: str, hw: Any,
