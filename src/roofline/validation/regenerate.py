@@ -127,7 +127,6 @@ def _residuals(st: _State) -> None:
     from . import fold_cache as FC
     from . import uncertainty as V
 
-    # the serving folds' 42 pair refits (fold_cache): checked by key; refitted only when writing
     if why := FC.stale("serving") if st.check else FC.refresh("serving"):
         st.stale.append(f"{FC.CACHE_PATH.name} ({len(why)} serving pair refits "
                         f"{'stale' if st.check else 'refitted'}: {why[0]}, ...)")
