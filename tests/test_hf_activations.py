@@ -158,3 +158,31 @@ def test_act_knob_takes_activations_only() -> None:
     g = resize(rl.model("llama-3.2-1b"), act="relu2").graph(precision="bf16", seq_len=4)
     i = g.names.index("layers.0.mlp.act_mul")
     assert g.op_cost(i).flops == 3 * 4 * 8192  # relu2 2 + the gate product 1, F = 8192
+
+
+# (qwen3 is left out: its per-head q/k RMSNorm weights are not counted, hf_families.py says so)
+@pytest.mark.parametrize("mt", ["llama", "mistral", "qwen2", "gemma", "gemma2", "phi3",
+                                "nemotron"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_attention_bias_as_transformers_builds_it(mt: str, bias: bool) -> None:
+    # o_proj's bias was left out for the families whose o_proj reads attention_bias (Llama,
+    # Gemma, Nemotron); Mistral/Phi-3 ignore the field (they were biased), Qwen2 always biases
+    # q/k/v
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {**LLAMA, "model_type": mt, "num_key_value_heads": 2, "head_dim": 16, "pad_token_id": 0,
+           "attention_bias": bias}
+    hf = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        module = transformers.AutoModelForCausalLM.from_config(hf)
+    built = hf_config_model(cfg, key="x", name="x")
+    assert built.params == sum(p.numel() for p in module.parameters())
+
+
+def test_attention_bias_on_mla_is_refused() -> None:
+    cfg = {**LLAMA, "model_type": "deepseek_v3", "kv_lora_rank": 16, "q_lora_rank": 0,
+           "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 16,
+           "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+    assert not from_hf_config(cfg, name="d").o_bias
+    with pytest.raises(SpecError, match="attention_bias=true on a multi-head latent"):
+        from_hf_config({**cfg, "attention_bias": True}, name="d")

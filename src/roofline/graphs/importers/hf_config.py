@@ -249,14 +249,14 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
     # Gemma/Gemma 2 tie the LM head to the embedding unless the file says otherwise
     # (GemmaConfig/Gemma2Config default tie_word_embeddings=True); others default to untied.
     tied = f.flag("tie_word_embeddings", gemma)
+    attn_bias = _attention_bias(f, mt, mla)
     return TransformerConfig(
         name=name, arch="decoder", d_model=D, n_layers=L, n_heads=N, n_kv_heads=K, head_dim=H,
         d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
         max_positions=f.int("max_position_embeddings", default=DECODER_MAX_POSITIONS[mt],
                             hi=MAX_POSITIONS),
         norm="layernorm" if nemotron else "rmsnorm", gated_mlp=not nemotron, act=act,
-        qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
-        o_bias=nemotron and f.flag("attention_bias", False),
+        qkv_bias=attn_bias[0], o_bias=attn_bias[1],
         mlp_bias=f.flag("mlp_bias", False), positions="rope",
         rotary_dim=_rotary_dim(f, H, 0.5 if nemotron else 1.0) if mt in _PARTIAL_ROPE else 0,
         tied_embeddings=tied,
@@ -278,6 +278,25 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
         v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
+
+
+def _attention_bias(f: _Fields, mt: str, mla: bool) -> tuple[bool, bool]:
+    """(q/k/v bias, o_proj bias) as each family's transformers attention builds them (5.24.0):
+    Qwen2 always biases q/k/v (Qwen2-MoE per its qkv_bias, default true) and never o;
+    Mistral, Mixtral and Phi-3 never bias either, whatever attention_bias says; the others
+    bias all four with attention_bias (the o_proj bias was left out before session 32). MLA's
+    biases (DeepSeek's q_a/kv_a/o) are not modelled: attention_bias=true there is refused."""
+    if mt == "qwen2":
+        return True, False
+    if mt == "qwen2_moe":
+        return f.flag("qkv_bias", True), False
+    if mt in ("mistral", "mixtral", "phi3"):
+        return False, False
+    b = f.flag("attention_bias", False)
+    if b and mla:
+        raise SpecError(f"{f.where}: attention_bias=true on a multi-head latent attention model "
+                        "is not modelled (its q_a/kv_a/o projections' biases)")
+    return b, b
 
 
 #: the supported families whose transformers rotary embedding reads partial_rotary_factor
