@@ -207,8 +207,8 @@ _OPT_DT = A.optional(A.dtype)
            workload=A.instance_of(Workload, what="an rl.Workload"),
            requests=A.optional(A.count(1, 10**9)), tp=_N, pp=_N, ep=_N, replicas=_N,
            max_concurrency=A.count(1, 2**20), chunk_size=A.optional(A.count(1, A.MAX_TOKENS)),
-           max_batched_tokens=A.count(1, A.MAX_TOKENS), precision=A.dtype, kv_precision=_OPT_DT,
-           weight_precision=_OPT_DT, engine=A.anything, preset=A.text,
+           max_batched_tokens=A.optional(A.count(1, A.MAX_TOKENS)), precision=A.dtype,
+           kv_precision=_OPT_DT, weight_precision=_OPT_DT, engine=A.anything, preset=A.text,
            kv_policy=A.choice(*KV_POLICIES), block_size=A.count(1, 2**16),
            slo=A.optional(A.instance_of(SLO, what="an rl.SLO")), seed=A.count(0, 2**32 - 1),
            devices=A.optional(_N), prefill_replicas=A.optional(_N), prefill_tp=A.optional(_N),
@@ -220,7 +220,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      requests: int | None = 10_000,
                      tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
                      max_concurrency: int = 256,
-                     chunk_size: int | None = 2048, max_batched_tokens: int = 8192,
+                     chunk_size: int | None = 2048, max_batched_tokens: int | None = None,
                      precision: str = "bf16", kv_precision: str | None = None,
                      weight_precision: str | None = None,
                      engine: str = "trtllm", preset: str = "default",
@@ -235,8 +235,11 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     (``ep``: expert-parallel groups of a MoE, as ``rl.serve`` takes it; ``weight_precision``:
     weight-only quantisation, "int8" / "int4").
 
-    ``chunk_size``: chunked prefill with that token budget per step (None: whole prompts,
-    batched up to ``max_batched_tokens`` per step). ``kv_policy``: "dynamic" (vLLM: allocate as
+    ``chunk_size``: chunked prefill with that token budget per step, decoding sequences'
+    tokens included (vLLM's max_num_batched_tokens under chunked prefill). None: whole
+    prompts, batched up to ``max_batched_tokens`` per step (default 8192); the two are one
+    budget in two modes, so a ``max_batched_tokens`` other than ``chunk_size`` beside it is
+    refused (it was ignored). ``kv_policy``: "dynamic" (vLLM: allocate as
     tokens are written, preempt and recompute the newest request when blocks run out) or
     "reserve" (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output reserved at admission).
     ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
@@ -251,7 +254,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     """
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
-    budget = chunk_size if chunk_size is not None else max_batched_tokens
+    budget = _budget(chunk_size, max_batched_tokens)
     disagg = _disaggregated(prefill_replicas, prefill_tp)
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
@@ -369,6 +372,20 @@ def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
                  "serving stack) on its TTFT, TPOT and end to end; the device timeline "
                  "(batches, queueing, throughput) is unchanged")
     return request_client(isl, osl, hw)
+
+
+def _budget(chunk_size: int | None, max_batched_tokens: int | None) -> int:
+    """A step's token budget: ``chunk_size`` under chunked prefill, else
+    ``max_batched_tokens`` (default 8192). Both given and different is refused: they are the
+    same budget (vLLM's max_num_batched_tokens) and the chunked one would win silently."""
+    if chunk_size is None:
+        return 8192 if max_batched_tokens is None else max_batched_tokens
+    if max_batched_tokens is not None and max_batched_tokens != chunk_size:
+        raise SpecError(f"max_batched_tokens={max_batched_tokens} with chunk_size={chunk_size}: "
+                        "under chunked prefill chunk_size is the step's token budget (vLLM's "
+                        "max_num_batched_tokens), and max_batched_tokens is read only with "
+                        "chunk_size=None (whole prompts); give one, or both equal")
+    return chunk_size
 
 
 def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None) -> bool:
