@@ -43,3 +43,27 @@ def test_max_batched_tokens_is_the_budget_of_whole_prompt_steps():
     assert small.iterations > big.iterations
     assert small.ttft.p99 > big.ttft.p99
 
+
+def test_kv_link_without_prefill_workers_is_refused():
+    """kv_link_bytes_per_s prices the prefill-to-decode KV transfer; an aggregated simulation
+    has none and ignored it. Now refused, naming the argument, its value and what it needs."""
+    with pytest.raises(RooflineError, match=r"kv_link_bytes_per_s=1e\+10 .*prefill_replicas="):
+        _sim(kv_link_bytes_per_s=10e9)
+    d = _sim(kv_link_bytes_per_s=10e9, prefill_replicas=1)
+    assert any("KV transfer over 10 GB/s" in n for n in d.notes)
+
+
+def test_plan_refuses_a_kv_link_with_nothing_disaggregated():
+    with pytest.raises(RooflineError, match=r"kv_link_bytes_per_s=1e\+10 .*disaggregated=False"):
+        rl.plan_serving(M, HW, devices=2, workload=WL, slo=rl.SLO(ttft_p99=2.0, tpot_p99=0.1),
+                        disaggregated=False, kv_link_bytes_per_s=10e9, requests=50,
+                        max_simulations=1, chunk_sizes=(2048,))
+
+
+def test_plan_passes_its_kv_link_to_disaggregated_layouts_only():
+    """plan_serving with a link: its aggregated sizing simulations are priced (no transfer)
+    and not refused by simulate_serving's rule."""
+    p = rl.plan_serving(M, HW, devices=2, workload=WL, slo=rl.SLO(ttft_p99=2.0, tpot_p99=0.1),
+                        kv_link_bytes_per_s=10e9, requests=50, max_simulations=2,
+                        chunk_sizes=(2048,))
+    assert p.best is not None

@@ -243,8 +243,11 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     tokens are written, preempt and recompute the newest request when blocks run out) or
     "reserve" (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output reserved at admission).
     ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
-    workers; ``replicas`` are then the decode workers. ``devices``: what you have; a layout
-    needing more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
+    workers; ``replicas`` are then the decode workers. ``kv_link_bytes_per_s``: the link each
+    prompt's KV crosses from prefill to decode (default: the part's scale-up link, else its
+    host link); refused without ``prefill_replicas``, as ``prefill_tp`` is. ``devices``: what
+    you have; a layout needing more raises. ``costs``: step tables from
+    ``stepcost.step_costs`` to reuse.
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
     ``client=True``: TTFT, TPOT and end to end as a client timing each request sees them — a
@@ -255,7 +258,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
     budget = _budget(chunk_size, max_batched_tokens)
-    disagg = _disaggregated(prefill_replicas, prefill_tp)
+    disagg = _disaggregated(prefill_replicas, prefill_tp, kv_link_bytes_per_s)
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
@@ -388,12 +391,16 @@ def _budget(chunk_size: int | None, max_batched_tokens: int | None) -> int:
     return chunk_size
 
 
-def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None) -> bool:
-    """Whether prefill runs on its own workers; a prefill_tp without them is refused (it was
-    ignored)."""
+def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None,
+                   kv_link: float | None = None) -> bool:
+    """Whether prefill runs on its own workers; a prefill_tp or a KV link without them is
+    refused (each was ignored)."""
     if prefill_tp is not None and prefill_replicas is None:
         raise SpecError(f"prefill_tp={prefill_tp} sizes the prefill workers of disaggregated "
                         "serving: give prefill_replicas= too")
+    if kv_link is not None and prefill_replicas is None:
+        raise SpecError(f"kv_link_bytes_per_s={kv_link:g} is the prefill-to-decode KV link of "
+                        "disaggregated serving: give prefill_replicas= too, or leave it out")
     return prefill_replicas is not None
 
 
