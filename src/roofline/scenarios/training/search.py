@@ -137,6 +137,23 @@ def _etp_pairs(cfg: Any, tps: list[int], etps: tuple[int, ...] | None) -> dict[i
     return {t: [e for e in ok if tp_problem(cfg, t, e) is None] for t in tps}
 
 
+def _no_etp_split(cfg: Any, devices: int, etps: tuple[int, ...], max_tp: int) -> None:
+    """best_parallelism found no split with ``etps``: when none of them can split the experts
+    over ``devices`` with any tp up to ``max_tp`` (each etp·ep divides a stage's tp·dp ranks,
+    ``folding.check_folding``, and tp and etp split the model, ``tp_problem``), a SpecError
+    naming them, the rule and the sizes that can; otherwise the batch is what stops it."""
+    tps = [t for t in _divisors(devices) if t <= max_tp]
+    ok = [e for e in _divisors(devices) if etp_problem(cfg, e) is None
+          and any(tp_problem(cfg, t, e) is None and _expert_splits(cfg, t, devices // t, [e])
+                  for t in tps)]
+    if set(etps) & set(ok):
+        return
+    raise SpecError(f"etps={list(etps)}: no split of {cfg.name} on {devices} devices with tp up "
+                    f"to max_tp={max_tp} pairs with them: each etp·ep must divide a stage's "
+                    f"tp·dp ranks (Megatron-Core's expert groups) and etp split the experts; "
+                    f"allowed etps here: {ok}")
+
+
 @A.checked(**COMMON_ARGS,
            micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
            interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
@@ -211,6 +228,9 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                    moe_dispatcher == "flex")
     if not rows["tp"]:
         flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
+        if etps is not None:
+            _no_etp_split(cfg, devices, etps, max_tp)
+            flushes += f" and etps={list(etps)}"
         raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
                         f"{global_batch} and micro-batches {micro_batches}{flushes}")
     arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
