@@ -235,19 +235,16 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     (``ep``: expert-parallel groups of a MoE, as ``rl.serve`` takes it; ``weight_precision``:
     weight-only quantisation, "int8" / "int4").
 
-    ``chunk_size``: chunked prefill with that token budget per step, decoding sequences'
-    tokens included (vLLM's max_num_batched_tokens under chunked prefill). None: whole
-    prompts, batched up to ``max_batched_tokens`` per step (default 8192); the two are one
-    budget in two modes, so a ``max_batched_tokens`` other than ``chunk_size`` beside it is
-    refused (it was ignored). ``kv_policy``: "dynamic" (vLLM: allocate as
-    tokens are written, preempt and recompute the newest request when blocks run out) or
+    ``chunk_size``: chunked prefill with that token budget per step (vLLM's
+    max_num_batched_tokens); None: whole prompts, up to ``max_batched_tokens`` a step (8192),
+    the same budget (a different pair is refused). ``kv_policy``: "dynamic" (vLLM: allocate
+    as tokens are written, preempt and recompute the newest request when blocks run out) or
     "reserve" (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output reserved at admission).
     ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
-    workers; ``replicas`` are then the decode workers. ``kv_link_bytes_per_s``: the link each
-    prompt's KV crosses from prefill to decode (default: the part's scale-up link, else its
-    host link); refused without ``prefill_replicas``, as ``prefill_tp`` is. ``devices``: what
-    you have; a layout needing more raises. ``costs``: step tables from
-    ``stepcost.step_costs`` to reuse.
+    workers; ``replicas`` are then the decode workers. ``kv_link_bytes_per_s``: the prefill to
+    decode KV link (default: the scale-up link, else the host link); refused without
+    ``prefill_replicas``, as ``prefill_tp`` is. ``devices``: what you have; a layout needing
+    more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
     ``client=True``: TTFT, TPOT and end to end as a client timing each request sees them — a
@@ -257,7 +254,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     """
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
-    budget = _budget(chunk_size, max_batched_tokens)
+    budget = _budget(chunk_size, max_batched_tokens, mc)
     disagg = _disaggregated(prefill_replicas, prefill_tp, kv_link_bytes_per_s)
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
@@ -267,9 +264,6 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                         f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
                         + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
                         + ")")
-    if chunk_size is not None and mc >= budget:
-        raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
-                        "sequence takes one token of the step's budget")
     arr, isl, osl = workload.sample(requests, seed)
     _check_context(model, isl, osl)
     n = len(arr)
@@ -377,10 +371,11 @@ def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
     return request_client(isl, osl, hw)
 
 
-def _budget(chunk_size: int | None, max_batched_tokens: int | None) -> int:
+def _budget(chunk_size: int | None, max_batched_tokens: int | None, mc: int) -> int:
     """A step's token budget: ``chunk_size`` under chunked prefill, else
     ``max_batched_tokens`` (default 8192). Both given and different is refused: they are the
-    same budget (vLLM's max_num_batched_tokens) and the chunked one would win silently."""
+    same budget (vLLM's max_num_batched_tokens) and the chunked one would win silently; so is
+    a chunk not above max_concurrency ``mc``."""
     if chunk_size is None:
         return 8192 if max_batched_tokens is None else max_batched_tokens
     if max_batched_tokens is not None and max_batched_tokens != chunk_size:
@@ -388,6 +383,9 @@ def _budget(chunk_size: int | None, max_batched_tokens: int | None) -> int:
                         "under chunked prefill chunk_size is the step's token budget (vLLM's "
                         "max_num_batched_tokens), and max_batched_tokens is read only with "
                         "chunk_size=None (whole prompts); give one, or both equal")
+    if mc >= chunk_size:
+        raise SpecError(f"max_concurrency={mc} must be below chunk_size={chunk_size}: each "
+                        "decoding sequence takes one token of the step's budget")
     return chunk_size
 
 
