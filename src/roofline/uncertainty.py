@@ -18,8 +18,11 @@ between-source offset b (variance τ²) and a within-source scatter ε (variance
   ``roofline.validation.uncertainty.between_of`` decides), else over its own; 0 with a single
   source;
 * a new case's variance v = τ² + σ² + (τ² + σ² / n̄) / k (the last term: μ is estimated);
-* for a level λ (default 0.8) and z = Φ⁻¹(½ + λ/2): low = p · exp(−(μ + z√v)),
-  high = p · exp(−(μ − z√v)). For a rate (tokens/s) the band is the time band inverted.
+* for a level λ (default 0.8) and z = Φ⁻¹(½ + λ/2): low = p · exp(−(μ + q√v)),
+  high = p · exp(−(μ − q√v)), with q = z for a class with fewer than 3 sources, and since
+  session 31 ("rescaled, never wider", ``class_band``) q = min(z, the class's own quantile):
+  the λ-quantile of |e − μ₋ᵣ| / √v₋ᵣ over its cases, each source r left out in turn, every
+  source weighing the same. For a rate (tokens/s) the band is the time band inverted.
 
 The empirical quantiles of the pooled residuals (``quantile``) covered only 61 % of held-out
 cases at 80 %: they ignore that a new source shifts every case together (see the doc).
@@ -38,7 +41,8 @@ from typing import Any
 
 from .errors import SpecError
 
-__all__ = ["Band", "band", "bands", "classes", "residuals", "quantile", "fit_band",
+__all__ = ["Band", "band", "bands", "classes", "residuals", "quantile", "fit_band", "class_band",
+           "rescale_quantile", "rescaled_band", "RESCALE_MIN_SOURCES",
            "DEFAULT_LEVEL", "fmt_band", "POOLS", "pool_of", "pair_residuals", "fit_pair_band",
            "speedup_band", "pool_families", "sum_band", "DERIVED"]
 
@@ -171,11 +175,80 @@ def _between(cls: str) -> list[tuple[str, float]]:
     return [(s, e) for c in names for _, s, e in residuals(c)]
 
 
+#: the quantile is the class's own (``rescale_quantile``) for a class with at least this many
+#: sources: each source left out keeps 2 to fit on, each nested fit 1
+RESCALE_MIN_SOURCES = 3
+
+
+def _centre_sd(cls: str, drop: frozenset[str], level: float) -> tuple[float, float]:
+    """(μ, √v) of the normal band (``fit_band``) of ``cls`` fitted without the sources ``drop``
+    (in its class and its ``between_sources_from`` classes, as the calibration leaves a source
+    out)."""
+    from statistics import NormalDist
+
+    dom = _data()["class"][cls].get("between_sources_from", [cls])
+    rows = [(s, e) for _, s, e in residuals(cls) if s not in drop]
+    between = [(s, e) for c in dom for _, s, e in residuals(c) if s not in drop]
+    lo, hi = fit_band(rows, between, level)
+    return (lo + hi) / 2, (hi - lo) / (2 * NormalDist().inv_cdf(0.5 + level / 2))
+
+
+def rescale_quantile(cls: str, drop: frozenset[str] = frozenset(),
+                     level: float = DEFAULT_LEVEL, standardise: bool = True) -> float:
+    """q: the weighted ``level``-quantile of z = |e − μ₋ᵣ| / √v₋ᵣ over the cases of ``cls``
+    outside ``drop``, each of their sources r left out in turn (``_centre_sd``), a case of r
+    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``.
+    ``standardise`` False: of |e − μ₋ᵣ| itself, in log units (the conformal method tried)."""
+    rs = [(s, e) for _, s, e in residuals(cls) if s not in drop]
+    srcs = list(dict.fromkeys(s for s, _ in rs))
+    zs: list[tuple[float, float]] = []
+    for r in srcs:
+        mu, sd = _centre_sd(cls, drop | {r}, level)
+        mine = [e for s, e in rs if s == r]
+        if not standardise:
+            sd = 1.0
+        zs += [(abs(e - mu) / sd if sd > 0 else math.inf, 1 / (len(srcs) * len(mine)))
+               for e in mine]
+    acc = 0.0
+    for z, w in sorted(zs):
+        acc += w
+        if acc >= level - 1e-12:
+            return z
+    return max(z for z, _ in zs)
+
+
+def rescaled_band(cls: str, drop: frozenset[str] = frozenset(), level: float = DEFAULT_LEVEL,
+                  narrow_only: bool = False) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q·√v, q from
+    ``rescale_quantile`` (at most the normal's with ``narrow_only``); the normal band for a
+    class with fewer than ``RESCALE_MIN_SOURCES`` sources in all."""
+    from statistics import NormalDist
+
+    mu, sd = _centre_sd(cls, drop, level)
+    zn = NormalDist().inv_cdf(0.5 + level / 2)
+    if len({s for _, s, _ in residuals(cls)}) < RESCALE_MIN_SOURCES:
+        return mu - zn * sd, mu + zn * sd
+    q = rescale_quantile(cls, drop, level)
+    q = min(q, zn) if narrow_only else q
+    return mu - q * sd, mu + q * sd
+
+
+def class_band(cls: str, level: float = DEFAULT_LEVEL,
+               drop: frozenset[str] = frozenset()) -> tuple[float, float]:
+    """(lo, hi) of a new source's residual of ``cls``, the band every result prints (session
+    31: "rescaled, never wider", docs/validation/uncertainty.md): the normal band's centre μ
+    and √v, its quantile z = Φ⁻¹(½ + λ/2) replaced by min(z, q), q the class's own
+    ``rescale_quantile`` (a class with fewer than ``RESCALE_MIN_SOURCES`` sources keeps z);
+    ``drop``: fitted without those sources (the calibration's folds). An unknown ``cls``
+    raises the error ``residuals`` raises, naming the classes there are."""
+    residuals(cls)
+    return rescaled_band(cls, drop, _check_level(level), narrow_only=True)
+
+
 @lru_cache(maxsize=64)
 def _quantiles(cls: str, level: float) -> tuple[float, float, int]:
-    rows = [(s, e) for _, s, e in residuals(cls)]
-    lo, hi = fit_band(rows, _between(cls), level)
-    return lo, hi, len(rows)
+    lo, hi = class_band(cls, level)
+    return lo, hi, len(residuals(cls))
 
 
 def band(value: float, cls: str, level: float = DEFAULT_LEVEL, rate: bool = False) -> Band | None:

@@ -44,8 +44,16 @@ def test_fit_band_by_hand():
 
 
 def test_band_applies_the_class_fit():
+    """A result's band is the class's shipped band (session 31: "rescaled, never wider",
+    ``class_band``): the normal band's centre and √v with its quantile min(z, q) — never wider
+    than the normal band, and for gpu-inference (4 sources, own quantile below z) narrower."""
     rows = U.residuals("gpu-inference")
-    lo, hi = U.fit_band([(s, e) for _, s, e in rows])
+    lo, hi = U.class_band("gpu-inference")
+    lo_n, hi_n = U.fit_band([(s, e) for _, s, e in rows])
+    assert (lo + hi) / 2 == pytest.approx((lo_n + hi_n) / 2, abs=1e-12)
+    q = min(1.2815516, U.rescale_quantile("gpu-inference"))
+    assert (hi - lo) / (hi_n - lo_n) == pytest.approx(q / 1.2815516, abs=1e-6)
+    assert hi - lo < hi_n - lo_n
     b = U.band(2e-3, "gpu-inference")
     assert b.low == pytest.approx(2e-3 * math.exp(-hi))
     assert b.high == pytest.approx(2e-3 * math.exp(-lo))
@@ -130,10 +138,11 @@ def _nested(cls, held_out):
 
 
 def test_coverage_counts_by_hand():
-    """LOSO coverage of three classes recounted here: each source's cases against the band
-    fitted on the other sources (serving-ttft: its own τ², 3 sources; serving-vllm-rocm: τ² over
-    the serving classes without the source; serving-mix: the other sources' nested residuals,
-    fitted without the held-out source too)."""
+    """LOSO coverage of four classes recounted here: each source's cases against the band as
+    shipped fitted on the other sources, the fold's residuals written out from residuals.toml's
+    nested rows (serving-ttft: its own τ², 3 sources, the serving pair refits; serving-vllm-rocm:
+    τ² over the serving classes without the source; serving-mix: the other sources' nested
+    residuals, fitted without the held-out source too)."""
     for cls, between in (("gpu-inference", ("gpu-inference",)),
                          ("serving-ttft", ("serving-ttft",)),
                          ("serving-vllm-rocm", ("serving-vllm-rocm", "serving-ttft",
@@ -142,9 +151,13 @@ def test_coverage_counts_by_hand():
         rows = U.residuals(cls)
         k = 0
         for s in {t for _, t, _ in rows}:
-            pool = [(t, e) for c in between for _, t, e in _nested(c, s)]
-            lo, hi = U.fit_band([(t, e) for _, t, e in _nested(cls, s) if t != s],
-                                [(t, e) for t, e in pool if t != s])
+            # the fold's residuals written out (the nested rows in place of the stored ones)
+            # and the band as shipped fitted on them without s
+            view = {"class": {c: {**U._data()["class"][c], "case": [
+                {"id": i, "source": t, "e": e} for i, t, e in _nested(c, s)]}
+                for c in dict.fromkeys((cls, *between))}}
+            with V.residuals_as(view):
+                lo, hi = U.class_band(cls, 0.8, frozenset({s}))
             k += sum(lo <= e <= hi for _, t, e in rows if t == s)
         cv = V.coverage(cls)
         assert cv.covered == k and cv.n == len(rows)
@@ -211,7 +224,7 @@ def test_simulate_serving_carries_the_mix_band():
     # a run that keeps up serves the offered load (2 req/s × 64 tokens): no throughput band
     assert s.throughput_tokens_per_s == pytest.approx(2.0 * 64, rel=0.05)
     assert set(u) == {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99"}
-    lo, hi = U.fit_band([(src, e) for _, src, e in U.residuals("serving-mix")])
+    lo, hi = U.class_band("serving-mix")
     b = u["tpot_p99"]
     assert (b.cls, b.n, b.level) == ("serving-mix", len(U.residuals("serving-mix")), 0.8)
     assert b.low == pytest.approx(s.tpot.p99 * math.exp(-hi))
@@ -349,6 +362,9 @@ def test_serving_classes_take_their_own_spread_with_three_sources():
         assert len({s for _, s, _ in rows}) >= 3
         assert "between_sources_from" not in _data()["class"][cls]
         lo, hi = U.fit_band([(s, e) for _, s, e in rows])  # τ² from its own source means
+        mu, sd = U._centre_sd(cls, frozenset(), 0.8)  # the shipped band's centre and √v
+        assert (mu - 1.2815516 * sd, mu + 1.2815516 * sd) == pytest.approx((lo, hi), abs=1e-6)
+        lo, hi = U.class_band(cls)
         b = U.band(1.0, cls)
         assert (b.low, b.high) == pytest.approx((math.exp(-hi), math.exp(-lo)), rel=1e-12)
     assert _data()["class"]["serving-vllm-rocm"]["between_sources_from"] == list(

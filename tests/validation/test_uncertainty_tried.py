@@ -82,13 +82,18 @@ def test_doc_carries_the_tried_table() -> None:
 
 def test_tried_coverage_counts_by_hand() -> None:
     """serving-ttft under the moderated method, recounted: each source's cases against the
-    band from every class without that source."""
+    band from every class without that source, the other sources' residuals as the fold sees
+    them (nested where a class has folds: the serving classes since session 31)."""
+    from roofline.validation.uncertainty import fold_view
+
     rows = U.residuals("serving-ttft")
     k = 0
     for s in {t for _, t, _ in rows}:
-        pool = [[(t, e) for _, t, e in U.residuals(c) if t != s] for c in U.classes()
-                if c not in T.POOL_EXCLUDES]
-        lo, hi = T.moderated_band([(t, e) for _, t, e in rows if t != s], pool)
+        with fold_view(s):
+            pool = [[(t, e) for _, t, e in U.residuals(c) if t != s] for c in U.classes()
+                    if c not in T.POOL_EXCLUDES]
+            rest = [(t, e) for _, t, e in U.residuals("serving-ttft") if t != s]
+        lo, hi = T.moderated_band(rest, pool)
         k += sum(lo <= e <= hi for _, t, e in rows if t == s)
     assert T.tried_coverage("serving-ttft", "moderated")[:2] == (k, len(rows))
 
@@ -140,6 +145,13 @@ def test_rescaled_by_hand() -> None:
         lo, hi = T.rescaled_band("X", narrow_only=True)
         assert (hi - lo) / 2 == pytest.approx(1.2815516 * 0.260342, abs=1e-5)
         assert (lo, hi) == pytest.approx(U.fit_band(rows), abs=1e-12)
+        assert U.class_band("X") == (lo, hi)  # the shipped band (session 31) is the narrow form
+        # without C (A, B): source means 0.1, 0.0, μ 0.05, σ² 0.02, means' variance 0.005,
+        # τ² max(0, 0.005 − 0.02/2) = 0, v = 0.02 + (0.02 · 2/4)/2 = 0.025, √v 0.158114; its
+        # own quantile 0.2/√0.03 = 1.154701 (below) is under z: the shipped band narrows to
+        # 0.05 ± 1.154701 · 0.158114 = ±0.182574
+        assert U.class_band("X", 0.8, frozenset({"C"})) == pytest.approx(
+            (0.05 - 0.182574, 0.05 + 0.182574), abs=1e-6)
         # without C, two sources are left: A's and B's z against the other alone
         # (one source: τ² 0, v = 0.02 + 0.02/2 = 0.03): |0 − 0|, |0.2 − 0| / √0.03 ... q is
         # the larger source's: weights 1/4 each, the fourth reaches 0.8

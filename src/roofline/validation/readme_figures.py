@@ -3,7 +3,8 @@ that ``python -m roofline.validation.regenerate`` rewrites, step ``readme``), ea
 function behind the validation page the row links to: inference (``inference.rows`` /
 ``summary``), serving (``serving.serving_errors`` / ``serving_summary``), the serving simulation
 (``serving_mix.predictions`` / ``summary``), training (``training.training_errors``), failures
-and power (``economics_figures``); the edge row comes from ``edge.predict_edge``; the
+and power (``economics_figures``), the bands' calibration (``uncertainty.coverage``, from the
+stored residuals or the run's); the edge row comes from ``edge.predict_edge``; the
 measured-CPU row is a hand-kept table checked with a tolerance. The held-out serving figures
 (median, RMS, worst of the serving fit without each case's source) and the held-out training
 figures (median, worst of the Megatron fit without each case's paper) are read from
@@ -102,6 +103,22 @@ def _training_held() -> dict[str, str]:
             "readme.training.held_worst": fmt_pct(s.worst, 1)}
 
 
+def _bands() -> dict[str, str]:
+    """The 80 % bands' leave-one-source-out calibration (``uncertainty.coverage``, as
+    docs/validation/uncertainty.md's table): pooled cases inside the band fitted without their
+    source, and the classes within the target 70–90 %."""
+    from ..uncertainty import classes
+    from .uncertainty import coverage
+    from .uncertainty_tried import TARGET
+
+    cvs = [coverage(c) for c in classes()]
+    n, k = sum(cv.n for cv in cvs), sum(cv.covered for cv in cvs)
+    return {"readme.bands.n": str(n), "readme.bands.covered": str(k),
+            "readme.bands.loso": fmt_pct(k / n, sign=False),
+            "readme.bands.classes": str(len(cvs)),
+            "readme.bands.inside": str(sum(TARGET[0] <= cv.fraction <= TARGET[1] for cv in cvs))}
+
+
 def _economics(f: Mapping[str, str]) -> dict[str, str]:
     from ..analysis.reliability import validation_rows
 
@@ -138,5 +155,5 @@ def readme_figures(reports: Mapping[str, Any] | None = None) -> dict[str, str]:
     from .edge import edge_figures
 
     return (edge_figures() | _inference(r["inference"]) | _serving(r["serving-errors"], r["mix"])
-            | _serving_held()
+            | _serving_held() | _bands()
             | _training(r["training-errors"]) | _training_held() | _economics(r["economics"]))

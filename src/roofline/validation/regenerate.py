@@ -13,7 +13,9 @@ reads what the ones before it wrote):
 1. ``serving-host`` (**expensive, opt-in**: ``--with serving-host``, ~10 min on 2 cores): the
    vLLM-generation host fits, data/validation/serving_host_fits.toml (``serving_host.write_fits``).
 2. ``residuals``: data/validation/residuals.toml, every published case's residual per
-   uncertainty class (``uncertainty.compute_residuals``; ~1 min), and
+   uncertainty class (``uncertainty.compute_residuals``; ~1 min), the serving folds' cache
+   first (data/validation/fold_cache.json, ``fold_cache``: its 42 pair refits rerun, minutes,
+   only when a key differs; ``--check`` reports a stale key and refits nothing), and
    data/validation/lever_pairs.toml, the pairs behind a lever's speed-up band
    (``lever_pairs.pairs_text``).
 3. ``uncertainty``: docs/validation/uncertainty.md, the coverage table (``coverage_table``), the
@@ -122,8 +124,12 @@ def _serving_host(st: _State) -> None:
 
 
 def _residuals(st: _State) -> None:
+    from . import fold_cache as FC
     from . import uncertainty as V
 
+    if why := FC.stale("serving") if st.check else FC.refresh("serving"):
+        st.stale.append(f"{FC.CACHE_PATH.name} ({len(why)} serving pair refits "
+                        f"{'stale' if st.check else 'refitted'}: {why[0]}, ...)")
     path = V.RESIDUALS_PATH
     text = V.residuals_text()
     st.residuals = tomllib.loads(text)

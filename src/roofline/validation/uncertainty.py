@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..uncertainty import DEFAULT_LEVEL, _between, classes, fit_band, quantile, residuals
+from ..uncertainty import DEFAULT_LEVEL, class_band, classes, quantile, residuals
 from .cases import Case
 from .holdout import fmt_pct
 
@@ -248,14 +248,16 @@ def _cpu() -> list[tuple[str, str, float]]:
 
 def _folds() -> dict[str, Any]:
     """class -> the function giving its nested residuals (``fold_view``): ``serving-mix``
-    (session 29), and since session 30 the cheap refits of ``uncertainty_folds``; the serving
-    classes and the Megatron cases of ``gpu-training`` still see the held-out source in the
-    other sources' fits (docs/validation/uncertainty.md, "Closing the leak")."""
+    (session 29), since session 30 the cheap refits of ``uncertainty_folds``, since session 31
+    the serving classes (their 42 pair refits stored in ``fold_cache``, keyed on what each
+    read); the Megatron cases of ``gpu-training`` still see the held-out source in the other
+    sources' fits (docs/validation/uncertainty.md, "Closing the leak")."""
     from . import uncertainty_folds as uf
 
     return {"serving-mix": _mix_folds, "serving-llamacpp": uf.llamacpp_folds,
             "serving-vllm-rocm": uf.rocm_folds, "tpu-training": uf.tpu_folds,
-            "gpu-training": uf.hopper_folds}
+            "gpu-training": uf.hopper_folds, "serving-ttft": uf.serving_folds,
+            "serving-decode": uf.serving_folds}
 
 
 FOLDS = _folds()
@@ -275,12 +277,18 @@ def _q(s: str) -> str:
 
 
 def write(path: Path = RESIDUALS_PATH) -> None:
-    """Write data/validation/residuals.toml from ``compute_residuals()``."""
+    """Write data/validation/residuals.toml from ``compute_residuals()``, the serving folds'
+    cache refreshed first where an input of a refit changed (``fold_cache.refresh``)."""
+    from .fold_cache import refresh
+
+    refresh("serving")
     path.write_text(residuals_text(), encoding="utf-8")
 
 
 def residuals_text() -> str:
-    """The text of data/validation/residuals.toml from ``compute_residuals()``."""
+    """The text of data/validation/residuals.toml from ``compute_residuals()`` and the nested
+    folds (``FOLDS``; the serving ones as the cache stores them: ``fold_cache.stale`` says
+    whether they are current)."""
     res = compute_residuals()
     folds = {cls: f() for cls, f in FOLDS.items()}
     lines = ["# Residuals e = log(ours / measured) of every published case, per uncertainty class.",
@@ -378,26 +386,24 @@ class Coverage:
 
 
 def coverage(cls: str, level: float = DEFAULT_LEVEL) -> Coverage:
-    """For each source: the band fitted (``fit_band``) without that source's cases (in its
-    class and in the classes its between-source spread comes from); count that source's cases
-    whose residual lies inside (the other sources' residuals nested where the class has them:
-    ``fold_view``). Also counts the same with empirical quantiles."""
+    """For each source: the band as shipped (``uncertainty.class_band``) fitted without that
+    source's cases (in its class and in the classes its between-source spread comes from);
+    count that source's cases whose residual lies inside (the other sources' residuals nested
+    where the class has them: ``fold_view``). Also counts the same with empirical quantiles."""
     rows = residuals(cls)
-    between = _between(cls)
     per, tot, emp = [], 0, 0
     for s in dict.fromkeys(src for _, src, _ in rows):
         with fold_view(s):
             rest = [(src, e) for _, src, e in residuals(cls) if src != s]
-            fold_between = [(src, e) for src, e in _between(cls) if src != s]
+            lo, hi = class_band(cls, level, frozenset({s}))
         mine = [e for _, src, e in rows if src == s]
-        lo, hi = fit_band(rest, fold_between, level)
         k = sum(lo <= e <= hi for e in mine)
         per.append((s, len(mine), k))
         tot += k
         es = [e for _, e in rest]
         qlo, qhi = quantile(es, 0.5 - level / 2), quantile(es, 0.5 + level / 2)
         emp += sum(qlo <= e <= qhi for e in mine)
-    lo, hi = fit_band([(src, e) for _, src, e in rows], between, level)
+    lo, hi = class_band(cls, level)
     ins = sum(lo <= e <= hi for _, _, e in rows) / len(rows)
     return Coverage(cls, level, len(rows), tot, tuple(per), ins, emp)
 
@@ -411,7 +417,7 @@ def coverage_table(level: float = DEFAULT_LEVEL) -> str:
     tn = tk = te = 0
     for cls in classes():
         cv = coverage(cls, level)
-        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        lo, hi = class_band(cls, level)
         per = ", ".join(f"{s} {k}/{n}" for s, n, k in cv.per_source)
         lines.append(f"| {cls} | {cv.n} | {len(cv.per_source)} | ×{math.exp(-hi):.2f} – "
                      f"×{math.exp(-lo):.2f} | {cv.in_sample:.0%} | {cv.fraction:.0%} "
@@ -427,13 +433,14 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
     """The figures docs/validation/uncertainty.md's prose quotes, by key (its inline
     ``<!--v:KEY-->`` markers): per class ``CLS.n``, ``.sources``, ``.band`` (×lo–×hi),
     ``.in_sample``, ``.loso``, ``.covered``; per source ``CLS/SOURCE`` ("k of n"); pooled
-    ``pooled.n``, ``.covered``, ``.loso``, ``.empirical``; ``sources.range`` (fewest–most)."""
+    ``pooled.n``, ``.covered``, ``.loso``, ``.empirical``; ``sources.range`` (fewest–most);
+    ``cache.python``, ``cache.packages``: the environment the serving folds' cache recorded."""
     out: dict[str, str] = {}
     tn = tk = te = 0
     ks = []
     for cls in classes():
         cv = coverage(cls, level)
-        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        lo, hi = class_band(cls, level)
         out |= {f"{cls}.n": str(cv.n), f"{cls}.sources": str(len(cv.per_source)),
                 f"{cls}.band": f"×{math.exp(-hi):.2f}–×{math.exp(-lo):.2f}",
                 f"{cls}.in_sample": fmt_pct(cv.in_sample, sign=False),
@@ -446,6 +453,11 @@ def coverage_figures(level: float = DEFAULT_LEVEL) -> dict[str, str]:
             "pooled.loso": fmt_pct(tk / tn, sign=False),
             "pooled.empirical": fmt_pct(te / tn, sign=False),
             "sources.range": f"{min(ks)}–{max(ks)}"}
+    from .fold_cache import recorded_env
+
+    env = recorded_env("serving")  # metadata of the serving folds' cache, not in its key
+    out |= {"cache.python": env["python"],
+            "cache.packages": ", ".join(f"{d} {v}" for d, v in sorted(env["packages"].items()))}
     return out
 
 

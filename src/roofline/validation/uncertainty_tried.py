@@ -19,11 +19,13 @@ every class).
 * ``student``: the shipped μ, σ², τ² and variance, the normal quantile replaced by Student's t
   with Welch–Satterthwaite degrees of freedom from the two estimated parts of the variance
   (``student_band``; t quantiles from the regularized incomplete beta function, ``t_quantile``).
-* ``rescaled``: the shipped centre and variance on the fit's sources S, the normal quantile
-  replaced by the λ-quantile of the class's own nested held-out residuals |e − μ₋ᵣ| / √v₋ᵣ
-  (each r ∈ S left out in turn; every source weighs the same): ``rescale_quantile``; only for a
-  class with at least ``MIN_SOURCES`` sources. ``rescaled-narrow``: the same, never wider than
-  shipped (q ≤ Φ⁻¹(½ + λ/2)).
+* ``rescaled``: the normal band's centre and variance on the fit's sources S, the normal
+  quantile replaced by the λ-quantile of the class's own nested held-out residuals
+  |e − μ₋ᵣ| / √v₋ᵣ (each r ∈ S left out in turn; every source weighs the same):
+  ``rescale_quantile``; only for a class with at least ``MIN_SOURCES`` sources. Its never-wider
+  form (q ≤ Φ⁻¹(½ + λ/2)) is the band shipped since session 31 (``uncertainty.class_band``).
+* ``normal``: the band shipped until session 31, the normal quantile z = Φ⁻¹(½ + λ/2) in
+  every class (``uncertainty.fit_band``).
 * ``conformal`` (session 29): the shipped centre, the half-width the λ-quantile of the same
   nested held-out residuals in log units, |e − μ₋ᵣ| (``conformal_band``); only for a class with
   at least ``MIN_SOURCES`` sources.
@@ -42,7 +44,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from ..uncertainty import DEFAULT_LEVEL, _components, _data, _interval, classes, residuals
+from ..uncertainty import (
+    DEFAULT_LEVEL,
+    RESCALE_MIN_SOURCES,
+    _centre_sd,
+    _components,
+    _data,
+    _interval,
+    class_band,
+    classes,
+    fit_band,
+    rescale_quantile,
+    rescaled_band,
+    residuals,
+)
 from .holdout import fmt_pct
 from .lever_pairs import binomial_p
 
@@ -57,15 +72,14 @@ POOL_EXCLUDES = ("gpu-inference-bound",)
 METHODS = {"moderated": "moderated (hierarchical)", "centred": "domain τ², class-centred",
            "student": "Student t (Satterthwaite)",
            "rescaled": "rescaled by own held-out residuals",
-           "rescaled-narrow": "rescaled, never wider",
+           "normal": "normal quantile (shipped until session 31)",
            "conformal": "conformal, nested"}
-#: methods that pass the rule and are not shipped, with where the page says why (session 30: the
-#: nested folds' recount turned "rescaled, never wider" from failing rule 5 to passing)
-PASSES_NOT_SHIPPED = {"rescaled-narrow": "docs/validation/uncertainty.md, 'What session 30 "
-                                         "closed, and the recount': not shipped, open"}
+#: methods that pass the rule and are not shipped, with where the page says why (session 30:
+#: "rescaled, never wider", shipped in session 31 by the rule, docs/validation/uncertainty.md)
+PASSES_NOT_SHIPPED: dict[str, str] = {}
 #: the rescaled methods apply to a class with at least this many sources (every
 #: leave-one-source-out fold keeps 2, each nested fit 1)
-MIN_SOURCES = 3
+MIN_SOURCES = RESCALE_MIN_SOURCES
 
 Rows = Sequence[tuple[str, float]]
 #: the held-out coverage an 80 % band must reach, per class and pooled (the issue's target)
@@ -311,60 +325,6 @@ def student_band(rows: Rows, between: Rows, level: float = DEFAULT_LEVEL) -> tup
     return mu - h, mu + h
 
 
-def _centre_sd(cls: str, drop: frozenset[str], level: float) -> tuple[float, float]:
-    """(μ, √v) of the shipped band of ``cls`` fitted without the sources ``drop`` (in its class
-    and its ``between_sources_from`` classes, as ``coverage`` leaves a source out)."""
-    from statistics import NormalDist
-
-    from .. import uncertainty as U
-
-    dom = U._data()["class"][cls].get("between_sources_from", [cls])
-    rows = [(s, e) for _, s, e in residuals(cls) if s not in drop]
-    between = [(s, e) for c in dom for _, s, e in residuals(c) if s not in drop]
-    lo, hi = U.fit_band(rows, between, level)
-    return (lo + hi) / 2, (hi - lo) / (2 * NormalDist().inv_cdf(0.5 + level / 2))
-
-
-def rescale_quantile(cls: str, drop: frozenset[str] = frozenset(),
-                     level: float = DEFAULT_LEVEL, standardise: bool = True) -> float:
-    """q: the weighted ``level``-quantile of z = |e − μ₋ᵣ| / √v₋ᵣ over the cases of ``cls``
-    outside ``drop``, each of their sources r left out in turn (``_centre_sd``), a case of r
-    weighing 1 / (sources · n_r); the smallest z whose cumulative weight reaches ``level``.
-    ``standardise`` False: of |e − μ₋ᵣ| itself, in log units (the conformal method)."""
-    rs = [(s, e) for _, s, e in residuals(cls) if s not in drop]
-    srcs = list(dict.fromkeys(s for s, _ in rs))
-    zs: list[tuple[float, float]] = []
-    for r in srcs:
-        mu, sd = _centre_sd(cls, drop | {r}, level)
-        mine = [e for s, e in rs if s == r]
-        if not standardise:
-            sd = 1.0
-        zs += [(abs(e - mu) / sd if sd > 0 else math.inf, 1 / (len(srcs) * len(mine)))
-               for e in mine]
-    acc = 0.0
-    for z, w in sorted(zs):
-        acc += w
-        if acc >= level - 1e-12:
-            return z
-    return max(z for z, _ in zs)
-
-
-def rescaled_band(cls: str, drop: frozenset[str] = frozenset(), level: float = DEFAULT_LEVEL,
-                  narrow_only: bool = False) -> tuple[float, float]:
-    """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q·√v, q from
-    ``rescale_quantile`` (at most the normal's with ``narrow_only``); the shipped band for a
-    class with fewer than ``MIN_SOURCES`` sources in all."""
-    from statistics import NormalDist
-
-    mu, sd = _centre_sd(cls, drop, level)
-    zn = NormalDist().inv_cdf(0.5 + level / 2)
-    if len({s for _, s, _ in residuals(cls)}) < MIN_SOURCES:
-        return mu - zn * sd, mu + zn * sd
-    q = rescale_quantile(cls, drop, level)
-    q = min(q, zn) if narrow_only else q
-    return mu - q * sd, mu + q * sd
-
-
 def conformal_band(cls: str, drop: frozenset[str] = frozenset(),
                    level: float = DEFAULT_LEVEL) -> tuple[float, float]:
     """(lo, hi) of a new source's residual of ``cls`` fitted without ``drop``: μ ± q, μ the
@@ -384,12 +344,15 @@ def conformal_band(cls: str, drop: frozenset[str] = frozenset(),
 def _fit(method: str, cls: str, drop: str | None, level: float) -> tuple[float, float]:
     if method == "conformal":
         return conformal_band(cls, frozenset() if drop is None else frozenset({drop}), level)
-    if method in ("rescaled", "rescaled-narrow"):
-        return rescaled_band(cls, frozenset() if drop is None else frozenset({drop}), level,
-                             narrow_only=method == "rescaled-narrow")
+    if method == "rescaled":
+        return rescaled_band(cls, frozenset() if drop is None else frozenset({drop}), level)
 
     def rows(c: str) -> list[tuple[str, float]]:
         return [(s, e) for _, s, e in residuals(c) if s != drop]
+
+    if method == "normal":  # the band shipped until session 31: z = Φ⁻¹(½ + λ/2) in every class
+        dom = _data()["class"][cls].get("between_sources_from", [cls])
+        return fit_band(rows(cls), [r for c in dom for r in rows(c)], level)
 
     if method == "student":
         dom = _data()["class"][cls].get("between_sources_from", [cls])
@@ -426,13 +389,12 @@ def _inside(f: float) -> str:
 def _results(level: float) -> dict[str, dict[str, tuple[int, int, float, float]]]:
     """method -> class -> (covered, cases, lo, hi): the shipped method's LOSO counts
     (``coverage``) and band (``fit_band``), and each tried method's."""
-    from ..uncertainty import _between, fit_band
     from .uncertainty import coverage
 
     out: dict[str, dict[str, tuple[int, int, float, float]]] = {"shipped": {}}
     for cls in classes():
         cv = coverage(cls, level)
-        lo, hi = fit_band([(s, e) for _, s, e in residuals(cls)], _between(cls), level)
+        lo, hi = class_band(cls, level)
         out["shipped"][cls] = (cv.covered, cv.n, lo, hi)
     for m in METHODS:
         out[m] = {}
