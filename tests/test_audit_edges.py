@@ -224,13 +224,13 @@ def test_hf_config_unknown_activation_is_refused() -> None:
 
     llama = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
              "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
-    for cfg in ({**llama, "hidden_act": "relu2"},
+    for cfg in ({**llama, "hidden_act": "fatrelu"},
                 {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4,
-                 "vocab_size": 1000, "activation_function": "relu2"},
+                 "vocab_size": 1000, "activation_function": "fatrelu"},
                 {"model_type": "bert", "hidden_size": 256, "intermediate_size": 512,
                  "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
-                 "hidden_act": "relu2"}):
-        with pytest.raises(SpecError, match=r"(hidden_act|activation_function)='relu2' .*"
+                 "hidden_act": "fatrelu"}):
+        with pytest.raises(SpecError, match=r"(hidden_act|activation_function)='fatrelu' .*"
                                             r"allowed: gelu, .*silu"):
             hf_config_model(cfg, key="x", name="x")
     m = hf_config_model({**llama, "hidden_act": "gelu_pytorch_tanh"}, key="x", name="x")

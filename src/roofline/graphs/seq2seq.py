@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+from ..ops.formulas import glu_op
 from ..specs.dtypes import Precision
 from .graph import Graph, GraphBuilder
 
@@ -90,10 +91,11 @@ def _mlp(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int) -> None:
         _linear(b, f"{p}.gate_proj", T, D, F, mb)
         _linear(b, f"{p}.up_proj", T, D, F, mb)
         b.add("elementwise", f"{p}.act_mul", elements=T * F,
-              op="swiglu" if cfg.act == "silu" else "geglu")
+              op=glu_op(cfg.act))
     else:
         _linear(b, f"{p}.up_proj", T, D, F, mb)
-        b.add("elementwise", f"{p}.act", elements=T * F, op=cfg.act)
+        if cfg.act != "identity":  # transformers' "linear": no kernel, no traffic
+            b.add("elementwise", f"{p}.act", elements=T * F, op=cfg.act)
     _linear(b, f"{p}.down_proj", T, F, D, mb)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from ..ops.formulas import glu_op
 from ..specs.dtypes import Precision
 from ..specs.keys import SpecKey, key_slot, state_without_keys
 from .graph import Graph, GraphBuilder
@@ -44,7 +45,7 @@ _COUNTS = ("vocab", "max_positions", "type_vocab", "n_experts", "top_k", "classe
            "patch_size", "channels", "moe_d_ff", "n_shared_experts", "first_dense_layers",
            "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
            "encoder_layers", "source_len", "encoder_positions", "position_offset", "audio_mels",
-           "relative_buckets")
+           "relative_buckets", "rotary_dim")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +70,9 @@ class TransformerConfig:
     mlp_bias: bool = False
     fused_qkv: bool = False  #: one [D, (N+2K)H] matmul (GPT-2 c_attn) instead of three
     positions: str = "rope"  #: "rope" | "learned" | "none"
+    #: RoPE on the first rotary_dim of each head's head_dim (0: all of it; Nemotron's
+    #: partial_rotary_factor 0.5 rotates half)
+    rotary_dim: int = 0
     tied_embeddings: bool = False
     post_norm: bool = False  #: BERT's post-LN (norm after the residual add)
     type_vocab: int = 0  #: BERT token-type embeddings
@@ -145,6 +149,9 @@ class TransformerConfig:
         if self.n_experts and not 1 <= self.top_k <= self.n_experts:
             raise SpecError(f"{self.name}: top_k={self.top_k} must be an integer in [1, "
                             f"n_experts={self.n_experts}]")
+        if self.rotary_dim > self.head_dim:
+            raise SpecError(f"{self.name}: rotary_dim={self.rotary_dim} exceeds head_dim="
+                            f"{self.head_dim}")
         if self.n_heads % self.n_kv_heads:
             raise SpecError(f"{self.name}: num_key_value_heads={self.n_kv_heads} must divide "
                             f"num_attention_heads={self.n_heads}")
@@ -438,8 +445,9 @@ def _attention(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, S: int, 
         for nm, heads in (("q_norm", N), ("k_norm", K)):
             b.add("norm", f"{p}.attn.{nm}", params=H, elements=T * heads * H, features=H,
                   variant="rmsnorm")
-    if cfg.positions == "rope":
-        b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * H, op="rope")
+    if cfg.positions == "rope":  # on rotary_dim of each head's H (Nemotron: half)
+        b.add("elementwise", f"{p}.attn.rope", elements=T * (N + K) * (cfg.rotary_dim or H),
+              op="rope")
     if cached:
         b.add("kv_cache_write", f"{p}.attn.kv_cache_write", tokens=T, n_kv_heads=K,
               head_dim=H)
@@ -468,11 +476,12 @@ def _mlp(b: GraphBuilder, cfg: TransformerConfig, prefix: str, width: int, T: in
             b.add("linear", f"{prefix}.{nm}", params=D * width + (width if mb else 0),
                   tokens=T, d_in=D, d_out=width, bias=mb)
         b.add("elementwise", f"{prefix}.act_mul", elements=T * width,
-              op="swiglu" if cfg.act == "silu" else "geglu")
+              op=glu_op(cfg.act))
     else:
         b.add("linear", f"{prefix}.up_proj", params=D * width + (width if mb else 0),
               tokens=T, d_in=D, d_out=width, bias=mb)
-        b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
+        if cfg.act != "identity":  # transformers' "linear": no kernel, no traffic
+            b.add("elementwise", f"{prefix}.act", elements=T * width, op=cfg.act)
     b.add("linear", f"{prefix}.down_proj", params=width * D + (D if mb else 0),
           tokens=T, d_in=width, d_out=D, bias=mb)
 
@@ -526,5 +535,5 @@ def _moe_layer(b: GraphBuilder, cfg: TransformerConfig, p: str, T: int, n_tokens
               n=d_out, b_source="weight", b_bytes=wb * touched,
               gemm=(T * k / max(touched, 1.0), d_out, d_in))
     b.add("elementwise", f"{p}.moe.act_mul", elements=T * k * F,
-          op="swiglu" if cfg.act == "silu" else "geglu")
+          op=glu_op(cfg.act))
     b.add("elementwise", f"{p}.moe.combine", elements=T * k * D, op="mul", n_inputs=1)

@@ -17,7 +17,8 @@ from ..errors import SpecError
 from .cost import OpCost
 from .registry import register
 
-__all__ = ["ELEMENTWISE_FLOPS", "causal_pairs", "conv_geometry", "conv_out", "pool_out"]
+__all__ = ["ELEMENTWISE_FLOPS", "GATED_ACTS", "glu_op", "causal_pairs", "conv_geometry",
+           "conv_out", "pool_out"]
 
 
 def _pos(name: str, value: float, *, zero_ok: bool = False) -> None:
@@ -191,7 +192,34 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "leaky_relu": 2,  # compare, multiply
     "compare": 1,     # eq, lt, gt, ... (one comparison per element)
     "max": 1, "min": 1,
+    # the rest of transformers' ACT2FN names (src/transformers/activations.py, 5.24.0) that the
+    # HF importer maps (graphs/importers/hf_config.py, _ACT)
+    "relu2": 2,       # max(x, 0)²: max, square (Primer's squared ReLU; Nemotron's MLP)
+    "mish": 5,        # x·tanh(softplus(x)): softplus 3 (exp, add, log) + tanh + mul
+    "gelu_erf_clip": 7,  # clamp(gelu_erf(x), lo, hi): 5 + clamp 2 (transformers' gelu_10)
+    "laplace": 5,     # 0.5·(1 + erf((x − μ)/(σ·√2))): sub, mul by 1/(σ√2), erf, add, mul
+    "sqrt_softplus": 4,  # √softplus(x): softplus 3 + sqrt
+    "identity": 0,    # x (transformers' "linear"); a plain MLP adds no op for it (graphs)
 }
+
+#: the activations a gated MLP may apply to its gate (the importer's and the zoo's)
+GATED_ACTS = ("silu", "gelu_tanh", "gelu_erf", "gelu_erf_clip", "quick_gelu", "relu", "relu2",
+              "relu6", "leaky_relu", "sigmoid", "tanh", "hardswish", "mish", "laplace",
+              "sqrt_softplus", "identity")
+#: SwiGLU and GeGLU keep their names; the others are "<act>_glu"
+_GLU_NAMES = {"silu": "swiglu", "gelu_tanh": "geglu"}
+for _a in GATED_ACTS:  # act(gate)·up: the activation on the gate, then 1 multiply; two inputs
+    ELEMENTWISE_FLOPS.setdefault(_GLU_NAMES.get(_a, f"{_a}_glu"), ELEMENTWISE_FLOPS[_a] + 1)
+
+
+def glu_op(act: str) -> str:
+    """The elementwise op of a gated MLP's product ``act(gate)·up`` (``act``'s FLOPs + 1):
+    swiglu for silu, geglu for gelu_tanh, ``<act>_glu`` otherwise. An activation without one
+    is a SpecError (it used to be priced as GeGLU whatever it was)."""
+    if act not in GATED_ACTS:
+        raise SpecError(f"gated MLP activation {act!r} is not modelled; allowed: "
+                        f"{', '.join(GATED_ACTS)}")
+    return _GLU_NAMES.get(act, f"{act}_glu")
 
 
 @register("elementwise", "elementwise")
@@ -206,7 +234,8 @@ def elementwise(*, batch: int, elements: int, op: str = "add", n_inputs: int | N
         raise SpecError(f"unknown elementwise op {op!r}; known: {', '.join(ELEMENTWISE_FLOPS)}")
     _ints(batch=batch, elements=elements)
     if n_inputs is None:
-        n_inputs = 2 if op in ("add", "sub", "mul", "div", "swiglu", "geglu", "where") else 1
+        n_inputs = 2 if op in ("add", "sub", "mul", "div", "swiglu", "geglu", "where") \
+            or op.endswith("_glu") else 1
     E = batch * elements
     return OpCost(flops=ELEMENTWISE_FLOPS[op] * E, act_bytes_read=n_inputs * E * act_bytes,
                   act_bytes_written=E * act_bytes, weight_bytes_read=param_bytes)

@@ -1,10 +1,10 @@
 """HuggingFace ``config.json`` -> ``TransformerConfig`` (plain JSON; no transformers import).
 
 ``from_hf_config`` normalises the field names of the families we know (GPT-2, BERT/RoBERTa, ViT,
-the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, gemma3, deepseek_v2/v3, llama4;
-and the encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py); ``mamba_from_hf`` reads a
-Mamba config into a ``MambaConfig``; ``hf_config_model`` builds the ``Model`` of any supported
-family and ``hf_model`` reads a ``config.json`` file into one.
+the Llama family: llama, mistral, mixtral, qwen2, gemma, gemma2, gemma3, deepseek_v2/v3, llama4,
+nemotron; and the encoder-decoders T5/mT5, BART/mBART, Whisper in hf_seq2seq.py);
+``mamba_from_hf`` reads a Mamba config into a ``MambaConfig``; ``hf_config_model`` builds the
+``Model`` of any supported family and ``hf_model`` reads a ``config.json`` file into one.
 """
 
 from __future__ import annotations
@@ -23,9 +23,20 @@ from .hf_seq2seq import SEQ2SEQ_TYPES, seq2seq_config
 
 __all__ = ["from_hf_config", "mamba_from_hf", "hf_config_model", "hf_model"]
 
-_ACT = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-        "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
-        "swish": "silu", "quick_gelu": "quick_gelu", "tanh": "tanh"}
+#: config activation name -> the ELEMENTWISE_FLOPS op it computes: transformers' ACT2FN names
+#: (src/transformers/activations.py, 5.24.0) and "gelu_tanh". gelu/gelu_python: x·Φ(x) by erf;
+#: gelu_new/gelu_pytorch_tanh/gelu_python_tanh/gelu_accurate: the tanh form; gelu_fast: the tanh
+#: form with x·(c + c'·x²) inside (the same 9 FLOPs); gelu_10: erf GELU clipped to [-10, 10];
+#: relu2: relu squared; linear: identity; laplace: MEGA's 0.5·(1 + erf((x − μ)/(σ√2))).
+#: Refused: prelu and xielu (learned slope / alpha parameters per layer the importer does not
+#: count; xielu's fused kernel also computes one branch where the Python path computes both)
+_ACT = {"gelu": "gelu_erf", "gelu_python": "gelu_erf", "gelu_new": "gelu_tanh",
+        "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
+        "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh",
+        "gelu_10": "gelu_erf_clip", "quick_gelu": "quick_gelu", "relu": "relu", "relu2": "relu2",
+        "relu6": "relu6", "leaky_relu": "leaky_relu", "silu": "silu", "swish": "silu",
+        "sigmoid": "sigmoid", "tanh": "tanh", "hardswish": "hardswish", "mish": "mish",
+        "laplace": "laplace", "sqrtsoftplus": "sqrt_softplus", "linear": "identity"}
 
 
 def _req(cfg: dict[str, Any], *names: str, where: str) -> Any:
@@ -64,7 +75,7 @@ DECODER_MAX_POSITIONS: dict[str, int] = {
     "llama": 2048, "mistral": 131_072, "mixtral": 131_072, "qwen2": 32_768,
     "qwen2_moe": 32_768, "qwen3": 32_768, "qwen3_moe": 32_768, "gemma": 8192, "gemma2": 8192,
     "gemma3_text": 131_072, "phi3": 4096, "deepseek_v2": 2048, "deepseek_v3": 4096,
-    "llama4_text": 131_072}
+    "llama4_text": 131_072, "nemotron": 4096}
 
 
 class _Fields:
@@ -209,7 +220,7 @@ def _divides(name: str, D: int, N: int, d_field: str, n_field: str) -> None:
 def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
              F: int) -> TransformerConfig:
     """Llama-family decoders: llama, mistral, mixtral, qwen2, gemma, gemma2, gemma3_text,
-    deepseek_v2/v3."""
+    deepseek_v2/v3, llama4_text, and nemotron (LayerNorm, a plain relu2 MLP, partial RoPE)."""
     cfg = f.cfg
     K = f.int("num_key_value_heads", default=N, hi=N)
     if cfg.get("head_dim") is None:
@@ -220,8 +231,9 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
     if llama4:  # intermediate_size is the experts' width; dense layers use intermediate_size_mlp
         moe_ff, F = F, f.int("intermediate_size_mlp")
     # Gemma's config names the activation hidden_activation (hidden_act is a legacy field)
+    nemotron = mt == "nemotron"  # LayerNorm1P, a plain up/down MLP of relu2, partial RoPE
     act = f.act(*(("hidden_activation", "hidden_act") if gemma else
-                  ("hidden_act", "hidden_activation")), default="silu")
+                  ("hidden_act", "hidden_activation")), default="relu2" if nemotron else "silu")
     E = f.int("num_local_experts", "num_experts", "n_routed_experts", default=0, lo=0,
               hi=MAX_EXPERTS)
     top_k = f.int("num_experts_per_tok", lo=1, hi=E) \
@@ -242,9 +254,11 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         d_ff=F, vocab=f.int("vocab_size", hi=MAX_VOCAB),
         max_positions=f.int("max_position_embeddings", default=DECODER_MAX_POSITIONS[mt],
                             hi=MAX_POSITIONS),
-        norm="rmsnorm", gated_mlp=True, act=act,
+        norm="layernorm" if nemotron else "rmsnorm", gated_mlp=not nemotron, act=act,
         qkv_bias=f.flag("attention_bias", mt.startswith("qwen2")),
-        o_bias=False, mlp_bias=f.flag("mlp_bias", False), positions="rope",
+        o_bias=nemotron and f.flag("attention_bias", False),
+        mlp_bias=f.flag("mlp_bias", False), positions="rope",
+        rotary_dim=_rotary_dim(f, H, 0.5 if nemotron else 1.0) if mt in _PARTIAL_ROPE else 0,
         tied_embeddings=tied,
         n_experts=E, top_k=top_k,
         sliding_window=sw or None, embed_scale=gemma,
@@ -264,6 +278,31 @@ def _decoder(f: _Fields, mt: str, name: str, D: int, N: int, L: int,
         qk_rope_head_dim=f.int("qk_rope_head_dim", lo=0, hi=MAX_HEADS) if mla else 0,
         v_head_dim=f.int("v_head_dim", lo=1, hi=MAX_HEADS) if mla else 0,
     )
+
+
+#: the supported families whose transformers rotary embedding reads partial_rotary_factor
+#: (modeling_nemotron.py, modeling_phi3.py, 5.24.0); Llama's, Mistral's, Qwen's, Gemma's
+#: default RoPE ignore it and rotate the whole head
+_PARTIAL_ROPE = ("nemotron", "phi3")
+
+
+def _rotary_dim(f: _Fields, H: int, default: float) -> int:
+    """RoPE's share of each head: int(head_dim · partial_rotary_factor), as transformers'
+    rotary embedding takes it (top level, or in rope_parameters; NemotronConfig defaults it
+    to 0.5, Phi3Config to 1); 0 when it is the whole head."""
+    rp = f.cfg.get("rope_parameters")
+    v = f.cfg.get("partial_rotary_factor")
+    if v is None and isinstance(rp, dict):
+        v = rp.get("partial_rotary_factor")
+    v = default if v is None else v
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+        raise SpecError(f"{f.where}: partial_rotary_factor={_shown(v)} must be a number in "
+                        "(0, 1]")
+    d = int(H * v)
+    if d < 1:
+        raise SpecError(f"{f.where}: partial_rotary_factor={v} leaves no rotary dimension of "
+                        f"head_dim={H}")
+    return 0 if d == H else d
 
 
 def _gemma3_windows(f: _Fields, L: int) -> tuple[bool, ...]:

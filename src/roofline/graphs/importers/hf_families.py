@@ -44,6 +44,8 @@ SUPPORTED_MODEL_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "gemma3_text": ("Gemma 3 decoder (Gemma 2's sandwich norms, GeGLU, tied, √D scale; local "
                     "sliding-window layers per layer_types or every sliding_window_pattern-th "
                     "layer global, 5:1; per-head q/k RMSNorm)", ()),
+    "nemotron": ("Nemotron-4 / Minitron decoder (LayerNorm1P, a plain up/down MLP of relu2, RoPE "
+                 "on partial_rotary_factor of each head, default 0.5)", ()),
     "phi3": ("Phi-3 decoder (fused QKV and gate/up: the same weights as Llama's)", ()),
     "deepseek_v2": ("DeepSeek-V2 decoder (MLA + MoE)",
                     ("kv_lora_rank", "n_routed_experts", "num_experts_per_tok")),
