@@ -144,3 +144,17 @@ def test_partial_rotary_factor_is_checked_and_defaults_per_family() -> None:
     for bad in (0, 1.5, "half", True):
         with pytest.raises(SpecError, match="partial_rotary_factor=.*must be a number in"):
             from_hf_config({**base, "partial_rotary_factor": bad}, name="n")
+
+
+def test_act_knob_takes_activations_only() -> None:
+    # any ELEMENTWISE_FLOPS key was taken: act="add" priced a one-input add as the activation,
+    # act="swiglu" a two-input product on a plain MLP
+    from roofline.graphs.knobs import resize
+
+    for m in (rl.model("gpt2"), rl.model("resnet18")):
+        for bad in ("add", "swiglu", "relu_glu", "rope"):
+            with pytest.raises(SpecError, match=f"act={bad!r}; allowed: silu, .*relu2"):
+                resize(m, act=bad)
+    g = resize(rl.model("llama-3.2-1b"), act="relu2").graph(precision="bf16", seq_len=4)
+    i = g.names.index("layers.0.mlp.act_mul")
+    assert g.op_cost(i).flops == 3 * 4 * 8192  # relu2 2 + the gate product 1, F = 8192

@@ -8,6 +8,8 @@
   head dim; KV heads keep their ratio), ``layers``, ``heads``, ``ffn_mult`` (d_ff multiplier,
   rounded to a multiple of 128), ``act``, ``gated_mlp``; encoder-decoders also ``source_len``
   (encoder tokens per request, within the encoder's position table).
+- ``act`` is one of ``ops.formulas.ACTIVATIONS`` (a gated MLP prices act(gate)·up as the
+  activation + 1 multiply).
 
 ``rl.model("resnet50", width=0.5)`` and ``rl.model("llama-3.1-8b", layers=16)`` call it.
 A knob a model does not take, or a value <= 0, is a SpecError naming it.
@@ -42,10 +44,13 @@ def _positive(name: str, v: Any, integer: bool = False) -> float:
 
 
 def _act(v: Any) -> str:
-    from ..ops.formulas import ELEMENTWISE_FLOPS
+    """An activation function's name (formulas.ACTIVATIONS): any ELEMENTWISE_FLOPS key was
+    taken, so act="add" or act="swiglu" priced an add or a two-input product as the
+    activation."""
+    from ..ops.formulas import ACTIVATIONS
 
-    if not isinstance(v, str) or v not in ELEMENTWISE_FLOPS:
-        raise SpecError(f"act={v!r}; allowed: {', '.join(ELEMENTWISE_FLOPS)}")
+    if not isinstance(v, str) or v not in ACTIVATIONS:
+        raise SpecError(f"act={v!r}; allowed: {', '.join(ACTIVATIONS)}")
     return v
 
 

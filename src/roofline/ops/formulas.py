@@ -17,7 +17,7 @@ from ..errors import SpecError
 from .cost import OpCost
 from .registry import register
 
-__all__ = ["ELEMENTWISE_FLOPS", "GATED_ACTS", "glu_op", "causal_pairs", "conv_geometry",
+__all__ = ["ELEMENTWISE_FLOPS", "ACTIVATIONS", "glu_op", "causal_pairs", "conv_geometry",
            "conv_out", "pool_out"]
 
 
@@ -202,13 +202,14 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "identity": 0,    # x (transformers' "linear"); a plain MLP adds no op for it (graphs)
 }
 
-#: the activations a gated MLP may apply to its gate (the importer's and the zoo's)
-GATED_ACTS = ("silu", "gelu_tanh", "gelu_erf", "gelu_erf_clip", "quick_gelu", "relu", "relu2",
-              "relu6", "leaky_relu", "sigmoid", "tanh", "hardswish", "mish", "laplace",
-              "sqrt_softplus", "identity")
+#: the activation functions (the importer's, the zoo's and the act= size knob's choices); a
+#: gated MLP may apply any of them to its gate
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu_erf", "gelu_erf_clip", "quick_gelu", "relu", "relu2",
+               "relu6", "leaky_relu", "sigmoid", "hardsigmoid", "tanh", "hardswish", "mish",
+               "laplace", "softplus", "sqrt_softplus", "identity")
 #: SwiGLU and GeGLU keep their names; the others are "<act>_glu"
 _GLU_NAMES = {"silu": "swiglu", "gelu_tanh": "geglu"}
-for _a in GATED_ACTS:  # act(gate)·up: the activation on the gate, then 1 multiply; two inputs
+for _a in ACTIVATIONS:  # act(gate)·up: the activation on the gate, then 1 multiply; two inputs
     ELEMENTWISE_FLOPS.setdefault(_GLU_NAMES.get(_a, f"{_a}_glu"), ELEMENTWISE_FLOPS[_a] + 1)
 
 
@@ -216,9 +217,9 @@ def glu_op(act: str) -> str:
     """The elementwise op of a gated MLP's product ``act(gate)·up`` (``act``'s FLOPs + 1):
     swiglu for silu, geglu for gelu_tanh, ``<act>_glu`` otherwise. An activation without one
     is a SpecError (it used to be priced as GeGLU whatever it was)."""
-    if act not in GATED_ACTS:
+    if act not in ACTIVATIONS:
         raise SpecError(f"gated MLP activation {act!r} is not modelled; allowed: "
-                        f"{', '.join(GATED_ACTS)}")
+                        f"{', '.join(ACTIVATIONS)}")
     return _GLU_NAMES.get(act, f"{act}_glu")
 
 
