@@ -65,12 +65,23 @@ def test_layout_string_by_hand() -> None:
     ("E|(t|)*94,L", 5, 1, r"96 virtual stages; pp=5 must divide them"),
     ("E|(t|)*94,L", 32, 2, r"96 virtual stages over pp=32 are 3 model chunks per stage, but "
                            r"interleave=2"),
-    ("E|(t|)*94,L", 1, 1, r"96 virtual stages; give pp"),
+    ("E|(t|)*94,L", 1, 1, r"96 virtual stages and pp=1 \(given or the default\).* give pp, "
+                          r"one of \[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96\]"),
 ])
 def test_bad_layouts_name_the_argument(layout: str, pp: int, interleave: int,
                                        match: str) -> None:
     with pytest.raises(SpecError, match=match):
         layout_stages(layout, 94, pp, interleave, pp > 1)
+
+
+def test_train_with_pp_1_and_a_layout_names_both() -> None:
+    """rl.train(pp=1, pp_layout=...) of several virtual stages: the message named the layout
+    and said 'give pp', though pp=1 may have been given; it now names pp=1 and the pp values
+    that divide the layout's stages."""
+    with pytest.raises(SpecError, match=r"pp_layout='Et\*16\|t\*16L' has 2 virtual stages and "
+                       r"pp=1 .*give pp, one of \[2\]"):
+        rl.train("llama-3.1-8b", "dgx-h100", global_batch=64, seq_len=4096, pp=1,
+                 pp_layout="Et*16|t*16L")
 
 
 ROW = dict(global_batch=2048, seq_len=4096, tp=2, pp=32, ep=8, etp=1, recompute="none")

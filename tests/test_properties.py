@@ -63,11 +63,34 @@ SERVE = dict(batch=POS, prompt_len=POS, output_len=st.integers(1, 512),
              precision=st.sampled_from(DTYPES), kv_precision=st.sampled_from(DTYPES),
              weight_precision=st.sampled_from(DTYPES), tp=st.sampled_from([1, 2, 4, 8]),
              pp=st.sampled_from([1, 2]), preset=st.sampled_from(["default", "bound", "mlsysim"]),
-             engine=st.sampled_from(["trtllm", "vllm", "eager", "tgi"]),
-             prefix_cached=st.integers(0, 512), chunk_size=st.integers(1, 2048),
-             draft=st.sampled_from([None, "gpt2", "qwen2.5-0.5b"]), draft_len=st.integers(1, 8),
-             acceptance=st.floats(0, 1), decode_hardware=st.sampled_from([None, "A100", "L4"]),
-             kv_link_bytes_per_s=st.floats(1e9, 1e12), kv_window=st.sampled_from(["ring", "full"]))
+             engine=st.sampled_from(["trtllm", "vllm", "eager", "vllm-v1"]),
+             chunk_size=st.integers(1, 2048), kv_window=st.sampled_from(["ring", "full"]))
+#: rl.serve's arguments that go together (each refused alone: test_serve_refuses_...):
+#: draft_len and acceptance need a draft model, kv_link_bytes_per_s a decode_hardware, and
+#: prefix_cached is below the prompt
+DRAFT = dict(draft_len=st.integers(1, 8), acceptance=st.floats(0, 1))
+SPLIT = dict(kv_link_bytes_per_s=st.floats(1e9, 1e12))
+
+
+@st.composite
+def serve_kwargs(draw) -> dict:
+    """SERVE's pools (each sometimes junk) in combinations rl.serve accepts when their values
+    are valid: a draft with its knobs, a decode part with its link, a cached prefix shorter
+    than the prompt (1024 tokens by default)."""
+    kw = draw(kwargs(**SERVE))
+    if draw(st.booleans()):
+        kw["draft"] = draw(mix(st.sampled_from([None, "gpt2", "qwen2.5-0.5b"])))
+        if kw["draft"] is not None:
+            kw.update(draw(kwargs(**DRAFT)))
+    if draw(st.booleans()):
+        kw["decode_hardware"] = draw(mix(st.sampled_from([None, "A100", "L4"])))
+        if kw["decode_hardware"] is not None:
+            kw.update(draw(kwargs(**SPLIT)))
+    prompt = kw.get("prompt_len", 1024)
+    if draw(st.booleans()):
+        kw["prefix_cached"] = draw(mix(st.integers(0, prompt - 1) if type(prompt) is int
+                                       and 1 <= prompt <= 2**20 else st.integers(0, 512)))
+    return kw
 TRAIN = dict(micro_batch=st.sampled_from([1, 2, 4]), tp=st.sampled_from([1, 2, 4, 8]),
              pp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2]),
              interleave=st.sampled_from([1, 2]),
@@ -107,12 +130,56 @@ def test_sweep_never_raises_a_foreign_exception(m, hws, kw):
 
 
 @example("gpt2", "A100", {"output_len": 1})  # printing divided by TPOT = 0 (deep run)
-@given(st.sampled_from(LLMS + ["resnet50"]), st.sampled_from(HWS), kwargs(**SERVE))
+@given(st.sampled_from(LLMS + ["resnet50"]), st.sampled_from(HWS), serve_kwargs())
 def test_serve_never_raises_a_foreign_exception(m, hw, kw):
     r = call(rl.serve, m, hw, **kw)
     if r is not None:
         finite_or_infeasible(r, "ttft", "tpot", "e2e_latency")
         assert str(r)
+
+
+#: combinations rl.serve refuses whatever the rest: (the arguments, what the message names)
+SERVE_REFUSED = st.one_of(
+    st.builds(lambda v: ({"draft_len": v}, "draft_len"), DRAFT["draft_len"]),
+    st.builds(lambda v: ({"acceptance": v}, "acceptance"), DRAFT["acceptance"]),
+    st.builds(lambda v: ({"draft": None, "draft_len": v}, "draft_len"), DRAFT["draft_len"]),
+    st.builds(lambda v: ({"kv_link_bytes_per_s": v}, "kv_link_bytes_per_s"),
+              SPLIT["kv_link_bytes_per_s"]),
+    st.builds(lambda p, extra: ({"prompt_len": p, "prefix_cached": p + extra}, "prefix_cached"),
+              st.integers(1, 2048), st.integers(0, 64)),
+    st.builds(lambda e: ({"engine": e}, "engine"), st.sampled_from(["tgi", "sglang"])),
+)
+
+
+@given(st.sampled_from(LLMS[:3]), st.sampled_from(["A100", "H100", "l4"]), SERVE_REFUSED,
+       st.fixed_dictionaries({}, optional=dict(
+           batch=SMALL, output_len=st.integers(1, 256),
+           precision=st.sampled_from(["bf16", "fp16"]), chunk_size=st.integers(1, 2048))))
+def test_serve_refuses_what_does_not_go_together(m, hw, bad, kw):
+    """What the SERVE pools no longer draw together is refused with a RooflineError naming the
+    argument, never another exception nor a silent result; the rest are valid values."""
+    args, name = bad
+    note(f"serve({m!r}, {hw!r}, **{ {**kw, **args} })")
+    with pytest.raises(RooflineError, match=name):
+        rl.serve(m, hw, **{**kw, **args})
+
+
+@given(st.one_of(
+    st.builds(lambda c, d: ({"chunk_size": c, "max_batched_tokens": c + d},
+                            "max_batched_tokens"), st.integers(1, 4096), st.integers(1, 4096)),
+    st.builds(lambda d: ({"max_batched_tokens": 2048 + d}, "max_batched_tokens"),
+              st.integers(1, 4096)),
+    st.builds(lambda v: ({"kv_link_bytes_per_s": v}, "kv_link_bytes_per_s"),
+              SPLIT["kv_link_bytes_per_s"]),
+    st.builds(lambda t: ({"prefill_tp": t}, "prefill_tp"), st.sampled_from([1, 2, 4]))))
+def test_simulate_serving_refuses_what_does_not_go_together(bad):
+    """simulate_serving's arguments that were ignored in some combination (a max_batched_tokens
+    beside a different chunk_size, a KV link or a prefill TP without prefill workers): a
+    RooflineError naming the argument, before anything is simulated."""
+    args, name = bad
+    wl = rl.Workload(prompt=64, output=8, rate=1.0)
+    with pytest.raises(RooflineError, match=name):
+        rl.simulate_serving("gpt2", "A100", workload=wl, requests=5, **args)
 
 
 @given(st.sampled_from(LLMS[:3]), st.sampled_from(HWS[:5]),

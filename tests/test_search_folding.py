@@ -133,6 +133,20 @@ def test_etps_refused_where_they_cannot_apply() -> None:
                             etps=(1, 5))
 
 
+def test_etps_with_no_split_on_the_cluster_named() -> None:
+    """etps that split the experts but no tp·dp of the cluster (etp·ep must divide a stage's
+    ranks): the refusal names them, the rule and the sizes that can (it said only 'no valid
+    split ... micro-batches'); a batch that stops every split names the etps too."""
+    with pytest.raises(RooflineError, match=r"etps=\[16\]: no split of Mixtral.* on 8 devices "
+                       r"with tp up to max_tp=8 .*etp·ep must divide .*allowed etps here: "
+                       r"\[1, 2, 4, 8\]"):
+        rl.best_parallelism("mixtral-8x7b", "dgx-h100", global_batch=64, seq_len=4096,
+                            etps=(16,))
+    with pytest.raises(RooflineError, match=r"global_batch=1 .* and etps=\[2\]"):
+        rl.best_parallelism("mixtral-8x7b", "dgx-h100", global_batch=1, seq_len=4096,
+                            etps=(2,), micro_batches=(2,))
+
+
 def test_cli_search_etp(capsys: pytest.CaptureFixture[str]) -> None:
     """``--search --etp 1,2``: the sizes searched (one value fixes it), an etp column; a list
     without --search is refused (one split has one etp)."""

@@ -273,8 +273,10 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     pipeline depths. ``ep_options``: expert-parallel groups per replica for a MoE (default:
     the powers of two dividing its experts; searched at tp = pp = 1, i.e. ep single-device
     attention groups sharing the experts; ignored for a dense model). ``chunk_sizes``:
-    chunked-prefill budgets tried on the winner (None: whole prompts). ``requests``: per sizing
-    simulation.
+    chunked-prefill budgets tried on the winner (None: whole prompts).
+    ``kv_link_bytes_per_s``: the prefill-to-decode KV link of the disaggregated layouts
+    (default: the part's scale-up link); refused with ``disaggregated=False``, which has none.
+    ``requests``: per sizing simulation.
     ``price_per_hour``, ``region``, ``pue``: as in ``rl.serve``, for the cost, energy and carbon
     columns of ``layouts`` and ``pareto`` (``plan_power``; NaN without a price or region).
     ``progress``: a line per layout priced and per sizing simulation, with the rate and the
@@ -284,6 +286,10 @@ def plan_serving(model: Any, hardware: Any, *, devices: int, workload: Workload,
     frontier's TPOT and the sizing simulations; off by default.
     """
     price_per_hour, region, pue = check_economics(price_per_hour, region, pue)
+    if kv_link_bytes_per_s is not None and not disaggregated:
+        raise SpecError(f"kv_link_bytes_per_s={kv_link_bytes_per_s:g} prices the KV transfer of "
+                        "disaggregated layouts, and disaggregated=False searches none: leave "
+                        "it out, or allow disaggregated=True")
     from ..graphs.resolve import model as resolve_model
     from ..specs.resolve import hardware as resolve_hw
 
@@ -467,7 +473,8 @@ def _sim(m: Any, hw: Any, p: _Point, R: int, X: int, chunk: int | None, wl: Work
                            slo=slo, seed=seed, costs=c, devices=devices,
                            prefill_replicas=X if p.mode == "disaggregated" else None,
                            prefill_tp=(p.pcosts.tp if p.pcosts is not None else None),
-                           kv_link_bytes_per_s=link, prefill_costs=p.pcosts, client=client)
+                           kv_link_bytes_per_s=link if p.mode == "disaggregated" else None,
+                           prefill_costs=p.pcosts, client=client)
     label = _label(p, R, X) if p.mode == "disaggregated" else f"{R} × {c.label}"
     prefill_tp = p.pcosts.tp if p.pcosts is not None else 0
     ch = PlanChoice(mode=p.mode, layout=label, tp=tp, pp=pp, ep=ep, precision=w,

@@ -207,8 +207,8 @@ _OPT_DT = A.optional(A.dtype)
            workload=A.instance_of(Workload, what="an rl.Workload"),
            requests=A.optional(A.count(1, 10**9)), tp=_N, pp=_N, ep=_N, replicas=_N,
            max_concurrency=A.count(1, 2**20), chunk_size=A.optional(A.count(1, A.MAX_TOKENS)),
-           max_batched_tokens=A.count(1, A.MAX_TOKENS), precision=A.dtype, kv_precision=_OPT_DT,
-           weight_precision=_OPT_DT, engine=A.anything, preset=A.text,
+           max_batched_tokens=A.optional(A.count(1, A.MAX_TOKENS)), precision=A.dtype,
+           kv_precision=_OPT_DT, weight_precision=_OPT_DT, engine=A.anything, preset=A.text,
            kv_policy=A.choice(*KV_POLICIES), block_size=A.count(1, 2**16),
            slo=A.optional(A.instance_of(SLO, what="an rl.SLO")), seed=A.count(0, 2**32 - 1),
            devices=A.optional(_N), prefill_replicas=A.optional(_N), prefill_tp=A.optional(_N),
@@ -220,7 +220,7 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                      requests: int | None = 10_000,
                      tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
                      max_concurrency: int = 256,
-                     chunk_size: int | None = 2048, max_batched_tokens: int = 8192,
+                     chunk_size: int | None = 2048, max_batched_tokens: int | None = None,
                      precision: str = "bf16", kv_precision: str | None = None,
                      weight_precision: str | None = None,
                      engine: str = "trtllm", preset: str = "default",
@@ -235,13 +235,16 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     (``ep``: expert-parallel groups of a MoE, as ``rl.serve`` takes it; ``weight_precision``:
     weight-only quantisation, "int8" / "int4").
 
-    ``chunk_size``: chunked prefill with that token budget per step (None: whole prompts,
-    batched up to ``max_batched_tokens`` per step). ``kv_policy``: "dynamic" (vLLM: allocate as
-    tokens are written, preempt and recompute the newest request when blocks run out) or
+    ``chunk_size``: chunked prefill with that token budget per step (vLLM's
+    max_num_batched_tokens); None: whole prompts, up to ``max_batched_tokens`` a step (8192),
+    the same budget (a different pair is refused). ``kv_policy``: "dynamic" (vLLM: allocate
+    as tokens are written, preempt and recompute the newest request when blocks run out) or
     "reserve" (TensorRT-LLM GUARANTEED_NO_EVICT: prompt + output reserved at admission).
     ``prefill_replicas`` (and ``prefill_tp``): disaggregated serving, that many prefill
-    workers; ``replicas`` are then the decode workers. ``devices``: what you have; a layout
-    needing more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
+    workers; ``replicas`` are then the decode workers. ``kv_link_bytes_per_s``: the prefill to
+    decode KV link (default: the scale-up link, else the host link); refused without
+    ``prefill_replicas``, as ``prefill_tp`` is. ``devices``: what you have; a layout needing
+    more raises. ``costs``: step tables from ``stepcost.step_costs`` to reuse.
     ``warmup``: s; requests arriving earlier (while the system fills from empty) are simulated
     but left out of the latency statistics and goodput.
     ``client=True``: TTFT, TPOT and end to end as a client timing each request sees them — a
@@ -251,8 +254,8 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
     """
     # (types and ranges: the @checked rules above)
     R, mc = replicas, max_concurrency
-    budget = chunk_size if chunk_size is not None else max_batched_tokens
-    disagg = _disaggregated(prefill_replicas, prefill_tp)
+    budget = _budget(chunk_size, max_batched_tokens, mc)
+    disagg = _disaggregated(prefill_replicas, prefill_tp, kv_link_bytes_per_s)
     Rp = prefill_replicas or 0
     tpp = (prefill_tp or tp) if disagg else 0
     used = R * tp * pp * ep + Rp * tpp * pp * ep
@@ -261,9 +264,6 @@ def simulate_serving(model: Any, hardware: Any, *, workload: Workload,
                         f"({R} replicas × tp {tp} × pp {pp}" + (f" × ep {ep}" if ep > 1 else "")
                         + (f" + {Rp} prefill workers × tp {tpp} × pp {pp}" if disagg else "")
                         + ")")
-    if chunk_size is not None and mc >= budget:
-        raise SpecError(f"max_concurrency={mc} must be below chunk_size={budget}: each decoding "
-                        "sequence takes one token of the step's budget")
     arr, isl, osl = workload.sample(requests, seed)
     _check_context(model, isl, osl)
     n = len(arr)
@@ -371,12 +371,34 @@ def _client(hardware: Any, isl: np.ndarray, osl: np.ndarray,
     return request_client(isl, osl, hw)
 
 
-def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None) -> bool:
-    """Whether prefill runs on its own workers; a prefill_tp without them is refused (it was
-    ignored)."""
+def _budget(chunk_size: int | None, max_batched_tokens: int | None, mc: int) -> int:
+    """A step's token budget: ``chunk_size`` under chunked prefill, else
+    ``max_batched_tokens`` (default 8192). Both given and different is refused: they are the
+    same budget (vLLM's max_num_batched_tokens) and the chunked one would win silently; so is
+    a chunk not above max_concurrency ``mc``."""
+    if chunk_size is None:
+        return 8192 if max_batched_tokens is None else max_batched_tokens
+    if max_batched_tokens is not None and max_batched_tokens != chunk_size:
+        raise SpecError(f"max_batched_tokens={max_batched_tokens} with chunk_size={chunk_size}: "
+                        "under chunked prefill chunk_size is the step's token budget (vLLM's "
+                        "max_num_batched_tokens), and max_batched_tokens is read only with "
+                        "chunk_size=None (whole prompts); give one, or both equal")
+    if mc >= chunk_size:
+        raise SpecError(f"max_concurrency={mc} must be below chunk_size={chunk_size}: each "
+                        "decoding sequence takes one token of the step's budget")
+    return chunk_size
+
+
+def _disaggregated(prefill_replicas: int | None, prefill_tp: int | None,
+                   kv_link: float | None = None) -> bool:
+    """Whether prefill runs on its own workers; a prefill_tp or a KV link without them is
+    refused (each was ignored)."""
     if prefill_tp is not None and prefill_replicas is None:
         raise SpecError(f"prefill_tp={prefill_tp} sizes the prefill workers of disaggregated "
                         "serving: give prefill_replicas= too")
+    if kv_link is not None and prefill_replicas is None:
+        raise SpecError(f"kv_link_bytes_per_s={kv_link:g} is the prefill-to-decode KV link of "
+                        "disaggregated serving: give prefill_replicas= too, or leave it out")
     return prefill_replicas is not None
 
 

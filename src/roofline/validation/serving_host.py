@@ -135,7 +135,7 @@ def _simulate(c: Case, factors: Any, seed: int) -> Any:
         sim = _SIM[key] = rl.simulate_serving(
             c["model"], c["hardware"], workload=wl,
             requests=None if wl._trace is not None else n, tp=c["tp"], pp=c["pp"],
-            max_concurrency=mc, chunk_size=chunk, max_batched_tokens=c["max_batched_tokens"],
+            max_concurrency=mc, chunk_size=chunk, max_batched_tokens=None if chunk else budget,
             precision=c["precision"], kv_precision=c["kv"], engine=factors,
             kv_policy=c["kv_policy"], seed=seed, costs=with_host(dev, factors))
     return sim

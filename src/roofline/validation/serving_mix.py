@@ -85,7 +85,7 @@ def _run(c: Case, seed: int) -> Any:
     return rl.simulate_serving(c["model"], c["hardware"], workload=wl,
                                requests=None if wl._trace is not None else n, tp=c["tp"],
                                pp=c["pp"], max_concurrency=mc, chunk_size=chunk,
-                               max_batched_tokens=c["max_batched_tokens"],
+                               max_batched_tokens=None if chunk else budget,
                                precision=c["precision"], kv_precision=c["kv"],
                                engine=c["engine"], kv_policy=c["kv_policy"], seed=seed,
                                costs=costs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -137,6 +137,28 @@ def _etp_pairs(cfg: Any, tps: list[int], etps: tuple[int, ...] | None) -> dict[i
     return {t: [e for e in ok if tp_problem(cfg, t, e) is None] for t in tps}
 
 
+def _no_split(cfg: Any, devices: int, global_batch: int, micro_batches: tuple[int, ...],
+              pp_flushes: int, etps: tuple[int, ...] | None, max_tp: int) -> NoReturn:
+    """best_parallelism found no split: a SpecError. With ``etps`` none of which can split the
+    experts over ``devices`` with any tp up to ``max_tp`` (each etp·ep divides a stage's tp·dp
+    ranks, ``folding.check_folding``, and tp and etp split the model, ``tp_problem``), it names
+    them, the rule and the sizes that can; otherwise the batch, the micro-batches, the flushes
+    (and the etps) given."""
+    more = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
+    tps = [t for t in _divisors(devices) if t <= max_tp]
+    ok = [e for e in _divisors(devices) if etp_problem(cfg, e) is None
+          and any(tp_problem(cfg, t, e) is None and _expert_splits(cfg, t, devices // t, [e])
+                  for t in tps)] if etps is not None else []
+    if etps is None or set(etps) & set(ok):
+        more += f" and etps={list(etps)}" if etps is not None else ""
+        raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
+                        f"{global_batch} and micro-batches {micro_batches}{more}")
+    raise SpecError(f"etps={list(etps)}: no split of {cfg.name} on {devices} devices with tp up "
+                    f"to max_tp={max_tp} pairs with them: each etp·ep must divide a stage's "
+                    f"tp·dp ranks (Megatron-Core's expert groups) and etp split the experts; "
+                    f"allowed etps here: {ok}")
+
+
 @A.checked(**COMMON_ARGS,
            micro_batches=A.seq(A.count(), what="micro-batch sizes such as (1, 2, 4)"),
            interleaves=A.seq(A.count(1, 1024), what="interleave factors such as (1, 2)"),
@@ -210,9 +232,7 @@ def best_parallelism(model: Any, cluster: Any, *, global_batch: int, seq_len: in
                    zeros, ep_overlap, pp_flushes, pp_overlap, None if etps is None else pairs,
                    moe_dispatcher == "flex")
     if not rows["tp"]:
-        flushes = f" and pp_flushes={pp_flushes}" if pp_flushes > 1 else ""
-        raise SpecError(f"no valid split of {cfg.name} on {devices} devices with global_batch="
-                        f"{global_batch} and micro-batches {micro_batches}{flushes}")
+        _no_split(cfg, devices, global_batch, micro_batches, pp_flushes, etps, max_tp)
     arr = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
     n = len(arr["tp"])
     gt, lp, emb, head, lpe = _per_rank(ctx, rows, arr)

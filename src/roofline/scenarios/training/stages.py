@@ -213,8 +213,11 @@ def layout_stages(layout: str, n_layers: int, pp: int, interleave: int,
                         "modelled; give a layout of E, t and L only")
     n_virtual = len(stages)
     if not pp_given and n_virtual > 1:
-        raise SpecError(f"pp_layout={layout!r} has {n_virtual} virtual stages; give pp (the "
-                        "layout is pp × interleave virtual stages, Megatron-Core's rule)")
+        ok = [d for d in range(2, n_virtual + 1) if n_virtual % d == 0]
+        raise SpecError(f"pp_layout={layout!r} has {n_virtual} virtual stages and pp={pp} (given "
+                        "or the default): the layout is pp × interleave virtual stages "
+                        f"(Megatron-Core's rule), and at pp={pp} all {n_virtual} would be model "
+                        f"chunks of one rank, no pipeline; give pp, one of {ok}")
     if n_virtual % pp:
         raise SpecError(f"pp_layout={layout!r} has {n_virtual} virtual stages; pp={pp} must "
                         "divide them (Megatron-Core's rule: pp × the model chunks)")
